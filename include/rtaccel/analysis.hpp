@@ -1,0 +1,101 @@
+// rtaccel analysis: worst-case end-to-end response time of processing chains
+// whose callbacks use accelerators through the rtaccel server (PAAM).
+//
+// Implements Enright et al., "PAAM: A Framework for Coordinated and
+// Priority-Driven Accelerator Management in ROS 2" (RTAS 2024), Section IV-F,
+// in the paper's notation: Lemma 1 (arrival bound), Lemma 2 (per-segment
+// handling time), Lemma 3 (per-chain handling time), Eq. 1 (server overhead
+// epsilon per segment), Lemma 4 (PiCAS chains without accelerators) and
+// Theorem 1 (PAAM chains, spin or suspend), with chains spanning executors as
+// the sum of their sub-chains plus communication. docs/analysis.md maps each
+// equation to the code and lists where rtaccel is more careful than the paper.
+//
+// The analysis fails safe: a chain whose recurrence passes its horizon, or
+// whose bound relies on another chain that has none, is reported as not
+// schedulable with the reason, never with a number that is not a bound.
+//
+// Everything here allocates and is meant for set-up time (the CLI, admission
+// control at registration), not for real-time paths. Thread-compatible.
+#ifndef RTACCEL_ANALYSIS_HPP_
+#define RTACCEL_ANALYSIS_HPP_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rtaccel/workload.hpp"
+
+namespace rtaccel::analysis {
+
+// How far a fixed-point iteration may go before the chain is declared
+// unschedulable.
+enum class Horizon {
+  kDeadline,  // stop as soon as the bound passes the deadline (fastest)
+  kPeriod,    // go on up to the period, so a miss is reported with its size
+};
+
+struct Options {
+  Horizon horizon = Horizon::kPeriod;
+  // Lemma 4 charges the blocking by a lower-priority callback with its CPU
+  // WCET only. A single-threaded executor stays occupied while that callback
+  // waits for its accelerator segments, so by default rtaccel charges those
+  // too. false reproduces the paper's term exactly.
+  bool lp_blocking_includes_accelerator = true;
+};
+
+// The terms of a chain's bound; they add up to wcrt_ns.
+struct Breakdown {
+  uint64_t blocking_ns = 0;       // B_c: lower-priority callback in progress
+  uint64_t cpu_ns = 0;            // E_c: the chain's own CPU work
+  uint64_t accelerator_ns = 0;    // H_c^*: the chain's accelerator segments, queueing included
+  uint64_t interference_ns = 0;   // higher-priority chains on the executor and the core
+  uint64_t communication_ns = 0;  // hand-overs between executors
+};
+
+// A maximal run of a chain's callbacks on one executor (Gamma_c in the paper).
+struct SubchainResult {
+  std::string executor;
+  bool bounded = false;
+  uint64_t wcrt_ns = 0;  // R_c, valid when bounded
+  uint64_t handling_ns = 0;  // H_c^*
+  bool handling_by_lemma3 = false;  // which bound gave the minimum H_c
+  Breakdown breakdown;
+};
+
+struct ChainResult {
+  std::string chain;
+  int priority = 0;
+  bool critical = true;
+  uint64_t period_ns = 0;
+  uint64_t deadline_ns = 0;
+  bool bounded = false;      // a bound exists within the horizon
+  uint64_t wcrt_ns = 0;      // valid when bounded
+  bool schedulable = false;  // bounded && wcrt_ns <= deadline_ns
+  Breakdown breakdown;
+  std::string reason;  // why not schedulable; empty when schedulable
+  std::vector<SubchainResult> subchains;
+
+  // The largest term of the breakdown: "blocking", "cpu", "accelerator",
+  // "interference" or "communication".
+  const char* dominant_term() const;
+};
+
+// Analyses every chain of `workload`, in the workload's chain order.
+std::vector<ChainResult> analyze(const workload::Workload& workload, const Options& options = {});
+
+// True when every critical chain is schedulable.
+bool all_critical_schedulable(const std::vector<ChainResult>& results);
+
+// Lemma 1: the number of requests a segment of a chain with period `period_ns`
+// can issue in any window of `window_ns`: ceil(window / period) + 1.
+uint64_t arrivals(uint64_t window_ns, uint64_t period_ns);
+
+// Server bucket for a request priority: the distinct priorities `priorities`
+// (any order) are divided into `levels` evenly sized groups, the highest
+// priorities into the highest bucket (PAAM Sec. IV-C). Returns 0..levels-1,
+// or -1 when `priority` is not among `priorities`.
+int bucket_of(int priority, const std::vector<int>& priorities, int levels);
+
+}  // namespace rtaccel::analysis
+
+#endif  // RTACCEL_ANALYSIS_HPP_

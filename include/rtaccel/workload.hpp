@@ -1,0 +1,148 @@
+// rtaccel workload model: the YAML description every rtaccel tool shares.
+//
+// A workload names the platform (accelerators, the accelerator server),
+// executors (processes pinned to a core at a SCHED_FIFO priority), callbacks
+// (CPU work plus accelerator segments, triggered by a timer or by topics) and
+// chains (sequences of callbacks with a priority and a deadline). The format is
+// documented in docs/workload.md.
+//
+// All durations are nanoseconds in uint64_t; the YAML gives them in ms or us
+// and the loader converts. Values are plain data, copyable; nothing here is
+// thread-safe beyond "const objects may be read from several threads".
+#ifndef RTACCEL_WORKLOAD_HPP_
+#define RTACCEL_WORKLOAD_HPP_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rtaccel::workload {
+
+enum class Backend { kCpu, kOpenCl, kCuda };
+enum class WaitMode { kSuspend, kSpin };
+
+std::string_view to_string(Backend backend);
+std::string_view to_string(WaitMode mode);
+
+// 1-based line and column in the source file; 0 when the value was not read
+// from a file (generated workloads).
+struct SourceLocation {
+  int line = 0;
+  int column = 0;
+};
+
+struct Accelerator {
+  std::string name;
+  Backend backend = Backend::kCpu;
+  int core = 0;             // cpu backend: the core that acts as the device
+  int priority_levels = 1;  // device priority levels = server buckets
+  uint64_t preemption_cost_ns = 0;  // kappa of the analysis
+  SourceLocation where;
+};
+
+struct Server {
+  int core = 0;
+  uint64_t overhead_ns = 0;  // epsilon of the analysis: cost per request
+  SourceLocation where;
+};
+
+struct Executor {
+  std::string name;
+  int core = 0;
+  int priority = 1;  // SCHED_FIFO priority of the executor process, 1..99
+  int threads = 1;
+  SourceLocation where;
+};
+
+struct Segment {
+  size_t accelerator = 0;  // index into Workload::accelerators
+  std::string service;     // kernel the server runs: busy, matmul, ...
+  uint64_t wcet_ns = 0;    // A_{i,j}
+  SourceLocation where;
+};
+
+// A callback is triggered by its timer (timer_ns > 0) or, if it has no timer,
+// when a message has arrived on every topic in `topics` (one topic for a plain
+// subscription, several for a fusion node).
+struct Trigger {
+  uint64_t timer_ns = 0;
+  std::vector<std::string> topics;
+};
+
+struct Callback {
+  std::string name;
+  size_t executor = 0;  // index into Workload::executors
+  Trigger trigger;
+  std::string publishes;           // empty: publishes nothing
+  std::vector<std::string> reads;  // latest-value inputs that do not trigger
+  uint64_t cpu_ns = 0;             // E_i
+  std::vector<Segment> segments;   // in execution order
+  WaitMode wait = WaitMode::kSuspend;
+  SourceLocation where;
+};
+
+struct Chain {
+  std::string name;
+  int priority = 0;          // higher value = more critical (CAPA)
+  std::vector<size_t> path;  // indices into Workload::callbacks
+  uint64_t period_ns = 0;    // T_c: the first callback's timer or period_ms
+  uint64_t deadline_ns = 0;  // D_c <= T_c (constrained deadlines)
+  bool critical = true;
+  SourceLocation where;
+};
+
+struct Workload {
+  int version = 1;
+  std::string name;
+  int cores = 0;  // cores of the target machine
+  std::vector<Accelerator> accelerators;
+  std::optional<Server> server;
+  // Cost of passing a chain from one executor to the next (epsilon' of the
+  // analysis). Defaults to the server overhead, which the paper shows bounds it.
+  uint64_t communication_ns = 0;
+  std::vector<Executor> executors;
+  std::vector<Callback> callbacks;
+  std::vector<Chain> chains;
+
+  // Callback priority under criticality-as-priority: the priority of the most
+  // critical chain containing the callback. Every callback is in some chain
+  // (the loader checks it).
+  int callback_priority(size_t callback) const;
+};
+
+// One problem found while loading: "file:line:col: message".
+struct Diagnostic {
+  std::string file;
+  SourceLocation where;
+  std::string message;
+
+  std::string to_string() const;
+};
+
+struct LoadOptions {
+  // Cores of the machine the workload must fit when it does not declare
+  // platform.cores; 0 means this machine's configured CPUs.
+  int machine_cores = 0;
+};
+
+// The loaded workload, or every error found (never both). Loading collects all
+// errors it can rather than stopping at the first.
+struct LoadResult {
+  std::optional<Workload> workload;
+  std::vector<Diagnostic> errors;
+
+  bool ok() const { return workload.has_value(); }
+};
+
+// Parses and validates a workload. Allocates; never throws; not for real-time
+// paths. `file_name` is only used in diagnostics.
+LoadResult load_string(std::string_view text, std::string_view file_name,
+                       const LoadOptions& options = {});
+LoadResult load_file(const std::string& path, const LoadOptions& options = {});
+
+}  // namespace rtaccel::workload
+
+#endif  // RTACCEL_WORKLOAD_HPP_

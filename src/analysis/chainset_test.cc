@@ -1,0 +1,3 @@
+#include <gtest/gtest.h>
+#include "rtaccel/workload.hpp"
+TEST(Chainset, Placeholder) {}

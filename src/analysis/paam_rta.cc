@@ -1,0 +1,430 @@
+// PAAM response-time analysis (Enright et al., RTAS 2024, Sec. IV-F).
+//
+// Notation follows the paper: a chain Gamma_c is analysed per sub-chain (its
+// callbacks on one executor); tau_{i,j} is the j-th accelerator segment of
+// callback tau_i; A*_{i,j} = A_{i,j} + 2 kappa; epsilon is the server overhead
+// per segment. Arithmetic is exact in integer nanoseconds and saturates at
+// kUnbounded, which is larger than every horizon.
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <set>
+#include <string>
+
+#include "rtaccel/analysis.hpp"
+
+namespace rtaccel::analysis {
+namespace {
+
+using workload::Callback;
+using workload::Chain;
+using workload::WaitMode;
+using workload::Workload;
+
+constexpr uint64_t kUnbounded = std::numeric_limits<uint64_t>::max();
+
+uint64_t add(uint64_t a, uint64_t b) { return a > kUnbounded - b ? kUnbounded : a + b; }
+uint64_t mul(uint64_t a, uint64_t b) {
+  if (a == 0 || b == 0) return 0;
+  return a > kUnbounded / b ? kUnbounded : a * b;
+}
+
+std::string us(uint64_t ns) {
+  if (ns == kUnbounded) return "inf";
+  std::string text = std::to_string(ns / 1000);
+  if (uint64_t frac = ns % 1000) {
+    std::string f = std::to_string(frac);
+    text += "." + std::string(3 - f.size(), '0') + f;
+    while (text.back() == '0') text.pop_back();
+  }
+  return text + " us";
+}
+
+// One accelerator segment as requested by one chain: a (chain, callback,
+// segment) triple. A callback shared by several chains gives one entry per
+// chain, so it is charged once per chain that contains it (safe).
+struct Entry {
+  size_t chain = 0;
+  size_t callback = 0;
+  size_t accelerator = 0;
+  uint64_t a_star = 0;  // A*_{i,j}
+  int bucket = 0;       // b(tau_{i,j}), from the request priority
+  std::vector<size_t> hps;  // hps(tau_{i,j}): entries of HP chains, same accelerator
+  uint64_t max_lp_same_bucket = 0;  // max over lps(tau_{i,j}) in b(tau_{i,j}) of A*
+  uint64_t lemma2 = kUnbounded;     // H_{c,i,j} of Lemma 2
+};
+
+struct Subchain {
+  size_t chain = 0;
+  size_t executor = 0;
+  std::vector<size_t> callbacks;
+  std::vector<size_t> entries;
+  uint64_t cpu_ns = 0;  // E of the sub-chain
+  bool spins = false;   // some segment busy-waits
+  uint64_t spin_ns = 0;  // spin(Gamma_h) when charged as an hpp chain
+
+  bool computed = false;
+  bool bounded = false;
+  uint64_t wcrt_ns = 0;
+  uint64_t handling_star_ns = 0;  // H^*
+  bool by_lemma3 = false;
+  Breakdown breakdown;
+};
+
+class Analysis {
+ public:
+  Analysis(const Workload& w, const Options& options) : w_(w), options_(options) {
+    epsilon_ = w_.server ? w_.server->overhead_ns : 0;
+    for (const Chain& chain : w_.chains) max_period_ = std::max(max_period_, chain.period_ns);
+    build_entries();
+    for (Entry& e : entries_) e.lemma2 = lemma2(e, max_period_);
+    build_subchains();
+  }
+
+  std::vector<ChainResult> run() {
+    std::vector<size_t> order(w_.chains.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return w_.chains[a].priority > w_.chains[b].priority; });
+
+    results_.resize(w_.chains.size());
+    depends_.resize(w_.chains.size());
+    for (size_t c : order) analyse_chain(c);
+    propagate_validity();
+    return std::move(results_);
+  }
+
+ private:
+  int priority(size_t chain) const { return w_.chains[chain].priority; }
+  uint64_t period(size_t chain) const { return w_.chains[chain].period_ns; }
+
+  void build_entries() {
+    // Request priority of a segment = its callback's priority (CAPA); buckets
+    // down-sample the distinct request priorities on each accelerator.
+    std::vector<std::vector<int>> request_priorities(w_.accelerators.size());
+    for (size_t i = 0; i < w_.callbacks.size(); ++i) {
+      for (const auto& seg : w_.callbacks[i].segments) {
+        auto& list = request_priorities[seg.accelerator];
+        int p = w_.callback_priority(i);
+        if (std::find(list.begin(), list.end(), p) == list.end()) list.push_back(p);
+      }
+    }
+    for (size_t c = 0; c < w_.chains.size(); ++c) {
+      for (size_t cb : w_.chains[c].path) {
+        for (const auto& seg : w_.callbacks[cb].segments) {
+          const auto& acc = w_.accelerators[seg.accelerator];
+          Entry e;
+          e.chain = c;
+          e.callback = cb;
+          e.accelerator = seg.accelerator;
+          // Preemption (and its cost kappa, before and after the segment) only
+          // exists between buckets; a one-level device never preempts.
+          uint64_t kappa = acc.priority_levels > 1 ? acc.preemption_cost_ns : 0;
+          e.a_star = add(seg.wcet_ns, mul(2, kappa));
+          e.bucket = bucket_of(w_.callback_priority(cb), request_priorities[seg.accelerator], acc.priority_levels);
+          entries_.push_back(e);
+        }
+      }
+    }
+    for (Entry& e : entries_) {
+      for (size_t x = 0; x < entries_.size(); ++x) {
+        const Entry& o = entries_[x];
+        if (o.accelerator != e.accelerator || o.chain == e.chain) continue;
+        if (priority(o.chain) > priority(e.chain)) {
+          e.hps.push_back(x);
+        } else if (o.bucket == e.bucket) {
+          // Same bucket, lower chain: a request already running cannot be
+          // preempted (R3). Lower buckets are preempted (R4) and do not block.
+          e.max_lp_same_bucket = std::max(e.max_lp_same_bucket, o.a_star);
+        }
+      }
+    }
+  }
+
+  // Lemma 2, Eq. (3): H <- A* + max_lps A* + sum_hps mu(H) A*, from the first
+  // two terms; kUnbounded once it passes `limit`.
+  uint64_t lemma2(const Entry& e, uint64_t limit) const {
+    const uint64_t base = add(e.a_star, e.max_lp_same_bucket);
+    uint64_t h = base;
+    while (true) {
+      uint64_t next = base;
+      for (size_t x : e.hps) next = add(next, mul(arrivals(h, period(entries_[x].chain)), entries_[x].a_star));
+      if (next > limit) return kUnbounded;
+      if (next == h) return h;
+      h = next;
+    }
+  }
+
+  void build_subchains() {
+    for (size_t c = 0; c < w_.chains.size(); ++c) {
+      for (size_t cb : w_.chains[c].path) {
+        size_t ex = w_.callbacks[cb].executor;
+        if (subchains_of_.size() <= c) subchains_of_.resize(c + 1);
+        auto& mine = subchains_of_[c];
+        if (mine.empty() || subs_[mine.back()].executor != ex) {
+          Subchain s;
+          s.chain = c;
+          s.executor = ex;
+          subs_.push_back(s);
+          mine.push_back(subs_.size() - 1);
+        }
+        Subchain& s = subs_[mine.back()];
+        s.callbacks.push_back(cb);
+        s.cpu_ns = add(s.cpu_ns, w_.callbacks[cb].cpu_ns);
+      }
+    }
+    subchains_of_.resize(w_.chains.size());
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      const Entry& e = entries_[i];
+      for (size_t s : subchains_of_[e.chain]) {
+        auto& cbs = subs_[s].callbacks;
+        if (std::find(cbs.begin(), cbs.end(), e.callback) != cbs.end()) subs_[s].entries.push_back(i);
+      }
+    }
+    // spin(Gamma_h) of Theorem 1: a spinning segment occupies its core for the
+    // whole handling time, a suspending one for epsilon. Per-segment Lemma 2
+    // bounds are used so that any chain can be charged, whatever its priority.
+    for (Subchain& s : subs_) {
+      for (size_t i : s.entries) {
+        const Entry& e = entries_[i];
+        bool spin = w_.callbacks[e.callback].wait == WaitMode::kSpin;
+        s.spins = s.spins || spin;
+        s.spin_ns = add(s.spin_ns, spin ? add(e.lemma2, epsilon_) : epsilon_);
+      }
+    }
+  }
+
+  // Chains whose arrivals Lemma 1 counts for entry `e` (its hps).
+  void depend_on_hps(size_t chain, const Entry& e) {
+    for (size_t x : e.hps) depends_[chain].insert(entries_[x].chain);
+  }
+
+  // Theorem 1 for one sub-chain. Returns false (and sets `why`) if no bound.
+  bool analyse_subchain(Subchain& s, uint64_t limit, std::string& why) {
+    const size_t c = s.chain;
+    const auto& ex = w_.executors[s.executor];
+    s.computed = true;
+    if (ex.threads != 1) {
+      why = "executor '" + ex.name + "' has " + std::to_string(ex.threads) +
+            " threads; the analysis covers single-threaded executors only";
+      return false;
+    }
+    if (w_.server && !entries_.empty() && w_.server->core == ex.core) {
+      why = "the server shares core " + std::to_string(ex.core) + " with executor '" + ex.name +
+            "'; the analysis needs the server on a core without executors (PAAM rule R1)";
+      return false;
+    }
+
+    // B_c (Lemma 4): the longest callback of a lower-priority chain on this
+    // executor, which cannot be preempted once started.
+    uint64_t blocking = 0;
+    for (const Subchain& o : subs_) {
+      if (o.executor != s.executor || priority(o.chain) >= priority(c)) continue;
+      for (size_t cb : o.callbacks) {
+        uint64_t hold = w_.callbacks[cb].cpu_ns;
+        if (options_.lp_blocking_includes_accelerator) {
+          for (size_t i : o.entries) {
+            if (entries_[i].callback != cb) continue;
+            hold = add(hold, add(entries_[i].lemma2, epsilon_));
+            depend_on_hps(c, entries_[i]);
+          }
+        }
+        blocking = std::max(blocking, hold);
+      }
+    }
+
+    // Own segments: Lemma 2 summed, and Lemma 3's constant part and HP set.
+    uint64_t lemma2_sum = 0;
+    uint64_t lemma3_base = 0;
+    std::set<size_t> lemma3_hps;
+    for (size_t i : s.entries) {
+      const Entry& e = entries_[i];
+      lemma2_sum = add(lemma2_sum, e.lemma2);
+      lemma3_base = add(lemma3_base, add(e.a_star, e.max_lp_same_bucket));
+      lemma3_hps.insert(e.hps.begin(), e.hps.end());
+      depend_on_hps(c, e);
+    }
+    const uint64_t overhead = mul(s.entries.size(), epsilon_);  // delta_c * epsilon, Eq. (1)
+
+    // hp(Gamma_c): HP chains on this executor; hpp(Gamma_c): chains on other
+    // executors of this core with a process priority at least as high (equal
+    // SCHED_FIFO priorities run to completion in turn, so they count too).
+    std::vector<const Subchain*> hp, hpp;
+    for (const Subchain& o : subs_) {
+      if (o.chain == c) continue;
+      const auto& oex = w_.executors[o.executor];
+      if (o.executor == s.executor) {
+        if (priority(o.chain) < priority(c)) continue;
+        if (!o.computed || !o.bounded) {
+          why = "relies on chain '" + w_.chains[o.chain].name + "', which has no bound";
+          return false;
+        }
+        hp.push_back(&o);
+        depends_[c].insert(o.chain);
+      } else if (oex.core == ex.core && oex.priority >= ex.priority) {
+        hpp.push_back(&o);
+        depends_[c].insert(o.chain);
+        for (size_t i : o.entries) {
+          if (w_.callbacks[entries_[i].callback].wait == WaitMode::kSpin) depend_on_hps(c, entries_[i]);
+        }
+      }
+    }
+
+    uint64_t r = add(add(blocking, s.cpu_ns), add(lemma3_base, overhead));
+    while (true) {
+      uint64_t lemma3 = lemma3_base;
+      for (size_t x : lemma3_hps) lemma3 = add(lemma3, mul(arrivals(r, period(entries_[x].chain)), entries_[x].a_star));
+      s.by_lemma3 = lemma3 < lemma2_sum;
+      const uint64_t handling_star = add(std::min(lemma2_sum, lemma3), overhead);  // H_c^*, Eq. (1)
+
+      uint64_t interference = 0;
+      for (const Subchain* h : hp) {
+        interference = add(interference, mul(arrivals(r, period(h->chain)), add(h->cpu_ns, h->handling_star_ns)));
+      }
+      for (const Subchain* h : hpp) {
+        interference = add(interference, mul(arrivals(r, period(h->chain)), add(h->cpu_ns, h->spin_ns)));
+      }
+      const uint64_t next = add(add(blocking, s.cpu_ns), add(handling_star, interference));
+      s.handling_star_ns = handling_star;
+      s.breakdown = {blocking, s.cpu_ns, handling_star, interference, 0};
+      if (next > limit) {
+        why = "no bound within the " + std::string(options_.horizon == Horizon::kDeadline ? "deadline" : "period") +
+              " (" + us(limit) + "): the recurrence on executor '" + ex.name + "' passed it";
+        return false;
+      }
+      if (next == r) break;
+      r = next;
+    }
+    s.wcrt_ns = r;
+    s.bounded = true;
+    return true;
+  }
+
+  void analyse_chain(size_t c) {
+    const Chain& chain = w_.chains[c];
+    ChainResult& out = results_[c];
+    out.chain = chain.name;
+    out.priority = chain.priority;
+    out.critical = chain.critical;
+    out.period_ns = chain.period_ns;
+    out.deadline_ns = chain.deadline_ns;
+    const uint64_t limit = options_.horizon == Horizon::kDeadline ? chain.deadline_ns : chain.period_ns;
+
+    bool bounded = true;
+    uint64_t total = 0;
+    for (size_t idx : subchains_of_[c]) {
+      Subchain& s = subs_[idx];
+      std::string why;
+      if (!analyse_subchain(s, limit, why)) {
+        bounded = false;
+        if (out.reason.empty()) out.reason = why;
+      }
+      SubchainResult sr;
+      sr.executor = w_.executors[s.executor].name;
+      sr.bounded = s.bounded;
+      sr.wcrt_ns = s.bounded ? s.wcrt_ns : 0;
+      sr.handling_ns = s.handling_star_ns;
+      sr.handling_by_lemma3 = s.by_lemma3;
+      sr.breakdown = s.breakdown;
+      out.subchains.push_back(sr);
+      total = add(total, s.bounded ? s.wcrt_ns : kUnbounded);
+      out.breakdown.blocking_ns = add(out.breakdown.blocking_ns, s.breakdown.blocking_ns);
+      out.breakdown.cpu_ns = add(out.breakdown.cpu_ns, s.breakdown.cpu_ns);
+      out.breakdown.accelerator_ns = add(out.breakdown.accelerator_ns, s.breakdown.accelerator_ns);
+      out.breakdown.interference_ns = add(out.breakdown.interference_ns, s.breakdown.interference_ns);
+    }
+    // A chain over several executors: R* = sum of sub-chain bounds plus one
+    // hand-over per executor boundary.
+    const uint64_t hops = subchains_of_[c].empty() ? 0 : subchains_of_[c].size() - 1;
+    out.breakdown.communication_ns = mul(hops, w_.communication_ns);
+    total = add(total, out.breakdown.communication_ns);
+    if (bounded && total > limit) {
+      bounded = false;
+      out.reason = "the sum over its executors (" + us(total) + ") passes the " +
+                   (options_.horizon == Horizon::kDeadline ? "deadline" : "period") + " (" + us(limit) + ")";
+    }
+    out.bounded = bounded;
+    out.wcrt_ns = bounded ? total : 0;
+    out.schedulable = bounded && total <= chain.deadline_ns;
+    if (bounded && !out.schedulable) {
+      out.reason = "bound " + us(total) + " exceeds the deadline " + us(chain.deadline_ns);
+    }
+  }
+
+  // Lemma 1 holds only for chains that are themselves schedulable (bounded
+  // within their period). A bound that counted the arrivals of a chain without
+  // one is withdrawn, transitively: the greatest set of chains whose
+  // assumptions all hold, as in holistic analysis.
+  void propagate_validity() {
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      for (size_t c = 0; c < results_.size(); ++c) {
+        if (!results_[c].bounded) continue;
+        for (size_t d : depends_[c]) {
+          if (d == c || results_[d].bounded) continue;
+          results_[c].bounded = false;
+          results_[c].schedulable = false;
+          results_[c].wcrt_ns = 0;
+          results_[c].reason = "relies on chain '" + w_.chains[d].name + "', which has no bound";
+          changed = true;
+          break;
+        }
+      }
+    }
+  }
+
+  const Workload& w_;
+  const Options& options_;
+  uint64_t epsilon_ = 0;
+  uint64_t max_period_ = 0;
+  std::vector<Entry> entries_;
+  std::vector<Subchain> subs_;
+  std::vector<std::vector<size_t>> subchains_of_;
+  std::vector<ChainResult> results_;
+  std::vector<std::set<size_t>> depends_;
+};
+
+}  // namespace
+
+uint64_t arrivals(uint64_t window_ns, uint64_t period_ns) {
+  if (period_ns == 0) return kUnbounded;
+  return window_ns / period_ns + (window_ns % period_ns ? 1 : 0) + 1;
+}
+
+int bucket_of(int priority, const std::vector<int>& priorities, int levels) {
+  std::vector<int> sorted(priorities);
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  auto it = std::find(sorted.begin(), sorted.end(), priority);
+  if (it == sorted.end() || levels < 1) return -1;
+  const long long m = static_cast<long long>(sorted.size());
+  const long long below_top = m - 1 - (it - sorted.begin());  // 0 for the highest priority
+  // Evenly sized groups counted from the top, so that the most critical
+  // requests always get the highest bucket.
+  return static_cast<int>(levels - 1 - (below_top * levels) / m);
+}
+
+const char* ChainResult::dominant_term() const {
+  const std::pair<uint64_t, const char*> terms[] = {
+      {breakdown.blocking_ns, "blocking"},       {breakdown.cpu_ns, "cpu"},
+      {breakdown.accelerator_ns, "accelerator"}, {breakdown.interference_ns, "interference"},
+      {breakdown.communication_ns, "communication"},
+  };
+  const auto* best = &terms[0];
+  for (const auto& t : terms) {
+    if (t.first > best->first) best = &t;
+  }
+  return best->second;
+}
+
+std::vector<ChainResult> analyze(const workload::Workload& workload, const Options& options) {
+  return Analysis(workload, options).run();
+}
+
+bool all_critical_schedulable(const std::vector<ChainResult>& results) {
+  return std::all_of(results.begin(), results.end(),
+                     [](const ChainResult& r) { return !r.critical || r.schedulable; });
+}
+
+}  // namespace rtaccel::analysis

@@ -1,0 +1,698 @@
+// Workload loader: YAML (yaml-cpp) -> validated rtaccel::workload::Workload.
+//
+// Two passes. The first reads every field with its type and range, reporting
+// unknown, missing, duplicated and ill-typed keys where they are. The second
+// resolves names and checks the workload as a whole (topics, chain paths,
+// priorities, cores). Both passes keep going after an error so that a user
+// fixes a file in one round.
+#include <unistd.h>
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <tuple>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include "rtaccel/workload.hpp"
+
+namespace rtaccel::workload {
+namespace {
+
+constexpr uint64_t kNsPerUs = 1000;
+constexpr uint64_t kNsPerMs = 1000 * 1000;
+// Durations are capped so that sums and products in the analysis stay far
+// from uint64_t overflow; an hour is beyond any real-time deadline.
+constexpr double kMaxDurationNs = 3600.0 * 1e9;
+constexpr size_t kMaxNameLength = 64;
+
+SourceLocation location_of(const YAML::Mark& mark) {
+  if (mark.is_null()) return {};
+  return {mark.line + 1, mark.column + 1};
+}
+
+SourceLocation location_of(const YAML::Node& node) {
+  return node.IsDefined() ? location_of(node.Mark()) : SourceLocation{};
+}
+
+class Context {
+ public:
+  explicit Context(std::string file) : file_(std::move(file)) {}
+
+  void error(SourceLocation where, std::string message) {
+    errors_.push_back({file_, where, std::move(message)});
+  }
+  void error(const YAML::Node& node, std::string message) {
+    error(location_of(node), std::move(message));
+  }
+
+  bool failed() const { return !errors_.empty(); }
+  std::vector<Diagnostic> take_errors() { return std::move(errors_); }
+
+ private:
+  std::string file_;
+  std::vector<Diagnostic> errors_;
+};
+
+std::string quoted(const YAML::Node& node) {
+  if (node.IsNull()) return "nothing";
+  if (node.IsSequence()) return "a list";
+  if (node.IsMap()) return "a mapping";
+  std::string text = node.Scalar();
+  if (text.size() > 40) text = text.substr(0, 37) + "...";
+  return "'" + text + "'";
+}
+
+bool valid_name(const std::string& name) {
+  if (name.empty() || name.size() > kMaxNameLength) return false;
+  for (char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-' || c == '.';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// Reads the keys of one YAML mapping. Every key a caller asks for becomes an
+// allowed key; finish() reports the keys nobody asked for.
+class Fields {
+ public:
+  Fields(Context& ctx, const YAML::Node& map, std::string what)
+      : ctx_(ctx), map_(map), what_(std::move(what)) {
+    if (!map_.IsMap()) {
+      ctx_.error(map_, what_ + ": expected a mapping, got " + quoted(map_));
+      valid_ = false;
+      return;
+    }
+    for (const auto& pair : map_) {
+      if (!pair.first.IsScalar()) {
+        ctx_.error(pair.first, what_ + ": keys must be plain words");
+        continue;
+      }
+      const std::string& key = pair.first.Scalar();
+      if (!seen_.emplace(key, std::make_pair(pair.first, pair.second)).second) {
+        ctx_.error(pair.first, what_ + ": duplicate key '" + key + "'");
+      }
+    }
+  }
+
+  Fields(const Fields&) = delete;
+  Fields& operator=(const Fields&) = delete;
+
+  bool valid() const { return valid_; }
+  const std::string& what() const { return what_; }
+  SourceLocation where() const { return location_of(map_); }
+
+  // The value of `key`, or an undefined node. Reports a missing required key.
+  YAML::Node get(const std::string& key, bool required) {
+    allowed_.push_back(key);
+    if (!valid_) return YAML::Node(YAML::NodeType::Undefined);
+    auto it = seen_.find(key);
+    if (it == seen_.end()) {
+      if (required) ctx_.error(map_, what_ + ": missing required key '" + key + "'");
+      return YAML::Node(YAML::NodeType::Undefined);
+    }
+    return it->second.second;
+  }
+
+  std::optional<std::string> name(const std::string& key, bool required) {
+    YAML::Node node = get(key, required);
+    if (!node.IsDefined()) return std::nullopt;
+    if (!node.IsScalar() || !valid_name(node.Scalar())) {
+      ctx_.error(node, what_ + ": " + key + " must be a name of letters, digits, '_', '-' or '.' "
+                       "(at most 64), got " + quoted(node));
+      return std::nullopt;
+    }
+    return node.Scalar();
+  }
+
+  std::optional<long long> integer(const std::string& key, bool required, long long min,
+                                   long long max) {
+    YAML::Node node = get(key, required);
+    if (!node.IsDefined()) return std::nullopt;
+    long long value = 0;
+    if (!node.IsScalar() || !YAML::convert<long long>::decode(node, value)) {
+      ctx_.error(node, what_ + ": " + key + " must be an integer, got " + quoted(node));
+      return std::nullopt;
+    }
+    if (value < min || value > max) {
+      ctx_.error(node, what_ + ": " + key + " must be between " + std::to_string(min) + " and " +
+                           std::to_string(max) + ", got " + std::to_string(value));
+      return std::nullopt;
+    }
+    return value;
+  }
+
+  // A duration given in `unit_ns` units (ms or us), returned in ns.
+  std::optional<uint64_t> duration(const std::string& key, bool required, uint64_t unit_ns,
+                                   bool allow_zero) {
+    YAML::Node node = get(key, required);
+    if (!node.IsDefined()) return std::nullopt;
+    double value = 0;
+    if (!node.IsScalar() || !YAML::convert<double>::decode(node, value) || !std::isfinite(value)) {
+      ctx_.error(node, what_ + ": " + key + " must be a number, got " + quoted(node));
+      return std::nullopt;
+    }
+    double ns = value * static_cast<double>(unit_ns);
+    if (ns < 0 || (!allow_zero && ns < 1.0) || ns > kMaxDurationNs) {
+      ctx_.error(node, what_ + ": " + key + " must be " + (allow_zero ? "at least 0" : "positive") +
+                           " and at most one hour, got " + node.Scalar());
+      return std::nullopt;
+    }
+    return static_cast<uint64_t>(std::llround(ns));
+  }
+
+  std::optional<bool> boolean(const std::string& key, bool required) {
+    YAML::Node node = get(key, required);
+    if (!node.IsDefined()) return std::nullopt;
+    bool value = false;
+    if (!node.IsScalar() || !YAML::convert<bool>::decode(node, value)) {
+      ctx_.error(node, what_ + ": " + key + " must be true or false, got " + quoted(node));
+      return std::nullopt;
+    }
+    return value;
+  }
+
+  // One of `choices`; returns its index.
+  std::optional<size_t> choice(const std::string& key, bool required,
+                               const std::vector<std::string>& choices) {
+    YAML::Node node = get(key, required);
+    if (!node.IsDefined()) return std::nullopt;
+    if (node.IsScalar()) {
+      for (size_t i = 0; i < choices.size(); ++i) {
+        if (node.Scalar() == choices[i]) return i;
+      }
+    }
+    std::string list;
+    for (const std::string& c : choices) list += (list.empty() ? "" : ", ") + c;
+    ctx_.error(node, what_ + ": " + key + " must be one of " + list + ", got " + quoted(node));
+    return std::nullopt;
+  }
+
+  // A list; an undefined node when absent or not a list (reported).
+  YAML::Node list(const std::string& key, bool required) {
+    YAML::Node node = get(key, required);
+    if (node.IsDefined() && !node.IsSequence()) {
+      ctx_.error(node, what_ + ": " + key + " must be a list, got " + quoted(node));
+      return YAML::Node(YAML::NodeType::Undefined);
+    }
+    return node;
+  }
+
+  void finish() {
+    if (!valid_) return;
+    std::set<std::string> allowed(allowed_.begin(), allowed_.end());
+    for (const auto& [key, nodes] : seen_) {
+      if (allowed.count(key)) continue;
+      const YAML::Node& node = nodes.first;
+      std::string list;
+      for (const std::string& k : allowed_) list += (list.empty() ? "" : ", ") + k;
+      ctx_.error(node, what_ + ": unknown key '" + key + "' (expected " + list + ")");
+    }
+  }
+
+ private:
+  Context& ctx_;
+  YAML::Node map_;
+  std::string what_;
+  bool valid_ = true;
+  std::map<std::string, std::pair<YAML::Node, YAML::Node>> seen_;  // key -> (key, value)
+  std::vector<std::string> allowed_;
+};
+
+// What the first pass keeps besides the workload: names as written, with their
+// positions, until the second pass resolves them.
+struct PendingSegment {
+  std::string accelerator;
+  SourceLocation where;
+};
+struct PendingCallback {
+  std::string executor;
+  SourceLocation executor_where;
+  std::vector<PendingSegment> segments;
+  SourceLocation trigger_where;
+  std::vector<std::pair<std::string, SourceLocation>> reads;
+};
+struct PendingChain {
+  std::vector<std::pair<std::string, SourceLocation>> path;
+  std::optional<uint64_t> period_ns;
+  std::optional<uint64_t> deadline_ns;
+  SourceLocation priority_where;
+  bool priority_valid = false;
+};
+
+class Loader {
+ public:
+  Loader(Context& ctx, const LoadOptions& options) : ctx_(ctx), options_(options) {}
+
+  std::optional<Workload> load(const YAML::Node& root) {
+    if (!root.IsDefined() || root.IsNull()) {
+      ctx_.error(SourceLocation{}, "the workload is empty");
+      return std::nullopt;
+    }
+    Fields top(ctx_, root, "workload");
+    if (!top.valid()) return std::nullopt;
+    if (auto v = top.integer("version", true, 0, 1 << 30); v && *v != 1) {
+      ctx_.error(top.get("version", true), "workload: version " + std::to_string(*v) +
+                                               " is not supported (this rtaccel reads version 1)");
+    }
+    if (auto name = top.name("name", true)) w_.name = *name;
+    read_platform(top.get("platform", false));
+    read_server(top.get("server", false));
+    read_list(top.list("executors", true), "executors", [&](const YAML::Node& n, size_t i) {
+      read_executor(n, i);
+    });
+    read_list(top.list("callbacks", true), "callbacks", [&](const YAML::Node& n, size_t i) {
+      read_callback(n, i);
+    });
+    read_list(top.list("chains", true), "chains", [&](const YAML::Node& n, size_t i) {
+      read_chain(n, i);
+    });
+    top.finish();
+
+    // Cross-checks run even after field errors, skipping what could not be
+    // read, so that one round shows every problem.
+    check_whole();
+    if (ctx_.failed()) return std::nullopt;
+    return std::move(w_);
+  }
+
+ private:
+  template <typename Fn>
+  void read_list(const YAML::Node& list, const char* what, Fn&& fn) {
+    if (!list.IsDefined()) return;
+    if (list.size() == 0) ctx_.error(list, std::string("workload: ") + what + " is empty");
+    for (size_t i = 0; i < list.size(); ++i) fn(list[i], i);
+  }
+
+  static std::string item(const char* kind, size_t index, const YAML::Node& node) {
+    if (node.IsMap()) {
+      YAML::Node name = node["name"];
+      if (name.IsDefined() && name.IsScalar() && valid_name(name.Scalar())) {
+        return std::string(kind) + " '" + name.Scalar() + "'";
+      }
+    }
+    return std::string(kind) + " #" + std::to_string(index + 1);
+  }
+
+  void read_platform(const YAML::Node& node) {
+    if (!node.IsDefined()) return;
+    Fields f(ctx_, node, "platform");
+    if (!f.valid()) return;
+    if (auto cores = f.integer("cores", false, 1, 4096)) declared_cores_ = static_cast<int>(*cores);
+    communication_ns_ = f.duration("communication_us", false, kNsPerUs, true);
+    YAML::Node list = f.list("accelerators", false);
+    if (list.IsDefined()) {
+      for (size_t i = 0; i < list.size(); ++i) read_accelerator(list[i], i);
+    }
+    f.finish();
+  }
+
+  void read_accelerator(const YAML::Node& node, size_t index) {
+    Fields f(ctx_, node, item("accelerator", index, node));
+    if (!f.valid()) return;
+    Accelerator a;
+    a.where = f.where();
+    if (auto name = f.name("name", true)) a.name = *name;
+    if (auto b = f.choice("backend", true, {"cpu", "opencl", "cuda"})) a.backend = static_cast<Backend>(*b);
+    // Only the cpu backend turns a core into the device.
+    if (auto core = f.integer("core", a.backend == Backend::kCpu, 0, 4095)) a.core = static_cast<int>(*core);
+    else a.core = -1;
+    if (auto levels = f.integer("priority_levels", false, 1, 64)) a.priority_levels = static_cast<int>(*levels);
+    if (auto kappa = f.duration("preemption_cost_us", false, kNsPerUs, true)) a.preemption_cost_ns = *kappa;
+    if (a.backend == Backend::kOpenCl && a.priority_levels != 1) {
+      ctx_.error(f.get("priority_levels", false), f.what() +
+                 ": the opencl backend has one in-order, non-preemptive queue; priority_levels must be 1");
+    }
+    f.finish();
+    w_.accelerators.push_back(std::move(a));
+  }
+
+  void read_server(const YAML::Node& node) {
+    if (!node.IsDefined()) return;
+    Fields f(ctx_, node, "server");
+    if (!f.valid()) return;
+    Server s;
+    s.where = f.where();
+    if (auto core = f.integer("core", true, 0, 4095)) s.core = static_cast<int>(*core);
+    if (auto eps = f.duration("overhead_us", true, kNsPerUs, true)) s.overhead_ns = *eps;
+    f.finish();
+    w_.server = s;
+  }
+
+  void read_executor(const YAML::Node& node, size_t index) {
+    Fields f(ctx_, node, item("executor", index, node));
+    if (!f.valid()) return;
+    Executor e;
+    e.where = f.where();
+    if (auto name = f.name("name", true)) e.name = *name;
+    if (auto core = f.integer("core", true, 0, 4095)) e.core = static_cast<int>(*core);
+    if (auto prio = f.integer("priority", true, 1, 99)) e.priority = static_cast<int>(*prio);
+    if (auto threads = f.integer("threads", false, 1, 1024)) e.threads = static_cast<int>(*threads);
+    f.finish();
+    w_.executors.push_back(std::move(e));
+  }
+
+  void read_trigger(const YAML::Node& node, const std::string& what, Callback& cb) {
+    Fields f(ctx_, node, what + ": trigger");
+    if (!f.valid()) return;
+    // Count the kinds present, valid or not, so that a bad value is reported
+    // once, as itself.
+    const int kinds = f.get("timer_ms", false).IsDefined() + f.get("topic", false).IsDefined() +
+                      f.get("topics", false).IsDefined();
+    if (auto timer = f.duration("timer_ms", false, kNsPerMs, false)) cb.trigger.timer_ns = *timer;
+    if (auto name = f.name("topic", false)) cb.trigger.topics.push_back(*name);
+    YAML::Node topics = f.list("topics", false);
+    if (topics.IsDefined()) {
+      if (topics.size() == 0) ctx_.error(topics, what + ": trigger: topics is empty");
+      for (const auto& t : topics) {
+        if (!t.IsScalar() || !valid_name(t.Scalar())) {
+          ctx_.error(t, what + ": trigger: topics must hold topic names, got " + quoted(t));
+        } else if (std::find(cb.trigger.topics.begin(), cb.trigger.topics.end(), t.Scalar()) !=
+                   cb.trigger.topics.end()) {
+          ctx_.error(t, what + ": trigger: topic '" + t.Scalar() + "' is listed twice");
+        } else {
+          cb.trigger.topics.push_back(t.Scalar());
+        }
+      }
+    }
+    if (kinds != 1) {
+      ctx_.error(node, what + ": trigger needs exactly one of timer_ms, topic or topics");
+    }
+    f.finish();
+  }
+
+  void read_callback(const YAML::Node& node, size_t index) {
+    Fields f(ctx_, node, item("callback", index, node));
+    if (!f.valid()) return;
+    Callback cb;
+    PendingCallback pending;
+    cb.where = f.where();
+    if (auto name = f.name("name", true)) cb.name = *name;
+    if (auto ex = f.name("executor", true)) {
+      pending.executor = *ex;
+      pending.executor_where = location_of(f.get("executor", true));
+    }
+    YAML::Node trigger = f.get("trigger", true);
+    if (trigger.IsDefined()) {
+      pending.trigger_where = location_of(trigger);
+      read_trigger(trigger, f.what(), cb);
+    }
+    if (auto topic = f.name("publishes", false)) cb.publishes = *topic;
+    YAML::Node reads = f.list("reads", false);
+    if (reads.IsDefined()) {
+      for (const auto& r : reads) {
+        if (!r.IsScalar() || !valid_name(r.Scalar())) {
+          ctx_.error(r, f.what() + ": reads must hold topic names, got " + quoted(r));
+        } else {
+          cb.reads.push_back(r.Scalar());
+          pending.reads.emplace_back(r.Scalar(), location_of(r));
+        }
+      }
+    }
+    if (auto cpu = f.duration("cpu_us", true, kNsPerUs, true)) cb.cpu_ns = *cpu;
+    YAML::Node segments = f.list("segments", false);
+    if (segments.IsDefined()) {
+      for (size_t i = 0; i < segments.size(); ++i) {
+        Fields s(ctx_, segments[i], f.what() + ": segment #" + std::to_string(i + 1));
+        if (!s.valid()) continue;
+        Segment seg;
+        seg.where = s.where();
+        PendingSegment ps;
+        if (auto acc = s.name("accelerator", true)) {
+          ps.accelerator = *acc;
+          ps.where = location_of(s.get("accelerator", true));
+        }
+        if (auto service = s.name("service", true)) seg.service = *service;
+        if (auto wcet = s.duration("wcet_us", true, kNsPerUs, false)) seg.wcet_ns = *wcet;
+        s.finish();
+        cb.segments.push_back(std::move(seg));
+        pending.segments.push_back(std::move(ps));
+      }
+    }
+    if (auto wait = f.choice("wait", false, {"suspend", "spin"})) cb.wait = static_cast<WaitMode>(*wait);
+    f.finish();
+    w_.callbacks.push_back(std::move(cb));
+    pending_callbacks_.push_back(std::move(pending));
+  }
+
+  void read_chain(const YAML::Node& node, size_t index) {
+    Fields f(ctx_, node, item("chain", index, node));
+    if (!f.valid()) return;
+    Chain chain;
+    PendingChain pending;
+    chain.where = f.where();
+    if (auto name = f.name("name", true)) chain.name = *name;
+    if (auto prio = f.integer("priority", true, -1000000, 1000000)) {
+      chain.priority = static_cast<int>(*prio);
+      pending.priority_valid = true;
+    }
+    pending.priority_where = location_of(f.get("priority", true));
+    YAML::Node path = f.list("path", true);
+    if (path.IsDefined()) {
+      if (path.size() == 0) ctx_.error(path, f.what() + ": path is empty");
+      for (const auto& p : path) {
+        if (!p.IsScalar() || !valid_name(p.Scalar())) {
+          ctx_.error(p, f.what() + ": path must hold callback names, got " + quoted(p));
+        } else {
+          pending.path.emplace_back(p.Scalar(), location_of(p));
+        }
+      }
+    }
+    pending.period_ns = f.duration("period_ms", false, kNsPerMs, false);
+    pending.deadline_ns = f.duration("deadline_ms", false, kNsPerMs, false);
+    if (auto critical = f.boolean("critical", false)) chain.critical = *critical;
+    f.finish();
+    w_.chains.push_back(std::move(chain));
+    pending_chains_.push_back(std::move(pending));
+  }
+
+  // Second pass: names, topics, priorities and cores across the workload.
+  void check_whole() {
+    long online = sysconf(_SC_NPROCESSORS_CONF);
+    int machine = options_.machine_cores > 0 ? options_.machine_cores : static_cast<int>(online > 0 ? online : 1);
+    w_.cores = declared_cores_ ? *declared_cores_ : machine;
+    const std::string cores_text = std::to_string(w_.cores) + (declared_cores_ ? " (platform.cores)" : " on this machine");
+    auto check_core = [&](int core, SourceLocation where, const std::string& what) {
+      if (core >= w_.cores) {
+        ctx_.error(where, what + ": core " + std::to_string(core) + " does not exist: there are " + cores_text);
+      }
+    };
+
+    auto index_names = [&](auto& items, const char* kind) {
+      std::map<std::string, size_t> index;
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (items[i].name.empty()) continue;  // already reported
+        auto [it, fresh] = index.emplace(items[i].name, i);
+        if (!fresh) {
+          ctx_.error(items[i].where, std::string(kind) + " '" + items[i].name + "' is defined twice (first at line " +
+                                         std::to_string(items[it->second].where.line) + ")");
+        }
+      }
+      return index;
+    };
+    auto accelerators = index_names(w_.accelerators, "accelerator");
+    auto executors = index_names(w_.executors, "executor");
+    auto callbacks = index_names(w_.callbacks, "callback");
+    index_names(w_.chains, "chain");
+
+    std::map<int, size_t> device_cores;  // core -> cpu accelerator using it
+    for (size_t i = 0; i < w_.accelerators.size(); ++i) {
+      const Accelerator& a = w_.accelerators[i];
+      if (a.backend != Backend::kCpu) continue;
+      check_core(a.core, a.where, "accelerator '" + a.name + "'");
+      auto [it, fresh] = device_cores.emplace(a.core, i);
+      if (!fresh) {
+        ctx_.error(a.where, "accelerator '" + a.name + "': core " + std::to_string(a.core) +
+                                " is already the device of accelerator '" + w_.accelerators[it->second].name + "'");
+      }
+    }
+    if (w_.server) check_core(w_.server->core, w_.server->where, "server");
+    w_.communication_ns = communication_ns_ ? *communication_ns_ : (w_.server ? w_.server->overhead_ns : 0);
+
+    for (const Executor& e : w_.executors) {
+      check_core(e.core, e.where, "executor '" + e.name + "'");
+      if (auto it = device_cores.find(e.core); it != device_cores.end()) {
+        ctx_.error(e.where, "executor '" + e.name + "': core " + std::to_string(e.core) +
+                                " is the device of accelerator '" + w_.accelerators[it->second].name +
+                                "' (cpu backend); give the executor another core");
+      }
+    }
+
+    // Topics: one publisher each; every subscribed or read topic is published.
+    std::map<std::string, size_t> publisher;
+    for (size_t i = 0; i < w_.callbacks.size(); ++i) {
+      const Callback& cb = w_.callbacks[i];
+      if (cb.publishes.empty()) continue;
+      auto [it, fresh] = publisher.emplace(cb.publishes, i);
+      if (!fresh) {
+        ctx_.error(cb.where, "callback '" + cb.name + "': topic '" + cb.publishes +
+                                 "' is already published by callback '" + w_.callbacks[it->second].name + "'");
+      }
+    }
+
+    for (size_t i = 0; i < w_.callbacks.size(); ++i) {
+      Callback& cb = w_.callbacks[i];
+      PendingCallback& p = pending_callbacks_[i];
+      const std::string what = "callback '" + cb.name + "'";
+      if (auto it = executors.find(p.executor); it != executors.end()) {
+        cb.executor = it->second;
+      } else if (!p.executor.empty()) {
+        ctx_.error(p.executor_where, what + ": no executor named '" + p.executor + "'");
+      }
+      for (const std::string& topic : cb.trigger.topics) {
+        if (!publisher.count(topic)) {
+          ctx_.error(p.trigger_where, what + ": topic '" + topic + "' is published by no callback");
+        } else if (publisher[topic] == i) {
+          ctx_.error(p.trigger_where, what + ": triggers itself through topic '" + topic + "'");
+        }
+      }
+      for (const auto& [topic, where] : p.reads) {
+        if (!publisher.count(topic)) ctx_.error(where, what + ": reads topic '" + topic + "', published by no callback");
+      }
+      for (size_t s = 0; s < cb.segments.size(); ++s) {
+        const PendingSegment& ps = p.segments[s];
+        if (auto it = accelerators.find(ps.accelerator); it != accelerators.end()) {
+          cb.segments[s].accelerator = it->second;
+        } else if (!ps.accelerator.empty()) {
+          ctx_.error(ps.where, what + ": no accelerator named '" + ps.accelerator + "'");
+        }
+      }
+      if (!cb.segments.empty() && !w_.server) {
+        ctx_.error(cb.where, what + ": uses an accelerator, so the workload needs a server: {core, overhead_us}");
+      }
+    }
+
+    std::map<int, size_t> priorities;
+    std::vector<bool> in_chain(w_.callbacks.size(), false);
+    for (size_t c = 0; c < w_.chains.size(); ++c) {
+      Chain& chain = w_.chains[c];
+      PendingChain& p = pending_chains_[c];
+      const std::string what = "chain '" + chain.name + "'";
+      if (!p.priority_valid) {
+        // already reported
+      } else if (auto [pit, fresh] = priorities.emplace(chain.priority, c); !fresh) {
+        ctx_.error(p.priority_where, what + ": priority " + std::to_string(chain.priority) +
+                                         " is already taken by chain '" + w_.chains[pit->second].name +
+                                         "' (chain priorities must be distinct)");
+      }
+      bool resolved = true;
+      for (const auto& [name, where] : p.path) {
+        auto it = callbacks.find(name);
+        if (it == callbacks.end()) {
+          ctx_.error(where, what + ": no callback named '" + name + "'");
+          resolved = false;
+          continue;
+        }
+        if (std::find(chain.path.begin(), chain.path.end(), it->second) != chain.path.end()) {
+          ctx_.error(where, what + ": callback '" + name + "' appears twice in the path");
+          resolved = false;
+        }
+        chain.path.push_back(it->second);
+        in_chain[it->second] = true;
+      }
+      if (!resolved || chain.path.empty()) continue;
+      for (size_t k = 1; k < chain.path.size(); ++k) {
+        const Callback& prev = w_.callbacks[chain.path[k - 1]];
+        const Callback& next = w_.callbacks[chain.path[k]];
+        const auto& topics = next.trigger.topics;
+        bool follows = !prev.publishes.empty() &&
+                       std::find(topics.begin(), topics.end(), prev.publishes) != topics.end();
+        if (!follows) {
+          std::string published = prev.publishes.empty() ? "publishes nothing" : "publishes '" + prev.publishes + "'";
+          std::string triggered = next.trigger.timer_ns ? "is triggered by its timer" : "is not triggered by that topic";
+          ctx_.error(p.path[k].second, what + ": '" + next.name + "' does not follow '" + prev.name + "' ('" +
+                                           prev.name + "' " + published + ", '" + next.name + "' " + triggered + ")");
+        }
+      }
+      const Callback& first = w_.callbacks[chain.path.front()];
+      if (first.trigger.timer_ns) {
+        chain.period_ns = first.trigger.timer_ns;
+        if (p.period_ns && *p.period_ns != chain.period_ns) {
+          ctx_.error(chain.where, what + ": period_ms disagrees with the timer of its first callback '" + first.name + "'");
+        }
+      } else if (p.period_ns) {
+        chain.period_ns = *p.period_ns;
+      } else {
+        ctx_.error(chain.where, what + ": its first callback '" + first.name +
+                                    "' has no timer, so the chain needs period_ms (the rate it is activated at)");
+        continue;
+      }
+      chain.deadline_ns = p.deadline_ns ? *p.deadline_ns : chain.period_ns;
+      if (chain.deadline_ns > chain.period_ns) {
+        ctx_.error(chain.where, what + ": deadline_ms exceeds the chain's period; rtaccel's analysis needs "
+                                       "constrained deadlines (deadline <= period)");
+      }
+    }
+    // After other errors a chain may be missing, so this would only mislead.
+    for (size_t i = 0; i < w_.callbacks.size() && !ctx_.failed(); ++i) {
+      if (!in_chain[i]) {
+        ctx_.error(w_.callbacks[i].where, "callback '" + w_.callbacks[i].name +
+                                              "' is in no chain; put it in one (a best-effort chain with a low "
+                                              "priority will do) so that its priority and interference are known");
+      }
+    }
+  }
+
+  Context& ctx_;
+  const LoadOptions& options_;
+  Workload w_;
+  std::optional<int> declared_cores_;
+  std::optional<uint64_t> communication_ns_;
+  std::vector<PendingCallback> pending_callbacks_;
+  std::vector<PendingChain> pending_chains_;
+};
+
+}  // namespace
+
+LoadResult load_string(std::string_view text, std::string_view file_name, const LoadOptions& options) {
+  Context ctx{std::string(file_name)};
+  LoadResult result;
+  YAML::Node root;
+  try {
+    // yaml-cpp limits nesting depth itself (DeepRecursion), so hostile input
+    // cannot exhaust the stack here.
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::ParserException& e) {
+    ctx.error(location_of(e.mark), "YAML syntax error: " + e.msg);
+    result.errors = ctx.take_errors();
+    return result;
+  } catch (const YAML::Exception& e) {
+    ctx.error(location_of(e.mark), std::string("YAML error: ") + e.msg);
+    result.errors = ctx.take_errors();
+    return result;
+  }
+  try {
+    Loader loader(ctx, options);
+    result.workload = loader.load(root);
+  } catch (const YAML::Exception& e) {
+    // Aliases and other constructs can still make yaml-cpp throw while we walk
+    // the tree; report them where they are instead of crashing.
+    ctx.error(location_of(e.mark), std::string("YAML error: ") + e.msg);
+    result.workload.reset();
+  }
+  result.errors = ctx.take_errors();
+  std::stable_sort(result.errors.begin(), result.errors.end(), [](const Diagnostic& a, const Diagnostic& b) {
+    return std::tie(a.where.line, a.where.column) < std::tie(b.where.line, b.where.column);
+  });
+  if (!result.errors.empty()) result.workload.reset();
+  return result;
+}
+
+LoadResult load_file(const std::string& path, const LoadOptions& options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    LoadResult result;
+    result.errors.push_back({path, {}, "cannot open the file"});
+    return result;
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return load_string(text.str(), path, options);
+}
+
+}  // namespace rtaccel::workload
