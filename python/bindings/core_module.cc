@@ -1,1 +1,162 @@
-int main(){}
+// rtaccel._core: the Python face of the C++ workload loader and analysis.
+// Python never reimplements either; it formats, plots and drives experiments.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <string>
+
+#include "rtaccel/analysis.hpp"
+#include "rtaccel/chainset.hpp"
+#include "rtaccel/workload.hpp"
+
+namespace py = pybind11;
+using namespace rtaccel;
+
+namespace {
+
+analysis::Horizon parse_horizon(const std::string& text) {
+  if (text == "deadline") return analysis::Horizon::kDeadline;
+  if (text == "period") return analysis::Horizon::kPeriod;
+  throw py::value_error("horizon must be 'deadline' or 'period', got '" + text + "'");
+}
+
+analysis::Options make_options(const std::string& horizon, bool lp_blocking_includes_accelerator) {
+  analysis::Options options;
+  options.horizon = parse_horizon(horizon);
+  options.lp_blocking_includes_accelerator = lp_blocking_includes_accelerator;
+  return options;
+}
+
+workload::Workload unwrap(workload::LoadResult result, const py::object& error_type) {
+  if (result.ok()) return std::move(*result.workload);
+  py::list messages;
+  for (const auto& e : result.errors) messages.append(e.to_string());
+  PyErr_SetObject(error_type.ptr(), messages.ptr());
+  throw py::error_already_set();
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "rtaccel core: workload loader and PAAM response-time analysis (C++)";
+
+  // WorkloadError(args[0] = list of "file:line:col: message" strings).
+  static py::exception<std::runtime_error> workload_error(m, "WorkloadError", PyExc_ValueError);
+  py::object error_type = workload_error;
+
+  py::class_<workload::Chain>(m, "Chain")
+      .def_readonly("name", &workload::Chain::name)
+      .def_readonly("priority", &workload::Chain::priority)
+      .def_readonly("period_ns", &workload::Chain::period_ns)
+      .def_readonly("deadline_ns", &workload::Chain::deadline_ns)
+      .def_readonly("critical", &workload::Chain::critical)
+      .def_readonly("path", &workload::Chain::path);
+
+  py::class_<workload::Workload>(m, "Workload")
+      .def_readonly("name", &workload::Workload::name)
+      .def_readonly("cores", &workload::Workload::cores)
+      .def_readonly("chains", &workload::Workload::chains)
+      .def_property_readonly("callbacks",
+                             [](const workload::Workload& w) {
+                               py::list names;
+                               for (const auto& cb : w.callbacks) names.append(cb.name);
+                               return names;
+                             })
+      .def("callback_priority", &workload::Workload::callback_priority);
+
+  m.def(
+      "load_workload",
+      [error_type](const std::string& path, int machine_cores) {
+        workload::LoadOptions options;
+        options.machine_cores = machine_cores;
+        return unwrap(workload::load_file(path, options), error_type);
+      },
+      py::arg("path"), py::arg("machine_cores") = 0,
+      "Load and validate a workload file; raises WorkloadError with every problem found.");
+  m.def(
+      "load_workload_string",
+      [error_type](const std::string& text, const std::string& file_name, int machine_cores) {
+        workload::LoadOptions options;
+        options.machine_cores = machine_cores;
+        return unwrap(workload::load_string(text, file_name, options), error_type);
+      },
+      py::arg("text"), py::arg("file_name") = "<string>", py::arg("machine_cores") = 0);
+
+  py::class_<analysis::Breakdown>(m, "Breakdown")
+      .def_readonly("blocking_ns", &analysis::Breakdown::blocking_ns)
+      .def_readonly("cpu_ns", &analysis::Breakdown::cpu_ns)
+      .def_readonly("accelerator_ns", &analysis::Breakdown::accelerator_ns)
+      .def_readonly("interference_ns", &analysis::Breakdown::interference_ns)
+      .def_readonly("communication_ns", &analysis::Breakdown::communication_ns);
+
+  py::class_<analysis::SubchainResult>(m, "SubchainResult")
+      .def_readonly("executor", &analysis::SubchainResult::executor)
+      .def_readonly("bounded", &analysis::SubchainResult::bounded)
+      .def_readonly("wcrt_ns", &analysis::SubchainResult::wcrt_ns)
+      .def_readonly("handling_ns", &analysis::SubchainResult::handling_ns)
+      .def_readonly("handling_by_lemma3", &analysis::SubchainResult::handling_by_lemma3)
+      .def_readonly("breakdown", &analysis::SubchainResult::breakdown);
+
+  py::class_<analysis::ChainResult>(m, "ChainResult")
+      .def_readonly("chain", &analysis::ChainResult::chain)
+      .def_readonly("priority", &analysis::ChainResult::priority)
+      .def_readonly("critical", &analysis::ChainResult::critical)
+      .def_readonly("period_ns", &analysis::ChainResult::period_ns)
+      .def_readonly("deadline_ns", &analysis::ChainResult::deadline_ns)
+      .def_readonly("bounded", &analysis::ChainResult::bounded)
+      .def_readonly("wcrt_ns", &analysis::ChainResult::wcrt_ns)
+      .def_readonly("schedulable", &analysis::ChainResult::schedulable)
+      .def_readonly("breakdown", &analysis::ChainResult::breakdown)
+      .def_readonly("reason", &analysis::ChainResult::reason)
+      .def_readonly("subchains", &analysis::ChainResult::subchains)
+      .def_property_readonly("dominant_term", &analysis::ChainResult::dominant_term);
+
+  m.def(
+      "analyze",
+      [](const workload::Workload& w, const std::string& horizon, bool lp_blocking_includes_accelerator) {
+        return analysis::analyze(w, make_options(horizon, lp_blocking_includes_accelerator));
+      },
+      py::arg("workload"), py::arg("horizon") = "period", py::arg("lp_blocking_includes_accelerator") = true,
+      "PAAM response-time analysis of every chain (Theorem 1).");
+  m.def("arrivals", &analysis::arrivals, py::arg("window_ns"), py::arg("period_ns"),
+        "Lemma 1: ceil(window / period) + 1.");
+  m.def("bucket_of", &analysis::bucket_of, py::arg("priority"), py::arg("priorities"), py::arg("levels"));
+
+  py::class_<analysis::ChainsetParams>(m, "ChainsetParams")
+      .def(py::init<>())
+      .def_readwrite("chains", &analysis::ChainsetParams::chains)
+      .def_readwrite("callbacks_per_chain", &analysis::ChainsetParams::callbacks_per_chain)
+      .def_readwrite("cores", &analysis::ChainsetParams::cores)
+      .def_readwrite("utilization", &analysis::ChainsetParams::utilization)
+      .def_readwrite("accel_to_cpu", &analysis::ChainsetParams::accel_to_cpu)
+      .def_readwrite("min_period_ns", &analysis::ChainsetParams::min_period_ns)
+      .def_readwrite("max_period_ns", &analysis::ChainsetParams::max_period_ns)
+      .def_readwrite("priority_levels", &analysis::ChainsetParams::priority_levels)
+      .def_readwrite("preemption_cost_ns", &analysis::ChainsetParams::preemption_cost_ns)
+      .def_readwrite("overhead_ns", &analysis::ChainsetParams::overhead_ns)
+      .def_property(
+          "spin", [](const analysis::ChainsetParams& p) { return p.wait == workload::WaitMode::kSpin; },
+          [](analysis::ChainsetParams& p, bool spin) {
+            p.wait = spin ? workload::WaitMode::kSpin : workload::WaitMode::kSuspend;
+          });
+
+  m.def(
+      "generate_chainset",
+      [](const analysis::ChainsetParams& params, uint64_t seed) {
+        std::mt19937_64 rng(seed);
+        return analysis::generate_chainset(params, rng);
+      },
+      py::arg("params"), py::arg("seed"));
+  m.def(
+      "acceptance",
+      [](const analysis::ChainsetParams& params, int sets, uint64_t seed, const std::string& horizon,
+         bool lp_blocking_includes_accelerator) {
+        const auto options = make_options(horizon, lp_blocking_includes_accelerator);
+        py::gil_scoped_release release;  // lets experiment points run on several threads
+        auto a = analysis::acceptance(params, sets, seed, options);
+        return std::make_pair(a.schedulable, a.sets);
+      },
+      py::arg("params"), py::arg("sets"), py::arg("seed"), py::arg("horizon") = "deadline",
+      py::arg("lp_blocking_includes_accelerator") = true,
+      "Number of schedulable chainsets out of `sets` generated from `seed`: (schedulable, sets).");
+}

@@ -1,0 +1,59 @@
+# rtaccel: `make run` runs the main job, `make test` runs everything CI checks.
+# Both install what they need first (tools/setup.sh, idempotent).
+SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
+
+VENV ?= .venv
+PYTHON := $(abspath $(VENV))/bin/python
+JOBS ?= $(shell nproc)
+FUZZ_SECONDS ?= 30
+CMAKE_COMMON := -G Ninja -DPython_EXECUTABLE=$(PYTHON) -DPYBIND11_FINDPYTHON=ON
+
+.PHONY: all setup build build-asan build-fuzz run test test-unit test-asan test-fuzz test-python clean
+
+all: build
+
+setup:
+	@tools/setup.sh
+
+build: setup
+	cmake -S . -B build $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRTACCEL_PYTHON=ON >/dev/null
+	cmake --build build -j $(JOBS)
+
+# Unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
+build-asan: setup
+	cmake -S . -B build-asan $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Debug -DRTACCEL_SANITIZE=ON \
+	  -DRTACCEL_PYTHON=OFF >/dev/null
+	cmake --build build-asan -j $(JOBS)
+
+build-fuzz: setup
+	cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRTACCEL_FUZZ=ON >/dev/null
+	cmake --build build-fuzz -j $(JOBS)
+
+run: build
+	$(VENV)/bin/rtaccel demo
+
+test-unit: build
+	ctest --test-dir build --output-on-failure -j $(JOBS)
+
+test-asan: build-asan
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --test-dir build-asan --output-on-failure -j $(JOBS)
+
+# Replays the regression corpus, then fuzzes the loader for FUZZ_SECONDS from
+# the corpus and the examples. A crash leaves its input in build-fuzz/ and fails.
+test-fuzz: build-fuzz
+	rm -rf build-fuzz/corpus && mkdir -p build-fuzz/corpus
+	cp fuzz/corpus/workload/* examples/*.yaml build-fuzz/corpus/
+	build-fuzz/workload_fuzzer -runs=0 fuzz/corpus/workload 2>&1 | tail -n 2
+	build-fuzz/workload_fuzzer -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=10 \
+	  -print_final_stats=0 -artifact_prefix=build-fuzz/ build-fuzz/corpus 2>&1 | tail -n 3
+
+test-python: build
+	cd tests/python && $(PYTHON) -m pytest -q
+
+test: test-unit test-asan test-fuzz test-python
+
+clean:
+	rm -rf build build-asan build-fuzz python/rtaccel/_core*.so

@@ -1,0 +1,109 @@
+"""Formatting of the PAAM response-time analysis (computed in C++)."""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+from datetime import datetime, timezone
+
+from rtaccel import _core
+
+FORMAT_VERSION = 1
+
+TERMS = ("blocking", "cpu", "accelerator", "interference", "communication")
+
+
+def _us(ns: int) -> float:
+    return ns / 1000.0
+
+
+def _breakdown(b) -> dict:
+    return {
+        "blocking_us": _us(b.blocking_ns),
+        "cpu_us": _us(b.cpu_ns),
+        "accelerator_us": _us(b.accelerator_ns),
+        "interference_us": _us(b.interference_ns),
+        "communication_us": _us(b.communication_ns),
+    }
+
+
+def chain_to_dict(r) -> dict:
+    """One chain's result as plain JSON-ready data (times in microseconds)."""
+    return {
+        "chain": r.chain,
+        "priority": r.priority,
+        "critical": r.critical,
+        "period_us": _us(r.period_ns),
+        "deadline_us": _us(r.deadline_ns),
+        "wcrt_us": _us(r.wcrt_ns) if r.bounded else None,
+        "schedulable": r.schedulable,
+        "dominant": r.dominant_term if r.bounded else None,
+        "breakdown": _breakdown(r.breakdown),
+        "reason": r.reason,
+        "subchains": [
+            {
+                "executor": s.executor,
+                "wcrt_us": _us(s.wcrt_ns) if s.bounded else None,
+                "handling_us": _us(s.handling_ns),
+                "handling_bound": "lemma3" if s.handling_by_lemma3 else "lemma2",
+                "breakdown": _breakdown(s.breakdown),
+            }
+            for s in r.subchains
+        ],
+    }
+
+
+def analyze_file(path: str, horizon: str = "period", paper_blocking: bool = False,
+                 machine_cores: int = 0):
+    """Loads and analyses a workload file; returns (workload, results)."""
+    workload = _core.load_workload(path, machine_cores=machine_cores)
+    results = _core.analyze(workload, horizon=horizon,
+                            lp_blocking_includes_accelerator=not paper_blocking)
+    return workload, results
+
+
+def to_json(path: str, workload, results, options: dict) -> str:
+    doc = {
+        "format_version": FORMAT_VERSION,
+        "command": " ".join(sys.argv),
+        "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": platform.node(),
+        "workload": {"file": path, "name": workload.name},
+        "options": options,
+        "all_critical_schedulable": all(r.schedulable for r in results if r.critical),
+        "chains": [chain_to_dict(r) for r in results],
+    }
+    return json.dumps(doc, indent=2)
+
+
+def _fmt(value) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
+def format_table(path: str, workload, results, options: dict) -> str:
+    """cyclictest-style text: '#' status lines, then one fixed-width row per chain."""
+    lines = [
+        f"# rtaccel analyze {path}: workload '{workload.name}', {len(results)} chains",
+        f"# horizon: {options['horizon']}; lower-priority blocking: "
+        + ("CPU only (paper)" if options["paper_blocking"] else "CPU and accelerator"),
+        f"{'chain':<24} {'prio':>5} {'crit':>4} {'period_us':>10} {'deadline_us':>11} "
+        f"{'wcrt_us':>10} {'sched':>5}  {'dominant':<12} {'blocking':>9} {'cpu':>9} "
+        f"{'accel':>9} {'interf':>9} {'comm':>7}",
+    ]
+    for r in results:
+        d = chain_to_dict(r)
+        b = d["breakdown"]
+        lines.append(
+            f"{r.chain[:24]:<24} {r.priority:>5} {'yes' if r.critical else 'no':>4} "
+            f"{_fmt(d['period_us']):>10} {_fmt(d['deadline_us']):>11} {_fmt(d['wcrt_us']):>10} "
+            f"{'yes' if r.schedulable else 'NO':>5}  {d['dominant'] or '-':<12} "
+            f"{_fmt(b['blocking_us']):>9} {_fmt(b['cpu_us']):>9} {_fmt(b['accelerator_us']):>9} "
+            f"{_fmt(b['interference_us']):>9} {_fmt(b['communication_us']):>7}"
+        )
+    for r in results:
+        if r.reason:
+            lines.append(f"# {r.chain}: {r.reason}")
+    ok = all(r.schedulable for r in results if r.critical)
+    lines.append("# all critical chains schedulable" if ok else "# some critical chain is NOT schedulable")
+    return "\n".join(lines)

@@ -1,0 +1,170 @@
+"""The rtaccel command line.
+
+Exit status: 0 success; 1 the analysis found a critical chain not
+schedulable; 2 bad input (workload file, arguments).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rtaccel import _core
+from rtaccel import analysis as rta
+
+EXIT_OK, EXIT_UNSCHEDULABLE, EXIT_BAD_INPUT = 0, 1, 2
+
+EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
+DEMO_WORKLOADS = ("quickstart.yaml", "paam_case_study_1.yaml", "autoware_reference.yaml")
+
+
+def _print_workload_error(err: Exception) -> None:
+    messages = err.args[0] if err.args and isinstance(err.args[0], list) else [str(err)]
+    for line in messages:
+        print(line, file=sys.stderr)
+    print(f"rtaccel: {len(messages)} error(s) in the workload", file=sys.stderr)
+
+
+def cmd_analyze(args) -> int:
+    options = {"horizon": args.horizon, "paper_blocking": args.paper_blocking}
+    try:
+        workload, results = rta.analyze_file(args.workload, args.horizon, args.paper_blocking,
+                                             machine_cores=args.cores)
+    except _core.WorkloadError as err:
+        _print_workload_error(err)
+        return EXIT_BAD_INPUT
+    if args.json:
+        print(rta.to_json(args.workload, workload, results, options))
+    else:
+        print(rta.format_table(args.workload, workload, results, options))
+    ok = all(r.schedulable for r in results if r.critical)
+    return EXIT_OK if ok else EXIT_UNSCHEDULABLE
+
+
+def _utilizations(text: str) -> tuple:
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}")
+    if not values or any(v <= 0 or v > 64 for v in values):
+        raise argparse.ArgumentTypeError("utilisations must be in (0, 64]")
+    return values
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def cmd_experiment_schedulability(args) -> int:
+    from rtaccel import schedulability as sched
+
+    if args.max_period_ms < args.min_period_ms:
+        print("rtaccel: --max-period-ms must not be below --min-period-ms", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    settings = sched.Settings(
+        sets=args.sets, seed=args.seed, utilizations=args.utilization, chains=args.chains,
+        cores=args.cores, priority_levels=args.levels, preemption_cost_us=args.kappa_us,
+        overhead_us=args.epsilon_us, min_period_ms=args.min_period_ms,
+        max_period_ms=args.max_period_ms, jobs=args.jobs)
+    print(f"# rtaccel experiment schedulability --vary {args.vary}: {settings.sets} sets per point, "
+          f"seed {settings.seed}, utilisations {','.join(f'{u:g}' for u in settings.utilizations)}")
+
+    def progress(point, done, total):
+        print(f"# [{done:>3}/{total}] U={point.utilization:<4g} x={point.label:<5} "
+              f"acceptance={point.ratio:.3f}", flush=True)
+
+    points, seconds, paths = sched.experiment(args.vary, settings, args.out,
+                                              None if args.quiet else progress)
+    count = sum(p.sets for p in points)
+    print(f"# {len(points)} points, {count} chainsets analysed in {seconds:.1f} s "
+          f"({count / seconds:.0f} sets/s)")
+    for path in paths:
+        print(path)
+    return EXIT_OK
+
+
+def cmd_demo(args) -> int:
+    # Until the executors land, the demo is the analysis of the shipped workloads.
+    worst = EXIT_OK
+    for name in DEMO_WORKLOADS:
+        path = Path(args.examples) / name
+        try:
+            workload, results = rta.analyze_file(str(path))
+        except _core.WorkloadError as err:
+            _print_workload_error(err)
+            return EXIT_BAD_INPUT
+        print(rta.format_table(str(path), workload, results,
+                               {"horizon": "period", "paper_blocking": False}))
+        print()
+        if not all(r.schedulable for r in results if r.critical):
+            worst = EXIT_UNSCHEDULABLE
+    return worst
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rtaccel",
+        description="Predictable accelerator-heavy real-time software: analysis, server, executors.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("analyze", help="worst-case response time of every chain (PAAM Theorem 1)")
+    p.add_argument("workload", help="workload YAML file")
+    p.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    p.add_argument("--horizon", choices=("deadline", "period"), default="period",
+                   help="where the fixed-point iteration gives up (default: period, so a miss "
+                        "is reported with its size)")
+    p.add_argument("--paper-blocking", action="store_true",
+                   help="charge lower-priority blocking with CPU time only, as printed in the paper")
+    p.add_argument("--cores", type=_positive_int, default=0,
+                   help="cores of the target machine when the workload does not say "
+                        "(default: this machine's)")
+    p.set_defaults(func=cmd_analyze)
+
+    p = sub.add_parser("experiment", help="schedulability experiments")
+    esub = p.add_subparsers(dest="experiment", required=True, metavar="EXPERIMENT")
+    e = esub.add_parser("schedulability",
+                        help="acceptance ratio of random chainsets (PAAM Fig. 14), CSV + PNG")
+    e.add_argument("--vary", choices=("chains", "ratio"), required=True,
+                   help="chains: chains per set at 1:1; ratio: accelerator:CPU from 1:9 to 7:3")
+    e.add_argument("--sets", type=_positive_int, default=1000, help="chainsets per point (1000)")
+    e.add_argument("--seed", type=int, default=1, help="random seed (1)")
+    e.add_argument("--utilization", type=_utilizations, default=(0.6, 0.8, 1.0, 1.2),
+                   help="total utilisations, one curve each (0.6,0.8,1.0,1.2)")
+    e.add_argument("--chains", type=_positive_int, default=8,
+                   help="chains per set when the ratio varies (8)")
+    e.add_argument("--cores", type=_positive_int, default=4, help="executor cores (4)")
+    e.add_argument("--levels", type=_positive_int, default=4, help="accelerator priority levels (4)")
+    e.add_argument("--kappa-us", type=float, default=50.0, help="preemption cost kappa (50 us)")
+    e.add_argument("--epsilon-us", type=float, default=50.0, help="server overhead epsilon (50 us)")
+    e.add_argument("--min-period-ms", type=float, default=10.0, help="shortest period (10 ms)")
+    e.add_argument("--max-period-ms", type=float, default=1000.0, help="longest period (1000 ms)")
+    e.add_argument("--jobs", type=int, default=0, help="threads (default: one per CPU)")
+    e.add_argument("--out", default="out", help="output folder (out)")
+    e.add_argument("--quiet", action="store_true", help="no progress lines")
+    e.set_defaults(func=cmd_experiment_schedulability)
+
+    p = sub.add_parser("demo", help="the main job: analysis of the shipped example workloads")
+    p.add_argument("--examples", default=str(EXAMPLES_DIR), help="folder of the example workloads")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

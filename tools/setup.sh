@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs what rtaccel needs on Debian 12: the Debian packages, then a Python
+# virtualenv with the PyPI packages and rtaccel itself (editable). Idempotent
+# and quick when everything is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  cmake ninja-build g++ clang libclang-rt-14-dev   # build, sanitizers, libFuzzer
+  libyaml-cpp-dev pybind11-dev nlohmann-json3-dev  # libraries
+  libgtest-dev libgmock-dev libbenchmark-dev       # tests and benchmarks
+  python3 python3-dev python3-venv
+)
+PIP_PACKAGES=(numpy matplotlib pytest hypothesis pyyaml wheel)
+VENV=${VENV:-.venv}
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  case "$pkg" in \#*) continue ;; esac
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  echo "# installing Debian packages: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# Debian's interpreter, matching python3-dev's headers for the extension.
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "# creating the virtualenv $VENV"
+  /usr/bin/python3 -m venv "$VENV"
+fi
+stamp="$VENV/.rtaccel-deps-$(echo "${PIP_PACKAGES[*]}" "$(cat python/pyproject.toml)" | sha1sum | cut -c1-12)"
+if [ ! -f "$stamp" ]; then
+  echo "# installing PyPI packages into $VENV: ${PIP_PACKAGES[*]}"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "${PIP_PACKAGES[@]}"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e python
+  rm -f "$VENV"/.rtaccel-deps-*
+  touch "$stamp"
+fi
