@@ -93,7 +93,8 @@ def format_table(path: str, workload, results, options: dict) -> str:
     ]
     for r in results:
         d = chain_to_dict(r)
-        b = d["breakdown"]
+        # Terms of a chain without a bound are partial sums: show none.
+        b = d["breakdown"] if r.bounded else dict.fromkeys(d["breakdown"])
         lines.append(
             f"{r.chain[:24]:<24} {r.priority:>5} {'yes' if r.critical else 'no':>4} "
             f"{_fmt(d['period_us']):>10} {_fmt(d['deadline_us']):>11} {_fmt(d['wcrt_us']):>10} "
