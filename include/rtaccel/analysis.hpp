@@ -57,7 +57,9 @@ struct SubchainResult {
   std::string executor;
   bool bounded = false;
   uint64_t wcrt_ns = 0;  // R_c, valid when bounded
-  uint64_t handling_ns = 0;  // H_c^*
+  uint64_t handling_ns = 0;  // H_c^* = min(lemma2_ns, lemma3_ns) + delta_c * epsilon
+  uint64_t lemma2_ns = 0;    // H_c by Lemma 2 (sum over segments); UINT64_MAX if none
+  uint64_t lemma3_ns = 0;    // H_c by Lemma 3 at the final R_c; UINT64_MAX if none
   bool handling_by_lemma3 = false;  // which bound gave the minimum H_c
   Breakdown breakdown;
 };

@@ -94,6 +94,8 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("bounded", &analysis::SubchainResult::bounded)
       .def_readonly("wcrt_ns", &analysis::SubchainResult::wcrt_ns)
       .def_readonly("handling_ns", &analysis::SubchainResult::handling_ns)
+      .def_readonly("lemma2_ns", &analysis::SubchainResult::lemma2_ns)
+      .def_readonly("lemma3_ns", &analysis::SubchainResult::lemma3_ns)
       .def_readonly("handling_by_lemma3", &analysis::SubchainResult::handling_by_lemma3)
       .def_readonly("breakdown", &analysis::SubchainResult::breakdown);
 

@@ -67,6 +67,8 @@ struct Subchain {
   bool bounded = false;
   uint64_t wcrt_ns = 0;
   uint64_t handling_star_ns = 0;  // H^*
+  uint64_t lemma2_ns = 0;
+  uint64_t lemma3_ns = 0;
   bool by_lemma3 = false;
   Breakdown breakdown;
 };
@@ -275,6 +277,8 @@ class Analysis {
       uint64_t lemma3 = lemma3_base;
       for (size_t x : lemma3_hps) lemma3 = add(lemma3, mul(arrivals(r, period(entries_[x].chain)), entries_[x].a_star));
       s.by_lemma3 = lemma3 < lemma2_sum;
+      s.lemma2_ns = lemma2_sum;
+      s.lemma3_ns = lemma3;
       const uint64_t handling_star = add(std::min(lemma2_sum, lemma3), overhead);  // H_c^*, Eq. (1)
 
       uint64_t interference = 0;
@@ -324,6 +328,8 @@ class Analysis {
       sr.bounded = s.bounded;
       sr.wcrt_ns = s.bounded ? s.wcrt_ns : 0;
       sr.handling_ns = s.handling_star_ns;
+      sr.lemma2_ns = s.lemma2_ns;
+      sr.lemma3_ns = s.lemma3_ns;
       sr.handling_by_lemma3 = s.by_lemma3;
       sr.breakdown = s.breakdown;
       out.subchains.push_back(sr);

@@ -1,3 +1,372 @@
+// Small systems whose bounds are computed by hand in each test, with the
+// arithmetic written out (all times in ms unless stated).
 #include <gtest/gtest.h>
-#include "rtaccel/workload.hpp"
-TEST(Rta, Placeholder) {}
+
+#include <string>
+
+#include "rtaccel/analysis.hpp"
+
+namespace rtaccel::analysis {
+namespace {
+
+constexpr uint64_t kMs = 1'000'000;
+constexpr uint64_t kUs = 1'000;
+
+workload::Workload load(const std::string& text) {
+  workload::LoadOptions options;
+  options.machine_cores = 4;
+  auto result = workload::load_string(text, "test.yaml", options);
+  for (const auto& e : result.errors) ADD_FAILURE() << e.to_string();
+  return result.ok() ? *result.workload : workload::Workload{};
+}
+
+const ChainResult& find(const std::vector<ChainResult>& results, const std::string& name) {
+  for (const auto& r : results) {
+    if (r.chain == name) return r;
+  }
+  static ChainResult none;
+  ADD_FAILURE() << "no chain " << name;
+  return none;
+}
+
+TEST(Lemma1, ArrivalsAreCeilingPlusOne) {
+  EXPECT_EQ(arrivals(0, 10), 1u);   // ceil(0/10) + 1
+  EXPECT_EQ(arrivals(1, 10), 2u);   // ceil(1/10) + 1
+  EXPECT_EQ(arrivals(10, 10), 2u);  // ceil(10/10) + 1
+  EXPECT_EQ(arrivals(11, 10), 3u);  // ceil(11/10) + 1
+}
+
+TEST(Buckets, EvenGroupsWithTheMostCriticalOnTop) {
+  const std::vector<int> six = {10, 20, 30, 40, 50, 60};
+  // 6 priorities on 4 levels: below_top = 0..5 -> 3 - floor(k * 4 / 6).
+  EXPECT_EQ(bucket_of(60, six, 4), 3);  // k=0: 3 - 0
+  EXPECT_EQ(bucket_of(50, six, 4), 3);  // k=1: 3 - floor(4/6)
+  EXPECT_EQ(bucket_of(40, six, 4), 2);  // k=2: 3 - floor(8/6)
+  EXPECT_EQ(bucket_of(30, six, 4), 1);  // k=3: 3 - floor(12/6)
+  EXPECT_EQ(bucket_of(20, six, 4), 1);  // k=4: 3 - floor(16/6)
+  EXPECT_EQ(bucket_of(10, six, 4), 0);  // k=5: 3 - floor(20/6)
+  // Fewer priorities than levels: distinct buckets, the highest at the top.
+  EXPECT_EQ(bucket_of(2, {1, 2}, 4), 3);
+  EXPECT_EQ(bucket_of(1, {1, 2}, 4), 1);
+  EXPECT_EQ(bucket_of(7, {7}, 1), 0);
+  EXPECT_EQ(bucket_of(8, {7}, 4), -1);
+}
+
+// Lemma 4 (no accelerator): one executor, chains A (T=10, E=1+1) and B (T=20, E=3).
+TEST(Lemma4, PicasChainsWithoutAccelerators) {
+  auto w = load(R"(
+version: 1
+name: lemma4
+executors: [{name: ex, core: 0, priority: 50}]
+callbacks:
+  - {name: a1, executor: ex, trigger: {timer_ms: 10}, publishes: ta, cpu_us: 1000}
+  - {name: a2, executor: ex, trigger: {topic: ta}, cpu_us: 1000}
+  - {name: b1, executor: ex, trigger: {timer_ms: 20}, cpu_us: 3000}
+chains:
+  - {name: A, priority: 2, path: [a1, a2]}
+  - {name: B, priority: 1, path: [b1]}
+)");
+  auto r = analyze(w);
+  // A: B_A = max LP callback = 3, E_A = 2, no HP: R = 5.
+  EXPECT_EQ(find(r, "A").wcrt_ns, 5 * kMs);
+  EXPECT_EQ(find(r, "A").breakdown.blocking_ns, 3 * kMs);
+  // B: R0 = 3; R1 = 3 + (ceil(3/10)+1)*2 = 7; R2 = 3 + (ceil(7/10)+1)*2 = 7.
+  EXPECT_EQ(find(r, "B").wcrt_ns, 7 * kMs);
+  EXPECT_TRUE(find(r, "B").schedulable);
+  EXPECT_STREQ(find(r, "B").dominant_term(), "interference");
+}
+
+// The quickstart system (examples/quickstart.yaml): kappa = 50 us, epsilon = 40 us,
+// 4 levels, chain hot (T=100: E=2+1, A=10) above chain log (T=500: E=5, A=20).
+TEST(Theorem1, QuickstartByHand) {
+  auto w = load(R"(
+version: 1
+name: quickstart
+platform:
+  accelerators: [{name: acc0, backend: cpu, core: 1, priority_levels: 4, preemption_cost_us: 50}]
+server: {core: 1, overhead_us: 40}
+executors: [{name: ex1, core: 0, priority: 80}]
+callbacks:
+  - {name: sensor, executor: ex1, trigger: {timer_ms: 100}, publishes: raw, cpu_us: 2000,
+     segments: [{accelerator: acc0, service: busy, wcet_us: 10000}]}
+  - {name: filter, executor: ex1, trigger: {topic: raw}, cpu_us: 1000}
+  - {name: logger, executor: ex1, trigger: {timer_ms: 500}, cpu_us: 5000,
+     segments: [{accelerator: acc0, service: matmul, wcet_us: 20000}]}
+chains:
+  - {name: hot, priority: 10, path: [sensor, filter], deadline_ms: 100}
+  - {name: log, priority: 1, path: [logger], critical: false}
+)");
+  auto r = analyze(w);
+  // A* = A + 2 kappa: hot 10.1, log 20.1. Buckets: hot 3, log 1: no same-bucket blocking.
+  // Lemma 2 for log's segment: H = 20.1 + (ceil(H/100)+1) * 10.1 = 20.1 + 2 * 10.1 = 40.3.
+  // hot: B = E_logger + H_logger + eps = 5 + 40.3 + 0.04 = 45.34 (LP callback waits on acc)
+  //      E = 3, H* = 10.1 + 0.04 = 10.14, R = 45.34 + 3 + 10.14 = 58.48.
+  const auto& hot = find(r, "hot");
+  EXPECT_EQ(hot.breakdown.blocking_ns, 45340 * kUs);
+  EXPECT_EQ(hot.breakdown.accelerator_ns, 10140 * kUs);
+  EXPECT_EQ(hot.wcrt_ns, 58480 * kUs);
+  // log: H* = 40.3 + 0.04 = 40.34 (Lemma 3 equal here); hp: hot with mu(R) (E_h + H*_h).
+  //      R0 = 5 + 40.34 + 2 * 13.14 = 71.62; mu(71.62, 100) = 2 -> fixed point 71.62.
+  const auto& log = find(r, "log");
+  EXPECT_EQ(log.wcrt_ns, 71620 * kUs);
+  EXPECT_EQ(log.breakdown.interference_ns, 26280 * kUs);
+
+  // The paper's Lemma 4 term charges the blocking callback's CPU time only: 5 ms.
+  Options paper;
+  paper.lp_blocking_includes_accelerator = false;
+  auto p = analyze(w, paper);
+  EXPECT_EQ(find(p, "hot").breakdown.blocking_ns, 5 * kMs);
+  EXPECT_EQ(find(p, "hot").wcrt_ns, (5000 + 3000 + 10140) * kUs);
+}
+
+// Two chains on separate cores share one accelerator; one priority level, no
+// overheads. L has 4 segments of 1 (E = 4 x 1), H one segment of 5 every 1000.
+TEST(Lemma3, WinsForManySegmentsAgainstARareInterferer) {
+  auto w = load(R"(
+version: 1
+name: lemma3
+platform:
+  accelerators: [{name: acc, backend: cpu, core: 3}]
+server: {core: 3, overhead_us: 0}
+executors:
+  - {name: e0, core: 0, priority: 50}
+  - {name: e1, core: 1, priority: 50}
+callbacks:
+  - {name: h1, executor: e1, trigger: {timer_ms: 1000}, cpu_us: 1000, segments: [{accelerator: acc, service: busy, wcet_us: 5000}]}
+  - {name: l1, executor: e0, trigger: {timer_ms: 100}, publishes: t1, cpu_us: 1000, segments: [{accelerator: acc, service: busy, wcet_us: 1000}]}
+  - {name: l2, executor: e0, trigger: {topic: t1}, publishes: t2, cpu_us: 1000, segments: [{accelerator: acc, service: busy, wcet_us: 1000}]}
+  - {name: l3, executor: e0, trigger: {topic: t2}, publishes: t3, cpu_us: 1000, segments: [{accelerator: acc, service: busy, wcet_us: 1000}]}
+  - {name: l4, executor: e0, trigger: {topic: t3}, cpu_us: 1000, segments: [{accelerator: acc, service: busy, wcet_us: 1000}]}
+chains:
+  - {name: H, priority: 2, path: [h1]}
+  - {name: L, priority: 1, path: [l1, l2, l3, l4]}
+)");
+  auto r = analyze(w);
+  // Lemma 2 per L segment: 1 + (ceil(H/1000)+1) * 5 = 11, four of them: 44.
+  // Lemma 3: 4 * 1 + (ceil(R/1000)+1) * 5 = 14 for R < 1000. min = 14.
+  const auto& low = find(r, "L");
+  ASSERT_EQ(low.subchains.size(), 1u);
+  EXPECT_EQ(low.subchains[0].lemma2_ns, 44 * kMs);
+  EXPECT_EQ(low.subchains[0].lemma3_ns, 14 * kMs);
+  EXPECT_TRUE(low.subchains[0].handling_by_lemma3);
+  EXPECT_EQ(low.wcrt_ns, (4 + 14) * kMs);  // E + H*, nothing else on core 0
+  // H: one level, so L's running request blocks: 5 + max(1) = 6; R = 1 + 6.
+  EXPECT_EQ(find(r, "H").wcrt_ns, 7 * kMs);
+}
+
+// L has one segment of 1 and 50 of CPU; H (other core) has a segment of 2 every 10.
+TEST(Lemma2, WinsForFewSegmentsInALongChain) {
+  auto w = load(R"(
+version: 1
+name: lemma2
+platform:
+  accelerators: [{name: acc, backend: cpu, core: 3}]
+server: {core: 3, overhead_us: 0}
+executors:
+  - {name: e0, core: 0, priority: 50}
+  - {name: e1, core: 1, priority: 50}
+callbacks:
+  - {name: h1, executor: e1, trigger: {timer_ms: 10}, cpu_us: 1000, segments: [{accelerator: acc, service: busy, wcet_us: 2000}]}
+  - {name: l1, executor: e0, trigger: {timer_ms: 100}, cpu_us: 50000, segments: [{accelerator: acc, service: busy, wcet_us: 1000}]}
+chains:
+  - {name: H, priority: 2, path: [h1]}
+  - {name: L, priority: 1, path: [l1]}
+)");
+  auto r = analyze(w);
+  // Lemma 2: H0 = 1; 1 + (ceil(1/10)+1) * 2 = 5; 1 + (ceil(5/10)+1) * 2 = 5.
+  // Lemma 3 at R = 55: 1 + (ceil(55/10)+1) * 2 = 15. min = 5, R = 50 + 5 = 55.
+  const auto& low = find(r, "L");
+  EXPECT_EQ(low.subchains[0].lemma2_ns, 5 * kMs);
+  EXPECT_EQ(low.subchains[0].lemma3_ns, 15 * kMs);
+  EXPECT_FALSE(low.subchains[0].handling_by_lemma3);
+  EXPECT_EQ(low.wcrt_ns, 55 * kMs);
+}
+
+// Theorem 1's hpp term: executor eh (priority 90) and el (80) share core 0.
+// H: T=20, E=2, A=5; L: T=100, E=10, no segment; epsilon = 0.5.
+std::string spin_workload(const char* wait) {
+  return std::string(R"(
+version: 1
+name: spin
+platform:
+  accelerators: [{name: acc, backend: cpu, core: 3}]
+server: {core: 3, overhead_us: 500}
+executors:
+  - {name: eh, core: 0, priority: 90}
+  - {name: el, core: 0, priority: 80}
+callbacks:
+  - {name: h1, executor: eh, trigger: {timer_ms: 20}, cpu_us: 2000, wait: )") + wait + R"(,
+     segments: [{accelerator: acc, service: busy, wcet_us: 5000}]}
+  - {name: l1, executor: el, trigger: {timer_ms: 100}, cpu_us: 10000}
+chains:
+  - {name: H, priority: 2, path: [h1]}
+  - {name: L, priority: 1, path: [l1]}
+)";
+}
+
+TEST(Theorem1, SuspendingHigherExecutorCostsEpsilonPerSegment) {
+  auto r = analyze(load(spin_workload("suspend")));
+  // spin(H) = delta * eps = 0.5. R0 = 10; 10 + (ceil(10/20)+1)(2 + 0.5) = 15;
+  // 10 + (ceil(15/20)+1) * 2.5 = 15.
+  EXPECT_EQ(find(r, "L").wcrt_ns, 15 * kMs);
+}
+
+TEST(Theorem1, SpinningHigherExecutorCostsItsHandlingTime) {
+  auto r = analyze(load(spin_workload("spin")));
+  // spin(H) = H + eps = 5 + 0.5. R0 = 10; 10 + 2 * 7.5 = 25; 10 + 3 * 7.5 = 32.5;
+  // 10 + (ceil(32.5/20)+1) * 7.5 = 32.5.
+  EXPECT_EQ(find(r, "L").wcrt_ns, 32500 * kUs);
+}
+
+// kappa and buckets: H (A=5) above L (A=3), one accelerator, separate cores.
+std::string bucket_workload(int levels) {
+  return R"(
+version: 1
+name: buckets
+platform:
+  accelerators: [{name: acc, backend: cpu, core: 3, preemption_cost_us: 100, priority_levels: )" +
+         std::to_string(levels) + R"(}]
+server: {core: 3, overhead_us: 0}
+executors:
+  - {name: e0, core: 0, priority: 50}
+  - {name: e1, core: 1, priority: 50}
+callbacks:
+  - {name: h1, executor: e0, trigger: {timer_ms: 100}, cpu_us: 0, segments: [{accelerator: acc, service: busy, wcet_us: 5000}]}
+  - {name: l1, executor: e1, trigger: {timer_ms: 100}, cpu_us: 0, segments: [{accelerator: acc, service: busy, wcet_us: 3000}]}
+chains:
+  - {name: H, priority: 2, path: [h1]}
+  - {name: L, priority: 1, path: [l1]}
+)";
+}
+
+TEST(Buckets, SeparateBucketsPreemptAndPayKappa) {
+  // Two levels: H in bucket 1, L in bucket 0. H is never blocked, pays 2 kappa: 5.2.
+  auto two = analyze(load(bucket_workload(2)));
+  EXPECT_EQ(find(two, "H").wcrt_ns, 5200 * kUs);
+  // One level: no preemption, so no kappa, but L's running request blocks: 5 + 3.
+  auto one = analyze(load(bucket_workload(1)));
+  EXPECT_EQ(find(one, "H").wcrt_ns, 8 * kMs);
+}
+
+TEST(Theorem1, ChainAcrossExecutorsAddsCommunication) {
+  auto w = load(R"(
+version: 1
+name: across
+platform: {communication_us: 200}
+executors:
+  - {name: e0, core: 0, priority: 50}
+  - {name: e1, core: 1, priority: 50}
+callbacks:
+  - {name: a, executor: e0, trigger: {timer_ms: 50}, publishes: t, cpu_us: 3000}
+  - {name: b, executor: e1, trigger: {topic: t}, publishes: u, cpu_us: 4000}
+  - {name: c, executor: e0, trigger: {topic: u}, cpu_us: 1000}
+chains:
+  - {name: X, priority: 1, path: [a, b, c]}
+)");
+  auto r = analyze(w);
+  // Three sub-chains (e0, e1, e0): 3 + 4 + 1, two hand-overs of 0.2.
+  const auto& x = find(r, "X");
+  EXPECT_EQ(x.subchains.size(), 3u);
+  EXPECT_EQ(x.wcrt_ns, 8400 * kUs);
+  EXPECT_EQ(x.breakdown.communication_ns, 400 * kUs);
+}
+
+// A (T=10, E=6) on its own higher-priority executor preempts B (T=20, E=9)
+// and C (T=40, E=0.1) on the same core: B cannot be bounded.
+const char* kOverloaded = R"(
+version: 1
+name: overloaded
+executors:
+  - {name: exa, core: 0, priority: 90}
+  - {name: ex, core: 0, priority: 50}
+callbacks:
+  - {name: a, executor: exa, trigger: {timer_ms: 10}, cpu_us: 6000}
+  - {name: b, executor: ex, trigger: {timer_ms: 20}, cpu_us: 9000}
+  - {name: c, executor: ex, trigger: {timer_ms: 40}, cpu_us: 100}
+chains:
+  - {name: A, priority: 3, path: [a], deadline_ms: 10}
+  - {name: B, priority: 2, path: [b], deadline_ms: 16}
+  - {name: C, priority: 1, path: [c]}
+)";
+
+TEST(FailSafe, HorizonStopsTheIteration) {
+  auto w = load(kOverloaded);
+  // A: alone on exa: R = 6. B: R0 = 0.1 (blocking by c) + 9 = 9.1;
+  // 9.1 + (ceil(9.1/10)+1) * 6 = 21.1 > 20 (period).
+  auto by_period = analyze(w);
+  const auto& b = find(by_period, "B");
+  EXPECT_FALSE(b.bounded);
+  EXPECT_FALSE(b.schedulable);
+  EXPECT_NE(b.reason.find("period"), std::string::npos) << b.reason;
+  Options deadline;
+  deadline.horizon = Horizon::kDeadline;
+  auto by_deadline = analyze(w, deadline);
+  EXPECT_NE(find(by_deadline, "B").reason.find("deadline"), std::string::npos);
+  // C relies on B through Lemma 1, so it has no bound either.
+  EXPECT_FALSE(find(by_period, "C").bounded);
+  EXPECT_NE(find(by_period, "C").reason.find("relies on chain 'B'"), std::string::npos);
+  EXPECT_TRUE(find(by_period, "A").schedulable);
+  EXPECT_FALSE(all_critical_schedulable(by_period));
+}
+
+TEST(FailSafe, BoundPastTheDeadlineIsReportedWithItsSize) {
+  auto w = load(R"(
+version: 1
+name: late
+executors: [{name: ex, core: 0, priority: 50}]
+callbacks:
+  - {name: a, executor: ex, trigger: {timer_ms: 10}, cpu_us: 2000}
+  - {name: b, executor: ex, trigger: {timer_ms: 100}, cpu_us: 5000}
+chains:
+  - {name: A, priority: 2, path: [a]}
+  - {name: B, priority: 1, path: [b], deadline_ms: 8}
+)");
+  // B: 5 + (ceil(5/10)+1) * 2 = 9; 5 + 2 * 2 = 9 > D = 8 but <= T = 100.
+  auto r = analyze(w);
+  EXPECT_TRUE(find(r, "B").bounded);
+  EXPECT_EQ(find(r, "B").wcrt_ns, 9 * kMs);
+  EXPECT_FALSE(find(r, "B").schedulable);
+  EXPECT_NE(find(r, "B").reason.find("exceeds the deadline"), std::string::npos);
+}
+
+TEST(FailSafe, MultiThreadedExecutorIsNotAnalysed) {
+  auto w = load(R"(
+version: 1
+name: mt
+executors: [{name: ex, core: 0, priority: 50, threads: 4}]
+callbacks: [{name: a, executor: ex, trigger: {timer_ms: 10}, cpu_us: 1000}]
+chains: [{name: A, priority: 1, path: [a]}]
+)");
+  auto r = analyze(w);
+  EXPECT_FALSE(r[0].schedulable);
+  EXPECT_NE(r[0].reason.find("single-threaded"), std::string::npos);
+}
+
+TEST(FailSafe, ServerSharingAnExecutorCoreIsNotAnalysed) {
+  auto w = load(R"(
+version: 1
+name: shared
+platform:
+  accelerators: [{name: acc, backend: cpu, core: 1}]
+server: {core: 0, overhead_us: 40}
+executors: [{name: ex, core: 0, priority: 50}]
+callbacks: [{name: a, executor: ex, trigger: {timer_ms: 10}, cpu_us: 1000, segments: [{accelerator: acc, service: busy, wcet_us: 100}]}]
+chains: [{name: A, priority: 1, path: [a]}]
+)");
+  auto r = analyze(w);
+  EXPECT_FALSE(r[0].schedulable);
+  EXPECT_NE(r[0].reason.find("R1"), std::string::npos) << r[0].reason;
+}
+
+TEST(Examples, EveryCriticalChainOfTheShippedWorkloadsIsSchedulable) {
+  for (const char* name : {"quickstart", "paam_case_study_1", "autoware_reference"}) {
+    workload::LoadOptions options;
+    options.machine_cores = 2;
+    auto result = workload::load_file(std::string(RTACCEL_SOURCE_DIR "/examples/") + name + ".yaml", options);
+    ASSERT_TRUE(result.ok()) << name;
+    EXPECT_TRUE(all_critical_schedulable(analyze(*result.workload))) << name;
+  }
+}
+
+}  // namespace
+}  // namespace rtaccel::analysis

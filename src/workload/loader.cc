@@ -109,7 +109,7 @@ class Fields {
 
   // The value of `key`, or an undefined node. Reports a missing required key.
   YAML::Node get(const std::string& key, bool required) {
-    allowed_.push_back(key);
+    if (std::find(allowed_.begin(), allowed_.end(), key) == allowed_.end()) allowed_.push_back(key);
     if (!valid_) return YAML::Node(YAML::NodeType::Undefined);
     auto it = seen_.find(key);
     if (it == seen_.end()) {

@@ -1,3 +1,203 @@
 #include <gtest/gtest.h>
+
+#include <string>
+
 #include "rtaccel/workload.hpp"
-TEST(Loader, Placeholder) {}
+
+namespace rtaccel::workload {
+namespace {
+
+constexpr uint64_t kMs = 1'000'000;
+
+LoadResult load(const std::string& text) {
+  LoadOptions options;
+  options.machine_cores = 4;
+  return load_string(text, "w.yaml", options);
+}
+
+// A valid workload; tests replace one piece of it.
+const std::string kValid = R"(version: 1
+name: valid
+platform:
+  accelerators:
+    - {name: acc0, backend: cpu, core: 1, priority_levels: 4, preemption_cost_us: 50}
+server: {core: 1, overhead_us: 40}
+executors:
+  - {name: ex1, core: 0, priority: 80}
+callbacks:
+  - name: sensor
+    executor: ex1
+    trigger: {timer_ms: 100}
+    publishes: raw
+    cpu_us: 2000
+    segments: [{accelerator: acc0, service: busy, wcet_us: 10000}]
+    wait: spin
+  - {name: filter, executor: ex1, trigger: {topic: raw}, cpu_us: 1000.5}
+chains:
+  - {name: hot, priority: 10, path: [sensor, filter], deadline_ms: 90}
+)";
+
+std::string replace(std::string text, const std::string& from, const std::string& to) {
+  auto pos = text.find(from);
+  EXPECT_NE(pos, std::string::npos) << from;
+  if (pos != std::string::npos) text.replace(pos, from.size(), to);
+  return text;
+}
+
+TEST(Loader, ReadsTheContractIntoNanoseconds) {
+  auto r = load(kValid);
+  ASSERT_TRUE(r.ok());
+  const Workload& w = *r.workload;
+  EXPECT_EQ(w.name, "valid");
+  EXPECT_EQ(w.cores, 4);
+  ASSERT_EQ(w.accelerators.size(), 1u);
+  EXPECT_EQ(w.accelerators[0].preemption_cost_ns, 50'000u);
+  EXPECT_EQ(w.server->overhead_ns, 40'000u);
+  EXPECT_EQ(w.communication_ns, 40'000u);  // defaults to the server overhead
+  ASSERT_EQ(w.callbacks.size(), 2u);
+  EXPECT_EQ(w.callbacks[0].trigger.timer_ns, 100 * kMs);
+  EXPECT_EQ(w.callbacks[0].wait, WaitMode::kSpin);
+  EXPECT_EQ(w.callbacks[0].segments[0].wcet_ns, 10 * kMs);
+  EXPECT_EQ(w.callbacks[1].cpu_ns, 1'000'500u);
+  EXPECT_EQ(w.callbacks[1].wait, WaitMode::kSuspend);
+  ASSERT_EQ(w.chains.size(), 1u);
+  EXPECT_EQ(w.chains[0].period_ns, 100 * kMs);
+  EXPECT_EQ(w.chains[0].deadline_ns, 90 * kMs);
+  EXPECT_TRUE(w.chains[0].critical);
+  EXPECT_EQ(w.callback_priority(1), 10);
+  EXPECT_EQ(w.callbacks[0].where.line, 10);
+}
+
+struct BadCase {
+  const char* name;
+  std::string from, to;
+  const char* message;  // substring of the one expected diagnostic
+  int line;             // its line
+};
+
+class LoaderRefuses : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(LoaderRefuses, WithOneClearDiagnostic) {
+  const BadCase& c = GetParam();
+  auto r = load(replace(kValid, c.from, c.to));
+  EXPECT_FALSE(r.ok());
+  ASSERT_EQ(r.errors.size(), 1u) << (r.errors.empty() ? "" : r.errors[0].to_string() + " / " + r.errors.back().to_string());
+  EXPECT_NE(r.errors[0].message.find(c.message), std::string::npos) << r.errors[0].to_string();
+  EXPECT_EQ(r.errors[0].where.line, c.line) << r.errors[0].to_string();
+  EXPECT_EQ(r.errors[0].to_string().rfind("w.yaml:" + std::to_string(c.line) + ":", 0), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Rules, LoaderRefuses,
+    ::testing::Values(
+        BadCase{"UnknownKey", "wait: spin", "wiat: spin", "unknown key 'wiat'", 16},
+        BadCase{"MissingField", "    cpu_us: 2000\n", "", "missing required key 'cpu_us'", 10},
+        BadCase{"WrongType", "cpu_us: 2000", "cpu_us: lots", "cpu_us must be a number, got 'lots'", 14},
+        BadCase{"NegativeTime", "cpu_us: 2000", "cpu_us: -1", "at least 0", 14},
+        BadCase{"NotFinite", "cpu_us: 2000", "cpu_us: .inf", "must be a number", 14},
+        BadCase{"ListExpected", "path: [sensor, filter]", "path: sensor", "path must be a list", 19},
+        BadCase{"DuplicateKey", "cpu_us: 1000.5}", "cpu_us: 1000.5, cpu_us: 3}", "duplicate key 'cpu_us'", 17},
+        BadCase{"BadChoice", "wait: spin", "wait: doze", "wait must be one of suspend, spin", 16},
+        BadCase{"BadName", "name: valid", "name: 'two words'", "must be a name", 2},
+        BadCase{"Version", "version: 1", "version: 3", "version 3 is not supported", 1},
+        BadCase{"PriorityRange", "priority: 80", "priority: 100", "between 1 and 99", 8},
+        BadCase{"DanglingExecutor", "executor: ex1\n", "executor: ex9\n", "no executor named 'ex9'", 11},
+        BadCase{"DanglingAccelerator", "{accelerator: acc0,", "{accelerator: gpu,", "no accelerator named 'gpu'", 15},
+        BadCase{"DanglingPath", "path: [sensor, filter]", "path: [sensor, filtr]", "no callback named 'filtr'", 19},
+        BadCase{"UnreadableTopic", "cpu_us: 1000.5}", "reads: [cooked], cpu_us: 1000.5}", "reads topic 'cooked', published by no callback", 17},
+        BadCase{"PathNotFollowingTopics", "trigger: {topic: raw}", "trigger: {timer_ms: 100}", "'filter' does not follow 'sensor'", 19},
+        BadCase{"CoreBeyondMachine", "{name: ex1, core: 0", "{name: ex1, core: 7", "core 7 does not exist: there are 4", 8},
+        BadCase{"ExecutorOnDeviceCore", "{name: ex1, core: 0", "{name: ex1, core: 1", "is the device of accelerator 'acc0'", 8},
+        BadCase{"DeadlineAbovePeriod", "deadline_ms: 90", "deadline_ms: 150", "constrained deadlines", 19},
+        BadCase{"TwoTriggers", "{topic: raw}", "{topic: raw, timer_ms: 5}", "exactly one of timer_ms, topic or topics", 17},
+        BadCase{"NoServer", "server: {core: 1, overhead_us: 40}\n", "", "needs a server", 9},
+        BadCase{"OpenClIsOneQueue", "backend: cpu, core: 1, priority_levels: 4", "backend: opencl, priority_levels: 4",
+                "priority_levels must be 1", 5},
+        BadCase{"TopicFirstChainNeedsAPeriod", "path: [sensor, filter]", "path: [filter]", "needs period_ms", 19},
+        BadCase{"SyntaxError", "path: [sensor, filter]", "path: [sensor, filter", "YAML syntax error", 19}),
+    [](const ::testing::TestParamInfo<BadCase>& param_info) { return std::string(param_info.param.name); });
+
+TEST(Loader, UnpublishedTriggerTopicAlsoBreaksTheChainPath) {
+  auto r = load(replace(kValid, "trigger: {topic: raw}", "trigger: {topic: cooked}"));
+  ASSERT_EQ(r.errors.size(), 2u);
+  EXPECT_NE(r.errors[0].message.find("topic 'cooked' is published by no callback"), std::string::npos);
+  EXPECT_NE(r.errors[1].message.find("'filter' does not follow 'sensor'"), std::string::npos);
+}
+
+TEST(Loader, ReportsEveryErrorAtOnceInFileOrder) {
+  std::string text = replace(kValid, "priority: 80", "priority: 0");
+  text = replace(text, "executor: ex1\n", "executor: nope\n");
+  text = replace(text, "path: [sensor, filter]", "path: [sensor, filter, ghost]");
+  auto r = load(text);
+  ASSERT_EQ(r.errors.size(), 3u);
+  EXPECT_EQ(r.errors[0].where.line, 8);
+  EXPECT_EQ(r.errors[1].where.line, 11);
+  EXPECT_EQ(r.errors[2].where.line, 19);
+}
+
+TEST(Loader, DuplicateChainPrioritiesAndNames) {
+  std::string text = kValid + "  - {name: hot, priority: 10, path: [filter], period_ms: 100}\n";
+  auto r = load(text);
+  ASSERT_EQ(r.errors.size(), 2u);
+  EXPECT_NE(r.errors[0].message.find("chain 'hot' is defined twice"), std::string::npos);
+  EXPECT_NE(r.errors[1].message.find("priority 10 is already taken"), std::string::npos);
+}
+
+TEST(Loader, CallbackOutsideEveryChainIsRefused) {
+  std::string text = replace(kValid, "chains:\n", "  - {name: idle, executor: ex1, trigger: {timer_ms: 5}, cpu_us: 1}\nchains:\n");
+  auto r = load(text);
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_NE(r.errors[0].message.find("'idle' is in no chain"), std::string::npos);
+}
+
+TEST(Loader, FusionTriggerAndTopicFirstChain) {
+  std::string text = replace(kValid, "chains:\n", R"(  - {name: other, executor: ex1, trigger: {timer_ms: 50}, publishes: side, cpu_us: 1}
+  - {name: fuse, executor: ex1, trigger: {topics: [raw, side]}, reads: [raw], cpu_us: 1}
+chains:
+  - {name: side, priority: 3, path: [other, fuse]}
+  - {name: tail, priority: 2, path: [fuse], period_ms: 50, critical: false}
+)");
+  auto r = load(text);
+  for (const auto& e : r.errors) ADD_FAILURE() << e.to_string();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.workload->chains[1].period_ns, 50 * kMs);
+  EXPECT_FALSE(r.workload->chains[1].critical);
+  EXPECT_EQ(r.workload->callbacks[3].trigger.topics.size(), 2u);
+}
+
+TEST(Loader, DeclaredCoresOverrideTheMachine) {
+  auto r = load(replace(kValid, "platform:\n", "platform:\n  cores: 16\n"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.workload->cores, 16);
+}
+
+TEST(Loader, HostileInputIsRefusedWithoutCrashing) {
+  const std::string inputs[] = {
+      "",
+      "~",
+      "[1, 2, 3]",
+      "version: 1\nname: x\nexecutors: {a: b}\ncallbacks: 7\nchains: []\n",
+      std::string(100000, '['),
+      std::string(50000, '-') + " x",
+      "a: &a [*a]",
+      "version: 1\nname: x\nexecutors:\n  - &e {name: e, core: 0, priority: 1}\n  - *e\ncallbacks: []\nchains: []\n",
+      "\xff\xfe\x00garbage",
+      "version: 99999999999999999999999",
+      "{? [a]: b}",
+  };
+  for (const auto& text : inputs) {
+    auto r = load(text);
+    EXPECT_FALSE(r.ok());
+    ASSERT_FALSE(r.errors.empty());
+    for (const auto& e : r.errors) EXPECT_FALSE(e.message.empty());
+  }
+}
+
+TEST(Loader, MissingFileIsADiagnostic) {
+  auto r = load_file("/nonexistent/w.yaml");
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0].to_string(), "/nonexistent/w.yaml: cannot open the file");
+}
+
+}  // namespace
+}  // namespace rtaccel::workload
