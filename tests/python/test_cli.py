@@ -1,0 +1,119 @@
+"""The rtaccel command line: its contract (tables, JSON, exit status, errors)."""
+
+import csv
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+
+
+def rtaccel(*args, check=None):
+    proc = subprocess.run([sys.executable, "-m", "rtaccel.cli", *args], capture_output=True,
+                          text=True, cwd=ROOT, timeout=300,
+                          env={"PYTHONPATH": str(ROOT / "python"), "PATH": "/usr/bin:/bin"})
+    if check is not None:
+        assert proc.returncode == check, proc.stdout + proc.stderr
+    return proc
+
+
+def test_analyze_prints_one_row_per_chain():
+    out = rtaccel("analyze", str(EXAMPLES / "quickstart.yaml"), check=0).stdout
+    rows = [line for line in out.splitlines() if line and not line.startswith("#")]
+    assert rows[0].split()[:3] == ["chain", "prio", "crit"]
+    assert rows[1].split()[0] == "hot" and "58480" in rows[1]
+    assert "# all critical chains schedulable" in out
+
+
+def test_analyze_json_carries_the_contract_keys():
+    doc = json.loads(rtaccel("analyze", str(EXAMPLES / "quickstart.yaml"), "--json", check=0).stdout)
+    assert doc["format_version"] == 1
+    assert doc["all_critical_schedulable"] is True
+    hot = doc["chains"][0]
+    assert {"wcrt_us", "deadline_us", "schedulable", "dominant", "breakdown"} <= hot.keys()
+    assert hot["wcrt_us"] == pytest.approx(58480.0)
+    assert sum(hot["breakdown"].values()) == pytest.approx(hot["wcrt_us"])
+
+
+def test_unschedulable_critical_chain_exits_1(tmp_path):
+    w = tmp_path / "late.yaml"
+    w.write_text("""version: 1
+name: late
+executors: [{name: ex, core: 0, priority: 50}]
+callbacks:
+  - {name: a, executor: ex, trigger: {timer_ms: 10}, cpu_us: 2000}
+  - {name: b, executor: ex, trigger: {timer_ms: 100}, cpu_us: 5000}
+chains:
+  - {name: A, priority: 2, path: [a]}
+  - {name: B, priority: 1, path: [b], deadline_ms: 8}
+""")
+    proc = rtaccel("analyze", str(w), check=1)
+    assert "exceeds the deadline" in proc.stdout
+    doc = json.loads(rtaccel("analyze", str(w), "--json", check=1).stdout)
+    assert doc["chains"][1]["wcrt_us"] == pytest.approx(9000.0)
+
+
+def test_bad_workload_exits_2_with_file_line_col(tmp_path):
+    w = tmp_path / "bad.yaml"
+    w.write_text("version: 1\nname: bad\nexecutors: [{name: ex, core: 0, priority: 500}]\n"
+                 "callbacks: [{name: a, executor: ex, trigger: {timer_ms: 10}, cpu_us: x}]\n"
+                 "chains: [{name: A, priority: 1, path: [a]}]\n")
+    proc = rtaccel("analyze", str(w), check=2)
+    lines = proc.stderr.splitlines()
+    assert lines[0].startswith(f"{w}:3:")
+    assert "between 1 and 99" in lines[0]
+    assert lines[1].startswith(f"{w}:4:") and "cpu_us must be a number" in lines[1]
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["analyze"],
+    ["analyze", "x.yaml", "--horizon", "forever"],
+    ["experiment", "schedulability", "--vary", "sideways"],
+    ["experiment", "schedulability", "--vary", "chains", "--sets", "0"],
+    ["experiment", "schedulability", "--vary", "chains", "--utilization", "a,b"],
+    ["frobnicate"],
+])
+def test_bad_arguments_exit_2_without_traceback(args):
+    proc = rtaccel(*args, check=2)
+    assert "usage:" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_missing_file_is_a_clean_error():
+    proc = rtaccel("analyze", "/nonexistent.yaml", check=2)
+    assert "/nonexistent.yaml: cannot open the file" in proc.stderr
+
+
+def test_demo_analyses_every_shipped_workload():
+    out = rtaccel("demo", check=0).stdout
+    for name in ("quickstart", "paam_case_study_1", "autoware_reference"):
+        assert f"workload '{name}'" in out
+    assert "NOT schedulable" not in out
+
+
+def test_schedulability_experiment_writes_csv_and_png(tmp_path):
+    proc = rtaccel("experiment", "schedulability", "--vary", "ratio", "--sets", "30",
+                   "--utilization", "0.5,1.5", "--out", str(tmp_path), "--quiet", check=0)
+    assert "chainsets analysed" in proc.stdout
+    rows = list(csv.DictReader(open(tmp_path / "schedulability_ratio.csv")))
+    assert len(rows) == 2 * 7
+    assert {r["label"] for r in rows} == {"1:9", "2:8", "3:7", "4:6", "5:5", "6:4", "7:3"}
+    assert all(int(r["sets"]) == 30 for r in rows)
+    png = (tmp_path / "schedulability_ratio.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    # A lighter load is never less schedulable than a heavier one at the same point.
+    by = {(r["label"], float(r["utilization"])): float(r["acceptance_ratio"]) for r in rows}
+    assert all(by[(label, 0.5)] >= by[(label, 1.5)] for label, _ in by)
+
+
+def test_experiment_is_reproducible_from_its_seed():
+    from rtaccel import _core
+
+    p = _core.ChainsetParams()
+    p.chains, p.utilization = 6, 1.0
+    assert _core.acceptance(p, 50, 7) == _core.acceptance(p, 50, 7)
+    assert _core.acceptance(p, 50, 7)[1] == 50

@@ -1,0 +1,152 @@
+"""Property tests of the analysis over random small workloads (hypothesis).
+
+Workloads are generated as YAML and go through the same loader users use.
+"""
+
+import copy
+
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rtaccel import _core
+
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def workloads(draw, levels=None):
+    n_exec = draw(st.integers(1, 2))
+    doc = {
+        "version": 1,
+        "name": "prop",
+        "platform": {"accelerators": [{
+            "name": "acc", "backend": "cpu", "core": 3,
+            "priority_levels": levels if levels is not None else draw(st.integers(1, 4)),
+            "preemption_cost_us": draw(st.integers(0, 200))}]},
+        "server": {"core": 3, "overhead_us": draw(st.integers(0, 100))},
+        "executors": [{"name": f"e{i}", "core": draw(st.integers(0, 1)), "priority": 10 + i}
+                      for i in range(n_exec)],
+        "callbacks": [],
+        "chains": [],
+    }
+    n_chains = draw(st.integers(1, 4))
+    priorities = draw(st.lists(st.integers(1, 100), min_size=n_chains, max_size=n_chains, unique=True))
+    for c in range(n_chains):
+        period = draw(st.integers(20, 400))
+        path = []
+        for k in range(draw(st.integers(1, 3))):
+            name = f"c{c}_{k}"
+            cb = {"name": name, "executor": f"e{draw(st.integers(0, n_exec - 1))}",
+                  "trigger": {"timer_ms": period} if k == 0 else {"topic": path[-1]},
+                  "publishes": name, "cpu_us": draw(st.integers(0, 3000)),
+                  "wait": draw(st.sampled_from(["spin", "suspend"]))}
+            segments = [{"accelerator": "acc", "service": "busy", "wcet_us": draw(st.integers(1, 4000))}
+                        for _ in range(draw(st.integers(0, 2)))]
+            if segments:
+                cb["segments"] = segments
+            doc["callbacks"].append(cb)
+            path.append(name)
+        doc["chains"].append({"name": f"chain{c}", "priority": priorities[c], "path": path})
+    return doc
+
+
+def analyse(doc, **kw):
+    w = _core.load_workload_string(yaml.safe_dump(doc), "prop.yaml", machine_cores=4)
+    return {r.chain: r for r in _core.analyze(w, **kw)}
+
+
+def own_execution_ns(doc, chain):
+    names = set(next(c for c in doc["chains"] if c["name"] == chain)["path"])
+    total = 0
+    for cb in doc["callbacks"]:
+        if cb["name"] in names:
+            total += cb["cpu_us"] * 1000 + sum(s["wcet_us"] * 1000 for s in cb.get("segments", []))
+    return total
+
+
+@SETTINGS
+@given(workloads())
+def test_bound_covers_the_chains_own_execution(doc):
+    for name, r in analyse(doc).items():
+        if r.bounded:
+            assert r.wcrt_ns >= own_execution_ns(doc, name)
+            b = r.breakdown
+            assert r.wcrt_ns == (b.blocking_ns + b.cpu_ns + b.accelerator_ns
+                                 + b.interference_ns + b.communication_ns)
+
+
+@SETTINGS
+@given(workloads(), st.data())
+def test_bound_never_decreases_when_a_wcet_grows(doc, data):
+    before = analyse(doc)
+    grown = copy.deepcopy(doc)
+    cb = data.draw(st.sampled_from(grown["callbacks"]))
+    if cb.get("segments") and data.draw(st.booleans()):
+        seg = data.draw(st.sampled_from(cb["segments"]))
+        seg["wcet_us"] += data.draw(st.integers(1, 5000))
+    else:
+        cb["cpu_us"] += data.draw(st.integers(1, 5000))
+    after = analyse(grown)
+    for name, r in after.items():
+        if r.bounded:
+            assert before[name].bounded, name
+            assert r.wcrt_ns >= before[name].wcrt_ns, name
+
+
+# Priority levels: 1 (one bucket) or more than the chains (a bucket each). With
+# down-sampling in between, a new chain can legitimately move two chains that
+# shared a bucket into different ones, which removes blocking.
+@SETTINGS
+@given(st.sampled_from([1, 8]).flatmap(lambda levels: workloads(levels=levels)), st.data())
+def test_bound_never_decreases_when_a_higher_priority_chain_is_added(doc, data):
+    before = analyse(doc)
+    bigger = copy.deepcopy(doc)
+    top = max(c["priority"] for c in doc["chains"]) + 1
+    ex = data.draw(st.sampled_from([e["name"] for e in doc["executors"]]))
+    cb = {"name": "intruder", "executor": ex, "trigger": {"timer_ms": data.draw(st.integers(20, 400))},
+          "cpu_us": data.draw(st.integers(0, 3000))}
+    if data.draw(st.booleans()):
+        cb["segments"] = [{"accelerator": "acc", "service": "busy", "wcet_us": data.draw(st.integers(1, 4000))}]
+    bigger["callbacks"].append(cb)
+    bigger["chains"].append({"name": "intruder", "priority": top, "path": ["intruder"]})
+    after = analyse(bigger)
+    for name, r in before.items():
+        if after[name].bounded:
+            assert r.bounded, name
+            assert after[name].wcrt_ns >= r.wcrt_ns, name
+
+
+@SETTINGS
+@given(workloads())
+def test_handling_time_is_the_minimum_of_lemma_2_and_lemma_3(doc):
+    for r in analyse(doc).values():
+        if not r.bounded:
+            continue
+        for s in r.subchains:
+            overhead = s.handling_ns - min(s.lemma2_ns, s.lemma3_ns)
+            assert overhead >= 0
+            assert s.handling_by_lemma3 == (s.lemma3_ns < s.lemma2_ns)
+            assert s.lemma3_ns >= 0 and s.lemma2_ns >= 0
+
+
+@SETTINGS
+@given(workloads())
+def test_paper_blocking_is_never_above_rtaccels(doc):
+    ours = analyse(doc)
+    paper = analyse(doc, lp_blocking_includes_accelerator=False)
+    for name, r in ours.items():
+        if r.bounded:
+            assert paper[name].bounded
+            assert paper[name].wcrt_ns <= r.wcrt_ns
+
+
+@SETTINGS
+@given(workloads())
+def test_deadline_horizon_agrees_with_period_horizon_on_schedulable_chains(doc):
+    by_period = analyse(doc, horizon="period")
+    by_deadline = analyse(doc, horizon="deadline")
+    for name, r in by_deadline.items():
+        if r.schedulable:
+            assert by_period[name].schedulable
+            assert by_period[name].wcrt_ns == r.wcrt_ns
