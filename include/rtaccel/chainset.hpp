@@ -18,10 +18,14 @@ namespace rtaccel::analysis {
 struct ChainsetParams {
   int chains = 8;
   int callbacks_per_chain = 4;  // each callback: one CPU part, one accelerator segment
-  // Executors: one single-threaded executor per core, chains spread over them
-  // round-robin in priority order. The accelerator and the server get a core
-  // of their own beyond these.
+  // Chains are spread over `cores` cores round-robin in priority order. The
+  // accelerator and the server get a core of their own beyond these.
   int cores = 4;
+  // true: every chain has its own single-threaded executor, at a SCHED_FIFO
+  // priority that follows the chain's, so chains on one core preempt each
+  // other (Theorem 1's hpp term). false: one executor per core runs all its
+  // chains, so lower chains block higher ones non-preemptively (Lemma 4's B).
+  bool executor_per_chain = true;
   // Total utilisation (CPU + accelerator) of the set, split over chains by
   // UUniFast.
   double utilization = 1.0;

@@ -129,6 +129,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("chains", &analysis::ChainsetParams::chains)
       .def_readwrite("callbacks_per_chain", &analysis::ChainsetParams::callbacks_per_chain)
       .def_readwrite("cores", &analysis::ChainsetParams::cores)
+      .def_readwrite("executor_per_chain", &analysis::ChainsetParams::executor_per_chain)
       .def_readwrite("utilization", &analysis::ChainsetParams::utilization)
       .def_readwrite("accel_to_cpu", &analysis::ChainsetParams::accel_to_cpu)
       .def_readwrite("min_period_ns", &analysis::ChainsetParams::min_period_ns)

@@ -70,7 +70,7 @@ def cmd_experiment_schedulability(args) -> int:
         return EXIT_BAD_INPUT
     settings = sched.Settings(
         sets=args.sets, seed=args.seed, utilizations=args.utilization, chains=args.chains,
-        cores=args.cores, priority_levels=args.levels, preemption_cost_us=args.kappa_us,
+        cores=args.cores, shared_executors=args.shared_executors, priority_levels=args.levels, preemption_cost_us=args.kappa_us,
         overhead_us=args.epsilon_us, min_period_ms=args.min_period_ms,
         max_period_ms=args.max_period_ms, jobs=args.jobs)
     print(f"# rtaccel experiment schedulability --vary {args.vary}: {settings.sets} sets per point, "
@@ -140,6 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--chains", type=_positive_int, default=8,
                    help="chains per set when the ratio varies (8)")
     e.add_argument("--cores", type=_positive_int, default=4, help="executor cores (4)")
+    e.add_argument("--shared-executors", action="store_true",
+                   help="one executor per core running all its chains (non-preemptive blocking) "
+                        "instead of one executor per chain")
     e.add_argument("--levels", type=_positive_int, default=4, help="accelerator priority levels (4)")
     e.add_argument("--kappa-us", type=float, default=50.0, help="preemption cost kappa (50 us)")
     e.add_argument("--epsilon-us", type=float, default=50.0, help="server overhead epsilon (50 us)")

@@ -50,6 +50,7 @@ class Settings:
     utilizations: tuple = (0.6, 0.8, 1.0, 1.2)
     chains: int = 8              # fixed number of chains when the ratio varies
     cores: int = 4
+    shared_executors: bool = False  # one executor per core instead of one per chain
     priority_levels: int = 4
     preemption_cost_us: float = 50.0
     overhead_us: float = 50.0
@@ -62,6 +63,7 @@ def _params(s: Settings, utilization: float, chains: int, accel_to_cpu: float):
     p = _core.ChainsetParams()
     p.chains = chains
     p.cores = s.cores
+    p.executor_per_chain = not s.shared_executors
     p.utilization = utilization
     p.accel_to_cpu = accel_to_cpu
     p.priority_levels = s.priority_levels

@@ -40,8 +40,9 @@ Workload generate_chainset(const ChainsetParams& p, std::mt19937_64& rng) {
   w.accelerators.push_back(acc);
   w.server = workload::Server{p.cores, p.overhead_ns, {}};
   w.communication_ns = p.overhead_ns;
-  for (int i = 0; i < p.cores; ++i) {
-    w.executors.push_back(Executor{"ex" + std::to_string(i), i, 50, 1, {}});
+  const int cores = std::max(p.cores, 1);
+  if (!p.executor_per_chain) {
+    for (int i = 0; i < cores; ++i) w.executors.push_back(Executor{"ex" + std::to_string(i), i, 50, 1, {}});
   }
 
   const std::vector<double> utils = uunifast(p.chains, p.utilization, rng);
@@ -63,6 +64,11 @@ Workload generate_chainset(const ChainsetParams& p, std::mt19937_64& rng) {
     const auto per_callback = [&](double share) {
       return std::max<uint64_t>(1, static_cast<uint64_t>(budget * share / k));
     };
+    if (p.executor_per_chain) {
+      // Distinct SCHED_FIFO priorities in chain order (98 down, floor at 1).
+      const int prio = std::max(1, 98 - static_cast<int>(rank));
+      w.executors.push_back(Executor{"ex" + std::to_string(rank + 1), static_cast<int>(rank % cores), prio, 1, {}});
+    }
     Chain chain;
     chain.name = "chain" + std::to_string(rank + 1);
     chain.priority = static_cast<int>(order.size() - rank);
@@ -70,7 +76,7 @@ Workload generate_chainset(const ChainsetParams& p, std::mt19937_64& rng) {
     for (int i = 0; i < k; ++i) {
       Callback cb;
       cb.name = chain.name + "_cb" + std::to_string(i + 1);
-      cb.executor = rank % static_cast<size_t>(std::max(p.cores, 1));
+      cb.executor = p.executor_per_chain ? rank : rank % static_cast<size_t>(cores);
       cb.cpu_ns = per_callback(cpu_share);
       cb.segments.push_back(Segment{0, "busy", per_callback(1.0 - cpu_share), {}});
       cb.wait = p.wait;
