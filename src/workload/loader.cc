@@ -203,6 +203,24 @@ class Fields {
     return node;
   }
 
+  // A list of names (topics, callbacks) with where each was written; items
+  // that are not names are reported and skipped.
+  std::vector<std::pair<std::string, SourceLocation>> names(const std::string& key, bool required,
+                                                            const char* kind, bool allow_empty = false) {
+    std::vector<std::pair<std::string, SourceLocation>> out;
+    YAML::Node node = list(key, required);
+    if (!node.IsDefined()) return out;
+    if (node.size() == 0 && !allow_empty) ctx_.error(node, what_ + ": " + key + " is empty");
+    for (const auto& item : node) {
+      if (!item.IsScalar() || !valid_name(item.Scalar())) {
+        ctx_.error(item, what_ + ": " + key + " must hold " + kind + " names, got " + quoted(item));
+      } else {
+        out.emplace_back(item.Scalar(), location_of(item));
+      }
+    }
+    return out;
+  }
+
   void finish() {
     if (!valid_) return;
     std::set<std::string> allowed(allowed_.begin(), allowed_.end());
@@ -366,18 +384,12 @@ class Loader {
                       f.get("topics", false).IsDefined();
     if (auto timer = f.duration("timer_ms", false, kNsPerMs, false)) cb.trigger.timer_ns = *timer;
     if (auto name = f.name("topic", false)) cb.trigger.topics.push_back(*name);
-    YAML::Node topics = f.list("topics", false);
-    if (topics.IsDefined()) {
-      if (topics.size() == 0) ctx_.error(topics, what + ": trigger: topics is empty");
-      for (const auto& t : topics) {
-        if (!t.IsScalar() || !valid_name(t.Scalar())) {
-          ctx_.error(t, what + ": trigger: topics must hold topic names, got " + quoted(t));
-        } else if (std::find(cb.trigger.topics.begin(), cb.trigger.topics.end(), t.Scalar()) !=
-                   cb.trigger.topics.end()) {
-          ctx_.error(t, what + ": trigger: topic '" + t.Scalar() + "' is listed twice");
-        } else {
-          cb.trigger.topics.push_back(t.Scalar());
-        }
+    for (const auto& [topic, where] : f.names("topics", false, "topic")) {
+      auto& topics = cb.trigger.topics;
+      if (std::find(topics.begin(), topics.end(), topic) != topics.end()) {
+        ctx_.error(where, what + ": trigger: topic '" + topic + "' is listed twice");
+      } else {
+        topics.push_back(topic);
       }
     }
     if (kinds != 1) {
@@ -403,17 +415,8 @@ class Loader {
       read_trigger(trigger, f.what(), cb);
     }
     if (auto topic = f.name("publishes", false)) cb.publishes = *topic;
-    YAML::Node reads = f.list("reads", false);
-    if (reads.IsDefined()) {
-      for (const auto& r : reads) {
-        if (!r.IsScalar() || !valid_name(r.Scalar())) {
-          ctx_.error(r, f.what() + ": reads must hold topic names, got " + quoted(r));
-        } else {
-          cb.reads.push_back(r.Scalar());
-          pending.reads.emplace_back(r.Scalar(), location_of(r));
-        }
-      }
-    }
+    pending.reads = f.names("reads", false, "topic", /*allow_empty=*/true);
+    for (const auto& read : pending.reads) cb.reads.push_back(read.first);
     if (auto cpu = f.duration("cpu_us", true, kNsPerUs, true)) cb.cpu_ns = *cpu;
     YAML::Node segments = f.list("segments", false);
     if (segments.IsDefined()) {
@@ -452,17 +455,7 @@ class Loader {
       pending.priority_valid = true;
     }
     pending.priority_where = location_of(f.get("priority", true));
-    YAML::Node path = f.list("path", true);
-    if (path.IsDefined()) {
-      if (path.size() == 0) ctx_.error(path, f.what() + ": path is empty");
-      for (const auto& p : path) {
-        if (!p.IsScalar() || !valid_name(p.Scalar())) {
-          ctx_.error(p, f.what() + ": path must hold callback names, got " + quoted(p));
-        } else {
-          pending.path.emplace_back(p.Scalar(), location_of(p));
-        }
-      }
-    }
+    pending.path = f.names("path", true, "callback");
     pending.period_ns = f.duration("period_ms", false, kNsPerMs, false);
     pending.deadline_ns = f.duration("deadline_ms", false, kNsPerMs, false);
     if (auto critical = f.boolean("critical", false)) chain.critical = *critical;
