@@ -120,6 +120,8 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("workload"), py::arg("horizon") = "period", py::arg("lp_blocking_includes_accelerator") = true,
       "PAAM response-time analysis of every chain (Theorem 1).");
+  m.def("all_critical_schedulable", &analysis::all_critical_schedulable, py::arg("results"),
+        "True when every critical chain of analyze()'s results is schedulable.");
   m.def("arrivals", &analysis::arrivals, py::arg("window_ns"), py::arg("period_ns"),
         "Lemma 1: ceil(window / period) + 1.");
   m.def("bucket_of", &analysis::bucket_of, py::arg("priority"), py::arg("priorities"), py::arg("levels"));

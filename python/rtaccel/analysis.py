@@ -11,9 +11,6 @@ from rtaccel import _core
 
 FORMAT_VERSION = 1
 
-TERMS = ("blocking", "cpu", "accelerator", "interference", "communication")
-
-
 def _us(ns: int) -> float:
     return ns / 1000.0
 
@@ -71,7 +68,7 @@ def to_json(path: str, workload, results, options: dict) -> str:
         "machine": platform.node(),
         "workload": {"file": path, "name": workload.name},
         "options": options,
-        "all_critical_schedulable": all(r.schedulable for r in results if r.critical),
+        "all_critical_schedulable": _core.all_critical_schedulable(results),
         "chains": [chain_to_dict(r) for r in results],
     }
     return json.dumps(doc, indent=2)
@@ -105,6 +102,6 @@ def format_table(path: str, workload, results, options: dict) -> str:
     for r in results:
         if r.reason:
             lines.append(f"# {r.chain}: {r.reason}")
-    ok = all(r.schedulable for r in results if r.critical)
+    ok = _core.all_critical_schedulable(results)
     lines.append("# all critical chains schedulable" if ok else "# some critical chain is NOT schedulable")
     return "\n".join(lines)

@@ -38,8 +38,7 @@ def cmd_analyze(args) -> int:
         print(rta.to_json(args.workload, workload, results, options))
     else:
         print(rta.format_table(args.workload, workload, results, options))
-    ok = all(r.schedulable for r in results if r.critical)
-    return EXIT_OK if ok else EXIT_UNSCHEDULABLE
+    return EXIT_OK if _core.all_critical_schedulable(results) else EXIT_UNSCHEDULABLE
 
 
 def _utilizations(text: str) -> tuple:
@@ -103,7 +102,7 @@ def cmd_demo(args) -> int:
         print(rta.format_table(str(path), workload, results,
                                {"horizon": "period", "paper_blocking": False}))
         print()
-        if not all(r.schedulable for r in results if r.critical):
+        if not _core.all_critical_schedulable(results):
             worst = EXIT_UNSCHEDULABLE
     return worst
 
