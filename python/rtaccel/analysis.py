@@ -11,8 +11,15 @@ from rtaccel import _core
 
 FORMAT_VERSION = 1
 
+UNBOUNDED_NS = 2**64 - 1  # how the core marks a bound that does not exist
+
+
 def _us(ns: int) -> float:
     return ns / 1000.0
+
+
+def _bound_us(ns: int):
+    return None if ns == UNBOUNDED_NS else _us(ns)
 
 
 def _breakdown(b) -> dict:
@@ -43,6 +50,8 @@ def chain_to_dict(r) -> dict:
                 "executor": s.executor,
                 "wcrt_us": _us(s.wcrt_ns) if s.bounded else None,
                 "handling_us": _us(s.handling_ns),
+                "lemma2_us": _bound_us(s.lemma2_ns),
+                "lemma3_us": _bound_us(s.lemma3_ns),
                 "handling_bound": "lemma3" if s.handling_by_lemma3 else "lemma2",
                 "breakdown": _breakdown(s.breakdown),
             }
