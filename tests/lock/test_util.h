@@ -1,0 +1,93 @@
+/* Helpers for the lock tests: one program per feature, exit 0 pass, 1 fail,
+ * 77 skip. A watchdog (alarm) turns a hang into a failure. */
+#ifndef RTACCEL_TEST_UTIL_H
+#define RTACCEL_TEST_UTIL_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define T_PASS 0
+#define T_FAIL 1
+#define T_SKIP 77
+
+#define CHECK(cond)                                                                   \
+	do {                                                                          \
+		if (!(cond)) {                                                        \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, \
+				#cond);                                               \
+			exit(T_FAIL);                                                 \
+		}                                                                     \
+	} while (0)
+
+#define CHECK_EQ(a, b)                                                                \
+	do {                                                                          \
+		long long a_ = (long long)(a), b_ = (long long)(b);                   \
+		if (a_ != b_) {                                                       \
+			fprintf(stderr, "%s:%d: %s == %lld, expected %s == %lld\n",   \
+				__FILE__, __LINE__, #a, a_, #b, b_);                  \
+			exit(T_FAIL);                                                 \
+		}                                                                     \
+	} while (0)
+
+static inline uint64_t now_ns(clockid_t clock)
+{
+	struct timespec ts;
+	clock_gettime(clock, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline struct timespec deadline_in(clockid_t clock, uint64_t ns)
+{
+	uint64_t t = now_ns(clock) + ns;
+	struct timespec ts = {(time_t)(t / 1000000000ull), (long)(t % 1000000000ull)};
+	return ts;
+}
+
+static inline void sleep_ns(uint64_t ns)
+{
+	struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+static void watchdog_fired(int sig)
+{
+	(void)sig;
+	static const char msg[] = "watchdog: test hung\n";
+	ssize_t r = write(2, msg, sizeof(msg) - 1);
+	(void)r;
+	_exit(T_FAIL);
+}
+
+static inline void watchdog(unsigned seconds)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	signal(SIGALRM, watchdog_fired);
+	alarm(seconds);
+}
+
+static inline pid_t self_tid(void) { return (pid_t)syscall(SYS_gettid); }
+
+/* True if this process may use SCHED_FIFO (root, CAP_SYS_NICE or RLIMIT_RTPRIO). */
+static inline int can_use_fifo(void)
+{
+	struct sched_param sp = {.sched_priority = 1};
+	int policy;
+	struct sched_param old;
+	pthread_getschedparam(pthread_self(), &policy, &old);
+	if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) != 0)
+		return 0;
+	pthread_setschedparam(pthread_self(), policy, &old);
+	return 1;
+}
+
+#endif
