@@ -1,0 +1,553 @@
+/* The shim's tracer (--trace).
+ *
+ * Per lock (keyed by address): kind, where it was created (the call site of
+ * pthread_*_init, or of the first use for statically initialised locks),
+ * acquisitions, contended acquisitions, and wait- and hold-time totals, maxima
+ * and log2 histograms. Per thread, an "episode" runs from taking a first lock
+ * to holding none again; its sequence of operations, keyed by where it began,
+ * is the lock pattern of the function that ran it (the view of Fig. 10 in the
+ * ECRTS'24 paper). Every contended wait also goes to a Chrome/Perfetto
+ * trace-event timeline.
+ *
+ * Everything lives in fixed mmap'd tables updated with atomics; nothing here
+ * allocates or locks on the lock paths. At exit the report is written as
+ * OUT/rtaccel-shim.PID.json and OUT/rtaccel-shim.PID.trace.json. */
+#include "shim_internal.h"
+
+#include "../lock/lock_internal.h"
+
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define MAX_LOCKS 16384
+#define HIST_BUCKETS 40 /* log2 of nanoseconds: up to ~18 minutes */
+#define MAX_EVENTS (1 << 17)
+#define MAX_PATTERNS 2048
+#define PATTERN_OPS 16
+#define PATTERN_FRAMES 24
+#define HELD_DEPTH 32
+
+struct lock_stat {
+	uintptr_t key; /* lock address; DEAD bit set once destroyed */
+	uint32_t id;
+	uint8_t kind;
+	uint8_t from_init;
+	const void *created_pc;
+	uint64_t acquisitions, contended, wait_total, wait_max, hold_total, hold_max;
+	uint32_t wait_hist[HIST_BUCKETS], hold_hist[HIST_BUCKETS];
+};
+#define DEAD ((uintptr_t)1)
+
+struct wait_event {
+	uint64_t start_ns, dur_ns;
+	uint32_t tid, lock_id;
+	uint8_t op;
+};
+
+struct pattern_op {
+	uint32_t lock_id;
+	uint8_t op;
+};
+
+struct pattern {
+	uint64_t hash; /* 0: free */
+	uint64_t count;
+	uint32_t nops;
+	int nframes;
+	int ready;
+	struct pattern_op ops[PATTERN_OPS];
+	void *frames[PATTERN_FRAMES];
+};
+
+struct trace_tables {
+	struct lock_stat locks[MAX_LOCKS];
+	struct wait_event events[MAX_EVENTS];
+	struct pattern patterns[MAX_PATTERNS];
+	uint32_t next_id;
+	uint64_t event_count;
+	uint64_t untracked_ops;
+	uint64_t start_ns;
+};
+static struct trace_tables *T;
+
+struct held {
+	const void *lock;
+	struct lock_stat *stat;
+	uint64_t since_ns;
+};
+
+struct thread_trace {
+	int depth;
+	struct held held[HELD_DEPTH];
+	uint32_t nops;
+	bool truncated;
+	const void *episode_pc;
+	struct pattern_op ops[PATTERN_OPS];
+};
+static __thread SHIM_TLS struct thread_trace tt;
+
+static const char *const op_names[OP_COUNT] = {
+	"mutex_lock", "mutex_trylock", "mutex_timedlock", "mutex_unlock",
+	"rwlock_rdlock", "rwlock_tryrdlock", "rwlock_timedrdlock", "rwlock_wrlock",
+	"rwlock_trywrlock", "rwlock_timedwrlock", "rwlock_unlock", "cond_wait",
+};
+
+void trace_init(void)
+{
+	void *p = mmap(NULL, sizeof(*T), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return;
+	T = p;
+	T->start_ns = shim_now_ns();
+	/* backtrace() loads the unwinder on first use; do that now, not inside a
+	 * lock operation. */
+	void *frames[4];
+	shim_busy++;
+	backtrace(frames, 4);
+	shim_busy--;
+}
+
+void trace_after_fork_child(void)
+{
+	if (!T)
+		return;
+	memset(T, 0, sizeof(*T));
+	T->start_ns = shim_now_ns();
+	memset(&tt, 0, sizeof(tt));
+}
+
+static inline uint32_t hash_ptr(uintptr_t p)
+{
+	uint64_t h = (uint64_t)p * 0x9E3779B97F4A7C15ull;
+	return (uint32_t)(h >> 40);
+}
+
+static struct lock_stat *lookup(const void *lock, enum trace_kind kind, const void *pc, bool init)
+{
+	uintptr_t key = (uintptr_t)lock;
+	uint32_t i = hash_ptr(key) % MAX_LOCKS;
+	for (int probes = 0; probes < MAX_LOCKS; probes++, i = (i + 1) % MAX_LOCKS) {
+		struct lock_stat *s = &T->locks[i];
+		uintptr_t k = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
+		if (k == key) {
+			if (init) {
+				s->created_pc = pc;
+				s->from_init = 1;
+			}
+			return s;
+		}
+		if (k != 0)
+			continue;
+		uintptr_t expected = 0;
+		if (!__atomic_compare_exchange_n(&s->key, &expected, key, false, __ATOMIC_ACQ_REL,
+						 __ATOMIC_ACQUIRE)) {
+			if (expected == key)
+				return s;
+			continue;
+		}
+		s->id = __atomic_fetch_add(&T->next_id, 1, __ATOMIC_RELAXED);
+		s->kind = (uint8_t)kind;
+		s->created_pc = pc;
+		s->from_init = init;
+		return s;
+	}
+	__atomic_fetch_add(&T->untracked_ops, 1, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+static inline int bucket(uint64_t ns)
+{
+	int b = ns ? 63 - __builtin_clzll(ns) : 0;
+	return b < HIST_BUCKETS ? b : HIST_BUCKETS - 1;
+}
+
+static inline void atomic_max(uint64_t *p, uint64_t v)
+{
+	uint64_t cur = __atomic_load_n(p, __ATOMIC_RELAXED);
+	while (v > cur && !__atomic_compare_exchange_n(p, &cur, v, true, __ATOMIC_RELAXED,
+						       __ATOMIC_RELAXED))
+		;
+}
+
+void trace_created(const void *lock, enum trace_kind kind, const void *pc)
+{
+	if (T)
+		lookup(lock, kind, pc, true);
+}
+
+void trace_destroyed(const void *lock)
+{
+	if (!T)
+		return;
+	uintptr_t key = (uintptr_t)lock;
+	uint32_t i = hash_ptr(key) % MAX_LOCKS;
+	for (int probes = 0; probes < MAX_LOCKS; probes++, i = (i + 1) % MAX_LOCKS) {
+		uintptr_t k = __atomic_load_n(&T->locks[i].key, __ATOMIC_ACQUIRE);
+		if (k == 0)
+			return;
+		if (k == key) {
+			/* Keep the statistics; a new lock at this address gets a new entry. */
+			__atomic_store_n(&T->locks[i].key, key | DEAD, __ATOMIC_RELEASE);
+			return;
+		}
+	}
+}
+
+static void record_op(uint32_t lock_id, enum trace_op op, const void *pc)
+{
+	if (tt.nops == 0)
+		tt.episode_pc = pc;
+	if (tt.nops < PATTERN_OPS) {
+		tt.ops[tt.nops].lock_id = lock_id;
+		tt.ops[tt.nops].op = (uint8_t)op;
+		tt.nops++;
+	} else {
+		tt.truncated = true;
+	}
+}
+
+static void end_episode(void)
+{
+	uint64_t h = 1469598103934665603ull ^ (uint64_t)(uintptr_t)tt.episode_pc;
+	for (uint32_t i = 0; i < tt.nops; i++) {
+		h = (h ^ tt.ops[i].lock_id) * 1099511628211ull;
+		h = (h ^ tt.ops[i].op) * 1099511628211ull;
+	}
+	h |= 1;
+	uint32_t i = (uint32_t)(h % MAX_PATTERNS);
+	for (int probes = 0; probes < 64; probes++, i = (i + 1) % MAX_PATTERNS) {
+		struct pattern *p = &T->patterns[i];
+		uint64_t k = __atomic_load_n(&p->hash, __ATOMIC_ACQUIRE);
+		if (k == h) {
+			__atomic_fetch_add(&p->count, 1, __ATOMIC_RELAXED);
+			break;
+		}
+		if (k != 0)
+			continue;
+		uint64_t expected = 0;
+		if (!__atomic_compare_exchange_n(&p->hash, &expected, h, false, __ATOMIC_ACQ_REL,
+						 __ATOMIC_ACQUIRE)) {
+			if (expected == h) {
+				__atomic_fetch_add(&p->count, 1, __ATOMIC_RELAXED);
+				break;
+			}
+			continue;
+		}
+		p->nops = tt.nops;
+		memcpy(p->ops, tt.ops, sizeof(tt.ops[0]) * tt.nops);
+		shim_busy++;
+		p->nframes = backtrace(p->frames, PATTERN_FRAMES);
+		shim_busy--;
+		__atomic_fetch_add(&p->count, 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->ready, 1, __ATOMIC_RELEASE);
+		break;
+	}
+	tt.nops = 0;
+	tt.truncated = false;
+}
+
+void trace_acquired(const void *lock, enum trace_kind kind, enum trace_op op, const void *pc,
+		    uint64_t t0, uint64_t wait_ns)
+{
+	if (!T)
+		return;
+	struct lock_stat *s = lookup(lock, kind, pc, false);
+	uint64_t now = shim_now_ns();
+	if (s) {
+		__atomic_fetch_add(&s->acquisitions, 1, __ATOMIC_RELAXED);
+		if (wait_ns) {
+			__atomic_fetch_add(&s->contended, 1, __ATOMIC_RELAXED);
+			__atomic_fetch_add(&s->wait_total, wait_ns, __ATOMIC_RELAXED);
+			__atomic_fetch_add(&s->wait_hist[bucket(wait_ns)], 1, __ATOMIC_RELAXED);
+			atomic_max(&s->wait_max, wait_ns);
+			uint64_t e = __atomic_fetch_add(&T->event_count, 1, __ATOMIC_RELAXED);
+			if (e < MAX_EVENTS) {
+				struct wait_event *ev = &T->events[e];
+				ev->start_ns = t0;
+				ev->dur_ns = wait_ns;
+				ev->tid = lock_self_tid();
+				ev->lock_id = s->id;
+				ev->op = (uint8_t)op;
+			}
+		}
+		record_op(s->id, op, pc);
+	}
+	if (tt.depth < HELD_DEPTH) {
+		tt.held[tt.depth].lock = lock;
+		tt.held[tt.depth].stat = s;
+		tt.held[tt.depth].since_ns = now;
+	}
+	tt.depth++;
+}
+
+void trace_released(const void *lock, enum trace_kind kind, enum trace_op op, const void *pc)
+{
+	if (!T)
+		return;
+	int top = tt.depth < HELD_DEPTH ? tt.depth : HELD_DEPTH;
+	for (int i = top - 1; i >= 0; i--) {
+		if (tt.held[i].lock != lock)
+			continue;
+		struct lock_stat *s = tt.held[i].stat;
+		if (s) {
+			uint64_t hold = shim_now_ns() - tt.held[i].since_ns;
+			__atomic_fetch_add(&s->hold_total, hold, __ATOMIC_RELAXED);
+			__atomic_fetch_add(&s->hold_hist[bucket(hold)], 1, __ATOMIC_RELAXED);
+			atomic_max(&s->hold_max, hold);
+			record_op(s->id, op, pc);
+		}
+		memmove(&tt.held[i], &tt.held[i + 1], sizeof(tt.held[0]) * (size_t)(top - 1 - i));
+		tt.depth--;
+		if (tt.depth == 0 && tt.nops)
+			end_episode();
+		return;
+	}
+	/* Released a lock taken before tracing began, or by another thread
+	 * (allowed for rwlocks held for reading in some programs). */
+	(void)kind;
+	if (tt.depth > HELD_DEPTH)
+		tt.depth--;
+}
+
+/* --- report ------------------------------------------------------------------- */
+
+struct writer {
+	int fd;
+	size_t n;
+	char buf[1 << 16];
+};
+static struct writer W;
+
+static void w_flush(void)
+{
+	size_t off = 0;
+	while (off < W.n) {
+		ssize_t r = write(W.fd, W.buf + off, W.n - off);
+		if (r <= 0)
+			break;
+		off += (size_t)r;
+	}
+	W.n = 0;
+}
+
+__attribute__((format(printf, 1, 2))) static void w_printf(const char *fmt, ...)
+{
+	if (sizeof(W.buf) - W.n < 4096)
+		w_flush();
+	va_list ap;
+	va_start(ap, fmt);
+	int r = vsnprintf(W.buf + W.n, sizeof(W.buf) - W.n, fmt, ap);
+	va_end(ap);
+	if (r > 0)
+		W.n += (size_t)r < sizeof(W.buf) - W.n ? (size_t)r : sizeof(W.buf) - W.n - 1;
+}
+
+/* JSON string of text, escaped. */
+static void w_string(const char *s)
+{
+	w_printf("\"");
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			w_printf("\\%c", c);
+		else if (c < 0x20)
+			w_printf("\\u%04x", c);
+		else
+			w_printf("%c", c);
+	}
+	w_printf("\"");
+}
+
+static const char *base_name(const char *path)
+{
+	const char *s = strrchr(path, '/');
+	return s ? s + 1 : path;
+}
+
+/* "libfoo.so.1!symbol+0x12" or "libfoo.so.1+0x3456". */
+static void describe_pc(const void *pc, char *out, size_t size)
+{
+	Dl_info info;
+	if (!pc || !dladdr(pc, &info) || !info.dli_fname) {
+		snprintf(out, size, "%p", pc);
+		return;
+	}
+	if (info.dli_sname && info.dli_saddr)
+		snprintf(out, size, "%s!%s+0x%lx", base_name(info.dli_fname), info.dli_sname,
+			 (unsigned long)((const char *)pc - (const char *)info.dli_saddr));
+	else
+		snprintf(out, size, "%s+0x%lx", base_name(info.dli_fname),
+			 (unsigned long)((const char *)pc - (const char *)info.dli_fbase));
+}
+
+static void describe_function(const void *pc, char *out, size_t size)
+{
+	Dl_info info;
+	if (pc && dladdr(pc, &info) && info.dli_fname && info.dli_sname)
+		snprintf(out, size, "%s!%s", base_name(info.dli_fname), info.dli_sname);
+	else
+		describe_pc(pc, out, size);
+}
+
+static const void *object_of(const void *pc)
+{
+	Dl_info info;
+	return pc && dladdr(pc, &info) ? info.dli_fbase : NULL;
+}
+
+static void write_histogram(const uint32_t *h)
+{
+	int last = HIST_BUCKETS - 1;
+	while (last > 0 && h[last] == 0)
+		last--;
+	w_printf("[");
+	for (int i = 0; i <= last; i++)
+		w_printf("%s%u", i ? "," : "", h[i]);
+	w_printf("]");
+}
+
+static void write_command(void)
+{
+	char cmd[2048];
+	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, cmd, sizeof(cmd) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n < 0)
+		n = 0;
+	cmd[n] = '\0';
+	w_printf("\"command\": [");
+	for (ssize_t i = 0; i < n; i += (ssize_t)strlen(cmd + i) + 1) {
+		w_printf("%s", i ? ", " : "");
+		w_string(cmd + i);
+	}
+	w_printf("],\n");
+}
+
+static bool open_output(const char *suffix)
+{
+	char path[768];
+	snprintf(path, sizeof(path), "%s/rtaccel-shim.%d%s", shim_cfg.out_dir, (int)getpid(), suffix);
+	W.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	W.n = 0;
+	return W.fd >= 0;
+}
+
+static void write_pattern(const struct pattern *p, const void *shim_base)
+{
+	/* Skip the shim's own frames; the first frame left is the call site in
+	 * the library that locks; its outermost consecutive frame is the entry
+	 * into that library, and the frame beyond is its caller. */
+	int i = 0;
+	while (i < p->nframes && object_of(p->frames[i]) == shim_base)
+		i++;
+	const void *lib = i < p->nframes ? object_of(p->frames[i]) : NULL;
+	int entry = i;
+	while (entry + 1 < p->nframes && object_of(p->frames[entry + 1]) == lib)
+		entry++;
+	char entry_name[512] = "?", caller_name[512] = "?";
+	if (entry < p->nframes)
+		describe_function(p->frames[entry], entry_name, sizeof(entry_name));
+	if (entry + 1 < p->nframes)
+		describe_function(p->frames[entry + 1], caller_name, sizeof(caller_name));
+	w_printf("    {\"function\": ");
+	w_string(entry_name);
+	w_printf(", \"caller\": ");
+	w_string(caller_name);
+	w_printf(", \"count\": %llu, \"ops\": [", (unsigned long long)p->count);
+	for (uint32_t k = 0; k < p->nops; k++)
+		w_printf("%s{\"op\": \"%s\", \"lock\": %u}", k ? ", " : "", op_names[p->ops[k].op],
+			 p->ops[k].lock_id);
+	w_printf("]}");
+}
+
+void trace_write_report(void)
+{
+	if (!T)
+		return;
+	shim_busy++;
+	uint64_t end_ns = shim_now_ns();
+	Dl_info self_info;
+	const void *shim_base = dladdr((void *)trace_write_report, &self_info) ? self_info.dli_fbase
+									       : NULL;
+	if (open_output(".json")) {
+		w_printf("{\n\"format\": \"rtaccel-lockstat\",\n\"version\": 1,\n\"pid\": %d,\n",
+			 (int)getpid());
+		write_command();
+		w_printf("\"modes\": {\"pi\": %s, \"phase_fair\": %s, \"boost\": %s},\n",
+			 shim_cfg.pi ? "true" : "false", shim_cfg.phase_fair ? "true" : "false",
+			 shim_cfg.boost ? "true" : "false");
+		w_printf("\"start_ns\": %llu,\n\"end_ns\": %llu,\n",
+			 (unsigned long long)T->start_ns, (unsigned long long)end_ns);
+		uint64_t events = T->event_count;
+		w_printf("\"wait_events\": %llu,\n\"dropped_wait_events\": %llu,\n",
+			 (unsigned long long)events,
+			 (unsigned long long)(events > MAX_EVENTS ? events - MAX_EVENTS : 0));
+		w_printf("\"untracked_ops\": %llu,\n\"locks\": [\n",
+			 (unsigned long long)T->untracked_ops);
+		bool first = true;
+		for (int i = 0; i < MAX_LOCKS; i++) {
+			struct lock_stat *s = &T->locks[i];
+			if (!s->key || !s->acquisitions)
+				continue;
+			char where[512];
+			describe_pc(s->created_pc, where, sizeof(where));
+			w_printf("%s  {\"id\": %u, \"address\": \"0x%lx\", \"kind\": \"%s\", "
+				 "\"created_by\": \"%s\", \"created_at\": ",
+				 first ? "" : ",\n", s->id, (unsigned long)(s->key & ~DEAD),
+				 s->kind == KIND_MUTEX ? "mutex" : "rwlock",
+				 s->from_init ? "init" : "first_use");
+			w_string(where);
+			w_printf(", \"destroyed\": %s, \"acquisitions\": %llu, \"contended\": %llu, "
+				 "\"wait_ns_total\": %llu, \"wait_ns_max\": %llu, "
+				 "\"hold_ns_total\": %llu, \"hold_ns_max\": %llu, "
+				 "\"wait_hist_log2_ns\": ",
+				 (s->key & DEAD) ? "true" : "false",
+				 (unsigned long long)s->acquisitions, (unsigned long long)s->contended,
+				 (unsigned long long)s->wait_total, (unsigned long long)s->wait_max,
+				 (unsigned long long)s->hold_total, (unsigned long long)s->hold_max);
+			write_histogram(s->wait_hist);
+			w_printf(", \"hold_hist_log2_ns\": ");
+			write_histogram(s->hold_hist);
+			w_printf("}");
+			first = false;
+		}
+		w_printf("\n],\n\"patterns\": [\n");
+		first = true;
+		for (int i = 0; i < MAX_PATTERNS; i++) {
+			struct pattern *p = &T->patterns[i];
+			if (!p->hash || !__atomic_load_n(&p->ready, __ATOMIC_ACQUIRE))
+				continue;
+			w_printf("%s", first ? "" : ",\n");
+			write_pattern(p, shim_base);
+			first = false;
+		}
+		w_printf("\n]\n}\n");
+		w_flush();
+		close(W.fd);
+	}
+	if (open_output(".trace.json")) {
+		w_printf("{\"displayTimeUnit\": \"ns\", \"traceEvents\": [\n");
+		uint64_t n = T->event_count < MAX_EVENTS ? T->event_count : MAX_EVENTS;
+		w_printf("{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": "
+			 "\"rtaccel shim\"}}", (int)getpid());
+		for (uint64_t i = 0; i < n; i++) {
+			struct wait_event *e = &T->events[i];
+			w_printf(",\n{\"name\": \"wait lock %u\", \"cat\": \"%s\", \"ph\": \"X\", "
+				 "\"ts\": %.3f, \"dur\": %.3f, \"pid\": %d, \"tid\": %u, "
+				 "\"args\": {\"lock\": %u}}",
+				 e->lock_id, op_names[e->op], (double)e->start_ns / 1000.0,
+				 (double)e->dur_ns / 1000.0, (int)getpid(), e->tid, e->lock_id);
+		}
+		w_printf("\n]}\n");
+		w_flush();
+		close(W.fd);
+	}
+	shim_busy--;
+}
