@@ -10,6 +10,7 @@ APT_PACKAGES=(
   libyaml-cpp-dev pybind11-dev nlohmann-json3-dev  # libraries
   libgtest-dev libgmock-dev libbenchmark-dev       # tests and benchmarks
   python3 python3-dev python3-venv
+  xz-utils                                         # multi-threaded program for the shim tests
 )
 PIP_PACKAGES=(numpy matplotlib pytest hypothesis pyyaml wheel)
 VENV=${VENV:-.venv}

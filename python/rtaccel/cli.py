@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rtaccel import _core
 from rtaccel import analysis as rta
+from rtaccel import locks
 
 EXIT_OK, EXIT_UNSCHEDULABLE, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -107,6 +108,59 @@ def cmd_demo(args) -> int:
     return worst
 
 
+def cmd_shim(args) -> int:
+    command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    modes = [m for m, on in (("trace", args.trace), ("pi", args.pi),
+                             ("phase-fair", args.phase_fair), ("boost", args.boost)) if on]
+    try:
+        status = locks.run_under_shim(command, modes, args.out, args.ceiling)
+    except locks.LockToolError as err:
+        print(f"rtaccel shim: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.trace:
+        print(f"# rtaccel shim: lock traces in {args.out}/ "
+              f"(rtaccel lockstat {args.out}; open *.trace.json in ui.perfetto.dev)",
+              file=sys.stderr)
+    return status
+
+
+def cmd_lockstat(args) -> int:
+    try:
+        reports = locks.load_lockstat(args.files)
+    except locks.LockToolError as err:
+        print(f"rtaccel lockstat: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.json:
+        import json
+        for rep in reports:
+            rep.pop("_file", None)
+        print(json.dumps(reports, indent=1))
+    else:
+        print(locks.format_lockstat(reports, args.top))
+    return EXIT_OK
+
+
+def cmd_lockdemo(args) -> int:
+    try:
+        results = locks.run_lockdemo(args.duration_ms, args.hog_ms, args.rounds)
+    except locks.LockToolError as err:
+        print(f"rtaccel lockdemo: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.json:
+        import json
+        print(json.dumps(results, indent=1))
+    else:
+        print(locks.format_lockdemo(results))
+    return EXIT_OK
+
+
+def _ceiling(text: str) -> int:
+    value = _positive_int(text)
+    if value > 99:
+        raise argparse.ArgumentTypeError("a SCHED_FIFO priority is 1..99")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rtaccel",
@@ -151,6 +205,39 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--out", default="out", help="output folder (out)")
     e.add_argument("--quiet", action="store_true", help="no progress lines")
     e.set_defaults(func=cmd_experiment_schedulability)
+
+    p = sub.add_parser("shim", help="run a program with rtaccel's pthread interposer",
+                       description="Runs CMD with librtaccel_shim.so preloaded. Exit status: "
+                                   "CMD's (128+N if killed by signal N), 2 on bad arguments.")
+    p.add_argument("--trace", action="store_true",
+                   help="record per-lock statistics, lock patterns and a Perfetto timeline")
+    p.add_argument("--pi", action="store_true", help="priority inheritance on every mutex")
+    p.add_argument("--phase-fair", action="store_true",
+                   help="replace every process-private rwlock with rtaccel's phase-fair lock")
+    p.add_argument("--boost", action="store_true",
+                   help="phase-fair rwlocks with priority boosting (implies --phase-fair)")
+    p.add_argument("--ceiling", type=_ceiling, default=0,
+                   help="SCHED_FIFO priority of boosted threads (default 98)")
+    p.add_argument("--out", default="rtaccel-shim",
+                   help="folder for the trace files (rtaccel-shim)")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...")
+    p.set_defaults(func=cmd_shim)
+
+    p = sub.add_parser("lockstat", help="summarise traces written by `rtaccel shim --trace`")
+    p.add_argument("files", nargs="+", help="rtaccel-shim.PID.json files or folders of them")
+    p.add_argument("--top", type=_positive_int, default=10, help="locks and functions shown (10)")
+    p.add_argument("--json", action="store_true", help="print the merged reports as JSON")
+    p.set_defaults(func=cmd_lockstat)
+
+    p = sub.add_parser("lockdemo",
+                       help="starvation and priority inversion, without and with the fixes")
+    p.add_argument("--duration-ms", type=_positive_int, default=1000,
+                   help="length of each starvation run (1000)")
+    p.add_argument("--hog-ms", type=_positive_int, default=100,
+                   help="how long the medium-priority hog preempts the lock holder (100)")
+    p.add_argument("--rounds", type=_positive_int, default=3, help="inversion rounds (3)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_lockdemo)
 
     p = sub.add_parser("demo", help="the main job: analysis of the shipped example workloads")
     p.add_argument("--examples", default=str(EXAMPLES_DIR), help="folder of the example workloads")

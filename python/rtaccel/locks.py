@@ -1,0 +1,188 @@
+"""Front end of the lock layer: run programs under the pthread interposer
+(`rtaccel shim`), summarise its traces (`rtaccel lockstat`) and show the
+locking delays it fixes (`rtaccel lockdemo`).
+
+The interposer is ``lib/librtaccel_shim.so`` beside this package (built by
+CMake); ``RTACCEL_SHIM_LIB`` overrides its path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+LIB_DIR = Path(__file__).resolve().parent / "lib"
+LOCKDEMO_SCENARIOS = (
+    ("reader-starvation", ("", "phase-fair")),
+    ("writer-starvation", ("", "phase-fair")),
+    ("mutex-inversion", ("", "pi")),
+    ("rwlock-inversion", ("", "phase-fair", "boost")),
+)
+
+
+class LockToolError(Exception):
+    """A user error: missing build product, unreadable trace file."""
+
+
+def shim_library() -> Path:
+    path = Path(os.environ.get("RTACCEL_SHIM_LIB", LIB_DIR / "librtaccel_shim.so"))
+    if not path.is_file():
+        raise LockToolError(f"{path}: interposer not built (run `make build`)")
+    return path
+
+
+def lockdemo_binary() -> Path:
+    path = LIB_DIR / "rtaccel-lockdemo"
+    if not path.is_file():
+        raise LockToolError(f"{path}: not built (run `make build`)")
+    return path
+
+
+def shim_environment(modes: list[str], out_dir: str | None = None, ceiling: int = 0,
+                     base: dict | None = None) -> dict:
+    """Environment that runs a program under the interposer in the given modes."""
+    env = dict(os.environ if base is None else base)
+    lib = str(shim_library())
+    preload = env.get("LD_PRELOAD", "")
+    env["LD_PRELOAD"] = lib + (":" + preload if preload else "")
+    env["RTACCEL_SHIM"] = ",".join(modes)
+    if out_dir is not None:
+        env["RTACCEL_SHIM_OUT"] = str(Path(out_dir).resolve())
+    if ceiling:
+        env["RTACCEL_SHIM_CEILING"] = str(ceiling)
+    return env
+
+
+def run_under_shim(command: list[str], modes: list[str], out_dir: str, ceiling: int = 0) -> int:
+    """Runs command under the interposer; returns its exit status (128+N for signal N)."""
+    if not command:
+        raise LockToolError("no command given (rtaccel shim [OPTIONS] -- CMD ...)")
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    env = shim_environment(modes, out_dir, ceiling)
+    try:
+        proc = subprocess.run(command, env=env)
+    except FileNotFoundError:
+        print(f"rtaccel shim: {command[0]}: command not found", file=sys.stderr)
+        return 127
+    except PermissionError:
+        print(f"rtaccel shim: {command[0]}: permission denied", file=sys.stderr)
+        return 126
+    if proc.returncode < 0:
+        return 128 - proc.returncode
+    return proc.returncode
+
+
+def load_lockstat(paths: list[str]) -> list[dict]:
+    """Reads interposer summaries: files, or folders holding rtaccel-shim.*.json."""
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files += sorted(f for f in p.glob("rtaccel-shim.*.json")
+                            if not f.name.endswith(".trace.json"))
+        else:
+            files.append(p)
+    if not files:
+        raise LockToolError("no rtaccel-shim.*.json files found in " + ", ".join(paths))
+    reports = []
+    for f in files:
+        try:
+            data = json.loads(f.read_text())
+        except (OSError, UnicodeDecodeError) as err:
+            raise LockToolError(f"{f}: cannot read: {err}") from None
+        except json.JSONDecodeError as err:
+            raise LockToolError(f"{f}:{err.lineno}: not valid JSON: {err.msg}") from None
+        if not isinstance(data, dict) or data.get("format") != "rtaccel-lockstat":
+            raise LockToolError(f"{f}: not an rtaccel lockstat file")
+        if data.get("version") != 1:
+            raise LockToolError(f"{f}: unsupported lockstat version {data.get('version')}")
+        data["_file"] = str(f)
+        reports.append(data)
+    return reports
+
+
+def _us(ns: float) -> str:
+    return f"{ns / 1000.0:.1f}"
+
+
+def format_lockstat(reports: list[dict], top: int = 10) -> str:
+    lines = []
+    for rep in reports:
+        cmd = " ".join(rep.get("command", []))
+        modes = [k for k, v in rep.get("modes", {}).items() if v]
+        lines.append(f"# pid {rep['pid']}: {cmd}  (modes: {', '.join(modes) or 'trace only'})")
+        locks = sorted(rep["locks"], key=lambda l: (l["wait_ns_total"], l["acquisitions"]),
+                       reverse=True)
+        lines.append(f"# {len(locks)} locks used, {rep.get('wait_events', 0)} contended waits; "
+                     f"top {min(top, len(locks))} by total wait")
+        lines.append(f"{'id':>4} {'kind':<6} {'acquired':>10} {'contended':>10} {'ratio':>6} "
+                     f"{'wait_total_us':>14} {'wait_max_us':>12} {'hold_max_us':>12}  created at")
+        for l in locks[:top]:
+            ratio = l["contended"] / l["acquisitions"] if l["acquisitions"] else 0.0
+            lines.append(f"{l['id']:>4} {l['kind']:<6} {l['acquisitions']:>10} "
+                         f"{l['contended']:>10} {ratio:>6.3f} {_us(l['wait_ns_total']):>14} "
+                         f"{_us(l['wait_ns_max']):>12} {_us(l['hold_ns_max']):>12}  "
+                         f"{l['created_at']} ({l['created_by'].replace('_', ' ')})")
+        lines.append("# lock pattern per function (calls that took locks, in order)")
+        # Patterns are recorded per call site; merge equal sequences per function.
+        merged: dict[tuple, dict] = {}
+        for p in rep.get("patterns", []):
+            key = (p["function"], tuple((o["op"], o["lock"]) for o in p["ops"]))
+            if key in merged:
+                merged[key]["count"] += p["count"]
+                merged[key]["callers"].add(p["caller"])
+            else:
+                merged[key] = dict(p, callers={p["caller"]})
+        by_function: dict[str, list[dict]] = {}
+        for p in merged.values():
+            by_function.setdefault(p["function"], []).append(p)
+        ranked = sorted(by_function.items(), key=lambda kv: -sum(p["count"] for p in kv[1]))
+        for function, patterns in ranked[:top]:
+            total = sum(p["count"] for p in patterns)
+            callers = sorted(set().union(*(p["callers"] for p in patterns)))
+            lines.append(f"{function}  ({total} calls; called from {', '.join(callers[:3])})")
+            for p in sorted(patterns, key=lambda p: -p["count"])[:3]:
+                ops = " -> ".join(f"{o['op']}#{o['lock']}" for o in p["ops"])
+                lines.append(f"    {p['count']:>8} x  {ops}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def run_lockdemo(duration_ms: int, hog_ms: int, rounds: int) -> list[dict]:
+    """Runs every scenario without and with the fixes; one result dict per run."""
+    binary = str(lockdemo_binary())
+    results = []
+    for scenario, modes in LOCKDEMO_SCENARIOS:
+        for mode in modes:
+            cmd = [binary, scenario, "--duration-ms", str(duration_ms), "--hog-ms", str(hog_ms),
+                   "--rounds", str(rounds)]
+            env = shim_environment([mode] if mode else [])
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+            if proc.returncode == 77:
+                results.append({"scenario": scenario, "mode": mode or "default",
+                                "skipped": proc.stderr.strip()})
+                continue
+            if proc.returncode != 0:
+                raise LockToolError(f"{scenario} ({mode or 'default'}) failed: {proc.stderr}")
+            results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    return results
+
+
+def format_lockdemo(results: list[dict]) -> str:
+    lines = ["# worst wait of the victim thread, without and with rtaccel's fixes",
+             f"{'scenario':<20} {'mode':<12} {'samples':>8} {'max_wait_us':>12} "
+             f"{'p50_wait_us':>12}"]
+    for r in results:
+        if "skipped" in r:
+            lines.append(f"{r['scenario']:<20} {r['mode']:<12} skipped: {r['skipped']}")
+            continue
+        lines.append(f"{r['scenario']:<20} {r['mode']:<12} {r['samples']:>8} "
+                     f"{r['max_wait_us']:>12.1f} {r['p50_wait_us']:>12.1f}")
+    return "\n".join(lines)
+
+
+__all__ = ["LockToolError", "shim_library", "shim_environment", "run_under_shim",
+           "load_lockstat", "format_lockstat", "run_lockdemo", "format_lockdemo", "signal"]
