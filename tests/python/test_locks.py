@@ -149,3 +149,17 @@ def test_transparent_for_threaded_python(tmp_path, flags):
     r = rtaccel("shim", *flags, "--out", str(tmp_path), "--", sys.executable, "-c", program)
     assert r.returncode == 0, r.stderr
     assert r.stdout == ref.stdout
+
+
+def test_rtaccel_cli_tests_pass_under_the_shim(tmp_path):
+    """rtaccel's own CLI test suite, run by a Python interpreter under the
+    interposer with every fix on (Python's GIL and threading are pthread
+    mutexes and condition variables)."""
+    r = rtaccel("shim", "--trace", "--pi", "--boost", "--out", str(tmp_path), "--",
+                sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                str(ROOT / "tests" / "python" / "test_cli.py"), timeout=300,
+                cwd=str(ROOT / "tests" / "python"))
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert " passed" in r.stdout
+    reports = [p for p in tmp_path.glob("rtaccel-shim.*.json") if ".trace" not in p.name]
+    assert reports and any(json.loads(p.read_text())["locks"] for p in reports)
