@@ -15,6 +15,9 @@
  * RTACCEL_LOCK_PSHARED to use them between processes. A zero-filled lock is a
  * valid private lock without boosting (RTACCEL_RWLOCK_INITIALIZER).
  *
+ * Limits: 65,535 threads inside or waiting for one rwlock at once; 32,767
+ * timed readers giving up during one write phase (more wait for it to end).
+ *
  * Real-time notes: no function allocates. Uncontended lock and unlock make no
  * system call, with or without boosting. A thread's first lock operation reads
  * its thread id once (one system call per thread lifetime).
