@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -185,4 +184,4 @@ def format_lockdemo(results: list[dict]) -> str:
 
 
 __all__ = ["LockToolError", "shim_library", "shim_environment", "run_under_shim",
-           "load_lockstat", "format_lockstat", "run_lockdemo", "format_lockdemo", "signal"]
+           "load_lockstat", "format_lockstat", "run_lockdemo", "format_lockdemo"]

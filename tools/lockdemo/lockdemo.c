@@ -63,7 +63,7 @@ static int pin_and_prioritise(int core, int fifo_priority)
 
 static uint64_t samples[MAX_SAMPLES];
 static int nsamples;
-static volatile int stop;
+static int stop; /* set by the stopper thread, read by the hogs */
 
 static void add_sample(uint64_t wait_ns)
 {
@@ -85,7 +85,7 @@ static uint64_t cs_ns = 200 * 1000;
 static void *writer_loop(void *arg)
 {
 	(void)arg;
-	while (!stop) {
+	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
 		pthread_rwlock_wrlock(&rw);
 		spin_ns(cs_ns);
 		pthread_rwlock_unlock(&rw);
@@ -96,7 +96,7 @@ static void *writer_loop(void *arg)
 static void *reader_loop(void *arg)
 {
 	(void)arg;
-	while (!stop) {
+	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
 		pthread_rwlock_rdlock(&rw);
 		spin_ns(cs_ns);
 		pthread_rwlock_unlock(&rw);
@@ -107,7 +107,7 @@ static void *reader_loop(void *arg)
 static void *stopper(void *arg)
 {
 	sleep_ns(*(uint64_t *)arg);
-	stop = 1;
+	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
 	return NULL;
 }
 
