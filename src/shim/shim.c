@@ -155,7 +155,7 @@ static void pool_free(struct pool *p, void *obj)
 
 /* --- mutexes ----------------------------------------------------------------- */
 
-static int mutex_attr_with_pi(const pthread_mutexattr_t *attr, pthread_mutexattr_t *out)
+static void mutex_attr_with_pi(const pthread_mutexattr_t *attr, pthread_mutexattr_t *out)
 {
 	int protocol = PTHREAD_PRIO_NONE;
 	if (attr) {
@@ -166,7 +166,6 @@ static int mutex_attr_with_pi(const pthread_mutexattr_t *attr, pthread_mutexattr
 	}
 	if (protocol == PTHREAD_PRIO_NONE)
 		pthread_mutexattr_setprotocol(out, PTHREAD_PRIO_INHERIT);
-	return 0;
 }
 
 /* The mutex to operate on in pi mode: m itself if it has a protocol already,
@@ -336,11 +335,20 @@ static struct read_hold *find_read_hold(rtaccel_rwlock_t *l)
 	return NULL;
 }
 
-static rtaccel_rwlock_t *pf_target(pthread_rwlock_t *rw)
+/* Where a redirected rwlock keeps its phase-fair lock, or NULL if rw stays
+ * glibc's (mode off, or process-shared). */
+static rtaccel_rwlock_t **pf_slot(pthread_rwlock_t *rw)
 {
 	if (!shim_cfg.phase_fair || __atomic_load_n(&rw->__data.__shared, __ATOMIC_RELAXED))
 		return NULL;
-	rtaccel_rwlock_t **slot = (rtaccel_rwlock_t **)&rw->__data.__pad2;
+	return (rtaccel_rwlock_t **)&rw->__data.__pad2;
+}
+
+static rtaccel_rwlock_t *pf_target(pthread_rwlock_t *rw)
+{
+	rtaccel_rwlock_t **slot = pf_slot(rw);
+	if (!slot)
+		return NULL;
 	rtaccel_rwlock_t *p = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
 	if (p)
 		return p;
@@ -377,21 +385,19 @@ SHIM_EXPORT int pthread_rwlock_init(pthread_rwlock_t *rw, const pthread_rwlockat
 
 SHIM_EXPORT int pthread_rwlock_destroy(pthread_rwlock_t *rw)
 {
-	rtaccel_rwlock_t *p = shim_cfg.phase_fair && !rw->__data.__shared
-				      ? __atomic_load_n((rtaccel_rwlock_t **)&rw->__data.__pad2,
-							__ATOMIC_ACQUIRE)
-				      : NULL;
+	rtaccel_rwlock_t **slot = pf_slot(rw);
+	rtaccel_rwlock_t *p = slot ? __atomic_load_n(slot, __ATOMIC_ACQUIRE) : NULL;
 	int r;
-	if (p) {
-		r = -rtaccel_rwlock_destroy(p);
-		if (r == 0) {
-			rw->__data.__pad2 = 0;
-			pool_free(&rwlock_pool, p);
-		}
-	} else if (shim_cfg.phase_fair && !rw->__data.__shared) {
+	if (!slot) {
+		r = REAL(rwlock_destroy)(rw);
+	} else if (!p) {
 		r = 0; /* never used */
 	} else {
-		r = REAL(rwlock_destroy)(rw);
+		r = -rtaccel_rwlock_destroy(p);
+		if (r == 0) {
+			*slot = NULL;
+			pool_free(&rwlock_pool, p);
+		}
 	}
 	if (r == 0 && shim_cfg.trace)
 		trace_destroyed(rw);
