@@ -1,0 +1,230 @@
+#include "accel/admission.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "rtaccel/analysis.hpp"
+
+namespace rtaccel::accel {
+namespace {
+
+std::string ms(uint64_t ns) {
+  char text[32];
+  snprintf(text, sizeof(text), "%.3f ms", double(ns) / 1e6);
+  return text;
+}
+
+// A callback's accelerator utilisation: its segments' WCET over the shortest
+// period of the chains it is in.
+double utilisation(const rtaccel_callback_desc& cb, uint64_t period_ns) {
+  uint64_t sum = 0;
+  for (uint32_t j = 0; j < cb.nsegments; j++) sum += cb.segments[j].wcet_ns;
+  return period_ns ? double(sum) / double(period_ns) : 0.0;
+}
+
+}  // namespace
+
+bool same_callback(const rtaccel_callback_desc& a, const rtaccel_callback_desc& b) {
+  if (strcmp(a.name, b.name) || strcmp(a.executor, b.executor) || a.executor_core != b.executor_core ||
+      a.executor_priority != b.executor_priority || a.cpu_ns != b.cpu_ns || a.wait != b.wait ||
+      a.nsegments != b.nsegments)
+    return false;
+  for (uint32_t j = 0; j < a.nsegments; j++)
+    if (strcmp(a.segments[j].service, b.segments[j].service) ||
+        strcmp(a.segments[j].accelerator, b.segments[j].accelerator) ||
+        a.segments[j].wcet_ns != b.segments[j].wcet_ns)
+      return false;
+  return true;
+}
+
+bool same_chain(const rtaccel_chain_desc& a, const rtaccel_chain_desc& b) {
+  if (strcmp(a.name, b.name) || a.priority != b.priority || a.critical != b.critical ||
+      a.period_ns != b.period_ns || a.deadline_ns != b.deadline_ns || a.ncallbacks != b.ncallbacks)
+    return false;
+  for (uint32_t i = 0; i < a.ncallbacks; i++)
+    if (!same_callback(a.callbacks[i], b.callbacks[i])) return false;
+  return true;
+}
+
+Admission::Admission(AdmissionOptions options) : options_(std::move(options)) {}
+
+double Admission::device_utilisation(uint32_t device) const {
+  double sum = 0;
+  for (const auto& [name, cb] : callbacks_) {
+    if (cb.device != device) continue;
+    uint64_t period = 0;
+    for (const auto& [chain_name, chain] : chains_)
+      for (uint32_t i = 0; i < chain.desc.ncallbacks; i++)
+        if (name == chain.desc.callbacks[i].name && (!period || chain.desc.period_ns < period))
+          period = chain.desc.period_ns;
+    sum += utilisation(cb.desc, period);
+  }
+  return sum;
+}
+
+int Admission::admit(const rtaccel_registration_desc& desc, Admitted* out, std::string* why) {
+  const rtaccel_chain_desc& chain = desc.chain;
+  const std::string chain_name = chain.name;
+  const std::string callback_name = chain.callbacks[desc.callback].name;
+  if (auto it = chains_.find(chain_name); it != chains_.end()) {
+    if (!same_chain(it->second.desc, chain)) {
+      *why = "chain '" + chain_name + "' was admitted with a different description";
+      return -EINVAL;
+    }
+    it->second.references++;
+    *out = lookup(callback_name);
+    return 0;
+  }
+
+  // Check the new chain against what is admitted, then place its new
+  // callbacks on devices: largest utilisation first, each on the device with
+  // the lowest utilisation so far (worst fit decreasing).
+  auto callbacks = callbacks_;
+  std::vector<const rtaccel_callback_desc*> fresh;
+  for (uint32_t i = 0; i < chain.ncallbacks; i++) {
+    const rtaccel_callback_desc& cb = chain.callbacks[i];
+    if (auto it = callbacks.find(cb.name); it != callbacks.end()) {
+      if (!same_callback(it->second.desc, cb)) {
+        *why = std::string("callback '") + cb.name + "' of chain '" + chain_name +
+               "' differs from the one admitted with another chain";
+        return -EINVAL;
+      }
+      continue;
+    }
+    for (const auto& [name, other] : callbacks)
+      if (strcmp(other.desc.executor, cb.executor) == 0 &&
+          (other.desc.executor_core != cb.executor_core ||
+           other.desc.executor_priority != cb.executor_priority)) {
+        *why = std::string("executor '") + cb.executor + "' was admitted on core " +
+               std::to_string(other.desc.executor_core) + " at priority " +
+               std::to_string(other.desc.executor_priority) + ", not core " +
+               std::to_string(cb.executor_core) + " at " + std::to_string(cb.executor_priority);
+        return -EINVAL;
+      }
+    fresh.push_back(&cb);
+  }
+  std::stable_sort(fresh.begin(), fresh.end(), [&](auto* a, auto* b) {
+    return utilisation(*a, chain.period_ns) > utilisation(*b, chain.period_ns);
+  });
+  const uint32_t devices = uint32_t(options_.device_levels.size());
+  std::vector<double> load(devices);
+  for (uint32_t d = 0; d < devices; d++) load[d] = device_utilisation(d);
+  for (const rtaccel_callback_desc* cb : fresh) {
+    const uint32_t device = uint32_t(std::min_element(load.begin(), load.end()) - load.begin());
+    load[device] += utilisation(*cb, chain.period_ns);
+    callbacks[cb->name] = CallbackEntry{*cb, device};
+  }
+  auto chains = chains_;
+  chains[chain_name] = ChainEntry{chain, 1};
+
+  const workload::Workload w = build(chains, callbacks);
+  const auto results = analysis::analyze(w);
+  for (const auto& r : results) {
+    if (!r.critical || r.schedulable) continue;
+    std::string reason = "chain '" + r.chain + "': ";
+    if (r.bounded)
+      reason += "bound " + ms(r.wcrt_ns) + " exceeds deadline " + ms(r.deadline_ns);
+    else
+      reason += r.reason.empty() ? "no bound within its period" : r.reason;
+    if (r.chain != chain_name) reason = "admitting chain '" + chain_name + "' would break " + reason;
+    *why = reason;
+    return -EDEADLK;
+  }
+  chains_ = std::move(chains);
+  callbacks_ = std::move(callbacks);
+  *out = lookup(callback_name);
+  return 0;
+}
+
+void Admission::release(const std::string& chain) {
+  auto it = chains_.find(chain);
+  if (it == chains_.end() || --it->second.references > 0) return;
+  chains_.erase(it);
+  for (auto cb = callbacks_.begin(); cb != callbacks_.end();) {
+    bool used = false;
+    for (const auto& [name, entry] : chains_)
+      for (uint32_t i = 0; i < entry.desc.ncallbacks && !used; i++)
+        used = cb->first == entry.desc.callbacks[i].name;
+    cb = used ? std::next(cb) : callbacks_.erase(cb);
+  }
+}
+
+Admitted Admission::lookup(const std::string& callback) const {
+  Admitted out;
+  auto it = callbacks_.find(callback);
+  if (it == callbacks_.end()) return out;
+  out.device = it->second.device;
+  bool found = false;
+  for (const auto& [name, chain] : chains_)
+    for (uint32_t i = 0; i < chain.desc.ncallbacks; i++)
+      if (callback == chain.desc.callbacks[i].name) {
+        out.priority = found ? std::max(out.priority, chain.desc.priority) : chain.desc.priority;
+        found = true;
+      }
+  return out;
+}
+
+uint32_t Admission::bucket(const std::string& callback) const {
+  const Admitted me = lookup(callback);
+  // The analysis' down-sampling, over the request priorities on the device.
+  std::vector<int> priorities;
+  for (const auto& [name, cb] : callbacks_)
+    if (cb.device == me.device && cb.desc.nsegments > 0) priorities.push_back(lookup(name).priority);
+  const int b = analysis::bucket_of(me.priority, priorities, int(options_.device_levels[me.device]));
+  return b < 0 ? 0 : uint32_t(b);
+}
+
+workload::Workload Admission::workload() const { return build(chains_, callbacks_); }
+
+workload::Workload Admission::build(const std::map<std::string, ChainEntry>& chains,
+                                    const std::map<std::string, CallbackEntry>& callbacks) const {
+  workload::Workload w;
+  w.name = "admitted";
+  for (size_t d = 0; d < options_.device_levels.size(); d++) {
+    workload::Accelerator acc;
+    acc.name = "device" + std::to_string(d);
+    acc.backend = options_.backend;
+    acc.priority_levels = int(options_.device_levels[d]);
+    acc.preemption_cost_ns = options_.kappa_ns;
+    w.accelerators.push_back(acc);
+  }
+  w.server = workload::Server{options_.server_core, options_.epsilon_ns, {}};
+  w.communication_ns = options_.epsilon_ns;
+  std::map<std::string, size_t> executor_index, callback_index;
+  for (const auto& [name, cb] : callbacks) {
+    auto [ex, fresh] = executor_index.try_emplace(cb.desc.executor, w.executors.size());
+    if (fresh) {
+      workload::Executor e;
+      e.name = cb.desc.executor;
+      e.core = cb.desc.executor_core;
+      e.priority = cb.desc.executor_priority;
+      w.executors.push_back(e);
+      w.cores = std::max(w.cores, e.core + 1);
+    }
+    workload::Callback c;
+    c.name = name;
+    c.executor = ex->second;
+    c.cpu_ns = cb.desc.cpu_ns;
+    c.wait = cb.desc.wait == RTACCEL_WAIT_SPIN ? workload::WaitMode::kSpin : workload::WaitMode::kSuspend;
+    for (uint32_t j = 0; j < cb.desc.nsegments; j++)
+      c.segments.push_back({cb.device, cb.desc.segments[j].service, cb.desc.segments[j].wcet_ns, {}});
+    callback_index[name] = w.callbacks.size();
+    w.callbacks.push_back(std::move(c));
+  }
+  for (const auto& [name, entry] : chains) {
+    workload::Chain c;
+    c.name = name;
+    c.priority = entry.desc.priority;
+    c.period_ns = entry.desc.period_ns;
+    c.deadline_ns = entry.desc.deadline_ns;
+    c.critical = entry.desc.critical != 0;
+    for (uint32_t i = 0; i < entry.desc.ncallbacks; i++)
+      c.path.push_back(callback_index.at(entry.desc.callbacks[i].name));
+    if (!c.path.empty()) w.callbacks[c.path.front()].trigger.timer_ns = c.period_ns;
+    w.chains.push_back(std::move(c));
+  }
+  return w;
+}
+
+}  // namespace rtaccel::accel

@@ -1,0 +1,81 @@
+// Admission control of rtaccel-server (internal): the chains admitted so far,
+// the device each callback was assigned to (worst fit), and the PAAM analysis
+// run on them for every new registration.
+//
+// Set-up time only: allocates, runs the analysis. Not thread-safe; the server
+// calls it from its control thread.
+#ifndef RTACCEL_ACCEL_ADMISSION_H_
+#define RTACCEL_ACCEL_ADMISSION_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "rtaccel/accel.h"
+#include "rtaccel/workload.hpp"
+
+namespace rtaccel::accel {
+
+struct AdmissionOptions {
+  uint64_t epsilon_ns = 50000;  // server overhead per request (analysis' epsilon)
+  uint64_t kappa_ns = 0;        // device preemption cost (analysis' kappa)
+  int server_core = -1;         // the server's core; -1: none an executor uses
+  std::vector<uint32_t> device_levels;  // priority levels of each device
+  workload::Backend backend = workload::Backend::kCpu;
+};
+
+struct Admitted {
+  uint32_t device = 0;
+  int priority = 0;  // request priority: the most critical chain's with the callback
+};
+
+class Admission {
+ public:
+  explicit Admission(AdmissionOptions options);
+
+  // Adds the chain of `desc` (or a new reference to it, if admitted before)
+  // when every critical chain stays schedulable. On refusal returns -EINVAL
+  // (description conflicts with an admitted one) or -EDEADLK (a deadline
+  // would be missed) and the reason.
+  int admit(const rtaccel_registration_desc& desc, Admitted* out, std::string* why);
+  // Drops one reference to a chain; the last one removes it and the callbacks
+  // no other chain has.
+  void release(const std::string& chain);
+
+  // Current request priority and bucket of a callback with segments.
+  Admitted lookup(const std::string& callback) const;
+  uint32_t bucket(const std::string& callback) const;
+  // Sum over the callbacks assigned to `device` of their segments' WCET over
+  // their period.
+  double device_utilisation(uint32_t device) const;
+  size_t chains() const { return chains_.size(); }
+
+  // The admitted set as a workload (what the analysis sees).
+  workload::Workload workload() const;
+
+ private:
+  struct ChainEntry {
+    rtaccel_chain_desc desc;
+    int references = 0;
+  };
+  struct CallbackEntry {
+    rtaccel_callback_desc desc;
+    uint32_t device = 0;
+  };
+
+  workload::Workload build(const std::map<std::string, ChainEntry>& chains,
+                           const std::map<std::string, CallbackEntry>& callbacks) const;
+
+  AdmissionOptions options_;
+  std::map<std::string, ChainEntry> chains_;
+  std::map<std::string, CallbackEntry> callbacks_;
+};
+
+// Same meaning, compared field by field (bytes after a name's NUL do not count).
+bool same_callback(const rtaccel_callback_desc& a, const rtaccel_callback_desc& b);
+bool same_chain(const rtaccel_chain_desc& a, const rtaccel_chain_desc& b);
+
+}  // namespace rtaccel::accel
+
+#endif  // RTACCEL_ACCEL_ADMISSION_H_

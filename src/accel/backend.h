@@ -1,0 +1,74 @@
+// Accelerator backends of rtaccel-server and of direct invocation (internal).
+//
+// A backend is one device. The server runs one worker thread per device
+// priority level (bucket); each worker calls prepare_worker() once, then
+// run() for every request it takes, to completion, in its own thread.
+#ifndef RTACCEL_ACCEL_BACKEND_H_
+#define RTACCEL_ACCEL_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rtaccel/service.h"
+
+namespace rtaccel::accel {
+
+class ServiceTable;
+
+struct BackendOptions {
+  // cpu: the core that is the device. opencl: the device's index among all
+  // OpenCL devices of all platforms.
+  int device = 0;
+  // Device priority levels (cpu only; opencl has one). At most kMaxLevels.
+  uint32_t levels = 4;
+  // cpu: SCHED_FIFO priority of the lowest bucket's worker; bucket b runs at
+  // base + b. 0 leaves the workers at SCHED_OTHER (no real preemption).
+  int fifo_base = 80;
+  // Core for worker threads that only drive a device (opencl); -1: any.
+  int driver_core = -1;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string describe() const = 0;
+  virtual uint32_t levels() const = 0;
+  // Whether a higher level preempts a lower one while it runs.
+  virtual bool preemptive() const = 0;
+  // Per worker thread, before it serves `bucket`: affinity and priority.
+  virtual bool prepare_worker(uint32_t bucket, std::string* why) = 0;
+  // A key for run(), or -1 when the backend has no such service.
+  virtual int lookup(const char* service) const = 0;
+  // Makes a client region usable by the device (opencl: a buffer over it).
+  virtual bool attach(void* base, size_t size, void** handle, std::string* why) {
+    (void)base, (void)size, (void)why;
+    *handle = nullptr;
+    return true;
+  }
+  virtual void detach(void* handle) { (void)handle; }
+  // Runs one request to completion. call->request and call->response lie
+  // inside the region at `base` attached as `handle`, or, with handle null,
+  // anywhere in the caller's memory (direct invocation).
+  virtual int run(int key, void* handle, const void* base, rtaccel_service_call* call) = 0;
+};
+
+// cpu: `services` must outlive the backend.
+std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options,
+                                          const ServiceTable* services, std::string* why);
+// nullptr with the reason when no device was found (or OpenCL is not built in).
+std::unique_ptr<Backend> make_opencl_backend(const BackendOptions& options, std::string* why);
+
+struct BackendProbe {
+  std::string name;
+  bool compiled = false;
+  bool found = false;
+  std::string detail;  // devices found, or why not
+};
+std::vector<BackendProbe> probe_backends();
+
+}  // namespace rtaccel::accel
+
+#endif  // RTACCEL_ACCEL_BACKEND_H_

@@ -1,0 +1,91 @@
+// cpu backend: a dedicated core is the device. Each bucket's worker is a
+// SCHED_FIFO thread on that core at its own priority, so a request in a higher
+// bucket preempts a lower one mid-kernel, the way stream priorities let a GPU
+// preempt; services run in the worker thread itself.
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "accel/backend.h"
+#include "accel/protocol.h"
+#include "accel/services.h"
+
+namespace rtaccel::accel {
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend(const BackendOptions& options, const ServiceTable* services)
+      : options_(options), services_(services) {}
+
+  std::string describe() const override {
+    return "cpu core " + std::to_string(options_.device) + ", " + std::to_string(levels()) +
+           " levels" + (options_.fifo_base > 0 ? ", SCHED_FIFO " + std::to_string(options_.fifo_base) + "+" : ", SCHED_OTHER");
+  }
+  uint32_t levels() const override { return options_.levels; }
+  bool preemptive() const override { return options_.fifo_base > 0; }
+
+  bool prepare_worker(uint32_t bucket, std::string* why) override {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(options_.device, &set);
+    if (int err = pthread_setaffinity_np(pthread_self(), sizeof(set), &set)) {
+      *why = "cannot pin a worker to core " + std::to_string(options_.device) + ": " + strerror(err);
+      return false;
+    }
+    if (options_.fifo_base > 0) {
+      sched_param param{};
+      param.sched_priority = options_.fifo_base + int(bucket);
+      if (int err = pthread_setschedparam(pthread_self(), SCHED_FIFO, &param)) {
+        *why = "cannot give a worker SCHED_FIFO " + std::to_string(param.sched_priority) + ": " +
+               strerror(err) + " (run as root or with CAP_SYS_NICE, or pass --no-fifo)";
+        return false;
+      }
+    }
+    calibrate_busy_loop();  // on the device core, before the first request
+    return true;
+  }
+
+  int lookup(const char* service) const override {
+    const auto& all = services_->all();
+    for (size_t i = 0; i < all.size(); i++)
+      if (strcmp(all[i]->name, service) == 0) return int(i);
+    return -1;
+  }
+
+  int run(int key, void*, const void*, rtaccel_service_call* call) override {
+    const auto& all = services_->all();
+    if (key < 0 || size_t(key) >= all.size()) return -EINVAL;
+    return all[size_t(key)]->run(call);
+  }
+
+ private:
+  BackendOptions options_;
+  const ServiceTable* services_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options,
+                                          const ServiceTable* services, std::string* why) {
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  if (options.device < 0 || options.device >= cores) {
+    *why = "core " + std::to_string(options.device) + " does not exist (this machine has " +
+           std::to_string(cores) + ")";
+    return nullptr;
+  }
+  if (options.levels < 1 || options.levels > kMaxLevels) {
+    *why = "priority levels must be 1.." + std::to_string(kMaxLevels);
+    return nullptr;
+  }
+  if (options.fifo_base < 0 || options.fifo_base + int(options.levels) - 1 > 98) {
+    *why = "SCHED_FIFO base priority must leave room for every level below 99";
+    return nullptr;
+  }
+  return std::make_unique<CpuBackend>(options, services);
+}
+
+}  // namespace rtaccel::accel

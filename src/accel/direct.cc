@@ -1,0 +1,117 @@
+// Direct invocation (rtaccel_direct_*): the calling process drives the device
+// itself, as every process does without a server. This is the baseline the
+// server is compared against.
+#include <pthread.h>
+#include <sched.h>
+
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "accel/backend.h"
+#include "accel/services.h"
+#include "rtaccel/accel.h"
+
+using namespace rtaccel::accel;
+
+struct rtaccel_direct {
+  std::unique_ptr<ServiceTable> services;
+  std::unique_ptr<Backend> backend;
+  bool cpu = true;
+  int core = 0;
+  int priority = 0;
+};
+
+namespace {
+
+// Moves the calling thread onto the device core at the shared priority for
+// one call, and back.
+class OnDeviceCore {
+ public:
+  OnDeviceCore(int core, int priority) {
+    saved_ok_ = pthread_getaffinity_np(pthread_self(), sizeof(saved_set_), &saved_set_) == 0 &&
+                pthread_getschedparam(pthread_self(), &saved_policy_, &saved_param_) == 0;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(core, &set);
+    error_ = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+    if (!error_ && priority > 0) {
+      // SCHED_RR at one priority for every process: they time-share the
+      // device core the way a driver interleaves contexts.
+      sched_param p{};
+      p.sched_priority = priority;
+      error_ = pthread_setschedparam(pthread_self(), SCHED_RR, &p);
+    }
+  }
+  ~OnDeviceCore() {
+    if (!saved_ok_) return;
+    pthread_setschedparam(pthread_self(), saved_policy_, &saved_param_);
+    pthread_setaffinity_np(pthread_self(), sizeof(saved_set_), &saved_set_);
+  }
+  int error() const { return error_; }
+
+ private:
+  cpu_set_t saved_set_{};
+  int saved_policy_ = SCHED_OTHER;
+  sched_param saved_param_{};
+  bool saved_ok_ = false;
+  int error_ = 0;
+};
+
+}  // namespace
+
+extern "C" {
+
+int rtaccel_direct_open(const char* backend, int device, int priority, rtaccel_direct** out) {
+  if (!backend || !out || priority < 0 || priority > 99) return -EINVAL;
+  auto d = std::unique_ptr<rtaccel_direct>(new (std::nothrow) rtaccel_direct);
+  if (!d) return -ENOMEM;
+  std::string why;
+  BackendOptions options;
+  options.device = device;
+  options.levels = 1;
+  options.fifo_base = 0;  // the thread's scheduling is set per call below
+  if (strcmp(backend, "cpu") == 0) {
+    d->services = std::make_unique<ServiceTable>();
+    d->backend = make_cpu_backend(options, d->services.get(), &why);
+    d->cpu = true;
+  } else if (strcmp(backend, "opencl") == 0) {
+    d->backend = make_opencl_backend(options, &why);
+    d->cpu = false;
+  } else {
+    return -ENOENT;
+  }
+  if (!d->backend) return -ENODEV;
+  d->core = device;
+  d->priority = priority;
+  if (d->cpu) {
+    OnDeviceCore on(device, 0);
+    calibrate_busy_loop();
+  }
+  *out = d.release();
+  return 0;
+}
+
+void rtaccel_direct_close(rtaccel_direct* direct) { delete direct; }
+
+int rtaccel_direct_call(rtaccel_direct* direct, const char* service, const void* request,
+                        size_t request_len, void* response, size_t response_cap,
+                        size_t* response_len) {
+  if (!direct || !service) return -EINVAL;
+  const int key = direct->backend->lookup(service);
+  if (key < 0) return -ENOENT;
+  rtaccel_service_call call{request, request_len, response, response_cap, 0};
+  int status;
+  if (direct->cpu) {
+    OnDeviceCore on(direct->core, direct->priority);
+    if (on.error()) return -on.error();
+    status = direct->backend->run(key, nullptr, nullptr, &call);
+  } else {
+    status = direct->backend->run(key, nullptr, nullptr, &call);
+  }
+  if (status == 0 && response_len) *response_len = call.response_len;
+  return status;
+}
+
+}  // extern "C"

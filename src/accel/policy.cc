@@ -1,0 +1,133 @@
+#include "accel/policy.h"
+
+#include <pwd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace rtaccel::accel {
+namespace {
+
+std::string where(const std::string& file, const YAML::Node& node) {
+  return file + ":" + std::to_string(node.Mark().line + 1) + ": ";
+}
+
+std::optional<uid_t> uid_of(const std::string& user) {
+  passwd entry;
+  passwd* found = nullptr;
+  char buffer[4096];
+  if (getpwnam_r(user.c_str(), &entry, buffer, sizeof(buffer), &found) != 0 || !found)
+    return std::nullopt;
+  return found->pw_uid;
+}
+
+}  // namespace
+
+Policy Policy::defaults(uid_t server_uid) {
+  Policy p;
+  p.rules_.push_back({false, 0, 0, 99});
+  if (server_uid != 0) p.rules_.push_back({false, server_uid, 0, 99});
+  p.origin_ = "the default policy (root and the server's user only; see --policy)";
+  return p;
+}
+
+std::optional<Policy> Policy::load(const std::string& path, std::string* why) {
+  std::ifstream in(path);
+  if (!in) {
+    *why = path + ": cannot read the policy file";
+    return std::nullopt;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse(text.str(), path, why);
+}
+
+std::optional<Policy> Policy::parse(const std::string& text, const std::string& file,
+                                    std::string* why) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    *why = file + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg;
+    return std::nullopt;
+  }
+  if (!root.IsMap() || !root["allow"] || !root["allow"].IsSequence()) {
+    *why = file + ":1: expected a mapping with a list 'allow'";
+    return std::nullopt;
+  }
+  Policy p;
+  p.origin_ = file;
+  for (const YAML::Node& item : root["allow"]) {
+    const std::string at = where(file, item);
+    if (!item.IsMap()) {
+      *why = at + "each rule is a mapping {user|uid, priorities: [low, high]}";
+      return std::nullopt;
+    }
+    for (const auto& kv : item) {
+      const std::string key = kv.first.Scalar();
+      if (key != "user" && key != "uid" && key != "priorities") {
+        *why = where(file, kv.first) + "unknown key '" + key + "'";
+        return std::nullopt;
+      }
+    }
+    Rule rule;
+    try {
+      if (item["user"] && item["uid"]) {
+        *why = at + "give either user or uid, not both";
+        return std::nullopt;
+      }
+      if (item["user"]) {
+        const std::string user = item["user"].as<std::string>();
+        if (user == "*") {
+          rule.any_user = true;
+        } else if (auto uid = uid_of(user)) {
+          rule.uid = *uid;
+        } else {
+          *why = where(file, item["user"]) + "no such user '" + user + "'";
+          return std::nullopt;
+        }
+      } else if (item["uid"]) {
+        const long uid = item["uid"].as<long>();
+        if (uid < 0) {
+          *why = where(file, item["uid"]) + "uid must not be negative";
+          return std::nullopt;
+        }
+        rule.uid = uid_t(uid);
+      } else {
+        *why = at + "a rule needs user or uid";
+        return std::nullopt;
+      }
+      const YAML::Node range = item["priorities"];
+      if (!range || !range.IsSequence() || range.size() != 2) {
+        *why = at + "priorities must be [low, high]";
+        return std::nullopt;
+      }
+      rule.low = range[0].as<int>();
+      rule.high = range[1].as<int>();
+      if (rule.low > rule.high) {
+        *why = where(file, range) + "priorities [low, high] with low > high";
+        return std::nullopt;
+      }
+    } catch (const YAML::Exception& e) {
+      *why = file + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg;
+      return std::nullopt;
+    }
+    p.rules_.push_back(rule);
+  }
+  return p;
+}
+
+bool Policy::allows(uid_t uid, int priority, std::string* why) const {
+  for (const Rule& rule : rules_) {
+    if (!rule.any_user && rule.uid != uid) continue;
+    if (priority >= rule.low && priority <= rule.high) return true;
+    *why = "uid " + std::to_string(uid) + " may register chain priorities " + std::to_string(rule.low) +
+           ".." + std::to_string(rule.high) + " only, not " + std::to_string(priority) + " (" + origin_ + ")";
+    return false;
+  }
+  *why = "uid " + std::to_string(uid) + " may not register with this server (" + origin_ + ")";
+  return false;
+}
+
+}  // namespace rtaccel::accel

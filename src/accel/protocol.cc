@@ -1,0 +1,167 @@
+#include "accel/protocol.h"
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+
+namespace rtaccel::accel {
+namespace {
+
+constexpr uint64_t kMaxRegion = 256ull << 20;
+constexpr uint64_t kMaxDuration = 3600ull * 1000000000ull;  // one hour
+
+uint64_t align_up(uint64_t value, uint64_t to) { return (value + to - 1) / to * to; }
+
+bool terminated(const char* text, size_t size) { return memchr(text, '\0', size) != nullptr; }
+
+bool named(const char* text, size_t size) { return terminated(text, size) && text[0] != '\0'; }
+
+int refuse(std::string* why, std::string text) {
+  if (why) *why = std::move(text);
+  return -EINVAL;
+}
+
+}  // namespace
+
+uint64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+bool compute_layout(const rtaccel_registration_desc& desc, Layout* layout, std::string* why) {
+  Layout out;
+  out.nservices = desc.nservices;
+  out.producer_offset = uint32_t(align_up(sizeof(RegionHeader), kCacheLine));
+  out.entries_offset = out.producer_offset + uint32_t(sizeof(RegionProducer));
+  uint64_t at = align_up(out.entries_offset + kRingEntries * sizeof(RequestEntry), 4096);
+  for (uint32_t i = 0; i < desc.nservices; i++) {
+    const rtaccel_service_need& need = desc.services[i];
+    ServiceArea& area = out.services[i];
+    memcpy(area.name, need.name, sizeof(area.name));
+    area.request_offset = uint32_t(at);
+    area.request_max = need.request_max;
+    at = align_up(at + need.request_max, kCacheLine);
+    area.response_offset = uint32_t(at);
+    area.response_max = need.response_max;
+    at = align_up(at + need.response_max, kCacheLine);
+    if (at > kMaxRegion) {
+      if (why) *why = "the buffers asked for exceed the region limit of 256 MiB";
+      return false;
+    }
+  }
+  out.size = uint32_t(align_up(at, 4096));
+  *layout = out;
+  return true;
+}
+
+int check_registration(const void* message, size_t len, std::string* why) {
+  if (len != sizeof(RegisterRequest))
+    return refuse(why, "registration message of " + std::to_string(len) + " bytes, expected " +
+                           std::to_string(sizeof(RegisterRequest)));
+  RegisterRequest m;
+  memcpy(&m, message, sizeof(m));
+  if (m.magic != kMagic) return refuse(why, "bad magic: not an rtaccel client");
+  if (m.version != kProtocolVersion)
+    return refuse(why, "protocol version " + std::to_string(m.version) + ", server speaks " +
+                           std::to_string(kProtocolVersion));
+  if (m.type != uint32_t(MessageType::kRegister)) return refuse(why, "not a registration");
+  const rtaccel_registration_desc& d = m.desc;
+  const rtaccel_chain_desc& c = d.chain;
+  if (!named(c.name, sizeof(c.name))) return refuse(why, "chain name empty or not terminated");
+  std::string chain = std::string("chain '") + c.name + "': ";
+  if (c.critical > 1) return refuse(why, chain + "critical must be 0 or 1");
+  if (c.period_ns == 0 || c.period_ns > kMaxDuration)
+    return refuse(why, chain + "period must be in (0, 1 h]");
+  if (c.deadline_ns == 0 || c.deadline_ns > c.period_ns)
+    return refuse(why, chain + "deadline must be in (0, period]");
+  if (c.ncallbacks == 0 || c.ncallbacks > RTACCEL_MAX_CALLBACKS)
+    return refuse(why, chain + "needs 1 to " + std::to_string(RTACCEL_MAX_CALLBACKS) + " callbacks");
+  for (uint32_t i = 0; i < c.ncallbacks; i++) {
+    const rtaccel_callback_desc& cb = c.callbacks[i];
+    if (!named(cb.name, sizeof(cb.name)))
+      return refuse(why, chain + "callback " + std::to_string(i) + ": name empty or not terminated");
+    std::string where = chain + "callback '" + cb.name + "': ";
+    if (!named(cb.executor, sizeof(cb.executor)))
+      return refuse(why, where + "executor name empty or not terminated");
+    if (cb.executor_core < 0 || cb.executor_core > 4095)
+      return refuse(why, where + "executor core out of range");
+    if (cb.executor_priority < 1 || cb.executor_priority > 99)
+      return refuse(why, where + "executor priority must be 1..99");
+    if (cb.cpu_ns > kMaxDuration) return refuse(why, where + "cpu time above one hour");
+    if (cb.wait > RTACCEL_WAIT_SPIN) return refuse(why, where + "unknown wait mode");
+    if (cb.nsegments > RTACCEL_MAX_SEGMENTS)
+      return refuse(why, where + "more than " + std::to_string(RTACCEL_MAX_SEGMENTS) + " segments");
+    for (uint32_t j = 0; j < cb.nsegments; j++) {
+      const rtaccel_segment_desc& s = cb.segments[j];
+      if (!terminated(s.accelerator, sizeof(s.accelerator)) || !named(s.service, sizeof(s.service)))
+        return refuse(why, where + "segment " + std::to_string(j) + ": bad name");
+      if (s.wcet_ns == 0 || s.wcet_ns > kMaxDuration)
+        return refuse(why, where + "segment " + std::to_string(j) + ": wcet must be in (0, 1 h]");
+    }
+    for (uint32_t k = 0; k < i; k++)
+      if (strcmp(c.callbacks[k].name, cb.name) == 0)
+        return refuse(why, where + "appears twice in the chain");
+  }
+  if (d.callback >= c.ncallbacks) return refuse(why, chain + "callback index outside the chain");
+  if (d.nservices == 0 || d.nservices > RTACCEL_MAX_SERVICES)
+    return refuse(why, "needs 1 to " + std::to_string(RTACCEL_MAX_SERVICES) + " services");
+  for (uint32_t i = 0; i < d.nservices; i++) {
+    const rtaccel_service_need& s = d.services[i];
+    if (!named(s.name, sizeof(s.name)))
+      return refuse(why, "service " + std::to_string(i) + ": name empty or not terminated");
+    if (s.request_max > RTACCEL_MAX_BUFFER || s.response_max > RTACCEL_MAX_BUFFER)
+      return refuse(why, std::string("service '") + s.name + "': buffer above 64 MiB");
+    for (uint32_t k = 0; k < i; k++)
+      if (strcmp(d.services[k].name, s.name) == 0)
+        return refuse(why, std::string("service '") + s.name + "' named twice");
+  }
+  Layout layout;
+  if (!compute_layout(d, &layout, why)) return -EINVAL;
+  return 0;
+}
+
+const char* to_string(RequestError error) {
+  switch (error) {
+    case RequestError::kNone: return "ok";
+    case RequestError::kNotSubmitted: return "entry not in the submitted state";
+    case RequestError::kForgedCallback: return "callback id is not the region owner's";
+    case RequestError::kUnknownService: return "unknown service index";
+    case RequestError::kRequestOutside: return "request outside the service's request buffer";
+    case RequestError::kResponseOutside: return "response outside the service's response buffer";
+    case RequestError::kMisaligned: return "buffer offset not 64-byte aligned";
+  }
+  return "?";
+}
+
+RequestError decode_request(const volatile RequestEntry& entry, const Layout& layout,
+                            uint64_t owner_id, DecodedRequest* out) {
+  // Each field is read exactly once: the client may rewrite the entry while we
+  // look at it, and every decision below must be about the values we keep.
+  const uint32_t state = entry.state;
+  const uint64_t callback_id = entry.callback_id;
+  DecodedRequest r;
+  r.service = entry.service;
+  r.request_offset = entry.request_offset;
+  r.request_len = entry.request_len;
+  r.response_offset = entry.response_offset;
+  r.response_cap = entry.response_cap;
+  if (entry_phase(state) != kSubmitted) return RequestError::kNotSubmitted;
+  if (callback_id != owner_id) return RequestError::kForgedCallback;
+  if (r.service >= layout.nservices) return RequestError::kUnknownService;
+  if (r.request_offset % kCacheLine || r.response_offset % kCacheLine)
+    return RequestError::kMisaligned;
+  const ServiceArea& area = layout.services[r.service];
+  // 64-bit sums: offsets and lengths are 32-bit and cannot overflow here.
+  if (r.request_offset < area.request_offset ||
+      uint64_t(r.request_offset) + r.request_len > uint64_t(area.request_offset) + area.request_max)
+    return RequestError::kRequestOutside;
+  if (r.response_offset < area.response_offset ||
+      uint64_t(r.response_offset) + r.response_cap >
+          uint64_t(area.response_offset) + area.response_max)
+    return RequestError::kResponseOutside;
+  *out = r;
+  return RequestError::kNone;
+}
+
+}  // namespace rtaccel::accel

@@ -1,0 +1,188 @@
+// Wire format between rtaccel clients and rtaccel-server (internal).
+//
+// Control messages travel over a SOCK_SEQPACKET Unix socket, one fixed-size
+// struct per message; registration replies carry three file descriptors
+// (SCM_RIGHTS): the callback's region, the device's doorbell page and its
+// status page. docs/accel.md describes the layout byte by byte.
+//
+// Shared memory, per device:
+//  - doorbell (read-write for every client): one futex word per bucket that a
+//    client increments after submitting. A client can only cause spurious
+//    wake-ups through it.
+//  - status (sealed with F_SEAL_FUTURE_WRITE: clients can map it read-only):
+//    whether each bucket's worker sleeps, so that a client wakes it only then.
+// Per registered callback, a region only that client and the server map:
+//  - header (server-written at registration; the server keeps a private copy
+//    and never reads layout back from shared memory),
+//  - the client's producer index `head`,
+//  - kRingEntries request entries of one cache line each,
+//  - per service a request and a response buffer.
+#ifndef RTACCEL_ACCEL_PROTOCOL_H_
+#define RTACCEL_ACCEL_PROTOCOL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "rtaccel/accel.h"
+
+namespace rtaccel::accel {
+
+constexpr uint32_t kMagic = 0x52544143;  // "RTAC"
+constexpr uint32_t kProtocolVersion = 1;
+constexpr uint32_t kMaxLevels = 8;      // device priority levels per device
+constexpr uint32_t kRingEntries = 16;   // requests in flight per registration
+constexpr size_t kCacheLine = 64;
+
+enum class MessageType : uint32_t { kRegister = 1, kUnregister = 2 };
+
+struct RegisterRequest {
+  uint32_t magic;
+  uint32_t version;
+  uint32_t type;  // MessageType::kRegister
+  uint32_t reserved;
+  rtaccel_registration_desc desc;
+};
+
+struct UnregisterRequest {
+  uint32_t magic;
+  uint32_t version;
+  uint32_t type;  // MessageType::kUnregister
+  uint32_t reserved;
+  uint64_t callback_id;
+};
+
+struct RegisterReply {
+  uint32_t magic;
+  uint32_t version;
+  int32_t status;  // 0 or -errno
+  uint32_t reserved;
+  rtaccel_registration_info info;
+  uint32_t region_size;
+  uint32_t reserved2;
+  char message[256];  // the reason of a refusal
+};
+
+// --- shared memory ---------------------------------------------------------
+
+struct ServiceArea {
+  char name[RTACCEL_SERVICE_NAME_MAX];
+  uint32_t request_offset;  // from the region's start, 64-byte aligned
+  uint32_t request_max;
+  uint32_t response_offset;
+  uint32_t response_max;
+};
+
+struct alignas(kCacheLine) RegionHeader {
+  uint32_t magic;
+  uint32_t version;
+  uint64_t callback_id;
+  uint32_t size;  // bytes of the whole region
+  uint32_t nservices;
+  uint32_t ring_entries;
+  uint32_t entries_offset;
+  uint32_t producer_offset;
+  // The bucket whose doorbell the client rings. The server moves a callback to
+  // another bucket when admitted chains change the priority down-sampling; it
+  // stores the new bucket here after the move and rings both doorbells, and a
+  // client reads it after publishing its request, so no wake-up is lost.
+  uint32_t bucket;
+  ServiceArea services[RTACCEL_MAX_SERVICES];
+};
+
+// Phases of an entry's state word; the upper bits count submissions so that a
+// ticket can tell its own request from a later one on the same entry.
+enum EntryPhase : uint32_t { kFree = 0, kSubmitted = 1, kRunning = 2, kDone = 3 };
+constexpr uint32_t kPhaseMask = 3;
+constexpr uint32_t entry_phase(uint32_t state) { return state & kPhaseMask; }
+constexpr uint32_t entry_next_submit(uint32_t state) { return (state & ~kPhaseMask) + 4 + kSubmitted; }
+
+struct alignas(kCacheLine) RequestEntry {
+  uint32_t state;  // futex word: phase | generation << 2
+  uint32_t waiters;  // the client sleeps on `state`
+  uint64_t callback_id;  // must be the region owner's
+  uint32_t service;      // index into the region's services
+  uint32_t request_offset;
+  uint32_t request_len;
+  uint32_t response_offset;
+  uint32_t response_cap;
+  int32_t status;  // server: 0 or -errno
+  uint32_t response_len;  // server
+  uint32_t reserved;
+  uint64_t start_ns;  // server: CLOCK_MONOTONIC when the worker took it
+  uint64_t end_ns;    // server: when the service returned
+};
+static_assert(sizeof(RequestEntry) == kCacheLine, "one request entry per cache line");
+
+struct alignas(kCacheLine) RegionProducer {
+  uint32_t head;  // entries submitted so far (the client's producer index)
+};
+
+struct alignas(kCacheLine) DoorbellWord {
+  uint32_t seq;
+};
+struct DoorbellPage {
+  DoorbellWord bucket[kMaxLevels];
+};
+
+struct alignas(kCacheLine) SleepFlag {
+  uint32_t sleeping;
+};
+struct StatusPage {
+  uint32_t magic;
+  uint32_t version;
+  uint32_t server_pid;
+  uint32_t levels;
+  SleepFlag bucket[kMaxLevels];
+};
+static_assert(sizeof(DoorbellPage) <= 4096 && sizeof(StatusPage) <= 4096);
+
+// Region layout computed from the services asked for: header, producer,
+// entries, then the buffers, each 64-byte aligned. False (with a reason) when
+// it would not fit the limits.
+struct Layout {
+  uint32_t size = 0;
+  uint32_t nservices = 0;
+  uint32_t producer_offset = 0;
+  uint32_t entries_offset = 0;
+  ServiceArea services[RTACCEL_MAX_SERVICES] = {};
+};
+bool compute_layout(const rtaccel_registration_desc& desc, Layout* layout, std::string* why);
+
+// --- decoding (everything a peer sends is checked here; fuzzed) --------------
+
+// Checks a registration message: magic, version, counts within their arrays,
+// NUL-terminated names, known wait modes, WCETs and sizes within limits,
+// deadline <= period. Does not consult server state.
+int check_registration(const void* message, size_t len, std::string* why);
+
+// A request entry as the server accepts it, with every field read once from
+// shared memory.
+struct DecodedRequest {
+  uint32_t service = 0;
+  uint32_t request_offset = 0;
+  uint32_t request_len = 0;
+  uint32_t response_offset = 0;
+  uint32_t response_cap = 0;
+};
+enum class RequestError {
+  kNone,
+  kNotSubmitted,     // the entry's state is not "submitted"
+  kForgedCallback,   // callback id is not the region owner's
+  kUnknownService,   // service index outside the registration's
+  kRequestOutside,   // request bytes outside the service's request buffer
+  kResponseOutside,  // response bytes outside the service's response buffer
+  kMisaligned,       // a buffer offset that is not 64-byte aligned
+};
+const char* to_string(RequestError error);
+
+// Decodes `entry` (shared, possibly changing under us) against the server's
+// private `layout` and owner id. Allocates nothing, no system call.
+RequestError decode_request(const volatile RequestEntry& entry, const Layout& layout,
+                            uint64_t owner_id, DecodedRequest* out);
+
+uint64_t monotonic_ns();
+
+}  // namespace rtaccel::accel
+
+#endif  // RTACCEL_ACCEL_PROTOCOL_H_

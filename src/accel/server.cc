@@ -1,0 +1,820 @@
+#include "accel/server.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <thread>
+
+#include "accel/admission.h"
+#include "accel/backend.h"
+#include "accel/os.h"
+#include "accel/policy.h"
+#include "accel/protocol.h"
+#include "accel/services.h"
+#include "rtaccel/lock.h"
+
+namespace rtaccel::accel {
+namespace {
+
+struct Connection;
+
+// A registered callback's region, as the server sees it. Fields below `mu`
+// are guarded by the device's mutex; the rest are set at registration.
+struct Region {
+  uint64_t id = 0;
+  Connection* owner = nullptr;
+  std::string callback;
+  std::string chain;
+  UniqueFd memfd;
+  Mapping map;
+  Layout layout;  // private copy: never read back from shared memory
+  int keys[RTACCEL_MAX_SERVICES] = {};
+  void* device_handle = nullptr;
+  uint32_t device = 0;
+
+  // mu:
+  int priority = 0;
+  uint32_t bucket = 0;
+  uint32_t consumed = 0;    // entries taken by workers
+  uint32_t discovered = 0;  // entries given an arrival time
+  uint64_t arrival[kRingEntries] = {};
+  uint32_t inflight = 0;
+  bool dead = false;
+  bool faulted = false;
+  uint64_t refused = 0;
+  Region* next_dead = nullptr;
+
+  RegionHeader* header() const { return map.at<RegionHeader>(0); }
+  RegionProducer* producer() const { return map.at<RegionProducer>(layout.producer_offset); }
+  RequestEntry* entry(uint32_t i) const {
+    return map.at<RequestEntry>(layout.entries_offset) + (i % kRingEntries);
+  }
+};
+
+enum class WatchKind { kListen, kWake, kSocket, kPidfd };
+struct Watch {
+  WatchKind kind;
+  Connection* connection;
+};
+
+struct Connection {
+  UniqueFd fd;
+  UniqueFd pidfd;
+  pid_t pid = 0;
+  uid_t uid = 0;
+  std::vector<Region*> regions;
+  Watch socket_watch{WatchKind::kSocket, this};
+  Watch pidfd_watch{WatchKind::kPidfd, this};
+};
+
+struct Job {
+  Region* region = nullptr;
+  uint32_t entry = 0;
+  uint32_t state = 0;  // the entry's state word when taken
+  DecodedRequest request;
+};
+
+struct Device {
+  uint32_t index = 0;
+  std::unique_ptr<Backend> backend;
+  uint32_t levels = 1;
+  UniqueFd doorbell_fd;
+  UniqueFd status_fd;
+  Mapping doorbell_map;
+  Mapping status_map;
+  DoorbellPage* doorbell = nullptr;
+  StatusPage* status = nullptr;
+  // Priority-inheritance mutex: the workers of all buckets share the device
+  // core at different SCHED_FIFO priorities and take it to pick requests.
+  pthread_mutex_t mu;
+  std::vector<Region*> buckets[kMaxLevels];
+  Region* graveyard = nullptr;  // dead regions whose last request finished
+  // Doorbell value each bucket's workers last scanned at: a higher bucket that
+  // sees a lower one's doorbell move stops polling so the lower one can run.
+  std::atomic<uint32_t> last_seen[kMaxLevels] = {};
+  std::vector<std::thread> workers;
+
+  uint32_t* doorbell_word(uint32_t bucket) const { return &doorbell->bucket[bucket].seq; }
+  uint32_t* sleeping_word(uint32_t bucket) const { return &status->bucket[bucket].sleeping; }
+};
+
+class MutexGuard {
+ public:
+  explicit MutexGuard(pthread_mutex_t* mu) : mu_(mu) { pthread_mutex_lock(mu_); }
+  ~MutexGuard() { pthread_mutex_unlock(mu_); }
+  MutexGuard(const MutexGuard&) = delete;
+  MutexGuard& operator=(const MutexGuard&) = delete;
+
+ private:
+  pthread_mutex_t* mu_;
+};
+
+void ring(Device& d, uint32_t bucket) {
+  __atomic_fetch_add(d.doorbell_word(bucket), 1, __ATOMIC_SEQ_CST);
+  futex_wake_shared(d.doorbell_word(bucket), INT_MAX);
+}
+
+// A memfd of `size` bytes, mapped read-write here, that a peer cannot resize
+// under our mapping (which would turn our accesses into SIGBUS).
+bool make_shared_file(const char* name, size_t size, unsigned extra_seals, UniqueFd* fd,
+                      Mapping* map, std::string* why) {
+  UniqueFd f(memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!f || ftruncate(f.get(), off_t(size)) < 0) {
+    *why = std::string("memfd: ") + strerror(errno);
+    return false;
+  }
+  Mapping m = Mapping::map(f.get(), size, PROT_READ | PROT_WRITE);
+  if (!m) {
+    *why = std::string("mmap: ") + strerror(errno);
+    return false;
+  }
+  if (fcntl(f.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | extra_seals | F_SEAL_SEAL) < 0) {
+    *why = std::string("sealing a memfd: ") + strerror(errno);
+    return false;
+  }
+  *fd = std::move(f);
+  *map = std::move(m);
+  return true;
+}
+
+class ServerImpl final : public Server {
+ public:
+  explicit ServerImpl(const ServerOptions& options) : options_(options) {}
+  ~ServerImpl() override { shutdown(); }
+
+  bool open(std::string* why);
+  int run() override;
+  void stop() override {
+    stopping_.store(true);
+    uint64_t one = 1;
+    ssize_t ignored = write(wake_fd_.get(), &one, sizeof(one));
+    (void)ignored;
+  }
+
+ private:
+  bool open_device(uint32_t index, int device, std::string* why);
+  void worker(Device& d, uint32_t bucket);
+  bool take(Device& d, uint32_t bucket, Job* job);
+  void execute(Device& d, Job& job);
+  void complete(Region& r, uint32_t entry, uint32_t state, int status, uint32_t response_len);
+  void idle(Device& d, uint32_t bucket, uint32_t seen);
+
+  void accept_clients();
+  void serve(Connection* c);
+  void handle_register(Connection* c, const RegisterRequest& m);
+  int create_region(Connection* c, const rtaccel_registration_desc& desc, const Admitted& admitted,
+                    Region** out, std::string* why);
+  void reply(Connection* c, const RegisterReply& r, const Region* region);
+  void unregister(Region* r);
+  void drop(Connection* c, const char* why);
+  void refresh_buckets(Device& d);
+  void reap();
+  void shutdown();
+  void log(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+  ServerOptions options_;
+  ServiceTable services_;
+  std::unique_ptr<Admission> admission_;
+  Policy policy_ = Policy::defaults(getuid());
+  std::vector<std::unique_ptr<Device>> devices_;
+  UniqueFd listen_fd_;
+  UniqueFd epoll_fd_;
+  UniqueFd wake_fd_;
+  Watch listen_watch_{WatchKind::kListen, nullptr};
+  Watch wake_watch_{WatchKind::kWake, nullptr};
+  std::map<Connection*, std::unique_ptr<Connection>> connections_;
+  std::map<std::string, Region*> by_callback_;
+  uint64_t next_id_ = 1;
+  std::atomic<bool> stopping_{false};
+  bool shut_down_ = false;
+  bool bound_ = false;  // the socket file is ours to remove
+};
+
+void ServerImpl::log(const char* fmt, ...) {
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof(line), fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "rtaccel-server: %s\n", line);
+}
+
+bool ServerImpl::open(std::string* why) {
+  if (options_.devices.empty()) {
+    *why = "no device given";
+    return false;
+  }
+  for (const std::string& plugin : options_.plugins) {
+    if (options_.backend != "cpu") {
+      *why = "plugins run on the cpu backend only";
+      return false;
+    }
+    if (!services_.load_plugin(plugin, why)) return false;
+  }
+  if (!options_.policy_file.empty()) {
+    auto policy = Policy::load(options_.policy_file, why);
+    if (!policy) return false;
+    policy_ = std::move(*policy);
+  }
+  if (options_.lowest_bucket_workers < 1 || options_.lowest_bucket_workers > 16) {
+    *why = "lowest-bucket workers must be 1..16";
+    return false;
+  }
+  for (uint32_t i = 0; i < options_.devices.size(); i++)
+    if (!open_device(i, options_.devices[i], why)) return false;
+
+  AdmissionOptions admission;
+  admission.epsilon_ns = options_.epsilon_ns;
+  admission.kappa_ns = options_.kappa_ns;
+  admission.server_core = options_.server_core;
+  admission.backend = options_.backend == "opencl" ? workload::Backend::kOpenCl : workload::Backend::kCpu;
+  for (const auto& d : devices_) admission.device_levels.push_back(d->levels);
+  admission_ = std::make_unique<Admission>(admission);
+
+  wake_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  epoll_fd_.reset(epoll_create1(EPOLL_CLOEXEC));
+  listen_fd_.reset(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!wake_fd_ || !epoll_fd_ || !listen_fd_) {
+    *why = std::string("cannot create the control thread's descriptors: ") + strerror(errno);
+    return false;
+  }
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (options_.socket_path.empty() || options_.socket_path.size() >= sizeof(addr.sun_path)) {
+    *why = "socket path empty or longer than " + std::to_string(sizeof(addr.sun_path) - 1) + " bytes";
+    return false;
+  }
+  memcpy(addr.sun_path, options_.socket_path.c_str(), options_.socket_path.size() + 1);
+  // A socket file left by a server that died is replaced; a live server keeps it.
+  if (connect(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    *why = options_.socket_path + ": another server is listening there";
+    return false;
+  }
+  listen_fd_.reset(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  unlink(options_.socket_path.c_str());
+  if (bind(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) bound_ = true;
+  if (!bound_ || chmod(options_.socket_path.c_str(), 0666) < 0 || listen(listen_fd_.get(), 128) < 0) {
+    *why = options_.socket_path + ": " + strerror(errno);
+    return false;
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = &listen_watch_;
+  epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, listen_fd_.get(), &ev);
+  ev.data.ptr = &wake_watch_;
+  epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, wake_fd_.get(), &ev);
+
+  for (auto& d : devices_) {
+    for (uint32_t b = 0; b < d->levels; b++) {
+      const uint32_t n = b == 0 ? options_.lowest_bucket_workers : 1;
+      for (uint32_t k = 0; k < n; k++) {
+        Device* dev = d.get();
+        d->workers.emplace_back([this, dev, b] { worker(*dev, b); });
+      }
+    }
+  }
+  return true;
+}
+
+bool ServerImpl::open_device(uint32_t index, int device, std::string* why) {
+  auto d = std::make_unique<Device>();
+  d->index = index;
+  BackendOptions bo;
+  bo.device = device;
+  bo.levels = options_.levels;
+  bo.fifo_base = options_.fifo_base;
+  bo.driver_core = options_.server_core;
+  if (options_.backend == "cpu") {
+    d->backend = make_cpu_backend(bo, &services_, why);
+  } else if (options_.backend == "opencl") {
+    d->backend = make_opencl_backend(bo, why);
+  } else {
+    *why = "unknown backend '" + options_.backend + "' (see --list-backends)";
+    return false;
+  }
+  if (!d->backend) return false;
+  d->levels = d->backend->levels();
+  if (!make_shared_file("rtaccel-doorbell", 4096, 0, &d->doorbell_fd, &d->doorbell_map, why) ||
+      !make_shared_file("rtaccel-status", 4096, F_SEAL_FUTURE_WRITE, &d->status_fd, &d->status_map, why))
+    return false;
+  d->doorbell = d->doorbell_map.at<DoorbellPage>(0);
+  d->status = d->status_map.at<StatusPage>(0);
+  d->status->magic = kMagic;
+  d->status->version = kProtocolVersion;
+  d->status->server_pid = uint32_t(getpid());
+  d->status->levels = d->levels;
+  if (rtaccel_pi_mutex_init(&d->mu, PTHREAD_MUTEX_NORMAL, false) != 0) {
+    *why = "cannot create a priority-inheritance mutex";
+    return false;
+  }
+  if (options_.verbose) log("device %u: %s", index, d->backend->describe().c_str());
+  devices_.push_back(std::move(d));
+  return true;
+}
+
+// --- workers -----------------------------------------------------------------
+
+void ServerImpl::worker(Device& d, uint32_t bucket) {
+  std::string why;
+  if (!d.backend->prepare_worker(bucket, &why)) {
+    log("device %u bucket %u: %s", d.index, bucket, why.c_str());
+    stop();
+    return;
+  }
+  char name[16];
+  snprintf(name, sizeof(name), "rtaccel-d%ub%u", d.index, bucket);
+  pthread_setname_np(pthread_self(), name);
+  while (!stopping_.load(std::memory_order_relaxed)) {
+    const uint32_t seen = __atomic_load_n(d.doorbell_word(bucket), __ATOMIC_SEQ_CST);
+    d.last_seen[bucket].store(seen, std::memory_order_relaxed);
+    Job job;
+    if (take(d, bucket, &job))
+      execute(d, job);
+    else
+      idle(d, bucket, seen);
+  }
+}
+
+// Picks the request to run next in `bucket`: the highest request priority,
+// then the earliest arrival (FIFO among equals). Requests are taken in ring
+// order within a region. Malformed entries are completed with an error here.
+bool ServerImpl::take(Device& d, uint32_t bucket, Job* job) {
+  MutexGuard guard(&d.mu);
+  for (;;) {
+    const uint64_t now = monotonic_ns();
+    Region* best = nullptr;
+    for (Region* r : d.buckets[bucket]) {
+      if (r->faulted) continue;
+      const uint32_t head = load_acquire(&r->producer()->head);
+      const uint32_t pending = head - r->consumed;
+      if (pending > kRingEntries) {
+        // Only a client that broke the protocol gets here; it alone suffers.
+        r->faulted = true;
+        log("callback '%s' (pid %d): producer index out of range; its requests are ignored",
+            r->callback.c_str(), int(r->owner->pid));
+        continue;
+      }
+      for (; r->discovered - r->consumed < pending; r->discovered++)
+        r->arrival[r->discovered % kRingEntries] = now;
+      if (pending == 0) continue;
+      if (!best || r->priority > best->priority ||
+          (r->priority == best->priority &&
+           r->arrival[r->consumed % kRingEntries] < best->arrival[best->consumed % kRingEntries]))
+        best = r;
+    }
+    if (!best) return false;
+    const uint32_t index = best->consumed++;
+    volatile RequestEntry& entry = *best->entry(index);
+    const uint32_t state = entry.state;
+    DecodedRequest request;
+    const RequestError error = decode_request(entry, best->layout, best->id, &request);
+    if (error != RequestError::kNone) {
+      if (best->refused++ == 0)
+        log("callback '%s' (pid %d): refused a request: %s", best->callback.c_str(),
+            int(best->owner->pid), to_string(error));
+      if (entry_phase(state) == kSubmitted) complete(*best, index, state, -EINVAL, 0);
+      continue;
+    }
+    best->inflight++;
+    job->region = best;
+    job->entry = index;
+    job->state = state;
+    job->request = request;
+    return true;
+  }
+}
+
+void ServerImpl::execute(Device& d, Job& job) {
+  Region& r = *job.region;
+  RequestEntry* e = r.entry(job.entry);
+  const uint32_t running = (job.state & ~kPhaseMask) | kRunning;
+  __atomic_store_n(&e->state, running, __ATOMIC_RELEASE);
+  e->start_ns = monotonic_ns();
+  rtaccel_service_call call{};
+  call.request = r.map.bytes() + job.request.request_offset;
+  call.request_len = job.request.request_len;
+  call.response = r.map.bytes() + job.request.response_offset;
+  call.response_cap = job.request.response_cap;
+  int status = d.backend->run(r.keys[job.request.service], r.device_handle, r.map.bytes(), &call);
+  if (status == 0 && call.response_len > call.response_cap) status = -EOVERFLOW;
+  complete(r, job.entry, job.state, status, status == 0 ? uint32_t(call.response_len) : 0);
+
+  bool notify = false;
+  {
+    MutexGuard guard(&d.mu);
+    if (--r.inflight == 0 && r.dead) {
+      r.next_dead = d.graveyard;
+      d.graveyard = &r;
+      notify = true;
+    }
+  }
+  if (notify) {
+    uint64_t one = 1;
+    ssize_t ignored = write(wake_fd_.get(), &one, sizeof(one));
+    (void)ignored;
+  }
+}
+
+void ServerImpl::complete(Region& r, uint32_t index, uint32_t state, int status,
+                          uint32_t response_len) {
+  RequestEntry* e = r.entry(index);
+  e->status = status;
+  e->response_len = response_len;
+  e->end_ns = monotonic_ns();
+  __atomic_store_n(&e->state, (state & ~kPhaseMask) | kDone, __ATOMIC_SEQ_CST);
+  // Pairs with the client's store of `waiters` before it re-reads the state.
+  if (__atomic_load_n(&e->waiters, __ATOMIC_SEQ_CST)) futex_wake_shared(&e->state, INT_MAX);
+}
+
+// Nothing to run: poll the doorbell for poll_ns, unless a lower bucket has
+// work (polling at a higher priority would keep it off the device core), then
+// sleep on the doorbell.
+void ServerImpl::idle(Device& d, uint32_t bucket, uint32_t seen) {
+  uint32_t* word = d.doorbell_word(bucket);
+  const uint64_t until = monotonic_ns() + options_.poll_ns;
+  auto lower_has_work = [&] {
+    for (uint32_t b = 0; b < bucket; b++)
+      if (__atomic_load_n(d.doorbell_word(b), __ATOMIC_RELAXED) != d.last_seen[b].load(std::memory_order_relaxed))
+        return true;
+    return false;
+  };
+  for (uint32_t spins = 0; options_.poll_ns > 0; spins++) {
+    if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != seen) return;
+    if ((spins & 63) == 0 && (lower_has_work() || monotonic_ns() >= until)) break;
+    cpu_relax();
+  }
+  __atomic_store_n(d.sleeping_word(bucket), 1, __ATOMIC_SEQ_CST);
+  // A client increments the doorbell, then reads `sleeping`: it either sees
+  // us asleep and wakes us, or we see its increment here and do not sleep.
+  if (__atomic_load_n(word, __ATOMIC_SEQ_CST) == seen && !stopping_.load()) {
+    // The timeout only bounds how long a hostile client that rewrites the
+    // doorbell page can make us miss a wake-up.
+    timespec limit{0, 50 * 1000 * 1000};
+    futex_wait_shared(word, seen, &limit);
+  }
+  __atomic_store_n(d.sleeping_word(bucket), 0, __ATOMIC_RELAXED);
+}
+
+// --- control thread ----------------------------------------------------------
+
+int ServerImpl::run() {
+  if (options_.server_core >= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(options_.server_core, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+  }
+  epoll_event events[32];
+  while (!stopping_.load()) {
+    int n = epoll_wait(epoll_fd_.get(), events, 32, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      log("epoll_wait: %s", strerror(errno));
+      return 1;
+    }
+    for (int i = 0; i < n; i++) {
+      Watch* w = static_cast<Watch*>(events[i].data.ptr);
+      switch (w->kind) {
+        case WatchKind::kListen:
+          accept_clients();
+          break;
+        case WatchKind::kWake: {
+          uint64_t count;
+          ssize_t ignored = read(wake_fd_.get(), &count, sizeof(count));
+          (void)ignored;
+          reap();
+          break;
+        }
+        case WatchKind::kPidfd:
+          drop(w->connection, "exited");
+          break;
+        case WatchKind::kSocket:
+          if (events[i].events & EPOLLIN)
+            serve(w->connection);
+          else
+            drop(w->connection, "closed its connection");
+          break;
+      }
+      // drop() may have freed a connection another event of this batch names.
+      if (w->kind == WatchKind::kPidfd || w->kind == WatchKind::kSocket) {
+        for (int k = i + 1; k < n; k++) {
+          Watch* other = static_cast<Watch*>(events[k].data.ptr);
+          if ((other->kind == WatchKind::kPidfd || other->kind == WatchKind::kSocket) &&
+              !connections_.count(other->connection))
+            events[k].data.ptr = &wake_watch_;
+        }
+      }
+    }
+  }
+  shutdown();
+  return 0;
+}
+
+void ServerImpl::accept_clients() {
+  for (;;) {
+    UniqueFd fd(accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (!fd) {
+      if (errno != EAGAIN && errno != EINTR) log("accept: %s", strerror(errno));
+      return;
+    }
+    ucred cred{};
+    socklen_t len = sizeof(cred);
+    if (getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+      log("SO_PEERCRED: %s", strerror(errno));
+      continue;
+    }
+    auto c = std::make_unique<Connection>();
+    c->pid = cred.pid;
+    c->uid = cred.uid;
+    c->pidfd.reset(int(syscall(SYS_pidfd_open, cred.pid, 0)));
+    if (!c->pidfd) {
+      log("pidfd_open(%d): %s; refusing the client", int(cred.pid), strerror(errno));
+      continue;
+    }
+    c->fd = std::move(fd);
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.ptr = &c->socket_watch;
+    epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, c->fd.get(), &ev);
+    ev.events = EPOLLIN;
+    ev.data.ptr = &c->pidfd_watch;
+    epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, c->pidfd.get(), &ev);
+    if (options_.verbose) log("client pid %d uid %u connected", int(c->pid), unsigned(c->uid));
+    Connection* key = c.get();
+    connections_.emplace(key, std::move(c));
+  }
+}
+
+void ServerImpl::serve(Connection* c) {
+  // One message per wake-up; the level-triggered epoll calls again for more.
+  alignas(8) static thread_local uint8_t buffer[sizeof(RegisterRequest)];
+  ssize_t n = recv(c->fd.get(), buffer, sizeof(buffer), MSG_TRUNC | MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  if (n <= 0) {
+    drop(c, "closed its connection");
+    return;
+  }
+  const size_t len = size_t(n);
+  uint32_t header[3] = {};
+  memcpy(header, buffer, std::min(len, sizeof(header)));
+  if (len == sizeof(UnregisterRequest) && header[0] == kMagic && header[1] == kProtocolVersion &&
+      header[2] == uint32_t(MessageType::kUnregister)) {
+    UnregisterRequest m;
+    memcpy(&m, buffer, sizeof(m));
+    for (Region* r : c->regions)
+      if (r->id == m.callback_id) {
+        unregister(r);
+        return;
+      }
+    log("pid %d: unregister of an unknown callback id %llu ignored", int(c->pid),
+        static_cast<unsigned long long>(m.callback_id));
+    return;
+  }
+  RegisterReply r{};
+  r.magic = kMagic;
+  r.version = kProtocolVersion;
+  std::string why;
+  if (len > sizeof(buffer) || (r.status = check_registration(buffer, len, &why)) != 0) {
+    if (len > sizeof(buffer)) why = "message of " + std::to_string(len) + " bytes is too long";
+    r.status = -EINVAL;
+    snprintf(r.message, sizeof(r.message), "%s", why.c_str());
+    log("pid %d: malformed registration: %s", int(c->pid), why.c_str());
+    reply(c, r, nullptr);
+    return;
+  }
+  RegisterRequest m;
+  memcpy(&m, buffer, sizeof(m));
+  handle_register(c, m);
+}
+
+void ServerImpl::handle_register(Connection* c, const RegisterRequest& m) {
+  const rtaccel_registration_desc& desc = m.desc;
+  const std::string callback = desc.chain.callbacks[desc.callback].name;
+  RegisterReply r{};
+  r.magic = kMagic;
+  r.version = kProtocolVersion;
+  std::string why;
+  Admitted admitted;
+  Region* region = nullptr;
+  if (!policy_.allows(c->uid, desc.chain.priority, &why)) {
+    r.status = -EPERM;
+  } else if (by_callback_.count(callback)) {
+    r.status = -EEXIST;
+    why = "callback '" + callback + "' is already registered";
+  } else {
+    for (uint32_t i = 0; i < desc.nservices && r.status == 0; i++)
+      if (devices_[0]->backend->lookup(desc.services[i].name) < 0) {
+        r.status = -ENOENT;
+        why = std::string("service '") + desc.services[i].name + "' is not offered by the " +
+              options_.backend + " backend";
+      }
+  }
+  if (r.status == 0) r.status = admission_->admit(desc, &admitted, &why);
+  if (r.status == 0) {
+    r.status = create_region(c, desc, admitted, &region, &why);
+    if (r.status != 0) admission_->release(desc.chain.name);
+  }
+  if (r.status != 0) {
+    snprintf(r.message, sizeof(r.message), "%s", why.c_str());
+    log("pid %d uid %u: registration of '%s' refused: %s", int(c->pid), unsigned(c->uid),
+        callback.c_str(), why.c_str());
+    reply(c, r, nullptr);
+    return;
+  }
+  r.info.callback_id = region->id;
+  r.info.device = region->device;
+  r.info.bucket = region->bucket;
+  r.info.priority = region->priority;
+  r.info.wait = desc.chain.callbacks[desc.callback].wait;
+  r.region_size = region->layout.size;
+  if (options_.verbose)
+    log("pid %d: callback '%s' of chain '%s' admitted: device %u, priority %d, bucket %u",
+        int(c->pid), callback.c_str(), region->chain.c_str(), region->device, region->priority,
+        region->bucket);
+  reply(c, r, region);
+}
+
+int ServerImpl::create_region(Connection* c, const rtaccel_registration_desc& desc,
+                              const Admitted& admitted, Region** out, std::string* why) {
+  auto r = std::make_unique<Region>();
+  if (!compute_layout(desc, &r->layout, why)) return -EINVAL;
+  if (!make_shared_file("rtaccel-region", r->layout.size, 0, &r->memfd, &r->map, why)) return -ENOMEM;
+  Device& d = *devices_[admitted.device];
+  r->id = next_id_++;
+  r->owner = c;
+  r->callback = desc.chain.callbacks[desc.callback].name;
+  r->chain = desc.chain.name;
+  r->device = admitted.device;
+  RegionHeader* h = r->header();
+  h->magic = kMagic;
+  h->version = kProtocolVersion;
+  h->callback_id = r->id;
+  h->size = r->layout.size;
+  h->nservices = r->layout.nservices;
+  h->ring_entries = kRingEntries;
+  h->entries_offset = r->layout.entries_offset;
+  h->producer_offset = r->layout.producer_offset;
+  for (uint32_t i = 0; i < r->layout.nservices; i++) {
+    h->services[i] = r->layout.services[i];
+    r->keys[i] = d.backend->lookup(r->layout.services[i].name);
+  }
+  if (!d.backend->attach(r->map.bytes(), r->layout.size, &r->device_handle, why)) return -ENOMEM;
+  Region* region = r.release();
+  {
+    MutexGuard guard(&d.mu);
+    region->priority = admitted.priority;
+    region->bucket = 0;
+    d.buckets[0].push_back(region);
+  }
+  c->regions.push_back(region);
+  by_callback_[region->callback] = region;
+  refresh_buckets(d);
+  *out = region;
+  return 0;
+}
+
+void ServerImpl::reply(Connection* c, const RegisterReply& r, const Region* region) {
+  iovec iov{const_cast<RegisterReply*>(&r), sizeof(r)};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(3 * sizeof(int))];
+  if (region) {
+    const Device& d = *devices_[region->device];
+    const int fds[3] = {region->memfd.get(), d.doorbell_fd.get(), d.status_fd.get()};
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(fds));
+    memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+  }
+  // Never block the control thread on a client that does not read.
+  if (sendmsg(c->fd.get(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+    log("pid %d: cannot send the registration reply: %s", int(c->pid), strerror(errno));
+}
+
+// Recomputes every region's request priority and bucket on the device after
+// the admitted set changed, and moves regions whose bucket changed.
+void ServerImpl::refresh_buckets(Device& d) {
+  std::vector<std::pair<uint32_t, uint32_t>> moved;
+  {
+    MutexGuard guard(&d.mu);
+    std::vector<Region*> all;
+    for (uint32_t b = 0; b < d.levels; b++) {
+      all.insert(all.end(), d.buckets[b].begin(), d.buckets[b].end());
+      d.buckets[b].clear();
+    }
+    for (Region* r : all) {
+      const uint32_t old = r->bucket;
+      r->priority = admission_->lookup(r->callback).priority;
+      r->bucket = std::min(admission_->bucket(r->callback), d.levels - 1);
+      d.buckets[r->bucket].push_back(r);
+      __atomic_store_n(&r->header()->bucket, r->bucket, __ATOMIC_SEQ_CST);
+      if (old != r->bucket) moved.emplace_back(old, r->bucket);
+    }
+  }
+  for (auto [from, to] : moved) {
+    ring(d, from);
+    ring(d, to);
+  }
+}
+
+void ServerImpl::unregister(Region* r) {
+  Connection* c = r->owner;
+  Device& d = *devices_[r->device];
+  bool free_now = false;
+  {
+    MutexGuard guard(&d.mu);
+    auto& list = d.buckets[r->bucket];
+    list.erase(std::remove(list.begin(), list.end(), r), list.end());
+    r->dead = true;  // queued requests are dropped; one running finishes
+    free_now = r->inflight == 0;
+  }
+  c->regions.erase(std::remove(c->regions.begin(), c->regions.end(), r), c->regions.end());
+  by_callback_.erase(r->callback);
+  admission_->release(r->chain);
+  r->owner = nullptr;
+  if (free_now) {
+    d.backend->detach(r->device_handle);
+    delete r;
+  }
+  refresh_buckets(d);
+}
+
+void ServerImpl::drop(Connection* c, const char* why) {
+  auto it = connections_.find(c);
+  if (it == connections_.end()) return;
+  if (options_.verbose || !c->regions.empty())
+    log("client pid %d %s; releasing %zu registration(s)", int(c->pid), why, c->regions.size());
+  while (!c->regions.empty()) unregister(c->regions.back());
+  epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, c->fd.get(), nullptr);
+  epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, c->pidfd.get(), nullptr);
+  connections_.erase(it);
+}
+
+void ServerImpl::reap() {
+  for (auto& d : devices_) {
+    Region* dead;
+    {
+      MutexGuard guard(&d->mu);
+      dead = std::exchange(d->graveyard, nullptr);
+    }
+    while (dead) {
+      Region* next = dead->next_dead;
+      d->backend->detach(dead->device_handle);
+      delete dead;
+      dead = next;
+    }
+  }
+}
+
+void ServerImpl::shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  stopping_.store(true);
+  for (auto& d : devices_) {
+    for (uint32_t b = 0; b < d->levels; b++) ring(*d, b);
+    for (auto& t : d->workers) t.join();
+    d->workers.clear();
+  }
+  while (!connections_.empty()) drop(connections_.begin()->first, "left at shutdown");
+  reap();
+  if (bound_) unlink(options_.socket_path.c_str());
+  for (auto& d : devices_) pthread_mutex_destroy(&d->mu);
+}
+
+}  // namespace
+
+std::unique_ptr<Server> Server::create(const ServerOptions& options, std::string* why) {
+  auto server = std::make_unique<ServerImpl>(options);
+  if (!server->open(why)) return nullptr;
+  return server;
+}
+
+std::string list_backends() {
+  std::string out;
+  for (const BackendProbe& p : probe_backends()) {
+    char line[512];
+    snprintf(line, sizeof(line), "%-8s %-12s %s\n", p.name.c_str(),
+             !p.compiled ? "not built" : p.found ? "device found" : "no device", p.detail.c_str());
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace rtaccel::accel

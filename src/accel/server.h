@@ -1,0 +1,52 @@
+// rtaccel-server: the accelerator server (PAAM) for one kind of device
+// (internal; the binary is tools/server/main.cc).
+//
+// Threads: one control thread (run()) owns the socket, registrations,
+// admission control and the runtime monitor; per device, one worker thread per
+// bucket (the lowest bucket may have more) serves requests from shared memory.
+#ifndef RTACCEL_ACCEL_SERVER_H_
+#define RTACCEL_ACCEL_SERVER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace rtaccel::accel {
+
+struct ServerOptions {
+  std::string socket_path;          // Unix socket to listen on (created, 0666)
+  std::string backend = "cpu";      // cpu | opencl
+  std::vector<int> devices = {1};   // cpu: cores; opencl: device indices. WFD across them.
+  uint32_t levels = 4;              // cpu: device priority levels (buckets) per device
+  int fifo_base = 80;               // cpu: SCHED_FIFO of the lowest bucket; 0: SCHED_OTHER
+  int server_core = -1;             // control thread's core; -1: not pinned
+  uint64_t epsilon_ns = 50000;      // analysis: server overhead per request
+  uint64_t kappa_ns = 50000;        // analysis: preemption cost per segment side
+  uint32_t lowest_bucket_workers = 1;  // >1: best-effort requests run concurrently
+  // After a request a worker keeps polling this long for the next before it
+  // sleeps (while no lower bucket has work): back-to-back requests then need
+  // no wake-up. 0 sleeps at once.
+  uint64_t poll_ns = 100000;
+  std::string policy_file;           // empty: root and the server's user only
+  std::vector<std::string> plugins;  // cpu: shared objects adding services
+  bool verbose = false;
+};
+
+class Server {
+ public:
+  // Opens the devices and the socket; nullptr with the reason on failure.
+  static std::unique_ptr<Server> create(const ServerOptions& options, std::string* why);
+  virtual ~Server() = default;
+  // Serves until stop(); returns 0, or 1 after a fatal error (printed).
+  virtual int run() = 0;
+  // Async-signal-safe.
+  virtual void stop() = 0;
+};
+
+// The lines `rtaccel-server --list-backends` prints.
+std::string list_backends();
+
+}  // namespace rtaccel::accel
+
+#endif  // RTACCEL_ACCEL_SERVER_H_

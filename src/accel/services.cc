@@ -1,0 +1,211 @@
+#include "accel/services.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+
+#include "accel/protocol.h"
+#include "rtaccel/accel.h"
+
+namespace rtaccel::accel {
+namespace {
+
+std::atomic<double> g_iterations_per_us{0.0};
+std::once_flag g_calibrated;
+
+// One unit of busy work. The asm barrier keeps the compiler from folding the
+// loop; each iteration is a dependent chain of a few cycles.
+inline void spin_iterations(uint64_t iterations) {
+  uint64_t x = 0;
+  for (uint64_t i = 0; i < iterations; i++) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    __asm__ __volatile__("" : "+r"(x));
+  }
+}
+
+// Reads a request header of type T once; false when the request is shorter.
+template <typename T>
+bool read_header(const rtaccel_service_call* call, T* header) {
+  if (call->request_len < sizeof(T)) return false;
+  memcpy(header, call->request, sizeof(T));
+  return true;
+}
+
+const float* floats_after(const rtaccel_service_call* call, size_t header) {
+  return reinterpret_cast<const float*>(static_cast<const char*>(call->request) + header);
+}
+
+int run_busy(rtaccel_service_call* call) {
+  rtaccel_busy_request r;
+  if (!read_header(call, &r) || r.ns > 3600ull * 1000000000ull) return -EINVAL;
+  busy_for_ns(r.ns);
+  call->response_len = 0;
+  return 0;
+}
+
+int run_vecadd(rtaccel_service_call* call) {
+  rtaccel_vector_request r;
+  if (!read_header(call, &r)) return -EINVAL;
+  const uint64_t n = r.n;
+  if (sizeof(r) + 2 * n * sizeof(float) > call->request_len || n * sizeof(float) > call->response_cap)
+    return -EINVAL;
+  const float* a = floats_after(call, sizeof(r));
+  const float* b = a + n;
+  float* c = static_cast<float*>(call->response);
+  for (uint64_t i = 0; i < n; i++) c[i] = a[i] + b[i];
+  call->response_len = n * sizeof(float);
+  return 0;
+}
+
+int run_matmul(rtaccel_service_call* call) {
+  rtaccel_vector_request r;
+  if (!read_header(call, &r) || r.n > 8192) return -EINVAL;
+  const uint64_t n = r.n;
+  const uint64_t nn = n * n;
+  if (sizeof(r) + 2 * nn * sizeof(float) > call->request_len || nn * sizeof(float) > call->response_cap)
+    return -EINVAL;
+  const float* a = floats_after(call, sizeof(r));
+  const float* b = a + nn;
+  float* c = static_cast<float*>(call->response);
+  std::fill(c, c + nn, 0.0f);
+  // i-k-j order: the inner loop streams rows of b and c.
+  for (uint64_t i = 0; i < n; i++)
+    for (uint64_t k = 0; k < n; k++) {
+      const float aik = a[i * n + k];
+      const float* brow = b + k * n;
+      float* crow = c + i * n;
+      for (uint64_t j = 0; j < n; j++) crow[j] += aik * brow[j];
+    }
+  call->response_len = nn * sizeof(float);
+  return 0;
+}
+
+int run_reduction(rtaccel_service_call* call) {
+  rtaccel_vector_request r;
+  if (!read_header(call, &r)) return -EINVAL;
+  const uint64_t n = r.n;
+  if (sizeof(r) + n * sizeof(float) > call->request_len || call->response_cap < sizeof(double))
+    return -EINVAL;
+  const float* x = floats_after(call, sizeof(r));
+  double sum = 0;
+  for (uint64_t i = 0; i < n; i++) sum += x[i];
+  memcpy(call->response, &sum, sizeof(sum));
+  call->response_len = sizeof(sum);
+  return 0;
+}
+
+int run_histogram(rtaccel_service_call* call) {
+  rtaccel_histogram_request r;
+  if (!read_header(call, &r)) return -EINVAL;
+  const uint64_t n = r.n;
+  const uint64_t bins = r.bins;
+  if (bins == 0 || !(r.lo < r.hi) || sizeof(r) + n * sizeof(float) > call->request_len ||
+      bins * sizeof(uint32_t) > call->response_cap)
+    return -EINVAL;
+  const float* x = floats_after(call, sizeof(r));
+  uint32_t* count = static_cast<uint32_t*>(call->response);
+  std::fill(count, count + bins, 0u);
+  const double scale = double(bins) / (double(r.hi) - double(r.lo));
+  for (uint64_t i = 0; i < n; i++) {
+    const float v = x[i];
+    if (!(v >= r.lo && v < r.hi)) continue;  // also drops NaN
+    uint64_t bin = uint64_t((double(v) - double(r.lo)) * scale);
+    if (bin >= bins) bin = bins - 1;  // rounding at the upper edge
+    count[bin]++;
+  }
+  call->response_len = bins * sizeof(uint32_t);
+  return 0;
+}
+
+const rtaccel_service kBuiltins[] = {
+    {RTACCEL_SERVICE_ABI, "busy", run_busy},
+    {RTACCEL_SERVICE_ABI, "vecadd", run_vecadd},
+    {RTACCEL_SERVICE_ABI, "matmul", run_matmul},
+    {RTACCEL_SERVICE_ABI, "reduction", run_reduction},
+    {RTACCEL_SERVICE_ABI, "histogram", run_histogram},
+};
+
+}  // namespace
+
+void calibrate_busy_loop() {
+  std::call_once(g_calibrated, [] {
+    constexpr uint64_t kTrial = 200000;
+    double best = 0;
+    for (int trial = 0; trial < 7; trial++) {
+      const uint64_t start = monotonic_ns();
+      spin_iterations(kTrial);
+      const uint64_t took = std::max<uint64_t>(monotonic_ns() - start, 1);
+      best = std::max(best, double(kTrial) * 1000.0 / double(took));
+    }
+    g_iterations_per_us.store(best);
+  });
+}
+
+void busy_for_ns(uint64_t ns) {
+  calibrate_busy_loop();
+  spin_iterations(uint64_t(double(ns) / 1000.0 * g_iterations_per_us.load(std::memory_order_relaxed)));
+}
+
+const rtaccel_service* builtin_services(uint32_t* count) {
+  *count = sizeof(kBuiltins) / sizeof(kBuiltins[0]);
+  return kBuiltins;
+}
+
+ServiceTable::ServiceTable() {
+  uint32_t n;
+  const rtaccel_service* builtins = builtin_services(&n);
+  for (uint32_t i = 0; i < n; i++) services_.push_back(&builtins[i]);
+}
+
+ServiceTable::~ServiceTable() {
+  for (void* handle : plugins_) dlclose(handle);
+}
+
+bool ServiceTable::load_plugin(const std::string& path, std::string* why) {
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    *why = std::string("cannot load plugin: ") + dlerror();
+    return false;
+  }
+  auto entry = reinterpret_cast<rtaccel_plugin_services_fn>(dlsym(handle, RTACCEL_PLUGIN_SYMBOL));
+  uint32_t count = 0;
+  const rtaccel_service* table = entry ? entry(&count) : nullptr;
+  if (!table) {
+    *why = path + ": no " RTACCEL_PLUGIN_SYMBOL "() or it returned no table";
+    dlclose(handle);
+    return false;
+  }
+  for (uint32_t i = 0; i < count; i++) {
+    const rtaccel_service& s = table[i];
+    std::string problem;
+    if (s.abi != RTACCEL_SERVICE_ABI)
+      problem = "service ABI " + std::to_string(s.abi) + ", expected " + std::to_string(RTACCEL_SERVICE_ABI);
+    else if (!s.name || !s.run || !s.name[0] || strlen(s.name) >= RTACCEL_SERVICE_NAME_MAX)
+      problem = "service " + std::to_string(i) + " has no name, a name too long, or no run()";
+    else if (find(s.name))
+      problem = std::string("service '") + s.name + "' is already defined";
+    for (uint32_t k = 0; k < i && problem.empty(); k++)
+      if (strcmp(table[k].name, s.name) == 0)
+        problem = std::string("service '") + s.name + "' is defined twice";
+    if (!problem.empty()) {
+      *why = path + ": " + problem;
+      dlclose(handle);
+      return false;
+    }
+  }
+  for (uint32_t i = 0; i < count; i++) services_.push_back(&table[i]);
+  plugins_.push_back(handle);
+  return true;
+}
+
+const rtaccel_service* ServiceTable::find(const char* name) const {
+  for (const rtaccel_service* s : services_)
+    if (strcmp(s->name, name) == 0) return s;
+  return nullptr;
+}
+
+}  // namespace rtaccel::accel

@@ -1,0 +1,158 @@
+// rtaccel-server: the accelerator server daemon. See docs/accel.md.
+#include <getopt.h>
+#include <signal.h>
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "accel/server.h"
+#include "rtaccel/accel.h"
+
+namespace {
+
+rtaccel::accel::Server* g_server = nullptr;
+
+void on_signal(int) {
+  if (g_server) g_server->stop();
+}
+
+const char kUsage[] =
+    "usage: rtaccel-server [options]\n"
+    "  -s, --socket PATH        Unix socket to listen on ($" RTACCEL_SOCKET_ENV " or " RTACCEL_SOCKET_DEFAULT ")\n"
+    "  -b, --backend NAME       cpu (default) or opencl\n"
+    "  -d, --device N           device: a core (cpu) or an OpenCL device index; repeat for\n"
+    "                           several devices (callbacks placed worst-fit decreasing). Default 1\n"
+    "  -l, --levels N           device priority levels = buckets (cpu, 1..8, default 4)\n"
+    "      --fifo-base P        SCHED_FIFO priority of the lowest bucket (default 80)\n"
+    "      --no-fifo            workers at SCHED_OTHER (no real preemption; no privilege needed)\n"
+    "  -c, --server-core N      pin the control thread (and OpenCL drivers) to core N\n"
+    "      --epsilon-us US      admission control: server overhead per request (default 50)\n"
+    "      --kappa-us US        admission control: device preemption cost (default 50)\n"
+    "      --lowest-workers N   workers of the lowest bucket: >1 runs best-effort requests\n"
+    "                           concurrently (default 1)\n"
+    "      --poll-us US         a worker polls this long for the next request before it sleeps\n"
+    "                           (default 100; 0 sleeps at once)\n"
+    "  -p, --policy FILE        YAML: which users may register which chain priorities\n"
+    "      --plugin FILE.so     add the services of a plugin (cpu backend); repeatable\n"
+    "      --list-backends      name the backends built in and the devices they find\n"
+    "  -v, --verbose            log registrations and departures\n"
+    "  -h, --help\n";
+
+bool parse_number(const char* text, long low, long high, long* out) {
+  char* end;
+  errno = 0;
+  long v = strtol(text, &end, 10);
+  if (errno || end == text || *end || v < low || v > high) return false;
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  rtaccel::accel::ServerOptions options;
+  const char* env = getenv(RTACCEL_SOCKET_ENV);
+  options.socket_path = env && *env ? env : RTACCEL_SOCKET_DEFAULT;
+  bool devices_given = false;
+  enum { kFifoBase = 256, kNoFifo, kEpsilon, kKappa, kLowest, kPoll, kPlugin, kList };
+  const option longopts[] = {
+      {"socket", required_argument, nullptr, 's'},
+      {"backend", required_argument, nullptr, 'b'},
+      {"device", required_argument, nullptr, 'd'},
+      {"levels", required_argument, nullptr, 'l'},
+      {"fifo-base", required_argument, nullptr, kFifoBase},
+      {"no-fifo", no_argument, nullptr, kNoFifo},
+      {"server-core", required_argument, nullptr, 'c'},
+      {"epsilon-us", required_argument, nullptr, kEpsilon},
+      {"kappa-us", required_argument, nullptr, kKappa},
+      {"lowest-workers", required_argument, nullptr, kLowest},
+      {"poll-us", required_argument, nullptr, kPoll},
+      {"policy", required_argument, nullptr, 'p'},
+      {"plugin", required_argument, nullptr, kPlugin},
+      {"list-backends", no_argument, nullptr, kList},
+      {"verbose", no_argument, nullptr, 'v'},
+      {"help", no_argument, nullptr, 'h'},
+      {nullptr, 0, nullptr, 0},
+  };
+  auto bad = [&](const char* what, const char* value) {
+    fprintf(stderr, "rtaccel-server: bad %s '%s'\n%s", what, value, kUsage);
+    return 2;
+  };
+  int opt;
+  long v;
+  while ((opt = getopt_long(argc, argv, "s:b:d:l:c:p:vh", longopts, nullptr)) != -1) {
+    switch (opt) {
+      case 's': options.socket_path = optarg; break;
+      case 'b': options.backend = optarg; break;
+      case 'd':
+        if (!parse_number(optarg, 0, 4095, &v)) return bad("device", optarg);
+        if (!devices_given) options.devices.clear();
+        devices_given = true;
+        options.devices.push_back(int(v));
+        break;
+      case 'l':
+        if (!parse_number(optarg, 1, 8, &v)) return bad("--levels (1..8)", optarg);
+        options.levels = uint32_t(v);
+        break;
+      case kFifoBase:
+        if (!parse_number(optarg, 1, 98, &v)) return bad("--fifo-base (1..98)", optarg);
+        options.fifo_base = int(v);
+        break;
+      case kNoFifo: options.fifo_base = 0; break;
+      case 'c':
+        if (!parse_number(optarg, 0, 4095, &v)) return bad("--server-core", optarg);
+        options.server_core = int(v);
+        break;
+      case kEpsilon:
+        if (!parse_number(optarg, 0, 1000000000, &v)) return bad("--epsilon-us", optarg);
+        options.epsilon_ns = uint64_t(v) * 1000;
+        break;
+      case kKappa:
+        if (!parse_number(optarg, 0, 1000000000, &v)) return bad("--kappa-us", optarg);
+        options.kappa_ns = uint64_t(v) * 1000;
+        break;
+      case kLowest:
+        if (!parse_number(optarg, 1, 16, &v)) return bad("--lowest-workers (1..16)", optarg);
+        options.lowest_bucket_workers = uint32_t(v);
+        break;
+      case kPoll:
+        if (!parse_number(optarg, 0, 10000000, &v)) return bad("--poll-us", optarg);
+        options.poll_ns = uint64_t(v) * 1000;
+        break;
+      case 'p': options.policy_file = optarg; break;
+      case kPlugin: options.plugins.push_back(optarg); break;
+      case kList: fputs(rtaccel::accel::list_backends().c_str(), stdout); return 0;
+      case 'v': options.verbose = true; break;
+      case 'h': fputs(kUsage, stdout); return 0;
+      default: fputs(kUsage, stderr); return 2;
+    }
+  }
+  if (optind < argc) return bad("argument", argv[optind]);
+  if (options.backend == "opencl") options.levels = 1;
+
+  // Page faults in a worker would be latency; keep everything resident.
+  if (mlockall(MCL_CURRENT | MCL_FUTURE) < 0 && options.verbose)
+    fprintf(stderr, "rtaccel-server: mlockall: %s (continuing)\n", strerror(errno));
+
+  std::string why;
+  auto server = rtaccel::accel::Server::create(options, &why);
+  if (!server) {
+    fprintf(stderr, "rtaccel-server: %s\n", why.c_str());
+    return 1;
+  }
+  g_server = server.get();
+  struct sigaction sa{};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  fprintf(stderr, "rtaccel-server: listening on %s (%s backend, %zu device(s))\n",
+          options.socket_path.c_str(), options.backend.c_str(), options.devices.size());
+  const int rc = server->run();
+  g_server = nullptr;
+  return rc;
+}
