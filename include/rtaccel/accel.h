@@ -107,7 +107,8 @@ struct rtaccel_registration_desc {
 	struct rtaccel_service_need services[RTACCEL_MAX_SERVICES];
 };
 
-/* What the server decided. */
+/* What the server decided. bucket is the current one: admitting other chains can
+ * change how priorities are down-sampled onto buckets. */
 struct rtaccel_registration_info {
 	uint64_t callback_id; /* the server's handle of this registration */
 	uint32_t device;      /* device index the callback was assigned to (WFD) */

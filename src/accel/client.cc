@@ -208,6 +208,8 @@ void rtaccel_client_unregister(rtaccel_registration* reg) {
 
 void rtaccel_registration_query(const rtaccel_registration* reg, rtaccel_registration_info* info) {
   *info = reg->info;
+  // The server may have moved the callback since (see RegionHeader::bucket).
+  info->bucket = __atomic_load_n(&reg->header->bucket, __ATOMIC_RELAXED);
 }
 
 int rtaccel_service_index(const rtaccel_registration* reg, const char* name) {
