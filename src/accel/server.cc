@@ -15,6 +15,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <latch>
 #include <map>
 #include <thread>
 
@@ -166,7 +167,7 @@ class ServerImpl final : public Server {
 
  private:
   bool open_device(uint32_t index, int device, std::string* why);
-  void worker(Device& d, uint32_t bucket);
+  void worker(Device& d, uint32_t bucket, std::latch* prepared);
   bool take(Device& d, uint32_t bucket, Job* job);
   void execute(Device& d, Job& job);
   void complete(Region& r, uint32_t entry, uint32_t state, int status, uint32_t response_len);
@@ -277,14 +278,26 @@ bool ServerImpl::open(std::string* why) {
   ev.data.ptr = &wake_watch_;
   epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, wake_fd_.get(), &ev);
 
+  // Clients are accepted only once every worker runs on its core at its
+  // priority: a worker still migrating at SCHED_OTHER would wait behind a
+  // lower bucket's kernel.
+  size_t workers = 0;
+  for (auto& d : devices_)
+    workers += d->levels - 1 + options_.lowest_bucket_workers;
+  std::latch prepared{ptrdiff_t(workers)};
   for (auto& d : devices_) {
     for (uint32_t b = 0; b < d->levels; b++) {
       const uint32_t n = b == 0 ? options_.lowest_bucket_workers : 1;
       for (uint32_t k = 0; k < n; k++) {
         Device* dev = d.get();
-        d->workers.emplace_back([this, dev, b] { worker(*dev, b); });
+        d->workers.emplace_back([this, dev, b, &prepared] { worker(*dev, b, &prepared); });
       }
     }
+  }
+  prepared.wait();
+  if (stopping_.load()) {
+    *why = "a worker could not be prepared (see above)";
+    return false;
   }
   return true;
 }
@@ -327,13 +340,15 @@ bool ServerImpl::open_device(uint32_t index, int device, std::string* why) {
 
 // --- workers -----------------------------------------------------------------
 
-void ServerImpl::worker(Device& d, uint32_t bucket) {
+void ServerImpl::worker(Device& d, uint32_t bucket, std::latch* prepared) {
   std::string why;
-  if (!d.backend->prepare_worker(bucket, &why)) {
+  const bool ok = d.backend->prepare_worker(bucket, &why);
+  if (!ok) {
     log("device %u bucket %u: %s", d.index, bucket, why.c_str());
-    stop();
-    return;
+    stopping_.store(true);
   }
+  prepared->count_down();
+  if (!ok) return;
   char name[16];
   snprintf(name, sizeof(name), "rtaccel-d%ub%u", d.index, bucket);
   pthread_setname_np(pthread_self(), name);

@@ -135,8 +135,11 @@ int main(int argc, char** argv) {
   if (options.backend == "opencl") options.levels = 1;
 
   // Page faults in a worker would be latency; keep everything resident.
+  // (Not under AddressSanitizer, whose shadow memory is terabytes of reserve.)
+#if !defined(__SANITIZE_ADDRESS__)
   if (mlockall(MCL_CURRENT | MCL_FUTURE) < 0 && options.verbose)
     fprintf(stderr, "rtaccel-server: mlockall: %s (continuing)\n", strerror(errno));
+#endif
 
   std::string why;
   auto server = rtaccel::accel::Server::create(options, &why);

@@ -29,13 +29,8 @@ class CpuBackend final : public Backend {
   bool preemptive() const override { return options_.fifo_base > 0; }
 
   bool prepare_worker(uint32_t bucket, std::string* why) override {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(options_.device, &set);
-    if (int err = pthread_setaffinity_np(pthread_self(), sizeof(set), &set)) {
-      *why = "cannot pin a worker to core " + std::to_string(options_.device) + ": " + strerror(err);
-      return false;
-    }
+    // Priority first: a worker that arrived on the device core still at
+    // SCHED_OTHER would wait there behind a running lower bucket.
     if (options_.fifo_base > 0) {
       sched_param param{};
       param.sched_priority = options_.fifo_base + int(bucket);
@@ -44,6 +39,13 @@ class CpuBackend final : public Backend {
                strerror(err) + " (run as root or with CAP_SYS_NICE, or pass --no-fifo)";
         return false;
       }
+    }
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(options_.device, &set);
+    if (int err = pthread_setaffinity_np(pthread_self(), sizeof(set), &set)) {
+      *why = "cannot pin a worker to core " + std::to_string(options_.device) + ": " + strerror(err);
+      return false;
     }
     calibrate_busy_loop();  // on the device core, before the first request
     return true;

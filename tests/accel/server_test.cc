@@ -1,0 +1,898 @@
+// End-to-end tests of rtaccel-server: each test starts the real server binary
+// on a private socket and talks to it through the client library, or by hand
+// (RawClient) where a test must break the protocol.
+//
+// Timing assertions compare against the bad case with wide margins (a dropped
+// request queue against one that was not dropped, preemption against waiting
+// for a 200 ms kernel), never against absolute latencies.
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "accel/os.h"
+#include "accel/protocol.h"
+#include "desc_util.h"
+#include "rtaccel/accel.h"
+
+namespace rtaccel::accel {
+namespace {
+
+using test::CallbackSpec;
+using test::one_callback;
+
+constexpr uint64_t kMs = 1000000;
+constexpr uint64_t kSecond = 1000000000;
+
+int register_desc(rtaccel_client* c, const rtaccel_registration_desc& d, rtaccel_registration** r,
+                  char* why, size_t why_len) {
+  return rtaccel_client_register(c, &d, r, why, why_len);
+}
+
+// --- the server process --------------------------------------------------------
+
+class ServerProcess {
+ public:
+  explicit ServerProcess(std::vector<std::string> args) {
+    static int counter = 0;
+    socket_ = "/tmp/rtaccel-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++) + ".sock";
+    args.insert(args.begin(), {RTACCEL_SERVER_BIN, "--socket", socket_});
+    pid_ = fork();
+    if (pid_ == 0) {
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+  }
+  ~ServerProcess() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGTERM);
+    for (int i = 0; i < 500; i++) {
+      if (waitpid(pid_, nullptr, WNOHANG) == pid_) return;
+      usleep(10000);
+    }
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  // Waits until the server accepts connections (up to 10 s).
+  bool ready() const {
+    for (int i = 0; i < 1000; i++) {
+      UniqueFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+      sockaddr_un a{};
+      a.sun_family = AF_UNIX;
+      snprintf(a.sun_path, sizeof(a.sun_path), "%s", socket_.c_str());
+      if (connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) return true;
+      if (waitpid(pid_, nullptr, WNOHANG) == pid_) return false;
+      usleep(10000);
+    }
+    return false;
+  }
+  void kill_now() {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  const char* socket() const { return socket_.c_str(); }
+  pid_t pid() const { return pid_; }
+
+  size_t open_fds() const {
+    size_t n = 0;
+    std::string dir = "/proc/" + std::to_string(pid_) + "/fd";
+    if (DIR* d = opendir(dir.c_str())) {
+      while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+      closedir(d);
+    }
+    return n;
+  }
+  size_t maps_containing(const char* needle) const {
+    std::ifstream in("/proc/" + std::to_string(pid_) + "/maps");
+    size_t n = 0;
+    for (std::string line; std::getline(in, line);) n += !needle || line.find(needle) != std::string::npos;
+    return n;
+  }
+  long rss_kb() const {
+    std::ifstream in("/proc/" + std::to_string(pid_) + "/status");
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("VmRSS:", 0) == 0) return atol(line.c_str() + 6);
+    return -1;
+  }
+
+ private:
+  std::string socket_;
+  pid_t pid_ = -1;
+};
+
+// Server options used by most tests: device core 1 (the last on a 2-core
+// machine is fine too), control thread on core 0.
+std::vector<std::string> cpu_args(std::vector<std::string> extra = {}) {
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  std::vector<std::string> a = {"--device", std::to_string(cores > 1 ? 1 : 0)};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+// Clients never run on the device core (nor do executors in a real system):
+// a client placed there would wait behind the SCHED_FIFO worker it talks to.
+class KeepOffTheDeviceCore : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 2) return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (long c = 0; c < cores; c++)
+      if (c != 1) CPU_SET(int(c), &set);
+    sched_setaffinity(0, sizeof(set), &set);
+  }
+};
+const auto* const keep_off = ::testing::AddGlobalTestEnvironment(new KeepOffTheDeviceCore);
+
+struct Client {
+  rtaccel_client* c = nullptr;
+  explicit Client(const ServerProcess& s) { EXPECT_EQ(rtaccel_client_connect(s.socket(), &c), 0); }
+  ~Client() { rtaccel_client_close(c); }
+  rtaccel_registration* reg(const rtaccel_registration_desc& d) {
+    rtaccel_registration* r = nullptr;
+    char why[256] = "";
+    EXPECT_EQ(register_desc(c, d, &r, why, sizeof(why)), 0) << why;
+    return r;
+  }
+};
+
+rtaccel_registration_desc busy_chain(const std::string& name, int priority, uint64_t wcet_ns = kMs,
+                                     rtaccel_wait_mode wait = RTACCEL_WAIT_SUSPEND) {
+  CallbackSpec cb{.name = name + "-cb", .executor = name + "-ex", .core = 0, .wcet_ns = wcet_ns, .wait = wait};
+  return one_callback(name, priority, 10 * kSecond, cb, 64, 64, /*critical=*/false);
+}
+
+int submit_busy(rtaccel_registration* r, uint64_t ns, rtaccel_ticket* t) {
+  const int s = rtaccel_service_index(r, "busy");
+  auto* req = static_cast<rtaccel_busy_request*>(rtaccel_request_buffer(r, s, nullptr));
+  req->ns = ns;
+  return rtaccel_submit(r, s, sizeof(*req), t);
+}
+
+rtaccel_request_times times_of(rtaccel_registration* r, const rtaccel_ticket& t) {
+  rtaccel_request_times times;
+  rtaccel_request_timestamps(r, &t, &times);
+  return times;
+}
+
+// Waits until the server has started the ticket's request (it left "submitted").
+bool wait_started(rtaccel_registration* r, const rtaccel_ticket& t) {
+  for (int i = 0; i < 5000; i++) {
+    const rtaccel_request_times times = times_of(r, t);
+    if (times.start_ns >= times.submit_ns) return true;
+    usleep(1000);
+  }
+  return false;
+}
+
+// --- a client that speaks the protocol by hand ----------------------------------
+
+class RawClient {
+ public:
+  explicit RawClient(const char* socket_path) {
+    fd_.reset(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    snprintf(a.sun_path, sizeof(a.sun_path), "%s", socket_path);
+    connected_ = connect(fd_.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  }
+  bool connected() const { return connected_; }
+  int send_bytes(const void* data, size_t len) { return int(send(fd_.get(), data, len, MSG_NOSIGNAL)); }
+
+  // Sends a message and reads the reply; maps the shared memory it carries.
+  int exchange(const void* message, size_t len, RegisterReply* reply) {
+    if (send(fd_.get(), message, len, MSG_NOSIGNAL) < 0) return -errno;
+    pollfd p{fd_.get(), POLLIN, 0};
+    if (poll(&p, 1, 5000) != 1) return -ETIMEDOUT;
+    iovec iov{reply, sizeof(*reply)};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(3 * sizeof(int))];
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    if (recvmsg(fd_.get(), &msg, MSG_CMSG_CLOEXEC) != ssize_t(sizeof(*reply))) return -EPROTO;
+    cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+    if (reply->status == 0 && cm) {
+      int fds[3];
+      memcpy(fds, CMSG_DATA(cm), sizeof(fds));
+      UniqueFd region(fds[0]), doorbell(fds[1]), status(fds[2]);
+      region_ = Mapping::map(region.get(), reply->region_size, PROT_READ | PROT_WRITE);
+      doorbell_ = Mapping::map(doorbell.get(), 4096, PROT_READ | PROT_WRITE);
+      status_ = Mapping::map(status.get(), 4096, PROT_READ);
+      // The status page is sealed: a client cannot map it writable.
+      status_writable_ = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, status.get(), 0) != MAP_FAILED;
+      shrinkable_ = ftruncate(region.get(), 4096) == 0;
+    }
+    return reply->status;
+  }
+  int register_desc(const rtaccel_registration_desc& d, RegisterReply* reply) {
+    RegisterRequest m{};
+    m.magic = kMagic;
+    m.version = kProtocolVersion;
+    m.type = uint32_t(MessageType::kRegister);
+    m.desc = d;
+    return exchange(&m, sizeof(m), reply);
+  }
+
+  RegionHeader* header() { return region_.at<RegionHeader>(0); }
+  RequestEntry* entry(uint32_t i) { return region_.at<RequestEntry>(header()->entries_offset) + (i % kRingEntries); }
+  uint32_t* head() { return region_.at<uint32_t>(header()->producer_offset); }
+
+  // Writes the next entry as given, publishes it and rings the doorbell.
+  uint32_t submit(const RequestEntry& fields) {
+    const uint32_t index = *head();
+    RequestEntry* e = entry(index);
+    const uint32_t state = entry_next_submit(e->state);
+    RequestEntry copy = fields;
+    copy.state = state;
+    *e = copy;
+    __atomic_store_n(head(), index + 1, __ATOMIC_SEQ_CST);
+    ring();
+    return index;
+  }
+  void ring() {
+    const uint32_t b = header()->bucket;
+    auto* db = doorbell_.at<DoorbellPage>(0);
+    __atomic_fetch_add(&db->bucket[b].seq, 1, __ATOMIC_SEQ_CST);
+    futex_wake_shared(&db->bucket[b].seq, INT_MAX);
+  }
+  // Status of the request on `index` once done, or 1 if it never completes.
+  int wait_done(uint32_t index, uint64_t timeout_ns) {
+    const uint64_t until = monotonic_ns() + timeout_ns;
+    while (monotonic_ns() < until) {
+      if (entry_phase(__atomic_load_n(&entry(index)->state, __ATOMIC_ACQUIRE)) == kDone) return entry(index)->status;
+      usleep(200);
+    }
+    return 1;
+  }
+  bool status_writable() const { return status_writable_; }
+  bool shrinkable() const { return shrinkable_; }
+
+ private:
+  UniqueFd fd_;
+  bool connected_ = false;
+  Mapping region_, doorbell_, status_;
+  bool status_writable_ = false;
+  bool shrinkable_ = false;
+};
+
+// --- tests -----------------------------------------------------------------------
+
+TEST(Server, ListsItsBackends) {
+  FILE* p = popen(RTACCEL_SERVER_BIN " --list-backends", "r");
+  ASSERT_TRUE(p);
+  char buf[4096] = {};
+  size_t n = fread(buf, 1, sizeof(buf) - 1, p);
+  EXPECT_EQ(pclose(p), 0);
+  std::string out(buf, n);
+  EXPECT_NE(out.find("cpu      device found"), std::string::npos) << out;
+  EXPECT_NE(out.find("opencl"), std::string::npos) << out;
+}
+
+TEST(Server, BadArgumentsAreRefusedClearly) {
+  FILE* p = popen(RTACCEL_SERVER_BIN " --levels 0 2>&1", "r");
+  char buf[4096] = {};
+  size_t n = fread(buf, 1, sizeof(buf) - 1, p);
+  EXPECT_EQ(WEXITSTATUS(pclose(p)), 2);
+  EXPECT_NE(std::string(buf, n).find("bad --levels"), std::string::npos);
+  p = popen(RTACCEL_SERVER_BIN " --socket /tmp/rtaccel-x.sock --device 4000 2>&1", "r");
+  n = fread(buf, 1, sizeof(buf) - 1, p);
+  EXPECT_EQ(WEXITSTATUS(pclose(p)), 1);
+  EXPECT_NE(std::string(buf, n).find("core 4000 does not exist"), std::string::npos) << std::string(buf, n);
+}
+
+TEST(Server, BuiltinServicesGiveCorrectResults) {
+  ServerProcess server(cpu_args());
+  ASSERT_TRUE(server.ready());
+  Client client(server);
+  const uint32_t n = 64;
+  auto d = busy_chain("services", 10);
+  const char* names[] = {"busy", "vecadd", "matmul", "reduction", "histogram"};
+  d.nservices = 5;
+  for (int i = 0; i < 5; i++) {
+    snprintf(d.services[i].name, 32, "%s", names[i]);
+    d.services[i].request_max = 16 + 2 * n * n * 4;
+    d.services[i].response_max = n * n * 4;
+  }
+  rtaccel_registration* r = client.reg(d);
+  ASSERT_TRUE(r);
+  size_t len;
+  // vecadd
+  int s = rtaccel_service_index(r, "vecadd");
+  auto* v = static_cast<rtaccel_vector_request*>(rtaccel_request_buffer(r, s, nullptr));
+  v->n = n;
+  float* x = reinterpret_cast<float*>(v + 1);
+  for (uint32_t i = 0; i < 2 * n; i++) x[i] = float(i);
+  ASSERT_EQ(rtaccel_call(r, s, 8 + 2 * n * 4, 5 * kSecond, &len), 0);
+  EXPECT_EQ(len, n * 4);
+  const float* y = static_cast<const float*>(rtaccel_response_buffer(r, s, nullptr));
+  for (uint32_t i = 0; i < n; i++) ASSERT_EQ(y[i], float(i) + float(n + i));
+  // matmul: A = I * 2, so C = 2 B
+  s = rtaccel_service_index(r, "matmul");
+  v = static_cast<rtaccel_vector_request*>(rtaccel_request_buffer(r, s, nullptr));
+  v->n = n;
+  x = reinterpret_cast<float*>(v + 1);
+  for (uint32_t i = 0; i < n * n; i++) {
+    x[i] = (i / n == i % n) ? 2.0f : 0.0f;
+    x[n * n + i] = float(i % 13);
+  }
+  ASSERT_EQ(rtaccel_call(r, s, 8 + 2 * n * n * 4, 5 * kSecond, &len), 0);
+  y = static_cast<const float*>(rtaccel_response_buffer(r, s, nullptr));
+  for (uint32_t i = 0; i < n * n; i++) ASSERT_EQ(y[i], 2.0f * float(i % 13));
+  // reduction
+  s = rtaccel_service_index(r, "reduction");
+  v = static_cast<rtaccel_vector_request*>(rtaccel_request_buffer(r, s, nullptr));
+  v->n = n;
+  x = reinterpret_cast<float*>(v + 1);
+  for (uint32_t i = 0; i < n; i++) x[i] = float(i);
+  ASSERT_EQ(rtaccel_call(r, s, 8 + n * 4, 5 * kSecond, &len), 0);
+  double sum;
+  memcpy(&sum, rtaccel_response_buffer(r, s, nullptr), 8);
+  EXPECT_EQ(sum, double(n) * (n - 1) / 2);
+  // histogram
+  s = rtaccel_service_index(r, "histogram");
+  auto* h = static_cast<rtaccel_histogram_request*>(rtaccel_request_buffer(r, s, nullptr));
+  *h = {n, 8, 0.0f, 8.0f};
+  x = reinterpret_cast<float*>(h + 1);
+  for (uint32_t i = 0; i < n; i++) x[i] = float(i % 8) + 0.5f;
+  ASSERT_EQ(rtaccel_call(r, s, 16 + n * 4, 5 * kSecond, &len), 0);
+  const uint32_t* count = static_cast<const uint32_t*>(rtaccel_response_buffer(r, s, nullptr));
+  for (int b = 0; b < 8; b++) EXPECT_EQ(count[b], n / 8);
+  // busy, and a request the service refuses
+  rtaccel_ticket t;
+  ASSERT_EQ(submit_busy(r, 2 * kMs, &t), 0);
+  ASSERT_EQ(rtaccel_wait(r, &t, 5 * kSecond, nullptr), 0);
+  const rtaccel_request_times times = times_of(r, t);
+  EXPECT_GE(times.end_ns - times.start_ns, 1500 * 1000u);
+  s = rtaccel_service_index(r, "vecadd");
+  v = static_cast<rtaccel_vector_request*>(rtaccel_request_buffer(r, s, nullptr));
+  v->n = 1u << 30;  // more than the request holds
+  EXPECT_EQ(rtaccel_call(r, s, 64, 5 * kSecond, &len), -EINVAL);
+  EXPECT_EQ(rtaccel_call(r, s, d.services[1].request_max + 1, 5 * kSecond, &len), -EMSGSIZE);
+}
+
+TEST(Server, PluginServicesAreOffered) {
+  ServerProcess server(cpu_args({"--plugin", RTACCEL_PLUGIN}));
+  ASSERT_TRUE(server.ready());
+  Client client(server);
+  CallbackSpec cb{.name = "scaler", .service = "scale"};
+  rtaccel_registration* r = client.reg(one_callback("plugin", 10, kSecond, cb, 8 + 16 * 4, 16 * 4, false));
+  ASSERT_TRUE(r);
+  const int s = rtaccel_service_index(r, "scale");
+  auto* req = static_cast<uint32_t*>(rtaccel_request_buffer(r, s, nullptr));
+  req[0] = 16;
+  float factor = 2.5f;
+  memcpy(&req[1], &factor, 4);
+  float* x = reinterpret_cast<float*>(req + 2);
+  for (int i = 0; i < 16; i++) x[i] = float(i);
+  size_t len;
+  ASSERT_EQ(rtaccel_call(r, s, 8 + 16 * 4, 5 * kSecond, &len), 0);
+  const float* y = static_cast<const float*>(rtaccel_response_buffer(r, s, nullptr));
+  for (int i = 0; i < 16; i++) EXPECT_EQ(y[i], 2.5f * float(i));
+  // A service the server does not have is refused at registration.
+  CallbackSpec unknown{.name = "u", .service = "fft"};
+  rtaccel_registration* bad = nullptr;
+  char why[256];
+  EXPECT_EQ(register_desc(client.c, one_callback("nope", 10, kSecond, unknown), &bad, why, sizeof(why)), -ENOENT);
+  EXPECT_NE(std::string(why).find("service 'fft'"), std::string::npos) << why;
+}
+
+// One bucket: requests wait in chain-priority order, FIFO among equals.
+TEST(Server, OneBucketServesByPriorityThenArrival) {
+  ServerProcess server(cpu_args({"--levels", "1"}));
+  ASSERT_TRUE(server.ready());
+  Client client(server);
+  rtaccel_registration* blocker = client.reg(busy_chain("blocker", 1, 100 * kMs));
+  rtaccel_registration* a = client.reg(busy_chain("a", 5));
+  rtaccel_registration* b = client.reg(busy_chain("b", 9));
+  rtaccel_registration* c = client.reg(busy_chain("c", 9));
+  rtaccel_registration* low = client.reg(busy_chain("low", 1));
+  ASSERT_TRUE(blocker && a && b && c && low);
+  rtaccel_ticket tb, t[4];
+  ASSERT_EQ(submit_busy(blocker, 100 * kMs, &tb), 0);
+  ASSERT_TRUE(wait_started(blocker, tb));
+  rtaccel_registration* order[] = {low, a, b, c};  // submission order
+  for (int i = 0; i < 4; i++) {
+    ASSERT_EQ(submit_busy(order[i], 1 * kMs, &t[i]), 0);
+    usleep(2000);  // distinct arrivals
+  }
+  for (int i = 0; i < 4; i++) ASSERT_EQ(rtaccel_wait(order[i], &t[i], 10 * kSecond, nullptr), 0);
+  ASSERT_EQ(rtaccel_wait(blocker, &tb, 10 * kSecond, nullptr), 0);
+  const uint64_t s_low = times_of(low, t[0]).start_ns, s_a = times_of(a, t[1]).start_ns,
+                 s_b = times_of(b, t[2]).start_ns, s_c = times_of(c, t[3]).start_ns;
+  EXPECT_LT(s_b, s_c);  // equal priority: first come first served
+  EXPECT_LT(s_c, s_a);  // 9 before 5
+  EXPECT_LT(s_a, s_low);  // 5 before 1, although 1 came first
+  EXPECT_GE(s_b, times_of(blocker, tb).end_ns);  // non-preemptive inside a bucket
+}
+
+TEST(Server, HigherBucketPreemptsALowerOne) {
+  ServerProcess server(cpu_args({"--levels", "2"}));
+  ASSERT_TRUE(server.ready());
+  Client client(server);
+  rtaccel_registration* low = client.reg(busy_chain("low", 1, 200 * kMs));
+  rtaccel_registration* high = client.reg(busy_chain("high", 9));
+  ASSERT_TRUE(low && high);
+  rtaccel_registration_info li, hi;
+  rtaccel_registration_query(low, &li);
+  rtaccel_registration_query(high, &hi);
+  ASSERT_EQ(li.bucket, 0u);
+  ASSERT_EQ(hi.bucket, 1u);
+  rtaccel_ticket tl, th;
+  ASSERT_EQ(submit_busy(low, 200 * kMs, &tl), 0);
+  ASSERT_TRUE(wait_started(low, tl));
+  ASSERT_EQ(submit_busy(high, 1 * kMs, &th), 0);
+  ASSERT_EQ(rtaccel_wait(high, &th, 10 * kSecond, nullptr), 0);
+  ASSERT_EQ(rtaccel_wait(low, &tl, 10 * kSecond, nullptr), 0);
+  const rtaccel_request_times h = times_of(high, th), l = times_of(low, tl);
+  EXPECT_LT(h.end_ns, l.end_ns);  // it did not wait for the 200 ms kernel
+  EXPECT_LT(h.end_ns - h.submit_ns, 100 * kMs);
+}
+
+TEST(Server, RefusesForgedRequestsAndKeepsServingOthers) {
+  ServerProcess server(cpu_args());
+  ASSERT_TRUE(server.ready());
+  Client client(server);
+  CallbackSpec vb{.name = "honest", .service = "vecadd"};
+  rtaccel_registration* honest = client.reg(one_callback("honest", 5, kSecond, vb, 8 + 2 * 16 * 4, 16 * 4, false));
+  ASSERT_TRUE(honest);
+  rtaccel_registration_info hinfo;
+  rtaccel_registration_query(honest, &hinfo);
+
+  RawClient raw(server.socket());
+  ASSERT_TRUE(raw.connected());
+  RegisterReply reply{};
+  auto rd = one_callback("raw", 5, kSecond, {.name = "raw-cb", .service = "vecadd"}, 8 + 2 * 16 * 4, 16 * 4, false);
+  ASSERT_EQ(raw.register_desc(rd, &reply), 0) << reply.message;
+  EXPECT_FALSE(raw.status_writable());  // the wake-up flags are sealed
+  EXPECT_FALSE(raw.shrinkable());       // so is the region's size
+
+  const ServiceArea area = raw.header()->services[0];
+  RequestEntry good{};
+  good.callback_id = reply.info.callback_id;
+  good.service = 0;
+  good.request_offset = area.request_offset;
+  good.request_len = 8;  // n = 0 is a valid empty request
+  good.response_offset = area.response_offset;
+  good.response_cap = area.response_max;
+  memset(reinterpret_cast<char*>(raw.header()) + area.request_offset, 0, 8);
+  EXPECT_EQ(raw.wait_done(raw.submit(good), 5 * kSecond), 0);
+
+  auto check_refused = [&](RequestEntry forged, const char* what) {
+    EXPECT_EQ(raw.wait_done(raw.submit(forged), 5 * kSecond), -EINVAL) << what;
+    // The honest client is still served, correctly.
+    const int s = rtaccel_service_index(honest, "vecadd");
+    auto* v = static_cast<rtaccel_vector_request*>(rtaccel_request_buffer(honest, s, nullptr));
+    v->n = 16;
+    float* x = reinterpret_cast<float*>(v + 1);
+    for (int i = 0; i < 32; i++) x[i] = float(i);
+    size_t len;
+    ASSERT_EQ(rtaccel_call(honest, s, 8 + 32 * 4, 5 * kSecond, &len), 0) << what;
+    EXPECT_EQ(static_cast<const float*>(rtaccel_response_buffer(honest, s, nullptr))[3], 3.0f + 19.0f);
+  };
+  RequestEntry f = good;
+  f.callback_id = hinfo.callback_id;  // another client's id
+  check_refused(f, "another client's id");
+  f = good;
+  f.callback_id = 999999;
+  check_refused(f, "unknown id");
+  f = good;
+  f.service = 5;
+  check_refused(f, "service index");
+  f = good;
+  f.request_offset = 0;  // the region's header
+  check_refused(f, "request over the header");
+  f = good;
+  f.request_len = area.request_max + 64;
+  check_refused(f, "request past its buffer");
+  f = good;
+  f.response_offset = area.request_offset;
+  check_refused(f, "response over the request");
+  f = good;
+  f.response_cap = 0xffffffffu;
+  check_refused(f, "response past the region");
+  f = good;
+  f.request_offset += 4;
+  check_refused(f, "misaligned");
+  // A producer index that jumps past the ring: the raw client's requests are
+  // ignored from then on, the honest one is still served.
+  __atomic_fetch_add(raw.head(), 1000u, __ATOMIC_SEQ_CST);
+  raw.ring();
+  usleep(20000);
+  size_t len;
+  const int s = rtaccel_service_index(honest, "vecadd");
+  EXPECT_EQ(rtaccel_call(honest, s, 8 + 32 * 4, 5 * kSecond, &len), 0);
+}
+
+TEST(Server, MalformedRegistrationsGetAnErrorAndTheServerCarriesOn) {
+  ServerProcess server(cpu_args());
+  ASSERT_TRUE(server.ready());
+  std::mt19937 rng(7);
+  for (size_t len : {size_t(1), size_t(12), size_t(24), sizeof(RegisterRequest) - 1, sizeof(RegisterRequest),
+                     sizeof(RegisterRequest) + 1, size_t(20000)}) {
+    RawClient raw(server.socket());
+    ASSERT_TRUE(raw.connected());
+    std::vector<uint8_t> junk(len);
+    for (auto& b : junk) b = uint8_t(rng());
+    RegisterReply reply{};
+    EXPECT_EQ(raw.exchange(junk.data(), junk.size(), &reply), -EINVAL) << len << " bytes";
+    reply.message[sizeof(reply.message) - 1] = 0;
+    EXPECT_GT(strlen(reply.message), 0u) << len;
+  }
+  // A well-formed header around a hostile description.
+  RawClient raw(server.socket());
+  auto d = busy_chain("x", 1);
+  d.chain.ncallbacks = 1000;
+  RegisterReply reply{};
+  EXPECT_EQ(raw.register_desc(d, &reply), -EINVAL);
+  EXPECT_NE(std::string(reply.message).find("callbacks"), std::string::npos) << reply.message;
+  // And an unregister of an id that is not the client's is ignored.
+  UnregisterRequest u{kMagic, kProtocolVersion, uint32_t(MessageType::kUnregister), 0, 12345};
+  EXPECT_GT(raw.send_bytes(&u, sizeof(u)), 0);
+  Client client(server);
+  EXPECT_TRUE(client.reg(busy_chain("after", 1)));
+}
+
+TEST(Server, PolicyDecidesWhoMayRegisterWhichPriority) {
+  char path[] = "/tmp/rtaccel-policy-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string text = "allow:\n  - {uid: " + std::to_string(getuid()) + ", priorities: [0, 5]}\n";
+  ASSERT_EQ(write(fd, text.data(), text.size()), ssize_t(text.size()));
+  close(fd);
+  ServerProcess server(cpu_args({"--policy", path}));
+  ASSERT_TRUE(server.ready());
+  Client client(server);
+  rtaccel_registration* r = nullptr;
+  char why[256];
+  EXPECT_EQ(register_desc(client.c, busy_chain("too-high", 10), &r, why, sizeof(why)), -EPERM);
+  EXPECT_NE(std::string(why).find("0..5 only, not 10"), std::string::npos) << why;
+  EXPECT_EQ(register_desc(client.c, busy_chain("fine", 5), &r, why, sizeof(why)), 0) << why;
+  unlink(path);
+}
+
+TEST(Server, AdmissionControlRefusesARegistrationThatBreaksADeadline) {
+  ServerProcess server(cpu_args({"--epsilon-us", "50", "--kappa-us", "50"}));
+  ASSERT_TRUE(server.ready());
+  Client client(server);
+  CallbackSpec hot{.name = "sensor", .executor = "e1", .core = 0, .wcet_ns = 10 * kMs};
+  auto hd = one_callback("hot", 10, 100 * kMs, hot);
+  hd.chain.deadline_ns = 20 * kMs;
+  ASSERT_TRUE(client.reg(hd));
+  CallbackSpec heavy{.name = "planner", .executor = "e2", .core = 0, .executor_priority = 40, .wcet_ns = 15 * kMs};
+  rtaccel_registration* r = nullptr;
+  char why[256];
+  EXPECT_EQ(register_desc(client.c, one_callback("heavy", 20, 100 * kMs, heavy), &r, why, sizeof(why)),
+            -EDEADLK);
+  EXPECT_NE(std::string(why).find("chain 'hot': bound"), std::string::npos) << why;
+  EXPECT_NE(std::string(why).find("exceeds deadline 20.000 ms"), std::string::npos) << why;
+  // The same callback twice is refused too.
+  EXPECT_EQ(register_desc(client.c, hd, &r, why, sizeof(why)), -EEXIST);
+}
+
+TEST(Server, WorstFitDecreasingAcrossDevices) {
+  ServerProcess server({"--device", "0", "--device", "1", "--no-fifo"});
+  ASSERT_TRUE(server.ready());
+  Client client(server);
+  rtaccel_registration_desc d[3] = {
+      one_callback("small", 3, 100 * kMs, {.name = "s", .executor = "e1", .wcet_ns = 5 * kMs}),
+      one_callback("big", 2, 100 * kMs, {.name = "b", .executor = "e2", .wcet_ns = 40 * kMs}),
+      one_callback("mid", 1, 100 * kMs, {.name = "m", .executor = "e3", .wcet_ns = 10 * kMs}),
+  };
+  for (auto& x : d) x.chain.critical = 0;
+  rtaccel_registration* r[3];
+  char why[256];
+  // register_all sorts by utilisation: big (40%), mid (10%), small (5%).
+  ASSERT_EQ(rtaccel_client_register_all(client.c, d, 3, r, why, sizeof(why)), 0) << why;
+  rtaccel_registration_info info[3];
+  for (int i = 0; i < 3; i++) rtaccel_registration_query(r[i], &info[i]);
+  EXPECT_NE(info[1].device, info[2].device);  // mid goes next to nothing, not next to big
+  EXPECT_EQ(info[0].device, info[2].device);  // small joins mid (15% < 40%)
+}
+
+TEST(Server, ADeadClientsQueueIsDroppedAndItsMemoryReleasedWithin100ms) {
+  ServerProcess server(cpu_args({"--levels", "1"}));
+  ASSERT_TRUE(server.ready());
+  Client client(server);
+  rtaccel_registration* blocker = client.reg(busy_chain("blocker", 1, 300 * kMs));
+  ASSERT_TRUE(blocker);
+  rtaccel_ticket tb;
+  ASSERT_EQ(submit_busy(blocker, 300 * kMs, &tb), 0);
+  ASSERT_TRUE(wait_started(blocker, tb));
+  const size_t regions_before = server.maps_containing("rtaccel-region");
+
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    rtaccel_client* c;
+    rtaccel_registration* r;
+    if (rtaccel_client_connect(server.socket(), &c) ||
+        register_desc(c, busy_chain("doomed", 9, 50 * kMs), &r, nullptr, 0))
+      _exit(1);
+    for (int i = 0; i < 4; i++) {  // 200 ms of work queued behind the blocker
+      rtaccel_ticket t;
+      if (submit_busy(r, 50 * kMs, &t)) _exit(1);
+    }
+    char ok = 1;
+    if (write(ready[1], &ok, 1) != 1) _exit(1);
+    pause();
+    _exit(0);
+  }
+  char ok = 0;
+  ASSERT_EQ(read(ready[0], &ok, 1), 1);
+  EXPECT_EQ(server.maps_containing("rtaccel-region"), regions_before + 1);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  const uint64_t killed = monotonic_ns();
+  while (server.maps_containing("rtaccel-region") > regions_before && monotonic_ns() - killed < kSecond) usleep(1000);
+  const uint64_t released = monotonic_ns() - killed;
+  EXPECT_LT(released, 100 * kMs) << "region of the dead client released after " << released / 1000 << " us";
+
+  // Its queued 200 ms of requests never run: a request of equal priority
+  // submitted now starts right after the blocker.
+  rtaccel_registration* next = client.reg(busy_chain("next", 9));
+  rtaccel_ticket tn;
+  ASSERT_EQ(submit_busy(next, 1 * kMs, &tn), 0);
+  ASSERT_EQ(rtaccel_wait(next, &tn, 10 * kSecond, nullptr), 0);
+  ASSERT_EQ(rtaccel_wait(blocker, &tb, 10 * kSecond, nullptr), 0);
+  EXPECT_LT(times_of(next, tn).start_ns - times_of(blocker, tb).end_ns, 100 * kMs);
+}
+
+TEST(Server, ADeadServerFailsWaitingClientsInsteadOfHangingThem) {
+  for (rtaccel_wait_mode mode : {RTACCEL_WAIT_SUSPEND, RTACCEL_WAIT_SPIN}) {
+    ServerProcess server(cpu_args());
+    ASSERT_TRUE(server.ready());
+    Client client(server);
+    rtaccel_registration* r = client.reg(busy_chain("victim", 1, 5 * kSecond, mode));
+    ASSERT_TRUE(r);
+    rtaccel_ticket t;
+    ASSERT_EQ(submit_busy(r, 5 * kSecond, &t), 0);
+    ASSERT_TRUE(wait_started(r, t));
+    server.kill_now();
+    const uint64_t start = monotonic_ns();
+    EXPECT_EQ(rtaccel_wait(r, &t, 0, nullptr), -EPIPE) << "wait mode " << mode;
+    EXPECT_LT(monotonic_ns() - start, kSecond);
+    EXPECT_EQ(rtaccel_poll(r, &t, nullptr), -EPIPE);
+    rtaccel_registration* again = nullptr;
+    EXPECT_EQ(register_desc(client.c, busy_chain("late", 1), &again, nullptr, 0), -EPIPE);
+  }
+}
+
+TEST(Server, AsynchronousRequestsOverlapCpuWork) {
+  ServerProcess server(cpu_args());
+  ASSERT_TRUE(server.ready());
+  Client client(server);
+  rtaccel_registration* r = client.reg(busy_chain("async", 5, 20 * kMs));
+  rtaccel_ticket t[kRingEntries];
+  for (uint32_t i = 0; i < kRingEntries; i++) ASSERT_EQ(submit_busy(r, 1 * kMs, &t[i]), 0);
+  rtaccel_ticket extra;
+  EXPECT_EQ(submit_busy(r, 1 * kMs, &extra), -EBUSY);  // the ring is full
+  EXPECT_EQ(rtaccel_poll(r, &t[kRingEntries - 1], nullptr), -EAGAIN);
+  for (uint32_t i = 0; i < kRingEntries; i++) ASSERT_EQ(rtaccel_wait(r, &t[i], 10 * kSecond, nullptr), 0);
+  for (uint32_t i = 1; i < kRingEntries; i++)  // one registration: in order
+    EXPECT_GE(times_of(r, t[i]).start_ns, times_of(r, t[i - 1]).end_ns);
+  rtaccel_ticket timeout;
+  ASSERT_EQ(submit_busy(r, 300 * kMs, &timeout), 0);
+  EXPECT_EQ(rtaccel_wait(r, &timeout, 10 * kMs, nullptr), -ETIMEDOUT);
+  EXPECT_EQ(rtaccel_wait(r, &timeout, 10 * kSecond, nullptr), 0);
+}
+
+// While the worker polls, a spinning client's submit and completion make no
+// system call: a child runs them under a seccomp filter that kills it on any.
+TEST(Server, SubmitAndSpinCompletionMakeNoSystemCall) {
+  ServerProcess server(cpu_args({"--poll-us", "1000000"}));
+  ASSERT_TRUE(server.ready());
+  pid_t child = fork();
+  if (child == 0) {
+    rtaccel_client* c;
+    rtaccel_registration* r;
+    if (rtaccel_client_connect(server.socket(), &c) ||
+        register_desc(c, busy_chain("nosys", 5, kMs, RTACCEL_WAIT_SPIN), &r, nullptr, 0))
+      _exit(3);
+    rtaccel_ticket t;
+    if (submit_busy(r, 0, &t) || rtaccel_wait(r, &t, 0, nullptr)) _exit(3);  // wakes the worker
+    sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_exit_group, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+    };
+    sock_fprog prog = {sizeof(f) / sizeof(f[0]), f};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog)) _exit(2);
+    for (int i = 0; i < 20000; i++)
+      if (submit_busy(r, 0, &t) || rtaccel_wait(r, &t, 0, nullptr)) _exit(1);
+    syscall(SYS_exit_group, 0);
+  }
+  int status;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 2) GTEST_SKIP() << "seccomp unavailable";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << (WIFSIGNALED(status) ? "killed by seccomp: the hot path made a system call" : "failed");
+}
+
+TEST(Server, ThousandClientsDyingAtRandomLeakNothing) {
+  ServerProcess server(cpu_args());
+  ASSERT_TRUE(server.ready());
+  std::mt19937 rng(42);
+  auto churn = [&](int clients) {
+    std::vector<pid_t> live;
+    for (int i = 0; i < clients; i++) {
+      const int fate = int(rng() % 4);
+      pid_t pid = fork();
+      if (pid == 0) {
+        rtaccel_client* c;
+        rtaccel_registration* r;
+        const std::string name = "churn" + std::to_string(getpid());
+        if (rtaccel_client_connect(server.socket(), &c)) _exit(1);
+        if (fate == 0) _exit(0);  // connects and dies before registering
+        if (register_desc(c, busy_chain(name, 1 + int(getpid() % 20), 100000), &r, nullptr, 0)) _exit(1);
+        rtaccel_ticket t;
+        submit_busy(r, 100000, &t);
+        if (fate == 1) _exit(0);  // dies with a request queued or running
+        if (fate == 2) {
+          rtaccel_wait(r, &t, kSecond, nullptr);
+          rtaccel_client_close(c);  // leaves politely
+          _exit(0);
+        }
+        pause();  // killed by the parent, at random
+        _exit(0);
+      }
+      live.push_back(pid);
+      if (live.size() > 16 || i + 1 == clients) {
+        std::shuffle(live.begin(), live.end(), rng);
+        for (pid_t p : live) {
+          if (rng() % 2) usleep(useconds_t(rng() % 2000));
+          kill(p, SIGKILL);
+          waitpid(p, nullptr, 0);
+        }
+        live.clear();
+      }
+    }
+  };
+  auto settle = [&] {
+    // Departures are processed asynchronously; wait until quiet.
+    for (int i = 0; i < 200 && server.maps_containing("rtaccel-region") > 0; i++) usleep(10000);
+    usleep(50000);
+  };
+  churn(100);  // warm up the allocator and the page cache
+  settle();
+  const size_t fds = server.open_fds(), maps = server.maps_containing(nullptr);
+  const long rss = server.rss_kb();
+  churn(1000);
+  settle();
+  EXPECT_EQ(server.maps_containing("rtaccel-region"), 0u);
+  EXPECT_EQ(server.open_fds(), fds);
+  EXPECT_EQ(server.maps_containing(nullptr), maps);
+  EXPECT_LT(server.rss_kb() - rss, 2048) << "RSS grew from " << rss << " kB to " << server.rss_kb() << " kB";
+  Client client(server);
+  EXPECT_TRUE(client.reg(busy_chain("survivor", 1)));
+}
+
+// --- OpenCL ----------------------------------------------------------------------
+
+bool opencl_device_found() {
+  FILE* p = popen(RTACCEL_SERVER_BIN " --list-backends", "r");
+  char buf[4096] = {};
+  size_t n = fread(buf, 1, sizeof(buf) - 1, p);
+  pclose(p);
+  return std::string(buf, n).find("opencl   device found") != std::string::npos;
+}
+
+TEST(OpenCl, ServerServicesAreCorrect) {
+  if (!opencl_device_found()) GTEST_SKIP() << "no OpenCL device (install pocl-opencl-icd)";
+  ServerProcess server({"--backend", "opencl", "--device", "0"});
+  ASSERT_TRUE(server.ready());
+  Client client(server);
+  const uint32_t n = 32;
+  auto d = busy_chain("cl", 10);
+  const char* names[] = {"busy", "vecadd", "matmul", "reduction", "histogram"};
+  d.nservices = 5;
+  for (int i = 0; i < 5; i++) {
+    snprintf(d.services[i].name, 32, "%s", names[i]);
+    d.services[i].request_max = 16 + 2 * n * n * 4;
+    d.services[i].response_max = n * n * 4;
+  }
+  rtaccel_registration* r = client.reg(d);
+  ASSERT_TRUE(r);
+  rtaccel_registration_info info;
+  rtaccel_registration_query(r, &info);
+  EXPECT_EQ(info.bucket, 0u);  // one level: non-preemptive
+  size_t len;
+  int s = rtaccel_service_index(r, "matmul");
+  auto* v = static_cast<rtaccel_vector_request*>(rtaccel_request_buffer(r, s, nullptr));
+  v->n = n;
+  float* x = reinterpret_cast<float*>(v + 1);
+  for (uint32_t i = 0; i < n * n; i++) {
+    x[i] = float(i % 3);
+    x[n * n + i] = float(i % 5);
+  }
+  ASSERT_EQ(rtaccel_call(r, s, 8 + 2 * n * n * 4, 30 * kSecond, &len), 0);
+  const float* y = static_cast<const float*>(rtaccel_response_buffer(r, s, nullptr));
+  for (uint32_t i = 0; i < n; i++)
+    for (uint32_t j = 0; j < n; j++) {
+      float want = 0;
+      for (uint32_t k = 0; k < n; k++) want += x[i * n + k] * x[n * n + k * n + j];
+      ASSERT_EQ(y[i * n + j], want);
+    }
+  s = rtaccel_service_index(r, "vecadd");
+  v = static_cast<rtaccel_vector_request*>(rtaccel_request_buffer(r, s, nullptr));
+  v->n = n;
+  x = reinterpret_cast<float*>(v + 1);
+  for (uint32_t i = 0; i < 2 * n; i++) x[i] = float(i);
+  ASSERT_EQ(rtaccel_call(r, s, 8 + 2 * n * 4, 30 * kSecond, &len), 0);
+  y = static_cast<const float*>(rtaccel_response_buffer(r, s, nullptr));
+  for (uint32_t i = 0; i < n; i++) ASSERT_EQ(y[i], float(i) + float(n + i));
+  s = rtaccel_service_index(r, "reduction");
+  v = static_cast<rtaccel_vector_request*>(rtaccel_request_buffer(r, s, nullptr));
+  v->n = 1000;
+  x = reinterpret_cast<float*>(v + 1);
+  for (uint32_t i = 0; i < 1000; i++) x[i] = 1.0f;
+  ASSERT_EQ(rtaccel_call(r, s, 8 + 1000 * 4, 30 * kSecond, &len), 0);
+  double sum;
+  memcpy(&sum, rtaccel_response_buffer(r, s, nullptr), 8);
+  EXPECT_EQ(sum, 1000.0);
+  s = rtaccel_service_index(r, "histogram");
+  auto* h = static_cast<rtaccel_histogram_request*>(rtaccel_request_buffer(r, s, nullptr));
+  *h = {n, 4, 0.0f, 4.0f};
+  x = reinterpret_cast<float*>(h + 1);
+  for (uint32_t i = 0; i < n; i++) x[i] = float(i % 4) + 0.5f;
+  ASSERT_EQ(rtaccel_call(r, s, 16 + n * 4, 30 * kSecond, &len), 0);
+  const uint32_t* count = static_cast<const uint32_t*>(rtaccel_response_buffer(r, s, nullptr));
+  for (int b = 0; b < 4; b++) EXPECT_EQ(count[b], n / 4);
+  rtaccel_ticket t;
+  ASSERT_EQ(submit_busy(r, 5 * kMs, &t), 0);
+  ASSERT_EQ(rtaccel_wait(r, &t, 30 * kSecond, nullptr), 0);
+  EXPECT_GE(times_of(r, t).end_ns - times_of(r, t).start_ns, 2 * kMs);
+}
+
+TEST(Direct, CpuAndOpenClRunServicesInTheCallingProcess) {
+  const char* backends[] = {"cpu", "opencl"};
+  for (const char* backend : backends) {
+    if (!strcmp(backend, "opencl") && !opencl_device_found()) continue;
+    rtaccel_direct* d;
+    ASSERT_EQ(rtaccel_direct_open(backend, 0, 0, &d), 0) << backend;
+    std::vector<float> req(2 + 2 * 10), resp(10);
+    const rtaccel_vector_request h{10, 0};
+    memcpy(req.data(), &h, 8);
+    for (int i = 0; i < 20; i++) req[2 + size_t(i)] = float(i);
+    size_t len = 0;
+    ASSERT_EQ(rtaccel_direct_call(d, "vecadd", req.data(), req.size() * 4, resp.data(), 40, &len), 0) << backend;
+    EXPECT_EQ(len, 40u);
+    for (int i = 0; i < 10; i++) EXPECT_EQ(resp[size_t(i)], float(i) + float(10 + i)) << backend;
+    EXPECT_EQ(rtaccel_direct_call(d, "nosuch", req.data(), 8, resp.data(), 40, &len), -ENOENT);
+    rtaccel_direct_close(d);
+  }
+  rtaccel_direct* d;
+  EXPECT_EQ(rtaccel_direct_open("tpu", 0, 0, &d), -ENOENT);
+  EXPECT_EQ(rtaccel_direct_open("cpu", 5000, 0, &d), -ENODEV);
+}
+
+}  // namespace
+}  // namespace rtaccel::accel
