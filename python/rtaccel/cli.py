@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rtaccel import _core
 from rtaccel import analysis as rta
-from rtaccel import locks
+from rtaccel import accel, locks
 
 EXIT_OK, EXIT_UNSCHEDULABLE, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -154,6 +154,46 @@ def cmd_lockdemo(args) -> int:
     return EXIT_OK
 
 
+def cmd_bench_request_overhead(args) -> int:
+    extra = ["--wait", args.wait, "--requests", str(args.requests), "--kernel-us", str(args.kernel_us)]
+    try:
+        result = accel.run_bench("request-overhead", extra, fifo=not args.no_fifo)
+    except accel.AccelError as err:
+        print(f"rtaccel bench: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.json:
+        import json
+        print(json.dumps(result, indent=1))
+    else:
+        print(accel.format_overhead(result))
+    return EXIT_OK
+
+
+def cmd_bench_preemption(args) -> int:
+    try:
+        result = accel.run_bench("preemption", ["--iterations", str(args.iterations)],
+                                 fifo=not args.no_fifo)
+    except accel.AccelError as err:
+        print(f"rtaccel bench: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.json:
+        import json
+        print(json.dumps(result, indent=1))
+    else:
+        print(accel.format_preemption(result))
+    return EXIT_OK
+
+
+def _kernel_us(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of microseconds: {text!r}") from None
+    if not 0 <= value <= 1000000:
+        raise argparse.ArgumentTypeError("a kernel of 0..1000000 us")
+    return value
+
+
 def _ceiling(text: str) -> int:
     value = _positive_int(text)
     if value > 99:
@@ -238,6 +278,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=_positive_int, default=3, help="inversion rounds (3)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_lockdemo)
+
+    p = sub.add_parser("bench", help="measure rtaccel-server on this machine (cpu backend)")
+    bsub = p.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
+    b = bsub.add_parser("request-overhead",
+                        help="submit -> worker start -> kernel end -> client resumed, per request")
+    b.add_argument("--wait", choices=("suspend", "spin"), default="suspend",
+                   help="how the client waits for completion (suspend)")
+    b.add_argument("--requests", type=_positive_int, default=20000, help="requests measured (20000)")
+    b.add_argument("--kernel-us", type=_kernel_us, default=100, metavar="US",
+                   help="length of each busy kernel, subtracted from the round trip (100)")
+    b.add_argument("--no-fifo", action="store_true",
+                   help="run server workers and client at SCHED_OTHER (no privilege needed)")
+    b.add_argument("--json", action="store_true", help="print JSON (keys p50_us, p99_us, max_us)")
+    b.set_defaults(func=cmd_bench_request_overhead)
+    b = bsub.add_parser("preemption",
+                        help="delay of a high-bucket request preempting a low-bucket kernel "
+                             "(PAAM Table I)")
+    b.add_argument("--iterations", type=_positive_int, default=200, help="pairs per kernel (200)")
+    b.add_argument("--no-fifo", action="store_true",
+                   help="SCHED_OTHER workers: shows what is lost without real preemption")
+    b.add_argument("--json", action="store_true", help="print JSON")
+    b.set_defaults(func=cmd_bench_preemption)
 
     p = sub.add_parser("demo", help="the main job: analysis of the shipped example workloads")
     p.add_argument("--examples", default=str(EXAMPLES_DIR), help="folder of the example workloads")

@@ -65,7 +65,7 @@ struct Region {
   }
 };
 
-enum class WatchKind { kListen, kWake, kSocket, kPidfd };
+enum class WatchKind { kListen, kWake, kSocket, kPidfd, kSkip };
 struct Watch {
   WatchKind kind;
   Connection* connection;
@@ -196,6 +196,7 @@ class ServerImpl final : public Server {
   UniqueFd wake_fd_;
   Watch listen_watch_{WatchKind::kListen, nullptr};
   Watch wake_watch_{WatchKind::kWake, nullptr};
+  Watch skip_watch_{WatchKind::kSkip, nullptr};
   std::map<Connection*, std::unique_ptr<Connection>> connections_;
   std::map<std::string, Region*> by_callback_;
   uint64_t next_id_ = 1;
@@ -502,7 +503,14 @@ int ServerImpl::run() {
     }
     for (int i = 0; i < n; i++) {
       Watch* w = static_cast<Watch*>(events[i].data.ptr);
-      switch (w->kind) {
+      const WatchKind kind = w->kind;
+      Connection* c = w->connection;
+      // drop() frees the connection and its watches; later events of this
+      // batch may name them and must be skipped.
+      const void* watches[2] = {c ? &c->socket_watch : nullptr, c ? &c->pidfd_watch : nullptr};
+      switch (kind) {
+        case WatchKind::kSkip:
+          break;
         case WatchKind::kListen:
           accept_clients();
           break;
@@ -514,24 +522,19 @@ int ServerImpl::run() {
           break;
         }
         case WatchKind::kPidfd:
-          drop(w->connection, "exited");
+          drop(c, "exited");
           break;
         case WatchKind::kSocket:
           if (events[i].events & EPOLLIN)
-            serve(w->connection);
+            serve(c);
           else
-            drop(w->connection, "closed its connection");
+            drop(c, "closed its connection");
           break;
       }
-      // drop() may have freed a connection another event of this batch names.
-      if (w->kind == WatchKind::kPidfd || w->kind == WatchKind::kSocket) {
-        for (int k = i + 1; k < n; k++) {
-          Watch* other = static_cast<Watch*>(events[k].data.ptr);
-          if ((other->kind == WatchKind::kPidfd || other->kind == WatchKind::kSocket) &&
-              !connections_.count(other->connection))
-            events[k].data.ptr = &wake_watch_;
-        }
-      }
+      if (c && !connections_.count(c))
+        for (int k = i + 1; k < n; k++)
+          if (events[k].data.ptr == watches[0] || events[k].data.ptr == watches[1])
+            events[k].data.ptr = &skip_watch_;
     }
   }
   shutdown();

@@ -66,15 +66,23 @@ class ServerProcess {
       _exit(127);
     }
   }
-  ~ServerProcess() {
-    if (pid_ <= 0) return;
+  ~ServerProcess() { stop(); }
+  // SIGTERM, then SIGKILL after 5 s; the wait status (-1 if already gone).
+  int stop() {
+    if (pid_ <= 0) return -1;
     kill(pid_, SIGTERM);
+    int status = -1;
     for (int i = 0; i < 500; i++) {
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) return;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return status;
+      }
       usleep(10000);
     }
     kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
   }
   // Waits until the server accepts connections (up to 10 s).
   bool ready() const {
@@ -789,10 +797,21 @@ TEST(Server, ThousandClientsDyingAtRandomLeakNothing) {
   settle();
   EXPECT_EQ(server.maps_containing("rtaccel-region"), 0u);
   EXPECT_EQ(server.open_fds(), fds);
+#if !defined(__SANITIZE_ADDRESS__)
+  // Under AddressSanitizer freed memory sits in quarantine and the allocator
+  // maps more; there LeakSanitizer checks the server at exit instead (below).
   EXPECT_EQ(server.maps_containing(nullptr), maps);
   EXPECT_LT(server.rss_kb() - rss, 2048) << "RSS grew from " << rss << " kB to " << server.rss_kb() << " kB";
-  Client client(server);
-  EXPECT_TRUE(client.reg(busy_chain("survivor", 1)));
+#else
+  (void)maps;
+  (void)rss;
+#endif
+  {
+    Client client(server);
+    EXPECT_TRUE(client.reg(busy_chain("survivor", 1)));
+  }
+  const int status = server.stop();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "server exit status " << status;
 }
 
 // --- OpenCL ----------------------------------------------------------------------

@@ -1,0 +1,130 @@
+// libFuzzer target for everything rtaccel-server decodes from clients: the
+// registration message, request entries in shared memory, and the policy
+// file. Properties checked beyond "no crash":
+//  - a registration that passes the check has a layout and goes through
+//    admission control (the analysis) without trouble;
+//  - a request entry that decodes lies entirely inside its service's buffers,
+//    64-byte aligned;
+//  - a policy either parses or is refused with a "file:line:" message.
+//
+// Input: byte 0 picks the target; for the binary ones bytes 1-2 give the
+// offset at which the rest overwrites a valid message, so that mutations
+// reach every field while the others stay plausible.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "accel/admission.h"
+#include "accel/policy.h"
+#include "accel/protocol.h"
+
+using namespace rtaccel::accel;
+
+namespace {
+
+RegisterRequest valid_registration() {
+  RegisterRequest m{};
+  m.magic = kMagic;
+  m.version = kProtocolVersion;
+  m.type = uint32_t(MessageType::kRegister);
+  rtaccel_chain_desc& c = m.desc.chain;
+  strcpy(c.name, "chain");
+  c.priority = 10;
+  c.critical = 1;
+  c.period_ns = 100000000;
+  c.deadline_ns = 100000000;
+  c.ncallbacks = 2;
+  for (int i = 0; i < 2; i++) {
+    rtaccel_callback_desc& cb = c.callbacks[i];
+    snprintf(cb.name, sizeof(cb.name), "cb%d", i);
+    strcpy(cb.executor, "ex");
+    cb.executor_core = 1;
+    cb.executor_priority = 50;
+    cb.cpu_ns = 1000000;
+    cb.nsegments = 1;
+    strcpy(cb.segments[0].service, "busy");
+    cb.segments[0].wcet_ns = 2000000;
+  }
+  m.desc.nservices = 1;
+  strcpy(m.desc.services[0].name, "busy");
+  m.desc.services[0].request_max = 64;
+  m.desc.services[0].response_max = 64;
+  return m;
+}
+
+template <typename T>
+void overlay(T* target, const uint8_t* data, size_t size) {
+  if (size < 2) return;
+  const size_t offset = ((size_t(data[0]) << 8) | data[1]) % sizeof(T);
+  const size_t n = std::min(size - 2, sizeof(T) - offset);
+  memcpy(reinterpret_cast<uint8_t*>(target) + offset, data + 2, n);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 1) return 0;
+  const uint8_t target = data[0] % 4;
+  data++;
+  size--;
+  switch (target) {
+    case 0: {  // registration overlaid on a valid one
+      RegisterRequest m = valid_registration();
+      overlay(&m, data, size);
+      std::string why;
+      if (check_registration(&m, sizeof(m), &why) != 0) {
+        if (why.empty()) abort();
+        return 0;
+      }
+      Layout layout;
+      if (!compute_layout(m.desc, &layout, &why)) abort();
+      AdmissionOptions options;
+      options.device_levels = {4, 2};
+      Admission admission(options);
+      Admitted admitted;
+      const int r = admission.admit(m.desc, &admitted, &why);
+      if (r != 0 && why.empty()) abort();
+      if (r == 0 && admitted.device >= 2) abort();
+      break;
+    }
+    case 1: {  // raw registration bytes of any length
+      std::string why;
+      if (check_registration(data, size, &why) == 0 && size != sizeof(RegisterRequest)) abort();
+      break;
+    }
+    case 2: {  // request entry against a known layout
+      const RegisterRequest m = valid_registration();
+      Layout layout;
+      compute_layout(m.desc, &layout, nullptr);
+      RequestEntry e{};
+      e.state = kSubmitted;
+      e.callback_id = 5;
+      e.request_offset = layout.services[0].request_offset;
+      e.request_len = 8;
+      e.response_offset = layout.services[0].response_offset;
+      overlay(&e, data, size);
+      DecodedRequest out;
+      if (decode_request(e, layout, 5, &out) != RequestError::kNone) break;
+      if (out.service >= layout.nservices) abort();
+      const ServiceArea& a = layout.services[out.service];
+      if (out.request_offset % 64 || out.response_offset % 64) abort();
+      if (out.request_offset < a.request_offset ||
+          uint64_t(out.request_offset) + out.request_len > uint64_t(a.request_offset) + a.request_max)
+        abort();
+      if (out.response_offset < a.response_offset ||
+          uint64_t(out.response_offset) + out.response_cap > uint64_t(a.response_offset) + a.response_max)
+        abort();
+      if (uint64_t(out.response_offset) + out.response_cap > layout.size) abort();
+      break;
+    }
+    case 3: {  // policy text
+      std::string why;
+      const std::string text(reinterpret_cast<const char*>(data), size);
+      if (!Policy::parse(text, "fuzz.yaml", &why) && why.rfind("fuzz.yaml:", 0) != 0) abort();
+      break;
+    }
+  }
+  return 0;
+}
