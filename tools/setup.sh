@@ -11,6 +11,7 @@ APT_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev       # tests and benchmarks
   python3 python3-dev python3-venv
   xz-utils                                         # multi-threaded program for the shim tests
+  ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd  # opencl backend, PoCL as its device in tests
 )
 PIP_PACKAGES=(numpy matplotlib pytest hypothesis pyyaml wheel)
 VENV=${VENV:-.venv}

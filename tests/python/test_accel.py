@@ -1,0 +1,59 @@
+"""rtaccel bench: the accelerator server's measurements as users run them.
+Timings are not asserted here (they live in docs/benchmarks.md); the output
+contract and the ordering of the phases are."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+RTACCEL = [sys.executable, "-m", "rtaccel.cli"]
+LIB = ROOT / "python" / "rtaccel" / "lib"
+
+pytestmark = [
+    pytest.mark.skipif(not (LIB / "rtaccel-server").exists(), reason="rtaccel-server not built (make build)"),
+    pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the cpu backend needs two cores"),
+]
+
+
+def rtaccel(*args):
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    return subprocess.run(RTACCEL + list(args), capture_output=True, text=True, env=env, timeout=300)
+
+
+@pytest.mark.parametrize("wait", ["suspend", "spin"])
+def test_request_overhead_json(wait):
+    r = rtaccel("bench", "request-overhead", "--wait", wait, "--requests", "500", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["wait"] == wait and out["requests"] == 500
+    for key in ("p50_us", "p99_us", "max_us"):
+        assert out[key] >= 0
+    assert out["p50_us"] <= out["p99_us"] <= out["max_us"]
+    phases = out["phases"]
+    # The kernel ran for about its 100 us, and never much less.
+    assert phases["kernel"]["p50_us"] >= 80
+
+
+def test_request_overhead_table_and_bad_arguments():
+    r = rtaccel("bench", "request-overhead", "--requests", "200", "--kernel-us", "0")
+    assert r.returncode == 0, r.stderr
+    assert "198-391 us" in r.stdout and "overhead" in r.stdout
+    r = rtaccel("bench", "request-overhead", "--wait", "nap")
+    assert r.returncode == 2 and "invalid choice" in r.stderr
+    r = rtaccel("bench", "request-overhead", "--kernel-us", "-1")
+    assert r.returncode == 2 and "0..1000000" in r.stderr
+
+
+def test_preemption_json():
+    r = rtaccel("bench", "preemption", "--iterations", "5", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert set(out["kernels"]) == {"matmul", "reduction", "vecadd", "histogram"}
+    for k in out["kernels"].values():
+        assert k["samples"] >= 1
+        assert k["delay_max_us"] >= k["delay_p50_us"] >= 0
