@@ -260,6 +260,9 @@ bool ServerImpl::open(std::string* why) {
     return false;
   }
   memcpy(addr.sun_path, options_.socket_path.c_str(), options_.socket_path.size() + 1);
+  // The default socket lives in /run/rtaccel/, which a fresh boot lacks.
+  const std::string dir = options_.socket_path.substr(0, options_.socket_path.rfind('/'));
+  if (!dir.empty() && dir != options_.socket_path) mkdir(dir.c_str(), 0755);
   // A socket file left by a server that died is replaced; a live server keeps it.
   if (connect(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
     *why = options_.socket_path + ": another server is listening there";
@@ -321,6 +324,9 @@ bool ServerImpl::open_device(uint32_t index, int device, std::string* why) {
   }
   if (!d->backend) return false;
   d->levels = d->backend->levels();
+  if (d->levels > 1 && !d->backend->preemptive())
+    log("device %u: %u buckets that do not preempt each other (--no-fifo); admission control "
+        "assumes they do, so its bounds do not hold", index, d->levels);
   if (!make_shared_file("rtaccel-doorbell", 4096, 0, &d->doorbell_fd, &d->doorbell_map, why) ||
       !make_shared_file("rtaccel-status", 4096, F_SEAL_FUTURE_WRITE, &d->status_fd, &d->status_map, why))
     return false;
