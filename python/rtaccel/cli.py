@@ -154,10 +154,9 @@ def cmd_lockdemo(args) -> int:
     return EXIT_OK
 
 
-def cmd_bench_request_overhead(args) -> int:
-    extra = ["--wait", args.wait, "--requests", str(args.requests), "--kernel-us", str(args.kernel_us)]
+def _bench(args, what: str, extra: list, formatter) -> int:
     try:
-        result = accel.run_bench("request-overhead", extra, fifo=not args.no_fifo)
+        result = accel.run_bench(what, extra, fifo=not args.no_fifo)
     except accel.AccelError as err:
         print(f"rtaccel bench: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -165,23 +164,17 @@ def cmd_bench_request_overhead(args) -> int:
         import json
         print(json.dumps(result, indent=1))
     else:
-        print(accel.format_overhead(result))
+        print(formatter(result))
     return EXIT_OK
+
+
+def cmd_bench_request_overhead(args) -> int:
+    extra = ["--wait", args.wait, "--requests", str(args.requests), "--kernel-us", str(args.kernel_us)]
+    return _bench(args, "request-overhead", extra, accel.format_overhead)
 
 
 def cmd_bench_preemption(args) -> int:
-    try:
-        result = accel.run_bench("preemption", ["--iterations", str(args.iterations)],
-                                 fifo=not args.no_fifo)
-    except accel.AccelError as err:
-        print(f"rtaccel bench: {err}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    if args.json:
-        import json
-        print(json.dumps(result, indent=1))
-    else:
-        print(accel.format_preemption(result))
-    return EXIT_OK
+    return _bench(args, "preemption", ["--iterations", str(args.iterations)], accel.format_preemption)
 
 
 def _kernel_us(text: str) -> int:
