@@ -258,7 +258,7 @@ int rtaccel_submit(rtaccel_registration* reg, int service, size_t request_len,
   auto* status = reg->status.at<const StatusPage>(0);
   __atomic_fetch_add(&doorbell->bucket[bucket].seq, 1, __ATOMIC_SEQ_CST);
   if (__atomic_load_n(&status->bucket[bucket].sleeping, __ATOMIC_SEQ_CST))
-    futex_wake_shared(&doorbell->bucket[bucket].seq, 1);
+    futex_wake(&doorbell->bucket[bucket].seq, 1, true);
   if (ticket) *ticket = {index, submitted};
   return 0;
 }
@@ -319,8 +319,9 @@ int rtaccel_wait(rtaccel_registration* reg, rtaccel_ticket* ticket, uint64_t tim
     }
     uint64_t slice = kLivenessCheckNs;
     if (timeout_ns) slice = std::min(slice, timeout_ns - (now - start));
-    timespec rel{time_t(slice / 1000000000ull), long(slice % 1000000000ull)};
-    if (futex_wait_shared(&e->state, state, &rel) == -ETIMEDOUT && server_gone(reg->client)) {
+    const timespec until = deadline_after(slice);
+    if (futex_wait(&e->state, state, true, CLOCK_MONOTONIC, &until) == -ETIMEDOUT &&
+        server_gone(reg->client)) {
       result = -EPIPE;
       break;
     }

@@ -1,20 +1,17 @@
-// Small owners of operating-system handles and futex calls shared by the
-// server and the client (internal).
+// Small owners of operating-system handles shared by the server and the
+// client (internal); the futex calls are the lock layer's (lock/futex.h).
 #ifndef RTACCEL_ACCEL_OS_H_
 #define RTACCEL_ACCEL_OS_H_
 
-#include <linux/futex.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <cerrno>
-#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <ctime>
 #include <utility>
+
+#include "lock/futex.h"
 
 namespace rtaccel::accel {
 
@@ -76,24 +73,13 @@ class Mapping {
   size_t size_ = 0;
 };
 
-// Futex words live in memory shared between processes: no FUTEX_PRIVATE_FLAG.
-inline int futex_wait_shared(uint32_t* word, uint32_t expected, const timespec* relative) {
-  long r = syscall(SYS_futex, word, FUTEX_WAIT, expected, relative, nullptr, 0);
-  return r < 0 ? -errno : 0;
-}
-inline void futex_wake_shared(uint32_t* word, int count) {
-  syscall(SYS_futex, word, FUTEX_WAKE, count, nullptr, nullptr, 0);
-}
-
-inline uint32_t load_acquire(const uint32_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-inline void store_release(uint32_t* p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield" ::: "memory");
-#endif
+// Futex words live in memory shared between processes: pass shared = true.
+// A CLOCK_MONOTONIC deadline `ns` from now, for futex_wait().
+inline timespec deadline_after(uint64_t ns) {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  const uint64_t at = uint64_t(now.tv_sec) * 1000000000ull + uint64_t(now.tv_nsec) + ns;
+  return timespec{time_t(at / 1000000000ull), long(at % 1000000000ull)};
 }
 
 }  // namespace rtaccel::accel

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdarg>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <latch>
@@ -125,7 +126,7 @@ class MutexGuard {
 
 void ring(Device& d, uint32_t bucket) {
   __atomic_fetch_add(d.doorbell_word(bucket), 1, __ATOMIC_SEQ_CST);
-  futex_wake_shared(d.doorbell_word(bucket), INT_MAX);
+  futex_wake(d.doorbell_word(bucket), INT_MAX, true);
 }
 
 // A memfd of `size` bytes, mapped read-write here, that a peer cannot resize
@@ -380,7 +381,7 @@ bool ServerImpl::take(Device& d, uint32_t bucket, Job* job) {
     Region* best = nullptr;
     for (Region* r : d.buckets[bucket]) {
       if (r->faulted) continue;
-      const uint32_t head = load_acquire(&r->producer()->head);
+      const uint32_t head = __atomic_load_n(&r->producer()->head, __ATOMIC_ACQUIRE);
       const uint32_t pending = head - r->consumed;
       if (pending > kRingEntries) {
         // Only a client that broke the protocol gets here; it alone suffers.
@@ -458,7 +459,7 @@ void ServerImpl::complete(Region& r, uint32_t index, uint32_t state, int status,
   e->end_ns = monotonic_ns();
   __atomic_store_n(&e->state, (state & ~kPhaseMask) | kDone, __ATOMIC_SEQ_CST);
   // Pairs with the client's store of `waiters` before it re-reads the state.
-  if (__atomic_load_n(&e->waiters, __ATOMIC_SEQ_CST)) futex_wake_shared(&e->state, INT_MAX);
+  if (__atomic_load_n(&e->waiters, __ATOMIC_SEQ_CST)) futex_wake(&e->state, INT_MAX, true);
 }
 
 // Nothing to run: poll the doorbell for poll_ns, unless a lower bucket has
@@ -484,8 +485,8 @@ void ServerImpl::idle(Device& d, uint32_t bucket, uint32_t seen) {
   if (__atomic_load_n(word, __ATOMIC_SEQ_CST) == seen && !stopping_.load()) {
     // The timeout only bounds how long a hostile client that rewrites the
     // doorbell page can make us miss a wake-up.
-    timespec limit{0, 50 * 1000 * 1000};
-    futex_wait_shared(word, seen, &limit);
+    const timespec limit = deadline_after(50 * 1000 * 1000);
+    futex_wait(word, seen, true, CLOCK_MONOTONIC, &limit);
   }
   __atomic_store_n(d.sleeping_word(bucket), 0, __ATOMIC_RELAXED);
 }

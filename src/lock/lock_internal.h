@@ -4,6 +4,7 @@
 #define RTACCEL_LOCK_INTERNAL_H
 
 #include "rtaccel/lock.h"
+#include "futex.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -21,37 +22,12 @@
  * preempted on ours. */
 #define LOCK_SPIN 128
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield" ::: "memory");
-#endif
-}
-
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define LOAD_RELAXED(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 #define FETCH_ADD(p, v) __atomic_fetch_add((p), (v), __ATOMIC_SEQ_CST)
 #define CAS(p, expp, v) \
 	__atomic_compare_exchange_n((p), (expp), (v), false, __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE)
-
-static inline int futex_wait(uint32_t *word, uint32_t expected, bool shared, clockid_t clock,
-			     const struct timespec *abs)
-{
-	int op = FUTEX_WAIT_BITSET | (shared ? 0 : FUTEX_PRIVATE_FLAG);
-	if (abs && clock == CLOCK_REALTIME)
-		op |= FUTEX_CLOCK_REALTIME;
-	long r = syscall(SYS_futex, word, op, expected, abs, NULL, FUTEX_BITSET_MATCH_ANY);
-	return r < 0 ? -errno : 0;
-}
-
-static inline void futex_wake(uint32_t *word, int count, bool shared)
-{
-	syscall(SYS_futex, word, FUTEX_WAKE | (shared ? 0 : FUTEX_PRIVATE_FLAG), count, NULL,
-		NULL, 0);
-}
 
 /* Checks a timed call's deadline the way POSIX does once the call would block. */
 static inline int check_deadline(clockid_t clock, const struct timespec *abs)

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -268,7 +269,7 @@ class RawClient {
     const uint32_t b = header()->bucket;
     auto* db = doorbell_.at<DoorbellPage>(0);
     __atomic_fetch_add(&db->bucket[b].seq, 1, __ATOMIC_SEQ_CST);
-    futex_wake_shared(&db->bucket[b].seq, INT_MAX);
+    futex_wake(&db->bucket[b].seq, INT_MAX, true);
   }
   // Status of the request on `index` once done, or 1 if it never completes.
   int wait_done(uint32_t index, uint64_t timeout_ns) {
