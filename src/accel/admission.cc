@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "accel/protocol.h"
 #include "rtaccel/analysis.hpp"
 
 namespace rtaccel::accel {
@@ -13,14 +14,6 @@ std::string ms(uint64_t ns) {
   char text[32];
   snprintf(text, sizeof(text), "%.3f ms", double(ns) / 1e6);
   return text;
-}
-
-// A callback's accelerator utilisation: its segments' WCET over the shortest
-// period of the chains it is in.
-double utilisation(const rtaccel_callback_desc& cb, uint64_t period_ns) {
-  uint64_t sum = 0;
-  for (uint32_t j = 0; j < cb.nsegments; j++) sum += cb.segments[j].wcet_ns;
-  return period_ns ? double(sum) / double(period_ns) : 0.0;
 }
 
 }  // namespace
@@ -58,7 +51,7 @@ double Admission::device_utilisation(uint32_t device) const {
       for (uint32_t i = 0; i < chain.desc.ncallbacks; i++)
         if (name == chain.desc.callbacks[i].name && (!period || chain.desc.period_ns < period))
           period = chain.desc.period_ns;
-    sum += utilisation(cb.desc, period);
+    sum += accelerator_utilisation(cb.desc, period);  // at its shortest period
   }
   return sum;
 }
@@ -105,14 +98,14 @@ int Admission::admit(const rtaccel_registration_desc& desc, Admitted* out, std::
     fresh.push_back(&cb);
   }
   std::stable_sort(fresh.begin(), fresh.end(), [&](auto* a, auto* b) {
-    return utilisation(*a, chain.period_ns) > utilisation(*b, chain.period_ns);
+    return accelerator_utilisation(*a, chain.period_ns) > accelerator_utilisation(*b, chain.period_ns);
   });
   const uint32_t devices = uint32_t(options_.device_levels.size());
   std::vector<double> load(devices);
   for (uint32_t d = 0; d < devices; d++) load[d] = device_utilisation(d);
   for (const rtaccel_callback_desc* cb : fresh) {
     const uint32_t device = uint32_t(std::min_element(load.begin(), load.end()) - load.begin());
-    load[device] += utilisation(*cb, chain.period_ns);
+    load[device] += accelerator_utilisation(*cb, chain.period_ns);
     callbacks[cb->name] = CallbackEntry{*cb, device};
   }
   auto chains = chains_;

@@ -85,10 +85,8 @@ int receive_reply(int fd, RegisterReply* reply, int fds[3], int* nfds) {
 }
 
 double accelerator_utilisation(const rtaccel_registration_desc& d) {
-  const rtaccel_callback_desc& cb = d.chain.callbacks[d.callback % RTACCEL_MAX_CALLBACKS];
-  uint64_t sum = 0;
-  for (uint32_t j = 0; j < cb.nsegments && j < RTACCEL_MAX_SEGMENTS; j++) sum += cb.segments[j].wcet_ns;
-  return d.chain.period_ns ? double(sum) / double(d.chain.period_ns) : 0.0;
+  return rtaccel::accel::accelerator_utilisation(d.chain.callbacks[d.callback % RTACCEL_MAX_CALLBACKS],
+                                                 d.chain.period_ns);
 }
 
 }  // namespace

@@ -29,6 +29,13 @@ uint64_t monotonic_ns() {
   return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
 
+double accelerator_utilisation(const rtaccel_callback_desc& callback, uint64_t period_ns) {
+  uint64_t sum = 0;
+  for (uint32_t j = 0; j < callback.nsegments && j < RTACCEL_MAX_SEGMENTS; j++)
+    sum += callback.segments[j].wcet_ns;
+  return period_ns ? double(sum) / double(period_ns) : 0.0;
+}
+
 bool compute_layout(const rtaccel_registration_desc& desc, Layout* layout, std::string* why) {
   Layout out;
   out.nservices = desc.nservices;

@@ -181,6 +181,10 @@ const char* to_string(RequestError error);
 RequestError decode_request(const volatile RequestEntry& entry, const Layout& layout,
                             uint64_t owner_id, DecodedRequest* out);
 
+// A callback's accelerator utilisation: its segments' WCET over `period_ns`
+// (0 for a zero period). What worst-fit decreasing placement orders by.
+double accelerator_utilisation(const rtaccel_callback_desc& callback, uint64_t period_ns);
+
 uint64_t monotonic_ns();
 
 }  // namespace rtaccel::accel
