@@ -7,6 +7,7 @@ schedulable; 2 bad input (workload file, arguments).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -124,6 +125,12 @@ def cmd_shim(args) -> int:
     return status
 
 
+def _print_result(result, as_json: bool, formatter) -> int:
+    """Prints a command's result as JSON or through its table formatter."""
+    print(json.dumps(result, indent=1) if as_json else formatter(result))
+    return EXIT_OK
+
+
 def cmd_lockstat(args) -> int:
     try:
         reports = locks.load_lockstat(args.files)
@@ -131,13 +138,9 @@ def cmd_lockstat(args) -> int:
         print(f"rtaccel lockstat: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.json:
-        import json
         for rep in reports:
             rep.pop("_file", None)
-        print(json.dumps(reports, indent=1))
-    else:
-        print(locks.format_lockstat(reports, args.top))
-    return EXIT_OK
+    return _print_result(reports, args.json, lambda r: locks.format_lockstat(r, args.top))
 
 
 def cmd_lockdemo(args) -> int:
@@ -146,12 +149,7 @@ def cmd_lockdemo(args) -> int:
     except locks.LockToolError as err:
         print(f"rtaccel lockdemo: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if args.json:
-        import json
-        print(json.dumps(results, indent=1))
-    else:
-        print(locks.format_lockdemo(results))
-    return EXIT_OK
+    return _print_result(results, args.json, locks.format_lockdemo)
 
 
 def _bench(args, what: str, extra: list, formatter) -> int:
@@ -160,12 +158,7 @@ def _bench(args, what: str, extra: list, formatter) -> int:
     except accel.AccelError as err:
         print(f"rtaccel bench: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if args.json:
-        import json
-        print(json.dumps(result, indent=1))
-    else:
-        print(formatter(result))
-    return EXIT_OK
+    return _print_result(result, args.json, formatter)
 
 
 def cmd_bench_request_overhead(args) -> int:
