@@ -11,6 +11,10 @@
 //     same kernel runs, minus its response time alone with its worker awake;
 //     four kernels. On the cpu backend the difference is waking the higher
 //     bucket's worker, switching to it, and the cache the low kernel took.
+//   timer-latency [--iterations N] [--json]
+//     How late a timer wakes the calling thread (cyclictest's measure): N
+//     absolute 1 ms sleeps. Its p99 is the release jitter `rtaccel calibrate`
+//     gives the analysis. Needs no server.
 //
 // The client is pinned to the calling thread's current core set; run it on a
 // core other than the device's.
@@ -264,10 +268,40 @@ int preemption(rtaccel_client* c, int iterations, bool json) {
   return 0;
 }
 
+// --- timer latency ----------------------------------------------------------
+
+int timer_latency(int iterations, bool json) {
+  std::vector<double> late;
+  late.reserve(size_t(iterations));
+  timespec next;
+  clock_gettime(CLOCK_MONOTONIC, &next);
+  for (int i = 0; i < iterations; ++i) {
+    next.tv_nsec += 1000000;
+    if (next.tv_nsec >= 1000000000) {
+      next.tv_nsec -= 1000000000;
+      ++next.tv_sec;
+    }
+    clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, nullptr);
+    timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    late.push_back(double(now.tv_sec - next.tv_sec) * 1e9 + double(now.tv_nsec - next.tv_nsec));
+  }
+  const Stats s = stats_us(late);
+  if (json)
+    printf("{\n  \"version\": 1,\n  \"benchmark\": \"timer-latency\",\n  \"iterations\": %d,\n"
+           "  \"p50_us\": %.3f,\n  \"p99_us\": %.3f,\n  \"max_us\": %.3f\n}\n",
+           iterations, s.p50, s.p99, s.max);
+  else
+    printf("# timer wake-up latency, %d sleeps of 1 ms: p50 %.1f us, p99 %.1f us, max %.1f us\n", iterations,
+           s.p50, s.p99, s.max);
+  return 0;
+}
+
 const char kUsage[] =
     "usage: rtaccel-accel-bench request-overhead --socket S --wait suspend|spin [--requests N]\n"
     "                           [--kernel-us K] [--json]\n"
-    "       rtaccel-accel-bench preemption --socket S [--iterations N] [--json]\n";
+    "       rtaccel-accel-bench preemption --socket S [--iterations N] [--json]\n"
+    "       rtaccel-accel-bench timer-latency [--iterations N] [--json]\n";
 
 }  // namespace
 
@@ -309,6 +343,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   mlockall(MCL_CURRENT | MCL_FUTURE);
+  if (what == "timer-latency") return timer_latency(count > 0 ? count : 2000, json);
   rtaccel_client* c;
   if (int err = rtaccel_client_connect(socket_path.empty() ? nullptr : socket_path.c_str(), &c)) {
     fprintf(stderr, "rtaccel-accel-bench: cannot connect to the server: %s\n", strerror(-err));

@@ -50,6 +50,7 @@ struct Breakdown {
   uint64_t accelerator_ns = 0;    // H_c^*: the chain's accelerator segments, queueing included
   uint64_t interference_ns = 0;   // higher-priority chains on the executor and the core
   uint64_t communication_ns = 0;  // hand-overs between executors
+  uint64_t release_jitter_ns = 0; // the chain's first callback started late by the OS
 };
 
 // A maximal run of a chain's callbacks on one executor (Gamma_c in the paper).

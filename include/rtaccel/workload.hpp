@@ -103,6 +103,9 @@ struct Workload {
   // Cost of passing a chain from one executor to the next (epsilon' of the
   // analysis). Defaults to the server overhead, which the paper shows bounds it.
   uint64_t communication_ns = 0;
+  // How late this machine may start a callback after its timer's release
+  // (timer and scheduling latency): release jitter in the analysis.
+  uint64_t release_jitter_ns = 0;
   std::vector<Executor> executors;
   std::vector<Callback> callbacks;
   std::vector<Chain> chains;
@@ -112,6 +115,13 @@ struct Workload {
   // (the loader checks it).
   int callback_priority(size_t callback) const;
 };
+
+// Raises the server overhead (epsilon) and every accelerator's preemption
+// cost (kappa) to at least the given values: the overheads measured on this
+// machine by `rtaccel calibrate`, and the release jitter. A bound computed with
+// smaller overheads than the machine's would not hold. 0 leaves a value as it is.
+void raise_overheads(Workload* workload, uint64_t epsilon_ns, uint64_t kappa_ns,
+                     uint64_t jitter_ns = 0);
 
 // One problem found while loading: "file:line:col: message".
 struct Diagnostic {

@@ -82,12 +82,23 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("text"), py::arg("file_name") = "<string>", py::arg("machine_cores") = 0);
 
+  m.def(
+      "raise_overheads",
+      [](workload::Workload w, uint64_t epsilon_ns, uint64_t kappa_ns, uint64_t jitter_ns) {
+        workload::raise_overheads(&w, epsilon_ns, kappa_ns, jitter_ns);
+        return w;
+      },
+      py::arg("workload"), py::arg("epsilon_ns"), py::arg("kappa_ns"), py::arg("jitter_ns") = 0,
+      "A copy of the workload with its server overhead and preemption costs raised to at least "
+      "these (the machine's calibration).");
+
   py::class_<analysis::Breakdown>(m, "Breakdown")
       .def_readonly("blocking_ns", &analysis::Breakdown::blocking_ns)
       .def_readonly("cpu_ns", &analysis::Breakdown::cpu_ns)
       .def_readonly("accelerator_ns", &analysis::Breakdown::accelerator_ns)
       .def_readonly("interference_ns", &analysis::Breakdown::interference_ns)
-      .def_readonly("communication_ns", &analysis::Breakdown::communication_ns);
+      .def_readonly("communication_ns", &analysis::Breakdown::communication_ns)
+      .def_readonly("release_jitter_ns", &analysis::Breakdown::release_jitter_ns);
 
   py::class_<analysis::SubchainResult>(m, "SubchainResult")
       .def_readonly("executor", &analysis::SubchainResult::executor)

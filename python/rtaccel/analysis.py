@@ -29,6 +29,7 @@ def _breakdown(b) -> dict:
         "accelerator_us": _us(b.accelerator_ns),
         "interference_us": _us(b.interference_ns),
         "communication_us": _us(b.communication_ns),
+        "release_jitter_us": _us(b.release_jitter_ns),
     }
 
 
@@ -61,9 +62,15 @@ def chain_to_dict(r) -> dict:
 
 
 def analyze_file(path: str, horizon: str = "period", paper_blocking: bool = False,
-                 machine_cores: int = 0):
-    """Loads and analyses a workload file; returns (workload, results)."""
+                 machine_cores: int = 0, calibration: dict | None = None):
+    """Loads and analyses a workload file; returns (workload, results). A
+    calibration (``rtaccel calibrate``) raises the workload's overheads to the
+    machine's."""
     workload = _core.load_workload(path, machine_cores=machine_cores)
+    if calibration:
+        workload = _core.raise_overheads(workload, int(calibration["epsilon_us"] * 1000),
+                                         int(calibration["kappa_us"] * 1000),
+                                         int(calibration.get("release_jitter_us", 0) * 1000))
     results = _core.analyze(workload, horizon=horizon,
                             lp_blocking_includes_accelerator=not paper_blocking)
     return workload, results
@@ -93,6 +100,11 @@ def format_table(path: str, workload, results, options: dict) -> str:
         f"# rtaccel analyze {path}: workload '{workload.name}', {len(results)} chains",
         f"# horizon: {options['horizon']}; lower-priority blocking: "
         + ("CPU only (paper)" if options["paper_blocking"] else "CPU and accelerator"),
+        *([f"# overheads at least this machine's ({options['calibration']['path']}): "
+           f"epsilon {options['calibration']['epsilon_us']:.0f} us, "
+           f"kappa {options['calibration']['kappa_us']:.0f} us, release jitter "
+           f"{options['calibration']['release_jitter_us']:.0f} us"]
+          if options.get("calibration") else []),
         f"{'chain':<24} {'prio':>5} {'crit':>4} {'period_us':>10} {'deadline_us':>11} "
         f"{'wcrt_us':>10} {'sched':>5}  {'dominant':<12} {'blocking':>9} {'cpu':>9} "
         f"{'accel':>9} {'interf':>9} {'comm':>7}",

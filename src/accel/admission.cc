@@ -184,6 +184,7 @@ workload::Workload Admission::build(const std::map<std::string, ChainEntry>& cha
   }
   w.server = workload::Server{options_.server_core, options_.epsilon_ns, {}};
   w.communication_ns = options_.epsilon_ns;
+  w.release_jitter_ns = options_.jitter_ns;
   std::map<std::string, size_t> executor_index, callback_index;
   for (const auto& [name, cb] : callbacks) {
     auto [ex, fresh] = executor_index.try_emplace(cb.desc.executor, w.executors.size());

@@ -20,6 +20,7 @@ namespace rtaccel::accel {
 struct AdmissionOptions {
   uint64_t epsilon_ns = 50000;  // server overhead per request (analysis' epsilon)
   uint64_t kappa_ns = 0;        // device preemption cost (analysis' kappa)
+  uint64_t jitter_ns = 0;       // release jitter of the clients' timers
   int server_core = -1;         // the server's core; -1: none an executor uses
   std::vector<uint32_t> device_levels;  // priority levels of each device
   workload::Backend backend = workload::Backend::kCpu;

@@ -242,6 +242,7 @@ bool ServerImpl::open(std::string* why) {
   AdmissionOptions admission;
   admission.epsilon_ns = options_.epsilon_ns;
   admission.kappa_ns = options_.kappa_ns;
+  admission.jitter_ns = options_.jitter_ns;
   admission.server_core = options_.server_core;
   admission.backend = options_.backend == "opencl" ? workload::Backend::kOpenCl : workload::Backend::kCpu;
   for (const auto& d : devices_) admission.device_levels.push_back(d->levels);

@@ -23,6 +23,7 @@ struct ServerOptions {
   int server_core = -1;             // control thread's core; -1: not pinned
   uint64_t epsilon_ns = 50000;      // analysis: server overhead per request
   uint64_t kappa_ns = 50000;        // analysis: preemption cost per segment side
+  uint64_t jitter_ns = 0;           // analysis: release jitter of the clients' timers
   uint32_t lowest_bucket_workers = 1;  // >1: best-effort requests run concurrently
   // After a request a worker keeps polling this long for the next before it
   // sleeps (while no lower bucket has work): back-to-back requests then need

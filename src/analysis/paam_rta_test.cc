@@ -76,6 +76,30 @@ chains:
   EXPECT_STREQ(find(r, "B").dominant_term(), "interference");
 }
 
+TEST(ReleaseJitter, AddsToTheBoundAndToHigherPriorityArrivals) {
+  auto w = load(R"(
+version: 1
+name: jitter
+platform: {release_jitter_us: 5000}
+executors: [{name: ex, core: 0, priority: 50}]
+callbacks:
+  - {name: a1, executor: ex, trigger: {timer_ms: 10}, publishes: ta, cpu_us: 1000}
+  - {name: a2, executor: ex, trigger: {topic: ta}, cpu_us: 1000}
+  - {name: b1, executor: ex, trigger: {timer_ms: 20}, cpu_us: 3000}
+chains:
+  - {name: A, priority: 2, path: [a1, a2]}
+  - {name: B, priority: 1, path: [b1]}
+)");
+  auto r = analyze(w);
+  // The Lemma 4 system with J = 5. A: 5 as before, plus J = 10.
+  EXPECT_EQ(find(r, "A").wcrt_ns, 10 * kMs);
+  EXPECT_EQ(find(r, "A").breakdown.release_jitter_ns, 5 * kMs);
+  // B: A's releases in a window t are those of t + J: R0 = 3;
+  // R1 = 3 + (ceil(8/10)+1)*2 = 7; R2 = 3 + (ceil(12/10)+1)*2 = 9;
+  // R3 = 3 + (ceil(14/10)+1)*2 = 9 (7 without jitter); plus J = 14.
+  EXPECT_EQ(find(r, "B").wcrt_ns, 14 * kMs);
+}
+
 // The quickstart system (examples/quickstart.yaml): kappa = 50 us, epsilon = 40 us,
 // 4 levels, chain hot (T=100: E=2+1, A=10) above chain log (T=500: E=5, A=20).
 TEST(Theorem1, QuickstartByHand) {

@@ -323,6 +323,7 @@ class Loader {
     if (!f.valid()) return;
     if (auto cores = f.integer("cores", false, 1, 4096)) declared_cores_ = static_cast<int>(*cores);
     communication_ns_ = f.duration("communication_us", false, kNsPerUs, true);
+    if (auto jitter = f.duration("release_jitter_us", false, kNsPerUs, true)) w_.release_jitter_ns = *jitter;
     YAML::Node list = f.list("accelerators", false);
     if (list.IsDefined()) {
       for (size_t i = 0; i < list.size(); ++i) read_accelerator(list[i], i);

@@ -20,6 +20,16 @@ std::string_view to_string(WaitMode mode) {
   return mode == WaitMode::kSpin ? "spin" : "suspend";
 }
 
+void raise_overheads(Workload* w, uint64_t epsilon_ns, uint64_t kappa_ns, uint64_t jitter_ns) {
+  w->release_jitter_ns = std::max(w->release_jitter_ns, jitter_ns);
+  if (w->server) {
+    // The hand-over cost between executors defaults to the server overhead.
+    if (w->communication_ns == w->server->overhead_ns) w->communication_ns = std::max(w->communication_ns, epsilon_ns);
+    w->server->overhead_ns = std::max(w->server->overhead_ns, epsilon_ns);
+  }
+  for (auto& acc : w->accelerators) acc.preemption_cost_ns = std::max(acc.preemption_cost_ns, kappa_ns);
+}
+
 int Workload::callback_priority(size_t callback) const {
   bool found = false;
   int priority = 0;

@@ -32,6 +32,7 @@ const char kUsage[] =
     "  -c, --server-core N      pin the control thread (and OpenCL drivers) to core N\n"
     "      --epsilon-us US      admission control: server overhead per request (default 50)\n"
     "      --kappa-us US        admission control: device preemption cost (default 50)\n"
+    "      --release-jitter-us US  admission control: how late clients' timers may fire (0)\n"
     "      --lowest-workers N   workers of the lowest bucket: >1 runs best-effort requests\n"
     "                           concurrently (default 1)\n"
     "      --poll-us US         a worker polls this long for the next request before it sleeps\n"
@@ -58,7 +59,7 @@ int main(int argc, char** argv) {
   const char* env = getenv(RTACCEL_SOCKET_ENV);
   options.socket_path = env && *env ? env : RTACCEL_SOCKET_DEFAULT;
   bool devices_given = false;
-  enum { kFifoBase = 256, kNoFifo, kEpsilon, kKappa, kLowest, kPoll, kPlugin, kList };
+  enum { kFifoBase = 256, kNoFifo, kEpsilon, kKappa, kJitter, kLowest, kPoll, kPlugin, kList };
   const option longopts[] = {
       {"socket", required_argument, nullptr, 's'},
       {"backend", required_argument, nullptr, 'b'},
@@ -69,6 +70,7 @@ int main(int argc, char** argv) {
       {"server-core", required_argument, nullptr, 'c'},
       {"epsilon-us", required_argument, nullptr, kEpsilon},
       {"kappa-us", required_argument, nullptr, kKappa},
+      {"release-jitter-us", required_argument, nullptr, kJitter},
       {"lowest-workers", required_argument, nullptr, kLowest},
       {"poll-us", required_argument, nullptr, kPoll},
       {"policy", required_argument, nullptr, 'p'},
@@ -114,6 +116,10 @@ int main(int argc, char** argv) {
       case kKappa:
         if (!parse_number(optarg, 0, 1000000000, &v)) return bad("--kappa-us", optarg);
         options.kappa_ns = uint64_t(v) * 1000;
+        break;
+      case kJitter:
+        if (!parse_number(optarg, 0, 1000000000, &v)) return bad("--release-jitter-us", optarg);
+        options.jitter_ns = uint64_t(v) * 1000;
         break;
       case kLowest:
         if (!parse_number(optarg, 1, 16, &v)) return bad("--lowest-workers (1..16)", optarg);
