@@ -1,0 +1,61 @@
+// rtaccel exec: runs a workload for real and measures it.
+//
+// run_workload() starts one process per executor of the workload (pinned to
+// its core at its SCHED_FIFO priority), runs the callbacks with real CPU work
+// and real accelerator kernels for the given time, under one of three
+// policies, then writes the measurements:
+//   OUT/summary.json  per chain: count, p50/p99/max end-to-end latency,
+//                     deadline misses, dropped instances, and the analysis
+//                     bound wcrt_us; per timer: period jitter
+//   OUT/trace.json    Chrome/Perfetto trace: callbacks, accelerator requests
+//                     per bucket (queueing and kernel)
+//   OUT/latency.csv   every end-to-end latency sample
+// Under policy paam a private rtaccel-server is started unless a socket is
+// given. Executors die with the runner (no orphans); SIGINT and SIGTERM stop
+// the run early and still write the results.
+#ifndef RTACCEL_EXEC_HPP_
+#define RTACCEL_EXEC_HPP_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace rtaccel::exec {
+
+enum class Policy {
+  kRos2,   // default ROS 2 single-threaded executor: polling points, timers first
+  kPicas,  // priority-driven callbacks, criticality as priority (PiCAS)
+  kPaam,   // picas, with accelerator segments served by rtaccel-server (PAAM)
+};
+
+std::optional<Policy> parse_policy(std::string_view name);
+std::string_view to_string(Policy policy);
+
+struct RunOptions {
+  std::string workload;  // YAML file
+  Policy policy = Policy::kPaam;
+  double duration_s = 10.0;
+  std::string out_dir = "out";
+  // paam: an existing server's socket; empty starts a private one.
+  std::string socket;
+  // The rtaccel-server binary; empty: beside the running program.
+  std::string server_binary;
+  // Share of each WCET (CPU work and accelerator segments) that callbacks
+  // actually run: the rest is the margin a WCET keeps over typical execution.
+  double work_fraction = 0.9;
+  // Analysis and server: at least these overheads, whatever the workload
+  // says (from `rtaccel calibrate`); 0 leaves the workload's values.
+  uint64_t epsilon_floor_ns = 0;
+  uint64_t kappa_floor_ns = 0;
+  uint64_t jitter_floor_ns = 0;
+  bool progress = true;  // a line per second on stderr
+};
+
+// Runs the workload; returns 0, or a non-zero exit status with the reason in
+// *why (a workload that does not load: its diagnostics, one per line).
+int run_workload(const RunOptions& options, std::string* why);
+
+}  // namespace rtaccel::exec
+
+#endif  // RTACCEL_EXEC_HPP_

@@ -1,0 +1,336 @@
+#include "exec/executor.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "accel/services.h"
+#include "lock/futex.h"
+#include "rtaccel/lock.h"
+
+namespace rtaccel::exec {
+namespace {
+
+uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+timespec to_timespec(uint64_t ns) {
+  return {static_cast<time_t>(ns / 1000000000u), static_cast<long>(ns % 1000000000u)};
+}
+
+void fail(ExecutorState* state, const std::string& why) {
+  snprintf(state->error, sizeof(state->error), "%s", why.c_str());
+  state->status.store(static_cast<uint32_t>(ExecutorStatus::kFailed), std::memory_order_release);
+}
+
+// Wakes every thread of executor `state`.
+void notify(ExecutorState* state) {
+  state->events.fetch_add(1, std::memory_order_release);
+  futex_wake(reinterpret_cast<uint32_t*>(&state->events), INT_MAX, true);
+}
+
+class Executor {
+ public:
+  explicit Executor(const ExecutorConfig& config)
+      : c_(config),
+        w_(*config.workload),
+        plan_(*config.plan),
+        shared_(*config.shared),
+        state_(config.shared->executor(config.executor)),
+        mine_(config.plan->by_executor[config.executor]) {}
+
+  int run();
+
+ private:
+  struct Pick {
+    size_t callback = SIZE_MAX;
+    uint64_t release_ns = 0;  // timers: the activation's release time
+  };
+  struct CallbackState {
+    uint64_t next_release = 0;  // timers
+    bool running = false;
+  };
+  // Per thread, so that running a callback allocates nothing.
+  struct Scratch {
+    std::vector<Message> inputs;
+    Message output;
+  };
+
+  bool ready(size_t cb) const;
+  Pick pick(uint64_t now);
+  void take(size_t cb, uint64_t now, Pick* out);
+  uint64_t next_timer() const;
+  void loop(size_t thread);
+  void run_callback(size_t thread, const Pick& pick, Scratch* scratch);
+  void pop(uint32_t queue, Message* out);
+  void push(uint32_t queue, const Message& message);
+  void trace(const TraceEvent& event);
+
+  const ExecutorConfig& c_;
+  const workload::Workload& w_;
+  const Plan& plan_;
+  SharedRun& shared_;
+  ExecutorState* state_;
+  const std::vector<size_t>& mine_;  // registration order
+  std::unique_ptr<AccelPath> path_;
+  pthread_mutex_t lock_;  // guards states_ and snapshot_ between the threads
+  std::vector<CallbackState> states_;
+  std::deque<size_t> snapshot_;  // ros2: the callbacks of the current polling point
+};
+
+bool Executor::ready(size_t cb) const {
+  const auto& p = plan_.callbacks[cb];
+  if (states_[cb].running) return false;
+  if (p.timer >= 0) return now_ns() >= states_[cb].next_release;
+  for (uint32_t q : p.inputs)
+    if (__atomic_load_n(&shared_.queue(q)->count, __ATOMIC_ACQUIRE) == 0) return false;
+  return true;
+}
+
+void Executor::take(size_t cb, uint64_t now, Pick* out) {
+  out->callback = cb;
+  auto& s = states_[cb];
+  s.running = true;
+  const auto& p = plan_.callbacks[cb];
+  if (p.timer < 0) return;
+  out->release_ns = s.next_release;
+  // Like a ROS 2 timer: activations missed by more than a period are skipped,
+  // not run in a burst.
+  s.next_release += p.period_ns;
+  if (s.next_release <= now) {
+    const uint64_t missed = (now - s.next_release) / p.period_ns + 1;
+    s.next_release += missed * p.period_ns;
+    state_->overruns.fetch_add(missed, std::memory_order_relaxed);
+  }
+}
+
+Executor::Pick Executor::pick(uint64_t now) {
+  Pick out;
+  if (c_.policy == Policy::kRos2) {
+    // A polling point: when the previous snapshot is used up, take a new one
+    // of what is ready, timers first, then subscriptions, each in
+    // registration order; run it in that order before looking again.
+    if (snapshot_.empty()) {
+      for (size_t cb : mine_)
+        if (plan_.callbacks[cb].timer >= 0 && ready(cb)) snapshot_.push_back(cb);
+      for (size_t cb : mine_)
+        if (plan_.callbacks[cb].timer < 0 && ready(cb)) snapshot_.push_back(cb);
+    }
+    for (auto it = snapshot_.begin(); it != snapshot_.end(); ++it) {
+      if (states_[*it].running) continue;  // another thread of the executor has it
+      const size_t cb = *it;
+      snapshot_.erase(it);
+      take(cb, now, &out);
+      return out;
+    }
+    return out;
+  }
+  // picas, paam: the highest-priority ready callback; registration order
+  // among equals.
+  int best = INT_MIN;
+  for (size_t cb : mine_) {
+    if (plan_.callbacks[cb].priority > best && ready(cb)) {
+      best = plan_.callbacks[cb].priority;
+      out.callback = cb;
+    }
+  }
+  if (out.callback != SIZE_MAX) take(out.callback, now, &out);
+  return out;
+}
+
+uint64_t Executor::next_timer() const {
+  uint64_t next = UINT64_MAX;
+  for (size_t cb : mine_)
+    if (plan_.callbacks[cb].timer >= 0 && !states_[cb].running) next = std::min(next, states_[cb].next_release);
+  return next;
+}
+
+void Executor::pop(uint32_t queue, Message* out) {
+  auto* q = shared_.queue(queue);
+  pthread_mutex_lock(&q->lock);
+  *out = q->slots[q->head];
+  q->head = (q->head + 1) % kQueueDepth;
+  __atomic_store_n(&q->count, q->count - 1, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&q->lock);
+}
+
+void Executor::push(uint32_t queue, const Message& message) {
+  auto* q = shared_.queue(queue);
+  const auto& chains = plan_.queues[queue].chains;
+  pthread_mutex_lock(&q->lock);
+  if (q->count == plan_.queues[queue].depth) {
+    // Keep last: the oldest message goes, and with it every chain instance it
+    // was carrying towards this subscriber.
+    const Message& old = q->slots[q->head];
+    for (uint32_t chain : chains)
+      if (old.stamps[chain]) shared_.chain(chain)->drops.fetch_add(1, std::memory_order_relaxed);
+    q->head = (q->head + 1) % kQueueDepth;
+    --q->count;
+    ++q->dropped;
+  }
+  q->slots[(q->head + q->count) % kQueueDepth] = message;
+  ++q->pushed;
+  __atomic_store_n(&q->count, q->count + 1, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&q->lock);
+  notify(shared_.executor(plan_.queues[queue].executor));
+}
+
+void Executor::trace(const TraceEvent& event) {
+  const uint64_t i = state_->trace_used.fetch_add(1, std::memory_order_relaxed);
+  if (i < shared_.trace_capacity(c_.executor)) shared_.trace(c_.executor)[i] = event;
+}
+
+void Executor::run_callback(size_t thread, const Pick& pick, Scratch* scratch) {
+  const size_t cb = pick.callback;
+  const auto& p = plan_.callbacks[cb];
+  const auto& callback = w_.callbacks[cb];
+  const uint64_t begin = now_ns();
+  uint64_t release = pick.release_ns;
+  for (size_t i = 0; i < p.inputs.size(); ++i) {
+    pop(p.inputs[i], &scratch->inputs[i]);
+    release = std::max(release, scratch->inputs[i].publish_ns);
+  }
+  Message& out = scratch->output;
+  std::fill(std::begin(out.stamps), std::end(out.stamps), 0);
+  for (const auto& role : p.roles)
+    out.stamps[role.chain] = role.input < 0 ? release : scratch->inputs[role.input].stamps[role.chain];
+
+  // The callback's CPU work, split evenly around its accelerator segments:
+  // preparation, then each segment followed by its share of post-processing.
+  const auto work = static_cast<uint64_t>(static_cast<double>(callback.cpu_ns) * c_.work_fraction);
+  const uint64_t piece = work / (callback.segments.size() + 1);
+  accel::busy_for_ns(piece);
+  for (size_t s = 0; s < callback.segments.size(); ++s) {
+    TraceEvent seg{};
+    seg.kind = static_cast<uint32_t>(TraceKind::kSegment);
+    seg.callback = static_cast<uint32_t>(cb);
+    seg.thread = static_cast<uint32_t>(thread);
+    seg.segment = static_cast<uint32_t>(s);
+    path_->run(thread, cb, s, &seg);
+    trace(seg);
+    accel::busy_for_ns(piece);
+  }
+  const uint64_t end = now_ns();
+  out.publish_ns = end;
+  for (uint32_t q : p.outputs) push(q, out);
+  for (uint32_t chain : p.chain_ends) {
+    if (!out.stamps[chain]) continue;  // an instance that started before a drop
+    auto* state = shared_.chain(chain);
+    const uint64_t i = state->count.load(std::memory_order_relaxed);
+    if (i < shared_.sample_capacity(chain)) shared_.samples(chain)[i] = {out.stamps[chain], end};
+    state->count.store(i + 1, std::memory_order_release);
+  }
+  if (p.timer >= 0) {
+    // The timer's records are written by this callback alone.
+    const auto timer = static_cast<size_t>(p.timer);
+    auto& count = shared_.timer(timer)->count;
+    const uint64_t i = count.load(std::memory_order_relaxed);
+    if (i < shared_.timer_capacity(timer)) shared_.timer_records(timer)[i] = {pick.release_ns, begin};
+    count.store(i + 1, std::memory_order_release);
+  }
+  TraceEvent ev{};
+  ev.kind = static_cast<uint32_t>(TraceKind::kCallback);
+  ev.callback = static_cast<uint32_t>(cb);
+  ev.thread = static_cast<uint32_t>(thread);
+  ev.submit_ns = release;
+  ev.begin_ns = begin;
+  ev.end_ns = end;
+  ev.bucket = -1;
+  trace(ev);
+}
+
+void Executor::loop(size_t thread) {
+  Scratch scratch;
+  size_t inputs = 0;
+  for (size_t cb : mine_) inputs = std::max(inputs, plan_.callbacks[cb].inputs.size());
+  scratch.inputs.resize(inputs);
+  auto* header = shared_.header();
+  while (!header->stop.load(std::memory_order_acquire)) {
+    const uint32_t events = state_->events.load(std::memory_order_acquire);
+    pthread_mutex_lock(&lock_);
+    const Pick p = pick(now_ns());
+    const uint64_t wake = next_timer();
+    pthread_mutex_unlock(&lock_);
+    if (p.callback != SIZE_MAX) {
+      run_callback(thread, p, &scratch);
+      pthread_mutex_lock(&lock_);
+      states_[p.callback].running = false;
+      pthread_mutex_unlock(&lock_);
+      if (c_.workload->executors[c_.executor].threads > 1) notify(state_);
+      continue;
+    }
+    const timespec abs = to_timespec(wake == UINT64_MAX ? now_ns() + 1000000000u : wake);
+    futex_wait(reinterpret_cast<uint32_t*>(&state_->events), events, true, CLOCK_MONOTONIC, &abs);
+  }
+}
+
+int Executor::run() {
+  const auto& ex = w_.executors[c_.executor];
+  state_->pid = getpid();
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(ex.core, &set);
+  if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+    fail(state_, "executor '" + ex.name + "': cannot pin to core " + std::to_string(ex.core) + ": " +
+                     strerror(errno));
+    return 1;
+  }
+  // Threads created below inherit the policy and priority.
+  sched_param param{};
+  param.sched_priority = ex.priority;
+  state_->realtime = sched_setscheduler(0, SCHED_FIFO, &param) == 0 ? 1 : 0;
+  mlockall(MCL_CURRENT | MCL_FUTURE);
+
+  PathConfig pc;
+  pc.workload = &w_;
+  pc.requests = c_.requests;
+  pc.executor = c_.executor;
+  pc.threads = static_cast<size_t>(ex.threads);
+  pc.socket = c_.socket;
+  path_ = c_.policy == Policy::kPaam ? make_server_path(pc) : make_direct_path(pc);
+  std::string why;
+  if (!path_->open(&why)) {
+    fail(state_, "executor '" + ex.name + "': " + why);
+    return 1;
+  }
+  if (int err = rtaccel_pi_mutex_init(&lock_, PTHREAD_MUTEX_NORMAL, false)) {
+    fail(state_, "executor '" + ex.name + "': cannot create its lock: " + strerror(-err));
+    return 1;
+  }
+  states_.resize(w_.callbacks.size());
+
+  state_->status.store(static_cast<uint32_t>(ExecutorStatus::kReady), std::memory_order_release);
+  auto* header = shared_.header();
+  while (!header->go.load(std::memory_order_acquire) && !header->stop.load(std::memory_order_acquire))
+    futex_wait(reinterpret_cast<uint32_t*>(&header->go), 0, true, CLOCK_MONOTONIC, nullptr);
+  for (size_t cb : mine_) states_[cb].next_release = header->start_ns;
+
+  std::vector<std::thread> threads;
+  for (int t = 1; t < ex.threads; ++t) threads.emplace_back([this, t] { loop(static_cast<size_t>(t)); });
+  loop(0);
+  for (auto& t : threads) t.join();
+  path_.reset();
+  state_->status.store(static_cast<uint32_t>(ExecutorStatus::kDone), std::memory_order_release);
+  return 0;
+}
+
+}  // namespace
+
+int run_executor(const ExecutorConfig& config) {
+  Executor executor(config);
+  return executor.run();
+}
+
+}  // namespace rtaccel::exec

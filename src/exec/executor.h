@@ -1,0 +1,35 @@
+// One executor process of a workload run (internal): pinned to its core at its
+// SCHED_FIFO priority, it runs its callbacks non-preemptively on its threads,
+// in the order the policy gives, and exchanges messages with the other
+// executors through the run's shared memory.
+#ifndef RTACCEL_EXEC_EXECUTOR_H_
+#define RTACCEL_EXEC_EXECUTOR_H_
+
+#include <cstddef>
+#include <string>
+
+#include "exec/plan.h"
+#include "exec/segments.h"
+#include "exec/shared.h"
+#include "rtaccel/workload.hpp"
+
+namespace rtaccel::exec {
+
+struct ExecutorConfig {
+  const workload::Workload* workload = nullptr;
+  const Plan* plan = nullptr;
+  const SegmentTable* requests = nullptr;
+  SharedRun* shared = nullptr;
+  size_t executor = 0;
+  Policy policy = Policy::kPaam;
+  double work_fraction = 0.9;  // share of each callback's CPU WCET actually worked
+  std::string socket;          // paam: rtaccel-server's socket
+};
+
+// Runs the executor until the run stops; the body of a forked child. Returns
+// its exit status; a failure is described in the executor's shared state.
+int run_executor(const ExecutorConfig& config);
+
+}  // namespace rtaccel::exec
+
+#endif  // RTACCEL_EXEC_EXECUTOR_H_

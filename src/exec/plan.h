@@ -1,0 +1,70 @@
+// The static plan of a workload run (internal): which callback each executor
+// runs, the subscription queues between callbacks, and how every callback
+// carries its chains' start timestamps from its inputs to its output.
+//
+// Built once by the runner before it forks the executors; read-only after.
+#ifndef RTACCEL_EXEC_PLAN_H_
+#define RTACCEL_EXEC_PLAN_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rtaccel/exec.hpp"
+#include "rtaccel/workload.hpp"
+
+namespace rtaccel::exec {
+
+// Chains a message can carry a start timestamp for.
+constexpr size_t kMaxChains = 64;
+// Messages a subscription keeps before it drops the oldest: ROS 2's default
+// history depth (KEEP_LAST 10). A fusion callback keeps the latest message of
+// each input only, as the reference system's fusion nodes do, so that it
+// fuses fresh data rather than a backlog.
+constexpr uint32_t kQueueDepth = 10;
+constexpr uint32_t kFusionDepth = 1;
+
+// How a callback obtains chain `chain`'s start time: from input `input`'s
+// message, or (input < 0) because the chain starts with this callback.
+struct ChainRole {
+  uint32_t chain = 0;
+  int32_t input = -1;
+};
+
+struct CallbackPlan {
+  size_t callback = 0;  // index into Workload::callbacks
+  size_t executor = 0;
+  int priority = 0;                  // criticality as priority
+  uint64_t period_ns = 0;            // timer period; 0 for a subscription
+  int32_t timer = -1;                // index among the workload's timers
+  std::vector<uint32_t> inputs;      // queue of each trigger topic, in trigger order
+  std::vector<uint32_t> outputs;     // queues this callback's topic feeds
+  std::vector<ChainRole> roles;      // one per chain through the callback
+  std::vector<uint32_t> chain_ends;  // chains whose last callback this is
+};
+
+struct QueuePlan {
+  size_t consumer = 0;  // callback index
+  size_t executor = 0;  // the consumer's executor
+  std::string topic;
+  uint32_t depth = kQueueDepth;
+  std::vector<uint32_t> chains;  // chains whose instances travel through this queue
+};
+
+struct Plan {
+  std::vector<CallbackPlan> callbacks;            // index = workload callback index
+  std::vector<QueuePlan> queues;
+  std::vector<std::vector<size_t>> by_executor;   // callbacks, in registration order
+  std::vector<size_t> timers;                     // callback index of each timer
+};
+
+// Builds the plan; an empty optional with the reason when the workload cannot
+// run (too many chains).
+std::optional<Plan> make_plan(const workload::Workload& workload, std::string* why);
+
+}  // namespace rtaccel::exec
+
+#endif  // RTACCEL_EXEC_PLAN_H_

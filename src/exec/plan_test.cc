@@ -1,0 +1,106 @@
+// The run plan of the Autoware reference system: queues, fusion depth, and how
+// chain start times travel.
+#include "exec/plan.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+namespace rtaccel::exec {
+namespace {
+
+size_t index_of(const workload::Workload& w, const std::string& name) {
+  for (size_t i = 0; i < w.callbacks.size(); ++i)
+    if (w.callbacks[i].name == name) return i;
+  ADD_FAILURE() << "no callback " << name;
+  return 0;
+}
+
+size_t chain_of(const workload::Workload& w, const std::string& name) {
+  for (size_t i = 0; i < w.chains.size(); ++i)
+    if (w.chains[i].name == name) return i;
+  ADD_FAILURE() << "no chain " << name;
+  return 0;
+}
+
+class AutowarePlan : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    workload::LoadOptions options;
+    options.machine_cores = 2;
+    auto loaded = workload::load_file(RTACCEL_SOURCE_DIR "/examples/autoware_reference.yaml", options);
+    ASSERT_TRUE(loaded.ok());
+    w_ = *loaded.workload;
+    std::string why;
+    auto plan = make_plan(w_, &why);
+    ASSERT_TRUE(plan) << why;
+    plan_ = *plan;
+  }
+  workload::Workload w_;
+  Plan plan_;
+};
+
+TEST_F(AutowarePlan, OneQueuePerSubscriptionInputAndFusionKeepsTheLatest) {
+  const auto& fusion = plan_.callbacks[index_of(w_, "point_cloud_fusion")];
+  ASSERT_EQ(fusion.inputs.size(), 2u);
+  for (uint32_t q : fusion.inputs) EXPECT_EQ(plan_.queues[q].depth, kFusionDepth);
+  const auto& filter = plan_.callbacks[index_of(w_, "ray_ground_filter")];
+  ASSERT_EQ(filter.inputs.size(), 1u);
+  EXPECT_EQ(plan_.queues[filter.inputs[0]].depth, kQueueDepth);
+  // The fusion's topic feeds the filter and the voxel grid downsampler.
+  EXPECT_EQ(fusion.outputs.size(), 2u);
+  EXPECT_NE(std::find(fusion.outputs.begin(), fusion.outputs.end(), filter.inputs[0]), fusion.outputs.end());
+}
+
+TEST_F(AutowarePlan, ChainStampsComeFromThePreviousCallbacksInput) {
+  const auto& fusion = plan_.callbacks[index_of(w_, "point_cloud_fusion")];
+  const size_t front = chain_of(w_, "hot_path_front"), rear = chain_of(w_, "hot_path_rear");
+  ASSERT_EQ(fusion.roles.size(), 2u);
+  for (const auto& role : fusion.roles) {
+    const auto& topic = plan_.queues[fusion.inputs[static_cast<size_t>(role.input)]].topic;
+    EXPECT_EQ(topic, role.chain == front ? "PointsTransformerFront" : "PointsTransformerRear");
+    EXPECT_TRUE(role.chain == front || role.chain == rear);
+  }
+  // A chain starts at its timer and ends at its last callback.
+  const auto& lidar = plan_.callbacks[index_of(w_, "front_lidar_driver")];
+  ASSERT_EQ(lidar.roles.size(), 1u);
+  EXPECT_EQ(lidar.roles[0].input, -1);
+  EXPECT_GE(lidar.timer, 0);
+  const auto& end = plan_.callbacks[index_of(w_, "object_collision_estimator")];
+  EXPECT_EQ(end.chain_ends.size(), 2u);
+  // A chain that starts at a subscription has its start there.
+  const auto& voxel = plan_.callbacks[index_of(w_, "voxel_grid_downsampler")];
+  ASSERT_EQ(voxel.roles.size(), 1u);
+  EXPECT_EQ(voxel.roles[0].input, -1);
+}
+
+TEST_F(AutowarePlan, QueuesKnowWhichChainsCrossThem) {
+  // Dropping a message on the filter's input loses hot-path instances; on the
+  // downsampler's input it loses none of them.
+  const auto& filter = plan_.callbacks[index_of(w_, "ray_ground_filter")];
+  const auto& voxel = plan_.callbacks[index_of(w_, "voxel_grid_downsampler")];
+  EXPECT_EQ(plan_.queues[filter.inputs[0]].chains.size(), 2u);
+  EXPECT_TRUE(plan_.queues[voxel.inputs[0]].chains.empty());
+}
+
+TEST_F(AutowarePlan, CallbacksKeepRegistrationOrderPerExecutor) {
+  size_t total = 0;
+  for (const auto& callbacks : plan_.by_executor) {
+    EXPECT_TRUE(std::is_sorted(callbacks.begin(), callbacks.end()));
+    total += callbacks.size();
+  }
+  EXPECT_EQ(total, w_.callbacks.size());
+  EXPECT_EQ(plan_.timers.size(), 7u);
+}
+
+TEST(Plan, PoliciesByName) {
+  EXPECT_EQ(parse_policy("ros2"), Policy::kRos2);
+  EXPECT_EQ(parse_policy("picas"), Policy::kPicas);
+  EXPECT_EQ(parse_policy("paam"), Policy::kPaam);
+  EXPECT_FALSE(parse_policy("fifo"));
+  EXPECT_EQ(to_string(Policy::kPaam), "paam");
+}
+
+}  // namespace
+}  // namespace rtaccel::exec

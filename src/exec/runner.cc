@@ -1,0 +1,634 @@
+// The workload runner: sets up the run (kernel sizes, server, shared memory),
+// forks the executors, watches them for the run's duration and writes the
+// measurements.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "accel/services.h"
+#include "exec/executor.h"
+#include "exec/plan.h"
+#include "exec/segments.h"
+#include "exec/shared.h"
+#include "lock/futex.h"
+#include "rtaccel/analysis.hpp"
+#include "rtaccel/exec.hpp"
+
+namespace rtaccel::exec {
+namespace {
+
+using nlohmann::json;
+
+volatile sig_atomic_t g_interrupted = 0;
+
+void on_signal(int) { g_interrupted = 1; }
+
+uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+double us(uint64_t ns) { return static_cast<double>(ns) / 1000.0; }
+
+// Nearest-rank percentile of sorted values.
+uint64_t percentile(const std::vector<uint64_t>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  auto rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
+  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
+}
+
+// Children the runner started; killed (and reaped) when it returns early.
+class Children {
+ public:
+  ~Children() {
+    for (pid_t pid : pids_) kill(pid, SIGKILL);
+    for (pid_t pid : pids_) waitpid(pid, nullptr, 0);
+  }
+  void add(pid_t pid) { pids_.push_back(pid); }
+  // Reaps the children that have exited; returns the first unexpected exit.
+  bool any_exited(pid_t* who, int* status) {
+    for (auto it = pids_.begin(); it != pids_.end(); ++it) {
+      if (waitpid(*it, status, WNOHANG) == *it) {
+        *who = *it;
+        pids_.erase(it);
+        return true;
+      }
+    }
+    return false;
+  }
+  // Waits up to timeout for every child; kills those still there.
+  void wait_all(uint64_t timeout_ns) {
+    const uint64_t deadline = now_ns() + timeout_ns;
+    while (!pids_.empty() && now_ns() < deadline) {
+      pid_t who;
+      int status;
+      if (!any_exited(&who, &status)) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    for (pid_t pid : pids_) kill(pid, SIGKILL);
+    for (pid_t pid : pids_) waitpid(pid, nullptr, 0);
+    pids_.clear();
+  }
+  void terminate(pid_t pid, uint64_t timeout_ns) {
+    kill(pid, SIGTERM);
+    const uint64_t deadline = now_ns() + timeout_ns;
+    while (now_ns() < deadline) {
+      if (waitpid(pid, nullptr, WNOHANG) == pid) {
+        pids_.erase(std::find(pids_.begin(), pids_.end(), pid));
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+
+ private:
+  std::vector<pid_t> pids_;
+};
+
+// In a forked child: dies with the runner, whatever kills it.
+void die_with_parent(pid_t parent) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(1);
+}
+
+bool can_connect(const std::string& path) {
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
+std::string self_dir() {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? "." : exe.parent_path().string();
+}
+
+struct Setup {
+  workload::Workload w;
+  Plan plan;
+  SegmentTable requests;
+  std::vector<analysis::ChainResult> bounds;
+};
+
+// The server's command line for the workload's accelerators.
+std::vector<std::string> server_args(const workload::Workload& w, const std::string& socket) {
+  const auto& first = w.accelerators.front();
+  std::vector<std::string> args = {"--socket", socket, "--backend",
+                                   first.backend == workload::Backend::kOpenCl ? "opencl" : "cpu",
+                                   "--levels", std::to_string(first.priority_levels)};
+  for (size_t d = 0; d < w.accelerators.size(); ++d) {
+    const auto& acc = w.accelerators[d];
+    args.push_back("--device");
+    args.push_back(std::to_string(acc.backend == workload::Backend::kCpu ? acc.core : static_cast<int>(d)));
+  }
+  const uint64_t kappa = first.preemption_cost_ns;
+  const uint64_t epsilon = w.server ? w.server->overhead_ns : 0;
+  if (w.server) {
+    args.push_back("--server-core");
+    args.push_back(std::to_string(w.server->core));
+  }
+  args.push_back("--epsilon-us");
+  args.push_back(std::to_string((epsilon + 999) / 1000));
+  args.push_back("--kappa-us");
+  args.push_back(std::to_string((kappa + 999) / 1000));
+  args.push_back("--release-jitter-us");
+  args.push_back(std::to_string((w.release_jitter_ns + 999) / 1000));
+  return args;
+}
+
+bool prepare(const RunOptions& o, Setup* s, std::string* why) {
+  auto loaded = workload::load_file(o.workload);
+  if (!loaded.ok()) {
+    for (const auto& d : loaded.errors) *why += d.to_string() + "\n";
+    if (!why->empty()) why->pop_back();
+    return false;
+  }
+  s->w = std::move(*loaded.workload);
+  auto& w = s->w;
+  // Overheads measured on this machine (rtaccel calibrate) raise the
+  // workload's: a bound computed with a smaller overhead than the machine's
+  // would not hold.
+  workload::raise_overheads(&w, o.epsilon_floor_ns, o.kappa_floor_ns, o.jitter_floor_ns);
+  for (const auto& acc : w.accelerators) {
+    if (acc.backend == workload::Backend::kCuda) {
+      *why = "accelerator '" + acc.name + "': the cuda backend is not built into this rtaccel";
+      return false;
+    }
+    if (acc.backend != w.accelerators.front().backend || acc.priority_levels != w.accelerators.front().priority_levels) {
+      *why = "accelerator '" + acc.name + "': rtaccel run needs every accelerator on one backend with one number "
+             "of priority levels (one rtaccel-server)";
+      return false;
+    }
+  }
+  auto plan = make_plan(w, why);
+  if (!plan) return false;
+  s->plan = std::move(*plan);
+  s->bounds = analysis::analyze(w);
+
+  // Kernels sized to their share of each segment's WCET, timed on the device.
+  accel::calibrate_busy_loop();
+  std::vector<std::unique_ptr<KernelSizer>> sizers(w.accelerators.size());
+  s->requests.resize(w.callbacks.size());
+  for (size_t cb = 0; cb < w.callbacks.size(); ++cb) {
+    for (const auto& seg : w.callbacks[cb].segments) {
+      auto& sizer = sizers[seg.accelerator];
+      const auto& acc = w.accelerators[seg.accelerator];
+      if (!sizer) {
+        sizer = std::make_unique<KernelSizer>();
+        if (!sizer->open(acc.backend, acc.backend == workload::Backend::kCpu ? acc.core : 0, why)) return false;
+      }
+      SegmentRequest req;
+      const auto target = static_cast<uint64_t>(static_cast<double>(seg.wcet_ns) * o.work_fraction);
+      if (!sizer->size(seg.service, target, &req, why)) {
+        *why = "callback '" + w.callbacks[cb].name + "': " + *why;
+        return false;
+      }
+      s->requests[cb].push_back(std::move(req));
+    }
+  }
+  return true;
+}
+
+json chain_summary(const Setup& s, const SharedRun& shared, size_t c, std::ofstream* csv, uint64_t t0) {
+  const auto& chain = s.w.chains[c];
+  const auto* state = shared.chain(c);
+  const uint64_t count = std::min(state->count.load(), shared.sample_capacity(c));
+  std::vector<uint64_t> latency;
+  latency.reserve(count);
+  uint64_t misses = 0;
+  for (uint64_t i = 0; i < count; ++i) {
+    const Sample& x = shared.samples(c)[i];
+    const uint64_t l = x.end_ns - x.start_ns;
+    latency.push_back(l);
+    if (l > chain.deadline_ns) ++misses;
+    *csv << chain.name << ',' << us(x.start_ns - t0) << ',' << us(l) << '\n';
+  }
+  std::sort(latency.begin(), latency.end());
+  uint64_t sum = 0;
+  for (uint64_t l : latency) sum += l;
+  const analysis::ChainResult* bound = nullptr;
+  for (const auto& r : s.bounds)
+    if (r.chain == chain.name) bound = &r;
+  json j = {{"chain", chain.name},
+            {"priority", chain.priority},
+            {"critical", chain.critical},
+            {"period_us", us(chain.period_ns)},
+            {"deadline_us", us(chain.deadline_ns)},
+            {"count", latency.size()},
+            {"deadline_misses", misses},
+            {"drops", state->drops.load()}};
+  if (latency.empty()) {
+    j["p50_us"] = j["p99_us"] = j["max_us"] = j["mean_us"] = nullptr;
+  } else {
+    j["p50_us"] = us(percentile(latency, 50));
+    j["p99_us"] = us(percentile(latency, 99));
+    j["max_us"] = us(latency.back());
+    j["mean_us"] = us(sum / latency.size());
+  }
+  if (bound && bound->bounded) {
+    j["wcrt_us"] = us(bound->wcrt_ns);
+    j["bound_held"] = latency.empty() || latency.back() <= bound->wcrt_ns;
+  } else {
+    j["wcrt_us"] = nullptr;
+    j["bound_held"] = nullptr;
+  }
+  return j;
+}
+
+json timer_summary(const Setup& s, const SharedRun& shared, size_t t) {
+  const size_t cb = s.plan.timers[t];
+  const uint64_t period = s.w.callbacks[cb].trigger.timer_ns;
+  const uint64_t count = std::min(shared.timer(t)->count.load(), shared.timer_capacity(t));
+  const TimerRecord* r = shared.timer_records(t);
+  // Period jitter: how far the time between two consecutive activations'
+  // starts is from the period. Start delay: start minus release.
+  std::vector<uint64_t> jitter, delay;
+  for (uint64_t i = 0; i < count; ++i) {
+    delay.push_back(r[i].start_ns - r[i].release_ns);
+    if (i > 0 && r[i].release_ns - r[i - 1].release_ns == period) {
+      const int64_t gap = static_cast<int64_t>(r[i].start_ns - r[i - 1].start_ns);
+      jitter.push_back(static_cast<uint64_t>(std::llabs(gap - static_cast<int64_t>(period))));
+    }
+  }
+  std::sort(jitter.begin(), jitter.end());
+  std::sort(delay.begin(), delay.end());
+  return {{"callback", s.w.callbacks[cb].name},
+          {"period_us", us(period)},
+          {"activations", count},
+          {"jitter_p99_us", us(percentile(jitter, 99))},
+          {"jitter_max_us", jitter.empty() ? 0.0 : us(jitter.back())},
+          {"start_delay_p99_us", us(percentile(delay, 99))},
+          {"start_delay_max_us", delay.empty() ? 0.0 : us(delay.back())}};
+}
+
+// Perfetto: one process per executor (a thread per executor thread), one per
+// accelerator (a thread per bucket, or per client thread under direct
+// invocation). Queueing is an async slice, so that waiting requests overlap.
+json trace_events(const Setup& s, const SharedRun& shared, uint64_t t0) {
+  json events = json::array();
+  auto meta = [&events](const char* what, int pid, int tid, const std::string& name) {
+    json e = {{"ph", "M"}, {"name", what}, {"pid", pid}, {"args", {{"name", name}}}};
+    if (tid >= 0) e["tid"] = tid;
+    events.push_back(std::move(e));
+  };
+  const int accel_pid = static_cast<int>(s.w.executors.size()) + 1;
+  for (size_t e = 0; e < s.w.executors.size(); ++e) {
+    const auto& ex = s.w.executors[e];
+    meta("process_name", static_cast<int>(e) + 1, -1,
+         "executor " + ex.name + " (core " + std::to_string(ex.core) + ", FIFO " + std::to_string(ex.priority) + ")");
+    for (int t = 0; t < ex.threads; ++t) meta("thread_name", static_cast<int>(e) + 1, t, "thread " + std::to_string(t));
+  }
+  for (size_t d = 0; d < s.w.accelerators.size(); ++d)
+    meta("process_name", accel_pid + static_cast<int>(d), -1, "accelerator " + s.w.accelerators[d].name);
+  uint64_t flow = 0;
+  auto ts = [t0](uint64_t ns) { return ns >= t0 ? us(ns - t0) : -us(t0 - ns); };
+  for (size_t e = 0; e < s.w.executors.size(); ++e) {
+    const uint64_t n = std::min(shared.executor(e)->trace_used.load(), shared.trace_capacity(e));
+    const int pid = static_cast<int>(e) + 1;
+    for (uint64_t i = 0; i < n; ++i) {
+      const TraceEvent& ev = shared.trace(e)[i];
+      const auto& cb = s.w.callbacks[ev.callback];
+      if (ev.kind == static_cast<uint32_t>(TraceKind::kCallback)) {
+        events.push_back({{"ph", "X"}, {"cat", "callback"}, {"name", cb.name}, {"pid", pid}, {"tid", ev.thread},
+                          {"ts", ts(ev.begin_ns)}, {"dur", us(ev.end_ns - ev.begin_ns)},
+                          {"args", {{"priority", s.plan.callbacks[ev.callback].priority},
+                                    {"activation_delay_us", us(ev.begin_ns - ev.submit_ns)}}}});
+        continue;
+      }
+      const auto& seg = cb.segments[ev.segment];
+      const std::string name = cb.name + ": " + seg.service;
+      const int dpid = accel_pid + static_cast<int>(seg.accelerator);
+      const bool direct = ev.bucket < 0;
+      const int dtid = direct ? 1000 + pid * 100 + static_cast<int>(ev.thread) : ev.bucket;
+      events.push_back({{"ph", "X"}, {"cat", "segment"}, {"name", name}, {"pid", pid}, {"tid", ev.thread},
+                        {"ts", ts(ev.submit_ns)}, {"dur", us(ev.end_ns - ev.submit_ns)},
+                        {"args", {{"status", ev.status}, {"bucket", ev.bucket}}}});
+      if (!direct && ev.begin_ns > ev.submit_ns) {
+        ++flow;
+        events.push_back({{"ph", "b"}, {"cat", "queue"}, {"name", "queued " + name}, {"id", flow}, {"pid", dpid},
+                          {"tid", dtid}, {"ts", ts(ev.submit_ns)}});
+        events.push_back({{"ph", "e"}, {"cat", "queue"}, {"name", "queued " + name}, {"id", flow}, {"pid", dpid},
+                          {"tid", dtid}, {"ts", ts(ev.begin_ns)}});
+      }
+      events.push_back({{"ph", "X"}, {"cat", "kernel"}, {"name", name}, {"pid", dpid}, {"tid", dtid},
+                        {"ts", ts(ev.begin_ns)}, {"dur", us(ev.end_ns - ev.begin_ns)},
+                        {"args", {{"chain_priority", s.plan.callbacks[ev.callback].priority}}}});
+    }
+  }
+  // Name the accelerator tracks that appeared.
+  for (size_t d = 0; d < s.w.accelerators.size(); ++d)
+    for (int b = 0; b < s.w.accelerators[d].priority_levels; ++b)
+      meta("thread_name", accel_pid + static_cast<int>(d), b, "bucket " + std::to_string(b));
+  return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
+}
+
+bool write_file(const std::filesystem::path& path, const std::string& text, std::string* why) {
+  std::ofstream out(path);
+  out << text;
+  out.close();
+  if (!out) {
+    *why = "cannot write " + path.string();
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int run_workload(const RunOptions& o, std::string* why) {
+  if (!(o.duration_s > 0) || o.duration_s > 24 * 3600) {
+    *why = "duration must be between 0 and 24 hours";
+    return 2;
+  }
+  if (!(o.work_fraction > 0) || o.work_fraction > 1) {
+    *why = "work fraction must be in (0, 1]";
+    return 2;
+  }
+  Setup s;
+  if (!prepare(o, &s, why)) return 2;
+  const auto& w = s.w;
+  const auto duration = static_cast<uint64_t>(o.duration_s * 1e9);
+  std::error_code ec;
+  std::filesystem::create_directories(o.out_dir, ec);
+  if (ec) {
+    *why = "cannot create " + o.out_dir + ": " + ec.message();
+    return 2;
+  }
+
+  struct sigaction sa{};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  g_interrupted = 0;
+  const pid_t self = getpid();
+  Children children;
+
+  // paam: a private server unless one was given.
+  std::string socket = o.socket;
+  std::string server_dir;
+  pid_t server = -1;
+  if (o.policy == Policy::kPaam && socket.empty()) {
+    char dir[] = "/tmp/rtaccel-run-XXXXXX";
+    if (!mkdtemp(dir)) {
+      *why = std::string("cannot create a folder for the server's socket: ") + strerror(errno);
+      return 1;
+    }
+    server_dir = dir;
+    socket = server_dir + "/server.sock";
+    const std::string binary = o.server_binary.empty() ? self_dir() + "/rtaccel-server" : o.server_binary;
+    auto args = server_args(w, socket);
+    args.insert(args.begin(), binary);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const std::string log = (std::filesystem::path(o.out_dir) / "server.log").string();
+    server = fork();
+    if (server == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (getppid() != self) _exit(1);
+      // Its messages go to the result folder, beside what they explain.
+      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (fd >= 0) {
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+      }
+      signal(SIGINT, SIG_IGN);  // the runner stops it after the executors
+      execv(argv[0], argv.data());
+      fprintf(stderr, "rtaccel run: cannot start %s: %s\n", argv[0], strerror(errno));
+      _exit(127);
+    }
+    if (server < 0) {
+      *why = std::string("fork: ") + strerror(errno);
+      return 1;
+    }
+    children.add(server);
+    const uint64_t deadline = now_ns() + 10000000000u;
+    while (!can_connect(socket)) {
+      pid_t who;
+      int status;
+      if (children.any_exited(&who, &status) || now_ns() > deadline) {
+        *why = "rtaccel-server did not start (" + binary + "); see " + log;
+        return 1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  struct DirCleanup {
+    std::string dir;
+    ~DirCleanup() {
+      if (!dir.empty()) std::filesystem::remove_all(dir);
+    }
+  } cleanup{server_dir};
+
+  SharedRun shared;
+  if (!shared.create(s.plan, capacity_for(w, s.plan, duration), why)) return 1;
+  for (size_t e = 0; e < w.executors.size(); ++e) {
+    const pid_t pid = fork();
+    if (pid < 0) {
+      *why = std::string("fork: ") + strerror(errno);
+      return 1;
+    }
+    if (pid == 0) {
+      die_with_parent(self);
+      signal(SIGINT, SIG_IGN);  // the runner stops the executors cleanly
+      signal(SIGTERM, SIG_DFL);
+      ExecutorConfig config;
+      config.workload = &w;
+      config.plan = &s.plan;
+      config.requests = &s.requests;
+      config.shared = &shared;
+      config.executor = e;
+      config.policy = o.policy;
+      config.work_fraction = o.work_fraction;
+      config.socket = socket;
+      _exit(run_executor(config));
+    }
+    children.add(pid);
+  }
+
+  auto* header = shared.header();
+  auto failed = [&]() -> bool {
+    for (size_t e = 0; e < w.executors.size(); ++e) {
+      if (shared.executor(e)->status.load() == static_cast<uint32_t>(ExecutorStatus::kFailed)) {
+        *why = shared.executor(e)->error;
+        return true;
+      }
+    }
+    pid_t who;
+    int status;
+    if (children.any_exited(&who, &status)) {
+      *why = who == server ? "rtaccel-server exited during the run" : "an executor exited during the run";
+      for (size_t e = 0; e < w.executors.size(); ++e)
+        if (shared.executor(e)->error[0]) *why = shared.executor(e)->error;
+      return true;
+    }
+    return false;
+  };
+  auto stop_executors = [&]() {
+    header->stop.store(1, std::memory_order_release);
+    futex_wake(reinterpret_cast<uint32_t*>(&header->go), INT_MAX, true);
+    for (size_t e = 0; e < w.executors.size(); ++e) {
+      shared.executor(e)->events.fetch_add(1);
+      futex_wake(reinterpret_cast<uint32_t*>(&shared.executor(e)->events), INT_MAX, true);
+    }
+  };
+
+  // Every executor ready (pinned, registered), then one common start.
+  const uint64_t ready_deadline = now_ns() + 30000000000u;
+  for (;;) {
+    size_t ready = 0;
+    for (size_t e = 0; e < w.executors.size(); ++e)
+      ready += shared.executor(e)->status.load() == static_cast<uint32_t>(ExecutorStatus::kReady);
+    if (ready == w.executors.size()) break;
+    if (failed()) {
+      stop_executors();
+      return 1;
+    }
+    if (g_interrupted || now_ns() > ready_deadline) {
+      *why = g_interrupted ? "interrupted before the run started" : "the executors did not get ready in 30 s";
+      stop_executors();
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  bool realtime = true;
+  for (size_t e = 0; e < w.executors.size(); ++e) realtime = realtime && shared.executor(e)->realtime;
+  if (!realtime)
+    fprintf(stderr, "rtaccel run: warning: no permission for SCHED_FIFO; executors run at normal priority\n");
+  header->start_ns = now_ns() + 50000000u;
+  header->go.store(1, std::memory_order_release);
+  futex_wake(reinterpret_cast<uint32_t*>(&header->go), INT_MAX, true);
+
+  const uint64_t t0 = header->start_ns;
+  const uint64_t end = t0 + duration;
+  uint64_t next_report = t0 + 1000000000u;
+  const bool tty = isatty(STDERR_FILENO);
+  int status = 0;
+  while (now_ns() < end && !g_interrupted) {
+    if (failed()) {
+      status = 1;
+      break;
+    }
+    const uint64_t now = now_ns();
+    if (o.progress && now >= next_report) {
+      uint64_t done = 0, misses = 0;
+      for (size_t c = 0; c < w.chains.size(); ++c) {
+        done += shared.chain(c)->count.load();
+        const uint64_t n = std::min(shared.chain(c)->count.load(), shared.sample_capacity(c));
+        for (uint64_t i = 0; i < n; ++i) {
+          const Sample& x = shared.samples(c)[i];
+          misses += x.end_ns - x.start_ns > w.chains[c].deadline_ns;
+        }
+      }
+      // A terminal gets one line rewritten every second, a log a line every ten.
+      const double elapsed = static_cast<double>(now - t0) / 1e9;
+      if (tty || (next_report - t0) % 10000000000u == 0)
+        fprintf(stderr, "%srtaccel run: %s %5.0f/%.0f s, %llu chain instances, %llu deadline misses%s",
+                tty ? "\r" : "", std::string(to_string(o.policy)).c_str(), elapsed, o.duration_s,
+                static_cast<unsigned long long>(done), static_cast<unsigned long long>(misses),
+                tty ? "   " : "\n");
+      next_report += 1000000000u;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (o.progress && tty) fputc('\n', stderr);
+  const uint64_t stopped = now_ns();
+  stop_executors();
+  // A callback in progress finishes first: allow for the longest one.
+  uint64_t longest = 0;
+  for (const auto& cb : w.callbacks) {
+    uint64_t t = cb.cpu_ns;
+    for (const auto& seg : cb.segments) t += seg.wcet_ns;
+    longest = std::max(longest, t);
+  }
+  const uint64_t grace = 5000000000u + 4 * longest;
+  {
+    const uint64_t deadline = now_ns() + grace;
+    for (;;) {
+      size_t done = 0;
+      for (size_t e = 0; e < w.executors.size(); ++e) {
+        const auto st = shared.executor(e)->status.load();
+        done += st == static_cast<uint32_t>(ExecutorStatus::kDone) || st == static_cast<uint32_t>(ExecutorStatus::kFailed);
+      }
+      if (done == w.executors.size() || now_ns() > deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  // The server last: executors unregister on their way out.
+  if (server > 0) children.terminate(server, 5000000000u);
+  children.wait_all(grace);
+  if (status != 0) return status;
+
+  // Results.
+  const std::filesystem::path out(o.out_dir);
+  std::ofstream csv(out / "latency.csv");
+  csv << "chain,start_us,latency_us\n";
+  json chains = json::array();
+  for (size_t c = 0; c < w.chains.size(); ++c) chains.push_back(chain_summary(s, shared, c, &csv, t0));
+  csv.close();
+  json timers = json::array();
+  for (size_t t = 0; t < s.plan.timers.size(); ++t) timers.push_back(timer_summary(s, shared, t));
+  json execs = json::array();
+  for (size_t e = 0; e < w.executors.size(); ++e) {
+    const auto* st = shared.executor(e);
+    execs.push_back({{"executor", w.executors[e].name},
+                     {"realtime", st->realtime != 0},
+                     {"timer_overruns", st->overruns.load()},
+                     {"trace_events", std::min(st->trace_used.load(), shared.trace_capacity(e))},
+                     {"trace_events_lost", st->trace_used.load() - std::min(st->trace_used.load(), shared.trace_capacity(e))}});
+  }
+  json queues = json::array();
+  for (size_t q = 0; q < s.plan.queues.size(); ++q) {
+    const auto* st = shared.queue(q);
+    queues.push_back({{"topic", s.plan.queues[q].topic},
+                      {"subscriber", w.callbacks[s.plan.queues[q].consumer].name},
+                      {"messages", st->pushed},
+                      {"dropped", st->dropped}});
+  }
+  bool held = true;
+  for (const auto& c : chains)
+    if (c["critical"].get<bool>() && c["bound_held"].is_boolean()) held = held && c["bound_held"].get<bool>();
+  json summary = {{"format_version", 1},
+                  {"workload", {{"file", o.workload}, {"name", w.name}}},
+                  {"policy", std::string(to_string(o.policy))},
+                  {"duration_s", static_cast<double>(stopped - t0) / 1e9},
+                  {"interrupted", g_interrupted != 0},
+                  {"realtime", realtime},
+                  {"work_fraction", o.work_fraction},
+                  {"epsilon_us", us(w.server ? w.server->overhead_ns : 0)},
+                  {"kappa_us", us(w.accelerators.empty() ? 0 : w.accelerators.front().preemption_cost_ns)},
+                  {"release_jitter_us", us(w.release_jitter_ns)},
+                  {"critical_bounds_held", held},
+                  {"chains", std::move(chains)},
+                  {"timers", std::move(timers)},
+                  {"executors", std::move(execs)},
+                  {"queues", std::move(queues)}};
+  if (!write_file(out / "summary.json", summary.dump(2) + "\n", why)) return 1;
+  if (!write_file(out / "trace.json", trace_events(s, shared, t0).dump() + "\n", why)) return 1;
+  if (!csv) {
+    *why = "cannot write " + (out / "latency.csv").string();
+    return 1;
+  }
+  return g_interrupted ? 130 : 0;
+}
+
+}  // namespace rtaccel::exec

@@ -1,0 +1,364 @@
+#include "exec/segments.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+
+namespace rtaccel::exec {
+namespace {
+
+uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// Inputs of the numeric kernels: any values do; these stay finite in every
+// kernel and fall inside the histogram's range.
+void fill(float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>(i % 97) / 97.0f;
+}
+
+// How a kernel's time grows with its size n: t ~ n^exponent.
+double growth(const std::string& service) { return service == "matmul" ? 3.0 : 1.0; }
+
+// The largest n whose request and response fit RTACCEL_MAX_BUFFER.
+uint64_t max_size(const std::string& service) {
+  const uint64_t floats = (RTACCEL_MAX_BUFFER - 64) / sizeof(float);
+  if (service == "matmul") return static_cast<uint64_t>(std::sqrt(static_cast<double>(floats / 2)));
+  if (service == "vecadd") return floats / 2;
+  return floats;
+}
+
+template <typename T>
+void put(std::vector<unsigned char>* bytes, const T& header) {
+  memcpy(bytes->data(), &header, sizeof(header));
+}
+
+bool copy_name(char* dst, size_t cap, const std::string& name, std::string* why) {
+  if (name.size() >= cap) {
+    *why = "name '" + name + "' is longer than the server protocol's " + std::to_string(cap - 1) +
+           " characters";
+    return false;
+  }
+  memcpy(dst, name.c_str(), name.size() + 1);
+  return true;
+}
+
+}  // namespace
+
+bool build_request(const std::string& service, uint64_t n, SegmentRequest* out) {
+  out->service = service;
+  const auto count = static_cast<uint32_t>(n);
+  if (service == "busy") {
+    out->bytes.assign(sizeof(rtaccel_busy_request), 0);
+    put(&out->bytes, rtaccel_busy_request{n});
+    out->response_max = 0;
+    return true;
+  }
+  size_t inputs = 0, response = 0, header = sizeof(rtaccel_vector_request);
+  if (service == "vecadd") {
+    inputs = 2 * n;
+    response = n * sizeof(float);
+  } else if (service == "matmul") {
+    inputs = 2 * n * n;
+    response = n * n * sizeof(float);
+  } else if (service == "reduction") {
+    inputs = n;
+    response = sizeof(double);
+  } else if (service == "histogram") {
+    header = sizeof(rtaccel_histogram_request);
+    inputs = n;
+    response = 64 * sizeof(uint32_t);
+  } else {
+    return false;
+  }
+  out->bytes.assign(header + inputs * sizeof(float), 0);
+  if (service == "histogram")
+    put(&out->bytes, rtaccel_histogram_request{count, 64, 0.0f, 1.0f});
+  else
+    put(&out->bytes, rtaccel_vector_request{count, 0});
+  fill(reinterpret_cast<float*>(out->bytes.data() + header), inputs);
+  out->response_max = response;
+  return true;
+}
+
+KernelSizer::~KernelSizer() { rtaccel_direct_close(direct_); }
+
+bool KernelSizer::open(workload::Backend backend, int device, std::string* why) {
+  const char* name = backend == workload::Backend::kOpenCl ? "opencl" : "cpu";
+  if (backend == workload::Backend::kCuda) {
+    *why = "the cuda backend is not built into this rtaccel";
+    return false;
+  }
+  if (int err = rtaccel_direct_open(name, device, 0, &direct_)) {
+    *why = std::string("cannot open the ") + name + " device " + std::to_string(device) + ": " +
+           strerror(-err);
+    return false;
+  }
+  return true;
+}
+
+uint64_t KernelSizer::time_once(const SegmentRequest& request) {
+  response_.resize(std::max<size_t>(response_.size(), request.response_max));
+  uint64_t best = UINT64_MAX;
+  for (int trial = 0; trial < 3; ++trial) {
+    const uint64_t t0 = now_ns();
+    size_t len = 0;
+    if (rtaccel_direct_call(direct_, request.service.c_str(), request.bytes.data(), request.bytes.size(),
+                            response_.data(), response_.size(), &len) != 0)
+      return UINT64_MAX;
+    best = std::min(best, now_ns() - t0);
+  }
+  return best;
+}
+
+bool KernelSizer::size(const std::string& service, uint64_t target_ns, SegmentRequest* out,
+                       std::string* why) {
+  if (service == "busy") return build_request(service, target_ns, out);
+  auto key = std::make_pair(service, target_ns);
+  if (auto it = sizes_.find(key); it != sizes_.end()) return build_request(service, it->second, out);
+  uint64_t n = service == "matmul" ? 32 : 4096;
+  if (!build_request(service, n, out)) {
+    *why = "service '" + service +
+           "': rtaccel run sizes only the built-in services busy, vecadd, matmul, reduction, histogram";
+    return false;
+  }
+  // Two rounds of scaling by the kernel's growth law land within a few
+  // per cent; the kernel then runs at most about its target.
+  for (int round = 0; round < 3; ++round) {
+    const uint64_t t = time_once(*out);
+    if (t == UINT64_MAX) {
+      *why = "service '" + service + "' failed on the device";
+      return false;
+    }
+    const double scale = std::pow(static_cast<double>(target_ns) / static_cast<double>(std::max<uint64_t>(t, 1)),
+                                  1.0 / growth(service));
+    const auto next = static_cast<uint64_t>(std::clamp(static_cast<double>(n) * scale, 1.0,
+                                                       static_cast<double>(max_size(service))));
+    if (next == n) break;
+    n = next;
+    build_request(service, n, out);
+  }
+  sizes_[key] = n;
+  return true;
+}
+
+bool registration_for(const workload::Workload& w, size_t callback, const SegmentTable& requests,
+                      rtaccel_registration_desc* out, std::string* why) {
+  *out = {};
+  const workload::Chain* chain = nullptr;
+  for (const auto& c : w.chains) {
+    if (std::find(c.path.begin(), c.path.end(), callback) == c.path.end()) continue;
+    if (!chain || c.priority > chain->priority) chain = &c;
+  }
+  if (!chain) {
+    *why = "callback '" + w.callbacks[callback].name + "' is in no chain";
+    return false;
+  }
+  auto& d = out->chain;
+  if (!copy_name(d.name, sizeof(d.name), chain->name, why)) return false;
+  if (chain->path.size() > RTACCEL_MAX_CALLBACKS) {
+    *why = "chain '" + chain->name + "' has more than " + std::to_string(RTACCEL_MAX_CALLBACKS) +
+           " callbacks, the most the server takes";
+    return false;
+  }
+  d.priority = chain->priority;
+  d.critical = chain->critical ? 1 : 0;
+  d.period_ns = chain->period_ns;
+  d.deadline_ns = chain->deadline_ns;
+  d.ncallbacks = static_cast<uint32_t>(chain->path.size());
+  for (size_t k = 0; k < chain->path.size(); ++k) {
+    const auto& cb = w.callbacks[chain->path[k]];
+    const auto& ex = w.executors[cb.executor];
+    auto& c = d.callbacks[k];
+    if (!copy_name(c.name, sizeof(c.name), cb.name, why) ||
+        !copy_name(c.executor, sizeof(c.executor), ex.name, why))
+      return false;
+    if (cb.segments.size() > RTACCEL_MAX_SEGMENTS) {
+      *why = "callback '" + cb.name + "' has more than " + std::to_string(RTACCEL_MAX_SEGMENTS) +
+             " accelerator segments, the most the server takes";
+      return false;
+    }
+    c.executor_core = ex.core;
+    c.executor_priority = ex.priority;
+    c.cpu_ns = cb.cpu_ns;
+    c.wait = cb.wait == workload::WaitMode::kSpin ? RTACCEL_WAIT_SPIN : RTACCEL_WAIT_SUSPEND;
+    c.nsegments = static_cast<uint32_t>(cb.segments.size());
+    for (size_t s = 0; s < cb.segments.size(); ++s) {
+      const auto& seg = cb.segments[s];
+      if (!copy_name(c.segments[s].accelerator, sizeof(c.segments[s].accelerator),
+                     w.accelerators[seg.accelerator].name, why) ||
+          !copy_name(c.segments[s].service, sizeof(c.segments[s].service), seg.service, why))
+        return false;
+      c.segments[s].wcet_ns = seg.wcet_ns;
+    }
+    if (chain->path[k] == callback) out->callback = static_cast<uint32_t>(k);
+  }
+  // One request and one response buffer per service, as large as its largest
+  // segment needs.
+  for (const auto& req : requests[callback]) {
+    uint32_t i = 0;
+    while (i < out->nservices && strcmp(out->services[i].name, req.service.c_str()) != 0) ++i;
+    if (i == out->nservices) {
+      if (!copy_name(out->services[i].name, sizeof(out->services[i].name), req.service, why)) return false;
+      ++out->nservices;
+    }
+    auto& need = out->services[i];
+    need.request_max = std::max<uint32_t>(need.request_max, static_cast<uint32_t>(req.bytes.size()));
+    need.response_max = std::max<uint32_t>(need.response_max, static_cast<uint32_t>(req.response_max));
+  }
+  return true;
+}
+
+namespace {
+
+// paam: one registration per callback with segments; the request bytes stay
+// in the shared region, rewritten only when two segments of a callback share
+// a service with different inputs.
+class ServerPath final : public AccelPath {
+ public:
+  explicit ServerPath(const PathConfig& config) : config_(config) {}
+  ~ServerPath() override {
+    for (auto& r : registrations_) rtaccel_client_unregister(r.reg);
+    rtaccel_client_close(client_);
+  }
+
+  bool open(std::string* why) override {
+    const auto& w = *config_.workload;
+    if (int err = rtaccel_client_connect(config_.socket.c_str(), &client_)) {
+      *why = "cannot connect to rtaccel-server at " + config_.socket + ": " + strerror(-err);
+      return false;
+    }
+    std::vector<rtaccel_registration_desc> descs;
+    std::vector<size_t> callbacks;
+    for (size_t cb = 0; cb < w.callbacks.size(); ++cb) {
+      if (w.callbacks[cb].executor != config_.executor || w.callbacks[cb].segments.empty()) continue;
+      descs.emplace_back();
+      if (!registration_for(w, cb, *config_.requests, &descs.back(), why)) return false;
+      callbacks.push_back(cb);
+    }
+    registrations_.resize(w.callbacks.size());
+    std::vector<rtaccel_registration*> regs(descs.size());
+    char reason[256] = "";
+    if (int err = rtaccel_client_register_all(client_, descs.data(), descs.size(), regs.data(), reason,
+                                              sizeof(reason))) {
+      *why = std::string("rtaccel-server refused the executor's callbacks: ") +
+             (reason[0] ? reason : strerror(-err));
+      return false;
+    }
+    for (size_t i = 0; i < callbacks.size(); ++i) {
+      auto& r = registrations_[callbacks[i]];
+      r.reg = regs[i];
+      const auto& segments = (*config_.requests)[callbacks[i]];
+      r.loaded.assign(RTACCEL_MAX_SERVICES, -1);
+      for (const auto& seg : segments) r.service.push_back(rtaccel_service_index(r.reg, seg.service.c_str()));
+    }
+    return true;
+  }
+
+  int run(size_t, size_t callback, size_t segment, TraceEvent* event) override {
+    auto& r = registrations_[callback];
+    const auto& req = (*config_.requests)[callback][segment];
+    const int service = r.service[segment];
+    if (r.loaded[service] != static_cast<int>(segment)) {
+      size_t cap = 0;
+      void* buf = rtaccel_request_buffer(r.reg, service, &cap);
+      memcpy(buf, req.bytes.data(), std::min(cap, req.bytes.size()));
+      r.loaded[service] = static_cast<int>(segment);
+    }
+    rtaccel_ticket ticket;
+    int status = rtaccel_submit(r.reg, service, req.bytes.size(), &ticket);
+    if (status == 0) status = rtaccel_wait(r.reg, &ticket, 0, nullptr);
+    rtaccel_request_times times{};
+    rtaccel_request_timestamps(r.reg, &ticket, &times);
+    rtaccel_registration_info info{};
+    rtaccel_registration_query(r.reg, &info);
+    event->submit_ns = times.submit_ns;
+    event->begin_ns = times.start_ns;
+    event->end_ns = times.end_ns;
+    event->bucket = static_cast<int32_t>(info.bucket);
+    event->status = status;
+    return status;
+  }
+
+ private:
+  struct Registration {
+    rtaccel_registration* reg = nullptr;
+    std::vector<int> service;  // per segment: its service's index
+    std::vector<int> loaded;   // per service: whose segment's input is in the buffer
+  };
+  PathConfig config_;
+  rtaccel_client* client_ = nullptr;
+  std::vector<Registration> registrations_;
+};
+
+// ros2, picas: each executor thread opens the device itself and runs the
+// kernels in its own context, time-sharing the device with every other
+// process at one priority.
+class DirectPath final : public AccelPath {
+ public:
+  explicit DirectPath(const PathConfig& config) : config_(config) {}
+  ~DirectPath() override {
+    for (auto* d : direct_) rtaccel_direct_close(d);
+  }
+
+  bool open(std::string* why) override {
+    const auto& w = *config_.workload;
+    size_t response = 0;
+    for (const auto& segments : *config_.requests)
+      for (const auto& r : segments) response = std::max(response, r.response_max);
+    for (size_t t = 0; t < config_.threads; ++t) {
+      // Every segment of the workload names an accelerator; all share one
+      // backend (the runner checks), and each thread opens every device.
+      std::vector<rtaccel_direct*> per_device;
+      for (const auto& acc : w.accelerators) {
+        rtaccel_direct* d = nullptr;
+        const char* backend = acc.backend == workload::Backend::kOpenCl ? "opencl" : "cpu";
+        const int device = acc.backend == workload::Backend::kCpu ? acc.core : 0;
+        if (int err = rtaccel_direct_open(backend, device, config_.direct_priority, &d)) {
+          *why = "cannot open accelerator '" + acc.name + "' directly: " + strerror(-err);
+          return false;
+        }
+        direct_.push_back(d);
+      }
+      responses_.emplace_back(response + 1);
+    }
+    return true;
+  }
+
+  int run(size_t thread, size_t callback, size_t segment, TraceEvent* event) override {
+    const auto& w = *config_.workload;
+    const auto& req = (*config_.requests)[callback][segment];
+    const size_t device = w.callbacks[callback].segments[segment].accelerator;
+    auto* d = direct_[thread * w.accelerators.size() + device];
+    auto& response = responses_[thread];
+    event->submit_ns = event->begin_ns = now_ns();
+    size_t len = 0;
+    const int status = rtaccel_direct_call(d, req.service.c_str(), req.bytes.data(), req.bytes.size(),
+                                           response.data(), response.size(), &len);
+    event->end_ns = now_ns();
+    event->bucket = -1;
+    event->status = status;
+    return status;
+  }
+
+ private:
+  PathConfig config_;
+  std::vector<rtaccel_direct*> direct_;  // [thread][accelerator]
+  std::vector<std::vector<unsigned char>> responses_;
+};
+
+}  // namespace
+
+std::unique_ptr<AccelPath> make_server_path(const PathConfig& config) {
+  return std::make_unique<ServerPath>(config);
+}
+
+std::unique_ptr<AccelPath> make_direct_path(const PathConfig& config) {
+  return std::make_unique<DirectPath>(config);
+}
+
+}  // namespace rtaccel::exec

@@ -1,0 +1,88 @@
+// Accelerator segments of a workload run (internal): requests sized so that
+// each kernel runs for its share of the segment's WCET, and the two ways an
+// executor runs them: through rtaccel-server (paam) or by direct invocation
+// (ros2, picas: every process drives the device itself).
+#ifndef RTACCEL_EXEC_SEGMENTS_H_
+#define RTACCEL_EXEC_SEGMENTS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "exec/shared.h"
+#include "rtaccel/accel.h"
+#include "rtaccel/workload.hpp"
+
+namespace rtaccel::exec {
+
+// One request, ready to submit.
+struct SegmentRequest {
+  std::string service;
+  std::vector<unsigned char> bytes;
+  size_t response_max = 0;
+};
+
+// Builds the request of a built-in service for problem size n (busy: n is ns).
+// False for a service it does not know.
+bool build_request(const std::string& service, uint64_t n, SegmentRequest* out);
+
+// Finds, by running the kernels directly on the device, the problem size whose
+// kernel takes about the target time. Set-up time only.
+class KernelSizer {
+ public:
+  KernelSizer() = default;
+  KernelSizer(const KernelSizer&) = delete;
+  KernelSizer& operator=(const KernelSizer&) = delete;
+  ~KernelSizer();
+
+  bool open(workload::Backend backend, int device, std::string* why);
+  bool size(const std::string& service, uint64_t target_ns, SegmentRequest* out, std::string* why);
+
+ private:
+  uint64_t time_once(const SegmentRequest& request);
+
+  rtaccel_direct* direct_ = nullptr;
+  std::vector<unsigned char> response_;
+  std::map<std::pair<std::string, uint64_t>, uint64_t> sizes_;
+};
+
+// Requests of every segment of every callback, indexed [callback][segment].
+using SegmentTable = std::vector<std::vector<SegmentRequest>>;
+
+// Runs accelerator segments for one executor process.
+class AccelPath {
+ public:
+  virtual ~AccelPath() = default;
+  // Sets up what the executor's callbacks need; threads is the executor's
+  // thread count. False with the reason.
+  virtual bool open(std::string* why) = 0;
+  // Runs segment `segment` of `callback` on executor thread `thread`, fills the
+  // segment's trace event; returns the service's status.
+  virtual int run(size_t thread, size_t callback, size_t segment, TraceEvent* event) = 0;
+};
+
+struct PathConfig {
+  const workload::Workload* workload = nullptr;
+  const SegmentTable* requests = nullptr;
+  size_t executor = 0;
+  size_t threads = 1;
+  std::string socket;  // paam: the server's socket
+  int direct_priority = 50;
+};
+
+std::unique_ptr<AccelPath> make_server_path(const PathConfig& config);
+std::unique_ptr<AccelPath> make_direct_path(const PathConfig& config);
+
+// The registration of one callback under its most critical chain (what the
+// server's admission control analyses). False if a name is too long for the
+// protocol.
+bool registration_for(const workload::Workload& w, size_t callback, const SegmentTable& requests,
+                      rtaccel_registration_desc* out, std::string* why);
+
+}  // namespace rtaccel::exec
+
+#endif  // RTACCEL_EXEC_SEGMENTS_H_

@@ -1,0 +1,142 @@
+// Shared memory of a workload run (internal): one anonymous memfd mapping that
+// the runner creates before it forks the executors, so every process sees it
+// at the same address. It holds the subscription queues, each executor's
+// wake-up word, and the measurements (end-to-end latency samples per chain,
+// timer activations, trace events per executor) that the runner reads back.
+//
+// Writers: a queue under its PI mutex; a chain's samples by the one callback
+// that ends it (callbacks never run concurrently with themselves); a timer's
+// records by that timer's callback; an executor's trace by that executor
+// (one atomic counter shared by its threads).
+#ifndef RTACCEL_EXEC_SHARED_H_
+#define RTACCEL_EXEC_SHARED_H_
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "exec/plan.h"
+
+namespace rtaccel::exec {
+
+struct Message {
+  uint64_t publish_ns = 0;
+  uint64_t stamps[kMaxChains];  // chain start time; 0: not part of that chain instance
+};
+
+struct alignas(64) QueueState {
+  pthread_mutex_t lock;  // priority inheritance, process-shared
+  uint32_t head = 0;     // oldest message
+  uint32_t count = 0;
+  uint64_t pushed = 0;
+  uint64_t dropped = 0;
+  Message slots[kQueueDepth];
+};
+
+enum class ExecutorStatus : uint32_t { kStarting = 0, kReady, kFailed, kDone };
+
+struct alignas(64) ExecutorState {
+  std::atomic<uint32_t> events{0};  // futex: bumped by every publish to it and on stop
+  std::atomic<uint32_t> status{0};  // ExecutorStatus
+  int32_t pid = 0;
+  uint32_t realtime = 0;            // 1: running at its SCHED_FIFO priority
+  std::atomic<uint64_t> trace_used{0};
+  std::atomic<uint64_t> overruns{0};  // timer activations skipped: executor too late
+  char error[256] = {};
+};
+
+struct alignas(64) ChainState {
+  std::atomic<uint64_t> count{0};  // samples taken (may exceed capacity; the rest are lost)
+  std::atomic<uint64_t> drops{0};  // instances lost in a full queue
+};
+
+struct alignas(64) TimerState {
+  std::atomic<uint64_t> count{0};  // activations run (records beyond capacity are lost)
+};
+
+struct Sample {
+  uint64_t start_ns;
+  uint64_t end_ns;
+};
+
+struct TimerRecord {
+  uint64_t release_ns;
+  uint64_t start_ns;
+};
+
+enum class TraceKind : uint32_t {
+  kCallback = 0,  // a callback's execution on an executor thread
+  kSegment = 1,   // an accelerator segment: submit, start and end on the device
+};
+
+struct TraceEvent {
+  uint64_t submit_ns;  // segment: when the request was submitted
+  uint64_t begin_ns;
+  uint64_t end_ns;
+  uint32_t kind;       // TraceKind
+  uint32_t callback;
+  uint32_t thread;     // executor thread index
+  int32_t bucket;      // segment: server bucket; -1: direct invocation
+  uint32_t segment;
+  int32_t status;      // segment: the service's status
+};
+
+struct alignas(64) RunHeader {
+  std::atomic<uint32_t> go{0};    // futex: set when start_ns is valid
+  std::atomic<uint32_t> stop{0};
+  uint64_t start_ns = 0;          // first timer release
+};
+
+// Capacities of the measurement arrays.
+struct Capacity {
+  std::vector<uint64_t> samples_per_chain;
+  std::vector<uint64_t> records_per_timer;
+  std::vector<uint64_t> events_per_executor;
+};
+
+// Capacities for a run of `duration_ns`: every activation the timers can make.
+Capacity capacity_for(const workload::Workload& w, const Plan& plan, uint64_t duration_ns);
+
+class SharedRun {
+ public:
+  SharedRun() = default;
+  SharedRun(const SharedRun&) = delete;
+  SharedRun& operator=(const SharedRun&) = delete;
+  ~SharedRun();
+
+  // Creates and initialises the mapping; false with the reason.
+  bool create(const Plan& plan, const Capacity& capacity, std::string* why);
+
+  RunHeader* header() const { return header_; }
+  ExecutorState* executor(size_t i) const { return executors_ + i; }
+  ChainState* chain(size_t i) const { return chains_ + i; }
+  QueueState* queue(size_t i) const { return queues_ + i; }
+  TimerState* timer(size_t i) const { return timers_ + i; }
+  Sample* samples(size_t chain) const { return samples_ + sample_offset_[chain]; }
+  uint64_t sample_capacity(size_t chain) const { return capacity_.samples_per_chain[chain]; }
+  TimerRecord* timer_records(size_t timer) const { return records_ + record_offset_[timer]; }
+  uint64_t timer_capacity(size_t timer) const { return capacity_.records_per_timer[timer]; }
+  TraceEvent* trace(size_t executor) const { return events_ + event_offset_[executor]; }
+  uint64_t trace_capacity(size_t executor) const { return capacity_.events_per_executor[executor]; }
+
+ private:
+  void* base_ = nullptr;
+  size_t size_ = 0;
+  Capacity capacity_;
+  RunHeader* header_ = nullptr;
+  ExecutorState* executors_ = nullptr;
+  ChainState* chains_ = nullptr;
+  QueueState* queues_ = nullptr;
+  TimerState* timers_ = nullptr;
+  Sample* samples_ = nullptr;
+  TimerRecord* records_ = nullptr;
+  TraceEvent* events_ = nullptr;
+  std::vector<uint64_t> sample_offset_, record_offset_, event_offset_;
+};
+
+}  // namespace rtaccel::exec
+
+#endif  // RTACCEL_EXEC_SHARED_H_

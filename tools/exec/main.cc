@@ -1,0 +1,101 @@
+// rtaccel-exec: runs a workload under one policy and writes its measurements
+// (the engine behind `rtaccel run`).
+#include <getopt.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "rtaccel/exec.hpp"
+
+namespace {
+
+const char kUsage[] =
+    "usage: rtaccel-exec WORKLOAD.yaml [options]\n"
+    "  -p, --policy NAME        ros2, picas or paam (default paam)\n"
+    "  -d, --duration S         seconds of measurement (default 10)\n"
+    "  -o, --out DIR            where summary.json, trace.json, latency.csv go (default out)\n"
+    "  -s, --socket PATH        paam: use this running rtaccel-server instead of a private one\n"
+    "      --server PATH        the rtaccel-server binary (default: beside this program)\n"
+    "      --work-fraction F    share of each WCET that callbacks run, in (0, 1] (default 0.9)\n"
+    "      --epsilon-floor-us US  at least this server overhead in the analysis (calibration)\n"
+    "      --kappa-floor-us US    at least this preemption cost in the analysis (calibration)\n"
+    "      --jitter-floor-us US   at least this timer release jitter in the analysis (calibration)\n"
+    "  -q, --quiet              no progress line\n"
+    "  -h, --help\n";
+
+bool parse_double(const char* text, double low, double high, double* out) {
+  char* end;
+  errno = 0;
+  double v = strtod(text, &end);
+  if (errno || end == text || *end || !(v >= low && v <= high)) return false;
+  *out = v;
+  return true;
+}
+
+int bad(const char* what, const char* value) {
+  fprintf(stderr, "rtaccel-exec: bad %s '%s'\n%s", what, value, kUsage);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  rtaccel::exec::RunOptions o;
+  enum { kServer = 256, kFraction, kEpsilon, kKappa, kJitter };
+  const option longopts[] = {
+      {"policy", required_argument, nullptr, 'p'},     {"duration", required_argument, nullptr, 'd'},
+      {"out", required_argument, nullptr, 'o'},        {"socket", required_argument, nullptr, 's'},
+      {"server", required_argument, nullptr, kServer}, {"work-fraction", required_argument, nullptr, kFraction},
+      {"epsilon-floor-us", required_argument, nullptr, kEpsilon},
+      {"kappa-floor-us", required_argument, nullptr, kKappa},
+      {"jitter-floor-us", required_argument, nullptr, kJitter},
+      {"quiet", no_argument, nullptr, 'q'},            {"help", no_argument, nullptr, 'h'},
+      {nullptr, 0, nullptr, 0}};
+  int opt;
+  double v;
+  while ((opt = getopt_long(argc, argv, "p:d:o:s:qh", longopts, nullptr)) != -1) {
+    switch (opt) {
+      case 'p': {
+        auto p = rtaccel::exec::parse_policy(optarg);
+        if (!p) return bad("--policy (ros2, picas, paam)", optarg);
+        o.policy = *p;
+        break;
+      }
+      case 'd':
+        if (!parse_double(optarg, 0.001, 86400, &o.duration_s)) return bad("--duration (seconds)", optarg);
+        break;
+      case 'o': o.out_dir = optarg; break;
+      case 's': o.socket = optarg; break;
+      case kServer: o.server_binary = optarg; break;
+      case kFraction:
+        if (!parse_double(optarg, 0.01, 1, &o.work_fraction)) return bad("--work-fraction (0.01..1)", optarg);
+        break;
+      case kEpsilon:
+        if (!parse_double(optarg, 0, 1e7, &v)) return bad("--epsilon-floor-us", optarg);
+        o.epsilon_floor_ns = static_cast<uint64_t>(v * 1000);
+        break;
+      case kKappa:
+        if (!parse_double(optarg, 0, 1e7, &v)) return bad("--kappa-floor-us", optarg);
+        o.kappa_floor_ns = static_cast<uint64_t>(v * 1000);
+        break;
+      case kJitter:
+        if (!parse_double(optarg, 0, 1e7, &v)) return bad("--jitter-floor-us", optarg);
+        o.jitter_floor_ns = static_cast<uint64_t>(v * 1000);
+        break;
+      case 'q': o.progress = false; break;
+      case 'h': fputs(kUsage, stdout); return 0;
+      default: fputs(kUsage, stderr); return 2;
+    }
+  }
+  if (optind != argc - 1) {
+    fputs(kUsage, stderr);
+    return 2;
+  }
+  o.workload = argv[optind];
+  std::string why;
+  const int status = rtaccel::exec::run_workload(o, &why);
+  if (!why.empty()) fprintf(stderr, "rtaccel-exec: %s\n", why.c_str());
+  return status;
+}
