@@ -13,12 +13,12 @@ from pathlib import Path
 
 from rtaccel import _core
 from rtaccel import analysis as rta
-from rtaccel import accel, locks
+from rtaccel import accel, locks, runner
 
 EXIT_OK, EXIT_UNSCHEDULABLE, EXIT_BAD_INPUT = 0, 1, 2
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
-DEMO_WORKLOADS = ("quickstart.yaml", "paam_case_study_1.yaml", "autoware_reference.yaml")
+DEMO_WORKLOAD = "autoware_reference.yaml"
 
 
 def _print_workload_error(err: Exception) -> None:
@@ -29,10 +29,16 @@ def _print_workload_error(err: Exception) -> None:
 
 
 def cmd_analyze(args) -> int:
-    options = {"horizon": args.horizon, "paper_blocking": args.paper_blocking}
+    try:
+        calibration = None if args.no_calibration else runner.load_calibration()
+    except runner.RunError as err:
+        print(f"rtaccel: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    options = {"horizon": args.horizon, "paper_blocking": args.paper_blocking,
+               "calibration": calibration}
     try:
         workload, results = rta.analyze_file(args.workload, args.horizon, args.paper_blocking,
-                                             machine_cores=args.cores)
+                                             machine_cores=args.cores, calibration=calibration)
     except _core.WorkloadError as err:
         _print_workload_error(err)
         return EXIT_BAD_INPUT
@@ -91,22 +97,88 @@ def cmd_experiment_schedulability(args) -> int:
     return EXIT_OK
 
 
+def _check_workload(path: str) -> bool:
+    """Loads the workload first so that its errors come as `file:line: what`."""
+    try:
+        _core.load_workload(path)
+    except _core.WorkloadError as err:
+        _print_workload_error(err)
+        return False
+    return True
+
+
+def cmd_run(args) -> int:
+    if not _check_workload(args.workload):
+        return EXIT_BAD_INPUT
+    try:
+        status = runner.run(args.workload, args.policy, args.duration, args.out, socket=args.socket,
+                            work_fraction=args.work_fraction, progress=not args.quiet,
+                            calibration=not args.no_calibration)
+    except (runner.RunError, accel.AccelError) as err:
+        print(f"rtaccel: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if status in (0, 130) and (Path(args.out) / "summary.json").exists():
+        print(runner.format_compare([runner.load_summary(args.out)]))
+        print(f"# results: {args.out}/summary.json, {args.out}/trace.json (open in ui.perfetto.dev), "
+              f"{args.out}/latency.csv")
+    return status
+
+
+def cmd_compare(args) -> int:
+    try:
+        summaries = [runner.load_summary(f) for f in args.folders]
+    except runner.RunError as err:
+        print(f"rtaccel: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.json:
+        print(json.dumps({"runs": [{"folder": s["folder"], "policy": s["policy"]} for s in summaries],
+                          "paam_max_vs": runner.critical_ratios(summaries)}, indent=2))
+    else:
+        print(runner.format_compare(summaries))
+    return EXIT_OK
+
+
+def cmd_report(args) -> int:
+    try:
+        table, pngs = runner.report(args.folders, args.out)
+    except runner.RunError as err:
+        print(f"rtaccel: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(table)
+    print(f"# {len(pngs)} CDF plots: {Path(pngs[0]).parent}/cdf_*.png" if pngs else "# no chains")
+    return EXIT_OK
+
+
+def cmd_calibrate(args) -> int:
+    try:
+        doc = runner.calibrate(requests=args.requests, iterations=args.iterations)
+    except accel.AccelError as err:
+        print(f"rtaccel: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"# this machine: epsilon (server overhead per request, p99) {doc['epsilon_us']:.1f} us, "
+          f"kappa (preemption cost, p99) {doc['kappa_us']:.1f} us, release jitter (timer "
+          f"wake-up, p99) {doc['release_jitter_us']:.1f} us")
+    print(f"# written to {doc['path']}: `rtaccel analyze` and `rtaccel run` now use at least these")
+    return EXIT_OK
+
+
 def cmd_demo(args) -> int:
-    # Until the executors land, the demo is the analysis of the shipped workloads.
-    worst = EXIT_OK
-    for name in DEMO_WORKLOADS:
-        path = Path(args.examples) / name
-        try:
-            workload, results = rta.analyze_file(str(path))
-        except _core.WorkloadError as err:
-            _print_workload_error(err)
-            return EXIT_BAD_INPUT
-        print(rta.format_table(str(path), workload, results,
-                               {"horizon": "period", "paper_blocking": False}))
-        print()
-        if not _core.all_critical_schedulable(results):
-            worst = EXIT_UNSCHEDULABLE
-    return worst
+    workload = str(Path(args.examples) / DEMO_WORKLOAD)
+    if not _check_workload(workload):
+        return EXIT_BAD_INPUT
+    print(f"# rtaccel demo: {DEMO_WORKLOAD} under ros2, picas and paam, {args.duration:g} s each")
+    try:
+        status, folders = runner.demo(workload, args.duration, args.out, progress=not args.quiet)
+        if status != 0:
+            return status
+        table, pngs = runner.report(folders)
+    except (runner.RunError, accel.AccelError) as err:
+        print(f"rtaccel: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(table)
+    print(f"# report: {Path(pngs[0]).parent}/ (compare.txt, cdf_*.png); traces: "
+          f"{args.out}/<policy>/trace.json (open in ui.perfetto.dev)")
+    return EXIT_OK
 
 
 def cmd_shim(args) -> int:
@@ -170,6 +242,26 @@ def cmd_bench_preemption(args) -> int:
     return _bench(args, "preemption", ["--iterations", str(args.iterations)], accel.format_preemption)
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}")
+    if not 0 < value <= 86400:
+        raise argparse.ArgumentTypeError("seconds must be in (0, 86400]")
+    return value
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}")
+    if not 0.01 <= value <= 1:
+        raise argparse.ArgumentTypeError("the work fraction must be in [0.01, 1]")
+    return value
+
+
 def _kernel_us(text: str) -> int:
     try:
         value = int(text)
@@ -201,6 +293,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "is reported with its size)")
     p.add_argument("--paper-blocking", action="store_true",
                    help="charge lower-priority blocking with CPU time only, as printed in the paper")
+    p.add_argument("--no-calibration", action="store_true",
+                   help="ignore this machine's `rtaccel calibrate` overheads")
     p.add_argument("--cores", type=_positive_int, default=0,
                    help="cores of the target machine when the workload does not say "
                         "(default: this machine's)")
@@ -287,8 +381,43 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true", help="print JSON")
     b.set_defaults(func=cmd_bench_preemption)
 
-    p = sub.add_parser("demo", help="the main job: analysis of the shipped example workloads")
+    p = sub.add_parser("run", help="run a workload for real and measure its chains")
+    p.add_argument("workload", help="workload YAML file")
+    p.add_argument("--policy", choices=runner.POLICIES, default="paam",
+                   help="executor policy: ros2, picas or paam (default paam)")
+    p.add_argument("--duration", type=_seconds, default=10.0, help="seconds measured (10)")
+    p.add_argument("--out", default="out", help="result folder (out)")
+    p.add_argument("--socket", help="paam: a running rtaccel-server's socket (default: start one)")
+    p.add_argument("--work-fraction", type=_fraction, default=0.9,
+                   help="share of each WCET that callbacks really run (0.9)")
+    p.add_argument("--no-calibration", action="store_true",
+                   help="ignore this machine's `rtaccel calibrate` overheads")
+    p.add_argument("--quiet", action="store_true", help="no progress line")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("compare", help="side-by-side table of `rtaccel run` results")
+    p.add_argument("folders", nargs="+", help="result folders")
+    p.add_argument("--json", action="store_true", help="print the paam ratios as JSON")
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("report", help="comparison table and CDF plots with the analysis bound")
+    p.add_argument("folders", nargs="+", help="result folders")
+    p.add_argument("--out", help="folder for the plots (default: report/ beside the first folder)")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("calibrate",
+                       help="measure this machine's server overhead and preemption cost")
+    p.add_argument("--requests", type=_positive_int, default=5000, help="requests timed (5000)")
+    p.add_argument("--iterations", type=_positive_int, default=100,
+                   help="preemptions per kernel (100)")
+    p.set_defaults(func=cmd_calibrate)
+
+    p = sub.add_parser("demo", help="the main job: the Autoware reference system under "
+                                    "ros2, picas and paam, compared")
+    p.add_argument("--duration", type=_seconds, default=40.0, help="seconds per policy (40)")
+    p.add_argument("--out", default="out/demo", help="result folder (out/demo)")
     p.add_argument("--examples", default=str(EXAMPLES_DIR), help="folder of the example workloads")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=cmd_demo)
     return parser
 

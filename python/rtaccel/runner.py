@@ -1,0 +1,264 @@
+"""Running workloads for real: ``rtaccel run``, ``compare``, ``report``,
+``calibrate`` and the demo.
+
+The run itself is ``lib/rtaccel-exec`` (C++): it forks one process per executor,
+starts a private ``rtaccel-server`` under the paam policy, and writes
+DIR/summary.json, DIR/trace.json (Perfetto) and DIR/latency.csv. This module
+starts it, reads and compares what it wrote, and draws the plots.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import signal
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+
+from rtaccel import accel
+
+POLICIES = ("ros2", "picas", "paam")
+
+
+class RunError(Exception):
+    """A run that could not be made or a result folder that cannot be read."""
+
+
+# --- calibration -------------------------------------------------------------
+
+def calibration_path() -> Path:
+    """Where `rtaccel calibrate` writes this machine's overheads and where
+    `rtaccel analyze` and `rtaccel run` read them: $RTACCEL_CALIBRATION, else
+    $XDG_CONFIG_HOME/rtaccel/calibration.json (~/.config by default)."""
+    env = os.environ.get("RTACCEL_CALIBRATION")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "rtaccel" / "calibration.json"
+
+
+def load_calibration() -> dict | None:
+    """This machine's calibration, or None when there is none. A file that is
+    there but unreadable is an error: silently ignoring it would give bounds
+    below the machine's real overheads."""
+    path = calibration_path()
+    if not path.exists():
+        return None
+    try:
+        doc = json.loads(path.read_text())
+        eps, kappa = float(doc["epsilon_us"]), float(doc["kappa_us"])
+        jitter = float(doc["release_jitter_us"])
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise RunError(f"{path}: not a calibration written by `rtaccel calibrate` ({err}); "
+                       "run it again or remove the file") from err
+    if eps < 0 or kappa < 0 or jitter < 0:
+        raise RunError(f"{path}: negative overheads")
+    return {"path": str(path), "epsilon_us": eps, "kappa_us": kappa, "release_jitter_us": jitter}
+
+
+def calibrate(requests: int = 5000, iterations: int = 100) -> dict:
+    """Measures epsilon (server overhead per request: the suspended round trip
+    minus the kernel, p99), kappa (cross-bucket preemption delay, the worst
+    kernel's p99) and the release jitter (how late a SCHED_FIFO timer wakes,
+    p99) with the accelerator-server benchmarks, and writes them."""
+    overhead = accel.run_bench("request-overhead", ["--wait", "suspend", "--requests", str(requests)])
+    preemption = accel.run_bench("preemption", ["--iterations", str(iterations)])
+    timer = accel.run_bench("timer-latency", ["--iterations", str(max(requests // 2, 100))])
+    eps = overhead["phases"]["overhead"]["p99_us"]
+    kappa = max(k["delay_p99_us"] for k in preemption["kernels"].values())
+    jitter = timer["p99_us"]
+    doc = {
+        "format_version": 1,
+        "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": platform.node(),
+        "epsilon_us": round(eps, 1),
+        "kappa_us": round(kappa, 1),
+        "release_jitter_us": round(jitter, 1),
+        "measured": {"request_overhead": overhead["phases"]["overhead"], "timer_latency": timer,
+                     "preemption": preemption["kernels"]},
+    }
+    path = calibration_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    doc["path"] = str(path)
+    return doc
+
+
+# --- running -----------------------------------------------------------------
+
+def run(workload: str, policy: str, duration_s: float, out: str, socket: str | None = None,
+        work_fraction: float = 0.9, progress: bool = True, calibration: bool = True) -> int:
+    """Runs rtaccel-exec; returns its exit status (0, or 130 when interrupted:
+    the results up to then are written). Ctrl-C reaches rtaccel-exec too; it
+    stops the executors and writes its results, which this waits for."""
+    cmd = [str(accel._binary("rtaccel-exec")), workload, "--policy", policy,
+           "--duration", str(duration_s), "--out", out, "--work-fraction", str(work_fraction)]
+    if socket:
+        cmd += ["--socket", socket]
+    cal = load_calibration() if calibration else None
+    if cal:
+        cmd += ["--epsilon-floor-us", str(cal["epsilon_us"]), "--kappa-floor-us", str(cal["kappa_us"]),
+                "--jitter-floor-us", str(cal["release_jitter_us"])]
+    if not progress:
+        cmd.append("--quiet")
+    proc = subprocess.Popen(cmd)
+    while True:
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:
+            # The terminal sent SIGINT to rtaccel-exec as well; if not (a
+            # signal to this process alone), pass it on.
+            proc.send_signal(signal.SIGINT)
+
+
+def load_summary(folder: str) -> dict:
+    path = Path(folder) / "summary.json"
+    try:
+        doc = json.loads(path.read_text())
+        doc["chains"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise RunError(f"{path}: not the result of `rtaccel run` ({err})") from err
+    doc["folder"] = str(folder)
+    return doc
+
+
+def _label(summary: dict) -> str:
+    return summary["policy"]
+
+
+def _f(value, width: int = 9) -> str:
+    return f"{'-':>{width}}" if value is None else f"{value / 1000.0:>{width}.2f}"
+
+
+def format_compare(summaries: list[dict]) -> str:
+    """Side-by-side table: per chain, each run's p50/p99/max (ms), misses and
+    drops, beside the analysis bound; then the ratios of the critical chains'
+    maxima of paam against the other policies."""
+    names = []
+    for s in summaries:
+        for c in s["chains"]:
+            if c["chain"] not in names:
+                names.append(c["chain"])
+    lines = ["# " + ", ".join(f"{_label(s)}: {s['folder']} ({s['workload']['name']}, "
+                               f"{s['duration_s']:.0f} s)" for s in summaries),
+             "# latency in ms; bound: the PAAM analysis' worst-case response time"]
+    head = f"{'chain':<18} {'bound':>9} "
+    for s in summaries:
+        lab = _label(s)[:6]
+        head += f"| {lab + ' p50':>10} {'p99':>8} {'max':>8} {'miss':>5} {'drop':>5} "
+    lines.append(head)
+    by = [{c["chain"]: c for c in s["chains"]} for s in summaries]
+    for name in names:
+        bound = next((b[name]["wcrt_us"] for b in by if name in b), None)
+        crit = next((b[name]["critical"] for b in by if name in b), False)
+        row = f"{(name + ('' if crit else ' (be)'))[:18]:<18} {_f(bound)} "
+        for b in by:
+            c = b.get(name)
+            if c is None:
+                row += f"| {'':>10} {'':>8} {'':>8} {'':>5} {'':>5} "
+                continue
+            over = c["bound_held"] is False and c["critical"]
+            row += (f"| {_f(c['p50_us'], 10)} {_f(c['p99_us'], 8)} {_f(c['max_us'], 8)}"
+                    f"{'!' if over else ' '}{c['deadline_misses']:>4} {c['drops']:>5} ")
+        lines.append(row)
+    lines += _ratio_lines(summaries)
+    for s in summaries:
+        if s["policy"] == "paam":
+            lines.append("# paam: every critical chain's maximum is within its bound"
+                         if s.get("critical_bounds_held") else
+                         "# paam: A CRITICAL CHAIN EXCEEDED ITS BOUND (marked '!'): a bug in the "
+                         "model or the runtime")
+        if not s.get("realtime", True):
+            lines.append(f"# {_label(s)}: executors ran without SCHED_FIFO (no permission)")
+    return "\n".join(lines)
+
+
+def critical_ratios(summaries: list[dict]) -> dict:
+    """For each critical chain: paam's maximum over each other policy's, in
+    one set of runs (the paper reports -91% against ROS 2, -51% against PiCAS)."""
+    by = {s["policy"]: {c["chain"]: c for c in s["chains"]} for s in summaries}
+    if "paam" not in by:
+        return {}
+    out = {}
+    for name, c in by["paam"].items():
+        if not c["critical"] or c["max_us"] is None:
+            continue
+        for other in ("ros2", "picas"):
+            o = by.get(other, {}).get(name)
+            if o and o["max_us"]:
+                out.setdefault(name, {})[other] = c["max_us"] / o["max_us"] - 1.0
+    return out
+
+
+def _ratio_lines(summaries: list[dict]) -> list[str]:
+    lines = []
+    for name, vs in critical_ratios(summaries).items():
+        parts = ", ".join(f"{r * 100:+.0f}% against {o}" for o, r in vs.items())
+        lines.append(f"# {name}: paam maximum {parts}")
+    return lines
+
+
+def report(folders: list[str], out: str | None = None) -> tuple[str, list[str]]:
+    """The comparison table and one CDF plot per chain (all runs on one plot,
+    the analysis bound as a vertical line, as the PAAM paper's Fig. 9-11).
+    Returns (table, PNG paths)."""
+    import csv
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    summaries = [load_summary(f) for f in folders]
+    out_dir = Path(out) if out else Path(folders[0]).resolve().parent / "report"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    samples: list[dict[str, list[float]]] = []
+    for f in folders:
+        per: dict[str, list[float]] = {}
+        try:
+            with open(Path(f) / "latency.csv", newline="") as fh:
+                for row in csv.DictReader(fh):
+                    per.setdefault(row["chain"], []).append(float(row["latency_us"]) / 1000.0)
+        except (OSError, KeyError, ValueError) as err:
+            raise RunError(f"{f}/latency.csv: {err}") from err
+        samples.append(per)
+    pngs = []
+    chains = [c for c in summaries[0]["chains"]]
+    for c in chains:
+        name = c["chain"]
+        fig, ax = plt.subplots(figsize=(6, 3.6))
+        for s, per in zip(summaries, samples):
+            x = np.sort(np.array(per.get(name, [])))
+            if x.size:
+                ax.step(x, np.arange(1, x.size + 1) / x.size, where="post", label=_label(s))
+        if c["wcrt_us"] is not None:
+            ax.axvline(c["wcrt_us"] / 1000.0, color="k", linestyle="--", label="analysis bound")
+        ax.axvline(c["deadline_us"] / 1000.0, color="r", linestyle=":", label="deadline")
+        ax.set_xlabel("end-to-end latency (ms)")
+        ax.set_ylabel("CDF")
+        ax.set_title(f"{summaries[0]['workload']['name']}: {name}"
+                     + ("" if c["critical"] else " (best effort)"))
+        ax.grid(alpha=0.3)
+        ax.legend(loc="lower right", fontsize=8)
+        fig.tight_layout()
+        path = out_dir / f"cdf_{name}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        pngs.append(str(path))
+    table = format_compare(summaries)
+    (out_dir / "compare.txt").write_text(table + "\n")
+    return table, pngs
+
+
+def demo(workload: str, duration_s: float, out: str, progress: bool = True) -> tuple[int, list[str]]:
+    """The workload under ros2, picas and paam, one after the other; returns
+    (status, result folders)."""
+    folders = []
+    for policy in POLICIES:
+        folder = str(Path(out) / policy)
+        status = run(workload, policy, duration_s, folder, progress=progress)
+        if status != 0:
+            return status, folders
+        folders.append(folder)
+    return 0, folders
