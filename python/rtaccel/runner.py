@@ -163,6 +163,9 @@ def format_compare(summaries: list[dict]) -> str:
                     f"{'!' if over else ' '}{c['deadline_misses']:>4} {c['drops']:>5} ")
         lines.append(row)
     lines += _ratio_lines(summaries)
+    if any(c["bound_held"] is False for s in summaries if s["policy"] != "paam" for c in s["chains"]):
+        lines.append("# '!': maximum above the bound; under ros2 and picas that is expected (the "
+                     "bound is the paam system's)")
     for s in summaries:
         if s["policy"] == "paam":
             lines.append("# paam: every critical chain's maximum is within its bound"
