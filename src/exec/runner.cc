@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "accel/protocol.h"
 #include "accel/services.h"
 #include "exec/executor.h"
 #include "exec/plan.h"
@@ -32,17 +33,13 @@
 namespace rtaccel::exec {
 namespace {
 
+using accel::monotonic_ns;
+
 using nlohmann::json;
 
 volatile sig_atomic_t g_interrupted = 0;
 
 void on_signal(int) { g_interrupted = 1; }
-
-uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 double us(uint64_t ns) { return static_cast<double>(ns) / 1000.0; }
 
@@ -74,8 +71,8 @@ class Children {
   }
   // Waits up to timeout for every child; kills those still there.
   void wait_all(uint64_t timeout_ns) {
-    const uint64_t deadline = now_ns() + timeout_ns;
-    while (!pids_.empty() && now_ns() < deadline) {
+    const uint64_t deadline = monotonic_ns() + timeout_ns;
+    while (!pids_.empty() && monotonic_ns() < deadline) {
       pid_t who;
       int status;
       if (!any_exited(&who, &status)) std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -86,8 +83,8 @@ class Children {
   }
   void terminate(pid_t pid, uint64_t timeout_ns) {
     kill(pid, SIGTERM);
-    const uint64_t deadline = now_ns() + timeout_ns;
-    while (now_ns() < deadline) {
+    const uint64_t deadline = monotonic_ns() + timeout_ns;
+    while (monotonic_ns() < deadline) {
       if (waitpid(pid, nullptr, WNOHANG) == pid) {
         pids_.erase(std::find(pids_.begin(), pids_.end(), pid));
         return;
@@ -421,11 +418,11 @@ int run_workload(const RunOptions& o, std::string* why) {
       return 1;
     }
     children.add(server);
-    const uint64_t deadline = now_ns() + 10000000000u;
+    const uint64_t deadline = monotonic_ns() + 10000000000u;
     while (!can_connect(socket)) {
       pid_t who;
       int status;
-      if (children.any_exited(&who, &status) || now_ns() > deadline) {
+      if (children.any_exited(&who, &status) || monotonic_ns() > deadline) {
         *why = "rtaccel-server did not start (" + binary + "); see " + log;
         return 1;
       }
@@ -493,7 +490,7 @@ int run_workload(const RunOptions& o, std::string* why) {
   };
 
   // Every executor ready (pinned, registered), then one common start.
-  const uint64_t ready_deadline = now_ns() + 30000000000u;
+  const uint64_t ready_deadline = monotonic_ns() + 30000000000u;
   for (;;) {
     size_t ready = 0;
     for (size_t e = 0; e < w.executors.size(); ++e)
@@ -503,7 +500,7 @@ int run_workload(const RunOptions& o, std::string* why) {
       stop_executors();
       return 1;
     }
-    if (g_interrupted || now_ns() > ready_deadline) {
+    if (g_interrupted || monotonic_ns() > ready_deadline) {
       *why = g_interrupted ? "interrupted before the run started" : "the executors did not get ready in 30 s";
       stop_executors();
       return 1;
@@ -514,7 +511,7 @@ int run_workload(const RunOptions& o, std::string* why) {
   for (size_t e = 0; e < w.executors.size(); ++e) realtime = realtime && shared.executor(e)->realtime;
   if (!realtime)
     fprintf(stderr, "rtaccel run: warning: no permission for SCHED_FIFO; executors run at normal priority\n");
-  header->start_ns = now_ns() + 50000000u;
+  header->start_ns = monotonic_ns() + 50000000u;
   header->go.store(1, std::memory_order_release);
   futex_wake(reinterpret_cast<uint32_t*>(&header->go), INT_MAX, true);
 
@@ -523,12 +520,12 @@ int run_workload(const RunOptions& o, std::string* why) {
   uint64_t next_report = t0 + 1000000000u;
   const bool tty = isatty(STDERR_FILENO);
   int status = 0;
-  while (now_ns() < end && !g_interrupted) {
+  while (monotonic_ns() < end && !g_interrupted) {
     if (failed()) {
       status = 1;
       break;
     }
-    const uint64_t now = now_ns();
+    const uint64_t now = monotonic_ns();
     if (o.progress && now >= next_report) {
       uint64_t done = 0, misses = 0;
       for (size_t c = 0; c < w.chains.size(); ++c) {
@@ -551,7 +548,7 @@ int run_workload(const RunOptions& o, std::string* why) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   if (o.progress && tty) fputc('\n', stderr);
-  const uint64_t stopped = now_ns();
+  const uint64_t stopped = monotonic_ns();
   stop_executors();
   // A callback in progress finishes first: allow for the longest one.
   uint64_t longest = 0;
@@ -562,14 +559,14 @@ int run_workload(const RunOptions& o, std::string* why) {
   }
   const uint64_t grace = 5000000000u + 4 * longest;
   {
-    const uint64_t deadline = now_ns() + grace;
+    const uint64_t deadline = monotonic_ns() + grace;
     for (;;) {
       size_t done = 0;
       for (size_t e = 0; e < w.executors.size(); ++e) {
         const auto st = shared.executor(e)->status.load();
         done += st == static_cast<uint32_t>(ExecutorStatus::kDone) || st == static_cast<uint32_t>(ExecutorStatus::kFailed);
       }
-      if (done == w.executors.size() || now_ns() > deadline) break;
+      if (done == w.executors.size() || monotonic_ns() > deadline) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   }
