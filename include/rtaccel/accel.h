@@ -204,8 +204,9 @@ RTACCEL_API int rtaccel_request_timestamps(const struct rtaccel_registration *re
 
 /* The calling process drives the device itself: backend "cpu" runs each call
  * on `device` (a core) under SCHED_RR at `priority` (0: SCHED_OTHER), equal
- * for all processes so that they time-share it; "opencl" opens its own context
- * on OpenCL device `device`. Allocates. */
+ * for all processes so that they time-share it; "opencl" and "cuda" open the
+ * process's own context on device `device` (cuda: one stream per calling
+ * thread, at the lowest stream priority). Allocates. */
 struct rtaccel_direct;
 RTACCEL_API int rtaccel_direct_open(const char *backend, int device, int priority,
 				    struct rtaccel_direct **out);

@@ -19,14 +19,16 @@ class ServiceTable;
 
 struct BackendOptions {
   // cpu: the core that is the device. opencl: the device's index among all
-  // OpenCL devices of all platforms.
+  // OpenCL devices of all platforms. cuda: the CUDA device number.
   int device = 0;
-  // Device priority levels (cpu only; opencl has one). At most kMaxLevels.
+  // Device priority levels, at most kMaxLevels. opencl has one; cuda offers
+  // at most as many as the device has stream priorities.
   uint32_t levels = 4;
-  // cpu: SCHED_FIFO priority of the lowest bucket's worker; bucket b runs at
-  // base + b. 0 leaves the workers at SCHED_OTHER (no real preemption).
+  // cpu, cuda: SCHED_FIFO priority of the lowest bucket's worker; bucket b
+  // runs at base + b. 0 leaves the workers at SCHED_OTHER (cpu: no real
+  // preemption).
   int fifo_base = 80;
-  // Core for worker threads that only drive a device (opencl); -1: any.
+  // Core for worker threads that only drive a device (opencl, cuda); -1: any.
   int driver_core = -1;
 };
 
@@ -60,6 +62,9 @@ std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options,
                                           const ServiceTable* services, std::string* why);
 // nullptr with the reason when no device was found (or OpenCL is not built in).
 std::unique_ptr<Backend> make_opencl_backend(const BackendOptions& options, std::string* why);
+// Loads librtaccel_cuda.so (cuda_loader.cc); nullptr with the reason when it
+// is not built, its libraries are missing, or there is no such CUDA device.
+std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& options, std::string* why);
 
 struct BackendProbe {
   std::string name;
@@ -68,6 +73,7 @@ struct BackendProbe {
   std::string detail;  // devices found, or why not
 };
 std::vector<BackendProbe> probe_backends();
+BackendProbe probe_cuda();
 
 }  // namespace rtaccel::accel
 

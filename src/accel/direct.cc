@@ -79,6 +79,11 @@ int rtaccel_direct_open(const char* backend, int device, int priority, rtaccel_d
   } else if (strcmp(backend, "opencl") == 0) {
     d->backend = make_opencl_backend(options, &why);
     d->cpu = false;
+  } else if (strcmp(backend, "cuda") == 0) {
+    // Its own CUDA context in this process, as every process has without a
+    // server; one stream per calling thread at the lowest priority.
+    d->backend = make_cuda_backend(options, &why);
+    d->cpu = false;
   } else {
     return -ENOENT;
   }

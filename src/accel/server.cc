@@ -244,7 +244,9 @@ bool ServerImpl::open(std::string* why) {
   admission.kappa_ns = options_.kappa_ns;
   admission.jitter_ns = options_.jitter_ns;
   admission.server_core = options_.server_core;
-  admission.backend = options_.backend == "opencl" ? workload::Backend::kOpenCl : workload::Backend::kCpu;
+  admission.backend = options_.backend == "opencl" ? workload::Backend::kOpenCl
+                      : options_.backend == "cuda" ? workload::Backend::kCuda
+                                                   : workload::Backend::kCpu;
   for (const auto& d : devices_) admission.device_levels.push_back(d->levels);
   admission_ = std::make_unique<Admission>(admission);
 
@@ -320,12 +322,17 @@ bool ServerImpl::open_device(uint32_t index, int device, std::string* why) {
     d->backend = make_cpu_backend(bo, &services_, why);
   } else if (options_.backend == "opencl") {
     d->backend = make_opencl_backend(bo, why);
+  } else if (options_.backend == "cuda") {
+    d->backend = make_cuda_backend(bo, why);
   } else {
     *why = "unknown backend '" + options_.backend + "' (see --list-backends)";
     return false;
   }
   if (!d->backend) return false;
   d->levels = d->backend->levels();
+  if (d->levels < options_.levels && options_.backend == "cuda")
+    log("device %u: %u levels asked for, the device has %u stream priorities", index,
+        options_.levels, d->levels);
   if (d->levels > 1 && !d->backend->preemptive())
     log("device %u: %u buckets that do not preempt each other (--no-fifo); admission control "
         "assumes they do, so its bounds do not hold", index, d->levels);

@@ -130,12 +130,11 @@ struct Setup {
 std::vector<std::string> server_args(const workload::Workload& w, const std::string& socket) {
   const auto& first = w.accelerators.front();
   std::vector<std::string> args = {"--socket", socket, "--backend",
-                                   first.backend == workload::Backend::kOpenCl ? "opencl" : "cpu",
+                                   std::string(workload::to_string(first.backend)),
                                    "--levels", std::to_string(first.priority_levels)};
   for (size_t d = 0; d < w.accelerators.size(); ++d) {
-    const auto& acc = w.accelerators[d];
     args.push_back("--device");
-    args.push_back(std::to_string(acc.backend == workload::Backend::kCpu ? acc.core : static_cast<int>(d)));
+    args.push_back(std::to_string(device_of(w, d)));
   }
   const uint64_t kappa = first.preemption_cost_ns;
   const uint64_t epsilon = w.server ? w.server->overhead_ns : 0;
@@ -166,10 +165,6 @@ bool prepare(const RunOptions& o, Setup* s, std::string* why) {
   // would not hold.
   workload::raise_overheads(&w, o.epsilon_floor_ns, o.kappa_floor_ns, o.jitter_floor_ns);
   for (const auto& acc : w.accelerators) {
-    if (acc.backend == workload::Backend::kCuda) {
-      *why = "accelerator '" + acc.name + "': the cuda backend is not built into this rtaccel";
-      return false;
-    }
     if (acc.backend != w.accelerators.front().backend || acc.priority_levels != w.accelerators.front().priority_levels) {
       *why = "accelerator '" + acc.name + "': rtaccel run needs every accelerator on one backend with one number "
              "of priority levels (one rtaccel-server)";
@@ -191,7 +186,7 @@ bool prepare(const RunOptions& o, Setup* s, std::string* why) {
       const auto& acc = w.accelerators[seg.accelerator];
       if (!sizer) {
         sizer = std::make_unique<KernelSizer>();
-        if (!sizer->open(acc.backend, acc.backend == workload::Backend::kCpu ? acc.core : 0, why)) return false;
+        if (!sizer->open(acc.backend, device_of(w, seg.accelerator), why)) return false;
       }
       SegmentRequest req;
       const auto target = static_cast<uint64_t>(static_cast<double>(seg.wcet_ns) * o.work_fraction);

@@ -86,12 +86,8 @@ bool build_request(const std::string& service, uint64_t n, SegmentRequest* out) 
 KernelSizer::~KernelSizer() { rtaccel_direct_close(direct_); }
 
 bool KernelSizer::open(workload::Backend backend, int device, std::string* why) {
-  const char* name = backend == workload::Backend::kOpenCl ? "opencl" : "cpu";
-  if (backend == workload::Backend::kCuda) {
-    *why = "the cuda backend is not built into this rtaccel";
-    return false;
-  }
-  if (int err = rtaccel_direct_open(name, device, 0, &direct_)) {
+  const std::string name(workload::to_string(backend));
+  if (int err = rtaccel_direct_open(name.c_str(), device, 0, &direct_)) {
     *why = std::string("cannot open the ") + name + " device " + std::to_string(device) + ": " +
            strerror(-err);
     return false;
@@ -312,11 +308,11 @@ class DirectPath final : public AccelPath {
       // Every segment of the workload names an accelerator; all share one
       // backend (the runner checks), and each thread opens every device.
       std::vector<rtaccel_direct*> per_device;
-      for (const auto& acc : w.accelerators) {
+      for (size_t index = 0; index < w.accelerators.size(); ++index) {
+        const auto& acc = w.accelerators[index];
         rtaccel_direct* d = nullptr;
-        const char* backend = acc.backend == workload::Backend::kOpenCl ? "opencl" : "cpu";
-        const int device = acc.backend == workload::Backend::kCpu ? acc.core : 0;
-        if (int err = rtaccel_direct_open(backend, device, config_.direct_priority, &d)) {
+        const std::string backend(workload::to_string(acc.backend));
+        if (int err = rtaccel_direct_open(backend.c_str(), device_of(w, index), config_.direct_priority, &d)) {
           *why = "cannot open accelerator '" + acc.name + "' directly: " + strerror(-err);
           return false;
         }

@@ -30,6 +30,13 @@ struct SegmentRequest {
 // False for a service it does not know.
 bool build_request(const std::string& service, uint64_t n, SegmentRequest* out);
 
+// The device number rtaccel-server and direct invocation use for accelerator
+// `index`: its core on the cpu backend, else its place among the accelerators.
+inline int device_of(const workload::Workload& w, size_t index) {
+  const auto& acc = w.accelerators[index];
+  return acc.backend == workload::Backend::kCpu ? acc.core : static_cast<int>(index);
+}
+
 // Finds, by running the kernels directly on the device, the problem size whose
 // kernel takes about the target time. Set-up time only.
 class KernelSizer {

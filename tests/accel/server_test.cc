@@ -892,6 +892,155 @@ TEST(OpenCl, ServerServicesAreCorrect) {
   EXPECT_GE(times_of(r, t).end_ns - times_of(r, t).start_ns, 2 * kMs);
 }
 
+// --- CUDA --------------------------------------------------------------------------
+
+std::string cuda_line() {
+  FILE* p = popen(RTACCEL_SERVER_BIN " --list-backends", "r");
+  char buf[4096] = {};
+  size_t n = fread(buf, 1, sizeof(buf) - 1, p);
+  pclose(p);
+  const std::string all(buf, n);
+  const size_t at = all.find("cuda ");
+  return at == std::string::npos ? "" : all.substr(at, all.find('\n', at) - at);
+}
+
+bool cuda_device_found() { return cuda_line().find("device found") != std::string::npos; }
+
+TEST(Cuda, TheBackendIsBuiltAndSaysWhatItFound) {
+  const std::string line = cuda_line();
+#ifdef RTACCEL_HAVE_CUDA
+  // nvcc was there at build time: the module loads, whether or not a GPU is.
+  EXPECT_EQ(line.find("not part of this build"), std::string::npos) << line;
+  EXPECT_EQ(line.find("cannot load"), std::string::npos) << line;
+#endif
+  if (!cuda_device_found()) {
+    std::printf("no CUDA device here: %s\n", line.c_str());
+    // The server refuses the backend with the reason instead of starting.
+    FILE* p = popen(RTACCEL_SERVER_BIN " --backend cuda --socket /tmp/rtaccel-no-gpu.sock 2>&1", "r");
+    ASSERT_TRUE(p);
+    char buf[1024] = {};
+    const size_t n = fread(buf, 1, sizeof(buf) - 1, p);
+    const int status = pclose(p);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << status;
+    EXPECT_NE(std::string(buf, n).find("rtaccel-server: "), std::string::npos) << buf;
+    rtaccel_direct* d = nullptr;
+    EXPECT_EQ(rtaccel_direct_open("cuda", 0, 0, &d), -ENODEV);
+  }
+}
+
+TEST(Cuda, ServerServicesAreCorrect) {
+  if (!cuda_device_found()) GTEST_SKIP() << "no CUDA device: " << cuda_line();
+  ServerProcess server({"--backend", "cuda", "--device", "0", "--levels", "2"});
+  ASSERT_TRUE(server.ready());
+  Client client(server);
+  const uint32_t n = 256;
+  auto d = busy_chain("gpu", 10);
+  const char* names[] = {"busy", "vecadd", "matmul", "reduction", "histogram"};
+  d.nservices = 5;
+  for (int i = 0; i < 5; i++) {
+    snprintf(d.services[i].name, 32, "%s", names[i]);
+    d.services[i].request_max = 16 + 2 * n * n * 4;
+    d.services[i].response_max = n * n * 4;
+  }
+  rtaccel_registration* r = client.reg(d);
+  ASSERT_TRUE(r);
+  size_t len;
+  // matmul (cuBLAS) of small integers: exact in float whatever the order.
+  int s = rtaccel_service_index(r, "matmul");
+  auto* v = static_cast<rtaccel_vector_request*>(rtaccel_request_buffer(r, s, nullptr));
+  v->n = n;
+  float* x = reinterpret_cast<float*>(v + 1);
+  for (uint32_t i = 0; i < n * n; i++) {
+    x[i] = float(i % 3);
+    x[n * n + i] = float(i % 7);
+  }
+  ASSERT_EQ(rtaccel_call(r, s, 8 + 2 * n * n * 4, 30 * kSecond, &len), 0);
+  EXPECT_EQ(len, n * n * 4);
+  const float* y = static_cast<const float*>(rtaccel_response_buffer(r, s, nullptr));
+  for (uint32_t i = 0; i < n; i++)
+    for (uint32_t j = 0; j < n; j++) {
+      float want = 0;
+      for (uint32_t k = 0; k < n; k++) want += x[i * n + k] * x[n * n + k * n + j];
+      ASSERT_EQ(y[i * n + j], want) << i << "," << j;
+    }
+  s = rtaccel_service_index(r, "vecadd");
+  v = static_cast<rtaccel_vector_request*>(rtaccel_request_buffer(r, s, nullptr));
+  v->n = n * n;
+  x = reinterpret_cast<float*>(v + 1);
+  for (uint32_t i = 0; i < 2 * n * n; i++) x[i] = float(i % 1000);
+  ASSERT_EQ(rtaccel_call(r, s, 8 + 2 * n * n * 4, 30 * kSecond, &len), 0);
+  y = static_cast<const float*>(rtaccel_response_buffer(r, s, nullptr));
+  for (uint32_t i = 0; i < n * n; i++) ASSERT_EQ(y[i], float(i % 1000) + float((n * n + i) % 1000));
+  s = rtaccel_service_index(r, "reduction");
+  v = static_cast<rtaccel_vector_request*>(rtaccel_request_buffer(r, s, nullptr));
+  v->n = 100000;
+  x = reinterpret_cast<float*>(v + 1);
+  for (uint32_t i = 0; i < 100000; i++) x[i] = float(i % 10);
+  ASSERT_EQ(rtaccel_call(r, s, 8 + 100000 * 4, 30 * kSecond, &len), 0);
+  double sum;
+  memcpy(&sum, rtaccel_response_buffer(r, s, nullptr), 8);
+  EXPECT_EQ(sum, 450000.0);
+  s = rtaccel_service_index(r, "histogram");
+  auto* h = static_cast<rtaccel_histogram_request*>(rtaccel_request_buffer(r, s, nullptr));
+  *h = {n, 4, 0.0f, 4.0f};
+  x = reinterpret_cast<float*>(h + 1);
+  for (uint32_t i = 0; i < n; i++) x[i] = i % 16 == 0 ? -1.0f : float(i % 4) + 0.5f;  // some out of range
+  ASSERT_EQ(rtaccel_call(r, s, 16 + n * 4, 30 * kSecond, &len), 0);
+  const uint32_t* count = static_cast<const uint32_t*>(rtaccel_response_buffer(r, s, nullptr));
+  EXPECT_EQ(count[0], n / 4 - n / 16);
+  for (int b = 1; b < 4; b++) EXPECT_EQ(count[b], n / 4);
+  // busy spins on the GPU for the time asked.
+  rtaccel_ticket t;
+  ASSERT_EQ(submit_busy(r, 20 * kMs, &t), 0);
+  ASSERT_EQ(rtaccel_wait(r, &t, 30 * kSecond, nullptr), 0);
+  const uint64_t took = times_of(r, t).end_ns - times_of(r, t).start_ns;
+  EXPECT_GE(took, 19 * kMs);
+  EXPECT_LT(took, 40 * kMs);
+  v = static_cast<rtaccel_vector_request*>(rtaccel_request_buffer(r, rtaccel_service_index(r, "vecadd"), nullptr));
+  v->n = 1u << 30;  // more than the request holds
+  EXPECT_EQ(rtaccel_call(r, rtaccel_service_index(r, "vecadd"), 64, 5 * kSecond, &len), -EINVAL);
+}
+
+TEST(Cuda, HigherStreamPriorityOvertakesALowerBucket) {
+  if (!cuda_device_found()) GTEST_SKIP() << "no CUDA device: " << cuda_line();
+  ServerProcess server({"--backend", "cuda", "--device", "0", "--levels", "2"});
+  ASSERT_TRUE(server.ready());
+  Client client(server);
+  rtaccel_registration* low = client.reg(busy_chain("low", 1, 200 * kMs));
+  rtaccel_registration* high = client.reg(busy_chain("high", 9));
+  ASSERT_TRUE(low && high);
+  rtaccel_registration_info li, hi;
+  rtaccel_registration_query(low, &li);
+  rtaccel_registration_query(high, &hi);
+  ASSERT_EQ(li.bucket, 0u);
+  ASSERT_EQ(hi.bucket, 1u);
+  rtaccel_ticket tl, th;
+  ASSERT_EQ(submit_busy(low, 200 * kMs, &tl), 0);
+  ASSERT_TRUE(wait_started(low, tl));
+  usleep(20000);  // the low kernel's blocks now hold the whole GPU
+  ASSERT_EQ(submit_busy(high, 1 * kMs, &th), 0);
+  ASSERT_EQ(rtaccel_wait(high, &th, 10 * kSecond, nullptr), 0);
+  ASSERT_EQ(rtaccel_wait(low, &tl, 10 * kSecond, nullptr), 0);
+  const rtaccel_request_times h = times_of(high, th), l = times_of(low, tl);
+  EXPECT_LT(h.end_ns, l.end_ns);  // it did not wait for the 200 ms kernel
+  EXPECT_LT(h.end_ns - h.submit_ns, 50 * kMs);
+}
+
+TEST(Direct, CudaRunsServicesInTheCallingProcess) {
+  if (!cuda_device_found()) GTEST_SKIP() << "no CUDA device: " << cuda_line();
+  rtaccel_direct* d;
+  ASSERT_EQ(rtaccel_direct_open("cuda", 0, 0, &d), 0);
+  std::vector<float> req(2 + 2 * 1000), resp(1000);
+  const rtaccel_vector_request h{1000, 0};
+  memcpy(req.data(), &h, 8);
+  for (int i = 0; i < 2000; i++) req[2 + size_t(i)] = float(i);
+  size_t len = 0;
+  ASSERT_EQ(rtaccel_direct_call(d, "vecadd", req.data(), req.size() * 4, resp.data(), 4000, &len), 0);
+  EXPECT_EQ(len, 4000u);
+  for (int i = 0; i < 1000; i++) EXPECT_EQ(resp[size_t(i)], float(i) + float(1000 + i));
+  rtaccel_direct_close(d);
+}
+
 TEST(Direct, CpuAndOpenClRunServicesInTheCallingProcess) {
   const char* backends[] = {"cpu", "opencl"};
   for (const char* backend : backends) {

@@ -380,7 +380,7 @@ std::vector<BackendProbe> probe_backends() {
     cl.detail += (i ? "; " : "") + std::to_string(i) + ": " + device_name(devices[i]);
   if (devices.empty()) cl.detail = "no OpenCL platform or device";
   out.push_back(cl);
-  out.push_back({"cuda", false, false, "the cuda backend is not part of this build"});
+  out.push_back(probe_cuda());
   return out;
 }
 
@@ -395,7 +395,7 @@ std::vector<BackendProbe> probe_backends() {
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
   return {{"cpu", true, cores > 0, std::to_string(cores) + " cores (a core is a device)"},
           {"opencl", false, false, "built without OpenCL"},
-          {"cuda", false, false, "the cuda backend is not part of this build"}};
+          probe_cuda()};
 }
 
 #endif
