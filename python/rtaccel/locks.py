@@ -146,8 +146,33 @@ def format_lockstat(reports: list[dict], top: int = 10) -> str:
             for p in sorted(patterns, key=lambda p: -p["count"])[:3]:
                 ops = " -> ".join(f"{o['op']}#{o['lock']}" for o in p["ops"])
                 lines.append(f"    {p['count']:>8} x  {ops}")
+        lines.extend(_format_cuda(rep.get("cuda")))
         lines.append("")
     return "\n".join(lines)
+
+
+def _format_cuda(cuda: dict | None) -> list[str]:
+    """The interposed CUDA calls: how often, how long, which locks inside."""
+    if not cuda:
+        return []
+    lines = []
+    for path in cuda.get("static_runtime", []):
+        lines.append(f"# {path}: CUDA runtime linked in statically, its calls are not seen")
+    calls = sorted(cuda.get("calls", []), key=lambda c: -c["calls"])
+    if not calls:
+        return lines
+    seg = cuda.get("segments", {})
+    lines.append(f"# CUDA calls; {seg.get('count', 0)} GPU segments, "
+                 f"{_us(seg.get('total_ns', 0))} us in all, longest {_us(seg.get('max_ns', 0))} us")
+    lines.append(f"{'api':<30} {'calls':>8} {'errors':>7} {'mean_us':>9} {'max_us':>10} "
+                 f"{'locks/call':>10}  locks")
+    for c in calls:
+        mean = c["total_ns"] / c["calls"]
+        per_call = c["lock_ops"] / c["calls"]
+        locks = ", ".join(f"#{i}" for i in c["locks"]) or "-"
+        lines.append(f"{c['api']:<30} {c['calls']:>8} {c['errors']:>7} {_us(mean):>9} "
+                     f"{_us(c['max_ns']):>10} {per_call:>10.2f}  {locks}")
+    return lines
 
 
 def run_lockdemo(duration_ms: int, hog_ms: int, rounds: int) -> list[dict]:

@@ -21,6 +21,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdio.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -557,6 +558,7 @@ static void after_fork_parent(void)
 static void after_fork_child(void)
 {
 	after_fork_parent();
+	shim_cuda_after_fork_child();
 	if (shim_cfg.trace)
 		trace_after_fork_child();
 }
@@ -568,6 +570,14 @@ static bool has_word(const char *list, const char *word)
 		if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == '\0'))
 			return true;
 	return false;
+}
+
+static void warn_static_runtime(const char *path, void *arg)
+{
+	(void)arg;
+	fprintf(stderr, "rtaccel shim: %s has the CUDA runtime linked in statically: its CUDA calls "
+		"are not seen (GPU segments and CUDA tracing miss them; build with nvcc -cudart "
+		"shared)\n", path);
 }
 
 __attribute__((constructor)) static void shim_start(void)
@@ -590,6 +600,9 @@ __attribute__((constructor)) static void shim_start(void)
 		trace_init();
 		shim_cfg.trace = true;
 	}
+	shim_cuda_init();
+	if (shim_cfg.trace || getenv("RTACCEL_SHIM_GPU_HOOKS"))
+		shim_cuda_scan_static(warn_static_runtime, NULL);
 }
 
 __attribute__((destructor)) static void shim_stop(void)

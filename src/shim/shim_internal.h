@@ -80,4 +80,22 @@ void trace_init(void);
 void trace_write_report(void);
 void trace_after_fork_child(void);
 
+/* CUDA interposition (cuda.c). shim_in_cuda is 1 + the API the thread is in
+ * (0: none); shim_cuda_lock_ops counts the locks it took inside CUDA calls. */
+#define SHIM_CUDA_API_MAX 64
+extern __thread SHIM_TLS int shim_in_cuda;
+extern __thread SHIM_TLS uint32_t shim_cuda_lock_ops;
+extern const char *const shim_cuda_api_names[];
+void shim_cuda_init(void);
+void shim_cuda_after_fork_child(void);
+void shim_cuda_segments(uint64_t *count, uint64_t *total_ns, uint64_t *max_ns, bool *open);
+/* Calls found() for every loaded object that carries a CUDA runtime of its
+ * own (linked statically), whose CUDA calls the shim never sees. */
+void shim_cuda_scan_static(void (*found)(const char *path, void *arg), void *arg);
+
+/* The tracer's CUDA hooks (trace.c). */
+void trace_cuda_call(int api, uint64_t t0, uint64_t dur_ns, uint32_t lock_ops, uintptr_t stream,
+		     int error);
+void trace_gpu_segment(uint64_t number, uint64_t start_ns, uint64_t dur_ns);
+
 #endif

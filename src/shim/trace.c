@@ -7,7 +7,10 @@
  * to holding none again; its sequence of operations, keyed by where it began,
  * is the lock pattern of the function that ran it (the view of Fig. 10 in the
  * ECRTS'24 paper). Every contended wait also goes to a Chrome/Perfetto
- * trace-event timeline.
+ * trace-event timeline, and so do CUDA calls (cuda.c), every lock taken
+ * inside one, and the process's GPU segments: the timeline shows which
+ * pthread locks each CUDA call takes (the paper's Fig. 10). Per CUDA API the
+ * report counts calls, their time and the lock operations inside them.
  *
  * Everything lives in fixed mmap'd tables updated with atomics; nothing here
  * allocates or locks on the lock paths. At exit the report is written as
@@ -44,10 +47,20 @@ struct lock_stat {
 };
 #define DEAD ((uintptr_t)1)
 
-struct wait_event {
+enum event_type { EV_WAIT, EV_HOLD, EV_CUDA, EV_SEGMENT };
+
+struct trace_event {
 	uint64_t start_ns, dur_ns;
-	uint32_t tid, lock_id;
-	uint8_t op;
+	uint64_t arg; /* EV_CUDA: the stream */
+	uint32_t tid, id; /* id: lock (EV_WAIT, EV_HOLD), API (EV_CUDA), segment number */
+	int32_t error;    /* EV_CUDA: the cudaError_t returned */
+	uint8_t type, op;
+};
+
+#define API_LOCKS 8
+struct api_stat {
+	uint64_t calls, errors, total_ns, max_ns, lock_ops;
+	uint32_t locks[API_LOCKS]; /* 1 + lock id, 0: free */
 };
 
 struct pattern_op {
@@ -67,10 +80,12 @@ struct pattern {
 
 struct trace_tables {
 	struct lock_stat locks[MAX_LOCKS];
-	struct wait_event events[MAX_EVENTS];
+	struct trace_event events[MAX_EVENTS];
 	struct pattern patterns[MAX_PATTERNS];
+	struct api_stat apis[SHIM_CUDA_API_MAX];
 	uint32_t next_id;
 	uint64_t event_count;
+	uint64_t wait_count;
 	uint64_t untracked_ops;
 	uint64_t start_ns;
 };
@@ -80,6 +95,8 @@ struct held {
 	const void *lock;
 	struct lock_stat *stat;
 	uint64_t since_ns;
+	uint8_t op;
+	bool in_cuda;
 };
 
 struct thread_trace {
@@ -199,6 +216,31 @@ void trace_destroyed(const void *lock)
 	}
 }
 
+static struct trace_event *new_event(enum event_type type)
+{
+	uint64_t e = __atomic_fetch_add(&T->event_count, 1, __ATOMIC_RELAXED);
+	if (e >= MAX_EVENTS)
+		return NULL;
+	struct trace_event *ev = &T->events[e];
+	ev->type = (uint8_t)type;
+	ev->tid = lock_self_tid();
+	return ev;
+}
+
+/* The lock ids a CUDA API was seen taking (the first API_LOCKS). */
+static void note_api_lock(struct api_stat *a, uint32_t lock_id)
+{
+	for (int k = 0; k < API_LOCKS; k++) {
+		uint32_t v = __atomic_load_n(&a->locks[k], __ATOMIC_RELAXED);
+		if (v == lock_id + 1)
+			return;
+		if (v == 0 && (__atomic_compare_exchange_n(&a->locks[k], &v, lock_id + 1, false,
+							    __ATOMIC_RELAXED, __ATOMIC_RELAXED) ||
+			       v == lock_id + 1))
+			return;
+	}
+}
+
 static void record_op(uint32_t lock_id, enum trace_op op, const void *pc)
 {
 	if (tt.nops == 0)
@@ -266,22 +308,27 @@ void trace_acquired(const void *lock, enum trace_kind kind, enum trace_op op, co
 			__atomic_fetch_add(&s->wait_total, wait_ns, __ATOMIC_RELAXED);
 			__atomic_fetch_add(&s->wait_hist[bucket(wait_ns)], 1, __ATOMIC_RELAXED);
 			atomic_max(&s->wait_max, wait_ns);
-			uint64_t e = __atomic_fetch_add(&T->event_count, 1, __ATOMIC_RELAXED);
-			if (e < MAX_EVENTS) {
-				struct wait_event *ev = &T->events[e];
+			__atomic_fetch_add(&T->wait_count, 1, __ATOMIC_RELAXED);
+			struct trace_event *ev = new_event(EV_WAIT);
+			if (ev) {
 				ev->start_ns = t0;
 				ev->dur_ns = wait_ns;
-				ev->tid = lock_self_tid();
-				ev->lock_id = s->id;
+				ev->id = s->id;
 				ev->op = (uint8_t)op;
 			}
 		}
 		record_op(s->id, op, pc);
+		if (shim_in_cuda) {
+			shim_cuda_lock_ops++;
+			note_api_lock(&T->apis[shim_in_cuda - 1], s->id);
+		}
 	}
 	if (tt.depth < HELD_DEPTH) {
 		tt.held[tt.depth].lock = lock;
 		tt.held[tt.depth].stat = s;
 		tt.held[tt.depth].since_ns = now;
+		tt.held[tt.depth].op = (uint8_t)op;
+		tt.held[tt.depth].in_cuda = shim_in_cuda != 0;
 	}
 	tt.depth++;
 }
@@ -301,6 +348,13 @@ void trace_released(const void *lock, enum trace_kind kind, enum trace_op op, co
 			__atomic_fetch_add(&s->hold_hist[bucket(hold)], 1, __ATOMIC_RELAXED);
 			atomic_max(&s->hold_max, hold);
 			record_op(s->id, op, pc);
+			struct trace_event *ev = tt.held[i].in_cuda ? new_event(EV_HOLD) : NULL;
+			if (ev) {
+				ev->start_ns = tt.held[i].since_ns;
+				ev->dur_ns = hold;
+				ev->id = s->id;
+				ev->op = tt.held[i].op;
+			}
 		}
 		memmove(&tt.held[i], &tt.held[i + 1], sizeof(tt.held[0]) * (size_t)(top - 1 - i));
 		tt.depth--;
@@ -313,6 +367,38 @@ void trace_released(const void *lock, enum trace_kind kind, enum trace_op op, co
 	(void)kind;
 	if (tt.depth > HELD_DEPTH)
 		tt.depth--;
+}
+
+void trace_cuda_call(int api, uint64_t t0, uint64_t dur_ns, uint32_t lock_ops, uintptr_t stream,
+		     int error)
+{
+	if (!T || api < 0 || api >= SHIM_CUDA_API_MAX)
+		return;
+	struct api_stat *a = &T->apis[api];
+	__atomic_fetch_add(&a->calls, 1, __ATOMIC_RELAXED);
+	if (error)
+		__atomic_fetch_add(&a->errors, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&a->total_ns, dur_ns, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&a->lock_ops, lock_ops, __ATOMIC_RELAXED);
+	atomic_max(&a->max_ns, dur_ns);
+	struct trace_event *ev = new_event(EV_CUDA);
+	if (ev) {
+		ev->start_ns = t0;
+		ev->dur_ns = dur_ns;
+		ev->id = (uint32_t)api;
+		ev->arg = stream;
+		ev->error = error;
+	}
+}
+
+void trace_gpu_segment(uint64_t number, uint64_t start_ns, uint64_t dur_ns)
+{
+	struct trace_event *ev = T ? new_event(EV_SEGMENT) : NULL;
+	if (ev) {
+		ev->start_ns = start_ns;
+		ev->dur_ns = dur_ns;
+		ev->id = (uint32_t)number;
+	}
 }
 
 /* --- report ------------------------------------------------------------------- */
@@ -451,11 +537,16 @@ static void write_pattern(const struct pattern *p, const void *shim_base)
 	int entry = i;
 	while (entry + 1 < p->nframes && object_of(p->frames[entry + 1]) == lib)
 		entry++;
+	/* The shim's CUDA wrappers sit between a program and libcudart: the
+	 * caller is the first frame beyond them. */
+	int caller = entry + 1;
+	while (caller < p->nframes && object_of(p->frames[caller]) == shim_base)
+		caller++;
 	char entry_name[512] = "?", caller_name[512] = "?";
 	if (entry < p->nframes)
 		describe_function(p->frames[entry], entry_name, sizeof(entry_name));
-	if (entry + 1 < p->nframes)
-		describe_function(p->frames[entry + 1], caller_name, sizeof(caller_name));
+	if (caller < p->nframes)
+		describe_function(p->frames[caller], caller_name, sizeof(caller_name));
 	w_printf("    {\"function\": ");
 	w_string(entry_name);
 	w_printf(", \"caller\": ");
@@ -465,6 +556,82 @@ static void write_pattern(const struct pattern *p, const void *shim_base)
 		w_printf("%s{\"op\": \"%s\", \"lock\": %u}", k ? ", " : "", op_names[p->ops[k].op],
 			 p->ops[k].lock_id);
 	w_printf("]}");
+}
+
+static void write_event(const struct trace_event *e)
+{
+	const int pid = (int)getpid();
+	const double ts = (double)e->start_ns / 1000.0, dur = (double)e->dur_ns / 1000.0;
+	switch (e->type) {
+	case EV_WAIT:
+		w_printf(",\n{\"name\": \"wait lock %u\", \"cat\": \"%s\", \"ph\": \"X\", "
+			 "\"ts\": %.3f, \"dur\": %.3f, \"pid\": %d, \"tid\": %u, "
+			 "\"args\": {\"lock\": %u}}",
+			 e->id, op_names[e->op], ts, dur, pid, e->tid, e->id);
+		break;
+	case EV_HOLD:
+		w_printf(",\n{\"name\": \"%s %u\", \"cat\": \"lock\", \"ph\": \"X\", "
+			 "\"ts\": %.3f, \"dur\": %.3f, \"pid\": %d, \"tid\": %u, "
+			 "\"args\": {\"lock\": %u}}",
+			 op_names[e->op], e->id, ts, dur, pid, e->tid, e->id);
+		break;
+	case EV_CUDA:
+		w_printf(",\n{\"name\": \"%s\", \"cat\": \"cuda\", \"ph\": \"X\", "
+			 "\"ts\": %.3f, \"dur\": %.3f, \"pid\": %d, \"tid\": %u, "
+			 "\"args\": {\"stream\": \"0x%llx\", \"error\": %d}}",
+			 shim_cuda_api_names[e->id], ts, dur, pid, e->tid, (unsigned long long)e->arg,
+			 (int)e->error);
+		break;
+	case EV_SEGMENT:
+		/* An async track of its own: segments span threads. */
+		w_printf(",\n{\"name\": \"GPU segment\", \"cat\": \"gpu\", \"ph\": \"b\", "
+			 "\"id\": %u, \"ts\": %.3f, \"pid\": %d, \"tid\": %u}"
+			 ",\n{\"name\": \"GPU segment\", \"cat\": \"gpu\", \"ph\": \"e\", "
+			 "\"id\": %u, \"ts\": %.3f, \"pid\": %d, \"tid\": %u}",
+			 e->id, ts, pid, e->tid, e->id, ts + dur, pid, e->tid);
+		break;
+	}
+}
+
+static void write_static_runtime(const char *path, void *arg)
+{
+	bool *first = arg;
+	w_printf("%s", *first ? "" : ", ");
+	w_string(path);
+	*first = false;
+}
+
+/* Per CUDA API: calls, time in them, lock operations inside them and which
+ * locks; the process's GPU segments; objects with a runtime of their own. */
+static void write_cuda(void)
+{
+	w_printf("\"cuda\": {\"calls\": [");
+	bool first = true;
+	for (int api = 0; api < SHIM_CUDA_API_MAX; api++) {
+		const struct api_stat *a = &T->apis[api];
+		if (!a->calls)
+			continue;
+		w_printf("%s\n  {\"api\": \"%s\", \"calls\": %llu, \"errors\": %llu, "
+			 "\"total_ns\": %llu, \"max_ns\": %llu, \"lock_ops\": %llu, \"locks\": [",
+			 first ? "" : ",", shim_cuda_api_names[api], (unsigned long long)a->calls,
+			 (unsigned long long)a->errors, (unsigned long long)a->total_ns,
+			 (unsigned long long)a->max_ns, (unsigned long long)a->lock_ops);
+		for (int k = 0, n = 0; k < API_LOCKS; k++)
+			if (a->locks[k])
+				w_printf("%s%u", n++ ? ", " : "", a->locks[k] - 1);
+		w_printf("]}");
+		first = false;
+	}
+	uint64_t count, total, max;
+	bool open;
+	shim_cuda_segments(&count, &total, &max, &open);
+	w_printf("],\n  \"segments\": {\"count\": %llu, \"total_ns\": %llu, \"max_ns\": %llu, "
+		 "\"open_at_exit\": %s},\n  \"static_runtime\": [",
+		 (unsigned long long)count, (unsigned long long)total, (unsigned long long)max,
+		 open ? "true" : "false");
+	first = true;
+	shim_cuda_scan_static(write_static_runtime, &first);
+	w_printf("]},\n");
 }
 
 void trace_write_report(void)
@@ -486,9 +653,11 @@ void trace_write_report(void)
 		w_printf("\"start_ns\": %llu,\n\"end_ns\": %llu,\n",
 			 (unsigned long long)T->start_ns, (unsigned long long)end_ns);
 		uint64_t events = T->event_count;
-		w_printf("\"wait_events\": %llu,\n\"dropped_wait_events\": %llu,\n",
-			 (unsigned long long)events,
+		w_printf("\"wait_events\": %llu,\n\"timeline_events\": %llu,\n"
+			 "\"dropped_timeline_events\": %llu,\n",
+			 (unsigned long long)T->wait_count, (unsigned long long)events,
 			 (unsigned long long)(events > MAX_EVENTS ? events - MAX_EVENTS : 0));
+		write_cuda();
 		w_printf("\"untracked_ops\": %llu,\n\"locks\": [\n",
 			 (unsigned long long)T->untracked_ops);
 		bool first = true;
@@ -537,14 +706,8 @@ void trace_write_report(void)
 		uint64_t n = T->event_count < MAX_EVENTS ? T->event_count : MAX_EVENTS;
 		w_printf("{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": "
 			 "\"rtaccel shim\"}}", (int)getpid());
-		for (uint64_t i = 0; i < n; i++) {
-			struct wait_event *e = &T->events[i];
-			w_printf(",\n{\"name\": \"wait lock %u\", \"cat\": \"%s\", \"ph\": \"X\", "
-				 "\"ts\": %.3f, \"dur\": %.3f, \"pid\": %d, \"tid\": %u, "
-				 "\"args\": {\"lock\": %u}}",
-				 e->lock_id, op_names[e->op], (double)e->start_ns / 1000.0,
-				 (double)e->dur_ns / 1000.0, (int)getpid(), e->tid, e->lock_id);
-		}
+		for (uint64_t i = 0; i < n; i++)
+			write_event(&T->events[i]);
 		w_printf("\n]}\n");
 		w_flush();
 		close(W.fd);

@@ -1,0 +1,104 @@
+"""CUDA under `rtaccel shim`: the trace of CUDA calls, the locks taken inside
+them and the GPU segments (through the stand-in runtime of
+tests/shim/cudart_standin.c where there is no GPU), the report of a statically
+linked runtime, and what the cuda backend says about the machine."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+RTACCEL = [sys.executable, "-m", "rtaccel.cli"]
+BUILD = ROOT / "build"
+LIB = ROOT / "python" / "rtaccel" / "lib"
+
+pytestmark = pytest.mark.skipif(not (LIB / "librtaccel_shim.so").exists(),
+                                reason="librtaccel_shim.so not built (make build)")
+
+
+def rtaccel(*args):
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    return subprocess.run(RTACCEL + list(args), capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+def traced(tmp_path, program, *args):
+    if not program.exists():
+        pytest.skip(f"{program.name} not built")
+    out = tmp_path / "trace"
+    r = rtaccel("shim", "--trace", "--out", str(out), "--", str(program), *args)
+    reports = sorted(out.glob("rtaccel-shim.*[0-9].json"))
+    assert len(reports) == 1, r.stderr
+    report = json.loads(reports[0].read_text())
+    timeline = json.loads(reports[0].with_suffix(".trace.json").read_text())["traceEvents"]
+    return r, report, timeline
+
+
+def test_cuda_calls_their_locks_and_gpu_segments_are_traced(tmp_path):
+    r, report, timeline = traced(tmp_path, BUILD / "shim_gpu_segments")
+    assert r.returncode == 0, r.stdout + r.stderr
+    calls = {c["api"]: c for c in report["cuda"]["calls"]}
+    # nvcc's <<<>>> calls __cudaLaunchKernel; the stand-in takes its mutex in each.
+    launch = calls["__cudaLaunchKernel"]
+    assert launch["calls"] >= 600 and launch["errors"] == 1
+    assert launch["lock_ops"] >= launch["calls"] - 1 and launch["locks"]
+    for api in ("cudaMemcpyAsync", "cudaStreamSynchronize", "cudaEventSynchronize",
+                "cudaStreamWaitEvent", "cudaGraphLaunch", "cudaStreamBeginCapture",
+                "cudaDeviceSynchronize", "cudaStreamDestroy"):
+        assert calls[api]["calls"] >= 1, api
+    segments = report["cuda"]["segments"]
+    assert segments["count"] >= 8 and not segments["open_at_exit"]
+    assert report["cuda"]["static_runtime"] == []
+
+    # The timeline: every lock taken inside a CUDA call lies within that
+    # call's slice on the same thread (Perfetto nests them), and each GPU
+    # segment is a begin/end pair.
+    cuda = [e for e in timeline if e.get("cat") == "cuda"]
+    held = [e for e in timeline if e.get("cat") == "lock"]
+    assert len(cuda) == sum(c["calls"] for c in calls.values())
+    assert held
+    by_tid = {}
+    for e in cuda:
+        by_tid.setdefault(e["tid"], []).append((e["ts"], e["ts"] + e["dur"]))
+    for e in held:
+        assert any(start - 0.002 <= e["ts"] and e["ts"] + e["dur"] <= end + 0.002
+                   for start, end in by_tid[e["tid"]]), e
+    begins = [e for e in timeline if e.get("cat") == "gpu" and e["ph"] == "b"]
+    ends = [e for e in timeline if e.get("cat") == "gpu" and e["ph"] == "e"]
+    assert len(begins) == len(ends) == segments["count"]
+
+    shown = rtaccel("lockstat", str(tmp_path / "trace"))
+    assert shown.returncode == 0, shown.stderr
+    assert "__cudaLaunchKernel" in shown.stdout and "GPU segments" in shown.stdout
+
+
+def test_a_statically_linked_cuda_runtime_is_reported(tmp_path):
+    r, report, _ = traced(tmp_path, BUILD / "cuda_locks_static", "2", "2")
+    assert r.returncode == 0, r.stderr
+    assert "linked in statically" in r.stderr
+    assert report["cuda"]["static_runtime"] == [str(BUILD / "cuda_locks_static")]
+    shown = rtaccel("lockstat", str(tmp_path / "trace"))
+    assert "linked in statically" in shown.stdout
+
+
+def test_a_shared_cuda_runtime_is_not_reported(tmp_path):
+    r, report, _ = traced(tmp_path, BUILD / "cuda_locks", "2", "2")
+    assert r.returncode == 0, r.stderr
+    assert "statically" not in r.stderr
+    assert report["cuda"]["static_runtime"] == []
+
+
+def test_the_cuda_backend_says_what_it_found():
+    server = LIB / "rtaccel-server"
+    out = subprocess.run([str(server), "--list-backends"], capture_output=True, text=True,
+                         timeout=60).stdout
+    line = next(l for l in out.splitlines() if l.startswith("cuda"))
+    if not (LIB / "librtaccel_cuda.so").exists():
+        pytest.skip("the cuda backend is not built (no nvcc): " + line)
+    assert "device found" in line or "no CUDA device" in line, line
+    if "no CUDA device" in line:
+        print("no GPU here:", line)
