@@ -5,12 +5,14 @@
 //     suspending client really sleeps). Per request: submit -> worker start
 //     -> kernel end -> client resumed; the overhead is the round trip minus
 //     the kernel's own time (the PAAM paper's 198-391 us, Fig. 12).
-//   preemption --socket S [--iterations N] [--json]
+//   preemption --socket S [--iterations N] [--sizes cpu|gpu] [--json]
 //     Cross-bucket preemption delay (the paper's Table I): the response time
 //     of a small high-bucket request while a large low-bucket request of the
 //     same kernel runs, minus its response time alone with its worker awake;
 //     four kernels. On the cpu backend the difference is waking the higher
 //     bucket's worker, switching to it, and the cache the low kernel took.
+//     --sizes gpu makes the low-bucket kernels large enough to keep a GPU
+//     busy for milliseconds (hundreds of MB of requests).
 //   timer-latency [--iterations N] [--json]
 //     How late a timer wakes the calling thread (cyclictest's measure): N
 //     absolute 1 ms sleeps. Its p99 is the release jitter `rtaccel calibrate`
@@ -198,12 +200,16 @@ void fill_request(const char* service, uint32_t n, void* buffer) {
   for (uint64_t i = 0; i < count; i++) x[i] = float(i % 7) * 0.5f;
 }
 
-int preemption(rtaccel_client* c, int iterations, bool json) {
-  const KernelCase cases[] = {
+int preemption(rtaccel_client* c, int iterations, bool gpu, bool json) {
+  const KernelCase cpu_cases[] = {
       {"matmul", 48, 256}, {"reduction", 100000, 8000000}, {"vecadd", 50000, 4000000}, {"histogram", 50000, 4000000}};
+  const KernelCase gpu_cases[] = {
+      {"matmul", 64, 4096}, {"reduction", 100000, 64000000}, {"vecadd", 100000, 32000000}, {"histogram", 100000, 64000000}};
+  const KernelCase* cases = gpu ? gpu_cases : cpu_cases;
   if (json) printf("{\n  \"version\": 1,\n  \"benchmark\": \"preemption\",\n  \"iterations\": %d,\n  \"kernels\": {\n", iterations);
   else printf("# cross-bucket preemption delay, %d iterations per kernel\n", iterations);
-  for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+  constexpr size_t kCases = sizeof(cpu_cases) / sizeof(cpu_cases[0]);
+  for (size_t k = 0; k < kCases; k++) {
     const KernelCase& kc = cases[k];
     uint32_t req_hi, resp_hi, req_lo, resp_lo;
     sizes(kc.service, kc.small_n, &req_hi, &resp_hi);
@@ -256,7 +262,7 @@ int preemption(rtaccel_client* c, int iterations, bool json) {
       printf("    \"%s\": {\"samples\": %zu, \"alone_p50_us\": %.3f, \"preempting_p50_us\": %.3f, "
              "\"delay_mean_us\": %.3f, \"delay_p50_us\": %.3f, \"delay_p99_us\": %.3f, \"delay_max_us\": %.3f}%s\n",
              kc.service, delay.size(), a.p50, p.p50, dly.mean, dly.p50, dly.p99, dly.max,
-             k + 1 < sizeof(cases) / sizeof(cases[0]) ? "," : "");
+             k + 1 < kCases ? "," : "");
     } else {
       printf("%-10s samples %5zu  alone p50 %8.2f us  preempting p50 %8.2f us  delay mean %7.2f p99 %7.2f max %7.2f us\n",
              kc.service, delay.size(), a.p50, p.p50, dly.mean, dly.p99, dly.max);
@@ -300,7 +306,7 @@ int timer_latency(int iterations, bool json) {
 const char kUsage[] =
     "usage: rtaccel-accel-bench request-overhead --socket S --wait suspend|spin [--requests N]\n"
     "                           [--kernel-us K] [--json]\n"
-    "       rtaccel-accel-bench preemption --socket S [--iterations N] [--json]\n"
+    "       rtaccel-accel-bench preemption --socket S [--iterations N] [--sizes cpu|gpu] [--json]\n"
     "       rtaccel-accel-bench timer-latency [--iterations N] [--json]\n";
 
 }  // namespace
@@ -314,8 +320,8 @@ int main(int argc, char** argv) {
   std::string socket_path, wait = "suspend";
   int count = 0;
   long kernel_us = 100;
-  bool json = false;
-  const option longopts[] = {{"socket", required_argument, nullptr, 's'},
+  bool json = false, gpu = false;
+  const option longopts[] = {{"sizes", required_argument, nullptr, 'z'},{"socket", required_argument, nullptr, 's'},
                              {"wait", required_argument, nullptr, 'w'},
                              {"requests", required_argument, nullptr, 'n'},
                              {"iterations", required_argument, nullptr, 'n'},
@@ -331,6 +337,13 @@ int main(int argc, char** argv) {
       case 'n': count = atoi(optarg); break;
       case 'j': json = true; break;
       case 'k': kernel_us = atol(optarg); break;
+      case 'z':
+        if (strcmp(optarg, "cpu") != 0 && strcmp(optarg, "gpu") != 0) {
+          fprintf(stderr, "rtaccel-accel-bench: --sizes must be cpu or gpu\n");
+          return 2;
+        }
+        gpu = strcmp(optarg, "gpu") == 0;
+        break;
       default: fputs(kUsage, stderr); return 2;
     }
   }
@@ -354,7 +367,7 @@ int main(int argc, char** argv) {
     rc = request_overhead(c, wait == "spin" ? RTACCEL_WAIT_SPIN : RTACCEL_WAIT_SUSPEND, count > 0 ? count : 20000,
                           uint64_t(kernel_us) * 1000, json);
   else if (what == "preemption")
-    rc = preemption(c, count > 0 ? count : 200, json);
+    rc = preemption(c, count > 0 ? count : 200, gpu, json);
   else {
     fputs(kUsage, stderr);
     rc = 2;

@@ -70,14 +70,23 @@ def private_server(args: list[str], startup_s: float = 10.0):
                 proc.wait()
 
 
-def run_bench(what: str, extra: list[str], levels: int = 4, fifo: bool = True) -> dict:
-    """Runs one benchmark of ``rtaccel-accel-bench`` against a private cpu server
-    (device: the last core; client: the first, at SCHED_FIFO 50 when allowed)."""
-    device, client = default_cores()
-    server_args = ["--device", str(device), "--server-core", str(client), "--levels", str(levels)]
+def run_bench(what: str, extra: list[str], levels: int = 4, fifo: bool = True,
+              backend: str = "cpu", device: int = 0) -> dict:
+    """Runs one benchmark of ``rtaccel-accel-bench`` against a private server:
+    cpu (device: the last core; client: the first, at SCHED_FIFO 50 when
+    allowed) or cuda (GPU `device`; the client on the first core)."""
+    if backend == "cpu":
+        device, client = default_cores()
+        server_args = ["--device", str(device), "--server-core", str(client),
+                       "--levels", str(levels)]
+    else:
+        client = sorted(os.sched_getaffinity(0))[0]
+        server_args = ["--backend", backend, "--device", str(device), "--levels", str(levels)]
+        if what == "preemption":
+            extra = [*extra, "--sizes", "gpu"]
     if not fifo:
         server_args.append("--no-fifo")
-    with private_server(server_args) as path:
+    with private_server(server_args, startup_s=60.0) as path:
         cmd = [str(_binary("rtaccel-accel-bench")), what, "--socket", path, "--json", *extra]
         if fifo:
             cmd = ["chrt", "-f", "50", *cmd]
@@ -100,7 +109,7 @@ def format_overhead(result: dict) -> str:
 
 
 def format_preemption(result: dict) -> str:
-    lines = [f"# cross-bucket preemption delay on the cpu backend, {result['iterations']} "
+    lines = [f"# cross-bucket preemption delay, {result['iterations']} "
              "iterations per kernel (the PAAM paper's Table I: GPU, 15-41 us mean)",
              f"{'kernel':10s} {'samples':>7s} {'mean':>9s} {'p99':>9s} {'max':>9s}  (us)"]
     for name, k in result["kernels"].items():

@@ -226,7 +226,8 @@ def cmd_lockdemo(args) -> int:
 
 def _bench(args, what: str, extra: list, formatter) -> int:
     try:
-        result = accel.run_bench(what, extra, fifo=not args.no_fifo)
+        result = accel.run_bench(what, extra, fifo=not args.no_fifo, backend=args.backend,
+                                 device=args.device)
     except accel.AccelError as err:
         print(f"rtaccel bench: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -359,8 +360,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_lockdemo)
 
-    p = sub.add_parser("bench", help="measure rtaccel-server on this machine (cpu backend)")
+    p = sub.add_parser("bench", help="measure rtaccel-server on this machine")
     bsub = p.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
+
+    def backend_options(b):
+        b.add_argument("--backend", choices=("cpu", "cuda"), default="cpu",
+                       help="the server's backend (cpu: the last core is the device)")
+        b.add_argument("--device", type=int, default=0, help="cuda: the GPU's number (0)")
+
     b = bsub.add_parser("request-overhead",
                         help="submit -> worker start -> kernel end -> client resumed, per request")
     b.add_argument("--wait", choices=("suspend", "spin"), default="suspend",
@@ -371,6 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--no-fifo", action="store_true",
                    help="run server workers and client at SCHED_OTHER (no privilege needed)")
     b.add_argument("--json", action="store_true", help="print JSON (keys p50_us, p99_us, max_us)")
+    backend_options(b)
     b.set_defaults(func=cmd_bench_request_overhead)
     b = bsub.add_parser("preemption",
                         help="delay of a high-bucket request preempting a low-bucket kernel "
@@ -379,6 +387,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--no-fifo", action="store_true",
                    help="SCHED_OTHER workers: shows what is lost without real preemption")
     b.add_argument("--json", action="store_true", help="print JSON")
+    backend_options(b)
     b.set_defaults(func=cmd_bench_preemption)
 
     p = sub.add_parser("run", help="run a workload for real and measure its chains")

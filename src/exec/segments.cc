@@ -6,6 +6,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "accel/backend.h"
 #include "accel/protocol.h"
 
 namespace rtaccel::exec {
@@ -90,6 +91,7 @@ bool KernelSizer::open(workload::Backend backend, int device, std::string* why) 
   if (int err = rtaccel_direct_open(name.c_str(), device, 0, &direct_)) {
     *why = std::string("cannot open the ") + name + " device " + std::to_string(device) + ": " +
            strerror(-err);
+    if (backend == workload::Backend::kCuda) *why += " (" + accel::probe_cuda().detail + ")";
     return false;
   }
   return true;

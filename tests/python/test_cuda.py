@@ -102,3 +102,36 @@ def test_the_cuda_backend_says_what_it_found():
     assert "device found" in line or "no CUDA device" in line, line
     if "no CUDA device" in line:
         print("no GPU here:", line)
+
+
+def cuda_device_found() -> bool:
+    out = subprocess.run([str(LIB / "rtaccel-server"), "--list-backends"], capture_output=True,
+                         text=True, timeout=60).stdout
+    return any(l.startswith("cuda") and "device found" in l for l in out.splitlines())
+
+
+def test_a_cuda_workload_runs_or_says_why_not(tmp_path):
+    env = {"RTACCEL_CALIBRATION": "/nonexistent/calibration.json"}
+    r = subprocess.run([*RTACCEL, "run", str(ROOT / "examples" / "paam_case_study_1_cuda.yaml"),
+                        "--policy", "paam", "--duration", "2", "--out", str(tmp_path / "out"),
+                        "--quiet"], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT / "python"), **env))
+    if cuda_device_found():
+        assert r.returncode == 0, r.stderr
+        summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+        assert all(c["count"] > 0 for c in summary["chains"] if c["chain"] == "chain1")
+    else:
+        assert r.returncode != 0
+        assert "cannot open the cuda device 0" in r.stderr and "CUDA" in r.stderr, r.stderr
+
+
+def test_the_inversion_experiment_needs_a_gpu_and_says_so():
+    program = LIB / "rtaccel-cuda-inversion"
+    if not program.exists():
+        pytest.skip("not built (no nvcc)")
+    if cuda_device_found():
+        pytest.skip("a GPU is here: the experiment is run by hand (docs/benchmarks.md)")
+    r = subprocess.run([str(program), "--seconds", "1"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 77 and r.stdout.startswith("SKIP: no CUDA device"), r.stdout
+    bad = subprocess.run([str(program), "--copiers", "-1"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "out of range" in bad.stderr
