@@ -6,7 +6,11 @@
 #ifndef RTACCEL_ACCEL_BACKEND_H_
 #define RTACCEL_ACCEL_BACKEND_H_
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,6 +60,19 @@ class Backend {
   // anywhere in the caller's memory (direct invocation).
   virtual int run(int key, void* handle, const void* base, rtaccel_service_call* call) = 0;
 };
+
+// Gives the calling worker thread SCHED_FIFO `priority`; false with the
+// reason. Inline: the cuda module uses it without linking rtaccel.
+inline bool set_worker_fifo(int priority, std::string* why) {
+  sched_param param{};
+  param.sched_priority = priority;
+  if (int err = pthread_setschedparam(pthread_self(), SCHED_FIFO, &param)) {
+    *why = "cannot give a worker SCHED_FIFO " + std::to_string(priority) + ": " + strerror(err) +
+           " (run as root or with CAP_SYS_NICE, or pass --no-fifo)";
+    return false;
+  }
+  return true;
+}
 
 // cpu: `services` must outlive the backend.
 std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options,

@@ -32,13 +32,7 @@ class CpuBackend final : public Backend {
     // Priority first: a worker that arrived on the device core still at
     // SCHED_OTHER would wait there behind a running lower bucket.
     if (options_.fifo_base > 0) {
-      sched_param param{};
-      param.sched_priority = options_.fifo_base + int(bucket);
-      if (int err = pthread_setschedparam(pthread_self(), SCHED_FIFO, &param)) {
-        *why = "cannot give a worker SCHED_FIFO " + std::to_string(param.sched_priority) + ": " +
-               strerror(err) + " (run as root or with CAP_SYS_NICE, or pass --no-fifo)";
-        return false;
-      }
+      if (!set_worker_fifo(options_.fifo_base + int(bucket), why)) return false;
     }
     cpu_set_t set;
     CPU_ZERO(&set);

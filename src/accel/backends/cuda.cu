@@ -185,13 +185,7 @@ class CudaBackend final : public Backend {
     if (options_.fifo_base > 0) {
       // The worker only launches and sleeps, but a higher bucket's worker
       // must still get the CPU before a lower one to submit first.
-      sched_param param{};
-      param.sched_priority = options_.fifo_base + int(bucket);
-      if (int err = pthread_setschedparam(pthread_self(), SCHED_FIFO, &param)) {
-        *why = "cannot give a worker SCHED_FIFO " + std::to_string(param.sched_priority) + ": " +
-               strerror(err) + " (run as root or with CAP_SYS_NICE, or pass --no-fifo)";
-        return false;
-      }
+      if (!set_worker_fifo(options_.fifo_base + int(bucket), why)) return false;
     }
     if (options_.driver_core >= 0) {
       cpu_set_t set;
