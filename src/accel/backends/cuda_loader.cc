@@ -58,7 +58,7 @@ const Module& module() {
       return;
     }
     if (!handle) {
-      m.error = "the cuda backend is not part of this build (nvcc was not found when rtaccel was built)";
+      m.error = "the cuda backend is not part of this build (no nvcc when rtaccel was built, or a sanitizer build)";
       return;
     }
     m.open = reinterpret_cast<OpenFn>(dlsym(handle, "rtaccel_cuda_open"));
