@@ -16,7 +16,13 @@
  * valid private lock without boosting (RTACCEL_RWLOCK_INITIALIZER).
  *
  * Limits: 65,535 threads inside or waiting for one rwlock at once; 32,767
- * timed readers giving up during one write phase (more wait for it to end).
+ * timed readers giving up during one write phase (more wait for it to end);
+ * 65,535 writers waiting at one real-time priority.
+ *
+ * Readers of a real-time priority (SCHED_FIFO, SCHED_RR) keep POSIX's rule:
+ * a reader whose priority is above that of every waiting writer enters while
+ * no writer holds the lock, ahead of the write phase. Among other readers the
+ * order is phase-fair.
  *
  * Real-time notes: no function allocates. Uncontended lock and unlock make no
  * system call, with or without boosting. A thread's first lock operation reads
@@ -93,6 +99,10 @@ typedef struct rtaccel_rwlock {
 	struct rtaccel_ticketq writers;
 	struct rtaccel_lock_holder writer;
 	struct rtaccel_lock_holder readers[RTACCEL_RWLOCK_READER_SLOTS];
+	uint32_t gate;     /* writer inside << 31 | readers let past a waiting
+	                      writer by priority; futex word of that writer */
+	uint32_t gsleep;   /* writer asleep on gate */
+	uint16_t waiting_writers[100]; /* by real-time priority (1..99) */
 } __attribute__((aligned(64))) rtaccel_rwlock_t;
 
 #define RTACCEL_RWLOCK_INITIALIZER {0}
@@ -121,8 +131,8 @@ RTACCEL_API int rtaccel_rwlock_rdlock(rtaccel_rwlock_t *l);
 /* -EBUSY if a writer holds or is entering the lock. Never blocks. */
 RTACCEL_API int rtaccel_rwlock_tryrdlock(rtaccel_rwlock_t *l);
 /* Blocks until abs on clock (CLOCK_REALTIME or CLOCK_MONOTONIC): -ETIMEDOUT.
- * As POSIX: a free lock is taken without looking at abs; -EINVAL for an
- * invalid abs or clock when the call would block. */
+ * -EINVAL for another clock or an abs with tv_nsec outside 0..999,999,999,
+ * checked before the lock is looked at (as glibc does). */
 RTACCEL_API int rtaccel_rwlock_clockrdlock(rtaccel_rwlock_t *l, clockid_t clock,
 					   const struct timespec *abs);
 RTACCEL_API int rtaccel_rwlock_timedrdlock(rtaccel_rwlock_t *l, const struct timespec *abs);

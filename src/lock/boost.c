@@ -154,6 +154,16 @@ void boost_self(int ceiling)
 	self.level = ceiling;
 }
 
+int self_rt_priority(void)
+{
+	struct rtaccel_sched_saved now;
+	if (self.boosted)
+		now = self.base;
+	else if (get_attr(0, &now) < 0)
+		return 0;
+	return now.policy == SCHED_FIFO || now.policy == SCHED_RR ? now.priority : 0;
+}
+
 void boost_note_acquired(void) { self.held++; }
 
 void boost_note_released(void)

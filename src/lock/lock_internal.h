@@ -29,13 +29,22 @@
 #define CAS(p, expp, v) \
 	__atomic_compare_exchange_n((p), (expp), (v), false, __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE)
 
-/* Checks a timed call's deadline the way POSIX does once the call would block. */
-static inline int check_deadline(clockid_t clock, const struct timespec *abs)
+/* A timed call's clock and deadline: -EINVAL unless usable. */
+static inline int deadline_valid(clockid_t clock, const struct timespec *abs)
 {
 	if (!abs || abs->tv_nsec < 0 || abs->tv_nsec >= 1000000000L)
 		return -EINVAL;
 	if (clock != CLOCK_REALTIME && clock != CLOCK_MONOTONIC)
 		return -EINVAL;
+	return 0;
+}
+
+/* Checks a timed call's deadline the way POSIX does once the call would block. */
+static inline int check_deadline(clockid_t clock, const struct timespec *abs)
+{
+	int r = deadline_valid(clock, abs);
+	if (r < 0)
+		return r;
 	if (abs->tv_sec < 0)
 		return -ETIMEDOUT;
 	return 0;
@@ -82,5 +91,8 @@ void boost_self(int ceiling);
 void boost_note_acquired(void);
 void boost_note_released(void);
 void boost_note_wait_failed(void);
+/* The caller's own SCHED_FIFO/SCHED_RR priority, 0 for other policies; a
+ * boosted thread's is the one it will get back (slow path: system calls). */
+int self_rt_priority(void);
 
 #endif

@@ -19,7 +19,16 @@
  * just leave: it adds itself to the "abandoned" field of rin with a
  * compare-and-swap that also proves its phase is still on. The writer turns
  * those into exits (rout) when its phase ends, as if they had entered and left
- * the read phase at once. */
+ * the read phase at once.
+ *
+ * POSIX's rule for real-time readers: a SCHED_FIFO or SCHED_RR reader whose
+ * priority is above that of every waiting writer gets the lock unless a
+ * writer holds it. Writers that block count themselves in waiting_writers by
+ * priority; such a reader, instead of waiting for the write phase, passes
+ * the "gate", a second reader count that the writer closes (GATE_WRITER) only
+ * once it has drained the ordinary readers. The writer waits for the gate's
+ * readers as it waits for the others. Only the slow paths look at priorities;
+ * the gate costs an uncontended writer one compare-and-swap and one store. */
 #include "lock_internal.h"
 
 #include <sched.h>
@@ -35,7 +44,18 @@
 #define RW_COUNT_SHIFT 48
 #define RW_RINC (1ull << RW_COUNT_SHIFT) /* the count wraps out of the word */
 
+#define GATE_WRITER 0x80000000u
+
 static inline uint16_t rw_entries(uint64_t rin) { return (uint16_t)(rin >> RW_COUNT_SHIFT); }
+
+/* Locks this thread read-holds through the gate, for the unlock. */
+#define GATE_HOLDS 8
+struct gate_hold {
+	rtaccel_rwlock_t *lock;
+	uint32_t count;
+};
+static __thread LOCK_TLS struct gate_hold gate_holds[GATE_HOLDS];
+static __thread LOCK_TLS uint32_t gate_holds_total;
 
 /* The half of rin that holds PRES and the epoch: every phase end changes it. */
 static inline uint32_t *rin_futex(rtaccel_rwlock_t *l)
@@ -66,9 +86,96 @@ int rtaccel_rwlock_destroy(rtaccel_rwlock_t *l)
 {
 	uint64_t rin = LOAD(&l->rin);
 	if ((rin & RW_LOW) || rw_entries(rin) != (uint16_t)LOAD(&l->rout) ||
-	    LOAD(&l->writers.next) != LOAD(&l->writers.serving))
+	    LOAD(&l->writers.next) != LOAD(&l->writers.serving) || LOAD(&l->gate) != 0)
 		return -EBUSY;
 	return 0;
+}
+
+/* --- real-time readers past waiting writers ---------------------------- */
+
+static int highest_waiting_writer(rtaccel_rwlock_t *l)
+{
+	for (int p = 99; p > 0; p--)
+		if (LOAD_RELAXED(&l->waiting_writers[p]))
+			return p;
+	return 0;
+}
+
+/* True if POSIX lets a reader of priority prio in now: no writer inside and
+ * none of its priority or above waiting. */
+static bool gate_open_for(rtaccel_rwlock_t *l, int prio)
+{
+	return prio > 0 && !(LOAD(&l->gate) & GATE_WRITER) && highest_waiting_writer(l) < prio;
+}
+
+static struct gate_hold *gate_hold_slot(rtaccel_rwlock_t *l)
+{
+	for (int i = 0; i < GATE_HOLDS; i++)
+		if (gate_holds[i].lock == l)
+			return &gate_holds[i];
+	return NULL;
+}
+
+/* Enters through the gate: 0, or -EAGAIN if a writer closed it first. */
+static int gate_enter(rtaccel_rwlock_t *l)
+{
+	struct gate_hold *h = gate_hold_slot(l);
+	if (!h && !(h = gate_hold_slot(NULL)))
+		return -EAGAIN; /* too many at once: take the ordinary way */
+	uint32_t g = LOAD(&l->gate);
+	do {
+		if (g & GATE_WRITER)
+			return -EAGAIN;
+	} while (!CAS(&l->gate, &g, g + 1));
+	h->lock = l;
+	h->count++;
+	gate_holds_total++;
+	return 0;
+}
+
+/* Leaves the gate if the caller came in through it. */
+static bool gate_leave(rtaccel_rwlock_t *l)
+{
+	if (__builtin_expect(gate_holds_total == 0, 1))
+		return false;
+	struct gate_hold *h = gate_hold_slot(l);
+	if (!h)
+		return false;
+	if (--h->count == 0)
+		h->lock = NULL;
+	gate_holds_total--;
+	if (__atomic_sub_fetch(&l->gate, 1, __ATOMIC_SEQ_CST) == 0 && LOAD(&l->gsleep))
+		futex_wake(&l->gate, 1, l->flags & RTACCEL_LOCK_PSHARED);
+	return true;
+}
+
+/* The writer, readers drained, closes the gate behind the gate's readers;
+ * try: -EBUSY instead of waiting for them. */
+static int gate_close(rtaccel_rwlock_t *l, bool try, clockid_t clock, const struct timespec *abs)
+{
+	for (;;) {
+		uint32_t g = 0;
+		if (CAS(&l->gate, &g, GATE_WRITER))
+			return 0;
+		if (try)
+			return -EBUSY;
+		FETCH_ADD(&l->gsleep, 1);
+		g = LOAD(&l->gate);
+		int r = g == 0 ? 0 : futex_wait(&l->gate, g, l->flags & RTACCEL_LOCK_PSHARED, clock, abs);
+		FETCH_ADD(&l->gsleep, (uint32_t)-1);
+		if (r == -ETIMEDOUT) {
+			g = 0;
+			return CAS(&l->gate, &g, GATE_WRITER) ? 0 : -ETIMEDOUT;
+		}
+	}
+}
+
+static void gate_open(rtaccel_rwlock_t *l) { STORE(&l->gate, 0); }
+
+static void writer_waits(rtaccel_rwlock_t *l, int prio, int delta)
+{
+	if (prio > 0 && prio < 100)
+		__atomic_fetch_add(&l->waiting_writers[prio], (uint16_t)delta, __ATOMIC_SEQ_CST);
 }
 
 /* Raises the caller and everyone holding the lock (slow path only). */
@@ -114,6 +221,10 @@ static int reader_abandon(rtaccel_rwlock_t *l, uint64_t phase)
 	}
 }
 
+/* reader_wait_phase's answer when the reader gave its entry up to take the
+ * gate instead. */
+#define READER_TAKE_GATE 1
+
 static int reader_wait_phase(rtaccel_rwlock_t *l, uint64_t phase, clockid_t clock,
 			     const struct timespec *abs)
 {
@@ -122,12 +233,19 @@ static int reader_wait_phase(rtaccel_rwlock_t *l, uint64_t phase, clockid_t cloc
 			return 0;
 		cpu_relax();
 	}
+	int prio = self_rt_priority();
 	int ceiling = rw_ceiling(l);
 	if (rw_boost(l))
 		boost_self(ceiling);
 	for (;;) {
 		if ((LOAD(&l->rin) & RW_PHASE) != phase)
 			return 0;
+		if (gate_open_for(l, prio)) {
+			/* Leave the phase's queue as a timed-out reader does. */
+			if (reader_abandon(l, phase) == 0)
+				return 0; /* the phase ended meanwhile: we are in */
+			return READER_TAKE_GATE;
+		}
 		if (rw_boost(l))
 			holder_boost(&l->writer, ceiling);
 		FETCH_ADD(&l->rsleep, 1);
@@ -146,20 +264,26 @@ static int read_acquire(rtaccel_rwlock_t *l, clockid_t clock, const struct times
 	uint32_t me = lock_self_tid();
 	if (LOAD_RELAXED(&l->owner) == me)
 		return -EDEADLK;
-	if (abs && (LOAD(&l->rin) & RW_PRES)) {
-		int r = check_deadline(clock, abs);
+	if (abs) {
+		int r = deadline_valid(clock, abs);
+		if (r == 0 && (LOAD(&l->rin) & RW_PRES))
+			r = check_deadline(clock, abs);
 		if (r < 0)
 			return r;
 	}
-	uint64_t seen = FETCH_ADD(&l->rin, RW_RINC);
-	if (seen & RW_PRES) {
-		uint64_t phase = seen & RW_PHASE;
-		int r = reader_wait_phase(l, phase, clock, abs);
+	for (;;) {
+		uint64_t seen = FETCH_ADD(&l->rin, RW_RINC);
+		if (!(seen & RW_PRES))
+			break;
+		int r = reader_wait_phase(l, seen & RW_PHASE, clock, abs);
+		if (r == READER_TAKE_GATE && gate_enter(l) < 0)
+			continue; /* a writer got in first: queue again */
 		if (r < 0) {
 			if (rw_boost(l))
 				boost_note_wait_failed();
 			return r;
 		}
+		break;
 	}
 	if (rw_boost(l)) {
 		holder_claim_any(l->readers, RTACCEL_RWLOCK_READER_SLOTS, me, rw_ceiling(l));
@@ -186,8 +310,13 @@ int rtaccel_rwlock_tryrdlock(rtaccel_rwlock_t *l)
 {
 	uint64_t x = LOAD(&l->rin);
 	do {
-		if (x & RW_PRES)
-			return -EBUSY;
+		if (x & RW_PRES) {
+			/* As rdlock would: past a waiting writer of lower priority. */
+			if (LOAD_RELAXED(&l->owner) == lock_self_tid() ||
+			    !gate_open_for(l, self_rt_priority()) || gate_enter(l) < 0)
+				return -EBUSY;
+			break;
+		}
 	} while (!CAS(&l->rin, &x, x + RW_RINC));
 	if (rw_boost(l)) {
 		holder_claim_any(l->readers, RTACCEL_RWLOCK_READER_SLOTS, lock_self_tid(),
@@ -222,8 +351,12 @@ int rtaccel_rwlock_trywrlock(rtaccel_rwlock_t *l)
 	uint64_t x = LOAD(&l->rin);
 	if ((x & RW_LOW) == 0 && rw_entries(x) == (uint16_t)LOAD(&l->rout) &&
 	    CAS(&l->rin, &x, new_phase(x))) {
-		writer_enter(l, me);
-		return 0;
+		if (gate_close(l, true, CLOCK_REALTIME, NULL) == 0) {
+			writer_enter(l, me);
+			return 0;
+		}
+		end_write_phase(l); /* real-time readers inside: an empty phase */
+		return -EBUSY;
 	}
 	ticketq_pass(&l->writers, rw_shared(l)); /* readers inside: give the turn on */
 	return -EBUSY;
@@ -259,12 +392,20 @@ static int write_acquire(rtaccel_rwlock_t *l, clockid_t clock, const struct time
 	if (LOAD_RELAXED(&l->owner) == me)
 		return -EDEADLK;
 	if (abs) {
-		if (rtaccel_rwlock_trywrlock(l) == 0)
-			return 0;
+		int r = deadline_valid(clock, abs);
+		if (r < 0)
+			return r;
+	}
+	if (rtaccel_rwlock_trywrlock(l) == 0)
+		return 0;
+	if (abs) {
 		int r = check_deadline(clock, abs);
 		if (r < 0)
 			return r;
 	}
+	/* Blocked: real-time readers of a higher priority may pass. */
+	int prio = self_rt_priority();
+	writer_waits(l, prio, 1);
 	uint32_t ticket = FETCH_ADD(&l->writers.next, 1);
 	int r = ticketq_wait(&l->writers, ticket, rw_shared(l), clock, abs,
 			     rw_boost(l) ? boost_all_holders : NULL, l);
@@ -273,9 +414,12 @@ static int write_acquire(rtaccel_rwlock_t *l, clockid_t clock, const struct time
 		while (!CAS(&l->rin, &x, new_phase(x)))
 			;
 		r = writer_drain(l, rw_entries(x), clock, abs);
+		if (r == 0)
+			r = gate_close(l, false, clock, abs);
 		if (r < 0)
 			end_write_phase(l); /* gave up: an empty write phase */
 	}
+	writer_waits(l, prio, -1);
 	if (r < 0) {
 		if (rw_boost(l))
 			boost_note_wait_failed();
@@ -307,6 +451,7 @@ int rtaccel_rwlock_wrunlock(rtaccel_rwlock_t *l)
 	STORE(&l->owner, 0);
 	if (rw_boost(l))
 		holder_release(&l->writer, me);
+	gate_open(l);
 	end_write_phase(l);
 	if (rw_boost(l))
 		boost_note_released();
@@ -317,9 +462,11 @@ int rtaccel_rwlock_rdunlock(rtaccel_rwlock_t *l)
 {
 	if (rw_boost(l))
 		holder_release_any(l->readers, RTACCEL_RWLOCK_READER_SLOTS, lock_self_tid());
-	FETCH_ADD(&l->rout, 1);
-	if (LOAD(&l->dsleep))
-		futex_wake(&l->rout, 1, rw_shared(l));
+	if (!gate_leave(l)) {
+		FETCH_ADD(&l->rout, 1);
+		if (LOAD(&l->dsleep))
+			futex_wake(&l->rout, 1, rw_shared(l));
+	}
 	if (rw_boost(l))
 		boost_note_released();
 	return 0;

@@ -4,9 +4,12 @@
  *
  * Modes (RTACCEL_SHIM=trace,pi,phase-fair,boost, set by `rtaccel shim`):
  * - pi: every mutex gets PTHREAD_PRIO_INHERIT. Mutexes initialised through
- *   pthread_mutex_init are converted in place; statically initialised ones
- *   are redirected, on first use, to a PI mutex whose address is kept in the
- *   original's (unused) robust-list field.
+ *   pthread_mutex_init are converted in place (and marked so in their unused
+ *   robust-list field); statically initialised ones are redirected, on first
+ *   use, to a PI mutex whose address is kept in that field. glibc's PI
+ *   mutexes report a few errors differently from its plain ones; for a
+ *   converted mutex the shim gives the program the plain mutex's answers
+ *   (pi_plain_result), so that the conversion is invisible.
  * - phase-fair: every process-private rwlock is redirected to an
  *   rtaccel_rwlock_t; recursive read locks, which POSIX allows, are counted
  *   per thread so they never queue behind a writer.
@@ -156,7 +159,9 @@ static void pool_free(struct pool *p, void *obj)
 
 /* --- mutexes ----------------------------------------------------------------- */
 
-static void mutex_attr_with_pi(const pthread_mutexattr_t *attr, pthread_mutexattr_t *out)
+/* attr with PTHREAD_PRIO_INHERIT where it asks for no protocol; true if
+ * that changed it. */
+static bool mutex_attr_with_pi(const pthread_mutexattr_t *attr, pthread_mutexattr_t *out)
 {
 	int protocol = PTHREAD_PRIO_NONE;
 	if (attr) {
@@ -165,8 +170,39 @@ static void mutex_attr_with_pi(const pthread_mutexattr_t *attr, pthread_mutexatt
 	} else {
 		pthread_mutexattr_init(out);
 	}
-	if (protocol == PTHREAD_PRIO_NONE)
-		pthread_mutexattr_setprotocol(out, PTHREAD_PRIO_INHERIT);
+	if (protocol != PTHREAD_PRIO_NONE)
+		return false;
+	pthread_mutexattr_setprotocol(out, PTHREAD_PRIO_INHERIT);
+	return true;
+}
+
+/* Marks a mutex that pthread_mutex_init converted to PI in place. Robust
+ * mutexes use the field themselves and are not marked. */
+#define PI_CONVERTED_MARK ((void *)0x72746163636c7069ull) /* "rtaccpi" */
+
+static bool pi_converted(pthread_mutex_t *m, pthread_mutex_t *target)
+{
+	return target != m || m->__data.__list.__next == PI_CONVERTED_MARK;
+}
+
+/* What glibc's plain mutex would have answered where its PI mutex answered r
+ * (slow path only: r is an error). Plain mutexes never say EDEADLK to a
+ * try-lock; an unchecked (normal, default) plain mutex unlocked by a thread
+ * that does not hold it says 0 and counts one user less, which a later
+ * destroy notices (EBUSY). */
+static int pi_plain_result(pthread_mutex_t *m, pthread_mutex_t *target, int op, int r)
+{
+	if (!shim_cfg.pi || !pi_converted(m, target))
+		return r;
+	int type = __atomic_load_n(&target->__data.__kind, __ATOMIC_RELAXED) & KIND_TYPE_MASK;
+	bool unchecked = type == PTHREAD_MUTEX_NORMAL || type == PTHREAD_MUTEX_ADAPTIVE_NP;
+	if (op == OP_MUTEX_TRYLOCK && r == EDEADLK)
+		return EBUSY;
+	if (op == OP_MUTEX_UNLOCK && r == EPERM && unchecked) {
+		__atomic_fetch_sub(&target->__data.__nusers, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+	return r;
 }
 
 /* The mutex to operate on in pi mode: m itself if it has a protocol already,
@@ -207,8 +243,13 @@ SHIM_EXPORT int pthread_mutex_init(pthread_mutex_t *m, const pthread_mutexattr_t
 	int r;
 	if (shim_cfg.pi) {
 		pthread_mutexattr_t a;
-		mutex_attr_with_pi(attr, &a);
+		bool converted = mutex_attr_with_pi(attr, &a);
 		r = REAL(mutex_init)(m, &a);
+		int robust = 0;
+		pthread_mutexattr_getrobust(&a, &robust);
+		if (r == 0 && converted && robust == PTHREAD_MUTEX_STALLED)
+			m->__data.__list.__next = PI_CONVERTED_MARK;
+		pthread_mutexattr_destroy(&a);
 	} else {
 		r = REAL(mutex_init)(m, attr);
 	}
@@ -230,10 +271,12 @@ SHIM_EXPORT int pthread_mutex_destroy(pthread_mutex_t *m)
 	return r;
 }
 
-/* Acquires through try first, so the trace knows whether it had to wait. */
-#define TRACED_ACQUIRE(kind, op, lockobj, try_call, wait_call)                            \
+/* Acquires through try first, so the trace knows whether it had to wait.
+ * args_ok false (arguments glibc refuses before it looks at the lock) goes
+ * straight to the real call, which gives glibc's error. */
+#define TRACED_ACQUIRE_CHECKED(kind, op, lockobj, args_ok, try_call, wait_call)           \
 	do {                                                                            \
-		if (!shim_cfg.trace || shim_busy)                                       \
+		if (!shim_cfg.trace || shim_busy || !(args_ok))                         \
 			return wait_call;                                               \
 		const void *pc_ = __builtin_return_address(0);                          \
 		uint64_t t0_ = shim_now_ns();                                           \
@@ -246,6 +289,19 @@ SHIM_EXPORT int pthread_mutex_destroy(pthread_mutex_t *m)
 				       contended_ ? shim_now_ns() - t0_ + 1 : 0);        \
 		return r_;                                                              \
 	} while (0)
+#define TRACED_ACQUIRE(kind, op, lockobj, try_call, wait_call) \
+	TRACED_ACQUIRE_CHECKED(kind, op, lockobj, true, try_call, wait_call)
+
+/* The clocks glibc's timed lock functions accept. */
+static inline bool clock_ok(clockid_t clock)
+{
+	return clock == CLOCK_REALTIME || clock == CLOCK_MONOTONIC;
+}
+/* glibc's rwlocks check the deadline before they look at the lock. */
+static inline bool rw_deadline_ok(clockid_t clock, const struct timespec *abs)
+{
+	return clock_ok(clock) && abs && abs->tv_nsec >= 0 && abs->tv_nsec < 1000000000L;
+}
 
 SHIM_EXPORT int pthread_mutex_lock(pthread_mutex_t *m)
 {
@@ -257,6 +313,8 @@ SHIM_EXPORT int pthread_mutex_trylock(pthread_mutex_t *m)
 {
 	pthread_mutex_t *t = pi_target(m, false);
 	int r = REAL(mutex_trylock)(t);
+	if (__builtin_expect(r == EDEADLK, 0))
+		r = pi_plain_result(m, t, OP_MUTEX_TRYLOCK, r);
 	if (r == 0 && shim_cfg.trace && !shim_busy)
 		trace_acquired(m, KIND_MUTEX, OP_MUTEX_TRYLOCK, __builtin_return_address(0), 0, 0);
 	return r;
@@ -273,14 +331,18 @@ SHIM_EXPORT int pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t clock,
 					const struct timespec *abs)
 {
 	pthread_mutex_t *t = pi_target(m, false);
-	TRACED_ACQUIRE(KIND_MUTEX, OP_MUTEX_TIMEDLOCK, m, REAL(mutex_trylock)(t),
-		       REAL(mutex_clocklock)(t, clock, abs));
+	TRACED_ACQUIRE_CHECKED(KIND_MUTEX, OP_MUTEX_TIMEDLOCK, m, clock_ok(clock),
+			       REAL(mutex_trylock)(t), REAL(mutex_clocklock)(t, clock, abs));
 }
 
 SHIM_EXPORT int pthread_mutex_unlock(pthread_mutex_t *m)
 {
 	pthread_mutex_t *t = pi_target(m, true);
 	int r = REAL(mutex_unlock)(t);
+	if (__builtin_expect(r == EPERM, 0)) {
+		r = pi_plain_result(m, t, OP_MUTEX_UNLOCK, r);
+		return r; /* nothing was released: nothing to trace */
+	}
 	if (r == 0 && shim_cfg.trace && !shim_busy)
 		trace_released(m, KIND_MUTEX, OP_MUTEX_UNLOCK, __builtin_return_address(0));
 	return r;
@@ -460,22 +522,28 @@ SHIM_EXPORT int pthread_rwlock_tryrdlock(pthread_rwlock_t *rw)
 SHIM_EXPORT int pthread_rwlock_timedrdlock(pthread_rwlock_t *rw, const struct timespec *abs)
 {
 	rtaccel_rwlock_t *p = pf_target(rw);
+	bool ok = rw_deadline_ok(CLOCK_REALTIME, abs);
 	if (p)
-		TRACED_ACQUIRE(KIND_RWLOCK, OP_TIMEDRDLOCK, rw, pf_read(p, pf_rd_try, 0, NULL),
-			       pf_read(p, pf_rd_timed, CLOCK_REALTIME, abs));
-	TRACED_ACQUIRE(KIND_RWLOCK, OP_TIMEDRDLOCK, rw, REAL(rwlock_tryrdlock)(rw),
-		       REAL(rwlock_timedrdlock)(rw, abs));
+		TRACED_ACQUIRE_CHECKED(KIND_RWLOCK, OP_TIMEDRDLOCK, rw, ok,
+				       pf_read(p, pf_rd_try, 0, NULL),
+				       pf_read(p, pf_rd_timed, CLOCK_REALTIME, abs));
+	TRACED_ACQUIRE_CHECKED(KIND_RWLOCK, OP_TIMEDRDLOCK, rw, ok,
+			       REAL(rwlock_tryrdlock)(rw),
+			       REAL(rwlock_timedrdlock)(rw, abs));
 }
 
 SHIM_EXPORT int pthread_rwlock_clockrdlock(pthread_rwlock_t *rw, clockid_t clock,
 					   const struct timespec *abs)
 {
 	rtaccel_rwlock_t *p = pf_target(rw);
+	bool ok = rw_deadline_ok(clock, abs);
 	if (p)
-		TRACED_ACQUIRE(KIND_RWLOCK, OP_TIMEDRDLOCK, rw, pf_read(p, pf_rd_try, 0, NULL),
-			       pf_read(p, pf_rd_timed, clock, abs));
-	TRACED_ACQUIRE(KIND_RWLOCK, OP_TIMEDRDLOCK, rw, REAL(rwlock_tryrdlock)(rw),
-		       REAL(rwlock_clockrdlock)(rw, clock, abs));
+		TRACED_ACQUIRE_CHECKED(KIND_RWLOCK, OP_TIMEDRDLOCK, rw, ok,
+				       pf_read(p, pf_rd_try, 0, NULL),
+				       pf_read(p, pf_rd_timed, clock, abs));
+	TRACED_ACQUIRE_CHECKED(KIND_RWLOCK, OP_TIMEDRDLOCK, rw, ok,
+			       REAL(rwlock_tryrdlock)(rw),
+			       REAL(rwlock_clockrdlock)(rw, clock, abs));
 }
 
 SHIM_EXPORT int pthread_rwlock_wrlock(pthread_rwlock_t *rw)
@@ -500,22 +568,28 @@ SHIM_EXPORT int pthread_rwlock_trywrlock(pthread_rwlock_t *rw)
 SHIM_EXPORT int pthread_rwlock_timedwrlock(pthread_rwlock_t *rw, const struct timespec *abs)
 {
 	rtaccel_rwlock_t *p = pf_target(rw);
+	bool ok = rw_deadline_ok(CLOCK_REALTIME, abs);
 	if (p)
-		TRACED_ACQUIRE(KIND_RWLOCK, OP_TIMEDWRLOCK, rw, -rtaccel_rwlock_trywrlock(p),
-			       -rtaccel_rwlock_timedwrlock(p, abs));
-	TRACED_ACQUIRE(KIND_RWLOCK, OP_TIMEDWRLOCK, rw, REAL(rwlock_trywrlock)(rw),
-		       REAL(rwlock_timedwrlock)(rw, abs));
+		TRACED_ACQUIRE_CHECKED(KIND_RWLOCK, OP_TIMEDWRLOCK, rw, ok,
+				       -rtaccel_rwlock_trywrlock(p),
+				       -rtaccel_rwlock_timedwrlock(p, abs));
+	TRACED_ACQUIRE_CHECKED(KIND_RWLOCK, OP_TIMEDWRLOCK, rw, ok,
+			       REAL(rwlock_trywrlock)(rw),
+			       REAL(rwlock_timedwrlock)(rw, abs));
 }
 
 SHIM_EXPORT int pthread_rwlock_clockwrlock(pthread_rwlock_t *rw, clockid_t clock,
 					   const struct timespec *abs)
 {
 	rtaccel_rwlock_t *p = pf_target(rw);
+	bool ok = rw_deadline_ok(clock, abs);
 	if (p)
-		TRACED_ACQUIRE(KIND_RWLOCK, OP_TIMEDWRLOCK, rw, -rtaccel_rwlock_trywrlock(p),
-			       -rtaccel_rwlock_clockwrlock(p, clock, abs));
-	TRACED_ACQUIRE(KIND_RWLOCK, OP_TIMEDWRLOCK, rw, REAL(rwlock_trywrlock)(rw),
-		       REAL(rwlock_clockwrlock)(rw, clock, abs));
+		TRACED_ACQUIRE_CHECKED(KIND_RWLOCK, OP_TIMEDWRLOCK, rw, ok,
+				       -rtaccel_rwlock_trywrlock(p),
+				       -rtaccel_rwlock_clockwrlock(p, clock, abs));
+	TRACED_ACQUIRE_CHECKED(KIND_RWLOCK, OP_TIMEDWRLOCK, rw, ok,
+			       REAL(rwlock_trywrlock)(rw),
+			       REAL(rwlock_clockwrlock)(rw, clock, abs));
 }
 
 SHIM_EXPORT int pthread_rwlock_unlock(pthread_rwlock_t *rw)

@@ -67,9 +67,14 @@ int main(void)
 	CHECK_EQ(rtaccel_rwlock_unlock(&lock), 0);
 	CHECK_EQ(rtaccel_rwlock_unlock(&lock), 0);
 
-	/* A free lock is taken by a timed call even with an invalid deadline. */
+	/* An invalid deadline is refused before the lock is looked at, as glibc
+	 * does, even when the lock is free. */
 	struct timespec bad = {0, -1};
-	CHECK_EQ(rtaccel_rwlock_timedwrlock(&lock, &bad), 0);
+	CHECK_EQ(rtaccel_rwlock_timedwrlock(&lock, &bad), -EINVAL);
+	CHECK_EQ(rtaccel_rwlock_timedrdlock(&lock, &bad), -EINVAL);
+	struct timespec later = deadline_in(CLOCK_MONOTONIC, 1000000ull);
+	CHECK_EQ(rtaccel_rwlock_clockwrlock(&lock, CLOCK_PROCESS_CPUTIME_ID, &later), -EINVAL);
+	CHECK_EQ(rtaccel_rwlock_wrlock(&lock), 0);
 	CHECK_EQ(rtaccel_rwlock_wrlock(&lock), -EDEADLK);
 	CHECK_EQ(rtaccel_rwlock_rdlock(&lock), -EDEADLK);
 	run(try_and_timed_read_while_written);
