@@ -30,7 +30,14 @@ analysis::Options make_options(const std::string& horizon, bool lp_blocking_incl
 workload::Workload unwrap(workload::LoadResult result, const py::object& error_type) {
   if (result.ok()) return std::move(*result.workload);
   py::list messages;
-  for (const auto& e : result.errors) messages.append(e.to_string());
+  for (const auto& e : result.errors) {
+    // A file name need not be UTF-8; a message must still reach Python.
+    std::string text = e.to_string();
+    PyObject* str = PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()),
+                                         "backslashreplace");
+    if (!str) throw py::error_already_set();
+    messages.append(py::reinterpret_steal<py::str>(str));
+  }
   PyErr_SetObject(error_type.ptr(), messages.ptr());
   throw py::error_already_set();
 }
@@ -66,10 +73,13 @@ PYBIND11_MODULE(_core, m) {
 
   m.def(
       "load_workload",
-      [error_type](const std::string& path, int machine_cores) {
+      [error_type](const py::object& path, int machine_cores) {
+        // The file system's bytes, as Python's own file functions take them:
+        // a name need not be valid UTF-8.
+        std::string native = py::module_::import("os").attr("fsencode")(path).cast<std::string>();
         workload::LoadOptions options;
         options.machine_cores = machine_cores;
-        return unwrap(workload::load_file(path, options), error_type);
+        return unwrap(workload::load_file(native, options), error_type);
       },
       py::arg("path"), py::arg("machine_cores") = 0,
       "Load and validate a workload file; raises WorkloadError with every problem found.");

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <tuple>
 #include <fstream>
 #include <map>
@@ -643,9 +644,71 @@ class Loader {
 
 }  // namespace
 
+namespace {
+
+// Offset of the first byte that is not part of well-formed UTF-8 (overlong
+// forms, surrogates and code points past U+10FFFF included), or npos.
+size_t first_invalid_utf8(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+    unsigned char c = byte(i);
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    size_t n;
+    unsigned lo = 0x80, hi = 0xbf;  // allowed range of the second byte
+    if (c >= 0xc2 && c <= 0xdf) {
+      n = 1;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      n = 2;
+      if (c == 0xe0) lo = 0xa0;
+      if (c == 0xed) hi = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      n = 3;
+      if (c == 0xf0) lo = 0x90;
+      if (c == 0xf4) hi = 0x8f;
+    } else {
+      return i;
+    }
+    if (i + n >= text.size()) return i;  // cut short
+    if (byte(i + 1) < lo || byte(i + 1) > hi) return i;
+    for (size_t k = 2; k <= n; k++)
+      if (byte(i + k) < 0x80 || byte(i + k) > 0xbf) return i;
+    i += n + 1;
+  }
+  return std::string_view::npos;
+}
+
+SourceLocation location_of_offset(std::string_view text, size_t offset) {
+  SourceLocation where{1, 1};
+  for (size_t i = 0; i < offset; i++) {
+    if (text[i] == '\n') {
+      where.line++;
+      where.column = 1;
+    } else {
+      where.column++;
+    }
+  }
+  return where;
+}
+
+}  // namespace
+
 LoadResult load_string(std::string_view text, std::string_view file_name, const LoadOptions& options) {
   Context ctx{std::string(file_name)};
   LoadResult result;
+  // Messages quote the input; checking the encoding first keeps every one of
+  // them valid text for whoever prints them (Python's str, JSON).
+  if (size_t bad = first_invalid_utf8(text); bad != std::string_view::npos) {
+    char hex[8];
+    std::snprintf(hex, sizeof(hex), "0x%02x", static_cast<unsigned char>(text[bad]));
+    ctx.error(location_of_offset(text, bad),
+              std::string("not UTF-8 text (byte ") + hex + "): a workload is a YAML file in UTF-8");
+    result.errors = ctx.take_errors();
+    return result;
+  }
   YAML::Node root;
   try {
     // yaml-cpp limits nesting depth itself (DeepRecursion), so hostile input

@@ -199,5 +199,21 @@ TEST(Loader, MissingFileIsADiagnostic) {
   EXPECT_EQ(r.errors[0].to_string(), "/nonexistent/w.yaml: cannot open the file");
 }
 
+TEST(Loader, RefusesInputThatIsNotUtf8WithItsPlace) {
+  // Invalid lead byte, overlong form, surrogate, cut short at the end.
+  for (const std::string& bad : {std::string("\xdd x"), std::string("\xc0\xaf"),
+                                std::string("\xed\xa0\x80"), std::string("\xe2\x82")}) {
+    LoadResult r = load("name: ok\nchains: [" + bad);
+    ASSERT_FALSE(r.ok());
+    ASSERT_EQ(r.errors.size(), 1u);
+    EXPECT_EQ(r.errors[0].where.line, 2);
+    EXPECT_EQ(r.errors[0].where.column, 10);
+    EXPECT_NE(r.errors[0].to_string().find("not UTF-8 text"), std::string::npos);
+  }
+  // Valid multi-byte text goes on to the YAML parser.
+  LoadResult r = load(replace(kValid, "name: valid", "name: valid  # \xc3\xa9t\xc3\xa9 \xf0\x9f\x9a\x97"));
+  EXPECT_TRUE(r.ok()) << (r.errors.empty() ? "" : r.errors[0].to_string());
+}
+
 }  // namespace
 }  // namespace rtaccel::workload

@@ -127,3 +127,19 @@ def test_experiment_is_reproducible_from_its_seed():
     p.chains, p.utilization = 6, 1.0
     assert _core.acceptance(p, 50, 7) == _core.acceptance(p, 50, 7)
     assert _core.acceptance(p, 50, 7)[1] == 50
+
+
+def test_analyze_refuses_a_file_that_is_not_text(tmp_path):
+    garbage = tmp_path / "garbage.yaml"
+    garbage.write_bytes(b"chains:\n  - name: \xdd\xff\x00binary\n" + bytes(range(256)))
+    proc = rtaccel("analyze", str(garbage), check=2)
+    assert "Traceback" not in proc.stderr
+    assert f"{garbage}:2:11: not UTF-8 text (byte 0xdd)" in proc.stderr
+
+
+def test_analyze_names_a_file_whose_name_is_not_utf8(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "rtaccel.cli", "analyze", b"/nonexistent/\xff.yaml"],
+                          capture_output=True, cwd=ROOT, timeout=60,
+                          env={"PYTHONPATH": str(ROOT / "python"), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 2, proc.stderr
+    assert b"Traceback" not in proc.stderr and b"cannot open the file" in proc.stderr
