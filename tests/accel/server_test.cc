@@ -908,12 +908,22 @@ bool cuda_device_found() { return cuda_line().find("device found") != std::strin
 
 TEST(Cuda, TheBackendIsBuiltAndSaysWhatItFound) {
   const std::string line = cuda_line();
+  ASSERT_FALSE(line.empty()) << "--list-backends names no cuda backend";
 #ifdef RTACCEL_HAVE_CUDA
   // nvcc was there at build time: the module loads, whether or not a GPU is.
   EXPECT_EQ(line.find("not part of this build"), std::string::npos) << line;
   EXPECT_EQ(line.find("cannot load"), std::string::npos) << line;
+#else
+  EXPECT_NE(line.find("not part of this build"), std::string::npos) << line;
 #endif
-  if (!cuda_device_found()) {
+  if (cuda_device_found()) {
+    // A GPU is here: the line names it and direct invocation opens it.
+    EXPECT_EQ(line.find("no CUDA device"), std::string::npos) << line;
+    rtaccel_direct* d = nullptr;
+    ASSERT_EQ(rtaccel_direct_open("cuda", 0, 0, &d), 0) << line;
+    ASSERT_NE(d, nullptr);
+    rtaccel_direct_close(d);
+  } else {
     std::printf("no CUDA device here: %s\n", line.c_str());
     // The server refuses the backend with the reason instead of starting.
     FILE* p = popen(RTACCEL_SERVER_BIN " --backend cuda --socket /tmp/rtaccel-no-gpu.sock 2>&1", "r");
