@@ -151,6 +151,110 @@ std::vector<std::string> server_args(const workload::Workload& w, const std::str
   return args;
 }
 
+// Times the kernels of every segment on its device and sizes them. It runs
+// in a child process that exits when done: a device runtime that was
+// initialised in a process does not survive a fork of it (CUDA says so), and
+// the runner forks the executors afterwards, which open the device
+// themselves. The table comes back as JSON through a pipe.
+bool size_kernels_in_child(const workload::Workload& w, double work_fraction, SegmentTable* out,
+                           std::string* why) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) < 0) {
+    *why = std::string("pipe: ") + strerror(errno);
+    return false;
+  }
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    *why = std::string("fork: ") + strerror(errno);
+    close(fds[0]);
+    close(fds[1]);
+    return false;
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    die_with_parent(parent);
+    json reply;
+    std::string error;
+    SegmentTable table(w.callbacks.size());
+    std::vector<std::unique_ptr<KernelSizer>> sizers(w.accelerators.size());
+    for (size_t cb = 0; cb < w.callbacks.size() && error.empty(); ++cb) {
+      for (const auto& seg : w.callbacks[cb].segments) {
+        auto& sizer = sizers[seg.accelerator];
+        if (!sizer) {
+          sizer = std::make_unique<KernelSizer>();
+          if (!sizer->open(w.accelerators[seg.accelerator].backend, device_of(w, seg.accelerator), &error))
+            break;
+        }
+        SegmentRequest req;
+        const auto target = static_cast<uint64_t>(static_cast<double>(seg.wcet_ns) * work_fraction);
+        if (!sizer->size(seg.service, target, &req, &error)) {
+          error = "callback '" + w.callbacks[cb].name + "': " + error;
+          break;
+        }
+        table[cb].push_back(std::move(req));
+      }
+    }
+    if (!error.empty()) {
+      reply = {{"error", error}};
+    } else {
+      reply = json::array();
+      for (const auto& segments : table) {
+        json row = json::array();
+        for (const auto& r : segments)
+          row.push_back({{"service", r.service}, {"bytes", r.bytes}, {"response_max", r.response_max}});
+        reply.push_back(std::move(row));
+      }
+    }
+    const std::string text = reply.dump();
+    for (size_t done = 0; done < text.size();) {
+      const ssize_t n = write(fds[1], text.data() + done, text.size() - done);
+      if (n <= 0 && errno != EINTR) _exit(1);
+      if (n > 0) done += static_cast<size_t>(n);
+    }
+    _exit(0);  // no exit handlers: the device runtime's belong to this child only
+  }
+  close(fds[1]);
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = read(fds[0], buf, sizeof(buf));
+    if (n > 0) {
+      text.append(buf, static_cast<size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  const json reply = json::parse(text, nullptr, false);
+  if (reply.is_object() && reply.contains("error")) {
+    *why = reply["error"].get<std::string>();
+    return false;
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !reply.is_array() ||
+      reply.size() != w.callbacks.size()) {
+    *why = "sizing the kernels failed (the sizing process " +
+           std::string(WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status))
+                                           : "exited with status " + std::to_string(WEXITSTATUS(status))) +
+           ")";
+    return false;
+  }
+  out->assign(w.callbacks.size(), {});
+  for (size_t cb = 0; cb < reply.size(); ++cb) {
+    for (const auto& r : reply[cb]) {
+      SegmentRequest req;
+      req.service = r["service"].get<std::string>();
+      req.bytes = r["bytes"].get<std::vector<unsigned char>>();
+      req.response_max = r["response_max"].get<size_t>();
+      (*out)[cb].push_back(std::move(req));
+    }
+  }
+  return true;
+}
+
 bool prepare(const RunOptions& o, Setup* s, std::string* why) {
   auto loaded = workload::load_file(o.workload);
   if (!loaded.ok()) {
@@ -177,29 +281,11 @@ bool prepare(const RunOptions& o, Setup* s, std::string* why) {
   s->bounds = analysis::analyze(w);
 
   // Kernels sized to their share of each segment's WCET, timed on the device.
+  // The busy loop is calibrated here, before any fork, so that every process
+  // of the run shares one calibration.
   accel::calibrate_busy_loop();
-  std::vector<std::unique_ptr<KernelSizer>> sizers(w.accelerators.size());
-  s->requests.resize(w.callbacks.size());
-  for (size_t cb = 0; cb < w.callbacks.size(); ++cb) {
-    for (const auto& seg : w.callbacks[cb].segments) {
-      auto& sizer = sizers[seg.accelerator];
-      const auto& acc = w.accelerators[seg.accelerator];
-      if (!sizer) {
-        sizer = std::make_unique<KernelSizer>();
-        if (!sizer->open(acc.backend, device_of(w, seg.accelerator), why)) return false;
-      }
-      SegmentRequest req;
-      const auto target = static_cast<uint64_t>(static_cast<double>(seg.wcet_ns) * o.work_fraction);
-      if (!sizer->size(seg.service, target, &req, why)) {
-        *why = "callback '" + w.callbacks[cb].name + "': " + *why;
-        return false;
-      }
-      s->requests[cb].push_back(std::move(req));
-    }
-  }
-  return true;
+  return size_kernels_in_child(w, o.work_fraction, &s->requests, why);
 }
-
 json chain_summary(const Setup& s, const SharedRun& shared, size_t c, std::ofstream* csv, uint64_t t0) {
   const auto& chain = s.w.chains[c];
   const auto* state = shared.chain(c);
