@@ -10,10 +10,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
+import select
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 LIB_DIR = Path(os.environ.get("RTACCEL_LIB_DIR", Path(__file__).resolve().parent / "lib"))
@@ -41,25 +40,24 @@ def default_cores() -> tuple[int, int]:
 @contextlib.contextmanager
 def private_server(args: list[str], startup_s: float = 10.0):
     """Runs rtaccel-server on a temporary socket for the duration of the block;
-    yields the socket path. The server is stopped (SIGTERM, then SIGKILL) after."""
+    yields the socket path. The server says when it serves through its
+    readiness pipe (--ready-fd); it is stopped (SIGTERM, then SIGKILL) after."""
     with tempfile.TemporaryDirectory(prefix="rtaccel-") as tmp:
         path = os.path.join(tmp, "server.sock")
-        proc = subprocess.Popen([str(_binary("rtaccel-server")), "--socket", path, *args],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        ready_r, ready_w = os.pipe()
         try:
-            deadline = time.monotonic() + startup_s
-            while True:
-                if proc.poll() is not None:
+            proc = subprocess.Popen([str(_binary("rtaccel-server")), "--socket", path, *args,
+                                     "--ready-fd", str(ready_w)], pass_fds=(ready_w,),
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        finally:
+            os.close(ready_w)
+        try:
+            with os.fdopen(ready_r, "rb") as ready:
+                if not select.select([ready], [], [], startup_s)[0]:
+                    raise AccelError("rtaccel-server did not get ready in time")
+                if ready.readline() != b"ready\n":
+                    proc.wait(timeout=5)
                     raise AccelError("rtaccel-server did not start: " + proc.stderr.read().strip())
-                with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
-                    try:
-                        s.connect(path)
-                        break
-                    except OSError:
-                        pass
-                if time.monotonic() > deadline:
-                    raise AccelError("rtaccel-server did not start listening in time")
-                time.sleep(0.02)
             yield path
         finally:
             proc.terminate()

@@ -11,14 +11,17 @@
 #include <new>
 #include <vector>
 
-#include "accel/os.h"
+#include "core/clock.h"
+#include "core/fd.h"
+#include "core/futex.h"
 #include "accel/protocol.h"
 #include "rtaccel/accel.h"
 
 using namespace rtaccel::accel;
+namespace core = rtaccel::core;
 
 struct rtaccel_client {
-  UniqueFd fd;
+  core::UniqueFd fd;
   std::mutex mu;  // one registration round trip at a time
   std::vector<rtaccel_registration*> registrations;
 };
@@ -26,9 +29,9 @@ struct rtaccel_client {
 struct rtaccel_registration {
   rtaccel_client* client = nullptr;
   rtaccel_registration_info info{};
-  Mapping region;
-  Mapping doorbell;
-  Mapping status;
+  core::Mapping region;
+  core::Mapping doorbell;
+  core::Mapping status;
   const RegionHeader* header = nullptr;
   uint32_t* head = nullptr;  // the shared producer index
   RequestEntry* entries = nullptr;
@@ -100,7 +103,7 @@ int rtaccel_client_connect(const char* socket_path, rtaccel_client** out) {
   addr.sun_family = AF_UNIX;
   if (strlen(socket_path) >= sizeof(addr.sun_path)) return -ENAMETOOLONG;
   strcpy(addr.sun_path, socket_path);
-  UniqueFd fd(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  core::UniqueFd fd(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
   if (!fd) return -errno;
   if (connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0) return -errno;
   auto* c = new (std::nothrow) rtaccel_client;
@@ -136,7 +139,7 @@ int rtaccel_client_register(rtaccel_client* client, const rtaccel_registration_d
   int fds[3] = {-1, -1, -1};
   int nfds = 0;
   int err = receive_reply(client->fd.get(), &reply, fds, &nfds);
-  UniqueFd region_fd(fds[0]), doorbell_fd(fds[1]), status_fd(fds[2]);
+  core::UniqueFd region_fd(fds[0]), doorbell_fd(fds[1]), status_fd(fds[2]);
   if (err) {
     set_why(why, why_len, err == -EPIPE ? "the server closed the connection" : "malformed reply");
     return err;
@@ -154,9 +157,9 @@ int rtaccel_client_register(rtaccel_client* client, const rtaccel_registration_d
   if (!reg) return -ENOMEM;
   reg->client = client;
   reg->info = reply.info;
-  reg->region = Mapping::map(region_fd.get(), reply.region_size, PROT_READ | PROT_WRITE);
-  reg->doorbell = Mapping::map(doorbell_fd.get(), 4096, PROT_READ | PROT_WRITE);
-  reg->status = Mapping::map(status_fd.get(), 4096, PROT_READ);
+  reg->region = core::Mapping::map(region_fd.get(), reply.region_size, PROT_READ | PROT_WRITE);
+  reg->doorbell = core::Mapping::map(doorbell_fd.get(), 4096, PROT_READ | PROT_WRITE);
+  reg->status = core::Mapping::map(status_fd.get(), 4096, PROT_READ);
   const RegionHeader* h = reg->region ? reg->region.at<const RegionHeader>(0) : nullptr;
   if (!h || !reg->doorbell || !reg->status || h->magic != kMagic || h->nservices > RTACCEL_MAX_SERVICES ||
       h->size != reply.region_size) {
@@ -247,7 +250,7 @@ int rtaccel_submit(rtaccel_registration* reg, int service, size_t request_len,
   e->response_cap = area.response_max;
   e->status = 0;
   e->response_len = 0;
-  reg->submit_ns[index] = monotonic_ns();
+  reg->submit_ns[index] = core::monotonic_ns();
   __atomic_store_n(&e->state, submitted, __ATOMIC_RELEASE);
   __atomic_store_n(reg->head, ++reg->next, __ATOMIC_SEQ_CST);
   // Read after publishing: see the comment on RegionHeader::bucket.
@@ -285,7 +288,7 @@ int rtaccel_wait(rtaccel_registration* reg, rtaccel_ticket* ticket, uint64_t tim
   if (state == done) return finish(reg, ticket, response_len);
   if ((state & ~kPhaseMask) != (ticket->state & ~kPhaseMask)) return -ESTALE;
 
-  const uint64_t start = monotonic_ns();
+  const uint64_t start = core::monotonic_ns();
   uint64_t next_check = start + kLivenessCheckNs;
   if (reg->info.wait == RTACCEL_WAIT_SPIN) {
     for (uint32_t spins = 1;; spins++) {
@@ -294,7 +297,7 @@ int rtaccel_wait(rtaccel_registration* reg, rtaccel_ticket* ticket, uint64_t tim
         cpu_relax();
         continue;
       }
-      const uint64_t now = monotonic_ns();
+      const uint64_t now = core::monotonic_ns();
       if (timeout_ns && now - start >= timeout_ns) return -ETIMEDOUT;
       if (now >= next_check) {
         if (server_gone(reg->client)) return -EPIPE;
@@ -310,14 +313,14 @@ int rtaccel_wait(rtaccel_registration* reg, rtaccel_ticket* ticket, uint64_t tim
       result = finish(reg, ticket, response_len);
       break;
     }
-    const uint64_t now = monotonic_ns();
+    const uint64_t now = core::monotonic_ns();
     if (timeout_ns && now - start >= timeout_ns) {
       result = -ETIMEDOUT;
       break;
     }
     uint64_t slice = kLivenessCheckNs;
     if (timeout_ns) slice = std::min(slice, timeout_ns - (now - start));
-    const timespec until = deadline_after(slice);
+    const timespec until = core::deadline_in(slice);
     if (futex_wait(&e->state, state, true, CLOCK_MONOTONIC, &until) == -ETIMEDOUT &&
         server_gone(reg->client)) {
       result = -EPIPE;

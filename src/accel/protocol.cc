@@ -23,12 +23,6 @@ int refuse(std::string* why, std::string text) {
 
 }  // namespace
 
-uint64_t monotonic_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-
 double accelerator_utilisation(const rtaccel_callback_desc& callback, uint64_t period_ns) {
   uint64_t sum = 0;
   for (uint32_t j = 0; j < callback.nsegments && j < RTACCEL_MAX_SEGMENTS; j++)

@@ -185,8 +185,6 @@ RequestError decode_request(const volatile RequestEntry& entry, const Layout& la
 // (0 for a zero period). What worst-fit decreasing placement orders by.
 double accelerator_utilisation(const rtaccel_callback_desc& callback, uint64_t period_ns);
 
-uint64_t monotonic_ns();
-
 }  // namespace rtaccel::accel
 
 #endif  // RTACCEL_ACCEL_PROTOCOL_H_

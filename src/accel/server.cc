@@ -22,7 +22,9 @@
 
 #include "accel/admission.h"
 #include "accel/backend.h"
-#include "accel/os.h"
+#include "core/clock.h"
+#include "core/fd.h"
+#include "core/futex.h"
 #include "accel/policy.h"
 #include "accel/protocol.h"
 #include "accel/services.h"
@@ -40,8 +42,8 @@ struct Region {
   Connection* owner = nullptr;
   std::string callback;
   std::string chain;
-  UniqueFd memfd;
-  Mapping map;
+  core::UniqueFd memfd;
+  core::Mapping map;
   Layout layout;  // private copy: never read back from shared memory
   int keys[RTACCEL_MAX_SERVICES] = {};
   void* device_handle = nullptr;
@@ -73,8 +75,8 @@ struct Watch {
 };
 
 struct Connection {
-  UniqueFd fd;
-  UniqueFd pidfd;
+  core::UniqueFd fd;
+  core::UniqueFd pidfd;
   pid_t pid = 0;
   uid_t uid = 0;
   std::vector<Region*> regions;
@@ -93,10 +95,10 @@ struct Device {
   uint32_t index = 0;
   std::unique_ptr<Backend> backend;
   uint32_t levels = 1;
-  UniqueFd doorbell_fd;
-  UniqueFd status_fd;
-  Mapping doorbell_map;
-  Mapping status_map;
+  core::UniqueFd doorbell_fd;
+  core::UniqueFd status_fd;
+  core::Mapping doorbell_map;
+  core::Mapping status_map;
   DoorbellPage* doorbell = nullptr;
   StatusPage* status = nullptr;
   // Priority-inheritance mutex: the workers of all buckets share the device
@@ -131,14 +133,14 @@ void ring(Device& d, uint32_t bucket) {
 
 // A memfd of `size` bytes, mapped read-write here, that a peer cannot resize
 // under our mapping (which would turn our accesses into SIGBUS).
-bool make_shared_file(const char* name, size_t size, unsigned extra_seals, UniqueFd* fd,
-                      Mapping* map, std::string* why) {
-  UniqueFd f(memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING));
+bool make_shared_file(const char* name, size_t size, unsigned extra_seals, core::UniqueFd* fd,
+                      core::Mapping* map, std::string* why) {
+  core::UniqueFd f(memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!f || ftruncate(f.get(), off_t(size)) < 0) {
     *why = std::string("memfd: ") + strerror(errno);
     return false;
   }
-  Mapping m = Mapping::map(f.get(), size, PROT_READ | PROT_WRITE);
+  core::Mapping m = core::Mapping::map(f.get(), size, PROT_READ | PROT_WRITE);
   if (!m) {
     *why = std::string("mmap: ") + strerror(errno);
     return false;
@@ -192,9 +194,9 @@ class ServerImpl final : public Server {
   std::unique_ptr<Admission> admission_;
   Policy policy_ = Policy::defaults(getuid());
   std::vector<std::unique_ptr<Device>> devices_;
-  UniqueFd listen_fd_;
-  UniqueFd epoll_fd_;
-  UniqueFd wake_fd_;
+  core::UniqueFd listen_fd_;
+  core::UniqueFd epoll_fd_;
+  core::UniqueFd wake_fd_;
   Watch listen_watch_{WatchKind::kListen, nullptr};
   Watch wake_watch_{WatchKind::kWake, nullptr};
   Watch skip_watch_{WatchKind::kSkip, nullptr};
@@ -385,7 +387,7 @@ void ServerImpl::worker(Device& d, uint32_t bucket, std::latch* prepared) {
 bool ServerImpl::take(Device& d, uint32_t bucket, Job* job) {
   MutexGuard guard(&d.mu);
   for (;;) {
-    const uint64_t now = monotonic_ns();
+    const uint64_t now = core::monotonic_ns();
     Region* best = nullptr;
     for (Region* r : d.buckets[bucket]) {
       if (r->faulted) continue;
@@ -433,7 +435,7 @@ void ServerImpl::execute(Device& d, Job& job) {
   RequestEntry* e = r.entry(job.entry);
   const uint32_t running = (job.state & ~kPhaseMask) | kRunning;
   __atomic_store_n(&e->state, running, __ATOMIC_RELEASE);
-  e->start_ns = monotonic_ns();
+  e->start_ns = core::monotonic_ns();
   rtaccel_service_call call{};
   call.request = r.map.bytes() + job.request.request_offset;
   call.request_len = job.request.request_len;
@@ -464,7 +466,7 @@ void ServerImpl::complete(Region& r, uint32_t index, uint32_t state, int status,
   RequestEntry* e = r.entry(index);
   e->status = status;
   e->response_len = response_len;
-  e->end_ns = monotonic_ns();
+  e->end_ns = core::monotonic_ns();
   __atomic_store_n(&e->state, (state & ~kPhaseMask) | kDone, __ATOMIC_SEQ_CST);
   // Pairs with the client's store of `waiters` before it re-reads the state.
   if (__atomic_load_n(&e->waiters, __ATOMIC_SEQ_CST)) futex_wake(&e->state, INT_MAX, true);
@@ -475,7 +477,7 @@ void ServerImpl::complete(Region& r, uint32_t index, uint32_t state, int status,
 // sleep on the doorbell.
 void ServerImpl::idle(Device& d, uint32_t bucket, uint32_t seen) {
   uint32_t* word = d.doorbell_word(bucket);
-  const uint64_t until = monotonic_ns() + options_.poll_ns;
+  const uint64_t until = core::monotonic_ns() + options_.poll_ns;
   auto lower_has_work = [&] {
     for (uint32_t b = 0; b < bucket; b++)
       if (__atomic_load_n(d.doorbell_word(b), __ATOMIC_RELAXED) != d.last_seen[b].load(std::memory_order_relaxed))
@@ -484,7 +486,7 @@ void ServerImpl::idle(Device& d, uint32_t bucket, uint32_t seen) {
   };
   for (uint32_t spins = 0; options_.poll_ns > 0; spins++) {
     if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != seen) return;
-    if ((spins & 63) == 0 && (lower_has_work() || monotonic_ns() >= until)) break;
+    if ((spins & 63) == 0 && (lower_has_work() || core::monotonic_ns() >= until)) break;
     cpu_relax();
   }
   __atomic_store_n(d.sleeping_word(bucket), 1, __ATOMIC_SEQ_CST);
@@ -493,7 +495,7 @@ void ServerImpl::idle(Device& d, uint32_t bucket, uint32_t seen) {
   if (__atomic_load_n(word, __ATOMIC_SEQ_CST) == seen && !stopping_.load()) {
     // The timeout only bounds how long a hostile client that rewrites the
     // doorbell page can make us miss a wake-up.
-    const timespec limit = deadline_after(50 * 1000 * 1000);
+    const timespec limit = core::deadline_in(50 * 1000 * 1000);
     futex_wait(word, seen, true, CLOCK_MONOTONIC, &limit);
   }
   __atomic_store_n(d.sleeping_word(bucket), 0, __ATOMIC_RELAXED);
@@ -558,7 +560,7 @@ int ServerImpl::run() {
 
 void ServerImpl::accept_clients() {
   for (;;) {
-    UniqueFd fd(accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    core::UniqueFd fd(accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!fd) {
       if (errno != EAGAIN && errno != EINTR) log("accept: %s", strerror(errno));
       return;

@@ -1,3 +1,5 @@
+#include "core/clock.h"
+#include "core/fd.h"
 #include "accel/services.h"
 
 #include <dlfcn.h>
@@ -136,9 +138,9 @@ void calibrate_busy_loop() {
     constexpr uint64_t kTrial = 200000;
     double best = 0;
     for (int trial = 0; trial < 7; trial++) {
-      const uint64_t start = monotonic_ns();
+      const uint64_t start = core::monotonic_ns();
       spin_iterations(kTrial);
-      const uint64_t took = std::max<uint64_t>(monotonic_ns() - start, 1);
+      const uint64_t took = std::max<uint64_t>(core::monotonic_ns() - start, 1);
       best = std::max(best, double(kTrial) * 1000.0 / double(took));
     }
     g_iterations_per_us.store(best);

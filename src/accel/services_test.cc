@@ -1,3 +1,5 @@
+#include "core/clock.h"
+#include "core/fd.h"
 #include "accel/services.h"
 
 #include <gtest/gtest.h>
@@ -107,9 +109,9 @@ TEST(Services, BusyRunsForAboutTheRequestedTime) {
   rtaccel_busy_request r{5000000};
   memcpy(b.req(), &r, 8);
   call("busy", b, 8, 0);  // calibrates
-  const uint64_t start = monotonic_ns();
+  const uint64_t start = core::monotonic_ns();
   ASSERT_EQ(call("busy", b, 8, 0), 0);
-  const uint64_t took = monotonic_ns() - start;
+  const uint64_t took = core::monotonic_ns() - start;
   // Never much shorter (calibrated on the fastest trial); longer only by
   // interference, which the margin allows on a noisy machine.
   EXPECT_GE(took, 4000000u);

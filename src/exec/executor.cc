@@ -1,3 +1,5 @@
+#include "core/clock.h"
+#include "core/fd.h"
 #include "exec/executor.h"
 
 #include <pthread.h>
@@ -15,13 +17,13 @@
 
 #include "accel/protocol.h"
 #include "accel/services.h"
-#include "lock/futex.h"
+#include "core/futex.h"
 #include "rtaccel/lock.h"
 
 namespace rtaccel::exec {
 namespace {
 
-using accel::monotonic_ns;
+using core::monotonic_ns;
 
 timespec to_timespec(uint64_t ns) {
   return {static_cast<time_t>(ns / 1000000000u), static_cast<long>(ns % 1000000000u)};
@@ -90,7 +92,7 @@ class Executor {
 bool Executor::ready(size_t cb) const {
   const auto& p = plan_.callbacks[cb];
   if (states_[cb].running) return false;
-  if (p.timer >= 0) return monotonic_ns() >= states_[cb].next_release;
+  if (p.timer >= 0) return core::monotonic_ns() >= states_[cb].next_release;
   for (uint32_t q : p.inputs)
     if (__atomic_load_n(&shared_.queue(q)->count, __ATOMIC_ACQUIRE) == 0) return false;
   return true;
@@ -193,7 +195,7 @@ void Executor::run_callback(size_t thread, const Pick& pick, Scratch* scratch) {
   const size_t cb = pick.callback;
   const auto& p = plan_.callbacks[cb];
   const auto& callback = w_.callbacks[cb];
-  const uint64_t begin = monotonic_ns();
+  const uint64_t begin = core::monotonic_ns();
   uint64_t release = pick.release_ns;
   for (size_t i = 0; i < p.inputs.size(); ++i) {
     pop(p.inputs[i], &scratch->inputs[i]);
@@ -219,7 +221,7 @@ void Executor::run_callback(size_t thread, const Pick& pick, Scratch* scratch) {
     trace(seg);
     accel::busy_for_ns(piece);
   }
-  const uint64_t end = monotonic_ns();
+  const uint64_t end = core::monotonic_ns();
   out.publish_ns = end;
   for (uint32_t q : p.outputs) push(q, out);
   for (uint32_t chain : p.chain_ends) {
@@ -257,7 +259,7 @@ void Executor::loop(size_t thread) {
   while (!header->stop.load(std::memory_order_acquire)) {
     const uint32_t events = state_->events.load(std::memory_order_acquire);
     pthread_mutex_lock(&lock_);
-    const Pick p = pick(monotonic_ns());
+    const Pick p = pick(core::monotonic_ns());
     const uint64_t wake = next_timer();
     pthread_mutex_unlock(&lock_);
     if (p.callback != SIZE_MAX) {
@@ -268,7 +270,7 @@ void Executor::loop(size_t thread) {
       if (c_.workload->executors[c_.executor].threads > 1) notify(state_);
       continue;
     }
-    const timespec abs = to_timespec(wake == UINT64_MAX ? monotonic_ns() + 1000000000u : wake);
+    const timespec abs = to_timespec(wake == UINT64_MAX ? core::monotonic_ns() + 1000000000u : wake);
     futex_wait(reinterpret_cast<uint32_t*>(&state_->events), events, true, CLOCK_MONOTONIC, &abs);
   }
 }

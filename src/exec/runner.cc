@@ -20,20 +20,22 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "core/clock.h"
+#include "core/fd.h"
 #include "accel/protocol.h"
 #include "accel/services.h"
 #include "exec/executor.h"
 #include "exec/plan.h"
 #include "exec/segments.h"
 #include "exec/shared.h"
-#include "lock/futex.h"
+#include "core/futex.h"
 #include "rtaccel/analysis.hpp"
 #include "rtaccel/exec.hpp"
 
 namespace rtaccel::exec {
 namespace {
 
-using accel::monotonic_ns;
+using core::monotonic_ns;
 
 using nlohmann::json;
 
@@ -71,8 +73,8 @@ class Children {
   }
   // Waits up to timeout for every child; kills those still there.
   void wait_all(uint64_t timeout_ns) {
-    const uint64_t deadline = monotonic_ns() + timeout_ns;
-    while (!pids_.empty() && monotonic_ns() < deadline) {
+    const uint64_t deadline = core::monotonic_ns() + timeout_ns;
+    while (!pids_.empty() && core::monotonic_ns() < deadline) {
       pid_t who;
       int status;
       if (!any_exited(&who, &status)) std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -83,8 +85,8 @@ class Children {
   }
   void terminate(pid_t pid, uint64_t timeout_ns) {
     kill(pid, SIGTERM);
-    const uint64_t deadline = monotonic_ns() + timeout_ns;
-    while (monotonic_ns() < deadline) {
+    const uint64_t deadline = core::monotonic_ns() + timeout_ns;
+    while (core::monotonic_ns() < deadline) {
       if (waitpid(pid, nullptr, WNOHANG) == pid) {
         pids_.erase(std::find(pids_.begin(), pids_.end(), pid));
         return;
@@ -499,11 +501,11 @@ int run_workload(const RunOptions& o, std::string* why) {
       return 1;
     }
     children.add(server);
-    const uint64_t deadline = monotonic_ns() + 10000000000u;
+    const uint64_t deadline = core::monotonic_ns() + 10000000000u;
     while (!can_connect(socket)) {
       pid_t who;
       int status;
-      if (children.any_exited(&who, &status) || monotonic_ns() > deadline) {
+      if (children.any_exited(&who, &status) || core::monotonic_ns() > deadline) {
         *why = "rtaccel-server did not start (" + binary + "); see " + log;
         return 1;
       }
@@ -571,7 +573,7 @@ int run_workload(const RunOptions& o, std::string* why) {
   };
 
   // Every executor ready (pinned, registered), then one common start.
-  const uint64_t ready_deadline = monotonic_ns() + 30000000000u;
+  const uint64_t ready_deadline = core::monotonic_ns() + 30000000000u;
   for (;;) {
     size_t ready = 0;
     for (size_t e = 0; e < w.executors.size(); ++e)
@@ -581,7 +583,7 @@ int run_workload(const RunOptions& o, std::string* why) {
       stop_executors();
       return 1;
     }
-    if (g_interrupted || monotonic_ns() > ready_deadline) {
+    if (g_interrupted || core::monotonic_ns() > ready_deadline) {
       *why = g_interrupted ? "interrupted before the run started" : "the executors did not get ready in 30 s";
       stop_executors();
       return 1;
@@ -592,7 +594,7 @@ int run_workload(const RunOptions& o, std::string* why) {
   for (size_t e = 0; e < w.executors.size(); ++e) realtime = realtime && shared.executor(e)->realtime;
   if (!realtime)
     fprintf(stderr, "rtaccel run: warning: no permission for SCHED_FIFO; executors run at normal priority\n");
-  header->start_ns = monotonic_ns() + 50000000u;
+  header->start_ns = core::monotonic_ns() + 50000000u;
   header->go.store(1, std::memory_order_release);
   futex_wake(reinterpret_cast<uint32_t*>(&header->go), INT_MAX, true);
 
@@ -601,12 +603,12 @@ int run_workload(const RunOptions& o, std::string* why) {
   uint64_t next_report = t0 + 1000000000u;
   const bool tty = isatty(STDERR_FILENO);
   int status = 0;
-  while (monotonic_ns() < end && !g_interrupted) {
+  while (core::monotonic_ns() < end && !g_interrupted) {
     if (failed()) {
       status = 1;
       break;
     }
-    const uint64_t now = monotonic_ns();
+    const uint64_t now = core::monotonic_ns();
     if (o.progress && now >= next_report) {
       uint64_t done = 0, misses = 0;
       for (size_t c = 0; c < w.chains.size(); ++c) {
@@ -629,7 +631,7 @@ int run_workload(const RunOptions& o, std::string* why) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   if (o.progress && tty) fputc('\n', stderr);
-  const uint64_t stopped = monotonic_ns();
+  const uint64_t stopped = core::monotonic_ns();
   stop_executors();
   // A callback in progress finishes first: allow for the longest one.
   uint64_t longest = 0;
@@ -640,14 +642,14 @@ int run_workload(const RunOptions& o, std::string* why) {
   }
   const uint64_t grace = 5000000000u + 4 * longest;
   {
-    const uint64_t deadline = monotonic_ns() + grace;
+    const uint64_t deadline = core::monotonic_ns() + grace;
     for (;;) {
       size_t done = 0;
       for (size_t e = 0; e < w.executors.size(); ++e) {
         const auto st = shared.executor(e)->status.load();
         done += st == static_cast<uint32_t>(ExecutorStatus::kDone) || st == static_cast<uint32_t>(ExecutorStatus::kFailed);
       }
-      if (done == w.executors.size() || monotonic_ns() > deadline) break;
+      if (done == w.executors.size() || core::monotonic_ns() > deadline) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   }

@@ -1,3 +1,5 @@
+#include "core/clock.h"
+#include "core/fd.h"
 #include "exec/segments.h"
 
 #include <algorithm>
@@ -12,7 +14,7 @@
 namespace rtaccel::exec {
 namespace {
 
-using accel::monotonic_ns;
+using core::monotonic_ns;
 
 // Inputs of the numeric kernels: any values do; these stay finite in every
 // kernel and fall inside the histogram's range.
@@ -101,12 +103,12 @@ uint64_t KernelSizer::time_once(const SegmentRequest& request) {
   response_.resize(std::max<size_t>(response_.size(), request.response_max));
   uint64_t best = UINT64_MAX;
   for (int trial = 0; trial < 3; ++trial) {
-    const uint64_t t0 = monotonic_ns();
+    const uint64_t t0 = core::monotonic_ns();
     size_t len = 0;
     if (rtaccel_direct_call(direct_, request.service.c_str(), request.bytes.data(), request.bytes.size(),
                             response_.data(), response_.size(), &len) != 0)
       return UINT64_MAX;
-    best = std::min(best, monotonic_ns() - t0);
+    best = std::min(best, core::monotonic_ns() - t0);
   }
   return best;
 }
@@ -331,11 +333,11 @@ class DirectPath final : public AccelPath {
     const size_t device = w.callbacks[callback].segments[segment].accelerator;
     auto* d = direct_[thread * w.accelerators.size() + device];
     auto& response = responses_[thread];
-    event->submit_ns = event->begin_ns = monotonic_ns();
+    event->submit_ns = event->begin_ns = core::monotonic_ns();
     size_t len = 0;
     const int status = rtaccel_direct_call(d, req.service.c_str(), req.bytes.data(), req.bytes.size(),
                                            response.data(), response.size(), &len);
-    event->end_ns = monotonic_ns();
+    event->end_ns = core::monotonic_ns();
     event->bucket = -1;
     event->status = status;
     return status;

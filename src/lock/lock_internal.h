@@ -4,7 +4,7 @@
 #define RTACCEL_LOCK_INTERNAL_H
 
 #include "rtaccel/lock.h"
-#include "futex.h"
+#include "core/futex.h"
 
 #include <errno.h>
 #include <limits.h>

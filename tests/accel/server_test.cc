@@ -31,7 +31,10 @@
 #include <string>
 #include <vector>
 
-#include "accel/os.h"
+#include "core/clock.h"
+#include "core/fd.h"
+#include "core/daemon.h"
+#include "core/futex.h"
 #include "accel/protocol.h"
 #include "desc_util.h"
 #include "rtaccel/accel.h"
@@ -58,57 +61,26 @@ class ServerProcess {
     static int counter = 0;
     socket_ = "/tmp/rtaccel-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++) + ".sock";
     args.insert(args.begin(), {RTACCEL_SERVER_BIN, "--socket", socket_});
-    pid_ = fork();
-    if (pid_ == 0) {
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
+    core::SpawnOptions options;
+    options.ready_handshake = true;
+    auto child = core::Child::spawn(args, options);
+    if (child) child_ = child.take();
   }
-  ~ServerProcess() { stop(); }
   // SIGTERM, then SIGKILL after 5 s; the wait status (-1 if already gone).
-  int stop() {
-    if (pid_ <= 0) return -1;
-    kill(pid_, SIGTERM);
-    int status = -1;
-    for (int i = 0; i < 500; i++) {
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return status;
-      }
-      usleep(10000);
-    }
-    kill(pid_, SIGKILL);
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return status;
+  int stop() { return child_.terminate(5000000000ull); }
+  // Waits until the server serves clients (its readiness handshake, 10 s).
+  bool ready() {
+    const Status s = child_.wait_ready(10000000000ull);
+    if (!s.ok()) fprintf(stderr, "rtaccel-server did not get ready: %s\n", s.message().c_str());
+    return s.ok();
   }
-  // Waits until the server accepts connections (up to 10 s).
-  bool ready() const {
-    for (int i = 0; i < 1000; i++) {
-      UniqueFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-      sockaddr_un a{};
-      a.sun_family = AF_UNIX;
-      snprintf(a.sun_path, sizeof(a.sun_path), "%s", socket_.c_str());
-      if (connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) return true;
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) return false;
-      usleep(10000);
-    }
-    return false;
-  }
-  void kill_now() {
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
+  void kill_now() { child_.kill_now(); }
   const char* socket() const { return socket_.c_str(); }
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return child_.pid(); }
 
   size_t open_fds() const {
     size_t n = 0;
-    std::string dir = "/proc/" + std::to_string(pid_) + "/fd";
+    std::string dir = "/proc/" + std::to_string(child_.pid()) + "/fd";
     if (DIR* d = opendir(dir.c_str())) {
       while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
       closedir(d);
@@ -116,13 +88,13 @@ class ServerProcess {
     return n;
   }
   size_t maps_containing(const char* needle) const {
-    std::ifstream in("/proc/" + std::to_string(pid_) + "/maps");
+    std::ifstream in("/proc/" + std::to_string(child_.pid()) + "/maps");
     size_t n = 0;
     for (std::string line; std::getline(in, line);) n += !needle || line.find(needle) != std::string::npos;
     return n;
   }
   long rss_kb() const {
-    std::ifstream in("/proc/" + std::to_string(pid_) + "/status");
+    std::ifstream in("/proc/" + std::to_string(child_.pid()) + "/status");
     for (std::string line; std::getline(in, line);)
       if (line.rfind("VmRSS:", 0) == 0) return atol(line.c_str() + 6);
     return -1;
@@ -130,7 +102,7 @@ class ServerProcess {
 
  private:
   std::string socket_;
-  pid_t pid_ = -1;
+  core::Child child_;
 };
 
 // Server options used by most tests: device core 1 (the last on a 2-core
@@ -230,10 +202,10 @@ class RawClient {
     if (reply->status == 0 && cm) {
       int fds[3];
       memcpy(fds, CMSG_DATA(cm), sizeof(fds));
-      UniqueFd region(fds[0]), doorbell(fds[1]), status(fds[2]);
-      region_ = Mapping::map(region.get(), reply->region_size, PROT_READ | PROT_WRITE);
-      doorbell_ = Mapping::map(doorbell.get(), 4096, PROT_READ | PROT_WRITE);
-      status_ = Mapping::map(status.get(), 4096, PROT_READ);
+      core::UniqueFd region(fds[0]), doorbell(fds[1]), status(fds[2]);
+      region_ = core::Mapping::map(region.get(), reply->region_size, PROT_READ | PROT_WRITE);
+      doorbell_ = core::Mapping::map(doorbell.get(), 4096, PROT_READ | PROT_WRITE);
+      status_ = core::Mapping::map(status.get(), 4096, PROT_READ);
       // The status page is sealed: a client cannot map it writable.
       status_writable_ = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, status.get(), 0) != MAP_FAILED;
       shrinkable_ = ftruncate(region.get(), 4096) == 0;
@@ -273,8 +245,8 @@ class RawClient {
   }
   // Status of the request on `index` once done, or 1 if it never completes.
   int wait_done(uint32_t index, uint64_t timeout_ns) {
-    const uint64_t until = monotonic_ns() + timeout_ns;
-    while (monotonic_ns() < until) {
+    const uint64_t until = core::monotonic_ns() + timeout_ns;
+    while (core::monotonic_ns() < until) {
       if (entry_phase(__atomic_load_n(&entry(index)->state, __ATOMIC_ACQUIRE)) == kDone) return entry(index)->status;
       usleep(200);
     }
@@ -284,9 +256,9 @@ class RawClient {
   bool shrinkable() const { return shrinkable_; }
 
  private:
-  UniqueFd fd_;
+  core::UniqueFd fd_;
   bool connected_ = false;
-  Mapping region_, doorbell_, status_;
+  core::Mapping region_, doorbell_, status_;
   bool status_writable_ = false;
   bool shrinkable_ = false;
 };
@@ -659,9 +631,9 @@ TEST(Server, ADeadClientsQueueIsDroppedAndItsMemoryReleasedWithin100ms) {
   EXPECT_EQ(server.maps_containing("rtaccel-region"), regions_before + 1);
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
-  const uint64_t killed = monotonic_ns();
-  while (server.maps_containing("rtaccel-region") > regions_before && monotonic_ns() - killed < kSecond) usleep(1000);
-  const uint64_t released = monotonic_ns() - killed;
+  const uint64_t killed = core::monotonic_ns();
+  while (server.maps_containing("rtaccel-region") > regions_before && core::monotonic_ns() - killed < kSecond) usleep(1000);
+  const uint64_t released = core::monotonic_ns() - killed;
   EXPECT_LT(released, 100 * kMs) << "region of the dead client released after " << released / 1000 << " us";
 
   // Its queued 200 ms of requests never run: a request of equal priority
@@ -685,9 +657,9 @@ TEST(Server, ADeadServerFailsWaitingClientsInsteadOfHangingThem) {
     ASSERT_EQ(submit_busy(r, 5 * kSecond, &t), 0);
     ASSERT_TRUE(wait_started(r, t));
     server.kill_now();
-    const uint64_t start = monotonic_ns();
+    const uint64_t start = core::monotonic_ns();
     EXPECT_EQ(rtaccel_wait(r, &t, 0, nullptr), -EPIPE) << "wait mode " << mode;
-    EXPECT_LT(monotonic_ns() - start, kSecond);
+    EXPECT_LT(core::monotonic_ns() - start, kSecond);
     EXPECT_EQ(rtaccel_poll(r, &t, nullptr), -EPIPE);
     rtaccel_registration* again = nullptr;
     EXPECT_EQ(register_desc(client.c, busy_chain("late", 1), &again, nullptr, 0), -EPIPE);

@@ -1,15 +1,18 @@
 // rtaccel-server: the accelerator server daemon. See docs/accel.md.
 #include <getopt.h>
 #include <signal.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "accel/server.h"
+#include "core/daemon.h"
 #include "rtaccel/accel.h"
 
 namespace {
@@ -42,6 +45,8 @@ const char kUsage[] =
     "  -p, --policy FILE        YAML: which users may register which chain priorities\n"
     "      --plugin FILE.so     add the services of a plugin (cpu backend); repeatable\n"
     "      --list-backends      name the backends built in and the devices they find\n"
+    "      --ready-fd N         write \"ready\\n\" to descriptor N and close it once clients are\n"
+    "                           served (for whoever starts the server; see docs/accel.md)\n"
     "  -v, --verbose            log registrations and departures\n"
     "  -h, --help\n";
 
@@ -61,7 +66,8 @@ int main(int argc, char** argv) {
   const char* env = getenv(RTACCEL_SOCKET_ENV);
   options.socket_path = env && *env ? env : RTACCEL_SOCKET_DEFAULT;
   bool devices_given = false;
-  enum { kFifoBase = 256, kNoFifo, kEpsilon, kKappa, kJitter, kLowest, kPoll, kPlugin, kList };
+  enum { kFifoBase = 256, kNoFifo, kEpsilon, kKappa, kJitter, kLowest, kPoll, kPlugin, kList, kReadyFd };
+  int ready_fd = -1;
   const option longopts[] = {
       {"socket", required_argument, nullptr, 's'},
       {"backend", required_argument, nullptr, 'b'},
@@ -78,6 +84,7 @@ int main(int argc, char** argv) {
       {"policy", required_argument, nullptr, 'p'},
       {"plugin", required_argument, nullptr, kPlugin},
       {"list-backends", no_argument, nullptr, kList},
+      {"ready-fd", required_argument, nullptr, kReadyFd},
       {"verbose", no_argument, nullptr, 'v'},
       {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0},
@@ -134,6 +141,11 @@ int main(int argc, char** argv) {
       case 'p': options.policy_file = optarg; break;
       case kPlugin: options.plugins.push_back(optarg); break;
       case kList: fputs(rtaccel::accel::list_backends().c_str(), stdout); return 0;
+      case kReadyFd:
+        if (!parse_number(optarg, 0, INT_MAX, &v) || fcntl(int(v), F_GETFD) < 0)
+          return bad("--ready-fd (an open descriptor)", optarg);
+        ready_fd = int(v);
+        break;
       case 'v': options.verbose = true; break;
       case 'h': fputs(kUsage, stdout); return 0;
       default: fputs(kUsage, stderr); return 2;
@@ -163,6 +175,7 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   fprintf(stderr, "rtaccel-server: listening on %s (%s backend, %zu device(s))\n",
           options.socket_path.c_str(), options.backend.c_str(), options.devices.size());
+  if (ready_fd >= 0) rtaccel::core::notify_ready(ready_fd);
   const int rc = server->run();
   g_server = nullptr;
   return rc;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "accel/backend.h"
 
@@ -26,27 +27,43 @@ struct Module {
   std::string error;
 };
 
+std::string folder_of(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
 std::string executable_dir() {
   char path[PATH_MAX];
   const ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
   if (n <= 0) return {};
   path[n] = '\0';
-  std::string s(path);
-  return s.substr(0, s.rfind('/'));
+  return folder_of(path);
 }
 
-// $RTACCEL_CUDA_MODULE, else beside the running program (rtaccel's tools live
-// beside the module), else where the build put it. Loaded once and never
-// unloaded: backends' code lives in it.
+// The folder of the object this code is linked into: librtaccel.so's when a
+// client uses direct invocation, else the program's.
+std::string own_dir() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&folder_of), &info) == 0 || !info.dli_fname) return {};
+  return folder_of(info.dli_fname);
+}
+
+// $RTACCEL_CUDA_MODULE; else beside the running program (rtaccel's tools and
+// the module share a folder in the build and in a wheel); else where an
+// installation keeps it, relative to the program (bin/ -> lib/rtaccel/) or to
+// librtaccel.so (lib/ -> lib/rtaccel/). Loaded once and never unloaded:
+// backends' code lives in it.
 const Module& module() {
   static Module m;
   static std::once_flag once;
   std::call_once(once, [] {
-    std::string candidates[3];
-    if (const char* env = getenv("RTACCEL_CUDA_MODULE"); env && *env) candidates[0] = env;
-    candidates[1] = executable_dir() + "/" + kModule;
-#ifdef RTACCEL_MODULE_DIR
-    candidates[2] = std::string(RTACCEL_MODULE_DIR) + "/" + kModule;
+    std::vector<std::string> candidates;
+    if (const char* env = getenv("RTACCEL_CUDA_MODULE"); env && *env) candidates.push_back(env);
+#ifndef RTACCEL_NO_CUDA_MODULE
+    const std::string exe = executable_dir(), own = own_dir();
+    candidates.push_back(exe + "/" + kModule);
+    candidates.push_back(exe + "/" RTACCEL_MODULE_RELDIR "/" + kModule);
+    candidates.push_back(own + "/rtaccel/" + kModule);
 #endif
     void* handle = nullptr;
     for (const std::string& path : candidates) {

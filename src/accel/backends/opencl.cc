@@ -9,6 +9,8 @@
 
 #include <cstring>
 
+#include "core/clock.h"
+#include "core/fd.h"
 #include "accel/backend.h"
 #include "accel/protocol.h"
 #include "rtaccel/accel.h"
@@ -194,12 +196,12 @@ class OpenClBackend final : public Backend {
     }
     for (int round = 0; round < 3; round++)
       for (int i = 0; i < 2; i++) {
-        const uint64_t start = monotonic_ns();
+        const uint64_t start = core::monotonic_ns();
         if (busy(lengths[i]) != 0) {
           *why = "the busy kernel failed to run";
           return false;
         }
-        best_us[i] = std::min(best_us[i], double(monotonic_ns() - start) / 1000.0);
+        best_us[i] = std::min(best_us[i], double(core::monotonic_ns() - start) / 1000.0);
       }
     if (best_us[1] <= best_us[0]) {
       *why = "cannot calibrate the busy kernel: a longer loop ran no longer";

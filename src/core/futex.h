@@ -1,7 +1,8 @@
-/* Futex calls and the spin-wait hint, shared by the lock layer and the
- * accelerator server's shared-memory protocol (internal; C and C++). */
-#ifndef RTACCEL_LOCK_FUTEX_H
-#define RTACCEL_LOCK_FUTEX_H
+/* Futex wait and wake, and the spin-wait hint (core, internal; C and C++):
+ * the lock layer, the accelerator server's shared-memory protocol and the
+ * executors' shared run all sleep on futexes through these. */
+#ifndef RTACCEL_CORE_FUTEX_H
+#define RTACCEL_CORE_FUTEX_H
 
 #include <errno.h>
 #include <linux/futex.h>
@@ -20,6 +21,10 @@ static inline void cpu_relax(void)
 #endif
 }
 
+/* Sleeps while *word == expected, until abs on clock (CLOCK_MONOTONIC or
+ * CLOCK_REALTIME; NULL: no deadline). 0 when woken (or the word differed),
+ * else -ETIMEDOUT, -EINTR or -EAGAIN. shared: the word may be in memory
+ * shared between processes. */
 static inline int futex_wait(uint32_t *word, uint32_t expected, bool shared, clockid_t clock,
 			     const struct timespec *abs)
 {
@@ -30,6 +35,7 @@ static inline int futex_wait(uint32_t *word, uint32_t expected, bool shared, clo
 	return r < 0 ? -errno : 0;
 }
 
+/* Wakes up to count sleepers on word. */
 static inline void futex_wake(uint32_t *word, int count, bool shared)
 {
 	syscall(SYS_futex, word, FUTEX_WAKE | (shared ? 0 : FUTEX_PRIVATE_FLAG), count, NULL,

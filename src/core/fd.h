@@ -1,19 +1,16 @@
-// Small owners of operating-system handles shared by the server and the
-// client (internal); the futex calls are the lock layer's (lock/futex.h).
-#ifndef RTACCEL_ACCEL_OS_H_
-#define RTACCEL_ACCEL_OS_H_
+// Owners of operating-system handles (core, internal): a file descriptor and
+// a shared mapping, each closed or unmapped exactly once.
+#ifndef RTACCEL_CORE_FD_H_
+#define RTACCEL_CORE_FD_H_
 
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
-#include <ctime>
 #include <utility>
 
-#include "lock/futex.h"
-
-namespace rtaccel::accel {
+namespace rtaccel::core {
 
 class UniqueFd {
  public:
@@ -24,6 +21,8 @@ class UniqueFd {
     reset(std::exchange(other.fd_, -1));
     return *this;
   }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
   ~UniqueFd() { reset(); }
   int get() const { return fd_; }
   int release() { return std::exchange(fd_, -1); }
@@ -49,6 +48,8 @@ class Mapping {
     size_ = std::exchange(other.size_, 0);
     return *this;
   }
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
   ~Mapping() { reset(); }
   // Maps `size` bytes of `fd` shared; empty on failure (errno set).
   static Mapping map(int fd, size_t size, int prot) {
@@ -73,15 +74,6 @@ class Mapping {
   size_t size_ = 0;
 };
 
-// Futex words live in memory shared between processes: pass shared = true.
-// A CLOCK_MONOTONIC deadline `ns` from now, for futex_wait().
-inline timespec deadline_after(uint64_t ns) {
-  timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  const uint64_t at = uint64_t(now.tv_sec) * 1000000000ull + uint64_t(now.tv_nsec) + ns;
-  return timespec{time_t(at / 1000000000ull), long(at % 1000000000ull)};
-}
+}  // namespace rtaccel::core
 
-}  // namespace rtaccel::accel
-
-#endif  // RTACCEL_ACCEL_OS_H_
+#endif  // RTACCEL_CORE_FD_H_

@@ -1,0 +1,73 @@
+// Starting and supervising rtaccel's daemons and helper processes (core,
+// internal).
+//
+// Readiness handshake: the parent passes the write end of a pipe as
+// `--ready-fd N`; the daemon writes "ready\n" there once it serves, then
+// closes it. The parent waits on the read end: "ready" means up, end of file
+// means the daemon died or gave up before, and nobody polls connect().
+#ifndef RTACCEL_CORE_DAEMON_H_
+#define RTACCEL_CORE_DAEMON_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/fd.h"
+#include "rtaccel/status.hpp"
+
+namespace rtaccel::core {
+
+// In the daemon: says it is ready on fd and closes it.
+void notify_ready(int fd);
+
+struct SpawnOptions {
+  // Where the child's stdout and stderr go; empty keeps the parent's.
+  std::string log_path;
+  // Signal the child gets when the parent dies (0: none).
+  int parent_death_signal = 0;
+  // The child ignores SIGINT (a Ctrl-C meant for the parent, which stops it).
+  bool ignore_sigint = false;
+  // Pass a readiness pipe as `--ready-fd N` after argv[0]'s arguments.
+  bool ready_handshake = false;
+};
+
+// A child process that is killed and reaped when its owner goes away.
+class Child {
+ public:
+  Child() = default;
+  Child(Child&& other) noexcept;
+  Child& operator=(Child&& other) noexcept;
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  ~Child();
+
+  // Starts argv[0] (a path) with argv.
+  static Expected<Child> spawn(const std::vector<std::string>& argv, const SpawnOptions& options);
+
+  // With the handshake: waits up to timeout_ns for "ready". An error says
+  // whether the child exited (and how) or did not answer in time.
+  Status wait_ready(uint64_t timeout_ns);
+  // True, with its wait status, once the child has exited (reaps it).
+  bool exited(int* status);
+  // A child forked by the caller (not started by spawn).
+  static Child adopt(pid_t pid);
+  // SIGTERM, then SIGKILL after timeout_ns; reaps it and returns its wait
+  // status (-1 if it was gone already).
+  int terminate(uint64_t timeout_ns);
+  void kill_now();
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  UniqueFd ready_;
+  bool ready_seen_ = false;
+};
+
+// "exited with status N" / "killed by signal N (name)".
+std::string describe_wait_status(int status);
+
+}  // namespace rtaccel::core
+
+#endif  // RTACCEL_CORE_DAEMON_H_
