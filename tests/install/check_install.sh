@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Installs the build into a fresh prefix and uses it as a user would:
+# the example client built from plain C with pkg-config and with CMake's
+# find_package, run against the installed rtaccel-server; no path of the
+# source tree in the installed programs and libraries.
+#   check_install.sh SOURCE_DIR BUILD_DIR
+set -euo pipefail
+src=$(realpath "$1") build=$(realpath "$2")
+work=$(mktemp -d /tmp/rtaccel-install-XXXXXX)
+server=
+cleanup() {
+  [ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+prefix=$work/prefix
+
+cmake --install "$build" --prefix "$prefix" >/dev/null
+libdir=$(ls -d "$prefix"/lib*/ | head -n1)
+libdir=${libdir%/}
+for f in "$prefix/include/rtaccel/accel.h" "$prefix/include/rtaccel/lock.h" "$prefix/bin/rtaccel-server" \
+         "$libdir/librtaccel.so.0" "$libdir/librtaccel_lock.so.0" "$libdir/rtaccel/librtaccel_shim.so.0" \
+         "$libdir/pkgconfig/rtaccel.pc" "$libdir/cmake/rtaccel/rtaccelConfig.cmake"; do
+  [ -e "$f" ] || { echo "not installed: ${f#$prefix/}"; exit 1; }
+done
+for lib in librtaccel.so.0 librtaccel_lock.so.0; do
+  soname=$(readelf -d "$libdir/$lib" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
+  [ "$soname" = "$lib" ] || { echo "$lib: soname '$soname'"; exit 1; }
+done
+# Only the C API leaves the libraries, versioned.
+if nm -D --defined-only "$libdir/librtaccel.so.0" | awk '{print $3}' | grep -v '^RTACCEL_0$' | grep -vq '^rtaccel_.*@@RTACCEL_0$'; then
+  echo "librtaccel.so exports more than its C API:"; nm -D --defined-only "$libdir/librtaccel.so.0"; exit 1
+fi
+# No source path is compiled into what is installed (debug information aside).
+for f in "$prefix"/bin/* "$libdir"/*.so.0 "$libdir"/rtaccel/*.so*; do
+  if readelf -p .rodata "$f" 2>/dev/null | grep -q "$src"; then
+    echo "${f#$prefix/} holds the source path $src"; exit 1
+  fi
+done
+
+# Plain C with pkg-config.
+export PKG_CONFIG_PATH=$libdir/pkgconfig
+cc -std=c11 -Wall -Wextra -Werror -o "$work/vecadd_pkgconfig" "$src/examples/client/vecadd_client.c" \
+   $(pkg-config --cflags --libs rtaccel) -Wl,-rpath,"$libdir"
+# CMake's find_package.
+cmake -S "$src/tests/install/consumer" -B "$work/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" \
+      -DEXAMPLE_SOURCE="$src/examples/client/vecadd_client.c" -DCMAKE_BUILD_RPATH="$libdir" >/dev/null
+cmake --build "$work/consumer" >/dev/null
+"$work/consumer/lock_user"
+
+# The installed server, started with its readiness handshake.
+sock=$work/server.sock
+mkfifo "$work/ready"
+"$prefix/bin/rtaccel-server" --socket "$sock" --no-fifo --device 0 --ready-fd 9 \
+  9>"$work/ready" 2>"$work/server.log" &
+server=$!
+if ! timeout 10 head -n1 "$work/ready" | grep -q '^ready$'; then
+  echo "the installed rtaccel-server did not get ready:"; cat "$work/server.log"; exit 1
+fi
+for client in "$work/vecadd_pkgconfig" "$work/consumer/vecadd_client"; do
+  if ! out=$("$client" "$sock" 4096 2>&1); then
+    echo "${client##*/} failed against the installed server: $out"; exit 1
+  fi
+  echo "${client##*/}: $out"
+done
+echo "install: headers, libraries (soname, C API only), rtaccelConfig.cmake and pkg-config work from $prefix"
