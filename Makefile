@@ -7,7 +7,7 @@ VENV ?= .venv
 PYTHON := $(abspath $(VENV))/bin/python
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 30
-CMAKE_COMMON := -G Ninja -DPython_EXECUTABLE=$(PYTHON) -DPYBIND11_FINDPYTHON=ON
+CMAKE_COMMON := -G Ninja -DRTACCEL_WERROR=ON -DPython_EXECUTABLE=$(PYTHON) -DPYBIND11_FINDPYTHON=ON
 
 .PHONY: all setup build build-asan build-fuzz run test test-unit test-asan test-fuzz test-python clean
 
@@ -28,7 +28,7 @@ build-asan: setup
 
 build-fuzz: setup
 	cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRTACCEL_FUZZ=ON >/dev/null
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRTACCEL_FUZZ=ON -DRTACCEL_WERROR=ON >/dev/null
 	cmake --build build-fuzz -j $(JOBS)
 
 run: build

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what rtaccel needs on Debian 12: the Debian packages, then a Python
-# virtualenv with the PyPI packages and rtaccel itself (editable). Idempotent
-# and quick when everything is already there.
+# virtualenv with the PyPI packages, where `rtaccel` runs this checkout's
+# package (python/rtaccel, beside the extension and programs `make build`
+# puts there). Idempotent and quick when everything is already there.
+# (A user's installation is a wheel: pip install .)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,6 +13,7 @@ APT_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev       # tests and benchmarks
   python3 python3-dev python3-venv
   xz-utils                                         # multi-threaded program for the shim tests
+  pkgconf                                          # the install test builds a client with it
   ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd  # opencl backend, PoCL as its device in tests
 )
 PIP_PACKAGES=(numpy matplotlib pytest hypothesis pyyaml wheel)
@@ -34,11 +37,18 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "# creating the virtualenv $VENV"
   /usr/bin/python3 -m venv "$VENV"
 fi
-stamp="$VENV/.rtaccel-deps-$(echo "${PIP_PACKAGES[*]}" "$(cat python/pyproject.toml)" | sha1sum | cut -c1-12)"
+stamp="$VENV/.rtaccel-deps-$(echo "${PIP_PACKAGES[*]}" "$PWD" | sha1sum | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
   echo "# installing PyPI packages into $VENV: ${PIP_PACKAGES[*]}"
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check "${PIP_PACKAGES[@]}"
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e python
+  # The checkout's package on the path, and the command that pyproject.toml's
+  # [project.scripts] gives an installed one.
+  "$VENV/bin/python" -m pip uninstall -y -q rtaccel 2>/dev/null || true  # an older editable install
+  purelib=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  echo "$PWD/python" > "$purelib/rtaccel-checkout.pth"
+  printf '#!%s\nimport sys\nfrom rtaccel.cli import main\nsys.exit(main())\n' \
+    "$(realpath "$VENV")/bin/python" > "$VENV/bin/rtaccel"
+  chmod +x "$VENV/bin/rtaccel"
   rm -f "$VENV"/.rtaccel-deps-*
   touch "$stamp"
 fi

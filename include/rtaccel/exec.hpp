@@ -11,15 +11,19 @@
 //                     per bucket (queueing and kernel)
 //   OUT/latency.csv   every end-to-end latency sample
 // Under policy paam a private rtaccel-server is started unless a socket is
-// given. Executors die with the runner (no orphans); SIGINT and SIGTERM stop
-// the run early and still write the results.
+// given. Executors die with the runner (no orphans). The caller's stop flag
+// (its SIGINT handler sets it, say) ends the run early with the results
+// written; the library installs no signal handler.
 #ifndef RTACCEL_EXEC_HPP_
 #define RTACCEL_EXEC_HPP_
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "rtaccel/status.hpp"
 
 namespace rtaccel::exec {
 
@@ -50,11 +54,19 @@ struct RunOptions {
   uint64_t kappa_floor_ns = 0;
   uint64_t jitter_floor_ns = 0;
   bool progress = true;  // a line per second on stderr
+  // Set (from any thread or a signal handler) to end the run early.
+  const std::atomic<bool>* stop = nullptr;
 };
 
-// Runs the workload; returns 0, or a non-zero exit status with the reason in
-// *why (a workload that does not load: its diagnostics, one per line).
-int run_workload(const RunOptions& options, std::string* why);
+enum class RunEnd {
+  kCompleted,    // ran for its duration
+  kInterrupted,  // stopped early through RunOptions::stop; results written
+};
+
+// Runs the workload. An error's Status is invalid_input() for what the user
+// can fix (a workload that does not load: its diagnostics, one per line; a
+// bad option), else a failure of the run.
+Expected<RunEnd> run_workload(const RunOptions& options);
 
 }  // namespace rtaccel::exec
 

@@ -46,6 +46,7 @@ workload::Workload unwrap(workload::LoadResult result, const py::object& error_t
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "rtaccel core: workload loader and PAAM response-time analysis (C++)";
+  m.attr("__version__") = RTACCEL_VERSION;
 
   // WorkloadError(args[0] = list of "file:line:col: message" strings).
   static py::exception<std::runtime_error> workload_error(m, "WorkloadError", PyExc_ValueError);

@@ -21,4 +21,5 @@ from rtaccel._core import (  # noqa: F401  (re-exported API)
     load_workload_string,
 )
 
-__version__ = "0.1.0"
+# The version of the C++ build this package runs on (CMakeLists.txt).
+__version__ = _core.__version__

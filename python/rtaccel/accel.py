@@ -22,7 +22,8 @@ class AccelError(Exception):
     """A server or benchmark that could not run, with the reason."""
 
 
-def _binary(name: str) -> Path:
+def binary(name: str) -> Path:
+    """The path of one of rtaccel's programs beside this package."""
     path = LIB_DIR / name
     if not path.exists():
         raise AccelError(f"{path} is missing: build rtaccel first (make build)")
@@ -46,7 +47,7 @@ def private_server(args: list[str], startup_s: float = 10.0):
         path = os.path.join(tmp, "server.sock")
         ready_r, ready_w = os.pipe()
         try:
-            proc = subprocess.Popen([str(_binary("rtaccel-server")), "--socket", path, *args,
+            proc = subprocess.Popen([str(binary("rtaccel-server")), "--socket", path, *args,
                                      "--ready-fd", str(ready_w)], pass_fds=(ready_w,),
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         finally:
@@ -85,7 +86,7 @@ def run_bench(what: str, extra: list[str], levels: int = 4, fifo: bool = True,
     if not fifo:
         server_args.append("--no-fifo")
     with private_server(server_args, startup_s=60.0) as path:
-        cmd = [str(_binary("rtaccel-accel-bench")), what, "--socket", path, "--json", *extra]
+        cmd = [str(binary("rtaccel-accel-bench")), what, "--socket", path, "--json", *extra]
         if fifo:
             cmd = ["chrt", "-f", "50", *cmd]
         proc = subprocess.run(["taskset", "-c", str(client), *cmd], capture_output=True, text=True)

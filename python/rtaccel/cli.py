@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
+
+import rtaccel
 
 from rtaccel import _core
 from rtaccel import analysis as rta
@@ -17,7 +20,10 @@ from rtaccel import accel, locks, runner
 
 EXIT_OK, EXIT_UNSCHEDULABLE, EXIT_BAD_INPUT = 0, 1, 2
 
-EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
+# The example workloads: inside an installed package, else in the checkout.
+EXAMPLES_DIR = next((d for d in (Path(__file__).resolve().parent / "examples",
+                                 Path(__file__).resolve().parents[2] / "examples") if d.is_dir()),
+                    Path(__file__).resolve().parent / "examples")
 DEMO_WORKLOAD = "autoware_reference.yaml"
 
 
@@ -162,6 +168,18 @@ def cmd_calibrate(args) -> int:
     return EXIT_OK
 
 
+def cmd_server(server_args: list) -> int:
+    """Replaces this process with the daemon, so that signals, the exit status
+    and --ready-fd reach it unchanged. Its arguments are its own: argparse
+    never sees them."""
+    try:
+        binary = str(accel.binary("rtaccel-server"))
+    except accel.AccelError as err:
+        print(f"rtaccel: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    os.execv(binary, [binary, *server_args])
+
+
 def cmd_demo(args) -> int:
     workload = str(Path(args.examples) / DEMO_WORKLOAD)
     if not _check_workload(workload):
@@ -284,7 +302,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rtaccel",
         description="Predictable accelerator-heavy real-time software: analysis, server, executors.")
+    parser.add_argument("--version", action="version", version=f"rtaccel {rtaccel.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("server", add_help=False,
+                       help="run rtaccel-server, the accelerator server daemon (its options follow; "
+                            "rtaccel server --help lists them)")
+    p.add_argument("args", nargs=argparse.REMAINDER)
+    p.set_defaults(func=lambda args: cmd_server(args.args))
 
     p = sub.add_parser("analyze", help="worst-case response time of every chain (PAAM Theorem 1)")
     p.add_argument("workload", help="workload YAML file")
@@ -432,6 +457,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "server":
+        return cmd_server(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

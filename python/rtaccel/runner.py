@@ -92,7 +92,7 @@ def run(workload: str, policy: str, duration_s: float, out: str, socket: str | N
     """Runs rtaccel-exec; returns its exit status (0, or 130 when interrupted:
     the results up to then are written). Ctrl-C reaches rtaccel-exec too; it
     stops the executors and writes its results, which this waits for."""
-    cmd = [str(accel._binary("rtaccel-exec")), workload, "--policy", policy,
+    cmd = [str(accel.binary("rtaccel-exec")), workload, "--policy", policy,
            "--duration", str(duration_s), "--out", out, "--work-fraction", str(work_fraction)]
     if socket:
         cmd += ["--socket", socket]

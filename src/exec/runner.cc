@@ -27,6 +27,7 @@
 #include "exec/executor.h"
 #include "exec/plan.h"
 #include "exec/segments.h"
+#include "core/daemon.h"
 #include "exec/shared.h"
 #include "core/futex.h"
 #include "rtaccel/analysis.hpp"
@@ -39,9 +40,8 @@ using core::monotonic_ns;
 
 using nlohmann::json;
 
-volatile sig_atomic_t g_interrupted = 0;
-
-void on_signal(int) { g_interrupted = 1; }
+constexpr uint64_t kMs = 1000000;
+constexpr uint64_t kSecond = 1000000000;
 
 double us(uint64_t ns) { return static_cast<double>(ns) / 1000.0; }
 
@@ -52,67 +52,10 @@ uint64_t percentile(const std::vector<uint64_t>& sorted, double p) {
   return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
 }
 
-// Children the runner started; killed (and reaped) when it returns early.
-class Children {
- public:
-  ~Children() {
-    for (pid_t pid : pids_) kill(pid, SIGKILL);
-    for (pid_t pid : pids_) waitpid(pid, nullptr, 0);
-  }
-  void add(pid_t pid) { pids_.push_back(pid); }
-  // Reaps the children that have exited; returns the first unexpected exit.
-  bool any_exited(pid_t* who, int* status) {
-    for (auto it = pids_.begin(); it != pids_.end(); ++it) {
-      if (waitpid(*it, status, WNOHANG) == *it) {
-        *who = *it;
-        pids_.erase(it);
-        return true;
-      }
-    }
-    return false;
-  }
-  // Waits up to timeout for every child; kills those still there.
-  void wait_all(uint64_t timeout_ns) {
-    const uint64_t deadline = core::monotonic_ns() + timeout_ns;
-    while (!pids_.empty() && core::monotonic_ns() < deadline) {
-      pid_t who;
-      int status;
-      if (!any_exited(&who, &status)) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    for (pid_t pid : pids_) kill(pid, SIGKILL);
-    for (pid_t pid : pids_) waitpid(pid, nullptr, 0);
-    pids_.clear();
-  }
-  void terminate(pid_t pid, uint64_t timeout_ns) {
-    kill(pid, SIGTERM);
-    const uint64_t deadline = core::monotonic_ns() + timeout_ns;
-    while (core::monotonic_ns() < deadline) {
-      if (waitpid(pid, nullptr, WNOHANG) == pid) {
-        pids_.erase(std::find(pids_.begin(), pids_.end(), pid));
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-  }
-
- private:
-  std::vector<pid_t> pids_;
-};
-
 // In a forked child: dies with the runner, whatever kills it.
 void die_with_parent(pid_t parent) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(1);
-}
-
-bool can_connect(const std::string& path) {
-  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
-  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  close(fd);
-  return ok;
 }
 
 std::string self_dir() {
@@ -158,20 +101,16 @@ std::vector<std::string> server_args(const workload::Workload& w, const std::str
 // initialised in a process does not survive a fork of it (CUDA says so), and
 // the runner forks the executors afterwards, which open the device
 // themselves. The table comes back as JSON through a pipe.
-bool size_kernels_in_child(const workload::Workload& w, double work_fraction, SegmentTable* out,
-                           std::string* why) {
+Status size_kernels_in_child(const workload::Workload& w, double work_fraction, SegmentTable* out) {
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC) < 0) {
-    *why = std::string("pipe: ") + strerror(errno);
-    return false;
-  }
+  if (pipe2(fds, O_CLOEXEC) < 0) return Status::os_error("pipe", errno);
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) {
-    *why = std::string("fork: ") + strerror(errno);
+    const int err = errno;
     close(fds[0]);
     close(fds[1]);
-    return false;
+    return Status::os_error("fork", err);
   }
   if (pid == 0) {
     close(fds[0]);
@@ -232,18 +171,9 @@ bool size_kernels_in_child(const workload::Workload& w, double work_fraction, Se
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   const json reply = json::parse(text, nullptr, false);
-  if (reply.is_object() && reply.contains("error")) {
-    *why = reply["error"].get<std::string>();
-    return false;
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !reply.is_array() ||
-      reply.size() != w.callbacks.size()) {
-    *why = "sizing the kernels failed (the sizing process " +
-           std::string(WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status))
-                                           : "exited with status " + std::to_string(WEXITSTATUS(status))) +
-           ")";
-    return false;
-  }
+  if (reply.is_object() && reply.contains("error")) return Status::error(reply["error"].get<std::string>());
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !reply.is_array() || reply.size() != w.callbacks.size())
+    return Status::error("sizing the kernels failed (the sizing process " + core::describe_wait_status(status) + ")");
   out->assign(w.callbacks.size(), {});
   for (size_t cb = 0; cb < reply.size(); ++cb) {
     for (const auto& r : reply[cb]) {
@@ -254,15 +184,16 @@ bool size_kernels_in_child(const workload::Workload& w, double work_fraction, Se
       (*out)[cb].push_back(std::move(req));
     }
   }
-  return true;
+  return Status();
 }
 
-bool prepare(const RunOptions& o, Setup* s, std::string* why) {
+Status prepare(const RunOptions& o, Setup* s) {
   auto loaded = workload::load_file(o.workload);
   if (!loaded.ok()) {
-    for (const auto& d : loaded.errors) *why += d.to_string() + "\n";
-    if (!why->empty()) why->pop_back();
-    return false;
+    std::string all;
+    for (const auto& d : loaded.errors) all += d.to_string() + "\n";
+    if (!all.empty()) all.pop_back();
+    return Status::invalid(all);
   }
   s->w = std::move(*loaded.workload);
   auto& w = s->w;
@@ -271,14 +202,13 @@ bool prepare(const RunOptions& o, Setup* s, std::string* why) {
   // would not hold.
   workload::raise_overheads(&w, o.epsilon_floor_ns, o.kappa_floor_ns, o.jitter_floor_ns);
   for (const auto& acc : w.accelerators) {
-    if (acc.backend != w.accelerators.front().backend || acc.priority_levels != w.accelerators.front().priority_levels) {
-      *why = "accelerator '" + acc.name + "': rtaccel run needs every accelerator on one backend with one number "
-             "of priority levels (one rtaccel-server)";
-      return false;
-    }
+    if (acc.backend != w.accelerators.front().backend || acc.priority_levels != w.accelerators.front().priority_levels)
+      return Status::invalid("accelerator '" + acc.name + "': rtaccel run needs every accelerator on one backend "
+                             "with one number of priority levels (one rtaccel-server)");
   }
-  auto plan = make_plan(w, why);
-  if (!plan) return false;
+  std::string why;
+  auto plan = make_plan(w, &why);
+  if (!plan) return Status::invalid(why);
   s->plan = std::move(*plan);
   s->bounds = analysis::analyze(w);
 
@@ -286,7 +216,7 @@ bool prepare(const RunOptions& o, Setup* s, std::string* why) {
   // The busy loop is calibrated here, before any fork, so that every process
   // of the run shares one calibration.
   accel::calibrate_busy_loop();
-  return size_kernels_in_child(w, o.work_fraction, &s->requests, why);
+  return size_kernels_in_child(w, o.work_fraction, &s->requests);
 }
 json chain_summary(const Setup& s, const SharedRun& shared, size_t c, std::ofstream* csv, uint64_t t0) {
   const auto& chain = s.w.chains[c];
@@ -421,266 +351,244 @@ json trace_events(const Setup& s, const SharedRun& shared, uint64_t t0) {
   return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
 }
 
-bool write_file(const std::filesystem::path& path, const std::string& text, std::string* why) {
+Status write_file(const std::filesystem::path& path, const std::string& text) {
   std::ofstream out(path);
   out << text;
   out.close();
-  if (!out) {
-    *why = "cannot write " + path.string();
-    return false;
-  }
-  return true;
+  return out ? Status() : Status::error("cannot write " + path.string());
 }
 
-}  // namespace
+// One run of a workload, from the set-up to the result files.
+class Run {
+ public:
+  explicit Run(const RunOptions& o) : o_(o) {}
+  Expected<RunEnd> execute();
 
-int run_workload(const RunOptions& o, std::string* why) {
-  if (!(o.duration_s > 0) || o.duration_s > 24 * 3600) {
-    *why = "duration must be between 0 and 24 hours";
-    return 2;
-  }
-  if (!(o.work_fraction > 0) || o.work_fraction > 1) {
-    *why = "work fraction must be in (0, 1]";
-    return 2;
-  }
-  Setup s;
-  if (!prepare(o, &s, why)) return 2;
-  const auto& w = s.w;
-  const auto duration = static_cast<uint64_t>(o.duration_s * 1e9);
-  std::error_code ec;
-  std::filesystem::create_directories(o.out_dir, ec);
-  if (ec) {
-    *why = "cannot create " + o.out_dir + ": " + ec.message();
-    return 2;
-  }
+ private:
+  bool stop_requested() const { return o_.stop && o_.stop->load(std::memory_order_relaxed); }
+  Status check_options() const;
+  Status start_private_server();
+  Status start_executors();
+  Status failure();
+  Status wait_until_ready();
+  Status supervise();
+  void report_progress(uint64_t now);
+  void stop_executors();
+  void wind_down();
+  Status write_results(uint64_t stopped_ns);
 
-  struct sigaction sa{};
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  g_interrupted = 0;
+  const RunOptions& o_;
+  Setup s_;
+  uint64_t duration_ns_ = 0;
+  std::string socket_;
+  std::string server_log_;
+  std::string server_dir_;  // the private server's socket folder, removed at the end
+  core::Child server_;
+  std::vector<core::Child> executors_;
+  SharedRun shared_;
+  uint64_t t0_ = 0;
+  uint64_t next_report_ = 0;
+  bool realtime_ = true;
+};
+
+Status Run::check_options() const {
+  if (!(o_.duration_s > 0) || o_.duration_s > 24 * 3600)
+    return Status::invalid("duration must be between 0 and 24 hours");
+  if (!(o_.work_fraction > 0) || o_.work_fraction > 1) return Status::invalid("work fraction must be in (0, 1]");
+  return Status();
+}
+
+// paam without a socket: a private rtaccel-server, logging to the result
+// folder, stopped by the runner after the executors (not by a Ctrl-C).
+Status Run::start_private_server() {
+  char dir[] = "/tmp/rtaccel-run-XXXXXX";
+  if (!mkdtemp(dir)) return Status::os_error("cannot create a folder for the server's socket", errno);
+  server_dir_ = dir;
+  socket_ = server_dir_ + "/server.sock";
+  const std::string binary = o_.server_binary.empty() ? self_dir() + "/rtaccel-server" : o_.server_binary;
+  auto args = server_args(s_.w, socket_);
+  args.insert(args.begin(), binary);
+  server_log_ = (std::filesystem::path(o_.out_dir) / "server.log").string();
+  core::SpawnOptions options;
+  options.log_path = server_log_;
+  options.parent_death_signal = SIGTERM;
+  options.ignore_sigint = true;
+  options.ready_handshake = true;
+  auto child = core::Child::spawn(args, options);
+  if (!child) return child.status().context("cannot start " + binary);
+  server_ = child.take();
+  if (Status ready = server_.wait_ready(10 * kSecond); !ready)
+    return Status::error("rtaccel-server did not start (" + binary + "): " + ready.message() + "; see " + server_log_);
+  return Status();
+}
+
+Status Run::start_executors() {
   const pid_t self = getpid();
-  Children children;
-
-  // paam: a private server unless one was given.
-  std::string socket = o.socket;
-  std::string server_dir;
-  pid_t server = -1;
-  if (o.policy == Policy::kPaam && socket.empty()) {
-    char dir[] = "/tmp/rtaccel-run-XXXXXX";
-    if (!mkdtemp(dir)) {
-      *why = std::string("cannot create a folder for the server's socket: ") + strerror(errno);
-      return 1;
-    }
-    server_dir = dir;
-    socket = server_dir + "/server.sock";
-    const std::string binary = o.server_binary.empty() ? self_dir() + "/rtaccel-server" : o.server_binary;
-    auto args = server_args(w, socket);
-    args.insert(args.begin(), binary);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const std::string log = (std::filesystem::path(o.out_dir) / "server.log").string();
-    server = fork();
-    if (server == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (getppid() != self) _exit(1);
-      // Its messages go to the result folder, beside what they explain.
-      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      if (fd >= 0) {
-        dup2(fd, STDOUT_FILENO);
-        dup2(fd, STDERR_FILENO);
-      }
-      signal(SIGINT, SIG_IGN);  // the runner stops it after the executors
-      execv(argv[0], argv.data());
-      fprintf(stderr, "rtaccel run: cannot start %s: %s\n", argv[0], strerror(errno));
-      _exit(127);
-    }
-    if (server < 0) {
-      *why = std::string("fork: ") + strerror(errno);
-      return 1;
-    }
-    children.add(server);
-    const uint64_t deadline = core::monotonic_ns() + 10000000000u;
-    while (!can_connect(socket)) {
-      pid_t who;
-      int status;
-      if (children.any_exited(&who, &status) || core::monotonic_ns() > deadline) {
-        *why = "rtaccel-server did not start (" + binary + "); see " + log;
-        return 1;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  }
-  struct DirCleanup {
-    std::string dir;
-    ~DirCleanup() {
-      if (!dir.empty()) std::filesystem::remove_all(dir);
-    }
-  } cleanup{server_dir};
-
-  SharedRun shared;
-  if (!shared.create(s.plan, capacity_for(w, s.plan, duration), why)) return 1;
-  for (size_t e = 0; e < w.executors.size(); ++e) {
+  for (size_t e = 0; e < s_.w.executors.size(); ++e) {
     const pid_t pid = fork();
-    if (pid < 0) {
-      *why = std::string("fork: ") + strerror(errno);
-      return 1;
-    }
+    if (pid < 0) return Status::os_error("fork", errno);
     if (pid == 0) {
       die_with_parent(self);
       signal(SIGINT, SIG_IGN);  // the runner stops the executors cleanly
       signal(SIGTERM, SIG_DFL);
       ExecutorConfig config;
-      config.workload = &w;
-      config.plan = &s.plan;
-      config.requests = &s.requests;
-      config.shared = &shared;
+      config.workload = &s_.w;
+      config.plan = &s_.plan;
+      config.requests = &s_.requests;
+      config.shared = &shared_;
       config.executor = e;
-      config.policy = o.policy;
-      config.work_fraction = o.work_fraction;
-      config.socket = socket;
+      config.policy = o_.policy;
+      config.work_fraction = o_.work_fraction;
+      config.socket = socket_;
       _exit(run_executor(config));
     }
-    children.add(pid);
+    executors_.push_back(core::Child::adopt(pid));
   }
+  return Status();
+}
 
-  auto* header = shared.header();
-  auto failed = [&]() -> bool {
-    for (size_t e = 0; e < w.executors.size(); ++e) {
-      if (shared.executor(e)->status.load() == static_cast<uint32_t>(ExecutorStatus::kFailed)) {
-        *why = shared.executor(e)->error;
-        return true;
-      }
+// An executor that failed or any child that exited, as an error.
+Status Run::failure() {
+  for (size_t e = 0; e < s_.w.executors.size(); ++e)
+    if (shared_.executor(e)->status.load() == static_cast<uint32_t>(ExecutorStatus::kFailed))
+      return Status::error(shared_.executor(e)->error);
+  int status;
+  bool exited = server_.pid() > 0 && server_.exited(&status);
+  std::string what = "rtaccel-server exited during the run";
+  for (auto& child : executors_) {
+    if (!exited && child.pid() > 0 && child.exited(&status)) {
+      exited = true;
+      what = "an executor exited during the run";
     }
-    pid_t who;
-    int status;
-    if (children.any_exited(&who, &status)) {
-      *why = who == server ? "rtaccel-server exited during the run" : "an executor exited during the run";
-      for (size_t e = 0; e < w.executors.size(); ++e)
-        if (shared.executor(e)->error[0]) *why = shared.executor(e)->error;
-      return true;
-    }
-    return false;
-  };
-  auto stop_executors = [&]() {
-    header->stop.store(1, std::memory_order_release);
-    futex_wake(reinterpret_cast<uint32_t*>(&header->go), INT_MAX, true);
-    for (size_t e = 0; e < w.executors.size(); ++e) {
-      shared.executor(e)->events.fetch_add(1);
-      futex_wake(reinterpret_cast<uint32_t*>(&shared.executor(e)->events), INT_MAX, true);
-    }
-  };
+  }
+  if (!exited) return Status();
+  for (size_t e = 0; e < s_.w.executors.size(); ++e)
+    if (shared_.executor(e)->error[0]) what = shared_.executor(e)->error;
+  return Status::error(what);
+}
 
-  // Every executor ready (pinned, registered), then one common start.
-  const uint64_t ready_deadline = core::monotonic_ns() + 30000000000u;
+// Every executor ready (pinned, registered), then one common start.
+Status Run::wait_until_ready() {
+  const uint64_t deadline = core::monotonic_ns() + 30 * kSecond;
   for (;;) {
     size_t ready = 0;
-    for (size_t e = 0; e < w.executors.size(); ++e)
-      ready += shared.executor(e)->status.load() == static_cast<uint32_t>(ExecutorStatus::kReady);
-    if (ready == w.executors.size()) break;
-    if (failed()) {
-      stop_executors();
-      return 1;
-    }
-    if (g_interrupted || core::monotonic_ns() > ready_deadline) {
-      *why = g_interrupted ? "interrupted before the run started" : "the executors did not get ready in 30 s";
-      stop_executors();
-      return 1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    for (size_t e = 0; e < s_.w.executors.size(); ++e)
+      ready += shared_.executor(e)->status.load() == static_cast<uint32_t>(ExecutorStatus::kReady);
+    if (ready == s_.w.executors.size()) break;
+    if (Status f = failure(); !f) return f;
+    if (stop_requested()) return Status::error("interrupted before the run started");
+    if (core::monotonic_ns() > deadline) return Status::error("the executors did not get ready in 30 s");
+    core::sleep_ns(5 * kMs);
   }
-  bool realtime = true;
-  for (size_t e = 0; e < w.executors.size(); ++e) realtime = realtime && shared.executor(e)->realtime;
-  if (!realtime)
+  for (size_t e = 0; e < s_.w.executors.size(); ++e) realtime_ = realtime_ && shared_.executor(e)->realtime;
+  if (!realtime_)
     fprintf(stderr, "rtaccel run: warning: no permission for SCHED_FIFO; executors run at normal priority\n");
-  header->start_ns = core::monotonic_ns() + 50000000u;
+  auto* header = shared_.header();
+  header->start_ns = core::monotonic_ns() + 50 * kMs;
   header->go.store(1, std::memory_order_release);
   futex_wake(reinterpret_cast<uint32_t*>(&header->go), INT_MAX, true);
+  t0_ = header->start_ns;
+  next_report_ = t0_ + kSecond;
+  return Status();
+}
 
-  const uint64_t t0 = header->start_ns;
-  const uint64_t end = t0 + duration;
-  uint64_t next_report = t0 + 1000000000u;
+// A terminal gets one line rewritten every second, a log a line every ten.
+void Run::report_progress(uint64_t now) {
+  if (!o_.progress || now < next_report_) return;
   const bool tty = isatty(STDERR_FILENO);
-  int status = 0;
-  while (core::monotonic_ns() < end && !g_interrupted) {
-    if (failed()) {
-      status = 1;
-      break;
+  uint64_t done = 0, misses = 0;
+  for (size_t c = 0; c < s_.w.chains.size(); ++c) {
+    done += shared_.chain(c)->count.load();
+    const uint64_t n = std::min(shared_.chain(c)->count.load(), shared_.sample_capacity(c));
+    for (uint64_t i = 0; i < n; ++i) {
+      const Sample& x = shared_.samples(c)[i];
+      misses += x.end_ns - x.start_ns > s_.w.chains[c].deadline_ns;
     }
-    const uint64_t now = core::monotonic_ns();
-    if (o.progress && now >= next_report) {
-      uint64_t done = 0, misses = 0;
-      for (size_t c = 0; c < w.chains.size(); ++c) {
-        done += shared.chain(c)->count.load();
-        const uint64_t n = std::min(shared.chain(c)->count.load(), shared.sample_capacity(c));
-        for (uint64_t i = 0; i < n; ++i) {
-          const Sample& x = shared.samples(c)[i];
-          misses += x.end_ns - x.start_ns > w.chains[c].deadline_ns;
-        }
-      }
-      // A terminal gets one line rewritten every second, a log a line every ten.
-      const double elapsed = static_cast<double>(now - t0) / 1e9;
-      if (tty || (next_report - t0) % 10000000000u == 0)
-        fprintf(stderr, "%srtaccel run: %s %5.0f/%.0f s, %llu chain instances, %llu deadline misses%s",
-                tty ? "\r" : "", std::string(to_string(o.policy)).c_str(), elapsed, o.duration_s,
-                static_cast<unsigned long long>(done), static_cast<unsigned long long>(misses),
-                tty ? "   " : "\n");
-      next_report += 1000000000u;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  if (o.progress && tty) fputc('\n', stderr);
-  const uint64_t stopped = core::monotonic_ns();
+  const double elapsed = static_cast<double>(now - t0_) / 1e9;
+  if (tty || (next_report_ - t0_) % (10 * kSecond) == 0)
+    fprintf(stderr, "%srtaccel run: %s %5.0f/%.0f s, %llu chain instances, %llu deadline misses%s", tty ? "\r" : "",
+            std::string(to_string(o_.policy)).c_str(), elapsed, o_.duration_s, static_cast<unsigned long long>(done),
+            static_cast<unsigned long long>(misses), tty ? "   " : "\n");
+  next_report_ += kSecond;
+}
+
+// Until the run's end or a stop request; an error if something died.
+Status Run::supervise() {
+  const uint64_t end = t0_ + duration_ns_;
+  Status status;
+  while (core::monotonic_ns() < end && !stop_requested()) {
+    if (status = failure(); !status) break;
+    report_progress(core::monotonic_ns());
+    core::sleep_ns(20 * kMs);
+  }
+  if (o_.progress && isatty(STDERR_FILENO)) fputc('\n', stderr);
+  return status;
+}
+
+void Run::stop_executors() {
+  auto* header = shared_.header();
+  header->stop.store(1, std::memory_order_release);
+  futex_wake(reinterpret_cast<uint32_t*>(&header->go), INT_MAX, true);
+  for (size_t e = 0; e < s_.w.executors.size(); ++e) {
+    shared_.executor(e)->events.fetch_add(1);
+    futex_wake(reinterpret_cast<uint32_t*>(&shared_.executor(e)->events), INT_MAX, true);
+  }
+}
+
+// Executors finish the callback in progress (allow for the longest one),
+// then the server goes: executors unregister on their way out.
+void Run::wind_down() {
   stop_executors();
-  // A callback in progress finishes first: allow for the longest one.
   uint64_t longest = 0;
-  for (const auto& cb : w.callbacks) {
+  for (const auto& cb : s_.w.callbacks) {
     uint64_t t = cb.cpu_ns;
     for (const auto& seg : cb.segments) t += seg.wcet_ns;
     longest = std::max(longest, t);
   }
-  const uint64_t grace = 5000000000u + 4 * longest;
-  {
-    const uint64_t deadline = core::monotonic_ns() + grace;
-    for (;;) {
-      size_t done = 0;
-      for (size_t e = 0; e < w.executors.size(); ++e) {
-        const auto st = shared.executor(e)->status.load();
-        done += st == static_cast<uint32_t>(ExecutorStatus::kDone) || st == static_cast<uint32_t>(ExecutorStatus::kFailed);
-      }
-      if (done == w.executors.size() || core::monotonic_ns() > deadline) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const uint64_t deadline = core::monotonic_ns() + 5 * kSecond + 4 * longest;
+  for (;;) {
+    size_t done = 0;
+    for (size_t e = 0; e < s_.w.executors.size(); ++e) {
+      const auto st = shared_.executor(e)->status.load();
+      done += st == static_cast<uint32_t>(ExecutorStatus::kDone) || st == static_cast<uint32_t>(ExecutorStatus::kFailed);
     }
+    if (done == s_.w.executors.size() || core::monotonic_ns() > deadline) break;
+    core::sleep_ns(5 * kMs);
   }
-  // The server last: executors unregister on their way out.
-  if (server > 0) children.terminate(server, 5000000000u);
-  children.wait_all(grace);
-  if (status != 0) return status;
+  server_.terminate(5 * kSecond);
+  for (auto& child : executors_) {
+    int status;
+    while (child.pid() > 0 && !child.exited(&status) && core::monotonic_ns() < deadline) core::sleep_ns(5 * kMs);
+    child.kill_now();
+  }
+}
 
-  // Results.
-  const std::filesystem::path out(o.out_dir);
+Status Run::write_results(uint64_t stopped_ns) {
+  const auto& w = s_.w;
+  const std::filesystem::path out(o_.out_dir);
   std::ofstream csv(out / "latency.csv");
   csv << "chain,start_us,latency_us\n";
   json chains = json::array();
-  for (size_t c = 0; c < w.chains.size(); ++c) chains.push_back(chain_summary(s, shared, c, &csv, t0));
+  for (size_t c = 0; c < w.chains.size(); ++c) chains.push_back(chain_summary(s_, shared_, c, &csv, t0_));
   csv.close();
   json timers = json::array();
-  for (size_t t = 0; t < s.plan.timers.size(); ++t) timers.push_back(timer_summary(s, shared, t));
+  for (size_t t = 0; t < s_.plan.timers.size(); ++t) timers.push_back(timer_summary(s_, shared_, t));
   json execs = json::array();
   for (size_t e = 0; e < w.executors.size(); ++e) {
-    const auto* st = shared.executor(e);
+    const auto* st = shared_.executor(e);
+    const uint64_t kept = std::min(st->trace_used.load(), shared_.trace_capacity(e));
     execs.push_back({{"executor", w.executors[e].name},
                      {"realtime", st->realtime != 0},
                      {"timer_overruns", st->overruns.load()},
-                     {"trace_events", std::min(st->trace_used.load(), shared.trace_capacity(e))},
-                     {"trace_events_lost", st->trace_used.load() - std::min(st->trace_used.load(), shared.trace_capacity(e))}});
+                     {"trace_events", kept},
+                     {"trace_events_lost", st->trace_used.load() - kept}});
   }
   json queues = json::array();
-  for (size_t q = 0; q < s.plan.queues.size(); ++q) {
-    const auto* st = shared.queue(q);
-    queues.push_back({{"topic", s.plan.queues[q].topic},
-                      {"subscriber", w.callbacks[s.plan.queues[q].consumer].name},
+  for (size_t q = 0; q < s_.plan.queues.size(); ++q) {
+    const auto* st = shared_.queue(q);
+    queues.push_back({{"topic", s_.plan.queues[q].topic},
+                      {"subscriber", w.callbacks[s_.plan.queues[q].consumer].name},
                       {"messages", st->pushed},
                       {"dropped", st->dropped}});
   }
@@ -688,12 +596,12 @@ int run_workload(const RunOptions& o, std::string* why) {
   for (const auto& c : chains)
     if (c["critical"].get<bool>() && c["bound_held"].is_boolean()) held = held && c["bound_held"].get<bool>();
   json summary = {{"format_version", 1},
-                  {"workload", {{"file", o.workload}, {"name", w.name}}},
-                  {"policy", std::string(to_string(o.policy))},
-                  {"duration_s", static_cast<double>(stopped - t0) / 1e9},
-                  {"interrupted", g_interrupted != 0},
-                  {"realtime", realtime},
-                  {"work_fraction", o.work_fraction},
+                  {"workload", {{"file", o_.workload}, {"name", w.name}}},
+                  {"policy", std::string(to_string(o_.policy))},
+                  {"duration_s", static_cast<double>(stopped_ns - t0_) / 1e9},
+                  {"interrupted", stop_requested()},
+                  {"realtime", realtime_},
+                  {"work_fraction", o_.work_fraction},
                   {"epsilon_us", us(w.server ? w.server->overhead_ns : 0)},
                   {"kappa_us", us(w.accelerators.empty() ? 0 : w.accelerators.front().preemption_cost_ns)},
                   {"release_jitter_us", us(w.release_jitter_ns)},
@@ -702,13 +610,47 @@ int run_workload(const RunOptions& o, std::string* why) {
                   {"timers", std::move(timers)},
                   {"executors", std::move(execs)},
                   {"queues", std::move(queues)}};
-  if (!write_file(out / "summary.json", summary.dump(2) + "\n", why)) return 1;
-  if (!write_file(out / "trace.json", trace_events(s, shared, t0).dump() + "\n", why)) return 1;
-  if (!csv) {
-    *why = "cannot write " + (out / "latency.csv").string();
-    return 1;
-  }
-  return g_interrupted ? 130 : 0;
+  if (Status st = write_file(out / "summary.json", summary.dump(2) + "\n"); !st) return st;
+  if (Status st = write_file(out / "trace.json", trace_events(s_, shared_, t0_).dump() + "\n"); !st) return st;
+  if (!csv) return Status::error("cannot write " + (out / "latency.csv").string());
+  return Status();
 }
+
+Expected<RunEnd> Run::execute() {
+  if (Status st = check_options(); !st) return st;
+  if (Status st = prepare(o_, &s_); !st) return st;
+  duration_ns_ = static_cast<uint64_t>(o_.duration_s * 1e9);
+  std::error_code ec;
+  std::filesystem::create_directories(o_.out_dir, ec);
+  if (ec) return Status::invalid("cannot create " + o_.out_dir + ": " + ec.message());
+
+  socket_ = o_.socket;
+  struct DirCleanup {
+    std::string* dir;
+    ~DirCleanup() {
+      if (!dir->empty()) std::filesystem::remove_all(*dir);
+    }
+  } cleanup{&server_dir_};
+  if (o_.policy == Policy::kPaam && socket_.empty())
+    if (Status st = start_private_server(); !st) return st;
+  std::string why;
+  if (!shared_.create(s_.plan, capacity_for(s_.w, s_.plan, duration_ns_), &why)) return Status::error(why);
+  Status st = start_executors();
+  if (st) st = wait_until_ready();
+  if (!st) {
+    stop_executors();
+    return st;
+  }
+  st = supervise();
+  const uint64_t stopped = core::monotonic_ns();
+  wind_down();
+  if (!st) return st;
+  if (st = write_results(stopped); !st) return st;
+  return stop_requested() ? RunEnd::kInterrupted : RunEnd::kCompleted;
+}
+
+}  // namespace
+
+Expected<RunEnd> run_workload(const RunOptions& options) { return Run(options).execute(); }
 
 }  // namespace rtaccel::exec

@@ -1,7 +1,9 @@
 // rtaccel-exec: runs a workload under one policy and writes its measurements
 // (the engine behind `rtaccel run`).
 #include <getopt.h>
+#include <signal.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +12,9 @@
 #include "rtaccel/exec.hpp"
 
 namespace {
+
+std::atomic<bool> g_stop{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "set from a signal handler");
 
 const char kUsage[] =
     "usage: rtaccel-exec WORKLOAD.yaml [options]\n"
@@ -94,8 +99,16 @@ int main(int argc, char** argv) {
     return 2;
   }
   o.workload = argv[optind];
-  std::string why;
-  const int status = rtaccel::exec::run_workload(o, &why);
-  if (!why.empty()) fprintf(stderr, "rtaccel-exec: %s\n", why.c_str());
-  return status;
+  // Ctrl-C and SIGTERM end the run early; the results are still written.
+  struct sigaction sa{};
+  sa.sa_handler = [](int) { g_stop.store(true, std::memory_order_relaxed); };
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  o.stop = &g_stop;
+  const auto end = rtaccel::exec::run_workload(o);
+  if (!end) {
+    fprintf(stderr, "rtaccel-exec: %s\n", end.status().message().c_str());
+    return end.status().invalid_input() ? 2 : 1;
+  }
+  return *end == rtaccel::exec::RunEnd::kInterrupted ? 130 : 0;
 }
