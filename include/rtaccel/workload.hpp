@@ -24,7 +24,16 @@ namespace rtaccel::workload {
 enum class Backend { kCpu, kOpenCl, kCuda };
 enum class WaitMode { kSuspend, kSpin };
 
-std::string_view to_string(Backend backend);
+// The backends' names, as the workload, rtaccel-server and direct invocation
+// spell them ("cpu", "opencl", "cuda"). Header-only: the client library uses
+// them without the loader.
+inline constexpr std::string_view kBackendNames[] = {"cpu", "opencl", "cuda"};
+inline std::string_view to_string(Backend backend) { return kBackendNames[static_cast<int>(backend)]; }
+inline std::optional<Backend> parse_backend(std::string_view name) {
+  for (int i = 0; i < 3; ++i)
+    if (kBackendNames[i] == name) return static_cast<Backend>(i);
+  return std::nullopt;
+}
 std::string_view to_string(WaitMode mode);
 
 // 1-based line and column in the source file; 0 when the value was not read

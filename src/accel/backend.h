@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "rtaccel/workload.hpp"
+
 #include "rtaccel/service.h"
 
 namespace rtaccel::accel {
@@ -82,6 +84,18 @@ std::unique_ptr<Backend> make_opencl_backend(const BackendOptions& options, std:
 // Loads librtaccel_cuda.so (cuda_loader.cc); nullptr with the reason when it
 // is not built, its libraries are missing, or there is no such CUDA device.
 std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& options, std::string* why);
+
+// The backend of that kind; cpu uses `services`.
+inline std::unique_ptr<Backend> make_backend(workload::Backend kind, const BackendOptions& options,
+                                             const ServiceTable* services, std::string* why) {
+  switch (kind) {
+    case workload::Backend::kCpu: return make_cpu_backend(options, services, why);
+    case workload::Backend::kOpenCl: return make_opencl_backend(options, why);
+    case workload::Backend::kCuda: return make_cuda_backend(options, why);
+  }
+  *why = "unknown backend";
+  return nullptr;
+}
 
 struct BackendProbe {
   std::string name;

@@ -72,21 +72,13 @@ int rtaccel_direct_open(const char* backend, int device, int priority, rtaccel_d
   options.device = device;
   options.levels = 1;
   options.fifo_base = 0;  // the thread's scheduling is set per call below
-  if (strcmp(backend, "cpu") == 0) {
-    d->services = std::make_unique<ServiceTable>();
-    d->backend = make_cpu_backend(options, d->services.get(), &why);
-    d->cpu = true;
-  } else if (strcmp(backend, "opencl") == 0) {
-    d->backend = make_opencl_backend(options, &why);
-    d->cpu = false;
-  } else if (strcmp(backend, "cuda") == 0) {
-    // Its own CUDA context in this process, as every process has without a
-    // server; one stream per calling thread at the lowest priority.
-    d->backend = make_cuda_backend(options, &why);
-    d->cpu = false;
-  } else {
-    return -ENOENT;
-  }
+  const auto kind = rtaccel::workload::parse_backend(backend);
+  if (!kind) return -ENOENT;
+  d->cpu = *kind == rtaccel::workload::Backend::kCpu;
+  if (d->cpu) d->services = std::make_unique<ServiceTable>();
+  // cuda: its own context in this process, as every process has without a
+  // server; one stream per calling thread at the lowest priority.
+  d->backend = make_backend(*kind, options, d->services.get(), &why);
   if (!d->backend) return -ENODEV;
   d->core = device;
   d->priority = priority;

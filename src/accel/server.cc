@@ -223,7 +223,7 @@ bool ServerImpl::open(std::string* why) {
     return false;
   }
   for (const std::string& plugin : options_.plugins) {
-    if (options_.backend != "cpu") {
+    if (options_.backend != workload::Backend::kCpu) {
       *why = "plugins run on the cpu backend only";
       return false;
     }
@@ -246,9 +246,7 @@ bool ServerImpl::open(std::string* why) {
   admission.kappa_ns = options_.kappa_ns;
   admission.jitter_ns = options_.jitter_ns;
   admission.server_core = options_.server_core;
-  admission.backend = options_.backend == "opencl" ? workload::Backend::kOpenCl
-                      : options_.backend == "cuda" ? workload::Backend::kCuda
-                                                   : workload::Backend::kCpu;
+  admission.backend = options_.backend;
   for (const auto& d : devices_) admission.device_levels.push_back(d->levels);
   admission_ = std::make_unique<Admission>(admission);
 
@@ -320,19 +318,10 @@ bool ServerImpl::open_device(uint32_t index, int device, std::string* why) {
   bo.levels = options_.levels;
   bo.fifo_base = options_.fifo_base;
   bo.driver_core = options_.server_core;
-  if (options_.backend == "cpu") {
-    d->backend = make_cpu_backend(bo, &services_, why);
-  } else if (options_.backend == "opencl") {
-    d->backend = make_opencl_backend(bo, why);
-  } else if (options_.backend == "cuda") {
-    d->backend = make_cuda_backend(bo, why);
-  } else {
-    *why = "unknown backend '" + options_.backend + "' (see --list-backends)";
-    return false;
-  }
+  d->backend = make_backend(options_.backend, bo, &services_, why);
   if (!d->backend) return false;
   d->levels = d->backend->levels();
-  if (d->levels < options_.levels && options_.backend == "cuda")
+  if (d->levels < options_.levels && options_.backend == workload::Backend::kCuda)
     log("device %u: %u levels asked for, the device has %u stream priorities", index,
         options_.levels, d->levels);
   if (d->levels > 1 && !d->backend->preemptive())
@@ -654,7 +643,7 @@ void ServerImpl::handle_register(Connection* c, const RegisterRequest& m) {
       if (devices_[0]->backend->lookup(desc.services[i].name) < 0) {
         r.status = -ENOENT;
         why = std::string("service '") + desc.services[i].name + "' is not offered by the " +
-              options_.backend + " backend";
+              std::string(workload::to_string(options_.backend)) + " backend";
       }
   }
   if (r.status == 0) r.status = admission_->admit(desc, &admitted, &why);

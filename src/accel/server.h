@@ -12,11 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "rtaccel/workload.hpp"
+
 namespace rtaccel::accel {
 
 struct ServerOptions {
   std::string socket_path;          // Unix socket to listen on (created, 0666)
-  std::string backend = "cpu";      // cpu | opencl
+  workload::Backend backend = workload::Backend::kCpu;
   std::vector<int> devices = {1};   // cpu: cores; opencl: device indices. WFD across them.
   uint32_t levels = 4;              // cpu: device priority levels (buckets) per device
   int fifo_base = 80;               // cpu: SCHED_FIFO of the lowest bucket; 0: SCHED_OTHER

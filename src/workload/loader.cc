@@ -338,7 +338,8 @@ class Loader {
     Accelerator a;
     a.where = f.where();
     if (auto name = f.name("name", true)) a.name = *name;
-    if (auto b = f.choice("backend", true, {"cpu", "opencl", "cuda"})) a.backend = static_cast<Backend>(*b);
+    if (auto b = f.choice("backend", true, {std::begin(kBackendNames), std::end(kBackendNames)}))
+      a.backend = static_cast<Backend>(*b);
     // Only the cpu backend turns a core into the device.
     if (auto core = f.integer("core", a.backend == Backend::kCpu, 0, 4095)) a.core = static_cast<int>(*core);
     else a.core = -1;

@@ -4,18 +4,6 @@
 
 namespace rtaccel::workload {
 
-std::string_view to_string(Backend backend) {
-  switch (backend) {
-    case Backend::kCpu:
-      return "cpu";
-    case Backend::kOpenCl:
-      return "opencl";
-    case Backend::kCuda:
-      return "cuda";
-  }
-  return "?";
-}
-
 std::string_view to_string(WaitMode mode) {
   return mode == WaitMode::kSpin ? "spin" : "suspend";
 }

@@ -98,7 +98,12 @@ int main(int argc, char** argv) {
   while ((opt = getopt_long(argc, argv, "s:b:d:l:c:p:vh", longopts, nullptr)) != -1) {
     switch (opt) {
       case 's': options.socket_path = optarg; break;
-      case 'b': options.backend = optarg; break;
+      case 'b':
+        if (auto kind = rtaccel::workload::parse_backend(optarg)) {
+          options.backend = *kind;
+          break;
+        }
+        return bad("--backend (cpu, opencl or cuda; see --list-backends)", optarg);
       case 'd':
         if (!parse_number(optarg, 0, 4095, &v)) return bad("device", optarg);
         if (!devices_given) options.devices.clear();
@@ -152,7 +157,7 @@ int main(int argc, char** argv) {
     }
   }
   if (optind < argc) return bad("argument", argv[optind]);
-  if (options.backend == "opencl") options.levels = 1;
+  if (options.backend == rtaccel::workload::Backend::kOpenCl) options.levels = 1;
 
   // Page faults in a worker would be latency; keep everything resident.
   // (Not under AddressSanitizer, whose shadow memory is terabytes of reserve.)
@@ -174,7 +179,8 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
   fprintf(stderr, "rtaccel-server: listening on %s (%s backend, %zu device(s))\n",
-          options.socket_path.c_str(), options.backend.c_str(), options.devices.size());
+          options.socket_path.c_str(), std::string(rtaccel::workload::to_string(options.backend)).c_str(),
+          options.devices.size());
   if (ready_fd >= 0) rtaccel::core::notify_ready(ready_fd);
   const int rc = server->run();
   g_server = nullptr;
