@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "rtaccel/accel.h"
+#include "rtaccel/requests.h"
 
 namespace {
 
@@ -167,37 +168,24 @@ struct KernelCase {
   uint32_t large_n;  // low-bucket request (runs for milliseconds)
 };
 
-// Request bytes of `service` for size n, and the response bytes.
+// Request bytes of `service` for size n, and the response bytes
+// (histograms: 64 bins).
 void sizes(const char* service, uint32_t n, uint32_t* request, uint32_t* response) {
-  const uint32_t h = sizeof(rtaccel_vector_request);
-  if (!strcmp(service, "matmul")) {
-    *request = h + 2 * n * n * 4;
-    *response = n * n * 4;
-  } else if (!strcmp(service, "vecadd")) {
-    *request = h + 2 * n * 4;
-    *response = n * 4;
-  } else if (!strcmp(service, "reduction")) {
-    *request = h + n * 4;
-    *response = 8;
-  } else {
-    *request = sizeof(rtaccel_histogram_request) + n * 4;
-    *response = 64 * 4;
-  }
+  const int kind = rtaccel_builtin_of(service);
+  uint64_t inputs = 0, result = 0;
+  rtaccel_request_sizes(kind, n, 64, &inputs, &result);
+  *request = uint32_t(rtaccel_request_header_size(kind) + inputs * sizeof(float));
+  *response = uint32_t(result);
 }
 
-void fill_request(const char* service, uint32_t n, void* buffer) {
-  if (!strcmp(service, "histogram")) {
-    auto* h = static_cast<rtaccel_histogram_request*>(buffer);
-    *h = {n, 64, 0.0f, 1.0f};
-    float* x = reinterpret_cast<float*>(h + 1);
-    for (uint32_t i = 0; i < n; i++) x[i] = float(i % 1000) / 1000.0f;
-    return;
-  }
-  auto* v = static_cast<rtaccel_vector_request*>(buffer);
-  v->n = n;
-  float* x = reinterpret_cast<float*>(v + 1);
-  const uint64_t count = !strcmp(service, "matmul") ? 2ull * n * n : !strcmp(service, "vecadd") ? 2ull * n : n;
-  for (uint64_t i = 0; i < count; i++) x[i] = float(i % 7) * 0.5f;
+void fill_request(const char* service, uint32_t n, void* buffer, uint32_t cap) {
+  const int kind = rtaccel_builtin_of(service);
+  rtaccel_request_encode(kind, n, 64, 0.0f, 1.0f, buffer, cap);
+  uint64_t inputs = 0, result = 0;
+  rtaccel_request_sizes(kind, n, 64, &inputs, &result);
+  float* x = reinterpret_cast<float*>(static_cast<char*>(buffer) + rtaccel_request_header_size(kind));
+  for (uint64_t i = 0; i < inputs; i++)
+    x[i] = kind == RTACCEL_HISTOGRAM ? float(i % 1000) / 1000.0f : float(i % 7) * 0.5f;
 }
 
 int preemption(rtaccel_client* c, int iterations, bool gpu, bool json) {
@@ -228,8 +216,8 @@ int preemption(rtaccel_client* c, int iterations, bool gpu, bool json) {
       return 1;
     }
     const int s_hi = rtaccel_service_index(hi, kc.service), s_lo = rtaccel_service_index(lo, kc.service);
-    fill_request(kc.service, kc.small_n, rtaccel_request_buffer(hi, s_hi, nullptr));
-    fill_request(kc.service, kc.large_n, rtaccel_request_buffer(lo, s_lo, nullptr));
+    fill_request(kc.service, kc.small_n, rtaccel_request_buffer(hi, s_hi, nullptr), req_hi);
+    fill_request(kc.service, kc.large_n, rtaccel_request_buffer(lo, s_lo, nullptr), req_lo);
     std::vector<double> alone, preempting;
     for (int i = -2; i < iterations; i++) {
       rtaccel_ticket th, tl;

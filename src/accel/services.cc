@@ -12,6 +12,7 @@
 
 #include "accel/protocol.h"
 #include "rtaccel/accel.h"
+#include "rtaccel/requests.h"
 
 namespace rtaccel::accel {
 namespace {
@@ -29,97 +30,70 @@ inline void spin_iterations(uint64_t iterations) {
   }
 }
 
-// Reads a request header of type T once; false when the request is shorter.
-template <typename T>
-bool read_header(const rtaccel_service_call* call, T* header) {
-  if (call->request_len < sizeof(T)) return false;
-  memcpy(header, call->request, sizeof(T));
-  return true;
-}
-
-const float* floats_after(const rtaccel_service_call* call, size_t header) {
-  return reinterpret_cast<const float*>(static_cast<const char*>(call->request) + header);
+// The request checked against the call's buffers (rtaccel/requests.h).
+bool decode(int service, const rtaccel_service_call* call, rtaccel_request_view* v) {
+  return rtaccel_request_decode(service, call->request, call->request_len, call->response_cap, v) == 0;
 }
 
 int run_busy(rtaccel_service_call* call) {
-  rtaccel_busy_request r;
-  if (!read_header(call, &r) || r.ns > 3600ull * 1000000000ull) return -EINVAL;
-  busy_for_ns(r.ns);
+  rtaccel_request_view v;
+  if (!decode(RTACCEL_BUSY, call, &v)) return -EINVAL;
+  busy_for_ns(v.n);
   call->response_len = 0;
   return 0;
 }
 
 int run_vecadd(rtaccel_service_call* call) {
-  rtaccel_vector_request r;
-  if (!read_header(call, &r)) return -EINVAL;
-  const uint64_t n = r.n;
-  if (sizeof(r) + 2 * n * sizeof(float) > call->request_len || n * sizeof(float) > call->response_cap)
-    return -EINVAL;
-  const float* a = floats_after(call, sizeof(r));
-  const float* b = a + n;
+  rtaccel_request_view v;
+  if (!decode(RTACCEL_VECADD, call, &v)) return -EINVAL;
   float* c = static_cast<float*>(call->response);
-  for (uint64_t i = 0; i < n; i++) c[i] = a[i] + b[i];
-  call->response_len = n * sizeof(float);
+  for (uint64_t i = 0; i < v.n; i++) c[i] = v.a[i] + v.b[i];
+  call->response_len = v.response_len;
   return 0;
 }
 
 int run_matmul(rtaccel_service_call* call) {
-  rtaccel_vector_request r;
-  if (!read_header(call, &r) || r.n > 8192) return -EINVAL;
-  const uint64_t n = r.n;
-  const uint64_t nn = n * n;
-  if (sizeof(r) + 2 * nn * sizeof(float) > call->request_len || nn * sizeof(float) > call->response_cap)
-    return -EINVAL;
-  const float* a = floats_after(call, sizeof(r));
-  const float* b = a + nn;
+  rtaccel_request_view v;
+  if (!decode(RTACCEL_MATMUL, call, &v)) return -EINVAL;
+  const uint64_t n = v.n;
   float* c = static_cast<float*>(call->response);
-  std::fill(c, c + nn, 0.0f);
+  std::fill(c, c + n * n, 0.0f);
   // i-k-j order: the inner loop streams rows of b and c.
   for (uint64_t i = 0; i < n; i++)
     for (uint64_t k = 0; k < n; k++) {
-      const float aik = a[i * n + k];
-      const float* brow = b + k * n;
+      const float aik = v.a[i * n + k];
+      const float* brow = v.b + k * n;
       float* crow = c + i * n;
       for (uint64_t j = 0; j < n; j++) crow[j] += aik * brow[j];
     }
-  call->response_len = nn * sizeof(float);
+  call->response_len = v.response_len;
   return 0;
 }
 
 int run_reduction(rtaccel_service_call* call) {
-  rtaccel_vector_request r;
-  if (!read_header(call, &r)) return -EINVAL;
-  const uint64_t n = r.n;
-  if (sizeof(r) + n * sizeof(float) > call->request_len || call->response_cap < sizeof(double))
-    return -EINVAL;
-  const float* x = floats_after(call, sizeof(r));
+  rtaccel_request_view v;
+  if (!decode(RTACCEL_REDUCTION, call, &v)) return -EINVAL;
   double sum = 0;
-  for (uint64_t i = 0; i < n; i++) sum += x[i];
+  for (uint64_t i = 0; i < v.n; i++) sum += v.a[i];
   memcpy(call->response, &sum, sizeof(sum));
-  call->response_len = sizeof(sum);
+  call->response_len = v.response_len;
   return 0;
 }
 
 int run_histogram(rtaccel_service_call* call) {
-  rtaccel_histogram_request r;
-  if (!read_header(call, &r)) return -EINVAL;
-  const uint64_t n = r.n;
-  const uint64_t bins = r.bins;
-  if (bins == 0 || !(r.lo < r.hi) || sizeof(r) + n * sizeof(float) > call->request_len ||
-      bins * sizeof(uint32_t) > call->response_cap)
-    return -EINVAL;
-  const float* x = floats_after(call, sizeof(r));
+  rtaccel_request_view v;
+  if (!decode(RTACCEL_HISTOGRAM, call, &v)) return -EINVAL;
   uint32_t* count = static_cast<uint32_t*>(call->response);
-  std::fill(count, count + bins, 0u);
-  const double scale = double(bins) / (double(r.hi) - double(r.lo));
-  for (uint64_t i = 0; i < n; i++) {
-    const float v = x[i];
-    if (!(v >= r.lo && v < r.hi)) continue;  // also drops NaN
-    uint64_t bin = uint64_t((double(v) - double(r.lo)) * scale);
-    if (bin >= bins) bin = bins - 1;  // rounding at the upper edge
+  std::fill(count, count + v.bins, 0u);
+  const double scale = double(v.bins) / (double(v.hi) - double(v.lo));
+  for (uint64_t i = 0; i < v.n; i++) {
+    const float x = v.a[i];
+    if (!(x >= v.lo && x < v.hi)) continue;  // also drops NaN
+    uint64_t bin = uint64_t((double(x) - double(v.lo)) * scale);
+    if (bin >= v.bins) bin = v.bins - 1;  // rounding at the upper edge
     count[bin]++;
   }
-  call->response_len = bins * sizeof(uint32_t);
+  call->response_len = v.response_len;
   return 0;
 }
 

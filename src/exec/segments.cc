@@ -2,6 +2,8 @@
 #include "core/fd.h"
 #include "exec/segments.h"
 
+#include "rtaccel/requests.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -33,11 +35,6 @@ uint64_t max_size(const std::string& service) {
   return floats;
 }
 
-template <typename T>
-void put(std::vector<unsigned char>* bytes, const T& header) {
-  memcpy(bytes->data(), &header, sizeof(header));
-}
-
 bool copy_name(char* dst, size_t cap, const std::string& name, std::string* why) {
   if (name.size() >= cap) {
     *why = "name '" + name + "' is longer than the server protocol's " + std::to_string(cap - 1) +
@@ -51,36 +48,15 @@ bool copy_name(char* dst, size_t cap, const std::string& name, std::string* why)
 }  // namespace
 
 bool build_request(const std::string& service, uint64_t n, SegmentRequest* out) {
+  const int kind = rtaccel_builtin_of(service.c_str());
+  // Histograms of 64 bins over [0, 1), which fill() draws from.
+  const uint32_t bins = 64;
+  uint64_t inputs, response;
+  if (kind < 0 || rtaccel_request_sizes(kind, n, bins, &inputs, &response) < 0) return false;
+  const size_t header = rtaccel_request_header_size(kind);
   out->service = service;
-  const auto count = static_cast<uint32_t>(n);
-  if (service == "busy") {
-    out->bytes.assign(sizeof(rtaccel_busy_request), 0);
-    put(&out->bytes, rtaccel_busy_request{n});
-    out->response_max = 0;
-    return true;
-  }
-  size_t inputs = 0, response = 0, header = sizeof(rtaccel_vector_request);
-  if (service == "vecadd") {
-    inputs = 2 * n;
-    response = n * sizeof(float);
-  } else if (service == "matmul") {
-    inputs = 2 * n * n;
-    response = n * n * sizeof(float);
-  } else if (service == "reduction") {
-    inputs = n;
-    response = sizeof(double);
-  } else if (service == "histogram") {
-    header = sizeof(rtaccel_histogram_request);
-    inputs = n;
-    response = 64 * sizeof(uint32_t);
-  } else {
-    return false;
-  }
   out->bytes.assign(header + inputs * sizeof(float), 0);
-  if (service == "histogram")
-    put(&out->bytes, rtaccel_histogram_request{count, 64, 0.0f, 1.0f});
-  else
-    put(&out->bytes, rtaccel_vector_request{count, 0});
+  if (rtaccel_request_encode(kind, n, bins, 0.0f, 1.0f, out->bytes.data(), out->bytes.size()) < 0) return false;
   fill(reinterpret_cast<float*>(out->bytes.data() + header), inputs);
   out->response_max = response;
   return true;

@@ -26,6 +26,7 @@
 #include "accel/backend.h"
 #include "accel/protocol.h"
 #include "rtaccel/accel.h"
+#include "rtaccel/requests.h"
 
 namespace rtaccel::accel {
 namespace {
@@ -87,7 +88,15 @@ __global__ void histogram_kernel(const float* x, uint32_t n, float lo, float hi,
 
 // --- backend --------------------------------------------------------------------
 
-enum Service { kBusy, kVecadd, kMatmul, kReduction, kHistogram, kServices };
+// A service's key is its number in rtaccel/requests.h.
+enum Service {
+  kBusy = RTACCEL_BUSY,
+  kVecadd = RTACCEL_VECADD,
+  kMatmul = RTACCEL_MATMUL,
+  kReduction = RTACCEL_REDUCTION,
+  kHistogram = RTACCEL_HISTOGRAM,
+  kServices = RTACCEL_BUILTINS
+};
 const char* const kNames[kServices] = {"busy", "vecadd", "matmul", "reduction", "histogram"};
 constexpr uint64_t kBusySliceNs = 50000;
 constexpr size_t kInitialScratch = 16u << 20;
@@ -300,20 +309,16 @@ class CudaBackend final : public Backend {
     return unsigned(std::clamp<uint64_t>((n + uint64_t(threads) - 1) / uint64_t(threads), 1, 65535));
   }
 
-  // Checks the request exactly as the cpu services do (the header is read
-  // once from host memory), then queues copies and kernels on the stream.
+  // Checks the request as every backend does (rtaccel/requests.h, the header
+  // read once from host memory), then queues copies and kernels on the stream.
   int submit(int key, Stream& s, rtaccel_service_call* call, size_t* response_len) {
-    const size_t len = call->request_len;
-    const char* body = static_cast<const char*>(call->request);
+    rtaccel_request_view v;
+    if (rtaccel_request_decode(key, call->request, call->request_len, call->response_cap, &v) < 0) return -EINVAL;
     switch (key) {
       case kBusy: {
-        rtaccel_busy_request r;
-        if (len < sizeof(r)) return -EINVAL;
-        memcpy(&r, body, sizeof(r));
-        if (r.ns > 3600ull * 1000000000ull) return -EINVAL;
-        if (r.ns == 0) return 0;
-        const uint64_t slice = std::min<uint64_t>(r.ns, kBusySliceNs);
-        const uint64_t waves = (r.ns + slice - 1) / slice;
+        if (v.n == 0) return 0;
+        const uint64_t slice = std::min<uint64_t>(v.n, kBusySliceNs);
+        const uint64_t waves = (v.n + slice - 1) / slice;
         // One launch per 65535 waves' worth of blocks keeps the grid legal.
         for (uint64_t left = waves; left > 0;) {
           const uint64_t now = std::min<uint64_t>(left, 65535);
@@ -324,21 +329,14 @@ class CudaBackend final : public Backend {
       }
       case kVecadd:
       case kMatmul: {
-        rtaccel_vector_request r;
-        if (len < sizeof(r)) return -EINVAL;
-        memcpy(&r, body, sizeof(r));
-        const uint64_t n = r.n;
-        const uint64_t count = key == kVecadd ? n : n * n;
+        const uint64_t count = key == kVecadd ? v.n : v.n * v.n;
         const uint64_t bytes = count * sizeof(float);
-        if ((key == kMatmul && n > 8192) || sizeof(r) + 2 * bytes > len || bytes > call->response_cap)
-          return -EINVAL;
         if (count == 0) return 0;
         if (!reserve(s, 3 * bytes)) return -ENOMEM;
         float* a = reinterpret_cast<float*>(s.scratch);
         float* b = a + count;
         float* c = b + count;
-        if (cudaMemcpyAsync(a, body + sizeof(r), 2 * bytes, cudaMemcpyHostToDevice, s.stream) != cudaSuccess)
-          return -EIO;
+        if (cudaMemcpyAsync(a, v.a, 2 * bytes, cudaMemcpyHostToDevice, s.stream) != cudaSuccess) return -EIO;
         if (key == kVecadd) {
           vecadd_kernel<<<blocks_for(count, kThreads), kThreads, 0, s.stream>>>(a, b, c, uint32_t(count));
           if (launched() != 0) return -EIO;
@@ -346,55 +344,48 @@ class CudaBackend final : public Backend {
           // cuBLAS is column-major: a row-major matrix is its transpose, and
           // (A·B)ᵀ = Bᵀ·Aᵀ, so swapping the operands yields row-major C.
           const float one = 1.0f, zero = 0.0f;
-          const int dim = int(n);
+          const int dim = int(v.n);
           if (cublasSgemm(s.blas, CUBLAS_OP_N, CUBLAS_OP_N, dim, dim, dim, &one, b, dim, a, dim, &zero, c, dim) !=
               CUBLAS_STATUS_SUCCESS)
             return -EIO;
         }
         if (cudaMemcpyAsync(call->response, c, bytes, cudaMemcpyDeviceToHost, s.stream) != cudaSuccess) return -EIO;
-        *response_len = bytes;
+        *response_len = v.response_len;
         return 0;
       }
       case kReduction: {
-        rtaccel_vector_request r;
-        if (len < sizeof(r)) return -EINVAL;
-        memcpy(&r, body, sizeof(r));
-        const uint64_t bytes = uint64_t(r.n) * sizeof(float);
-        if (sizeof(r) + bytes > len || call->response_cap < sizeof(double)) return -EINVAL;
+        const uint64_t bytes = v.input_bytes;
         if (!reserve(s, sizeof(double) + bytes)) return -ENOMEM;
         double* total = reinterpret_cast<double*>(s.scratch);
         float* x = reinterpret_cast<float*>(s.scratch + sizeof(double));
         if (cudaMemsetAsync(total, 0, sizeof(double), s.stream) != cudaSuccess ||
-            (bytes && cudaMemcpyAsync(x, body + sizeof(r), bytes, cudaMemcpyHostToDevice, s.stream) != cudaSuccess))
+            (bytes && cudaMemcpyAsync(x, v.a, bytes, cudaMemcpyHostToDevice, s.stream) != cudaSuccess))
           return -EIO;
-        if (r.n) {
-          reduction_kernel<<<std::min(blocks_for(r.n, kReduceThreads), 1024u), kReduceThreads, 0, s.stream>>>(x, r.n, total);
+        const uint32_t n = uint32_t(v.n);
+        if (n) {
+          reduction_kernel<<<std::min(blocks_for(n, kReduceThreads), 1024u), kReduceThreads, 0, s.stream>>>(x, n, total);
           if (launched() != 0) return -EIO;
         }
         if (cudaMemcpyAsync(call->response, total, sizeof(double), cudaMemcpyDeviceToHost, s.stream) != cudaSuccess)
           return -EIO;
-        *response_len = sizeof(double);
+        *response_len = v.response_len;
         return 0;
       }
       case kHistogram: {
-        rtaccel_histogram_request r;
-        if (len < sizeof(r)) return -EINVAL;
-        memcpy(&r, body, sizeof(r));
-        const uint64_t bytes = uint64_t(r.n) * sizeof(float);
-        const uint64_t count_bytes = uint64_t(r.bins) * sizeof(uint32_t);
-        if (r.bins == 0 || !(r.lo < r.hi) || sizeof(r) + bytes > len || count_bytes > call->response_cap)
-          return -EINVAL;
+        const uint64_t bytes = v.input_bytes;
+        const uint64_t count_bytes = v.response_len;
         const size_t x_offset = (count_bytes + 15) / 16 * 16;
         if (!reserve(s, x_offset + bytes)) return -ENOMEM;
         unsigned int* count = reinterpret_cast<unsigned int*>(s.scratch);
         float* x = reinterpret_cast<float*>(s.scratch + x_offset);
         if (cudaMemsetAsync(count, 0, count_bytes, s.stream) != cudaSuccess ||
-            (bytes && cudaMemcpyAsync(x, body + sizeof(r), bytes, cudaMemcpyHostToDevice, s.stream) != cudaSuccess))
+            (bytes && cudaMemcpyAsync(x, v.a, bytes, cudaMemcpyHostToDevice, s.stream) != cudaSuccess))
           return -EIO;
-        if (r.n) {
-          const double scale = double(r.bins) / (double(r.hi) - double(r.lo));
-          histogram_kernel<<<std::min(blocks_for(r.n, kThreads), 4096u), kThreads, 0, s.stream>>>(
-              x, r.n, r.lo, r.hi, scale, r.bins, count);
+        const uint32_t n = uint32_t(v.n);
+        if (n) {
+          const double scale = double(v.bins) / (double(v.hi) - double(v.lo));
+          histogram_kernel<<<std::min(blocks_for(n, kThreads), 4096u), kThreads, 0, s.stream>>>(
+              x, n, v.lo, v.hi, scale, v.bins, count);
           if (launched() != 0) return -EIO;
         }
         if (cudaMemcpyAsync(call->response, count, count_bytes, cudaMemcpyDeviceToHost, s.stream) != cudaSuccess)

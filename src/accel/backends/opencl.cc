@@ -14,6 +14,7 @@
 #include "accel/backend.h"
 #include "accel/protocol.h"
 #include "rtaccel/accel.h"
+#include "rtaccel/requests.h"
 
 #ifdef RTACCEL_HAVE_OPENCL
 #define CL_TARGET_OPENCL_VERSION 120
@@ -64,7 +65,16 @@ __kernel void histogram(__global float *mem, uint x, uint n, float lo, float hi,
 __kernel void zero(__global uint *mem, uint c) { mem[c + get_global_id(0)] = 0u; }
 )CLC";
 
-enum Kernel { kBusy, kVecadd, kMatmul, kReduction, kHistogram, kZero, kKernels };
+// A service's key is its number in rtaccel/requests.h.
+enum Kernel {
+  kBusy = RTACCEL_BUSY,
+  kVecadd = RTACCEL_VECADD,
+  kMatmul = RTACCEL_MATMUL,
+  kReduction = RTACCEL_REDUCTION,
+  kHistogram = RTACCEL_HISTOGRAM,
+  kZero = RTACCEL_BUILTINS,  // clears the histogram's counts
+  kKernels
+};
 const char* const kNames[kKernels] = {"busy", "vecadd", "matmul", "reduction", "histogram", "zero"};
 constexpr size_t kPartials = 256;
 
@@ -263,50 +273,36 @@ class OpenClBackend final : public Backend {
     return status;
   }
 
-  // Checks the request exactly as the cpu services do (header read once from
-  // host memory), then runs the kernel on the device buffer.
+  // Checks the request as every backend does (rtaccel/requests.h, the header
+  // read once from host memory), then runs the kernel on the device buffer.
   int dispatch(int key, cl_mem mem, size_t req, size_t resp, rtaccel_service_call* call) {
-    const size_t len = call->request_len;
     auto elem = [](size_t bytes) { return cl_uint(bytes / sizeof(float)); };
     call->response_len = 0;
+    rtaccel_request_view v;
+    if (rtaccel_request_decode(key, call->request, call->request_len, call->response_cap, &v) < 0) return -EINVAL;
+    const size_t inputs = req + rtaccel_request_header_size(key);
     switch (key) {
-      case kBusy: {
-        rtaccel_busy_request r;
-        if (len < sizeof(r)) return -EINVAL;
-        memcpy(&r, call->request, sizeof(r));
-        if (r.ns > 3600ull * 1000000000ull) return -EINVAL;
-        return busy(cl_ulong(double(r.ns) / 1000.0 * iterations_per_us_));
-      }
+      case kBusy:
+        return busy(cl_ulong(double(v.n) / 1000.0 * iterations_per_us_));
       case kVecadd:
       case kMatmul: {
-        rtaccel_vector_request r;
-        if (len < sizeof(r)) return -EINVAL;
-        memcpy(&r, call->request, sizeof(r));
-        const uint64_t n = r.n;
-        const uint64_t count = key == kVecadd ? n : n * n;
-        if ((key == kMatmul && n > 8192) || sizeof(r) + 2 * count * sizeof(float) > len ||
-            count * sizeof(float) > call->response_cap)
-          return -EINVAL;
-        const cl_uint a = elem(req + sizeof(r)), b = a + cl_uint(count), c = elem(resp);
+        const uint64_t count = key == kVecadd ? v.n : v.n * v.n;
+        const cl_uint a = elem(inputs), b = a + cl_uint(count), c = elem(resp);
         cl_kernel k = kernels_[key];
         clSetKernelArg(k, 0, sizeof(cl_mem), &mem);
         clSetKernelArg(k, 1, sizeof(a), &a);
         clSetKernelArg(k, 2, sizeof(b), &b);
         clSetKernelArg(k, 3, sizeof(c), &c);
         if (key == kMatmul) {
-          const cl_uint nn = cl_uint(n);
+          const cl_uint nn = cl_uint(v.n);
           clSetKernelArg(k, 4, sizeof(nn), &nn);
         }
-        if (!launch(k, key == kVecadd ? count : n, key == kVecadd ? 1 : n)) return -EIO;
-        call->response_len = count * sizeof(float);
+        if (!launch(k, key == kVecadd ? count : v.n, key == kVecadd ? 1 : v.n)) return -EIO;
+        call->response_len = v.response_len;
         return 0;
       }
       case kReduction: {
-        rtaccel_vector_request r;
-        if (len < sizeof(r)) return -EINVAL;
-        memcpy(&r, call->request, sizeof(r));
-        if (sizeof(r) + uint64_t(r.n) * sizeof(float) > len || call->response_cap < sizeof(double)) return -EINVAL;
-        const cl_uint x = elem(req + sizeof(r)), n = r.n;
+        const cl_uint x = elem(inputs), n = cl_uint(v.n);
         cl_kernel k = kernels_[kReduction];
         clSetKernelArg(k, 0, sizeof(cl_mem), &mem);
         clSetKernelArg(k, 1, sizeof(x), &x);
@@ -321,17 +317,11 @@ class OpenClBackend final : public Backend {
         // The response goes through the device buffer like every other result.
         if (clEnqueueWriteBuffer(queue_, mem, CL_TRUE, resp, sizeof(sum), &sum, 0, nullptr, nullptr) != CL_SUCCESS)
           return -EIO;
-        call->response_len = sizeof(sum);
+        call->response_len = v.response_len;
         return 0;
       }
       case kHistogram: {
-        rtaccel_histogram_request r;
-        if (len < sizeof(r)) return -EINVAL;
-        memcpy(&r, call->request, sizeof(r));
-        if (r.bins == 0 || !(r.lo < r.hi) || sizeof(r) + uint64_t(r.n) * sizeof(float) > len ||
-            uint64_t(r.bins) * sizeof(uint32_t) > call->response_cap)
-          return -EINVAL;
-        const cl_uint x = elem(req + sizeof(r)), c = elem(resp), n = r.n, bins = r.bins;
+        const cl_uint x = elem(inputs), c = elem(resp), n = cl_uint(v.n), bins = v.bins;
         cl_kernel z = kernels_[kZero];
         clSetKernelArg(z, 0, sizeof(cl_mem), &mem);
         clSetKernelArg(z, 1, sizeof(c), &c);
@@ -339,12 +329,12 @@ class OpenClBackend final : public Backend {
         clSetKernelArg(k, 0, sizeof(cl_mem), &mem);
         clSetKernelArg(k, 1, sizeof(x), &x);
         clSetKernelArg(k, 2, sizeof(n), &n);
-        clSetKernelArg(k, 3, sizeof(float), &r.lo);
-        clSetKernelArg(k, 4, sizeof(float), &r.hi);
+        clSetKernelArg(k, 3, sizeof(float), &v.lo);
+        clSetKernelArg(k, 4, sizeof(float), &v.hi);
         clSetKernelArg(k, 5, sizeof(bins), &bins);
         clSetKernelArg(k, 6, sizeof(c), &c);
         if (!launch(z, bins, 1) || !launch(k, n, 1)) return -EIO;
-        call->response_len = bins * sizeof(uint32_t);
+        call->response_len = v.response_len;
         return 0;
       }
     }
