@@ -5,7 +5,10 @@
 //    admission control (the analysis) without trouble;
 //  - a request entry that decodes lies entirely inside its service's buffers,
 //    64-byte aligned;
-//  - a policy either parses or is refused with a "file:line:" message.
+//  - a policy either parses or is refused with a "file:line:" message;
+//  - a built-in service's request that decodes (rtaccel/requests.h) has its
+//    inputs inside the request and its result inside the response buffer,
+//    and encoding it again gives the same header.
 //
 // Input: byte 0 picks the target; for the binary ones bytes 1-2 give the
 // offset at which the rest overwrites a valid message, so that mutations
@@ -19,6 +22,7 @@
 #include "accel/admission.h"
 #include "accel/policy.h"
 #include "accel/protocol.h"
+#include "rtaccel/requests.h"
 
 using namespace rtaccel::accel;
 
@@ -66,7 +70,7 @@ void overlay(T* target, const uint8_t* data, size_t size) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
-  const uint8_t target = data[0] % 4;
+  const uint8_t target = data[0] % 5;
   data++;
   size--;
   switch (target) {
@@ -117,6 +121,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           uint64_t(out.response_offset) + out.response_cap > uint64_t(a.response_offset) + a.response_max)
         abort();
       if (uint64_t(out.response_offset) + out.response_cap > layout.size) abort();
+      break;
+    }
+    case 4: {  // a built-in service's request: byte 0 the service, byte 1 the response room
+      if (size < 2) break;
+      const int service = data[0] % RTACCEL_BUILTINS;
+      const size_t response_cap = size_t(data[1]) * 64;
+      rtaccel_request_view v;
+      if (rtaccel_request_decode(service, data + 2, size - 2, response_cap, &v) != 0) break;
+      const size_t header = rtaccel_request_header_size(service);
+      if (v.response_len > response_cap || header + v.input_bytes > size - 2) abort();
+      if (v.a && (reinterpret_cast<const uint8_t*>(v.a) < data + 2 + header ||
+                  reinterpret_cast<const uint8_t*>(v.a) + v.input_bytes > data + size))
+        abort();
+      uint8_t again[64];
+      const long len = rtaccel_request_encode(service, v.n, v.bins, v.lo, v.hi, again, sizeof(again));
+      if (len >= 0 && memcmp(again, data + 2, std::min(header, size_t(len))) != 0 &&
+          service != RTACCEL_VECADD && service != RTACCEL_MATMUL && service != RTACCEL_REDUCTION)
+        abort();
       break;
     }
     case 3: {  // policy text

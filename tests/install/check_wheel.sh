@@ -18,7 +18,7 @@ version=$(sed -n 's/^project(rtaccel VERSION \([0-9.]*\).*/\1/p' "$src/CMakeList
 [ "$("$rtaccel" --version)" = "rtaccel $version" ] || { echo "rtaccel --version: $("$rtaccel" --version)"; exit 1; }
 
 pkg=$("$work/venv/bin/python" -c 'import rtaccel, pathlib; print(pathlib.Path(rtaccel.__file__).parent)')
-case "$pkg" in "$src"*) echo "rtaccel was imported from the checkout ($pkg)"; exit 1 ;; esac
+case "$pkg" in "$src/python"*) echo "rtaccel was imported from the checkout ($pkg)"; exit 1 ;; esac
 for f in "$pkg"/lib/rtaccel-server "$pkg"/lib/rtaccel-exec "$pkg"/lib/librtaccel_shim.so "$pkg"/examples/quickstart.yaml; do
   [ -e "$f" ] || { echo "not in the wheel: ${f#$pkg/}"; exit 1; }
 done
