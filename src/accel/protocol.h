@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "rtaccel/accel.h"
 
@@ -136,6 +137,27 @@ struct StatusPage {
   SleepFlag bucket[kMaxLevels];
 };
 static_assert(sizeof(DoorbellPage) <= 4096 && sizeof(StatusPage) <= 4096);
+
+// What crosses the socket and what lives in shared memory has one layout:
+// a client and a server of the same protocol version agree byte for byte,
+// whatever compiler built them. Changing one of these is a new version.
+static_assert(std::is_standard_layout_v<RegisterRequest> && std::is_trivially_copyable_v<RegisterRequest>);
+static_assert(sizeof(rtaccel_callback_desc) == 696 && sizeof(rtaccel_chain_desc) == 11216 &&
+              sizeof(rtaccel_registration_desc) == 11544 && sizeof(rtaccel_registration_info) == 24);
+static_assert(sizeof(RegisterRequest) == 11560 && offsetof(RegisterRequest, desc) == 16);
+static_assert(sizeof(UnregisterRequest) == 24 && offsetof(UnregisterRequest, callback_id) == 16);
+static_assert(sizeof(RegisterReply) == 304 && offsetof(RegisterReply, info) == 16 &&
+              offsetof(RegisterReply, region_size) == 40 && offsetof(RegisterReply, message) == 48);
+static_assert(sizeof(ServiceArea) == 48 && sizeof(RegionHeader) == 448 && offsetof(RegionHeader, callback_id) == 8 &&
+              offsetof(RegionHeader, bucket) == 36 && offsetof(RegionHeader, services) == 40);
+static_assert(offsetof(RequestEntry, state) == 0 && offsetof(RequestEntry, callback_id) == 8 &&
+              offsetof(RequestEntry, status) == 36 && offsetof(RequestEntry, start_ns) == 48 &&
+              offsetof(RequestEntry, end_ns) == 56);
+static_assert(sizeof(DoorbellPage) == 512 && sizeof(StatusPage) == 576 && offsetof(StatusPage, bucket) == 64);
+// The words both sides update atomically (with __atomic builtins) must be
+// lock-free: a lock inside an atomic would not be shared between processes.
+static_assert(__atomic_always_lock_free(sizeof(uint32_t), nullptr) &&
+              __atomic_always_lock_free(sizeof(uint64_t), nullptr));
 
 // Region layout computed from the services asked for: header, producer,
 // entries, then the buffers, each 64-byte aligned. False (with a reason) when

@@ -90,6 +90,18 @@ struct alignas(64) RunHeader {
   uint64_t start_ns = 0;          // first timer release
 };
 
+// The run's shared memory is mapped by the runner and every executor (forked
+// from it, one build): its atomics must be lock-free to work between
+// processes, and its layout is asserted so that a change is deliberate.
+static_assert(std::atomic<uint32_t>::is_always_lock_free && std::atomic<uint64_t>::is_always_lock_free);
+static_assert(sizeof(std::atomic<uint32_t>) == 4 && sizeof(std::atomic<uint64_t>) == 8);
+static_assert(sizeof(Message) == 8 + 8 * kMaxChains && sizeof(QueueState) == 5312 &&
+              offsetof(QueueState, slots) == 64);
+static_assert(sizeof(ExecutorState) == 320 && offsetof(ExecutorState, trace_used) == 16 &&
+              offsetof(ExecutorState, error) == 32);
+static_assert(sizeof(ChainState) == 64 && sizeof(TimerState) == 64 && sizeof(RunHeader) == 64);
+static_assert(sizeof(Sample) == 16 && sizeof(TimerRecord) == 16 && sizeof(TraceEvent) == 48);
+
 // Capacities of the measurement arrays.
 struct Capacity {
   std::vector<uint64_t> samples_per_chain;

@@ -32,6 +32,8 @@
 #include "lock_internal.h"
 
 #include <sched.h>
+#include <stdatomic.h>
+#include <stddef.h>
 #include <string.h>
 
 #define RW_PRES 0x1ull
@@ -43,6 +45,19 @@
 #define RW_PHASE (RW_EPOCH_MASK | RW_PRES)
 #define RW_COUNT_SHIFT 48
 #define RW_RINC (1ull << RW_COUNT_SHIFT) /* the count wraps out of the word */
+
+/* The layout lock.h calls fixed: processes of one rtaccel version share locks
+ * in memory. Every word is updated with lock-free atomics, which a lock
+ * shared between processes needs. */
+_Static_assert(sizeof(rtaccel_rwlock_t) == 768 && _Alignof(rtaccel_rwlock_t) == 64, "rwlock layout");
+_Static_assert(offsetof(rtaccel_rwlock_t, rout) == 8 && offsetof(rtaccel_rwlock_t, owner) == 20 &&
+		       offsetof(rtaccel_rwlock_t, writers) == 32 && offsetof(rtaccel_rwlock_t, writer) == 304 &&
+		       offsetof(rtaccel_rwlock_t, readers) == 328 && offsetof(rtaccel_rwlock_t, gate) == 520 &&
+		       offsetof(rtaccel_rwlock_t, waiting_writers) == 528,
+	       "rwlock field offsets");
+_Static_assert(sizeof(rtaccel_mutex_t) == 320 && offsetof(rtaccel_mutex_t, owner) == 272, "mutex layout");
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2 && ATOMIC_SHORT_LOCK_FREE == 2,
+	       "lock-free atomics for locks shared between processes");
 
 #define GATE_WRITER 0x80000000u
 
