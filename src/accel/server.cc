@@ -25,6 +25,7 @@
 #include "core/clock.h"
 #include "core/fd.h"
 #include "core/futex.h"
+#include "core/mutex.h"
 #include "accel/policy.h"
 #include "accel/protocol.h"
 #include "accel/services.h"
@@ -36,7 +37,8 @@ namespace {
 struct Connection;
 
 // A registered callback's region, as the server sees it. Fields below `mu`
-// are guarded by the device's mutex; the rest are set at registration.
+// are guarded by its device's mutex (Device::mu, which the annotations cannot
+// name from here); the rest are set at registration.
 struct Region {
   uint64_t id = 0;
   Connection* owner = nullptr;
@@ -103,9 +105,9 @@ struct Device {
   StatusPage* status = nullptr;
   // Priority-inheritance mutex: the workers of all buckets share the device
   // core at different SCHED_FIFO priorities and take it to pick requests.
-  pthread_mutex_t mu;
-  std::vector<Region*> buckets[kMaxLevels];
-  Region* graveyard = nullptr;  // dead regions whose last request finished
+  core::PiMutex mu;
+  std::vector<Region*> buckets[kMaxLevels] RTACCEL_GUARDED_BY(mu);
+  Region* graveyard RTACCEL_GUARDED_BY(mu) = nullptr;  // dead regions whose last request finished
   // Doorbell value each bucket's workers last scanned at: a higher bucket that
   // sees a lower one's doorbell move stops polling so the lower one can run.
   std::atomic<uint32_t> last_seen[kMaxLevels] = {};
@@ -113,17 +115,6 @@ struct Device {
 
   uint32_t* doorbell_word(uint32_t bucket) const { return &doorbell->bucket[bucket].seq; }
   uint32_t* sleeping_word(uint32_t bucket) const { return &status->bucket[bucket].sleeping; }
-};
-
-class MutexGuard {
- public:
-  explicit MutexGuard(pthread_mutex_t* mu) : mu_(mu) { pthread_mutex_lock(mu_); }
-  ~MutexGuard() { pthread_mutex_unlock(mu_); }
-  MutexGuard(const MutexGuard&) = delete;
-  MutexGuard& operator=(const MutexGuard&) = delete;
-
- private:
-  pthread_mutex_t* mu_;
 };
 
 void ring(Device& d, uint32_t bucket) {
@@ -336,7 +327,7 @@ bool ServerImpl::open_device(uint32_t index, int device, std::string* why) {
   d->status->version = kProtocolVersion;
   d->status->server_pid = uint32_t(getpid());
   d->status->levels = d->levels;
-  if (rtaccel_pi_mutex_init(&d->mu, PTHREAD_MUTEX_NORMAL, false) != 0) {
+  if (d->mu.init() != 0) {
     *why = "cannot create a priority-inheritance mutex";
     return false;
   }
@@ -374,7 +365,7 @@ void ServerImpl::worker(Device& d, uint32_t bucket, std::latch* prepared) {
 // then the earliest arrival (FIFO among equals). Requests are taken in ring
 // order within a region. Malformed entries are completed with an error here.
 bool ServerImpl::take(Device& d, uint32_t bucket, Job* job) {
-  MutexGuard guard(&d.mu);
+  core::MutexLock guard(d.mu);
   for (;;) {
     const uint64_t now = core::monotonic_ns();
     Region* best = nullptr;
@@ -436,7 +427,7 @@ void ServerImpl::execute(Device& d, Job& job) {
 
   bool notify = false;
   {
-    MutexGuard guard(&d.mu);
+    core::MutexLock guard(d.mu);
     if (--r.inflight == 0 && r.dead) {
       r.next_dead = d.graveyard;
       d.graveyard = &r;
@@ -698,7 +689,7 @@ int ServerImpl::create_region(Connection* c, const rtaccel_registration_desc& de
   if (!d.backend->attach(r->map.bytes(), r->layout.size, &r->device_handle, why)) return -ENOMEM;
   Region* region = r.release();
   {
-    MutexGuard guard(&d.mu);
+    core::MutexLock guard(d.mu);
     region->priority = admitted.priority;
     region->bucket = 0;
     d.buckets[0].push_back(region);
@@ -737,7 +728,7 @@ void ServerImpl::reply(Connection* c, const RegisterReply& r, const Region* regi
 void ServerImpl::refresh_buckets(Device& d) {
   std::vector<std::pair<uint32_t, uint32_t>> moved;
   {
-    MutexGuard guard(&d.mu);
+    core::MutexLock guard(d.mu);
     std::vector<Region*> all;
     for (uint32_t b = 0; b < d.levels; b++) {
       all.insert(all.end(), d.buckets[b].begin(), d.buckets[b].end());
@@ -763,7 +754,7 @@ void ServerImpl::unregister(Region* r) {
   Device& d = *devices_[r->device];
   bool free_now = false;
   {
-    MutexGuard guard(&d.mu);
+    core::MutexLock guard(d.mu);
     auto& list = d.buckets[r->bucket];
     list.erase(std::remove(list.begin(), list.end(), r), list.end());
     r->dead = true;  // queued requests are dropped; one running finishes
@@ -795,7 +786,7 @@ void ServerImpl::reap() {
   for (auto& d : devices_) {
     Region* dead;
     {
-      MutexGuard guard(&d->mu);
+      core::MutexLock guard(d->mu);
       dead = std::exchange(d->graveyard, nullptr);
     }
     while (dead) {
@@ -819,7 +810,6 @@ void ServerImpl::shutdown() {
   while (!connections_.empty()) drop(connections_.begin()->first, "left at shutdown");
   reap();
   if (bound_) unlink(options_.socket_path.c_str());
-  for (auto& d : devices_) pthread_mutex_destroy(&d->mu);
 }
 
 }  // namespace
