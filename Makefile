@@ -9,7 +9,7 @@ JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 30
 CMAKE_COMMON := -G Ninja -DRTACCEL_WERROR=ON -DPython_EXECUTABLE=$(PYTHON) -DPYBIND11_FINDPYTHON=ON
 
-.PHONY: all setup build build-asan build-fuzz run test test-unit test-asan test-fuzz test-python clean
+.PHONY: all setup build build-asan build-fuzz run test test-unit test-asan test-fuzz test-python test-wheel clean
 
 all: build
 
@@ -59,7 +59,12 @@ test-fuzz: build-fuzz
 test-python: build
 	cd tests/python && $(PYTHON) -m pytest -q
 
-test: test-unit test-asan test-fuzz test-python
+# pip install . into a fresh virtualenv (a wheel built by CMake through
+# scikit-build-core), then rtaccel used from outside the checkout.
+test-wheel: setup
+	tests/install/check_wheel.sh . build-wheel/check
+
+test: test-unit test-asan test-fuzz test-python test-wheel
 
 clean:
-	rm -rf build build-asan build-fuzz python/rtaccel/_core*.so
+	rm -rf build build-asan build-fuzz build-wheel python/rtaccel/_core*.so python/rtaccel/lib

@@ -44,5 +44,5 @@ kill "$server"; wait "$server" 2>/dev/null || true; trap - EXIT
 "$rtaccel" bench request-overhead --no-fifo --requests 200 --json | "$work/venv/bin/python" -c \
   'import json, sys; d = json.load(sys.stdin); assert d, d; print("rtaccel bench request-overhead: ok")'
 "$rtaccel" shim --trace --out shim-out -- /bin/true
-[ -s shim-out/report.json ] || ls shim-out
+ls shim-out/rtaccel-shim.*.trace.json >/dev/null || { echo "rtaccel shim --trace wrote no trace"; exit 1; }
 echo "wheel: rtaccel $version installed by pip and used outside the checkout"
