@@ -299,9 +299,8 @@ int Executor::run() {
   pc.threads = static_cast<size_t>(ex.threads);
   pc.socket = c_.socket;
   path_ = c_.policy == Policy::kPaam ? make_server_path(pc) : make_direct_path(pc);
-  std::string why;
-  if (!path_->open(&why)) {
-    fail(state_, "executor '" + ex.name + "': " + why);
+  if (Status st = path_->open(); !st) {
+    fail(state_, "executor '" + ex.name + "': " + st.message());
     return 1;
   }
   if (int err = rtaccel_pi_mutex_init(&lock_, PTHREAD_MUTEX_NORMAL, false)) {

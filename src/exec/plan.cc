@@ -21,12 +21,10 @@ std::string_view to_string(Policy policy) {
   return "?";
 }
 
-std::optional<Plan> make_plan(const workload::Workload& w, std::string* why) {
-  if (w.chains.size() > kMaxChains) {
-    *why = "the workload has " + std::to_string(w.chains.size()) + " chains; rtaccel run follows at most " +
-           std::to_string(kMaxChains);
-    return std::nullopt;
-  }
+Expected<Plan> make_plan(const workload::Workload& w) {
+  if (w.chains.size() > kMaxChains)
+    return Status::invalid("the workload has " + std::to_string(w.chains.size()) +
+                           " chains; rtaccel run follows at most " + std::to_string(kMaxChains));
   Plan plan;
   plan.callbacks.resize(w.callbacks.size());
   plan.by_executor.resize(w.executors.size());
@@ -66,8 +64,7 @@ std::optional<Plan> make_plan(const workload::Workload& w, std::string* why) {
         const auto& from = w.callbacks[path[k - 1]].publishes;
         auto it = std::find(topics.begin(), topics.end(), from);
         if (it == topics.end()) {  // the loader refuses such a chain
-          *why = "chain '" + w.chains[c].name + "' is not connected by topics";
-          return std::nullopt;
+          return Status::invalid("chain '" + w.chains[c].name + "' is not connected by topics");
         }
         role.input = static_cast<int32_t>(it - topics.begin());
         plan.queues[plan.callbacks[path[k]].inputs[role.input]].chains.push_back(role.chain);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "rtaccel/exec.hpp"
+#include "rtaccel/status.hpp"
 #include "rtaccel/workload.hpp"
 
 namespace rtaccel::exec {
@@ -63,7 +64,7 @@ struct Plan {
 
 // Builds the plan; an empty optional with the reason when the workload cannot
 // run (too many chains).
-std::optional<Plan> make_plan(const workload::Workload& workload, std::string* why);
+Expected<Plan> make_plan(const workload::Workload& workload);
 
 }  // namespace rtaccel::exec
 

@@ -32,9 +32,8 @@ class AutowarePlan : public ::testing::Test {
     auto loaded = workload::load_file(RTACCEL_SOURCE_DIR "/examples/autoware_reference.yaml", options);
     ASSERT_TRUE(loaded.ok());
     w_ = *loaded.workload;
-    std::string why;
-    auto plan = make_plan(w_, &why);
-    ASSERT_TRUE(plan) << why;
+    auto plan = make_plan(w_);
+    ASSERT_TRUE(plan) << plan.status().message();
     plan_ = *plan;
   }
   workload::Workload w_;

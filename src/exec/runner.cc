@@ -124,13 +124,15 @@ Status size_kernels_in_child(const workload::Workload& w, double work_fraction, 
         auto& sizer = sizers[seg.accelerator];
         if (!sizer) {
           sizer = std::make_unique<KernelSizer>();
-          if (!sizer->open(w.accelerators[seg.accelerator].backend, device_of(w, seg.accelerator), &error))
+          if (Status st = sizer->open(w.accelerators[seg.accelerator].backend, device_of(w, seg.accelerator)); !st) {
+            error = st.message();
             break;
+          }
         }
         SegmentRequest req;
         const auto target = static_cast<uint64_t>(static_cast<double>(seg.wcet_ns) * work_fraction);
-        if (!sizer->size(seg.service, target, &req, &error)) {
-          error = "callback '" + w.callbacks[cb].name + "': " + error;
+        if (Status st = sizer->size(seg.service, target, &req); !st) {
+          error = "callback '" + w.callbacks[cb].name + "': " + st.message();
           break;
         }
         table[cb].push_back(std::move(req));
@@ -206,10 +208,9 @@ Status prepare(const RunOptions& o, Setup* s) {
       return Status::invalid("accelerator '" + acc.name + "': rtaccel run needs every accelerator on one backend "
                              "with one number of priority levels (one rtaccel-server)");
   }
-  std::string why;
-  auto plan = make_plan(w, &why);
-  if (!plan) return Status::invalid(why);
-  s->plan = std::move(*plan);
+  auto plan = make_plan(w);
+  if (!plan) return plan.status();
+  s->plan = plan.take();
   s->bounds = analysis::analyze(w);
 
   // Kernels sized to their share of each segment's WCET, timed on the device.
@@ -633,8 +634,7 @@ Expected<RunEnd> Run::execute() {
   } cleanup{&server_dir_};
   if (o_.policy == Policy::kPaam && socket_.empty())
     if (Status st = start_private_server(); !st) return st;
-  std::string why;
-  if (!shared_.create(s_.plan, capacity_for(s_.w, s_.plan, duration_ns_), &why)) return Status::error(why);
+  if (Status st = shared_.create(s_.plan, capacity_for(s_.w, s_.plan, duration_ns_)); !st) return st;
   Status st = start_executors();
   if (st) st = wait_until_ready();
   if (!st) {

@@ -35,14 +35,12 @@ uint64_t max_size(const std::string& service) {
   return floats;
 }
 
-bool copy_name(char* dst, size_t cap, const std::string& name, std::string* why) {
-  if (name.size() >= cap) {
-    *why = "name '" + name + "' is longer than the server protocol's " + std::to_string(cap - 1) +
-           " characters";
-    return false;
-  }
+Status copy_name(char* dst, size_t cap, const std::string& name) {
+  if (name.size() >= cap)
+    return Status::invalid("name '" + name + "' is longer than the server protocol's " + std::to_string(cap - 1) +
+                           " characters");
   memcpy(dst, name.c_str(), name.size() + 1);
-  return true;
+  return Status();
 }
 
 }  // namespace
@@ -64,15 +62,14 @@ bool build_request(const std::string& service, uint64_t n, SegmentRequest* out) 
 
 KernelSizer::~KernelSizer() { rtaccel_direct_close(direct_); }
 
-bool KernelSizer::open(workload::Backend backend, int device, std::string* why) {
+Status KernelSizer::open(workload::Backend backend, int device) {
   const std::string name(workload::to_string(backend));
   if (int err = rtaccel_direct_open(name.c_str(), device, 0, &direct_)) {
-    *why = std::string("cannot open the ") + name + " device " + std::to_string(device) + ": " +
-           strerror(-err);
-    if (backend == workload::Backend::kCuda) *why += " (" + accel::probe_cuda().detail + ")";
-    return false;
+    std::string why = "cannot open the " + name + " device " + std::to_string(device) + ": " + strerror(-err);
+    if (backend == workload::Backend::kCuda) why += " (" + accel::probe_cuda().detail + ")";
+    return Status::error(why, -err);
   }
-  return true;
+  return Status();
 }
 
 uint64_t KernelSizer::time_once(const SegmentRequest& request) {
@@ -89,25 +86,21 @@ uint64_t KernelSizer::time_once(const SegmentRequest& request) {
   return best;
 }
 
-bool KernelSizer::size(const std::string& service, uint64_t target_ns, SegmentRequest* out,
-                       std::string* why) {
-  if (service == "busy") return build_request(service, target_ns, out);
+Status KernelSizer::size(const std::string& service, uint64_t target_ns, SegmentRequest* out) {
+  const Status unknown = Status::invalid(
+      "service '" + service + "': rtaccel run sizes only the built-in services busy, vecadd, matmul, reduction, "
+      "histogram");
+  if (service == "busy") return build_request(service, target_ns, out) ? Status() : unknown;
   auto key = std::make_pair(service, target_ns);
-  if (auto it = sizes_.find(key); it != sizes_.end()) return build_request(service, it->second, out);
+  if (auto it = sizes_.find(key); it != sizes_.end())
+    return build_request(service, it->second, out) ? Status() : unknown;
   uint64_t n = service == "matmul" ? 32 : 4096;
-  if (!build_request(service, n, out)) {
-    *why = "service '" + service +
-           "': rtaccel run sizes only the built-in services busy, vecadd, matmul, reduction, histogram";
-    return false;
-  }
+  if (!build_request(service, n, out)) return unknown;
   // Two rounds of scaling by the kernel's growth law land within a few
   // per cent; the kernel then runs at most about its target.
   for (int round = 0; round < 3; ++round) {
     const uint64_t t = time_once(*out);
-    if (t == UINT64_MAX) {
-      *why = "service '" + service + "' failed on the device";
-      return false;
-    }
+    if (t == UINT64_MAX) return Status::error("service '" + service + "' failed on the device");
     const double scale = std::pow(static_cast<double>(target_ns) / static_cast<double>(std::max<uint64_t>(t, 1)),
                                   1.0 / growth(service));
     const auto next = static_cast<uint64_t>(std::clamp(static_cast<double>(n) * scale, 1.0,
@@ -117,28 +110,24 @@ bool KernelSizer::size(const std::string& service, uint64_t target_ns, SegmentRe
     build_request(service, n, out);
   }
   sizes_[key] = n;
-  return true;
+  return Status();
 }
 
-bool registration_for(const workload::Workload& w, size_t callback, const SegmentTable& requests,
-                      rtaccel_registration_desc* out, std::string* why) {
-  *out = {};
+Expected<rtaccel_registration_desc> registration_for(const workload::Workload& w, size_t callback,
+                                                     const SegmentTable& requests) {
+  rtaccel_registration_desc desc{};
+  rtaccel_registration_desc* out = &desc;
   const workload::Chain* chain = nullptr;
   for (const auto& c : w.chains) {
     if (std::find(c.path.begin(), c.path.end(), callback) == c.path.end()) continue;
     if (!chain || c.priority > chain->priority) chain = &c;
   }
-  if (!chain) {
-    *why = "callback '" + w.callbacks[callback].name + "' is in no chain";
-    return false;
-  }
+  if (!chain) return Status::invalid("callback '" + w.callbacks[callback].name + "' is in no chain");
   auto& d = out->chain;
-  if (!copy_name(d.name, sizeof(d.name), chain->name, why)) return false;
-  if (chain->path.size() > RTACCEL_MAX_CALLBACKS) {
-    *why = "chain '" + chain->name + "' has more than " + std::to_string(RTACCEL_MAX_CALLBACKS) +
-           " callbacks, the most the server takes";
-    return false;
-  }
+  if (Status st = copy_name(d.name, sizeof(d.name), chain->name); !st) return st;
+  if (chain->path.size() > RTACCEL_MAX_CALLBACKS)
+    return Status::invalid("chain '" + chain->name + "' has more than " + std::to_string(RTACCEL_MAX_CALLBACKS) +
+                           " callbacks, the most the server takes");
   d.priority = chain->priority;
   d.critical = chain->critical ? 1 : 0;
   d.period_ns = chain->period_ns;
@@ -148,14 +137,11 @@ bool registration_for(const workload::Workload& w, size_t callback, const Segmen
     const auto& cb = w.callbacks[chain->path[k]];
     const auto& ex = w.executors[cb.executor];
     auto& c = d.callbacks[k];
-    if (!copy_name(c.name, sizeof(c.name), cb.name, why) ||
-        !copy_name(c.executor, sizeof(c.executor), ex.name, why))
-      return false;
-    if (cb.segments.size() > RTACCEL_MAX_SEGMENTS) {
-      *why = "callback '" + cb.name + "' has more than " + std::to_string(RTACCEL_MAX_SEGMENTS) +
-             " accelerator segments, the most the server takes";
-      return false;
-    }
+    if (Status st = copy_name(c.name, sizeof(c.name), cb.name); !st) return st;
+    if (Status st = copy_name(c.executor, sizeof(c.executor), ex.name); !st) return st;
+    if (cb.segments.size() > RTACCEL_MAX_SEGMENTS)
+      return Status::invalid("callback '" + cb.name + "' has more than " + std::to_string(RTACCEL_MAX_SEGMENTS) +
+                             " accelerator segments, the most the server takes");
     c.executor_core = ex.core;
     c.executor_priority = ex.priority;
     c.cpu_ns = cb.cpu_ns;
@@ -163,10 +149,11 @@ bool registration_for(const workload::Workload& w, size_t callback, const Segmen
     c.nsegments = static_cast<uint32_t>(cb.segments.size());
     for (size_t s = 0; s < cb.segments.size(); ++s) {
       const auto& seg = cb.segments[s];
-      if (!copy_name(c.segments[s].accelerator, sizeof(c.segments[s].accelerator),
-                     w.accelerators[seg.accelerator].name, why) ||
-          !copy_name(c.segments[s].service, sizeof(c.segments[s].service), seg.service, why))
-        return false;
+      if (Status st = copy_name(c.segments[s].accelerator, sizeof(c.segments[s].accelerator),
+                                w.accelerators[seg.accelerator].name);
+          !st)
+        return st;
+      if (Status st = copy_name(c.segments[s].service, sizeof(c.segments[s].service), seg.service); !st) return st;
       c.segments[s].wcet_ns = seg.wcet_ns;
     }
     if (chain->path[k] == callback) out->callback = static_cast<uint32_t>(k);
@@ -177,14 +164,14 @@ bool registration_for(const workload::Workload& w, size_t callback, const Segmen
     uint32_t i = 0;
     while (i < out->nservices && strcmp(out->services[i].name, req.service.c_str()) != 0) ++i;
     if (i == out->nservices) {
-      if (!copy_name(out->services[i].name, sizeof(out->services[i].name), req.service, why)) return false;
+      if (Status st = copy_name(out->services[i].name, sizeof(out->services[i].name), req.service); !st) return st;
       ++out->nservices;
     }
     auto& need = out->services[i];
     need.request_max = std::max<uint32_t>(need.request_max, static_cast<uint32_t>(req.bytes.size()));
     need.response_max = std::max<uint32_t>(need.response_max, static_cast<uint32_t>(req.response_max));
   }
-  return true;
+  return desc;
 }
 
 namespace {
@@ -200,29 +187,27 @@ class ServerPath final : public AccelPath {
     rtaccel_client_close(client_);
   }
 
-  bool open(std::string* why) override {
+  Status open() override {
     const auto& w = *config_.workload;
-    if (int err = rtaccel_client_connect(config_.socket.c_str(), &client_)) {
-      *why = "cannot connect to rtaccel-server at " + config_.socket + ": " + strerror(-err);
-      return false;
-    }
+    if (int err = rtaccel_client_connect(config_.socket.c_str(), &client_))
+      return Status::os_error("cannot connect to rtaccel-server at " + config_.socket, -err);
     std::vector<rtaccel_registration_desc> descs;
     std::vector<size_t> callbacks;
     for (size_t cb = 0; cb < w.callbacks.size(); ++cb) {
       if (w.callbacks[cb].executor != config_.executor || w.callbacks[cb].segments.empty()) continue;
-      descs.emplace_back();
-      if (!registration_for(w, cb, *config_.requests, &descs.back(), why)) return false;
+      auto desc = registration_for(w, cb, *config_.requests);
+      if (!desc) return desc.status();
+      descs.push_back(*desc);
       callbacks.push_back(cb);
     }
     registrations_.resize(w.callbacks.size());
     std::vector<rtaccel_registration*> regs(descs.size());
     char reason[256] = "";
     if (int err = rtaccel_client_register_all(client_, descs.data(), descs.size(), regs.data(), reason,
-                                              sizeof(reason))) {
-      *why = std::string("rtaccel-server refused the executor's callbacks: ") +
-             (reason[0] ? reason : strerror(-err));
-      return false;
-    }
+                                              sizeof(reason)))
+      return Status::error(std::string("rtaccel-server refused the executor's callbacks: ") +
+                               (reason[0] ? reason : strerror(-err)),
+                           -err);
     for (size_t i = 0; i < callbacks.size(); ++i) {
       auto& r = registrations_[callbacks[i]];
       r.reg = regs[i];
@@ -230,7 +215,7 @@ class ServerPath final : public AccelPath {
       r.loaded.assign(RTACCEL_MAX_SERVICES, -1);
       for (const auto& seg : segments) r.service.push_back(rtaccel_service_index(r.reg, seg.service.c_str()));
     }
-    return true;
+    return Status();
   }
 
   int run(size_t, size_t callback, size_t segment, TraceEvent* event) override {
@@ -279,7 +264,7 @@ class DirectPath final : public AccelPath {
     for (auto* d : direct_) rtaccel_direct_close(d);
   }
 
-  bool open(std::string* why) override {
+  Status open() override {
     const auto& w = *config_.workload;
     size_t response = 0;
     for (const auto& segments : *config_.requests)
@@ -292,15 +277,13 @@ class DirectPath final : public AccelPath {
         const auto& acc = w.accelerators[index];
         rtaccel_direct* d = nullptr;
         const std::string backend(workload::to_string(acc.backend));
-        if (int err = rtaccel_direct_open(backend.c_str(), device_of(w, index), config_.direct_priority, &d)) {
-          *why = "cannot open accelerator '" + acc.name + "' directly: " + strerror(-err);
-          return false;
-        }
+        if (int err = rtaccel_direct_open(backend.c_str(), device_of(w, index), config_.direct_priority, &d))
+          return Status::os_error("cannot open accelerator '" + acc.name + "' directly", -err);
         direct_.push_back(d);
       }
       responses_.emplace_back(response + 1);
     }
-    return true;
+    return Status();
   }
 
   int run(size_t thread, size_t callback, size_t segment, TraceEvent* event) override {

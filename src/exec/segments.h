@@ -15,6 +15,7 @@
 
 #include "exec/shared.h"
 #include "rtaccel/accel.h"
+#include "rtaccel/status.hpp"
 #include "rtaccel/workload.hpp"
 
 namespace rtaccel::exec {
@@ -46,8 +47,8 @@ class KernelSizer {
   KernelSizer& operator=(const KernelSizer&) = delete;
   ~KernelSizer();
 
-  bool open(workload::Backend backend, int device, std::string* why);
-  bool size(const std::string& service, uint64_t target_ns, SegmentRequest* out, std::string* why);
+  Status open(workload::Backend backend, int device);
+  Status size(const std::string& service, uint64_t target_ns, SegmentRequest* out);
 
  private:
   uint64_t time_once(const SegmentRequest& request);
@@ -64,9 +65,8 @@ using SegmentTable = std::vector<std::vector<SegmentRequest>>;
 class AccelPath {
  public:
   virtual ~AccelPath() = default;
-  // Sets up what the executor's callbacks need; threads is the executor's
-  // thread count. False with the reason.
-  virtual bool open(std::string* why) = 0;
+  // Sets up what the executor's callbacks need.
+  virtual Status open() = 0;
   // Runs segment `segment` of `callback` on executor thread `thread`, fills the
   // segment's trace event; returns the service's status.
   virtual int run(size_t thread, size_t callback, size_t segment, TraceEvent* event) = 0;
@@ -85,10 +85,10 @@ std::unique_ptr<AccelPath> make_server_path(const PathConfig& config);
 std::unique_ptr<AccelPath> make_direct_path(const PathConfig& config);
 
 // The registration of one callback under its most critical chain (what the
-// server's admission control analyses). False if a name is too long for the
-// protocol.
-bool registration_for(const workload::Workload& w, size_t callback, const SegmentTable& requests,
-                      rtaccel_registration_desc* out, std::string* why);
+// server's admission control analyses). An error if a name or a count is
+// past the protocol's limits.
+Expected<rtaccel_registration_desc> registration_for(const workload::Workload& w, size_t callback,
+                                                     const SegmentTable& requests);
 
 }  // namespace rtaccel::exec
 

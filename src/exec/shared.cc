@@ -44,7 +44,7 @@ SharedRun::~SharedRun() {
   if (base_) munmap(base_, size_);
 }
 
-bool SharedRun::create(const Plan& plan, const Capacity& capacity, std::string* why) {
+Status SharedRun::create(const Plan& plan, const Capacity& capacity) {
   capacity_ = capacity;
   size_t size = align_up(sizeof(RunHeader));
   const size_t executors_at = size;
@@ -74,8 +74,7 @@ bool SharedRun::create(const Plan& plan, const Capacity& capacity, std::string* 
   void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE,
                     -1, 0);
   if (base == MAP_FAILED) {
-    *why = std::string("cannot map the run's shared memory: ") + strerror(errno);
-    return false;
+    return Status::os_error("cannot map the run's shared memory", errno);
   }
   base_ = base;
   size_ = size;
@@ -89,8 +88,7 @@ bool SharedRun::create(const Plan& plan, const Capacity& capacity, std::string* 
   for (size_t i = 0; i < plan.queues.size(); ++i) {
     auto* q = new (queues_ + i) QueueState;
     if (int err = rtaccel_pi_mutex_init(&q->lock, PTHREAD_MUTEX_NORMAL, true)) {
-      *why = std::string("cannot create a queue's mutex: ") + strerror(-err);
-      return false;
+      return Status::os_error("cannot create a queue's mutex", -err);
     }
   }
   timers_ = reinterpret_cast<TimerState*>(bytes + timers_at);
@@ -98,7 +96,7 @@ bool SharedRun::create(const Plan& plan, const Capacity& capacity, std::string* 
   samples_ = reinterpret_cast<Sample*>(bytes + samples_at);
   records_ = reinterpret_cast<TimerRecord*>(bytes + records_at);
   events_ = reinterpret_cast<TraceEvent*>(bytes + events_at);
-  return true;
+  return Status();
 }
 
 }  // namespace rtaccel::exec

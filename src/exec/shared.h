@@ -19,6 +19,7 @@
 #include <string>
 
 #include "exec/plan.h"
+#include "rtaccel/status.hpp"
 
 namespace rtaccel::exec {
 
@@ -120,7 +121,7 @@ class SharedRun {
   ~SharedRun();
 
   // Creates and initialises the mapping; false with the reason.
-  bool create(const Plan& plan, const Capacity& capacity, std::string* why);
+  Status create(const Plan& plan, const Capacity& capacity);
 
   RunHeader* header() const { return header_; }
   ExecutorState* executor(size_t i) const { return executors_ + i; }
