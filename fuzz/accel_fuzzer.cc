@@ -13,6 +13,7 @@
 // Input: byte 0 picks the target; for the binary ones bytes 1-2 give the
 // offset at which the rest overwrites a valid message, so that mutations
 // reach every field while the others stay plausible.
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -25,6 +26,7 @@
 #include "rtaccel/requests.h"
 
 using namespace rtaccel::accel;
+using rtaccel::Status;
 
 namespace {
 
@@ -77,31 +79,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 0: {  // registration overlaid on a valid one
       RegisterRequest m = valid_registration();
       overlay(&m, data, size);
-      std::string why;
-      if (check_registration(&m, sizeof(m), &why) != 0) {
-        if (why.empty()) abort();
+      if (Status st = check_registration(&m, sizeof(m)); !st) {
+        if (st.message().empty() || st.err() != EINVAL) abort();
         return 0;
       }
       Layout layout;
-      if (!compute_layout(m.desc, &layout, &why)) abort();
+      if (!compute_layout(m.desc, &layout)) abort();
       AdmissionOptions options;
       options.device_levels = {4, 2};
       Admission admission(options);
       Admitted admitted;
-      const int r = admission.admit(m.desc, &admitted, &why);
-      if (r != 0 && why.empty()) abort();
-      if (r == 0 && admitted.device >= 2) abort();
+      const Status admitted_st = admission.admit(m.desc, &admitted);
+      if (!admitted_st && admitted_st.message().empty()) abort();
+      if (admitted_st && admitted.device >= 2) abort();
       break;
     }
     case 1: {  // raw registration bytes of any length
-      std::string why;
-      if (check_registration(data, size, &why) == 0 && size != sizeof(RegisterRequest)) abort();
+      if (check_registration(data, size).ok() && size != sizeof(RegisterRequest)) abort();
       break;
     }
     case 2: {  // request entry against a known layout
       const RegisterRequest m = valid_registration();
       Layout layout;
-      compute_layout(m.desc, &layout, nullptr);
+      if (!compute_layout(m.desc, &layout)) abort();
       RequestEntry e{};
       e.state = kSubmitted;
       e.callback_id = 5;
@@ -142,9 +142,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     }
     case 3: {  // policy text
-      std::string why;
       const std::string text(reinterpret_cast<const char*>(data), size);
-      if (!Policy::parse(text, "fuzz.yaml", &why) && why.rfind("fuzz.yaml:", 0) != 0) abort();
+      auto policy = Policy::parse(text, "fuzz.yaml");
+      if (!policy && policy.status().message().rfind("fuzz.yaml:", 0) != 0) abort();
       break;
     }
   }

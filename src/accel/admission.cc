@@ -56,18 +56,17 @@ double Admission::device_utilisation(uint32_t device) const {
   return sum;
 }
 
-int Admission::admit(const rtaccel_registration_desc& desc, Admitted* out, std::string* why) {
+Status Admission::admit(const rtaccel_registration_desc& desc, Admitted* out) {
   const rtaccel_chain_desc& chain = desc.chain;
   const std::string chain_name = chain.name;
   const std::string callback_name = chain.callbacks[desc.callback].name;
   if (auto it = chains_.find(chain_name); it != chains_.end()) {
     if (!same_chain(it->second.desc, chain)) {
-      *why = "chain '" + chain_name + "' was admitted with a different description";
-      return -EINVAL;
+      return Status::invalid("chain '" + chain_name + "' was admitted with a different description");
     }
     it->second.references++;
     *out = lookup(callback_name);
-    return 0;
+    return Status();
   }
 
   // Check the new chain against what is admitted, then place its new
@@ -79,9 +78,8 @@ int Admission::admit(const rtaccel_registration_desc& desc, Admitted* out, std::
     const rtaccel_callback_desc& cb = chain.callbacks[i];
     if (auto it = callbacks.find(cb.name); it != callbacks.end()) {
       if (!same_callback(it->second.desc, cb)) {
-        *why = std::string("callback '") + cb.name + "' of chain '" + chain_name +
-               "' differs from the one admitted with another chain";
-        return -EINVAL;
+        return Status::invalid(std::string("callback '") + cb.name + "' of chain '" + chain_name +
+               "' differs from the one admitted with another chain");
       }
       continue;
     }
@@ -89,11 +87,10 @@ int Admission::admit(const rtaccel_registration_desc& desc, Admitted* out, std::
       if (strcmp(other.desc.executor, cb.executor) == 0 &&
           (other.desc.executor_core != cb.executor_core ||
            other.desc.executor_priority != cb.executor_priority)) {
-        *why = std::string("executor '") + cb.executor + "' was admitted on core " +
+        return Status::invalid(std::string("executor '") + cb.executor + "' was admitted on core " +
                std::to_string(other.desc.executor_core) + " at priority " +
                std::to_string(other.desc.executor_priority) + ", not core " +
-               std::to_string(cb.executor_core) + " at " + std::to_string(cb.executor_priority);
-        return -EINVAL;
+               std::to_string(cb.executor_core) + " at " + std::to_string(cb.executor_priority));
       }
     fresh.push_back(&cb);
   }
@@ -121,13 +118,12 @@ int Admission::admit(const rtaccel_registration_desc& desc, Admitted* out, std::
     else
       reason += r.reason.empty() ? "no bound within its period" : r.reason;
     if (r.chain != chain_name) reason = "admitting chain '" + chain_name + "' would break " + reason;
-    *why = reason;
-    return -EDEADLK;
+    return Status::error(reason, EDEADLK);
   }
   chains_ = std::move(chains);
   callbacks_ = std::move(callbacks);
   *out = lookup(callback_name);
-  return 0;
+  return Status();
 }
 
 void Admission::release(const std::string& chain) {

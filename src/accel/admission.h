@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "rtaccel/accel.h"
+#include "rtaccel/status.hpp"
 #include "rtaccel/workload.hpp"
 
 namespace rtaccel::accel {
@@ -36,10 +37,10 @@ class Admission {
   explicit Admission(AdmissionOptions options);
 
   // Adds the chain of `desc` (or a new reference to it, if admitted before)
-  // when every critical chain stays schedulable. On refusal returns -EINVAL
-  // (description conflicts with an admitted one) or -EDEADLK (a deadline
-  // would be missed) and the reason.
-  int admit(const rtaccel_registration_desc& desc, Admitted* out, std::string* why);
+  // when every critical chain stays schedulable. A refusal says why, with
+  // err() EINVAL (the description conflicts with an admitted one) or EDEADLK
+  // (a deadline would be missed).
+  Status admit(const rtaccel_registration_desc& desc, Admitted* out);
   // Drops one reference to a chain; the last one removes it and the callbacks
   // no other chain has.
   void release(const std::string& chain);

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "../tests/accel/desc_util.h"
+#include "accel/test_descs.h"
 #include "rtaccel/analysis.hpp"
 
 namespace rtaccel::accel {
@@ -10,6 +10,7 @@ namespace {
 
 using test::CallbackSpec;
 using test::one_callback;
+using test::wire_status;
 
 constexpr uint64_t kMs = 1000000;
 
@@ -27,22 +28,22 @@ TEST(Admission, AdmitsASchedulableSetAndRefusesAMissWithTheChainAndItsBound) {
   std::string why;
   auto hot = one_callback("hot", 10, 100 * kMs, {.name = "sensor", .wcet_ns = 10 * kMs});
   hot.chain.deadline_ns = 20 * kMs;
-  ASSERT_EQ(a.admit(hot, &out, &why), 0) << why;
+  ASSERT_EQ(wire_status(a.admit(hot, &out), &why), 0) << why;
   // 15 ms of higher-priority accelerator work, twice in a window, pushes
   // 'hot' past its 20 ms deadline.
   auto heavy = one_callback("heavy", 20, 100 * kMs, {.name = "planner", .executor = "ex2", .core = 1, .wcet_ns = 15 * kMs});
-  EXPECT_EQ(a.admit(heavy, &out, &why), -EDEADLK);
+  EXPECT_EQ(wire_status(a.admit(heavy, &out), &why), -EDEADLK);
   EXPECT_NE(why.find("chain 'hot': bound "), std::string::npos) << why;
   EXPECT_NE(why.find("exceeds deadline 20.000 ms"), std::string::npos) << why;
   EXPECT_NE(why.find("admitting chain 'heavy'"), std::string::npos) << why;
   EXPECT_EQ(a.chains(), 1u);  // a refusal changes nothing
   // 95 ms every 100 ms leaves no bound at all: refused too, with the reason.
   auto hopeless = one_callback("hopeless", 5, 100 * kMs, {.name = "h", .executor = "ex3", .core = 2, .wcet_ns = 95 * kMs});
-  EXPECT_EQ(a.admit(hopeless, &out, &why), -EDEADLK);
+  EXPECT_EQ(wire_status(a.admit(hopeless, &out), &why), -EDEADLK);
   EXPECT_NE(why.find("chain '"), std::string::npos) << why;
   // A lighter one fits.
   auto light = one_callback("light", 20, 100 * kMs, {.name = "planner", .executor = "ex2", .core = 1, .wcet_ns = 1 * kMs});
-  EXPECT_EQ(a.admit(light, &out, &why), 0) << why;
+  EXPECT_EQ(wire_status(a.admit(light, &out), &why), 0) << why;
   EXPECT_EQ(out.priority, 20);
 }
 
@@ -50,8 +51,8 @@ TEST(Admission, AgreesWithTheAnalysisOfTheSameWorkload) {
   Admission a(options());
   Admitted out;
   std::string why;
-  ASSERT_EQ(a.admit(one_callback("a", 10, 50 * kMs, {.name = "a1", .wcet_ns = 5 * kMs}), &out, &why), 0);
-  ASSERT_EQ(a.admit(one_callback("b", 20, 20 * kMs, {.name = "b1", .executor = "eb", .core = 1, .wcet_ns = 2 * kMs}), &out, &why), 0);
+  ASSERT_EQ(wire_status(a.admit(one_callback("a", 10, 50 * kMs, {.name = "a1", .wcet_ns = 5 * kMs}), &out), &why), 0);
+  ASSERT_EQ(wire_status(a.admit(one_callback("b", 20, 20 * kMs, {.name = "b1", .executor = "eb", .core = 1, .wcet_ns = 2 * kMs}), &out), &why), 0);
   const auto results = analysis::analyze(a.workload());
   ASSERT_EQ(results.size(), 2u);
   for (const auto& r : results) EXPECT_TRUE(r.schedulable) << r.chain << ": " << r.reason;
@@ -62,20 +63,20 @@ TEST(Admission, SameChainTwiceIsOneChainAndDifferentDescriptionsConflict) {
   Admitted out;
   std::string why;
   auto d = one_callback("c", 10, 100 * kMs, {.name = "cb"});
-  ASSERT_EQ(a.admit(d, &out, &why), 0);
-  ASSERT_EQ(a.admit(d, &out, &why), 0);
+  ASSERT_EQ(wire_status(a.admit(d, &out), &why), 0);
+  ASSERT_EQ(wire_status(a.admit(d, &out), &why), 0);
   EXPECT_EQ(a.chains(), 1u);
   auto other = d;
   other.chain.deadline_ns = 50 * kMs;
-  EXPECT_EQ(a.admit(other, &out, &why), -EINVAL);
+  EXPECT_EQ(wire_status(a.admit(other, &out), &why), -EINVAL);
   EXPECT_NE(why.find("different description"), std::string::npos);
   // A callback shared by two chains must be described alike in both.
   auto shared = one_callback("d", 5, 100 * kMs, {.name = "cb", .cpu_ns = 1});
-  EXPECT_EQ(a.admit(shared, &out, &why), -EINVAL);
+  EXPECT_EQ(wire_status(a.admit(shared, &out), &why), -EINVAL);
   EXPECT_NE(why.find("callback 'cb'"), std::string::npos) << why;
   // So must an executor.
   auto moved = one_callback("e", 5, 100 * kMs, {.name = "x", .core = 1});
-  EXPECT_EQ(a.admit(moved, &out, &why), -EINVAL);
+  EXPECT_EQ(wire_status(a.admit(moved, &out), &why), -EINVAL);
   EXPECT_NE(why.find("executor 'ex'"), std::string::npos) << why;
   // Two references: the chain stays after one release, goes after the second.
   a.release("c");
@@ -88,11 +89,11 @@ TEST(Admission, PlacesCallbacksWorstFitAcrossDevices) {
   Admission a(options(2));
   Admitted out;
   std::string why;
-  ASSERT_EQ(a.admit(one_callback("big", 10, 100 * kMs, {.name = "b", .wcet_ns = 40 * kMs}), &out, &why), 0) << why;
+  ASSERT_EQ(wire_status(a.admit(one_callback("big", 10, 100 * kMs, {.name = "b", .wcet_ns = 40 * kMs}), &out), &why), 0) << why;
   const uint32_t first = out.device;
-  ASSERT_EQ(a.admit(one_callback("small", 9, 100 * kMs, {.name = "s", .executor = "e2", .core = 1, .wcet_ns = 10 * kMs}), &out, &why), 0) << why;
+  ASSERT_EQ(wire_status(a.admit(one_callback("small", 9, 100 * kMs, {.name = "s", .executor = "e2", .core = 1, .wcet_ns = 10 * kMs}), &out), &why), 0) << why;
   EXPECT_NE(out.device, first);  // the emptier device
-  ASSERT_EQ(a.admit(one_callback("tiny", 8, 100 * kMs, {.name = "t", .executor = "e3", .core = 2, .wcet_ns = 5 * kMs}), &out, &why), 0) << why;
+  ASSERT_EQ(wire_status(a.admit(one_callback("tiny", 8, 100 * kMs, {.name = "t", .executor = "e3", .core = 2, .wcet_ns = 5 * kMs}), &out), &why), 0) << why;
   EXPECT_NE(out.device, first);  // 10% < 40%
   EXPECT_NEAR(a.device_utilisation(first), 0.40, 1e-9);
   EXPECT_NEAR(a.device_utilisation(1 - first), 0.15, 1e-9);
@@ -105,7 +106,7 @@ TEST(Admission, BucketsFollowTheAnalysisDownSampling) {
   const int priorities[] = {1, 2, 3, 4};
   for (int p : priorities) {
     const std::string n = "c" + std::to_string(p);
-    ASSERT_EQ(a.admit(one_callback(n, p, 1000 * kMs, {.name = n + "cb", .executor = n, .core = p, .wcet_ns = kMs}), &out, &why), 0) << why;
+    ASSERT_EQ(wire_status(a.admit(one_callback(n, p, 1000 * kMs, {.name = n + "cb", .executor = n, .core = p, .wcet_ns = kMs}), &out), &why), 0) << why;
   }
   const std::vector<int> all(std::begin(priorities), std::end(priorities));
   for (int p : priorities)

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "rtaccel/status.hpp"
 #include "rtaccel/workload.hpp"
 
 #include "rtaccel/service.h"
@@ -47,14 +48,14 @@ class Backend {
   // Whether a higher level preempts a lower one while it runs.
   virtual bool preemptive() const = 0;
   // Per worker thread, before it serves `bucket`: affinity and priority.
-  virtual bool prepare_worker(uint32_t bucket, std::string* why) = 0;
+  virtual Status prepare_worker(uint32_t bucket) = 0;
   // A key for run(), or -1 when the backend has no such service.
   virtual int lookup(const char* service) const = 0;
   // Makes a client region usable by the device (opencl: a buffer over it).
-  virtual bool attach(void* base, size_t size, void** handle, std::string* why) {
-    (void)base, (void)size, (void)why;
+  virtual Status attach(void* base, size_t size, void** handle) {
+    (void)base, (void)size;
     *handle = nullptr;
-    return true;
+    return Status();
   }
   virtual void detach(void* handle) { (void)handle; }
   // Runs one request to completion. call->request and call->response lie
@@ -63,38 +64,34 @@ class Backend {
   virtual int run(int key, void* handle, const void* base, rtaccel_service_call* call) = 0;
 };
 
-// Gives the calling worker thread SCHED_FIFO `priority`; false with the
-// reason. Inline: the cuda module uses it without linking rtaccel.
-inline bool set_worker_fifo(int priority, std::string* why) {
+// Gives the calling worker thread SCHED_FIFO `priority`. Inline: the cuda module uses it without linking rtaccel.
+inline Status set_worker_fifo(int priority) {
   sched_param param{};
   param.sched_priority = priority;
   if (int err = pthread_setschedparam(pthread_self(), SCHED_FIFO, &param)) {
-    *why = "cannot give a worker SCHED_FIFO " + std::to_string(priority) + ": " + strerror(err) +
-           " (run as root or with CAP_SYS_NICE, or pass --no-fifo)";
-    return false;
+    return Status::error("cannot give a worker SCHED_FIFO " + std::to_string(priority) + ": " + strerror(err) +
+           " (run as root or with CAP_SYS_NICE, or pass --no-fifo)");
   }
-  return true;
+  return Status();
 }
 
 // cpu: `services` must outlive the backend.
-std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options,
-                                          const ServiceTable* services, std::string* why);
-// nullptr with the reason when no device was found (or OpenCL is not built in).
-std::unique_ptr<Backend> make_opencl_backend(const BackendOptions& options, std::string* why);
-// Loads librtaccel_cuda.so (cuda_loader.cc); nullptr with the reason when it
-// is not built, its libraries are missing, or there is no such CUDA device.
-std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& options, std::string* why);
+Expected<std::unique_ptr<Backend>> make_cpu_backend(const BackendOptions& options, const ServiceTable* services);
+// An error when no device was found (or OpenCL is not built in).
+Expected<std::unique_ptr<Backend>> make_opencl_backend(const BackendOptions& options);
+// Loads librtaccel_cuda.so (cuda_loader.cc); an error when it is not built,
+// its libraries are missing, or there is no such CUDA device.
+Expected<std::unique_ptr<Backend>> make_cuda_backend(const BackendOptions& options);
 
 // The backend of that kind; cpu uses `services`.
-inline std::unique_ptr<Backend> make_backend(workload::Backend kind, const BackendOptions& options,
-                                             const ServiceTable* services, std::string* why) {
+inline Expected<std::unique_ptr<Backend>> make_backend(workload::Backend kind, const BackendOptions& options,
+                                                       const ServiceTable* services) {
   switch (kind) {
-    case workload::Backend::kCpu: return make_cpu_backend(options, services, why);
-    case workload::Backend::kOpenCl: return make_opencl_backend(options, why);
-    case workload::Backend::kCuda: return make_cuda_backend(options, why);
+    case workload::Backend::kCpu: return make_cpu_backend(options, services);
+    case workload::Backend::kOpenCl: return make_opencl_backend(options);
+    case workload::Backend::kCuda: return make_cuda_backend(options);
   }
-  *why = "unknown backend";
-  return nullptr;
+  return Status::invalid("unknown backend");
 }
 
 struct BackendProbe {

@@ -67,7 +67,6 @@ int rtaccel_direct_open(const char* backend, int device, int priority, rtaccel_d
   if (!backend || !out || priority < 0 || priority > 99) return -EINVAL;
   auto d = std::unique_ptr<rtaccel_direct>(new (std::nothrow) rtaccel_direct);
   if (!d) return -ENOMEM;
-  std::string why;
   BackendOptions options;
   options.device = device;
   options.levels = 1;
@@ -78,8 +77,9 @@ int rtaccel_direct_open(const char* backend, int device, int priority, rtaccel_d
   if (d->cpu) d->services = std::make_unique<ServiceTable>();
   // cuda: its own context in this process, as every process has without a
   // server; one stream per calling thread at the lowest priority.
-  d->backend = make_backend(*kind, options, d->services.get(), &why);
-  if (!d->backend) return -ENODEV;
+  auto opened = make_backend(*kind, options, d->services.get());
+  if (!opened) return -ENODEV;
+  d->backend = opened.take();
   d->core = device;
   d->priority = priority;
   if (d->cpu) {

@@ -3,6 +3,7 @@
 #include <pwd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cerrno>
 #include <fstream>
 #include <sstream>
 
@@ -32,50 +33,43 @@ Policy Policy::defaults(uid_t server_uid) {
   return p;
 }
 
-std::optional<Policy> Policy::load(const std::string& path, std::string* why) {
+Expected<Policy> Policy::load(const std::string& path) {
   std::ifstream in(path);
   if (!in) {
-    *why = path + ": cannot read the policy file";
-    return std::nullopt;
+    return Status::invalid(path + ": cannot read the policy file");
   }
   std::stringstream text;
   text << in.rdbuf();
-  return parse(text.str(), path, why);
+  return parse(text.str(), path);
 }
 
-std::optional<Policy> Policy::parse(const std::string& text, const std::string& file,
-                                    std::string* why) {
+Expected<Policy> Policy::parse(const std::string& text, const std::string& file) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    *why = file + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg;
-    return std::nullopt;
+    return Status::invalid(file + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
   }
   if (!root.IsMap() || !root["allow"] || !root["allow"].IsSequence()) {
-    *why = file + ":1: expected a mapping with a list 'allow'";
-    return std::nullopt;
+    return Status::invalid(file + ":1: expected a mapping with a list 'allow'");
   }
   Policy p;
   p.origin_ = file;
   for (const YAML::Node& item : root["allow"]) {
     const std::string at = where(file, item);
     if (!item.IsMap()) {
-      *why = at + "each rule is a mapping {user|uid, priorities: [low, high]}";
-      return std::nullopt;
+      return Status::invalid(at + "each rule is a mapping {user|uid, priorities: [low, high]}");
     }
     for (const auto& kv : item) {
       const std::string key = kv.first.Scalar();
       if (key != "user" && key != "uid" && key != "priorities") {
-        *why = where(file, kv.first) + "unknown key '" + key + "'";
-        return std::nullopt;
+        return Status::invalid(where(file, kv.first) + "unknown key '" + key + "'");
       }
     }
     Rule rule;
     try {
       if (item["user"] && item["uid"]) {
-        *why = at + "give either user or uid, not both";
-        return std::nullopt;
+        return Status::invalid(at + "give either user or uid, not both");
       }
       if (item["user"]) {
         const std::string user = item["user"].as<std::string>();
@@ -84,50 +78,44 @@ std::optional<Policy> Policy::parse(const std::string& text, const std::string& 
         } else if (auto uid = uid_of(user)) {
           rule.uid = *uid;
         } else {
-          *why = where(file, item["user"]) + "no such user '" + user + "'";
-          return std::nullopt;
+          return Status::invalid(where(file, item["user"]) + "no such user '" + user + "'");
         }
       } else if (item["uid"]) {
         const long uid = item["uid"].as<long>();
         if (uid < 0) {
-          *why = where(file, item["uid"]) + "uid must not be negative";
-          return std::nullopt;
+          return Status::invalid(where(file, item["uid"]) + "uid must not be negative");
         }
         rule.uid = uid_t(uid);
       } else {
-        *why = at + "a rule needs user or uid";
-        return std::nullopt;
+        return Status::invalid(at + "a rule needs user or uid");
       }
       const YAML::Node range = item["priorities"];
       if (!range || !range.IsSequence() || range.size() != 2) {
-        *why = at + "priorities must be [low, high]";
-        return std::nullopt;
+        return Status::invalid(at + "priorities must be [low, high]");
       }
       rule.low = range[0].as<int>();
       rule.high = range[1].as<int>();
       if (rule.low > rule.high) {
-        *why = where(file, range) + "priorities [low, high] with low > high";
-        return std::nullopt;
+        return Status::invalid(where(file, range) + "priorities [low, high] with low > high");
       }
     } catch (const YAML::Exception& e) {
-      *why = file + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg;
-      return std::nullopt;
+      return Status::invalid(file + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
     }
     p.rules_.push_back(rule);
   }
   return p;
 }
 
-bool Policy::allows(uid_t uid, int priority, std::string* why) const {
+Status Policy::allows(uid_t uid, int priority) const {
   for (const Rule& rule : rules_) {
     if (!rule.any_user && rule.uid != uid) continue;
-    if (priority >= rule.low && priority <= rule.high) return true;
-    *why = "uid " + std::to_string(uid) + " may register chain priorities " + std::to_string(rule.low) +
-           ".." + std::to_string(rule.high) + " only, not " + std::to_string(priority) + " (" + origin_ + ")";
-    return false;
+    if (priority >= rule.low && priority <= rule.high) return Status();
+    return Status::error("uid " + std::to_string(uid) + " may register chain priorities " +
+                             std::to_string(rule.low) + ".." + std::to_string(rule.high) + " only, not " +
+                             std::to_string(priority) + " (" + origin_ + ")",
+                         EPERM);
   }
-  *why = "uid " + std::to_string(uid) + " may not register with this server (" + origin_ + ")";
-  return false;
+  return Status::error("uid " + std::to_string(uid) + " may not register with this server (" + origin_ + ")", EPERM);
 }
 
 }  // namespace rtaccel::accel

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "rtaccel/status.hpp"
+
 namespace rtaccel::accel {
 
 class Policy {
@@ -26,12 +28,11 @@ class Policy {
   // The default policy for a server running as `server_uid`.
   static Policy defaults(uid_t server_uid);
   // Errors read "file:line: message".
-  static std::optional<Policy> load(const std::string& path, std::string* why);
-  static std::optional<Policy> parse(const std::string& text, const std::string& file,
-                                     std::string* why);
+  static Expected<Policy> load(const std::string& path);
+  static Expected<Policy> parse(const std::string& text, const std::string& file);
 
-  // True when `uid` may register a chain of `priority`; else the reason.
-  bool allows(uid_t uid, int priority, std::string* why) const;
+  // Ok when `uid` may register a chain of `priority`; else the reason (EPERM).
+  Status allows(uid_t uid, int priority) const;
 
  private:
   struct Rule {

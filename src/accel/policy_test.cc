@@ -6,27 +6,28 @@ namespace rtaccel::accel {
 namespace {
 
 TEST(Policy, DefaultAllowsRootAndTheServersUserOnly) {
-  std::string why;
   Policy p = Policy::defaults(1000);
-  EXPECT_TRUE(p.allows(0, 99, &why));
-  EXPECT_TRUE(p.allows(1000, 1, &why));
-  EXPECT_FALSE(p.allows(1001, 1, &why));
-  EXPECT_NE(why.find("uid 1001 may not register"), std::string::npos) << why;
+  EXPECT_TRUE(p.allows(0, 99).ok());
+  EXPECT_TRUE(p.allows(1000, 1).ok());
+  const Status refused = p.allows(1001, 1);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_EQ(refused.err(), EPERM);
+  EXPECT_NE(refused.message().find("uid 1001 may not register"), std::string::npos) << refused.message();
 }
 
 TEST(Policy, FirstMatchingRuleDecides) {
-  std::string why;
   auto p = Policy::parse("allow:\n  - {uid: 1000, priorities: [1, 50]}\n  - {user: '*', priorities: [0, 10]}\n",
-                         "p.yaml", &why);
-  ASSERT_TRUE(p) << why;
-  EXPECT_TRUE(p->allows(1000, 50, &why));
-  EXPECT_FALSE(p->allows(1000, 51, &why));
-  EXPECT_NE(why.find("1..50 only, not 51"), std::string::npos) << why;
-  EXPECT_TRUE(p->allows(1234, 10, &why));
-  EXPECT_FALSE(p->allows(1234, 11, &why));
-  auto root = Policy::parse("allow:\n  - {user: root, priorities: [0, 5]}\n", "p.yaml", &why);
-  ASSERT_TRUE(root) << why;
-  EXPECT_FALSE(root->allows(0, 6, &why));
+                         "p.yaml");
+  ASSERT_TRUE(p) << p.status().message();
+  EXPECT_TRUE(p->allows(1000, 50).ok());
+  const Status refused = p->allows(1000, 51);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("1..50 only, not 51"), std::string::npos) << refused.message();
+  EXPECT_TRUE(p->allows(1234, 10).ok());
+  EXPECT_FALSE(p->allows(1234, 11).ok());
+  auto root = Policy::parse("allow:\n  - {user: root, priorities: [0, 5]}\n", "p.yaml");
+  ASSERT_TRUE(root) << root.status().message();
+  EXPECT_FALSE(root->allows(0, 6).ok());
 }
 
 TEST(Policy, ErrorsNameFileAndLine) {
@@ -44,9 +45,10 @@ TEST(Policy, ErrorsNameFileAndLine) {
       {"allow: [\n", "p.yaml:"},
   };
   for (const Case& c : cases) {
-    std::string why;
-    EXPECT_FALSE(Policy::parse(c.text, "p.yaml", &why)) << c.text;
-    EXPECT_NE(why.find(c.expect), std::string::npos) << c.text << " -> " << why;
+    auto p = Policy::parse(c.text, "p.yaml");
+    EXPECT_FALSE(p) << c.text;
+    EXPECT_TRUE(p.status().invalid_input()) << c.text;
+    EXPECT_NE(p.status().message().find(c.expect), std::string::npos) << c.text << " -> " << p.status().message();
   }
 }
 

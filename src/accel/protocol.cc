@@ -16,10 +16,6 @@ bool terminated(const char* text, size_t size) { return memchr(text, '\0', size)
 
 bool named(const char* text, size_t size) { return terminated(text, size) && text[0] != '\0'; }
 
-int refuse(std::string* why, std::string text) {
-  if (why) *why = std::move(text);
-  return -EINVAL;
-}
 
 }  // namespace
 
@@ -30,7 +26,7 @@ double accelerator_utilisation(const rtaccel_callback_desc& callback, uint64_t p
   return period_ns ? double(sum) / double(period_ns) : 0.0;
 }
 
-bool compute_layout(const rtaccel_registration_desc& desc, Layout* layout, std::string* why) {
+Status compute_layout(const rtaccel_registration_desc& desc, Layout* layout) {
   Layout out;
   out.nservices = desc.nservices;
   out.producer_offset = uint32_t(align_up(sizeof(RegionHeader), kCacheLine));
@@ -46,80 +42,76 @@ bool compute_layout(const rtaccel_registration_desc& desc, Layout* layout, std::
     area.response_offset = uint32_t(at);
     area.response_max = need.response_max;
     at = align_up(at + need.response_max, kCacheLine);
-    if (at > kMaxRegion) {
-      if (why) *why = "the buffers asked for exceed the region limit of 256 MiB";
-      return false;
-    }
+    if (at > kMaxRegion) return Status::invalid("the buffers asked for exceed the region limit of 256 MiB");
   }
   out.size = uint32_t(align_up(at, 4096));
   *layout = out;
-  return true;
+  return Status();
 }
 
-int check_registration(const void* message, size_t len, std::string* why) {
+Status check_registration(const void* message, size_t len) {
   if (len != sizeof(RegisterRequest))
-    return refuse(why, "registration message of " + std::to_string(len) + " bytes, expected " +
+    return Status::invalid("registration message of " + std::to_string(len) + " bytes, expected " +
                            std::to_string(sizeof(RegisterRequest)));
   RegisterRequest m;
   memcpy(&m, message, sizeof(m));
-  if (m.magic != kMagic) return refuse(why, "bad magic: not an rtaccel client");
+  if (m.magic != kMagic) return Status::invalid("bad magic: not an rtaccel client");
   if (m.version != kProtocolVersion)
-    return refuse(why, "protocol version " + std::to_string(m.version) + ", server speaks " +
+    return Status::invalid("protocol version " + std::to_string(m.version) + ", server speaks " +
                            std::to_string(kProtocolVersion));
-  if (m.type != uint32_t(MessageType::kRegister)) return refuse(why, "not a registration");
+  if (m.type != uint32_t(MessageType::kRegister)) return Status::invalid("not a registration");
   const rtaccel_registration_desc& d = m.desc;
   const rtaccel_chain_desc& c = d.chain;
-  if (!named(c.name, sizeof(c.name))) return refuse(why, "chain name empty or not terminated");
+  if (!named(c.name, sizeof(c.name))) return Status::invalid("chain name empty or not terminated");
   std::string chain = std::string("chain '") + c.name + "': ";
-  if (c.critical > 1) return refuse(why, chain + "critical must be 0 or 1");
+  if (c.critical > 1) return Status::invalid(chain + "critical must be 0 or 1");
   if (c.period_ns == 0 || c.period_ns > kMaxDuration)
-    return refuse(why, chain + "period must be in (0, 1 h]");
+    return Status::invalid(chain + "period must be in (0, 1 h]");
   if (c.deadline_ns == 0 || c.deadline_ns > c.period_ns)
-    return refuse(why, chain + "deadline must be in (0, period]");
+    return Status::invalid(chain + "deadline must be in (0, period]");
   if (c.ncallbacks == 0 || c.ncallbacks > RTACCEL_MAX_CALLBACKS)
-    return refuse(why, chain + "needs 1 to " + std::to_string(RTACCEL_MAX_CALLBACKS) + " callbacks");
+    return Status::invalid(chain + "needs 1 to " + std::to_string(RTACCEL_MAX_CALLBACKS) + " callbacks");
   for (uint32_t i = 0; i < c.ncallbacks; i++) {
     const rtaccel_callback_desc& cb = c.callbacks[i];
     if (!named(cb.name, sizeof(cb.name)))
-      return refuse(why, chain + "callback " + std::to_string(i) + ": name empty or not terminated");
+      return Status::invalid(chain + "callback " + std::to_string(i) + ": name empty or not terminated");
     std::string where = chain + "callback '" + cb.name + "': ";
     if (!named(cb.executor, sizeof(cb.executor)))
-      return refuse(why, where + "executor name empty or not terminated");
+      return Status::invalid(where + "executor name empty or not terminated");
     if (cb.executor_core < 0 || cb.executor_core > 4095)
-      return refuse(why, where + "executor core out of range");
+      return Status::invalid(where + "executor core out of range");
     if (cb.executor_priority < 1 || cb.executor_priority > 99)
-      return refuse(why, where + "executor priority must be 1..99");
-    if (cb.cpu_ns > kMaxDuration) return refuse(why, where + "cpu time above one hour");
-    if (cb.wait > RTACCEL_WAIT_SPIN) return refuse(why, where + "unknown wait mode");
+      return Status::invalid(where + "executor priority must be 1..99");
+    if (cb.cpu_ns > kMaxDuration) return Status::invalid(where + "cpu time above one hour");
+    if (cb.wait > RTACCEL_WAIT_SPIN) return Status::invalid(where + "unknown wait mode");
     if (cb.nsegments > RTACCEL_MAX_SEGMENTS)
-      return refuse(why, where + "more than " + std::to_string(RTACCEL_MAX_SEGMENTS) + " segments");
+      return Status::invalid(where + "more than " + std::to_string(RTACCEL_MAX_SEGMENTS) + " segments");
     for (uint32_t j = 0; j < cb.nsegments; j++) {
       const rtaccel_segment_desc& s = cb.segments[j];
       if (!terminated(s.accelerator, sizeof(s.accelerator)) || !named(s.service, sizeof(s.service)))
-        return refuse(why, where + "segment " + std::to_string(j) + ": bad name");
+        return Status::invalid(where + "segment " + std::to_string(j) + ": bad name");
       if (s.wcet_ns == 0 || s.wcet_ns > kMaxDuration)
-        return refuse(why, where + "segment " + std::to_string(j) + ": wcet must be in (0, 1 h]");
+        return Status::invalid(where + "segment " + std::to_string(j) + ": wcet must be in (0, 1 h]");
     }
     for (uint32_t k = 0; k < i; k++)
       if (strcmp(c.callbacks[k].name, cb.name) == 0)
-        return refuse(why, where + "appears twice in the chain");
+        return Status::invalid(where + "appears twice in the chain");
   }
-  if (d.callback >= c.ncallbacks) return refuse(why, chain + "callback index outside the chain");
+  if (d.callback >= c.ncallbacks) return Status::invalid(chain + "callback index outside the chain");
   if (d.nservices == 0 || d.nservices > RTACCEL_MAX_SERVICES)
-    return refuse(why, "needs 1 to " + std::to_string(RTACCEL_MAX_SERVICES) + " services");
+    return Status::invalid("needs 1 to " + std::to_string(RTACCEL_MAX_SERVICES) + " services");
   for (uint32_t i = 0; i < d.nservices; i++) {
     const rtaccel_service_need& s = d.services[i];
     if (!named(s.name, sizeof(s.name)))
-      return refuse(why, "service " + std::to_string(i) + ": name empty or not terminated");
+      return Status::invalid("service " + std::to_string(i) + ": name empty or not terminated");
     if (s.request_max > RTACCEL_MAX_BUFFER || s.response_max > RTACCEL_MAX_BUFFER)
-      return refuse(why, std::string("service '") + s.name + "': buffer above 64 MiB");
+      return Status::invalid(std::string("service '") + s.name + "': buffer above 64 MiB");
     for (uint32_t k = 0; k < i; k++)
       if (strcmp(d.services[k].name, s.name) == 0)
-        return refuse(why, std::string("service '") + s.name + "' named twice");
+        return Status::invalid(std::string("service '") + s.name + "' named twice");
   }
   Layout layout;
-  if (!compute_layout(d, &layout, why)) return -EINVAL;
-  return 0;
+  return compute_layout(d, &layout);
 }
 
 const char* to_string(RequestError error) {

@@ -26,6 +26,7 @@
 #include <type_traits>
 
 #include "rtaccel/accel.h"
+#include "rtaccel/status.hpp"
 
 namespace rtaccel::accel {
 
@@ -169,14 +170,15 @@ struct Layout {
   uint32_t entries_offset = 0;
   ServiceArea services[RTACCEL_MAX_SERVICES] = {};
 };
-bool compute_layout(const rtaccel_registration_desc& desc, Layout* layout, std::string* why);
+Status compute_layout(const rtaccel_registration_desc& desc, Layout* layout);
 
 // --- decoding (everything a peer sends is checked here; fuzzed) --------------
 
 // Checks a registration message: magic, version, counts within their arrays,
 // NUL-terminated names, known wait modes, WCETs and sizes within limits,
-// deadline <= period. Does not consult server state.
-int check_registration(const void* message, size_t len, std::string* why);
+// deadline <= period. Does not consult server state. Refusals are
+// invalid_input() (EINVAL, the errno the reply carries).
+Status check_registration(const void* message, size_t len);
 
 // A request entry as the server accepts it, with every field read once from
 // shared memory.

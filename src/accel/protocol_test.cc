@@ -4,13 +4,14 @@
 
 #include <cstring>
 
-#include "../tests/accel/desc_util.h"
+#include "accel/test_descs.h"
 
 namespace rtaccel::accel {
 namespace {
 
 using test::CallbackSpec;
 using test::one_callback;
+using test::wire_status;
 
 RegisterRequest message(const rtaccel_registration_desc& desc) {
   RegisterRequest m{};
@@ -24,7 +25,7 @@ RegisterRequest message(const rtaccel_registration_desc& desc) {
 TEST(Registration, ValidIsAccepted) {
   RegisterRequest m = message(one_callback("c", 10, 10000000, {.name = "cb"}));
   std::string why;
-  EXPECT_EQ(check_registration(&m, sizeof(m), &why), 0) << why;
+  EXPECT_EQ(wire_status(check_registration(&m, sizeof(m)), &why), 0) << why;
 }
 
 TEST(Registration, MalformedIsRefusedWithAReason) {
@@ -61,11 +62,11 @@ TEST(Registration, MalformedIsRefusedWithAReason) {
     RegisterRequest m = good;
     c.mutate(m);
     std::string why;
-    EXPECT_EQ(check_registration(&m, sizeof(m), &why), -EINVAL) << c.what;
+    EXPECT_EQ(wire_status(check_registration(&m, sizeof(m)), &why), -EINVAL) << c.what;
     EXPECT_NE(why.find(c.expect), std::string::npos) << c.what << ": " << why;
   }
   std::string why;
-  EXPECT_EQ(check_registration(&good, sizeof(good) - 1, &why), -EINVAL);
+  EXPECT_EQ(wire_status(check_registration(&good, sizeof(good) - 1), &why), -EINVAL);
   EXPECT_NE(why.find("bytes"), std::string::npos);
 }
 
@@ -73,7 +74,7 @@ class Decode : public ::testing::Test {
  protected:
   void SetUp() override {
     auto d = one_callback("c", 10, 10000000, {.name = "cb", .service = "vecadd"}, 1000, 500);
-    ASSERT_TRUE(compute_layout(d, &layout, nullptr));
+    ASSERT_TRUE(compute_layout(d, &layout).ok());
     memset(&entry, 0, sizeof(entry));
     entry.state = kSubmitted | 4;
     entry.callback_id = 7;
@@ -133,7 +134,7 @@ TEST(Layout, BuffersAreAlignedAndDisjoint) {
   d.services[1].request_max = 4097;
   d.services[1].response_max = 1;
   Layout l;
-  ASSERT_TRUE(compute_layout(d, &l, nullptr));
+  ASSERT_TRUE(compute_layout(d, &l).ok());
   EXPECT_EQ(l.size % 4096, 0u);
   uint32_t end = l.entries_offset + kRingEntries * sizeof(RequestEntry);
   for (uint32_t i = 0; i < 2; i++) {

@@ -124,25 +124,22 @@ void ring(Device& d, uint32_t bucket) {
 
 // A memfd of `size` bytes, mapped read-write here, that a peer cannot resize
 // under our mapping (which would turn our accesses into SIGBUS).
-bool make_shared_file(const char* name, size_t size, unsigned extra_seals, core::UniqueFd* fd,
-                      core::Mapping* map, std::string* why) {
+Status make_shared_file(const char* name, size_t size, unsigned extra_seals, core::UniqueFd* fd,
+                        core::Mapping* map) {
   core::UniqueFd f(memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!f || ftruncate(f.get(), off_t(size)) < 0) {
-    *why = std::string("memfd: ") + strerror(errno);
-    return false;
+    return Status::error(std::string("memfd: ") + strerror(errno));
   }
   core::Mapping m = core::Mapping::map(f.get(), size, PROT_READ | PROT_WRITE);
   if (!m) {
-    *why = std::string("mmap: ") + strerror(errno);
-    return false;
+    return Status::error(std::string("mmap: ") + strerror(errno));
   }
   if (fcntl(f.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | extra_seals | F_SEAL_SEAL) < 0) {
-    *why = std::string("sealing a memfd: ") + strerror(errno);
-    return false;
+    return Status::error(std::string("sealing a memfd: ") + strerror(errno));
   }
   *fd = std::move(f);
   *map = std::move(m);
-  return true;
+  return Status();
 }
 
 class ServerImpl final : public Server {
@@ -150,7 +147,7 @@ class ServerImpl final : public Server {
   explicit ServerImpl(const ServerOptions& options) : options_(options) {}
   ~ServerImpl() override { shutdown(); }
 
-  bool open(std::string* why);
+  Status open();
   int run() override;
   void stop() override {
     stopping_.store(true);
@@ -160,7 +157,7 @@ class ServerImpl final : public Server {
   }
 
  private:
-  bool open_device(uint32_t index, int device, std::string* why);
+  Status open_device(uint32_t index, int device);
   void worker(Device& d, uint32_t bucket, std::latch* prepared);
   bool take(Device& d, uint32_t bucket, Job* job);
   void execute(Device& d, Job& job);
@@ -170,8 +167,8 @@ class ServerImpl final : public Server {
   void accept_clients();
   void serve(Connection* c);
   void handle_register(Connection* c, const RegisterRequest& m);
-  int create_region(Connection* c, const rtaccel_registration_desc& desc, const Admitted& admitted,
-                    Region** out, std::string* why);
+  Status create_region(Connection* c, const rtaccel_registration_desc& desc, const Admitted& admitted,
+                       Region** out);
   void reply(Connection* c, const RegisterReply& r, const Region* region);
   void unregister(Region* r);
   void drop(Connection* c, const char* why);
@@ -208,29 +205,26 @@ void ServerImpl::log(const char* fmt, ...) {
   fprintf(stderr, "rtaccel-server: %s\n", line);
 }
 
-bool ServerImpl::open(std::string* why) {
+Status ServerImpl::open() {
   if (options_.devices.empty()) {
-    *why = "no device given";
-    return false;
+    return Status::error("no device given");
   }
   for (const std::string& plugin : options_.plugins) {
     if (options_.backend != workload::Backend::kCpu) {
-      *why = "plugins run on the cpu backend only";
-      return false;
+      return Status::error("plugins run on the cpu backend only");
     }
-    if (!services_.load_plugin(plugin, why)) return false;
+    if (Status st = services_.load_plugin(plugin); !st) return st;
   }
   if (!options_.policy_file.empty()) {
-    auto policy = Policy::load(options_.policy_file, why);
-    if (!policy) return false;
-    policy_ = std::move(*policy);
+    auto policy = Policy::load(options_.policy_file);
+    if (!policy) return policy.status();
+    policy_ = policy.take();
   }
   if (options_.lowest_bucket_workers < 1 || options_.lowest_bucket_workers > 16) {
-    *why = "lowest-bucket workers must be 1..16";
-    return false;
+    return Status::error("lowest-bucket workers must be 1..16");
   }
   for (uint32_t i = 0; i < options_.devices.size(); i++)
-    if (!open_device(i, options_.devices[i], why)) return false;
+    if (Status st = open_device(i, options_.devices[i]); !st) return st;
 
   AdmissionOptions admission;
   admission.epsilon_ns = options_.epsilon_ns;
@@ -245,14 +239,12 @@ bool ServerImpl::open(std::string* why) {
   epoll_fd_.reset(epoll_create1(EPOLL_CLOEXEC));
   listen_fd_.reset(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!wake_fd_ || !epoll_fd_ || !listen_fd_) {
-    *why = std::string("cannot create the control thread's descriptors: ") + strerror(errno);
-    return false;
+    return Status::error(std::string("cannot create the control thread's descriptors: ") + strerror(errno));
   }
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (options_.socket_path.empty() || options_.socket_path.size() >= sizeof(addr.sun_path)) {
-    *why = "socket path empty or longer than " + std::to_string(sizeof(addr.sun_path) - 1) + " bytes";
-    return false;
+    return Status::error("socket path empty or longer than " + std::to_string(sizeof(addr.sun_path) - 1) + " bytes");
   }
   memcpy(addr.sun_path, options_.socket_path.c_str(), options_.socket_path.size() + 1);
   // The default socket lives in /run/rtaccel/, which a fresh boot lacks.
@@ -260,15 +252,13 @@ bool ServerImpl::open(std::string* why) {
   if (!dir.empty() && dir != options_.socket_path) mkdir(dir.c_str(), 0755);
   // A socket file left by a server that died is replaced; a live server keeps it.
   if (connect(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    *why = options_.socket_path + ": another server is listening there";
-    return false;
+    return Status::error(options_.socket_path + ": another server is listening there");
   }
   listen_fd_.reset(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   unlink(options_.socket_path.c_str());
   if (bind(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) bound_ = true;
   if (!bound_ || chmod(options_.socket_path.c_str(), 0666) < 0 || listen(listen_fd_.get(), 128) < 0) {
-    *why = options_.socket_path + ": " + strerror(errno);
-    return false;
+    return Status::error(options_.socket_path + ": " + strerror(errno));
   }
   epoll_event ev{};
   ev.events = EPOLLIN;
@@ -295,13 +285,12 @@ bool ServerImpl::open(std::string* why) {
   }
   prepared.wait();
   if (stopping_.load()) {
-    *why = "a worker could not be prepared (see above)";
-    return false;
+    return Status::error("a worker could not be prepared (see above)");
   }
-  return true;
+  return Status();
 }
 
-bool ServerImpl::open_device(uint32_t index, int device, std::string* why) {
+Status ServerImpl::open_device(uint32_t index, int device) {
   auto d = std::make_unique<Device>();
   d->index = index;
   BackendOptions bo;
@@ -309,8 +298,9 @@ bool ServerImpl::open_device(uint32_t index, int device, std::string* why) {
   bo.levels = options_.levels;
   bo.fifo_base = options_.fifo_base;
   bo.driver_core = options_.server_core;
-  d->backend = make_backend(options_.backend, bo, &services_, why);
-  if (!d->backend) return false;
+  auto backend = make_backend(options_.backend, bo, &services_);
+  if (!backend) return backend.status();
+  d->backend = backend.take();
   d->levels = d->backend->levels();
   if (d->levels < options_.levels && options_.backend == workload::Backend::kCuda)
     log("device %u: %u levels asked for, the device has %u stream priorities", index,
@@ -318,9 +308,9 @@ bool ServerImpl::open_device(uint32_t index, int device, std::string* why) {
   if (d->levels > 1 && !d->backend->preemptive())
     log("device %u: %u buckets that do not preempt each other (--no-fifo); admission control "
         "assumes they do, so its bounds do not hold", index, d->levels);
-  if (!make_shared_file("rtaccel-doorbell", 4096, 0, &d->doorbell_fd, &d->doorbell_map, why) ||
-      !make_shared_file("rtaccel-status", 4096, F_SEAL_FUTURE_WRITE, &d->status_fd, &d->status_map, why))
-    return false;
+  if (Status st = make_shared_file("rtaccel-doorbell", 4096, 0, &d->doorbell_fd, &d->doorbell_map); !st) return st;
+  if (Status st = make_shared_file("rtaccel-status", 4096, F_SEAL_FUTURE_WRITE, &d->status_fd, &d->status_map); !st)
+    return st;
   d->doorbell = d->doorbell_map.at<DoorbellPage>(0);
   d->status = d->status_map.at<StatusPage>(0);
   d->status->magic = kMagic;
@@ -328,21 +318,20 @@ bool ServerImpl::open_device(uint32_t index, int device, std::string* why) {
   d->status->server_pid = uint32_t(getpid());
   d->status->levels = d->levels;
   if (d->mu.init() != 0) {
-    *why = "cannot create a priority-inheritance mutex";
-    return false;
+    return Status::error("cannot create a priority-inheritance mutex");
   }
   if (options_.verbose) log("device %u: %s", index, d->backend->describe().c_str());
   devices_.push_back(std::move(d));
-  return true;
+  return Status();
 }
 
 // --- workers -----------------------------------------------------------------
 
 void ServerImpl::worker(Device& d, uint32_t bucket, std::latch* prepared) {
-  std::string why;
-  const bool ok = d.backend->prepare_worker(bucket, &why);
+  const Status prepared_ok = d.backend->prepare_worker(bucket);
+  const bool ok = prepared_ok.ok();
   if (!ok) {
-    log("device %u bucket %u: %s", d.index, bucket, why.c_str());
+    log("device %u bucket %u: %s", d.index, bucket, prepared_ok.message().c_str());
     stopping_.store(true);
   }
   prepared->count_down();
@@ -601,9 +590,11 @@ void ServerImpl::serve(Connection* c) {
   RegisterReply r{};
   r.magic = kMagic;
   r.version = kProtocolVersion;
-  std::string why;
-  if (len > sizeof(buffer) || (r.status = check_registration(buffer, len, &why)) != 0) {
-    if (len > sizeof(buffer)) why = "message of " + std::to_string(len) + " bytes is too long";
+  const Status checked = len > sizeof(buffer)
+                             ? Status::invalid("message of " + std::to_string(len) + " bytes is too long")
+                             : check_registration(buffer, len);
+  if (!checked) {
+    const std::string& why = checked.message();
     r.status = -EINVAL;
     snprintf(r.message, sizeof(r.message), "%s", why.c_str());
     log("pid %d: malformed registration: %s", int(c->pid), why.c_str());
@@ -621,28 +612,24 @@ void ServerImpl::handle_register(Connection* c, const RegisterRequest& m) {
   RegisterReply r{};
   r.magic = kMagic;
   r.version = kProtocolVersion;
-  std::string why;
   Admitted admitted;
   Region* region = nullptr;
-  if (!policy_.allows(c->uid, desc.chain.priority, &why)) {
-    r.status = -EPERM;
-  } else if (by_callback_.count(callback)) {
-    r.status = -EEXIST;
-    why = "callback '" + callback + "' is already registered";
-  } else {
-    for (uint32_t i = 0; i < desc.nservices && r.status == 0; i++)
-      if (devices_[0]->backend->lookup(desc.services[i].name) < 0) {
-        r.status = -ENOENT;
-        why = std::string("service '") + desc.services[i].name + "' is not offered by the " +
-              std::string(workload::to_string(options_.backend)) + " backend";
-      }
+  Status st = policy_.allows(c->uid, desc.chain.priority);
+  if (st && by_callback_.count(callback)) st = Status::error("callback '" + callback + "' is already registered", EEXIST);
+  for (uint32_t i = 0; st && i < desc.nservices; i++)
+    if (devices_[0]->backend->lookup(desc.services[i].name) < 0)
+      st = Status::error(std::string("service '") + desc.services[i].name + "' is not offered by the " +
+                             std::string(workload::to_string(options_.backend)) + " backend",
+                         ENOENT);
+  if (st) st = admission_->admit(desc, &admitted);
+  if (st) {
+    st = create_region(c, desc, admitted, &region);
+    if (!st) admission_->release(desc.chain.name);
   }
-  if (r.status == 0) r.status = admission_->admit(desc, &admitted, &why);
-  if (r.status == 0) {
-    r.status = create_region(c, desc, admitted, &region, &why);
-    if (r.status != 0) admission_->release(desc.chain.name);
-  }
-  if (r.status != 0) {
+  if (!st) {
+    // The wire carries the errno and the reason.
+    const std::string& why = st.message();
+    r.status = -(st.err() ? st.err() : EINVAL);
     snprintf(r.message, sizeof(r.message), "%s", why.c_str());
     log("pid %d uid %u: registration of '%s' refused: %s", int(c->pid), unsigned(c->uid),
         callback.c_str(), why.c_str());
@@ -662,11 +649,12 @@ void ServerImpl::handle_register(Connection* c, const RegisterRequest& m) {
   reply(c, r, region);
 }
 
-int ServerImpl::create_region(Connection* c, const rtaccel_registration_desc& desc,
-                              const Admitted& admitted, Region** out, std::string* why) {
+Status ServerImpl::create_region(Connection* c, const rtaccel_registration_desc& desc, const Admitted& admitted,
+                                 Region** out) {
   auto r = std::make_unique<Region>();
-  if (!compute_layout(desc, &r->layout, why)) return -EINVAL;
-  if (!make_shared_file("rtaccel-region", r->layout.size, 0, &r->memfd, &r->map, why)) return -ENOMEM;
+  if (Status st = compute_layout(desc, &r->layout); !st) return st;
+  if (Status st = make_shared_file("rtaccel-region", r->layout.size, 0, &r->memfd, &r->map); !st)
+    return Status::error(st.message(), ENOMEM);
   Device& d = *devices_[admitted.device];
   r->id = next_id_++;
   r->owner = c;
@@ -686,7 +674,8 @@ int ServerImpl::create_region(Connection* c, const rtaccel_registration_desc& de
     h->services[i] = r->layout.services[i];
     r->keys[i] = d.backend->lookup(r->layout.services[i].name);
   }
-  if (!d.backend->attach(r->map.bytes(), r->layout.size, &r->device_handle, why)) return -ENOMEM;
+  if (Status st = d.backend->attach(r->map.bytes(), r->layout.size, &r->device_handle); !st)
+    return Status::error(st.message(), ENOMEM);
   Region* region = r.release();
   {
     core::MutexLock guard(d.mu);
@@ -698,7 +687,7 @@ int ServerImpl::create_region(Connection* c, const rtaccel_registration_desc& de
   by_callback_[region->callback] = region;
   refresh_buckets(d);
   *out = region;
-  return 0;
+  return Status();
 }
 
 void ServerImpl::reply(Connection* c, const RegisterReply& r, const Region* region) {
@@ -814,10 +803,10 @@ void ServerImpl::shutdown() {
 
 }  // namespace
 
-std::unique_ptr<Server> Server::create(const ServerOptions& options, std::string* why) {
+Expected<std::unique_ptr<Server>> Server::create(const ServerOptions& options) {
   auto server = std::make_unique<ServerImpl>(options);
-  if (!server->open(why)) return nullptr;
-  return server;
+  if (Status st = server->open(); !st) return st;
+  return std::unique_ptr<Server>(std::move(server));
 }
 
 std::string list_backends() {

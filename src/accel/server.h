@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "rtaccel/status.hpp"
 #include "rtaccel/workload.hpp"
 
 namespace rtaccel::accel {
@@ -38,8 +39,8 @@ struct ServerOptions {
 
 class Server {
  public:
-  // Opens the devices and the socket; nullptr with the reason on failure.
-  static std::unique_ptr<Server> create(const ServerOptions& options, std::string* why);
+  // Opens the devices and the socket, or says why it cannot.
+  static Expected<std::unique_ptr<Server>> create(const ServerOptions& options);
   virtual ~Server() = default;
   // Serves until stop(); returns 0, or 1 after a fatal error (printed).
   virtual int run() = 0;

@@ -141,19 +141,15 @@ ServiceTable::~ServiceTable() {
   for (void* handle : plugins_) dlclose(handle);
 }
 
-bool ServiceTable::load_plugin(const std::string& path, std::string* why) {
+Status ServiceTable::load_plugin(const std::string& path) {
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle) {
-    *why = std::string("cannot load plugin: ") + dlerror();
-    return false;
-  }
+  if (!handle) return Status::invalid(std::string("cannot load plugin: ") + dlerror());
   auto entry = reinterpret_cast<rtaccel_plugin_services_fn>(dlsym(handle, RTACCEL_PLUGIN_SYMBOL));
   uint32_t count = 0;
   const rtaccel_service* table = entry ? entry(&count) : nullptr;
   if (!table) {
-    *why = path + ": no " RTACCEL_PLUGIN_SYMBOL "() or it returned no table";
     dlclose(handle);
-    return false;
+    return Status::invalid(path + ": no " RTACCEL_PLUGIN_SYMBOL "() or it returned no table");
   }
   for (uint32_t i = 0; i < count; i++) {
     const rtaccel_service& s = table[i];
@@ -168,14 +164,13 @@ bool ServiceTable::load_plugin(const std::string& path, std::string* why) {
       if (strcmp(table[k].name, s.name) == 0)
         problem = std::string("service '") + s.name + "' is defined twice";
     if (!problem.empty()) {
-      *why = path + ": " + problem;
       dlclose(handle);
-      return false;
+      return Status::invalid(path + ": " + problem);
     }
   }
   for (uint32_t i = 0; i < count; i++) services_.push_back(&table[i]);
   plugins_.push_back(handle);
-  return true;
+  return Status();
 }
 
 const rtaccel_service* ServiceTable::find(const char* name) const {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "rtaccel/service.h"
+#include "rtaccel/status.hpp"
 
 namespace rtaccel::accel {
 
@@ -32,8 +33,8 @@ class ServiceTable {
   ~ServiceTable();
 
   // dlopen()s a plugin and adds its services. A name that is already taken is
-  // an error. Returns false with the reason.
-  bool load_plugin(const std::string& path, std::string* why);
+  // an error (with the reason).
+  Status load_plugin(const std::string& path);
   const rtaccel_service* find(const char* name) const;
   const std::vector<const rtaccel_service*>& all() const { return services_; }
 

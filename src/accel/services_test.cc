@@ -120,11 +120,12 @@ TEST(Services, BusyRunsForAboutTheRequestedTime) {
 
 TEST(ServiceTable, PluginErrorsAreReported) {
   ServiceTable t;
-  std::string why;
-  EXPECT_FALSE(t.load_plugin("/nonexistent/plugin.so", &why));
-  EXPECT_NE(why.find("cannot load plugin"), std::string::npos) << why;
-  EXPECT_FALSE(t.load_plugin("libc.so.6", &why));  // loads, exports no table
-  EXPECT_NE(why.find("rtaccel_plugin_services"), std::string::npos) << why;
+  Status st = t.load_plugin("/nonexistent/plugin.so");
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("cannot load plugin"), std::string::npos) << st.message();
+  st = t.load_plugin("libc.so.6");  // loads, exports no table
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("rtaccel_plugin_services"), std::string::npos) << st.message();
 }
 
 }  // namespace

@@ -36,7 +36,7 @@
 #include "core/daemon.h"
 #include "core/futex.h"
 #include "accel/protocol.h"
-#include "desc_util.h"
+#include "accel/test_descs.h"
 #include "rtaccel/accel.h"
 
 namespace rtaccel::accel {

@@ -270,7 +270,8 @@ int main(int argc, char **argv)
 		return usage();
 	const char *scenario = argv[1];
 	long duration_ms = 1000;
-	for (int i = 2; i < argc; i++) {
+	/* Options come in pairs: a name, then its number. */
+	for (int i = 2; i < argc; i += 2) {
 		long v;
 		if (i + 1 >= argc || parse_positive(argv[i + 1], 60000, &v) < 0) {
 			fprintf(stderr, "rtaccel-lockdemo: %s needs a positive number of at most 60000\n",
@@ -285,7 +286,6 @@ int main(int argc, char **argv)
 			rounds = (int)v;
 		else
 			return usage();
-		i++;
 	}
 	mlockall(MCL_CURRENT | MCL_FUTURE);
 	int r;

@@ -166,12 +166,12 @@ int main(int argc, char** argv) {
     fprintf(stderr, "rtaccel-server: mlockall: %s (continuing)\n", strerror(errno));
 #endif
 
-  std::string why;
-  auto server = rtaccel::accel::Server::create(options, &why);
-  if (!server) {
-    fprintf(stderr, "rtaccel-server: %s\n", why.c_str());
+  auto created = rtaccel::accel::Server::create(options);
+  if (!created) {
+    fprintf(stderr, "rtaccel-server: %s\n", created.status().message().c_str());
     return 1;
   }
+  auto server = created.take();
   g_server = server.get();
   struct sigaction sa{};
   sa.sa_handler = on_signal;

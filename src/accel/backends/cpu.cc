@@ -28,21 +28,20 @@ class CpuBackend final : public Backend {
   uint32_t levels() const override { return options_.levels; }
   bool preemptive() const override { return options_.fifo_base > 0; }
 
-  bool prepare_worker(uint32_t bucket, std::string* why) override {
+  Status prepare_worker(uint32_t bucket) override {
     // Priority first: a worker that arrived on the device core still at
     // SCHED_OTHER would wait there behind a running lower bucket.
     if (options_.fifo_base > 0) {
-      if (!set_worker_fifo(options_.fifo_base + int(bucket), why)) return false;
+      if (Status st = set_worker_fifo(options_.fifo_base + int(bucket)); !st) return st;
     }
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(options_.device, &set);
     if (int err = pthread_setaffinity_np(pthread_self(), sizeof(set), &set)) {
-      *why = "cannot pin a worker to core " + std::to_string(options_.device) + ": " + strerror(err);
-      return false;
+      return Status::error("cannot pin a worker to core " + std::to_string(options_.device) + ": " + strerror(err));
     }
     calibrate_busy_loop();  // on the device core, before the first request
-    return true;
+    return Status();
   }
 
   int lookup(const char* service) const override {
@@ -65,23 +64,19 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options,
-                                          const ServiceTable* services, std::string* why) {
+Expected<std::unique_ptr<Backend>> make_cpu_backend(const BackendOptions& options, const ServiceTable* services) {
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
   if (options.device < 0 || options.device >= cores) {
-    *why = "core " + std::to_string(options.device) + " does not exist (this machine has " +
-           std::to_string(cores) + ")";
-    return nullptr;
+    return Status::error("core " + std::to_string(options.device) + " does not exist (this machine has " +
+           std::to_string(cores) + ")");
   }
   if (options.levels < 1 || options.levels > kMaxLevels) {
-    *why = "priority levels must be 1.." + std::to_string(kMaxLevels);
-    return nullptr;
+    return Status::error("priority levels must be 1.." + std::to_string(kMaxLevels));
   }
   if (options.fifo_base < 0 || options.fifo_base + int(options.levels) - 1 > 98) {
-    *why = "SCHED_FIFO base priority must leave room for every level below 99";
-    return nullptr;
+    return Status::error("SCHED_FIFO base priority must leave room for every level below 99");
   }
-  return std::make_unique<CpuBackend>(options, services);
+  return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(options, services));
 }
 
 }  // namespace rtaccel::accel

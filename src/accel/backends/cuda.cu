@@ -140,45 +140,41 @@ class CudaBackend final : public Backend {
     if (sink_) cudaFree(sink_);
   }
 
-  bool open(const BackendOptions& options, std::string* why) {
+  Status open(const BackendOptions& options) {
     options_ = options;
     device_ = options.device;
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
-    if (err != cudaSuccess) return fail(why, "no CUDA device", err);
+    if (err != cudaSuccess) return fail("no CUDA device", err);
     if (device_ < 0 || device_ >= count) {
-      *why = "CUDA device " + std::to_string(device_) + " does not exist (found " + std::to_string(count) + ")";
-      return false;
+      return Status::error("CUDA device " + std::to_string(device_) + " does not exist (found " + std::to_string(count) + ")");
     }
-    if ((err = cudaSetDevice(device_)) != cudaSuccess) return fail(why, "cudaSetDevice", err);
+    if ((err = cudaSetDevice(device_)) != cudaSuccess) return fail("cudaSetDevice", err);
     cudaDeviceProp prop{};
     if ((err = cudaGetDeviceProperties(&prop, device_)) != cudaSuccess)
-      return fail(why, "cudaGetDeviceProperties", err);
+      return fail("cudaGetDeviceProperties", err);
     name_ = prop.name;
     // Lower numbers are higher priorities: greatest <= least.
     if ((err = cudaDeviceGetStreamPriorityRange(&least_, &greatest_)) != cudaSuccess)
-      return fail(why, "cudaDeviceGetStreamPriorityRange", err);
+      return fail("cudaDeviceGetStreamPriorityRange", err);
     const uint32_t available = uint32_t(least_ - greatest_) + 1;
     if (options.levels < 1 || options.levels > kMaxLevels) {
-      *why = "priority levels must be 1.." + std::to_string(kMaxLevels);
-      return false;
+      return Status::error("priority levels must be 1.." + std::to_string(kMaxLevels));
     }
     levels_ = std::min(options.levels, available);
     int per_sm = 0;
     if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, busy_kernel, kBusyThreads, 0)) != cudaSuccess)
-      return fail(why, "cudaOccupancyMaxActiveBlocksPerMultiprocessor", err);
+      return fail("cudaOccupancyMaxActiveBlocksPerMultiprocessor", err);
     busy_wave_ = uint32_t(std::max(1, per_sm * prop.multiProcessorCount));
-    if ((err = cudaMalloc(&sink_, sizeof(unsigned int))) != cudaSuccess) return fail(why, "cudaMalloc", err);
+    if ((err = cudaMalloc(&sink_, sizeof(unsigned int))) != cudaSuccess) return fail("cudaMalloc", err);
     // The context and the kernels' modules load now, not in the first request.
-    Stream* s = stream_for_thread(0, why);
-    if (!s) return false;
+    if (auto s = stream_for_thread(0); !s) return s.status();
     rtaccel_busy_request warm{1000};
     rtaccel_service_call call{&warm, sizeof(warm), nullptr, 0, 0};
     if (run(kBusy, nullptr, nullptr, &call) != 0) {
-      *why = "the busy kernel failed to run";
-      return false;
+      return Status::error("the busy kernel failed to run");
     }
-    return true;
+    return Status();
   }
 
   std::string describe() const override {
@@ -190,22 +186,22 @@ class CudaBackend final : public Backend {
   // (block-level preemption), which is what the analysis's κ covers.
   bool preemptive() const override { return true; }
 
-  bool prepare_worker(uint32_t bucket, std::string* why) override {
+  Status prepare_worker(uint32_t bucket) override {
     if (options_.fifo_base > 0) {
       // The worker only launches and sleeps, but a higher bucket's worker
       // must still get the CPU before a lower one to submit first.
-      if (!set_worker_fifo(options_.fifo_base + int(bucket), why)) return false;
+      if (Status st = set_worker_fifo(options_.fifo_base + int(bucket)); !st) return st;
     }
     if (options_.driver_core >= 0) {
       cpu_set_t set;
       CPU_ZERO(&set);
       CPU_SET(options_.driver_core, &set);
       if (int err = pthread_setaffinity_np(pthread_self(), sizeof(set), &set)) {
-        *why = std::string("cannot pin a CUDA worker: ") + strerror(err);
-        return false;
+        return Status::error(std::string("cannot pin a CUDA worker: ") + strerror(err));
       }
     }
-    return stream_for_thread(bucket, why) != nullptr;
+    auto s = stream_for_thread(bucket);
+    return s ? Status() : s.status();
   }
 
   int lookup(const char* service) const override {
@@ -214,12 +210,12 @@ class CudaBackend final : public Backend {
     return -1;
   }
 
-  bool attach(void* base, size_t size, void** handle, std::string* why) override {
+  Status attach(void* base, size_t size, void** handle) override {
     cudaSetDevice(device_);
     const cudaError_t err = cudaHostRegister(base, size, cudaHostRegisterDefault);
-    if (err != cudaSuccess) return fail(why, "cudaHostRegister of a client region", err);
+    if (err != cudaSuccess) return fail("cudaHostRegister of a client region", err);
     *handle = base;
-    return true;
+    return Status();
   }
   void detach(void* handle) override {
     if (!handle) return;
@@ -228,9 +224,9 @@ class CudaBackend final : public Backend {
   }
 
   int run(int key, void*, const void*, rtaccel_service_call* call) override {
-    std::string why;
-    Stream* s = stream_for_thread(0, &why);  // a server worker has its own already
-    if (!s) return -EIO;
+    auto stream = stream_for_thread(0);  // a server worker has its own already
+    if (!stream) return -EIO;
+    Stream* s = *stream;
     call->response_len = 0;
     size_t response_len = 0;
     int status = submit(key, *s, call, &response_len);
@@ -253,21 +249,15 @@ class CudaBackend final : public Backend {
   static constexpr int kBusyThreads = 128;
   static constexpr int kThreads = 256;
 
-  bool fail(std::string* why, const char* what, cudaError_t err) {
-    *why = cuda_error(what, err);
-    return false;
-  }
+  static Status fail(const char* what, cudaError_t err) { return Status::error(cuda_error(what, err)); }
 
   // The calling thread's stream, created at the bucket's priority the first
   // time: by prepare_worker() in a server worker, by the first call in a
   // direct-invocation thread (which then runs at the lowest priority).
-  Stream* stream_for_thread(uint32_t bucket, std::string* why) {
+  Expected<Stream*> stream_for_thread(uint32_t bucket) {
     for (const ThreadStream& t : t_streams)
       if (t.serial == serial_) return t.stream;
-    auto refuse = [why](const char* what, cudaError_t err) -> Stream* {
-      *why = cuda_error(what, err);
-      return nullptr;
-    };
+    auto refuse = [](const char* what, cudaError_t err) { return fail(what, err); };
     cudaError_t err = cudaSetDevice(device_);
     if (err != cudaSuccess) return refuse("cudaSetDevice", err);
     auto s = std::make_unique<Stream>();
@@ -279,10 +269,8 @@ class CudaBackend final : public Backend {
     if ((err = cudaMalloc(&s->scratch, kInitialScratch)) != cudaSuccess)
       return refuse("cudaMalloc of a worker's scratch memory", err);
     s->scratch_bytes = kInitialScratch;
-    if (cublasCreate(&s->blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(s->blas, s->stream) != CUBLAS_STATUS_SUCCESS) {
-      *why = "cannot create a cuBLAS handle";
-      return nullptr;
-    }
+    if (cublasCreate(&s->blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(s->blas, s->stream) != CUBLAS_STATUS_SUCCESS)
+      return Status::error("cannot create a cuBLAS handle");
     Stream* out = s.get();
     {
       std::lock_guard<std::mutex> guard(mu_);
@@ -419,9 +407,8 @@ class CudaBackend final : public Backend {
 extern "C" __attribute__((visibility("default"))) rtaccel::accel::Backend* rtaccel_cuda_open(
     const rtaccel::accel::BackendOptions* options, char* why, size_t why_len) {
   auto backend = std::make_unique<rtaccel::accel::CudaBackend>();
-  std::string reason;
-  if (!backend->open(*options, &reason)) {
-    snprintf(why, why_len, "%s", reason.c_str());
+  if (rtaccel::Status st = backend->open(*options); !st) {
+    snprintf(why, why_len, "%s", st.message().c_str());
     return nullptr;
   }
   return backend.release();

@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <mutex>
@@ -90,15 +91,12 @@ const Module& module() {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& options, std::string* why) {
+Expected<std::unique_ptr<Backend>> make_cuda_backend(const BackendOptions& options) {
   const Module& m = module();
-  if (!m.open) {
-    *why = m.error;
-    return nullptr;
-  }
+  if (!m.open) return Status::error(m.error, ENODEV);
   char reason[512] = {};
   Backend* backend = m.open(&options, reason, sizeof(reason));
-  if (!backend) *why = reason;
+  if (!backend) return Status::error(reason, ENODEV);
   return std::unique_ptr<Backend>(backend);
 }
 

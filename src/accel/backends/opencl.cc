@@ -113,56 +113,52 @@ class OpenClBackend final : public Backend {
     if (context_) clReleaseContext(context_);
   }
 
-  bool open(const BackendOptions& options, std::string* why) {
+  Status open(const BackendOptions& options) {
     options_ = options;
     const auto devices = all_devices();
     if (devices.empty()) {
-      *why = "no OpenCL platform or device (is an ICD such as pocl-opencl-icd installed?)";
-      return false;
+      return Status::error("no OpenCL platform or device (is an ICD such as pocl-opencl-icd installed?)");
     }
     if (options.device < 0 || size_t(options.device) >= devices.size()) {
-      *why = "OpenCL device " + std::to_string(options.device) + " does not exist (found " +
-             std::to_string(devices.size()) + ")";
-      return false;
+      return Status::error("OpenCL device " + std::to_string(options.device) + " does not exist (found " +
+             std::to_string(devices.size()) + ")");
     }
     device_ = devices[size_t(options.device)];
     name_ = device_name(device_);
     cl_int err;
     context_ = clCreateContext(nullptr, 1, &device_, nullptr, nullptr, &err);
-    if (!context_) return fail(why, "clCreateContext", err);
+    if (!context_) return fail("clCreateContext", err);
     queue_ = clCreateCommandQueue(context_, device_, 0, &err);
-    if (!queue_) return fail(why, "clCreateCommandQueue", err);
+    if (!queue_) return fail("clCreateCommandQueue", err);
     program_ = clCreateProgramWithSource(context_, 1, &kSource, nullptr, &err);
-    if (!program_) return fail(why, "clCreateProgramWithSource", err);
+    if (!program_) return fail("clCreateProgramWithSource", err);
     if ((err = clBuildProgram(program_, 1, &device_, "-cl-std=CL1.2", nullptr, nullptr)) != CL_SUCCESS) {
       char log[2048] = {};
       clGetProgramBuildInfo(program_, device_, CL_PROGRAM_BUILD_LOG, sizeof(log) - 1, log, nullptr);
-      *why = cl_error("clBuildProgram", err) + ": " + log;
-      return false;
+      return Status::error(cl_error("clBuildProgram", err) + ": " + log);
     }
     for (int k = 0; k < kKernels; k++) {
       kernels_[k] = clCreateKernel(program_, kNames[k], &err);
-      if (!kernels_[k]) return fail(why, "clCreateKernel", err);
+      if (!kernels_[k]) return fail("clCreateKernel", err);
     }
     scratch_ = clCreateBuffer(context_, CL_MEM_READ_WRITE, kPartials * sizeof(float), nullptr, &err);
-    if (!scratch_) return fail(why, "clCreateBuffer", err);
-    return calibrate(why);
+    if (!scratch_) return fail("clCreateBuffer", err);
+    return calibrate();
   }
 
   std::string describe() const override { return "opencl device " + std::to_string(options_.device) + ": " + name_; }
   uint32_t levels() const override { return 1; }
   bool preemptive() const override { return false; }
 
-  bool prepare_worker(uint32_t, std::string* why) override {
-    if (options_.driver_core < 0) return true;
+  Status prepare_worker(uint32_t) override {
+    if (options_.driver_core < 0) return Status();
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(options_.driver_core, &set);
     if (int err = pthread_setaffinity_np(pthread_self(), sizeof(set), &set)) {
-      *why = std::string("cannot pin the OpenCL worker: ") + strerror(err);
-      return false;
+      return Status::error(std::string("cannot pin the OpenCL worker: ") + strerror(err));
     }
-    return true;
+    return Status();
   }
 
   int lookup(const char* service) const override {
@@ -171,12 +167,12 @@ class OpenClBackend final : public Backend {
     return -1;
   }
 
-  bool attach(void* base, size_t size, void** handle, std::string* why) override {
+  Status attach(void* base, size_t size, void** handle) override {
     cl_int err;
     cl_mem mem = clCreateBuffer(context_, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, size, base, &err);
-    if (!mem) return fail(why, "clCreateBuffer over a client region", err);
+    if (!mem) return fail("clCreateBuffer over a client region", err);
     *handle = mem;
-    return true;
+    return Status();
   }
   void detach(void* handle) override {
     if (handle) clReleaseMemObject(static_cast<cl_mem>(handle));
@@ -189,36 +185,30 @@ class OpenClBackend final : public Backend {
   }
 
  private:
-  bool fail(std::string* why, const char* what, cl_int err) {
-    *why = cl_error(what, err);
-    return false;
-  }
+  static Status fail(const char* what, cl_int err) { return Status::error(cl_error(what, err)); }
 
   // Iterations of the busy kernel per microsecond, from the difference of two
   // lengths so that the launch cost cancels out; the fastest of three runs of
   // each, after a first launch that pays for the lazy kernel compilation.
-  bool calibrate(std::string* why) {
+  Status calibrate() {
     const cl_ulong lengths[2] = {1u << 20, 1u << 23};
     double best_us[2] = {1e18, 1e18};
     if (busy(1) != 0) {
-      *why = "the busy kernel failed to run";
-      return false;
+      return Status::error("the busy kernel failed to run");
     }
     for (int round = 0; round < 3; round++)
       for (int i = 0; i < 2; i++) {
         const uint64_t start = core::monotonic_ns();
         if (busy(lengths[i]) != 0) {
-          *why = "the busy kernel failed to run";
-          return false;
+          return Status::error("the busy kernel failed to run");
         }
         best_us[i] = std::min(best_us[i], double(core::monotonic_ns() - start) / 1000.0);
       }
     if (best_us[1] <= best_us[0]) {
-      *why = "cannot calibrate the busy kernel: a longer loop ran no longer";
-      return false;
+      return Status::error("cannot calibrate the busy kernel: a longer loop ran no longer");
     }
     iterations_per_us_ = double(lengths[1] - lengths[0]) / (best_us[1] - best_us[0]);
-    return true;
+    return Status();
   }
 
   int busy(cl_ulong iterations) {
@@ -355,10 +345,10 @@ class OpenClBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_opencl_backend(const BackendOptions& options, std::string* why) {
+Expected<std::unique_ptr<Backend>> make_opencl_backend(const BackendOptions& options) {
   auto backend = std::make_unique<OpenClBackend>();
-  if (!backend->open(options, why)) return nullptr;
-  return backend;
+  if (Status st = backend->open(options); !st) return st;
+  return std::unique_ptr<Backend>(std::move(backend));
 }
 
 std::vector<BackendProbe> probe_backends() {
@@ -378,9 +368,8 @@ std::vector<BackendProbe> probe_backends() {
 
 #else  // !RTACCEL_HAVE_OPENCL
 
-std::unique_ptr<Backend> make_opencl_backend(const BackendOptions&, std::string* why) {
-  *why = "rtaccel was built without OpenCL (install ocl-icd-opencl-dev and rebuild)";
-  return nullptr;
+Expected<std::unique_ptr<Backend>> make_opencl_backend(const BackendOptions&) {
+  return Status::error("rtaccel was built without OpenCL (install ocl-icd-opencl-dev and rebuild)", ENODEV);
 }
 
 std::vector<BackendProbe> probe_backends() {

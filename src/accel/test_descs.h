@@ -1,12 +1,15 @@
-// Helpers that build registration descriptions for the accel tests.
-#ifndef RTACCEL_TESTS_ACCEL_DESC_UTIL_H_
-#define RTACCEL_TESTS_ACCEL_DESC_UTIL_H_
+// Helpers of the accel layer's tests (its unit tests beside the sources and
+// the server tests in tests/accel/): registration descriptions, and the
+// errno a refusal carries on the wire.
+#ifndef RTACCEL_ACCEL_TEST_DESCS_H_
+#define RTACCEL_ACCEL_TEST_DESCS_H_
 
 #include <cstdio>
 #include <cstring>
 #include <string>
 
 #include "rtaccel/accel.h"
+#include "rtaccel/status.hpp"
 
 namespace rtaccel::test {
 
@@ -60,6 +63,13 @@ inline rtaccel_registration_desc one_callback(const std::string& chain, int prio
   return d;
 }
 
+// What the server replies for a Status: 0, or minus its errno; *why gets the
+// reason.
+inline int wire_status(const Status& s, std::string* why) {
+  *why = s.message();
+  return s.ok() ? 0 : -s.err();
+}
+
 }  // namespace rtaccel::test
 
-#endif  // RTACCEL_TESTS_ACCEL_DESC_UTIL_H_
+#endif  // RTACCEL_ACCEL_TEST_DESCS_H_
