@@ -28,6 +28,7 @@ struct Module {
   std::string error;
 };
 
+#ifndef RTACCEL_NO_CUDA_MODULE
 std::string folder_of(const std::string& path) {
   const size_t slash = path.rfind('/');
   return slash == std::string::npos ? "." : path.substr(0, slash);
@@ -48,6 +49,7 @@ std::string own_dir() {
   if (dladdr(reinterpret_cast<void*>(&folder_of), &info) == 0 || !info.dli_fname) return {};
   return folder_of(info.dli_fname);
 }
+#endif
 
 // $RTACCEL_CUDA_MODULE; else beside the running program (rtaccel's tools and
 // the module share a folder in the build and in a wheel); else where an
