@@ -19,13 +19,14 @@ int check(const std::string& path, bool expect_valid) {
   rtaccel::workload::LoadOptions options;
   options.machine_cores = 8;
   auto result = rtaccel::workload::load_file(path, options);
-  if (result.ok()) {
-    auto chains = rtaccel::analysis::analyze(*result.workload);
+  if (result) {
+    auto chains = rtaccel::analysis::analyze(*result);
     std::printf("# %s: loads, %zu chains analysed\n", path.c_str(), chains.size());
     return 0;
   }
-  for (const auto& e : result.errors) std::printf("# %s\n", e.to_string().c_str());
-  if (result.errors.empty()) {
+  const auto errors = result.status().lines();
+  for (const auto& e : errors) std::printf("# %s\n", e.c_str());
+  if (errors.empty() || result.status().message().empty()) {
     std::printf("FAIL %s: refused without a diagnostic\n", path.c_str());
     return 1;
   }

@@ -13,11 +13,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   rtaccel::workload::LoadOptions options;
   options.machine_cores = 8;
   auto result = rtaccel::workload::load_string(text, "fuzz.yaml", options);
-  if (result.ok() == !result.errors.empty()) std::abort();
-  for (const auto& e : result.errors) {
-    if (e.message.empty()) std::abort();
+  // A refusal is bad input with at least one "fuzz.yaml..." message a line.
+  if (!result) {
+    if (!result.status().invalid_input()) std::abort();
+    const auto errors = result.status().lines();
+    if (errors.empty()) std::abort();
+    for (const auto& e : errors)
+      if (e.rfind("fuzz.yaml", 0) != 0 || e.size() <= std::string("fuzz.yaml: ").size()) std::abort();
   }
   // A workload that loads must also analyse without trouble.
-  if (result.ok()) (void)rtaccel::analysis::analyze(*result.workload);
+  if (result) (void)rtaccel::analysis::analyze(*result);
   return 0;
 }

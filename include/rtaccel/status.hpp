@@ -9,10 +9,12 @@
 #define RTACCEL_STATUS_HPP_
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace rtaccel {
 
@@ -32,6 +34,17 @@ class [[nodiscard]] Status {
   const std::string& message() const { return message_; }
   int err() const { return err_; }
   bool invalid_input() const { return failed_ && err_ == EINVAL; }
+  // The message's lines: a Status that gathers several problems (the
+  // workload loader's) gives one a line.
+  std::vector<std::string> lines() const {
+    std::vector<std::string> out;
+    for (size_t at = 0; failed_ && at <= message_.size();) {
+      const size_t end = std::min(message_.find('\n', at), message_.size());
+      out.push_back(message_.substr(at, end - at));
+      at = end + 1;
+    }
+    return out;
+  }
   // The same error with context in front: "context: message".
   Status context(const std::string& what) const {
     return failed_ ? Status(what + ": " + message_, err_) : *this;

@@ -19,6 +19,8 @@
 #include <string_view>
 #include <vector>
 
+#include "rtaccel/status.hpp"
+
 namespace rtaccel::workload {
 
 enum class Backend { kCpu, kOpenCl, kCuda };
@@ -147,20 +149,13 @@ struct LoadOptions {
   int machine_cores = 0;
 };
 
-// The loaded workload, or every error found (never both). Loading collects all
-// errors it can rather than stopping at the first.
-struct LoadResult {
-  std::optional<Workload> workload;
-  std::vector<Diagnostic> errors;
-
-  bool ok() const { return workload.has_value(); }
-};
-
 // Parses and validates a workload. Allocates; never throws; not for real-time
-// paths. `file_name` is only used in diagnostics.
-LoadResult load_string(std::string_view text, std::string_view file_name,
-                       const LoadOptions& options = {});
-LoadResult load_file(const std::string& path, const LoadOptions& options = {});
+// paths. `file_name` is only used in diagnostics. On bad input the Status is
+// invalid_input() and its message holds every error found (loading goes on
+// past the first), one Diagnostic::to_string() a line, in the file's order.
+Expected<Workload> load_string(std::string_view text, std::string_view file_name,
+                               const LoadOptions& options = {});
+Expected<Workload> load_file(const std::string& path, const LoadOptions& options = {});
 
 }  // namespace rtaccel::workload
 

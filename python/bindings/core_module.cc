@@ -27,12 +27,11 @@ analysis::Options make_options(const std::string& horizon, bool lp_blocking_incl
   return options;
 }
 
-workload::Workload unwrap(workload::LoadResult result, const py::object& error_type) {
-  if (result.ok()) return std::move(*result.workload);
+workload::Workload unwrap(Expected<workload::Workload> result, const py::object& error_type) {
+  if (result) return result.take();
   py::list messages;
-  for (const auto& e : result.errors) {
+  for (const std::string& text : result.status().lines()) {
     // A file name need not be UTF-8; a message must still reach Python.
-    std::string text = e.to_string();
     PyObject* str = PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()),
                                          "backslashreplace");
     if (!str) throw py::error_already_set();

@@ -16,8 +16,8 @@ workload::Workload load(const std::string& text) {
   workload::LoadOptions options;
   options.machine_cores = 4;
   auto result = workload::load_string(text, "test.yaml", options);
-  for (const auto& e : result.errors) ADD_FAILURE() << e.to_string();
-  return result.ok() ? *result.workload : workload::Workload{};
+  if (!result) ADD_FAILURE() << result.status().message();
+  return result ? *result : workload::Workload{};
 }
 
 const ChainResult& find(const std::vector<ChainResult>& results, const std::string& name) {
@@ -387,8 +387,8 @@ TEST(Examples, EveryCriticalChainOfTheShippedWorkloadsIsSchedulable) {
     workload::LoadOptions options;
     options.machine_cores = 2;
     auto result = workload::load_file(std::string(RTACCEL_SOURCE_DIR "/examples/") + name + ".yaml", options);
-    ASSERT_TRUE(result.ok()) << name;
-    EXPECT_TRUE(all_critical_schedulable(analyze(*result.workload))) << name;
+    ASSERT_TRUE(result) << name << ": " << result.status().message();
+    EXPECT_TRUE(all_critical_schedulable(analyze(*result))) << name;
   }
 }
 

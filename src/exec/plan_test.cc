@@ -30,8 +30,8 @@ class AutowarePlan : public ::testing::Test {
     workload::LoadOptions options;
     options.machine_cores = 2;
     auto loaded = workload::load_file(RTACCEL_SOURCE_DIR "/examples/autoware_reference.yaml", options);
-    ASSERT_TRUE(loaded.ok());
-    w_ = *loaded.workload;
+    ASSERT_TRUE(loaded) << loaded.status().message();
+    w_ = *loaded;
     auto plan = make_plan(w_);
     ASSERT_TRUE(plan) << plan.status().message();
     plan_ = *plan;

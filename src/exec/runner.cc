@@ -191,13 +191,8 @@ Status size_kernels_in_child(const workload::Workload& w, double work_fraction, 
 
 Status prepare(const RunOptions& o, Setup* s) {
   auto loaded = workload::load_file(o.workload);
-  if (!loaded.ok()) {
-    std::string all;
-    for (const auto& d : loaded.errors) all += d.to_string() + "\n";
-    if (!all.empty()) all.pop_back();
-    return Status::invalid(all);
-  }
-  s->w = std::move(*loaded.workload);
+  if (!loaded) return loaded.status();
+  s->w = loaded.take();
   auto& w = s->w;
   // Overheads measured on this machine (rtaccel calibrate) raise the
   // workload's: a bound computed with a smaller overhead than the machine's

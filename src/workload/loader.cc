@@ -697,9 +697,22 @@ SourceLocation location_of_offset(std::string_view text, size_t offset) {
 
 }  // namespace
 
-LoadResult load_string(std::string_view text, std::string_view file_name, const LoadOptions& options) {
+namespace {
+
+// Every diagnostic, in the file's order, one "file:line:col: message" a line.
+Status refusal(std::vector<Diagnostic> errors) {
+  std::stable_sort(errors.begin(), errors.end(), [](const Diagnostic& a, const Diagnostic& b) {
+    return std::tie(a.where.line, a.where.column) < std::tie(b.where.line, b.where.column);
+  });
+  std::string text;
+  for (const Diagnostic& d : errors) text += (text.empty() ? "" : "\n") + d.to_string();
+  return Status::invalid(text);
+}
+
+}  // namespace
+
+Expected<Workload> load_string(std::string_view text, std::string_view file_name, const LoadOptions& options) {
   Context ctx{std::string(file_name)};
-  LoadResult result;
   // Messages quote the input; checking the encoding first keeps every one of
   // them valid text for whoever prints them (Python's str, JSON).
   if (size_t bad = first_invalid_utf8(text); bad != std::string_view::npos) {
@@ -707,8 +720,7 @@ LoadResult load_string(std::string_view text, std::string_view file_name, const 
     std::snprintf(hex, sizeof(hex), "0x%02x", static_cast<unsigned char>(text[bad]));
     ctx.error(location_of_offset(text, bad),
               std::string("not UTF-8 text (byte ") + hex + "): a workload is a YAML file in UTF-8");
-    result.errors = ctx.take_errors();
-    return result;
+    return refusal(ctx.take_errors());
   }
   YAML::Node root;
   try {
@@ -717,37 +729,28 @@ LoadResult load_string(std::string_view text, std::string_view file_name, const 
     root = YAML::Load(std::string(text));
   } catch (const YAML::ParserException& e) {
     ctx.error(location_of(e.mark), "YAML syntax error: " + e.msg);
-    result.errors = ctx.take_errors();
-    return result;
+    return refusal(ctx.take_errors());
   } catch (const YAML::Exception& e) {
     ctx.error(location_of(e.mark), std::string("YAML error: ") + e.msg);
-    result.errors = ctx.take_errors();
-    return result;
+    return refusal(ctx.take_errors());
   }
+  std::optional<Workload> workload;
   try {
     Loader loader(ctx, options);
-    result.workload = loader.load(root);
+    workload = loader.load(root);
   } catch (const YAML::Exception& e) {
     // Aliases and other constructs can still make yaml-cpp throw while we walk
     // the tree; report them where they are instead of crashing.
     ctx.error(location_of(e.mark), std::string("YAML error: ") + e.msg);
-    result.workload.reset();
   }
-  result.errors = ctx.take_errors();
-  std::stable_sort(result.errors.begin(), result.errors.end(), [](const Diagnostic& a, const Diagnostic& b) {
-    return std::tie(a.where.line, a.where.column) < std::tie(b.where.line, b.where.column);
-  });
-  if (!result.errors.empty()) result.workload.reset();
-  return result;
+  std::vector<Diagnostic> errors = ctx.take_errors();
+  if (!errors.empty() || !workload) return refusal(std::move(errors));
+  return std::move(*workload);
 }
 
-LoadResult load_file(const std::string& path, const LoadOptions& options) {
+Expected<Workload> load_file(const std::string& path, const LoadOptions& options) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    LoadResult result;
-    result.errors.push_back({path, {}, "cannot open the file"});
-    return result;
-  }
+  if (!in) return refusal({{path, {}, "cannot open the file"}});
   std::ostringstream text;
   text << in.rdbuf();
   return load_string(text.str(), path, options);
