@@ -50,7 +50,7 @@ class Executor {
         state_(config.shared->executor(config.executor)),
         mine_(config.plan->by_executor[config.executor]) {}
 
-  int run();
+  Status run();
 
  private:
   struct Pick {
@@ -275,17 +275,14 @@ void Executor::loop(size_t thread) {
   }
 }
 
-int Executor::run() {
+Status Executor::run() {
   const auto& ex = w_.executors[c_.executor];
   state_->pid = getpid();
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(ex.core, &set);
-  if (sched_setaffinity(0, sizeof(set), &set) != 0) {
-    fail(state_, "executor '" + ex.name + "': cannot pin to core " + std::to_string(ex.core) + ": " +
-                     strerror(errno));
-    return 1;
-  }
+  if (sched_setaffinity(0, sizeof(set), &set) != 0)
+    return Status::os_error("executor '" + ex.name + "': cannot pin to core " + std::to_string(ex.core), errno);
   // Threads created below inherit the policy and priority.
   sched_param param{};
   param.sched_priority = ex.priority;
@@ -299,14 +296,9 @@ int Executor::run() {
   pc.threads = static_cast<size_t>(ex.threads);
   pc.socket = c_.socket;
   path_ = c_.policy == Policy::kPaam ? make_server_path(pc) : make_direct_path(pc);
-  if (Status st = path_->open(); !st) {
-    fail(state_, "executor '" + ex.name + "': " + st.message());
-    return 1;
-  }
-  if (int err = rtaccel_pi_mutex_init(&lock_, PTHREAD_MUTEX_NORMAL, false)) {
-    fail(state_, "executor '" + ex.name + "': cannot create its lock: " + strerror(-err));
-    return 1;
-  }
+  if (Status st = path_->open(); !st) return st.context("executor '" + ex.name + "'");
+  if (int err = rtaccel_pi_mutex_init(&lock_, PTHREAD_MUTEX_NORMAL, false))
+    return Status::os_error("executor '" + ex.name + "': cannot create its lock", -err);
   states_.resize(w_.callbacks.size());
 
   state_->status.store(static_cast<uint32_t>(ExecutorStatus::kReady), std::memory_order_release);
@@ -321,14 +313,16 @@ int Executor::run() {
   for (auto& t : threads) t.join();
   path_.reset();
   state_->status.store(static_cast<uint32_t>(ExecutorStatus::kDone), std::memory_order_release);
-  return 0;
+  return Status();
 }
 
 }  // namespace
 
-int run_executor(const ExecutorConfig& config) {
+Status run_executor(const ExecutorConfig& config) {
   Executor executor(config);
-  return executor.run();
+  Status st = executor.run();
+  if (!st) fail(config.shared->executor(config.executor), st.message());
+  return st;
 }
 
 }  // namespace rtaccel::exec

@@ -13,6 +13,8 @@
 #include "exec/shared.h"
 #include "rtaccel/workload.hpp"
 
+#include "rtaccel/status.hpp"
+
 namespace rtaccel::exec {
 
 struct ExecutorConfig {
@@ -26,9 +28,10 @@ struct ExecutorConfig {
   std::string socket;          // paam: rtaccel-server's socket
 };
 
-// Runs the executor until the run stops; the body of a forked child. Returns
-// its exit status; a failure is described in the executor's shared state.
-int run_executor(const ExecutorConfig& config);
+// Runs the executor until the run stops; the body of a forked child. A
+// failure is also written to the executor's shared state, where the runner
+// reads it.
+Status run_executor(const ExecutorConfig& config);
 
 }  // namespace rtaccel::exec
 

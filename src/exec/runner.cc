@@ -436,7 +436,7 @@ Status Run::start_executors() {
       config.policy = o_.policy;
       config.work_fraction = o_.work_fraction;
       config.socket = socket_;
-      _exit(run_executor(config));
+      _exit(run_executor(config).ok() ? 0 : 1);
     }
     executors_.push_back(core::Child::adopt(pid));
   }
