@@ -202,6 +202,12 @@ RTACCEL_API int rtaccel_request_timestamps(const struct rtaccel_registration *re
 
 /* --- direct invocation (baseline) --------------------------------------- */
 
+/* Whether `backend` ("cpu", "opencl", "cuda") finds a device on this machine:
+ * 1 if it does, 0 if not, -ENOENT for an unknown name. `detail` (may be NULL)
+ * gets one NUL-terminated line: the devices, or why there is none (the CUDA
+ * runtime's reason, say). What rtaccel-server --list-backends prints. */
+RTACCEL_API int rtaccel_backend_probe(const char *backend, char *detail, size_t detail_len);
+
 /* The calling process drives the device itself: backend "cpu" runs each call
  * on `device` (a core) under SCHED_RR at `priority` (0: SCHED_OTHER), equal
  * for all processes so that they time-share it; "opencl" and "cuda" open the

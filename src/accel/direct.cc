@@ -4,11 +4,13 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <new>
 #include <string>
 
+#include "core/busy.h"
 #include "accel/backend.h"
 #include "accel/services.h"
 #include "rtaccel/accel.h"
@@ -84,13 +86,23 @@ int rtaccel_direct_open(const char* backend, int device, int priority, rtaccel_d
   d->priority = priority;
   if (d->cpu) {
     OnDeviceCore on(device, 0);
-    calibrate_busy_loop();
+    rtaccel::core::calibrate_busy_loop();
   }
   *out = d.release();
   return 0;
 }
 
 void rtaccel_direct_close(rtaccel_direct* direct) { delete direct; }
+
+int rtaccel_backend_probe(const char* backend, char* detail, size_t detail_len) {
+  if (!backend || !rtaccel::workload::parse_backend(backend)) return -ENOENT;
+  for (const BackendProbe& p : probe_backends()) {
+    if (p.name != backend) continue;
+    if (detail && detail_len) snprintf(detail, detail_len, "%s", p.detail.c_str());
+    return p.found ? 1 : 0;
+  }
+  return -ENOENT;
+}
 
 int rtaccel_direct_call(rtaccel_direct* direct, const char* service, const void* request,
                         size_t request_len, void* response, size_t response_cap,

@@ -1,5 +1,3 @@
-#include "core/clock.h"
-#include "core/fd.h"
 #include "accel/services.h"
 
 #include <dlfcn.h>
@@ -11,24 +9,12 @@
 #include <mutex>
 
 #include "accel/protocol.h"
+#include "core/busy.h"
 #include "rtaccel/accel.h"
 #include "rtaccel/requests.h"
 
 namespace rtaccel::accel {
 namespace {
-
-std::atomic<double> g_iterations_per_us{0.0};
-std::once_flag g_calibrated;
-
-// One unit of busy work. The asm barrier keeps the compiler from folding the
-// loop; each iteration is a dependent chain of a few cycles.
-inline void spin_iterations(uint64_t iterations) {
-  uint64_t x = 0;
-  for (uint64_t i = 0; i < iterations; i++) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    __asm__ __volatile__("" : "+r"(x));
-  }
-}
 
 // The request checked against the call's buffers (rtaccel/requests.h).
 bool decode(int service, const rtaccel_service_call* call, rtaccel_request_view* v) {
@@ -38,7 +24,7 @@ bool decode(int service, const rtaccel_service_call* call, rtaccel_request_view*
 int run_busy(rtaccel_service_call* call) {
   rtaccel_request_view v;
   if (!decode(RTACCEL_BUSY, call, &v)) return -EINVAL;
-  busy_for_ns(v.n);
+  core::busy_for_ns(v.n);
   call->response_len = 0;
   return 0;
 }
@@ -106,25 +92,6 @@ const rtaccel_service kBuiltins[] = {
 };
 
 }  // namespace
-
-void calibrate_busy_loop() {
-  std::call_once(g_calibrated, [] {
-    constexpr uint64_t kTrial = 200000;
-    double best = 0;
-    for (int trial = 0; trial < 7; trial++) {
-      const uint64_t start = core::monotonic_ns();
-      spin_iterations(kTrial);
-      const uint64_t took = std::max<uint64_t>(core::monotonic_ns() - start, 1);
-      best = std::max(best, double(kTrial) * 1000.0 / double(took));
-    }
-    g_iterations_per_us.store(best);
-  });
-}
-
-void busy_for_ns(uint64_t ns) {
-  calibrate_busy_loop();
-  spin_iterations(uint64_t(double(ns) / 1000.0 * g_iterations_per_us.load(std::memory_order_relaxed)));
-}
 
 const rtaccel_service* builtin_services(uint32_t* count) {
   *count = sizeof(kBuiltins) / sizeof(kBuiltins[0]);

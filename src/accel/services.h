@@ -1,5 +1,5 @@
-// Accelerator services of the cpu backend: the built-in kernels, the busy
-// loop's calibration, and plugins (internal).
+// Accelerator services of the cpu backend: the built-in kernels and plugins
+// (internal). The busy loop they spend time with is core's (core/busy.h).
 #ifndef RTACCEL_ACCEL_SERVICES_H_
 #define RTACCEL_ACCEL_SERVICES_H_
 
@@ -11,14 +11,6 @@
 #include "rtaccel/status.hpp"
 
 namespace rtaccel::accel {
-
-// Measures how many iterations of the busy loop this core runs per
-// microsecond (the fastest of several trials, so that a disturbed trial only
-// makes later busy requests longer, never shorter). Thread-safe; runs once.
-void calibrate_busy_loop();
-// Runs the busy loop for `ns` of execution: real work that a higher-priority
-// thread preempts and that resumes where it stopped, like a GPU kernel.
-void busy_for_ns(uint64_t ns);
 
 // busy, vecadd, matmul, reduction, histogram.
 const rtaccel_service* builtin_services(uint32_t* count);

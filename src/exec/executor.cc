@@ -1,3 +1,4 @@
+#include "core/busy.h"
 #include "core/clock.h"
 #include "core/fd.h"
 #include "exec/executor.h"
@@ -15,8 +16,6 @@
 #include <thread>
 #include <vector>
 
-#include "accel/protocol.h"
-#include "accel/services.h"
 #include "core/futex.h"
 #include "rtaccel/lock.h"
 
@@ -210,7 +209,7 @@ void Executor::run_callback(size_t thread, const Pick& pick, Scratch* scratch) {
   // preparation, then each segment followed by its share of post-processing.
   const auto work = static_cast<uint64_t>(static_cast<double>(callback.cpu_ns) * c_.work_fraction);
   const uint64_t piece = work / (callback.segments.size() + 1);
-  accel::busy_for_ns(piece);
+  core::busy_for_ns(piece);
   for (size_t s = 0; s < callback.segments.size(); ++s) {
     TraceEvent seg{};
     seg.kind = static_cast<uint32_t>(TraceKind::kSegment);
@@ -219,7 +218,7 @@ void Executor::run_callback(size_t thread, const Pick& pick, Scratch* scratch) {
     seg.segment = static_cast<uint32_t>(s);
     path_->run(thread, cb, s, &seg);
     trace(seg);
-    accel::busy_for_ns(piece);
+    core::busy_for_ns(piece);
   }
   const uint64_t end = core::monotonic_ns();
   out.publish_ns = end;

@@ -20,10 +20,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "core/busy.h"
 #include "core/clock.h"
 #include "core/fd.h"
-#include "accel/protocol.h"
-#include "accel/services.h"
 #include "exec/executor.h"
 #include "exec/plan.h"
 #include "exec/segments.h"
@@ -211,7 +210,7 @@ Status prepare(const RunOptions& o, Setup* s) {
   // Kernels sized to their share of each segment's WCET, timed on the device.
   // The busy loop is calibrated here, before any fork, so that every process
   // of the run shares one calibration.
-  accel::calibrate_busy_loop();
+  core::calibrate_busy_loop();
   return size_kernels_in_child(w, o.work_fraction, &s->requests);
 }
 json chain_summary(const Setup& s, const SharedRun& shared, size_t c, std::ofstream* csv, uint64_t t0) {

@@ -10,8 +10,6 @@
 #include <cstring>
 #include <ctime>
 
-#include "accel/backend.h"
-#include "accel/protocol.h"
 
 namespace rtaccel::exec {
 namespace {
@@ -66,7 +64,8 @@ Status KernelSizer::open(workload::Backend backend, int device) {
   const std::string name(workload::to_string(backend));
   if (int err = rtaccel_direct_open(name.c_str(), device, 0, &direct_)) {
     std::string why = "cannot open the " + name + " device " + std::to_string(device) + ": " + strerror(-err);
-    if (backend == workload::Backend::kCuda) why += " (" + accel::probe_cuda().detail + ")";
+    char detail[512] = "";
+    if (rtaccel_backend_probe(name.c_str(), detail, sizeof(detail)) == 0 && detail[0]) why += std::string(" (") + detail + ")";
     return Status::error(why, -err);
   }
   return Status();

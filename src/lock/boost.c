@@ -36,7 +36,6 @@ struct sched_attr_v0 {
 };
 
 struct boost_self_state {
-	uint32_t tid;
 	int held;     /* boosting locks held (read or write) */
 	bool boosted; /* base holds the attributes to restore */
 	int level;    /* ceiling we raised ourselves to */
@@ -45,19 +44,6 @@ struct boost_self_state {
 
 static __thread LOCK_TLS struct boost_self_state self;
 static uint64_t boost_failures;
-static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
-
-static void forget_tid_in_child(void) { self.tid = 0; }
-static void register_atfork(void) { pthread_atfork(NULL, NULL, forget_tid_in_child); }
-
-uint32_t lock_self_tid(void)
-{
-	if (__builtin_expect(self.tid == 0, 0)) {
-		pthread_once(&atfork_once, register_atfork);
-		self.tid = (uint32_t)syscall(SYS_gettid);
-	}
-	return self.tid;
-}
 
 uint64_t rtaccel_lock_boost_failures(void) { return LOAD_RELAXED(&boost_failures); }
 

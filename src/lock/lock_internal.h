@@ -5,6 +5,7 @@
 
 #include "rtaccel/lock.h"
 #include "core/futex.h"
+#include "core/thread.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -51,7 +52,7 @@ static inline int check_deadline(clockid_t clock, const struct timespec *abs)
 }
 
 /* The calling thread's kernel id, read once per thread (and again after fork). */
-uint32_t lock_self_tid(void);
+static inline uint32_t lock_self_tid(void) { return rtaccel_self_tid(); }
 
 /* --- ticket queue ------------------------------------------------------- */
 

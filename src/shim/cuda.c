@@ -25,7 +25,7 @@
 
 #include "rtaccel/lock.h"
 #include "rtaccel/shim.h"
-#include "../lock/lock_internal.h"
+#include "core/thread.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -188,7 +188,7 @@ static uintptr_t stream_key(cudaStream_t s, bool per_thread_default)
 	if (k == 0)
 		k = per_thread_default ? STREAM_PER_THREAD : STREAM_LEGACY;
 	if (k == STREAM_PER_THREAD)
-		return ((uintptr_t)lock_self_tid() << 2) | 2;
+		return ((uintptr_t)rtaccel_self_tid() << 2) | 2;
 	return k;
 }
 

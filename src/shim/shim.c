@@ -20,7 +20,6 @@
 #include "shim_internal.h"
 
 #include "rtaccel/lock.h"
-#include "../lock/lock_internal.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -598,8 +597,8 @@ SHIM_EXPORT int pthread_rwlock_unlock(pthread_rwlock_t *rw)
 	int r;
 	if (!p) {
 		r = REAL(rwlock_unlock)(rw);
-	} else if (__atomic_load_n(&p->owner, __ATOMIC_RELAXED) == lock_self_tid()) {
-		r = -rtaccel_rwlock_wrunlock(p);
+	} else if ((r = -rtaccel_rwlock_wrunlock(p)) != EPERM) {
+		/* the caller held it for writing (EPERM: it does not) */
 	} else {
 		struct read_hold *h = find_read_hold(p);
 		if (!h) {

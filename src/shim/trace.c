@@ -17,7 +17,7 @@
  * OUT/rtaccel-shim.PID.json and OUT/rtaccel-shim.PID.trace.json. */
 #include "shim_internal.h"
 
-#include "../lock/lock_internal.h"
+#include "core/thread.h"
 
 #include <dlfcn.h>
 #include <execinfo.h>
@@ -223,7 +223,7 @@ static struct trace_event *new_event(enum event_type type)
 		return NULL;
 	struct trace_event *ev = &T->events[e];
 	ev->type = (uint8_t)type;
-	ev->tid = lock_self_tid();
+	ev->tid = rtaccel_self_tid();
 	return ev;
 }
 

@@ -878,6 +878,18 @@ std::string cuda_line() {
 
 bool cuda_device_found() { return cuda_line().find("device found") != std::string::npos; }
 
+TEST(Direct, ProbeSaysWhatEachBackendFinds) {
+  char detail[512] = "";
+  EXPECT_EQ(rtaccel_backend_probe("cpu", detail, sizeof(detail)), 1);
+  EXPECT_NE(std::string(detail).find("cores"), std::string::npos) << detail;
+  EXPECT_EQ(rtaccel_backend_probe("gpu", detail, sizeof(detail)), -ENOENT);
+  EXPECT_EQ(rtaccel_backend_probe(nullptr, nullptr, 0), -ENOENT);
+  // cuda: found exactly when --list-backends says so, with its reason if not.
+  const int cuda = rtaccel_backend_probe("cuda", detail, sizeof(detail));
+  EXPECT_EQ(cuda, cuda_device_found() ? 1 : 0) << detail;
+  EXPECT_NE(detail[0], '\0');
+}
+
 TEST(Cuda, TheBackendIsBuiltAndSaysWhatItFound) {
   const std::string line = cuda_line();
   ASSERT_FALSE(line.empty()) << "--list-backends names no cuda backend";

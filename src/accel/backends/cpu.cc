@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/busy.h"
 #include "accel/backend.h"
 #include "accel/protocol.h"
 #include "accel/services.h"
@@ -40,7 +41,7 @@ class CpuBackend final : public Backend {
     if (int err = pthread_setaffinity_np(pthread_self(), sizeof(set), &set)) {
       return Status::error("cannot pin a worker to core " + std::to_string(options_.device) + ": " + strerror(err));
     }
-    calibrate_busy_loop();  // on the device core, before the first request
+    core::calibrate_busy_loop();  // on the device core, before the first request
     return Status();
   }
 
