@@ -239,5 +239,14 @@ TEST(Loader, RefusesInputThatIsNotUtf8WithItsPlace) {
   EXPECT_TRUE(r.ok()) << (r.errors.empty() ? "" : r.errors[0]);
 }
 
+TEST(Loader, EveryDiagnosticIsOneLine) {
+  // yaml-cpp quotes the character after a bad escape, here a newline.
+  const Diagnostic d{"w\x01.yaml", {9, 1}, "unknown escape character: \n"};
+  EXPECT_EQ(d.to_string(), "w\\x01.yaml:9:1: unknown escape character: \\n");
+  auto r = load("name: \"a\\\n\"\n");
+  ASSERT_FALSE(r.ok());
+  for (const auto& e : r.errors) EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+}
+
 }  // namespace
 }  // namespace rtaccel::workload

@@ -1,6 +1,7 @@
 #include "rtaccel/workload.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace rtaccel::workload {
 
@@ -30,12 +31,29 @@ int Workload::callback_priority(size_t callback) const {
 }
 
 std::string Diagnostic::to_string() const {
-  std::string out = file;
-  if (where.line > 0) {
-    out += ':' + std::to_string(where.line) + ':' + std::to_string(where.column);
+  std::string line = file;
+  if (where.line > 0) line += ':' + std::to_string(where.line) + ':' + std::to_string(where.column);
+  line += ": ";
+  line += message;
+  // One diagnostic, one line: control characters that a message quotes from
+  // the input (a newline after a bad escape, say) or a file name holds are
+  // written as escapes.
+  std::string out;
+  out.reserve(line.size());
+  for (const char c : line) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte != 0x7f) {
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof(hex), "\\x%02x", byte);
+      out += hex;
+    }
   }
-  out += ": ";
-  out += message;
   return out;
 }
 
