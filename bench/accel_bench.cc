@@ -35,16 +35,13 @@
 #include <string>
 #include <vector>
 
+#include "core/clock.h"
 #include "rtaccel/accel.h"
 #include "rtaccel/requests.h"
 
 namespace {
 
-uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
+using rtaccel::core::monotonic_ns;
 
 struct Stats {
   double p50 = 0, p99 = 0, max = 0, min = 0, mean = 0;
@@ -122,7 +119,7 @@ int request_overhead(rtaccel_client* c, rtaccel_wait_mode wait, int requests, ui
     rtaccel_ticket t;
     int err = rtaccel_submit(reg, busy, sizeof(*req), &t);
     if (!err) err = rtaccel_wait(reg, &t, 5000000000ull, nullptr);
-    const uint64_t resumed = now_ns();
+    const uint64_t resumed = monotonic_ns();
     if (err) {
       fprintf(stderr, "rtaccel-accel-bench: request failed: %s\n", strerror(-err));
       return 1;
@@ -224,19 +221,19 @@ int preemption(rtaccel_client* c, int iterations, bool gpu, bool json) {
       // Alone, right after another request, so that the worker is awake and
       // the device core busy (no idle exit) as it is when preempting.
       if (rtaccel_submit(hi, s_hi, req_hi, &th) || rtaccel_wait(hi, &th, 5000000000ull, nullptr)) return 1;
-      uint64_t t0 = now_ns();
+      uint64_t t0 = monotonic_ns();
       if (rtaccel_submit(hi, s_hi, req_hi, &th) || rtaccel_wait(hi, &th, 5000000000ull, nullptr)) return 1;
-      const uint64_t alone_ns = now_ns() - t0;
+      const uint64_t alone_ns = monotonic_ns() - t0;
       // While the low-bucket kernel runs: submit it, wait until its worker
       // has started it, then submit the high one.
       if (rtaccel_submit(lo, s_lo, req_lo, &tl)) return 1;
       rtaccel_request_times lt;
-      const uint64_t give_up = now_ns() + 1000000000ull;
+      const uint64_t give_up = monotonic_ns() + 1000000000ull;
       do rtaccel_request_timestamps(lo, &tl, &lt);
-      while (rtaccel_poll(lo, &tl, nullptr) == -EAGAIN && lt.start_ns < lt.submit_ns && now_ns() < give_up);
-      t0 = now_ns();
+      while (rtaccel_poll(lo, &tl, nullptr) == -EAGAIN && lt.start_ns < lt.submit_ns && monotonic_ns() < give_up);
+      t0 = monotonic_ns();
       if (rtaccel_submit(hi, s_hi, req_hi, &th) || rtaccel_wait(hi, &th, 5000000000ull, nullptr)) return 1;
-      const uint64_t with_ns = now_ns() - t0;
+      const uint64_t with_ns = monotonic_ns() - t0;
       const bool overlapped = rtaccel_poll(lo, &tl, nullptr) == -EAGAIN;
       if (rtaccel_wait(lo, &tl, 10000000000ull, nullptr)) return 1;
       if (i < 0 || !overlapped) continue;  // the low kernel ended first: no preemption to measure
@@ -267,18 +264,11 @@ int preemption(rtaccel_client* c, int iterations, bool gpu, bool json) {
 int timer_latency(int iterations, bool json) {
   std::vector<double> late;
   late.reserve(size_t(iterations));
-  timespec next;
-  clock_gettime(CLOCK_MONOTONIC, &next);
+  uint64_t next = monotonic_ns();
   for (int i = 0; i < iterations; ++i) {
-    next.tv_nsec += 1000000;
-    if (next.tv_nsec >= 1000000000) {
-      next.tv_nsec -= 1000000000;
-      ++next.tv_sec;
-    }
-    clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, nullptr);
-    timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    late.push_back(double(now.tv_sec - next.tv_sec) * 1e9 + double(now.tv_nsec - next.tv_nsec));
+    next += 1000000;
+    rtaccel_sleep_until(CLOCK_MONOTONIC, next);
+    late.push_back(double(monotonic_ns() - next));
   }
   const Stats s = stats_us(late);
   if (json)

@@ -26,17 +26,15 @@
 #include <thread>
 #include <vector>
 
+#include "core/clock.h"
+
 namespace {
 
 __global__ void tiny(float* x) { x[threadIdx.x] += 1.0f; }
 
 std::atomic<bool> g_stop{false};
 
-uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
+uint64_t now_ns() { return rtaccel_monotonic_ns(); }
 
 bool place(int core, int priority) {
   cpu_set_t set;

@@ -217,14 +217,14 @@ static uint32_t stream_entry(uintptr_t key)
 
 static void segment_begin(void)
 {
-	segment_start_ns = shim_now_ns();
+	segment_start_ns = rtaccel_monotonic_ns();
 	if (hooks.segment_begin)
 		hooks.segment_begin(hooks.arg);
 }
 
 static void segment_end(void)
 {
-	uint64_t end = shim_now_ns(), dur = end - segment_start_ns;
+	uint64_t end = rtaccel_monotonic_ns(), dur = end - segment_start_ns;
 	segment_count++;
 	segment_ns_total += dur;
 	if (dur > segment_ns_max)
@@ -432,7 +432,7 @@ static inline void call_enter(struct call *c, enum cuda_api api)
 	if (c->outer) {
 		shim_in_cuda = (int)api + 1;
 		c->lock_ops = shim_cuda_lock_ops;
-		c->t0 = shim_cfg.trace ? shim_now_ns() : 0;
+		c->t0 = shim_cfg.trace ? rtaccel_monotonic_ns() : 0;
 	}
 	poll_retiring();
 }
@@ -443,7 +443,7 @@ static inline cudaError_t call_leave(struct call *c, uintptr_t stream, cudaError
 	if (c->outer) {
 		shim_in_cuda = 0;
 		if (shim_cfg.trace)
-			trace_cuda_call((int)c->api, c->t0, shim_now_ns() - c->t0,
+			trace_cuda_call((int)c->api, c->t0, rtaccel_monotonic_ns() - c->t0,
 					shim_cuda_lock_ops - c->lock_ops, stream, err);
 	}
 	return err;

@@ -278,14 +278,14 @@ SHIM_EXPORT int pthread_mutex_destroy(pthread_mutex_t *m)
 		if (!shim_cfg.trace || shim_busy || !(args_ok))                         \
 			return wait_call;                                               \
 		const void *pc_ = __builtin_return_address(0);                          \
-		uint64_t t0_ = shim_now_ns();                                           \
+		uint64_t t0_ = rtaccel_monotonic_ns();                                           \
 		int r_ = try_call;                                                      \
 		bool contended_ = r_ == EBUSY;                                          \
 		if (contended_)                                                         \
 			r_ = wait_call;                                                 \
 		if (r_ == 0)                                                            \
 			trace_acquired(lockobj, kind, op, pc_, t0_,                     \
-				       contended_ ? shim_now_ns() - t0_ + 1 : 0);        \
+				       contended_ ? rtaccel_monotonic_ns() - t0_ + 1 : 0);        \
 		return r_;                                                              \
 	} while (0)
 #define TRACED_ACQUIRE(kind, op, lockobj, try_call, wait_call) \

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "core/clock.h"
+
 #define SHIM_TLS __attribute__((tls_model("initial-exec")))
 #define SHIM_EXPORT __attribute__((visibility("default")))
 
@@ -60,13 +62,6 @@ enum trace_op {
 	OP_RDLOCK, OP_TRYRDLOCK, OP_TIMEDRDLOCK, OP_WRLOCK, OP_TRYWRLOCK, OP_TIMEDWRLOCK,
 	OP_RWLOCK_UNLOCK, OP_COND_WAIT, OP_COUNT
 };
-
-static inline uint64_t shim_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* Tracer hooks (trace.c). created: a lock was initialised at call site pc.
  * acquired: op succeeded after waiting wait_ns (0 = uncontended) starting at

@@ -121,7 +121,7 @@ void trace_init(void)
 	if (p == MAP_FAILED)
 		return;
 	T = p;
-	T->start_ns = shim_now_ns();
+	T->start_ns = rtaccel_monotonic_ns();
 	/* backtrace() loads the unwinder on first use; do that now, not inside a
 	 * lock operation. */
 	void *frames[4];
@@ -135,7 +135,7 @@ void trace_after_fork_child(void)
 	if (!T)
 		return;
 	memset(T, 0, sizeof(*T));
-	T->start_ns = shim_now_ns();
+	T->start_ns = rtaccel_monotonic_ns();
 	memset(&tt, 0, sizeof(tt));
 }
 
@@ -300,7 +300,7 @@ void trace_acquired(const void *lock, enum trace_kind kind, enum trace_op op, co
 	if (!T)
 		return;
 	struct lock_stat *s = lookup(lock, kind, pc, false);
-	uint64_t now = shim_now_ns();
+	uint64_t now = rtaccel_monotonic_ns();
 	if (s) {
 		__atomic_fetch_add(&s->acquisitions, 1, __ATOMIC_RELAXED);
 		if (wait_ns) {
@@ -343,7 +343,7 @@ void trace_released(const void *lock, enum trace_kind kind, enum trace_op op, co
 			continue;
 		struct lock_stat *s = tt.held[i].stat;
 		if (s) {
-			uint64_t hold = shim_now_ns() - tt.held[i].since_ns;
+			uint64_t hold = rtaccel_monotonic_ns() - tt.held[i].since_ns;
 			__atomic_fetch_add(&s->hold_total, hold, __ATOMIC_RELAXED);
 			__atomic_fetch_add(&s->hold_hist[bucket(hold)], 1, __ATOMIC_RELAXED);
 			atomic_max(&s->hold_max, hold);
@@ -639,7 +639,7 @@ void trace_write_report(void)
 	if (!T)
 		return;
 	shim_busy++;
-	uint64_t end_ns = shim_now_ns();
+	uint64_t end_ns = rtaccel_monotonic_ns();
 	Dl_info self_info;
 	const void *shim_base = dladdr((void *)trace_write_report, &self_info) ? self_info.dli_fbase
 									       : NULL;

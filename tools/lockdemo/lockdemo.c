@@ -25,14 +25,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
+
 #define MAX_SAMPLES 4096
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+static uint64_t now_ns(void) { return rtaccel_monotonic_ns(); }
 
 static void spin_ns(uint64_t ns)
 {
