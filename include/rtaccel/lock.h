@@ -17,7 +17,8 @@
  *
  * Limits: 65,535 threads inside or waiting for one rwlock at once; 32,767
  * timed readers giving up during one write phase (more wait for it to end);
- * 65,535 writers waiting at one real-time priority.
+ * 65,535 writers waiting at one real-time priority; 127 real-time readers
+ * past waiting writers at once (more queue as other readers do).
  *
  * Readers of a real-time priority (SCHED_FIFO, SCHED_RR) keep POSIX's rule:
  * a reader whose priority is above that of every waiting writer enters while
@@ -87,9 +88,11 @@ struct rtaccel_ticketq {
 /* All fields are private. The layout is fixed so the lock can live in shared
  * memory between processes built from the same rtaccel version. */
 typedef struct rtaccel_rwlock {
-	uint64_t rin;      /* reader entries << 48 | write-phase epoch << 16 |
-	                      abandoned readers << 1 | writer present; the low
-	                      half is the readers' futex word */
+	uint64_t rin;      /* reader entries << 48 | readers let past a waiting
+	                      writer by priority << 41 | writer inside << 40 |
+	                      write-phase epoch << 16 | abandoned readers << 1 |
+	                      writer present; the low half is the readers' futex
+	                      word */
 	uint32_t rout;     /* reader exits; futex word of the draining writer */
 	uint32_t rsleep;   /* readers asleep on rin */
 	uint32_t dsleep;   /* writer asleep on rout */
@@ -99,9 +102,9 @@ typedef struct rtaccel_rwlock {
 	struct rtaccel_ticketq writers;
 	struct rtaccel_lock_holder writer;
 	struct rtaccel_lock_holder readers[RTACCEL_RWLOCK_READER_SLOTS];
-	uint32_t gate;     /* writer inside << 31 | readers let past a waiting
-	                      writer by priority; futex word of that writer */
-	uint32_t gsleep;   /* writer asleep on gate */
+	uint32_t gseq;     /* bumped as those readers leave; futex word of the
+	                      writer waiting for them */
+	uint32_t gsleep;   /* writer asleep on gseq */
 	uint16_t waiting_writers[100]; /* by real-time priority (1..99) */
 } __attribute__((aligned(64))) rtaccel_rwlock_t;
 

@@ -25,10 +25,11 @@
  * priority is above that of every waiting writer gets the lock unless a
  * writer holds it. Writers that block count themselves in waiting_writers by
  * priority; such a reader, instead of waiting for the write phase, passes
- * the "gate", a second reader count that the writer closes (GATE_WRITER) only
- * once it has drained the ordinary readers. The writer waits for the gate's
- * readers as it waits for the others. Only the slow paths look at priorities;
- * the gate costs an uncontended writer one compare-and-swap and one store. */
+ * the "gate", a second reader count in rin that the writer closes (RW_WIN,
+ * writer inside) only once it has drained the ordinary readers and the
+ * gate's. The gate lives in rin so that the uncontended writer closes it in
+ * the compare-and-swap that starts its phase: it costs that writer nothing.
+ * Only the slow paths look at priorities. */
 #include "lock_internal.h"
 
 #include <sched.h>
@@ -41,8 +42,11 @@
 #define RW_AMASK 0xfffeull
 #define RW_LOW 0xffffull /* PRES and abandoned readers */
 #define RW_EPOCH_SHIFT 16
-#define RW_EPOCH_MASK 0xffffffff0000ull
+#define RW_EPOCH_MASK 0xffffff0000ull /* 24 bits */
 #define RW_PHASE (RW_EPOCH_MASK | RW_PRES)
+#define RW_WIN (1ull << 40)           /* a writer is inside: the gate is shut */
+#define RW_GINC (1ull << 41)          /* readers inside through the gate */
+#define RW_GMASK (0x7full << 41)
 #define RW_COUNT_SHIFT 48
 #define RW_RINC (1ull << RW_COUNT_SHIFT) /* the count wraps out of the word */
 
@@ -52,14 +56,13 @@
 _Static_assert(sizeof(rtaccel_rwlock_t) == 768 && _Alignof(rtaccel_rwlock_t) == 64, "rwlock layout");
 _Static_assert(offsetof(rtaccel_rwlock_t, rout) == 8 && offsetof(rtaccel_rwlock_t, owner) == 20 &&
 		       offsetof(rtaccel_rwlock_t, writers) == 32 && offsetof(rtaccel_rwlock_t, writer) == 304 &&
-		       offsetof(rtaccel_rwlock_t, readers) == 328 && offsetof(rtaccel_rwlock_t, gate) == 520 &&
+		       offsetof(rtaccel_rwlock_t, readers) == 328 && offsetof(rtaccel_rwlock_t, gseq) == 520 &&
 		       offsetof(rtaccel_rwlock_t, waiting_writers) == 528,
 	       "rwlock field offsets");
 _Static_assert(sizeof(rtaccel_mutex_t) == 320 && offsetof(rtaccel_mutex_t, owner) == 272, "mutex layout");
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2 && ATOMIC_SHORT_LOCK_FREE == 2,
 	       "lock-free atomics for locks shared between processes");
 
-#define GATE_WRITER 0x80000000u
 
 static inline uint16_t rw_entries(uint64_t rin) { return (uint16_t)(rin >> RW_COUNT_SHIFT); }
 
@@ -100,8 +103,8 @@ int rtaccel_rwlock_init(rtaccel_rwlock_t *l, const struct rtaccel_lock_attr *att
 int rtaccel_rwlock_destroy(rtaccel_rwlock_t *l)
 {
 	uint64_t rin = LOAD(&l->rin);
-	if ((rin & RW_LOW) || rw_entries(rin) != (uint16_t)LOAD(&l->rout) ||
-	    LOAD(&l->writers.next) != LOAD(&l->writers.serving) || LOAD(&l->gate) != 0)
+	if ((rin & (RW_LOW | RW_WIN | RW_GMASK)) || rw_entries(rin) != (uint16_t)LOAD(&l->rout) ||
+	    LOAD(&l->writers.next) != LOAD(&l->writers.serving))
 		return -EBUSY;
 	return 0;
 }
@@ -120,7 +123,7 @@ static int highest_waiting_writer(rtaccel_rwlock_t *l)
  * none of its priority or above waiting. */
 static bool gate_open_for(rtaccel_rwlock_t *l, int prio)
 {
-	return prio > 0 && !(LOAD(&l->gate) & GATE_WRITER) && highest_waiting_writer(l) < prio;
+	return prio > 0 && !(LOAD(&l->rin) & RW_WIN) && highest_waiting_writer(l) < prio;
 }
 
 static struct gate_hold *gate_hold_slot(rtaccel_rwlock_t *l)
@@ -137,11 +140,11 @@ static int gate_enter(rtaccel_rwlock_t *l)
 	struct gate_hold *h = gate_hold_slot(l);
 	if (!h && !(h = gate_hold_slot(NULL)))
 		return -EAGAIN; /* too many at once: take the ordinary way */
-	uint32_t g = LOAD(&l->gate);
+	uint64_t x = LOAD(&l->rin);
 	do {
-		if (g & GATE_WRITER)
-			return -EAGAIN;
-	} while (!CAS(&l->gate, &g, g + 1));
+		if ((x & RW_WIN) || (x & RW_GMASK) == RW_GMASK)
+			return -EAGAIN; /* a writer is in, or the gate is full */
+	} while (!CAS(&l->rin, &x, x + RW_GINC));
 	h->lock = l;
 	h->count++;
 	gate_holds_total++;
@@ -159,33 +162,37 @@ static bool gate_leave(rtaccel_rwlock_t *l)
 	if (--h->count == 0)
 		h->lock = NULL;
 	gate_holds_total--;
-	if (__atomic_sub_fetch(&l->gate, 1, __ATOMIC_SEQ_CST) == 0 && LOAD(&l->gsleep))
-		futex_wake(&l->gate, 1, l->flags & RTACCEL_LOCK_PSHARED);
+	FETCH_ADD(&l->rin, (uint64_t)0 - RW_GINC);
+	if (LOAD(&l->gsleep)) {
+		FETCH_ADD(&l->gseq, 1);
+		futex_wake(&l->gseq, 1, rw_shared(l));
+	}
 	return true;
 }
 
-/* The writer, readers drained, closes the gate behind the gate's readers;
- * try: -EBUSY instead of waiting for them. */
+/* The writer, ordinary readers drained, waits for the gate's readers and
+ * shuts the gate (RW_WIN); try: -EBUSY instead of waiting. */
 static int gate_close(rtaccel_rwlock_t *l, bool try, clockid_t clock, const struct timespec *abs)
 {
 	for (;;) {
-		uint32_t g = 0;
-		if (CAS(&l->gate, &g, GATE_WRITER))
-			return 0;
+		uint64_t x = LOAD(&l->rin);
+		if (!(x & RW_GMASK)) {
+			if (CAS(&l->rin, &x, x | RW_WIN))
+				return 0;
+			continue;
+		}
 		if (try)
 			return -EBUSY;
 		FETCH_ADD(&l->gsleep, 1);
-		g = LOAD(&l->gate);
-		int r = g == 0 ? 0 : futex_wait(&l->gate, g, l->flags & RTACCEL_LOCK_PSHARED, clock, abs);
+		uint32_t seq = LOAD(&l->gseq);
+		int r = (LOAD(&l->rin) & RW_GMASK) ? futex_wait(&l->gseq, seq, rw_shared(l), clock, abs) : 0;
 		FETCH_ADD(&l->gsleep, (uint32_t)-1);
 		if (r == -ETIMEDOUT) {
-			g = 0;
-			return CAS(&l->gate, &g, GATE_WRITER) ? 0 : -ETIMEDOUT;
+			x = LOAD(&l->rin);
+			return !(x & RW_GMASK) && CAS(&l->rin, &x, x | RW_WIN) ? 0 : -ETIMEDOUT;
 		}
 	}
 }
-
-static void gate_open(rtaccel_rwlock_t *l) { STORE(&l->gate, 0); }
 
 static void writer_waits(rtaccel_rwlock_t *l, int prio, int delta)
 {
@@ -210,7 +217,7 @@ static void boost_all_holders(void *arg)
 static void end_write_phase(rtaccel_rwlock_t *l)
 {
 	uint64_t x = LOAD(&l->rin);
-	while (!CAS(&l->rin, &x, x & ~RW_LOW))
+	while (!CAS(&l->rin, &x, x & ~(RW_LOW | RW_WIN)))
 		;
 	uint32_t abandoned = (uint32_t)((x & RW_AMASK) / RW_AINC);
 	if (abandoned)
@@ -364,14 +371,12 @@ int rtaccel_rwlock_trywrlock(rtaccel_rwlock_t *l)
 	if (LOAD_RELAXED(&l->owner) == me || !ticketq_try(&l->writers, &ticket))
 		return -EBUSY;
 	uint64_t x = LOAD(&l->rin);
-	if ((x & RW_LOW) == 0 && rw_entries(x) == (uint16_t)LOAD(&l->rout) &&
-	    CAS(&l->rin, &x, new_phase(x))) {
-		if (gate_close(l, true, CLOCK_REALTIME, NULL) == 0) {
-			writer_enter(l, me);
-			return 0;
-		}
-		end_write_phase(l); /* real-time readers inside: an empty phase */
-		return -EBUSY;
+	/* No reader inside, through the gate or not: the phase starts with the
+	 * gate shut, in one compare-and-swap. */
+	if ((x & (RW_LOW | RW_GMASK)) == 0 && rw_entries(x) == (uint16_t)LOAD(&l->rout) &&
+	    CAS(&l->rin, &x, new_phase(x) | RW_WIN)) {
+		writer_enter(l, me);
+		return 0;
 	}
 	ticketq_pass(&l->writers, rw_shared(l)); /* readers inside: give the turn on */
 	return -EBUSY;
@@ -466,8 +471,7 @@ int rtaccel_rwlock_wrunlock(rtaccel_rwlock_t *l)
 	STORE(&l->owner, 0);
 	if (rw_boost(l))
 		holder_release(&l->writer, me);
-	gate_open(l);
-	end_write_phase(l);
+	end_write_phase(l); /* also opens the gate */
 	if (rw_boost(l))
 		boost_note_released();
 	return 0;
