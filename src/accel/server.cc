@@ -148,7 +148,7 @@ class ServerImpl final : public Server {
   ~ServerImpl() override { shutdown(); }
 
   Status open();
-  int run() override;
+  Status run() override;
   void stop() override {
     stopping_.store(true);
     uint64_t one = 1;
@@ -472,7 +472,7 @@ void ServerImpl::idle(Device& d, uint32_t bucket, uint32_t seen) {
 
 // --- control thread ----------------------------------------------------------
 
-int ServerImpl::run() {
+Status ServerImpl::run() {
   if (options_.server_core >= 0) {
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -484,8 +484,9 @@ int ServerImpl::run() {
     int n = epoll_wait(epoll_fd_.get(), events, 32, -1);
     if (n < 0) {
       if (errno == EINTR) continue;
-      log("epoll_wait: %s", strerror(errno));
-      return 1;
+      const int err = errno;
+      shutdown();
+      return Status::os_error("epoll_wait", err);
     }
     for (int i = 0; i < n; i++) {
       Watch* w = static_cast<Watch*>(events[i].data.ptr);
@@ -524,7 +525,7 @@ int ServerImpl::run() {
     }
   }
   shutdown();
-  return 0;
+  return Status();
 }
 
 void ServerImpl::accept_clients() {

@@ -42,8 +42,8 @@ class Server {
   // Opens the devices and the socket, or says why it cannot.
   static Expected<std::unique_ptr<Server>> create(const ServerOptions& options);
   virtual ~Server() = default;
-  // Serves until stop(); returns 0, or 1 after a fatal error (printed).
-  virtual int run() = 0;
+  // Serves until stop(), or says why it had to give up.
+  virtual Status run() = 0;
   // Async-signal-safe.
   virtual void stop() = 0;
 };

@@ -182,7 +182,11 @@ int main(int argc, char** argv) {
           options.socket_path.c_str(), std::string(rtaccel::workload::to_string(options.backend)).c_str(),
           options.devices.size());
   if (ready_fd >= 0) rtaccel::core::notify_ready(ready_fd);
-  const int rc = server->run();
+  const rtaccel::Status served = server->run();
   g_server = nullptr;
-  return rc;
+  if (!served) {
+    fprintf(stderr, "rtaccel-server: %s\n", served.message().c_str());
+    return 1;
+  }
+  return 0;
 }
