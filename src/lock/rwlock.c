@@ -171,8 +171,9 @@ static bool gate_leave(rtaccel_rwlock_t *l)
 }
 
 /* The writer, ordinary readers drained, waits for the gate's readers and
- * shuts the gate (RW_WIN); try: -EBUSY instead of waiting. */
-static int gate_close(rtaccel_rwlock_t *l, bool try, clockid_t clock, const struct timespec *abs)
+ * shuts the gate (RW_WIN). (An uncontended writer shuts it in trywrlock's
+ * compare-and-swap instead.) */
+static int gate_close(rtaccel_rwlock_t *l, clockid_t clock, const struct timespec *abs)
 {
 	for (;;) {
 		uint64_t x = LOAD(&l->rin);
@@ -181,8 +182,6 @@ static int gate_close(rtaccel_rwlock_t *l, bool try, clockid_t clock, const stru
 				return 0;
 			continue;
 		}
-		if (try)
-			return -EBUSY;
 		FETCH_ADD(&l->gsleep, 1);
 		uint32_t seq = LOAD(&l->gseq);
 		int r = (LOAD(&l->rin) & RW_GMASK) ? futex_wait(&l->gseq, seq, rw_shared(l), clock, abs) : 0;
@@ -435,7 +434,7 @@ static int write_acquire(rtaccel_rwlock_t *l, clockid_t clock, const struct time
 			;
 		r = writer_drain(l, rw_entries(x), clock, abs);
 		if (r == 0)
-			r = gate_close(l, false, clock, abs);
+			r = gate_close(l, clock, abs);
 		if (r < 0)
 			end_write_phase(l); /* gave up: an empty write phase */
 	}

@@ -273,19 +273,19 @@ SHIM_EXPORT int pthread_mutex_destroy(pthread_mutex_t *m)
 /* Acquires through try first, so the trace knows whether it had to wait.
  * args_ok false (arguments glibc refuses before it looks at the lock) goes
  * straight to the real call, which gives glibc's error. */
-#define TRACED_ACQUIRE_CHECKED(kind, op, lockobj, args_ok, try_call, wait_call)           \
+#define TRACED_ACQUIRE_CHECKED(kind, op, lockobj, args_ok, try_call, wait_call)         \
 	do {                                                                            \
 		if (!shim_cfg.trace || shim_busy || !(args_ok))                         \
 			return wait_call;                                               \
 		const void *pc_ = __builtin_return_address(0);                          \
-		uint64_t t0_ = rtaccel_monotonic_ns();                                           \
+		uint64_t t0_ = rtaccel_monotonic_ns();                                  \
 		int r_ = try_call;                                                      \
 		bool contended_ = r_ == EBUSY;                                          \
 		if (contended_)                                                         \
 			r_ = wait_call;                                                 \
 		if (r_ == 0)                                                            \
 			trace_acquired(lockobj, kind, op, pc_, t0_,                     \
-				       contended_ ? rtaccel_monotonic_ns() - t0_ + 1 : 0);        \
+				       contended_ ? rtaccel_monotonic_ns() - t0_ + 1 : 0); \
 		return r_;                                                              \
 	} while (0)
 #define TRACED_ACQUIRE(kind, op, lockobj, try_call, wait_call) \
