@@ -116,6 +116,7 @@ Status size_kernels_in_child(const workload::Workload& w, double work_fraction, 
     die_with_parent(parent);
     json reply;
     std::string error;
+    bool invalid = false;  // the workload's fault (a service rtaccel run cannot size)
     SegmentTable table(w.callbacks.size());
     std::vector<std::unique_ptr<KernelSizer>> sizers(w.accelerators.size());
     for (size_t cb = 0; cb < w.callbacks.size() && error.empty(); ++cb) {
@@ -132,13 +133,14 @@ Status size_kernels_in_child(const workload::Workload& w, double work_fraction, 
         const auto target = static_cast<uint64_t>(static_cast<double>(seg.wcet_ns) * work_fraction);
         if (Status st = sizer->size(seg.service, target, &req); !st) {
           error = "callback '" + w.callbacks[cb].name + "': " + st.message();
+          invalid = st.invalid_input();
           break;
         }
         table[cb].push_back(std::move(req));
       }
     }
     if (!error.empty()) {
-      reply = {{"error", error}};
+      reply = {{"error", error}, {"invalid", invalid}};
     } else {
       reply = json::array();
       for (const auto& segments : table) {
@@ -172,7 +174,10 @@ Status size_kernels_in_child(const workload::Workload& w, double work_fraction, 
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   const json reply = json::parse(text, nullptr, false);
-  if (reply.is_object() && reply.contains("error")) return Status::error(reply["error"].get<std::string>());
+  if (reply.is_object() && reply.contains("error")) {
+    const std::string error = reply["error"].get<std::string>();
+    return reply.value("invalid", false) ? Status::invalid(error) : Status::error(error);
+  }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !reply.is_array() || reply.size() != w.callbacks.size())
     return Status::error("sizing the kernels failed (the sizing process " + core::describe_wait_status(status) + ")");
   out->assign(w.callbacks.size(), {});
