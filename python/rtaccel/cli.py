@@ -20,10 +20,17 @@ from rtaccel import accel, locks, runner
 
 EXIT_OK, EXIT_UNSCHEDULABLE, EXIT_BAD_INPUT = 0, 1, 2
 
-# The example workloads: inside an installed package, else in the checkout.
-EXAMPLES_DIR = next((d for d in (Path(__file__).resolve().parent / "examples",
-                                 Path(__file__).resolve().parents[2] / "examples") if d.is_dir()),
-                    Path(__file__).resolve().parent / "examples")
+
+def _examples_dir() -> Path:
+    """The example workloads: inside an installed package, else in the checkout."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "examples", here.parents[1] / "examples"):
+        if candidate.is_dir():
+            return candidate
+    return here / "examples"
+
+
+EXAMPLES_DIR = _examples_dir()
 DEMO_WORKLOAD = "autoware_reference.yaml"
 
 

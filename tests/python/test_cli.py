@@ -143,3 +143,15 @@ def test_analyze_names_a_file_whose_name_is_not_utf8(tmp_path):
                           env={"PYTHONPATH": str(ROOT / "python"), "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 2, proc.stderr
     assert b"Traceback" not in proc.stderr and b"cannot open the file" in proc.stderr
+
+
+def test_version_is_the_builds():
+    version = (ROOT / "CMakeLists.txt").read_text().split("project(rtaccel VERSION ", 1)[1].split()[0]
+    assert rtaccel("--version", check=0).stdout.strip() == f"rtaccel {version}"
+
+
+def test_server_passes_its_arguments_to_the_daemon():
+    # rtaccel server is rtaccel-server: its own usage and its own refusals.
+    assert "--ready-fd" in rtaccel("server", "--help", check=0).stdout
+    proc = rtaccel("server", "--levels", "99", check=2)
+    assert "rtaccel-server: bad --levels (1..8) '99'" in proc.stderr
