@@ -573,48 +573,41 @@ static int rw_other(pthread_rwlock_t *rw, int op, clockid_t clock, const struct 
 	return (int)in_thread(rw_op_run, &o);
 }
 
+/* Another thread's timed locks of one kind (wr or rd) on a lock it cannot
+ * take: deadlines passed, invalid, short on both clocks, on an unknown clock. */
+static void rw_timed_busy(const struct rw_kind *k, pthread_rwlock_t *rw, const char *held,
+			  const char *kind, int timed_op, int clock_op)
+{
+	char key[160];
+	const struct {
+		const char *name;
+		int op;
+	} calls[] = {{"timed", timed_op}, {"clock", clock_op}};
+	for (int c = 0; c < 2; c++) {
+		EXPECT(KEY(key, "rw.%s.%s.other_%s%s_past", k->name, held, calls[c].name, kind),
+		       rw_other(rw, calls[c].op, CLOCK_REALTIME, &past, 0), ETIMEDOUT);
+		EXPECT(KEY(key, "rw.%s.%s.other_%s%s_bad_nsec", k->name, held, calls[c].name, kind),
+		       rw_other(rw, calls[c].op, CLOCK_REALTIME, &bad_nsec, 0), EINVAL);
+	}
+	EXPECT(KEY(key, "rw.%s.%s.other_clock%s_monotonic", k->name, held, kind),
+	       rw_other(rw, clock_op, CLOCK_MONOTONIC, NULL, SHORT_NS), ETIMEDOUT);
+	EXPECT(KEY(key, "rw.%s.%s.other_clock%s_realtime", k->name, held, kind),
+	       rw_other(rw, clock_op, CLOCK_REALTIME, NULL, SHORT_NS), ETIMEDOUT);
+	EXPECT(KEY(key, "rw.%s.%s.other_clock%s_bad_clock", k->name, held, kind),
+	       rw_other(rw, clock_op, BAD_CLOCK, NULL, SHORT_NS), EINVAL);
+}
+
 static void rw_busy_checks(const struct rw_kind *k, pthread_rwlock_t *rw, const char *held,
 			   bool readers_blocked)
 {
 	char key[160];
-	static const struct {
-		const char *name;
-		int op;
-	} writes[] = {{"timedwr", RW_TIMEDWR}, {"clockwr", RW_CLOCKWR}},
-	  reads[] = {{"timedrd", RW_TIMEDRD}, {"clockrd", RW_CLOCKRD}};
 	EXPECT(KEY(key, "rw.%s.%s.other_trywrlock", k->name, held),
 	       rw_other(rw, RW_TRYWR, 0, NULL, 0), EBUSY);
-	for (int w = 0; w < 2; w++) {
-		EXPECT(KEY(key, "rw.%s.%s.other_%s_past", k->name, held, writes[w].name),
-		       rw_other(rw, writes[w].op, CLOCK_REALTIME, &past, 0), ETIMEDOUT);
-		EXPECT(KEY(key, "rw.%s.%s.other_%s_bad_nsec", k->name, held, writes[w].name),
-		       rw_other(rw, writes[w].op, CLOCK_REALTIME, &bad_nsec, 0), EINVAL);
-	}
-	EXPECT(KEY(key, "rw.%s.%s.other_clockwr_monotonic", k->name, held),
-	       rw_other(rw, RW_CLOCKWR, CLOCK_MONOTONIC, NULL, SHORT_NS), ETIMEDOUT);
-	EXPECT(KEY(key, "rw.%s.%s.other_clockwr_realtime", k->name, held),
-	       rw_other(rw, RW_CLOCKWR, CLOCK_REALTIME, NULL, SHORT_NS), ETIMEDOUT);
-	EXPECT(KEY(key, "rw.%s.%s.other_clockwr_bad_clock", k->name, held),
-	       rw_other(rw, RW_CLOCKWR, BAD_CLOCK, NULL, SHORT_NS), EINVAL);
-	if (!readers_blocked) {
-		EXPECT(KEY(key, "rw.%s.%s.other_tryrdlock", k->name, held),
-		       rw_other(rw, RW_TRYRD, 0, NULL, 0), 0);
-		return;
-	}
+	rw_timed_busy(k, rw, held, "wr", RW_TIMEDWR, RW_CLOCKWR);
 	EXPECT(KEY(key, "rw.%s.%s.other_tryrdlock", k->name, held),
-	       rw_other(rw, RW_TRYRD, 0, NULL, 0), EBUSY);
-	for (int w = 0; w < 2; w++) {
-		EXPECT(KEY(key, "rw.%s.%s.other_%s_past", k->name, held, reads[w].name),
-		       rw_other(rw, reads[w].op, CLOCK_REALTIME, &past, 0), ETIMEDOUT);
-		EXPECT(KEY(key, "rw.%s.%s.other_%s_bad_nsec", k->name, held, reads[w].name),
-		       rw_other(rw, reads[w].op, CLOCK_REALTIME, &bad_nsec, 0), EINVAL);
-	}
-	EXPECT(KEY(key, "rw.%s.%s.other_clockrd_monotonic", k->name, held),
-	       rw_other(rw, RW_CLOCKRD, CLOCK_MONOTONIC, NULL, SHORT_NS), ETIMEDOUT);
-	EXPECT(KEY(key, "rw.%s.%s.other_clockrd_realtime", k->name, held),
-	       rw_other(rw, RW_CLOCKRD, CLOCK_REALTIME, NULL, SHORT_NS), ETIMEDOUT);
-	EXPECT(KEY(key, "rw.%s.%s.other_clockrd_bad_clock", k->name, held),
-	       rw_other(rw, RW_CLOCKRD, BAD_CLOCK, NULL, SHORT_NS), EINVAL);
+	       rw_other(rw, RW_TRYRD, 0, NULL, 0), readers_blocked ? EBUSY : 0);
+	if (readers_blocked)
+		rw_timed_busy(k, rw, held, "rd", RW_TIMEDRD, RW_CLOCKRD);
 }
 
 static void rw_basics(const struct rw_kind *k)
