@@ -332,9 +332,10 @@ int rtaccel_rwlock_tryrdlock(rtaccel_rwlock_t *l)
 	uint64_t x = LOAD(&l->rin);
 	do {
 		if (x & RW_PRES) {
-			/* As rdlock would: past a waiting writer of lower priority. */
-			if (LOAD_RELAXED(&l->owner) == lock_self_tid() ||
-			    !gate_open_for(l, self_rt_priority()) || gate_enter(l) < 0)
+			/* As rdlock would: past a waiting writer of lower priority.
+			 * A writer inside (the caller too) refuses every reader:
+			 * no need to read the caller's priority then. */
+			if ((x & RW_WIN) || !gate_open_for(l, self_rt_priority()) || gate_enter(l) < 0)
 				return -EBUSY;
 			break;
 		}
