@@ -34,8 +34,6 @@ __global__ void tiny(float* x) { x[threadIdx.x] += 1.0f; }
 
 std::atomic<bool> g_stop{false};
 
-uint64_t now_ns() { return rtaccel_monotonic_ns(); }
-
 bool place(int core, int priority) {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -65,8 +63,8 @@ void copier(int core, size_t bytes) {
 void hog(int core, int burst_ms) {
   place(core, 50);
   while (!g_stop.load(std::memory_order_relaxed)) {
-    const uint64_t until = now_ns() + uint64_t(burst_ms) * 1000000u;
-    while (now_ns() < until) {
+    const uint64_t until = rtaccel_monotonic_ns() + uint64_t(burst_ms) * 1000000u;
+    while (rtaccel_monotonic_ns() < until) {
     }
     usleep(useconds_t(burst_ms) * 1000u);
   }
@@ -121,11 +119,11 @@ int main(int argc, char** argv) {
   for (int i = 0; i < copiers; i++) threads.emplace_back(copier, core, size_t(8) << 20);
   for (int i = 0; i < hogs; i++) threads.emplace_back(hog, core, burst_ms);
   std::vector<double> launch_us;
-  const uint64_t end = now_ns() + uint64_t(seconds) * 1000000000ull;
-  while (now_ns() < end) {
-    const uint64_t t0 = now_ns();
+  const uint64_t end = rtaccel_monotonic_ns() + uint64_t(seconds) * 1000000000ull;
+  while (rtaccel_monotonic_ns() < end) {
+    const uint64_t t0 = rtaccel_monotonic_ns();
     tiny<<<1, 32, 0, s>>>(x);
-    launch_us.push_back(double(now_ns() - t0) / 1000.0);
+    launch_us.push_back(double(rtaccel_monotonic_ns() - t0) / 1000.0);
     cudaStreamSynchronize(s);
     timespec pause{0, 1000000};
     nanosleep(&pause, nullptr);

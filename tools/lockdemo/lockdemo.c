@@ -29,12 +29,10 @@
 
 #define MAX_SAMPLES 4096
 
-static uint64_t now_ns(void) { return rtaccel_monotonic_ns(); }
-
 static void spin_ns(uint64_t ns)
 {
-	uint64_t end = now_ns() + ns;
-	while (now_ns() < end)
+	uint64_t end = rtaccel_monotonic_ns() + ns;
+	while (rtaccel_monotonic_ns() < end)
 		;
 }
 
@@ -121,10 +119,10 @@ static int starvation(int writer_preferring, uint64_t duration_ns)
 	pthread_create(&stop_thread, NULL, stopper, &duration_ns);
 	for (int i = 0; i < 3; i++)
 		pthread_create(&hogs[i], NULL, writer_preferring ? writer_loop : reader_loop, NULL);
-	uint64_t end = now_ns() + duration_ns;
-	while (now_ns() < end) {
+	uint64_t end = rtaccel_monotonic_ns() + duration_ns;
+	while (rtaccel_monotonic_ns() < end) {
 		sleep_ns(5 * 1000000ull);
-		uint64_t t0 = now_ns();
+		uint64_t t0 = rtaccel_monotonic_ns();
 		if (t0 >= end)
 			break;
 		/* Stop the hogs at the end even if the victim is still waiting. */
@@ -132,9 +130,9 @@ static int starvation(int writer_preferring, uint64_t duration_ns)
 			pthread_rwlock_rdlock(&rw);
 		else
 			pthread_rwlock_wrlock(&rw);
-		add_sample(now_ns() - t0);
+		add_sample(rtaccel_monotonic_ns() - t0);
 		pthread_rwlock_unlock(&rw);
-		if (now_ns() >= end)
+		if (rtaccel_monotonic_ns() >= end)
 			break;
 	}
 	pthread_join(stop_thread, NULL);
@@ -192,12 +190,12 @@ static void *high_thread(void *arg)
 	for (int r = 0; r < rounds; r++) {
 		sem_wait(&high_go);
 		sleep_ns(2000000); /* let the hog start on core 1 */
-		uint64_t t0 = now_ns();
+		uint64_t t0 = rtaccel_monotonic_ns();
 		if (use_rwlock)
 			pthread_rwlock_wrlock(&inv_rw);
 		else
 			pthread_mutex_lock(&mutex);
-		add_sample(now_ns() - t0);
+		add_sample(rtaccel_monotonic_ns() - t0);
 		if (use_rwlock)
 			pthread_rwlock_unlock(&inv_rw);
 		else
