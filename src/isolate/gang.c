@@ -1,0 +1,796 @@
+/* The gang lock: one real-time gang (or virtual gang: one priority) in a job
+ * at a time, across processes, on a stock kernel.
+ *
+ * The region holds a slot per member thread and one 64-bit word that the
+ * fast paths use:
+ *
+ *   bits  0..7   running priority R (0: none)
+ *   bits  8..23  threads of priority R in a job (running or parked)
+ *   bit   24     CONTENDED: some other priority wants the lock
+ *   bits 32..63  generation, bumped by every arbitration
+ *
+ * Uncontended (CONTENDED clear, R free or ours), job_begin and job_end are a
+ * compare-and-swap on the word. Everything else is an arbitration under the
+ * region lock: it freezes the fast paths (sets CONTENDED, bumps the
+ * generation, so that a fast path in flight fails its CAS and comes here),
+ * then recomputes the whole state from the slots, which are the truth: R is
+ * the highest priority with a thread waiting, running or parked; waiters of R
+ * are granted; running threads below R are sent the park signal. A thread
+ * states its intent in its slot before its fast-path CAS, so a scan never
+ * misses a thread that got in.
+ *
+ * A parked thread sits in the signal handler, on a futex, until R is its
+ * priority again. The handler never parks a thread that is in the slow path
+ * (it would hold the region lock) or between preempt_disable and _enable: it
+ * leaves a note that the thread acts on when it gets out.
+ *
+ * The region lock is a PI futex (FUTEX_LOCK_PI), not a pthread mutex: the
+ * signal handler may take it, and a dead owner is detected by the kernel
+ * (ESRCH, or OWNER_DIED when waiters were queued) without glibc's robust
+ * list, which a handler must not touch.
+ */
+#include "rtaccel/isolate.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/futex.h"
+#include "core/thread.h"
+
+#define GANG_MAGIC 0x676e6167u /* "gang" */
+#define GANG_VERSION 1u
+/* How often a blocked thread looks for dead members: recovery takes at most
+ * this plus one arbitration. */
+#define REAP_PERIOD_NS (20ull * 1000 * 1000)
+
+#define W_PRIO(w) ((uint32_t)(w)&0xffu)
+#define W_COUNT(w) (((uint32_t)(w) >> 8) & 0xffffu)
+#define W_CONTENDED (1ull << 24)
+#define W_GEN_ONE (1ull << 32)
+#define W_GEN_MASK (~0ull << 32)
+
+enum slot_state { SLOT_FREE = 0, SLOT_IDLE, SLOT_WANT, SLOT_RUN, SLOT_PARKED };
+
+struct gang_def {
+	char name[RTACCEL_GANG_NAME_MAX];
+	int32_t priority;
+	uint32_t threshold_mbps;
+	uint32_t members;
+	uint32_t reserved;
+};
+
+struct gang_slot {
+	_Atomic uint32_t state;
+	_Atomic uint32_t park_requested;
+	int32_t pid;
+	int32_t tid;
+	int32_t priority;
+	int32_t gang;
+	uint64_t reserved[5];
+};
+
+struct gang_region {
+	uint32_t magic;
+	uint32_t version;
+	uint64_t size;
+	_Atomic uint32_t lock; /* PI futex: owner tid, FUTEX_WAITERS, FUTEX_OWNER_DIED */
+	uint32_t reserved0;
+	_Alignas(64) _Atomic uint64_t word;
+	_Atomic uint32_t seq;  /* futex: bumped when R changes or a waiter is granted */
+	_Atomic uint32_t acks; /* futex: bumped by every thread that parks */
+	_Atomic uint64_t preemptions;
+	_Atomic uint64_t recoveries;
+	uint32_t threshold_at[RTACCEL_GANG_PRIORITY_MAX + 1];
+	struct gang_def gangs[RTACCEL_GANG_MAX_GANGS];
+	struct gang_slot slots[RTACCEL_GANG_MAX_THREADS];
+};
+
+_Static_assert(sizeof(struct gang_slot) == 64, "slot layout");
+_Static_assert(sizeof(struct gang_def) == 48, "gang layout");
+_Static_assert(sizeof(_Atomic uint64_t) == 8 && sizeof(_Atomic uint32_t) == 4, "atomics");
+
+struct rtaccel_gang_lock {
+	struct gang_region *region;
+};
+
+/* The calling thread's membership. Touched by the thread and by its own
+ * signal handler only. */
+struct member {
+	struct gang_region *r;
+	struct gang_slot *slot;
+	uint32_t priority;
+	uint32_t tid;
+	bool in_job;
+	volatile sig_atomic_t in_slow;
+	volatile sig_atomic_t nopreempt;
+	volatile sig_atomic_t pending;
+	struct rtaccel_gang_thread_stats stats;
+};
+
+static __thread struct member self;
+
+static inline void compiler_barrier(void) { atomic_signal_fence(memory_order_seq_cst); }
+
+int rtaccel_gang_signal(void) { return SIGRTMAX - 2; }
+
+/* Writes a line to stderr from any context, signal handlers included. */
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+	char line[256];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (n > 0) {
+		size_t len = (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1;
+		ssize_t ignored = write(STDERR_FILENO, line, len);
+		(void)ignored;
+	}
+}
+
+/* ---- region lock ------------------------------------------------------- */
+
+static void region_lock(struct gang_region *r, uint32_t tid)
+{
+	uint32_t expected = 0;
+	if (atomic_compare_exchange_strong_explicit(&r->lock, &expected, tid, memory_order_acquire,
+						    memory_order_relaxed))
+		return;
+	for (;;) {
+		if (syscall(SYS_futex, &r->lock, FUTEX_LOCK_PI, 0, NULL, NULL, 0) == 0) {
+			uint32_t now = atomic_load_explicit(&r->lock, memory_order_relaxed);
+			if (now & FUTEX_OWNER_DIED) {
+				atomic_fetch_and_explicit(&r->lock, ~(uint32_t)FUTEX_OWNER_DIED,
+							  memory_order_relaxed);
+				say("rtaccel gang: a member died holding the gang lock's region; "
+				    "its state is rebuilt\n");
+			}
+			return;
+		}
+		if (errno == ESRCH) {
+			/* The owner is gone and nobody was queued: the kernel
+			 * cannot hand the lock on, so take it over. */
+			uint32_t seen = atomic_load_explicit(&r->lock, memory_order_relaxed);
+			if (atomic_compare_exchange_strong_explicit(&r->lock, &seen, tid,
+								    memory_order_acquire,
+								    memory_order_relaxed)) {
+				say("rtaccel gang: member %u died holding the gang lock's region; "
+				    "its state is rebuilt\n", seen & FUTEX_TID_MASK);
+				return;
+			}
+		}
+		if (errno == EDEADLK)
+			return; /* ours already: an arbitration rebuilt after our death is impossible */
+		if (errno == ENOSYS) {
+			/* No PI futexes: spin politely. */
+			uint32_t zero = 0;
+			while (!atomic_compare_exchange_weak_explicit(&r->lock, &zero, tid,
+								      memory_order_acquire,
+								      memory_order_relaxed)) {
+				zero = 0;
+				sched_yield();
+			}
+			return;
+		}
+		/* EINTR, EAGAIN, EBUSY (owner exiting): try again. */
+	}
+}
+
+static void region_unlock(struct gang_region *r, uint32_t tid)
+{
+	uint32_t expected = tid;
+	if (atomic_compare_exchange_strong_explicit(&r->lock, &expected, 0, memory_order_release,
+						    memory_order_relaxed))
+		return;
+	syscall(SYS_futex, &r->lock, FUTEX_UNLOCK_PI, 0, NULL, NULL, 0);
+}
+
+/* ---- arbitration (under the region lock) -------------------------------- */
+
+static bool demands(uint32_t state)
+{
+	return state == SLOT_WANT || state == SLOT_RUN || state == SLOT_PARKED;
+}
+
+static void wake_all(_Atomic uint32_t *word)
+{
+	atomic_fetch_add_explicit(word, 1, memory_order_release);
+	futex_wake((uint32_t *)word, INT_MAX, true);
+}
+
+static int send_park(const struct gang_slot *s)
+{
+	return (int)syscall(SYS_tgkill, s->pid, s->tid, rtaccel_gang_signal());
+}
+
+static void arbitrate(struct gang_region *r)
+{
+	uint64_t w = atomic_load_explicit(&r->word, memory_order_relaxed);
+	uint64_t frozen;
+	do
+		frozen = (w | W_CONTENDED) + W_GEN_ONE;
+	while (!atomic_compare_exchange_weak_explicit(&r->word, &w, frozen, memory_order_acq_rel,
+						      memory_order_relaxed));
+	const uint32_t old_prio = W_PRIO(w);
+
+	uint32_t top = 0;
+	for (int i = 0; i < RTACCEL_GANG_MAX_THREADS; i++) {
+		struct gang_slot *s = &r->slots[i];
+		if (demands(atomic_load_explicit(&s->state, memory_order_acquire)) &&
+		    (uint32_t)s->priority > top)
+			top = (uint32_t)s->priority;
+	}
+	uint32_t count = 0;
+	bool contended = false, granted = false;
+	int targets[RTACCEL_GANG_MAX_THREADS];
+	int ntargets = 0;
+	for (int i = 0; i < RTACCEL_GANG_MAX_THREADS; i++) {
+		struct gang_slot *s = &r->slots[i];
+		uint32_t st = atomic_load_explicit(&s->state, memory_order_acquire);
+		if (!demands(st))
+			continue;
+		if ((uint32_t)s->priority != top) {
+			contended = true;
+			if (st == SLOT_RUN && !atomic_exchange(&s->park_requested, 1))
+				targets[ntargets++] = i;
+			continue;
+		}
+		uint32_t want = SLOT_WANT;
+		if (st == SLOT_WANT &&
+		    atomic_compare_exchange_strong(&s->state, &want, SLOT_RUN))
+			granted = true;
+		count++;
+	}
+	atomic_store_explicit(&r->word,
+			      (frozen & W_GEN_MASK) | top | ((uint64_t)count << 8) |
+				      (contended ? W_CONTENDED : 0),
+			      memory_order_release);
+	if (top != old_prio || granted)
+		wake_all(&r->seq);
+	if (ntargets)
+		atomic_fetch_add_explicit(&r->preemptions, 1, memory_order_relaxed);
+	for (int i = 0; i < ntargets; i++)
+		send_park(&r->slots[targets[i]]);
+}
+
+static const char *state_name(uint32_t st)
+{
+	static const char *const names[] = {"free", "idle", "waiting", "in a job", "parked in a job"};
+	return st < sizeof(names) / sizeof(names[0]) ? names[st] : "?";
+}
+
+/* False once the thread has exited, zombie included (a killed process's
+ * main thread stays a zombie until its parent reaps it). Async-signal-safe. */
+static bool thread_alive(pid_t pid, pid_t tid)
+{
+	if (syscall(SYS_tgkill, pid, tid, 0) < 0)
+		return errno != ESRCH;
+	char path[64], buf[256];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno != ENOENT;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return true;
+	buf[n] = 0;
+	const char *paren = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+	return !(paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'));
+}
+
+/* Removes the slots of threads that no longer exist. */
+static void reap(struct gang_region *r)
+{
+	for (int i = 0; i < RTACCEL_GANG_MAX_THREADS; i++) {
+		struct gang_slot *s = &r->slots[i];
+		uint32_t st = atomic_load_explicit(&s->state, memory_order_acquire);
+		if (st == SLOT_FREE)
+			continue;
+		if (thread_alive(s->pid, s->tid))
+			continue;
+		struct gang_def *g = &r->gangs[s->gang];
+		say("rtaccel gang: member thread %d (pid %d) of gang '%s' is gone (%s); removed\n",
+		    s->tid, s->pid, g->name, state_name(st));
+		if (g->members)
+			g->members--;
+		atomic_store_explicit(&s->park_requested, 0, memory_order_relaxed);
+		atomic_store_explicit(&s->state, SLOT_FREE, memory_order_release);
+		atomic_fetch_add_explicit(&r->recoveries, 1, memory_order_relaxed);
+	}
+}
+
+/* Reaps, re-signals threads below `prio` that still run (a park deferred
+ * past its signal is re-requested), and arbitrates. */
+static void recover(struct member *m)
+{
+	struct gang_region *r = m->r;
+	region_lock(r, m->tid);
+	reap(r);
+	for (int i = 0; i < RTACCEL_GANG_MAX_THREADS; i++)
+		atomic_store_explicit(&r->slots[i].park_requested, 0, memory_order_relaxed);
+	arbitrate(r);
+	region_unlock(r, m->tid);
+}
+
+/* ---- parking ------------------------------------------------------------ */
+
+static void park(struct member *m)
+{
+	struct gang_region *r = m->r;
+	struct gang_slot *s = m->slot;
+	atomic_store_explicit(&s->park_requested, 0, memory_order_relaxed);
+	if (W_PRIO(atomic_load_explicit(&r->word, memory_order_acquire)) == m->priority)
+		return; /* a stale request: our priority runs */
+	uint32_t run = SLOT_RUN;
+	if (!atomic_compare_exchange_strong(&s->state, &run, SLOT_PARKED))
+		return; /* not in a job */
+	const uint64_t begin = rtaccel_monotonic_ns();
+	wake_all(&r->acks);
+	for (;;) {
+		uint32_t seq = atomic_load_explicit(&r->seq, memory_order_acquire);
+		if (W_PRIO(atomic_load_explicit(&r->word, memory_order_acquire)) == m->priority)
+			break;
+		struct timespec until = rtaccel_deadline_in(CLOCK_MONOTONIC, REAP_PERIOD_NS);
+		if (futex_wait((uint32_t *)&r->seq, seq, true, CLOCK_MONOTONIC, &until) == -ETIMEDOUT) {
+			/* The handler interrupted code outside the slow path, so
+			 * this thread does not hold the region lock. */
+			recover(m);
+		}
+	}
+	atomic_store_explicit(&s->state, SLOT_RUN, memory_order_release);
+	const uint64_t end = rtaccel_monotonic_ns();
+	m->stats.parks++;
+	m->stats.parked_ns += end - begin;
+	m->stats.last_park_begin_ns = begin;
+	m->stats.last_park_end_ns = end;
+}
+
+static void on_park_signal(int sig, siginfo_t *info, void *context)
+{
+	(void)sig;
+	(void)info;
+	(void)context;
+	const int saved = errno;
+	struct member *m = &self;
+	if (m->r) {
+		if (m->in_slow || m->nopreempt)
+			m->pending = 1;
+		else
+			park(m);
+	}
+	errno = saved;
+}
+
+static void enter_slow(struct member *m)
+{
+	m->in_slow = 1;
+	compiler_barrier();
+}
+
+static void leave_slow(struct member *m)
+{
+	compiler_barrier();
+	m->in_slow = 0;
+	compiler_barrier();
+	if (m->pending && !m->nopreempt) {
+		m->pending = 0;
+		if (m->in_job)
+			park(m);
+	}
+}
+
+void rtaccel_gang_preempt_disable(void)
+{
+	self.nopreempt++;
+	compiler_barrier();
+}
+
+void rtaccel_gang_preempt_enable(void)
+{
+	compiler_barrier();
+	if (--self.nopreempt == 0 && self.pending && !self.in_slow) {
+		self.pending = 0;
+		if (self.r && self.in_job)
+			park(&self);
+	}
+}
+
+/* ---- jobs ---------------------------------------------------------------- */
+
+static bool lower_running(struct gang_region *r, uint32_t prio)
+{
+	for (int i = 0; i < RTACCEL_GANG_MAX_THREADS; i++) {
+		const struct gang_slot *s = &r->slots[i];
+		if ((uint32_t)s->priority < prio &&
+		    atomic_load_explicit(&s->state, memory_order_acquire) == SLOT_RUN)
+			return true;
+	}
+	return false;
+}
+
+static int begin_slow(struct member *m)
+{
+	struct gang_region *r = m->r;
+	enter_slow(m);
+	region_lock(r, m->tid);
+	atomic_store_explicit(&m->slot->state, SLOT_WANT, memory_order_release);
+	arbitrate(r);
+	region_unlock(r, m->tid);
+
+	bool waited = false;
+	for (;;) {
+		uint32_t seq = atomic_load_explicit(&r->seq, memory_order_acquire);
+		if (atomic_load_explicit(&m->slot->state, memory_order_acquire) == SLOT_RUN)
+			break;
+		waited = true;
+		struct timespec until = rtaccel_deadline_in(CLOCK_MONOTONIC, REAP_PERIOD_NS);
+		if (futex_wait((uint32_t *)&r->seq, seq, true, CLOCK_MONOTONIC, &until) == -ETIMEDOUT)
+			recover(m);
+	}
+	/* Granted: run once every lower thread has stopped. */
+	for (;;) {
+		uint32_t acks = atomic_load_explicit(&r->acks, memory_order_acquire);
+		if (!lower_running(r, m->priority))
+			break;
+		struct timespec until = rtaccel_deadline_in(CLOCK_MONOTONIC, REAP_PERIOD_NS);
+		if (futex_wait((uint32_t *)&r->acks, acks, true, CLOCK_MONOTONIC, &until) == -ETIMEDOUT)
+			recover(m);
+	}
+	m->in_job = true;
+	m->stats.jobs++;
+	m->stats.waits += waited;
+	leave_slow(m);
+	return 0;
+}
+
+int rtaccel_gang_job_begin(void)
+{
+	struct member *m = &self;
+	if (!m->r)
+		return -EPERM;
+	if (m->in_job)
+		return -EDEADLK;
+	struct gang_region *r = m->r;
+	/* The intent first: an arbitration that freezes the word after our CAS
+	 * must find this thread in its scan. */
+	atomic_store_explicit(&m->slot->state, SLOT_RUN, memory_order_relaxed);
+	uint64_t w = atomic_load_explicit(&r->word, memory_order_relaxed);
+	if (!(w & W_CONTENDED) && (W_PRIO(w) == 0 || W_PRIO(w) == m->priority)) {
+		uint64_t next = (w & ~0xffffffull) | m->priority | ((uint64_t)(W_COUNT(w) + 1) << 8);
+		if (atomic_compare_exchange_strong_explicit(&r->word, &w, next, memory_order_acq_rel,
+							    memory_order_relaxed)) {
+			m->in_job = true;
+			m->stats.jobs++;
+			return 0;
+		}
+	}
+	return begin_slow(m);
+}
+
+static void end_slow(struct member *m)
+{
+	enter_slow(m);
+	region_lock(m->r, m->tid);
+	atomic_store_explicit(&m->slot->state, SLOT_IDLE, memory_order_release);
+	atomic_store_explicit(&m->slot->park_requested, 0, memory_order_relaxed);
+	arbitrate(m->r);
+	region_unlock(m->r, m->tid);
+	leave_slow(m);
+}
+
+int rtaccel_gang_job_end(void)
+{
+	struct member *m = &self;
+	if (!m->r)
+		return -EPERM;
+	if (!m->in_job)
+		return -EINVAL;
+	struct gang_region *r = m->r;
+	m->in_job = false;
+	atomic_store_explicit(&m->slot->state, SLOT_IDLE, memory_order_relaxed);
+	uint64_t w = atomic_load_explicit(&r->word, memory_order_relaxed);
+	if (!(w & W_CONTENDED) && W_PRIO(w) == m->priority && W_COUNT(w) > 0) {
+		uint32_t left = W_COUNT(w) - 1;
+		uint64_t next = (w & ~0xffffffull) | (left ? m->priority : 0) | ((uint64_t)left << 8);
+		if (atomic_compare_exchange_strong_explicit(&r->word, &w, next, memory_order_release,
+							    memory_order_relaxed))
+			return 0;
+	}
+	end_slow(m);
+	return 0;
+}
+
+/* ---- membership ---------------------------------------------------------- */
+
+static bool valid_name(const char *name, size_t max)
+{
+	size_t n = name ? strnlen(name, max) : 0;
+	if (n == 0 || n >= max)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '_' || c == '-' || c == '.'))
+			return false;
+	}
+	return true;
+}
+
+/* Membership is per thread and is not inherited: a forked child starts
+ * outside every gang. */
+static void forget_in_child(void) { memset(&self, 0, sizeof(self)); }
+static void register_atfork(void) { pthread_atfork(NULL, NULL, forget_in_child); }
+
+static int install_handler(void)
+{
+	static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+	pthread_once(&atfork_once, register_atfork);
+	/* Asked every time: the program may have replaced it since. */
+	struct sigaction old;
+	if (sigaction(rtaccel_gang_signal(), NULL, &old) < 0)
+		return -errno;
+	if ((old.sa_flags & SA_SIGINFO) && old.sa_sigaction == on_park_signal)
+		return 0;
+	if (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN)
+		return -EBUSY;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_park_signal;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	return sigaction(rtaccel_gang_signal(), &sa, NULL) < 0 ? -errno : 0;
+}
+
+static void refresh_thresholds(struct gang_region *r)
+{
+	for (int p = 0; p <= RTACCEL_GANG_PRIORITY_MAX; p++)
+		r->threshold_at[p] = UINT32_MAX;
+	for (int g = 0; g < RTACCEL_GANG_MAX_GANGS; g++) {
+		const struct gang_def *d = &r->gangs[g];
+		if (d->name[0] && d->threshold_mbps < r->threshold_at[d->priority])
+			r->threshold_at[d->priority] = d->threshold_mbps;
+	}
+	for (int p = 0; p <= RTACCEL_GANG_PRIORITY_MAX; p++)
+		if (r->threshold_at[p] == UINT32_MAX)
+			r->threshold_at[p] = 0;
+}
+
+int rtaccel_gang_join(rtaccel_gang_lock_t *lock, const char *gang, int priority,
+		      uint32_t threshold_mbps)
+{
+	if (!lock || !valid_name(gang, RTACCEL_GANG_NAME_MAX) || priority < 1 ||
+	    priority > RTACCEL_GANG_PRIORITY_MAX)
+		return -EINVAL;
+	struct member *m = &self;
+	if (m->r)
+		return -EBUSY;
+	int err = install_handler();
+	if (err)
+		return err;
+	struct gang_region *r = lock->region;
+	const uint32_t tid = rtaccel_self_tid();
+	region_lock(r, tid);
+	int g = -1, free_gang = -1;
+	for (int i = 0; i < RTACCEL_GANG_MAX_GANGS; i++) {
+		if (!r->gangs[i].name[0]) {
+			if (free_gang < 0)
+				free_gang = i;
+		} else if (strcmp(r->gangs[i].name, gang) == 0) {
+			g = i;
+		}
+	}
+	if (g >= 0 && (r->gangs[g].priority != priority ||
+		       r->gangs[g].threshold_mbps != threshold_mbps)) {
+		err = -EEXIST;
+		goto out;
+	}
+	int slot = -1;
+	for (int i = 0; i < RTACCEL_GANG_MAX_THREADS && slot < 0; i++)
+		if (atomic_load(&r->slots[i].state) == SLOT_FREE)
+			slot = i;
+	if (slot < 0 || (g < 0 && free_gang < 0)) {
+		err = -ENOSPC;
+		goto out;
+	}
+	if (g < 0) {
+		g = free_gang;
+		struct gang_def *d = &r->gangs[g];
+		memset(d, 0, sizeof(*d));
+		snprintf(d->name, sizeof(d->name), "%s", gang);
+		d->priority = priority;
+		d->threshold_mbps = threshold_mbps;
+		refresh_thresholds(r);
+	}
+	r->gangs[g].members++;
+	struct gang_slot *s = &r->slots[slot];
+	s->pid = getpid();
+	s->tid = (int32_t)tid;
+	s->priority = priority;
+	s->gang = g;
+	atomic_store(&s->park_requested, 0);
+	atomic_store_explicit(&s->state, SLOT_IDLE, memory_order_release);
+	memset(m, 0, sizeof(*m));
+	m->slot = s;
+	m->priority = (uint32_t)priority;
+	m->tid = tid;
+	compiler_barrier();
+	m->r = r; /* last: the handler acts once this is set */
+out:
+	region_unlock(r, tid);
+	return err;
+}
+
+int rtaccel_gang_leave(void)
+{
+	struct member *m = &self;
+	if (!m->r)
+		return -EPERM;
+	if (m->in_job)
+		rtaccel_gang_job_end();
+	struct gang_region *r = m->r;
+	enter_slow(m);
+	region_lock(r, m->tid);
+	struct gang_slot *s = m->slot;
+	if (r->gangs[s->gang].members)
+		r->gangs[s->gang].members--;
+	atomic_store_explicit(&s->state, SLOT_FREE, memory_order_release);
+	arbitrate(r);
+	region_unlock(r, m->tid);
+	m->r = NULL;
+	compiler_barrier();
+	memset(m, 0, sizeof(*m));
+	return 0;
+}
+
+int rtaccel_gang_thread_stats(struct rtaccel_gang_thread_stats *stats)
+{
+	if (!stats)
+		return -EINVAL;
+	*stats = self.stats;
+	return self.r ? 0 : -EPERM;
+}
+
+/* ---- the region ---------------------------------------------------------- */
+
+static int map_region(int fd, bool fresh, rtaccel_gang_lock_t **out)
+{
+	const size_t size = sizeof(struct gang_region);
+	if (fresh && ftruncate(fd, (off_t)size) < 0)
+		return -errno;
+	struct stat st;
+	/* A creator in another process may not have sized it yet. */
+	for (int i = 0; !fresh; i++) {
+		if (fstat(fd, &st) < 0)
+			return -errno;
+		if ((size_t)st.st_size == size)
+			break;
+		if (st.st_size != 0 || i == 1000)
+			return -EPROTO;
+		rtaccel_sleep_ns(1000 * 1000);
+	}
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	struct gang_region *r = p;
+	if (fresh) {
+		r->version = GANG_VERSION;
+		r->size = size;
+		atomic_store_explicit((_Atomic uint32_t *)&r->magic, GANG_MAGIC, memory_order_release);
+	} else {
+		for (int i = 0; atomic_load_explicit((_Atomic uint32_t *)&r->magic,
+						     memory_order_acquire) != GANG_MAGIC; i++) {
+			if (i == 1000) {
+				munmap(p, size);
+				return -EPROTO;
+			}
+			rtaccel_sleep_ns(1000 * 1000);
+		}
+		if (r->version != GANG_VERSION || r->size != size) {
+			munmap(p, size);
+			return -EPROTO;
+		}
+	}
+	rtaccel_gang_lock_t *lock = malloc(sizeof(*lock));
+	if (!lock) {
+		munmap(p, size);
+		return -ENOMEM;
+	}
+	lock->region = r;
+	*out = lock;
+	return 0;
+}
+
+static int object_name(const char *name, char *buf, size_t len)
+{
+	if (!valid_name(name, 200))
+		return -EINVAL;
+	snprintf(buf, len, "/rtaccel-gang.%s", name);
+	return 0;
+}
+
+int rtaccel_gang_lock_open(const char *name, rtaccel_gang_lock_t **lock)
+{
+	char path[256];
+	int err = object_name(name, path, sizeof(path));
+	if (err || !lock)
+		return err ? err : -EINVAL;
+	bool fresh = true;
+	int fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0660);
+	if (fd < 0 && errno == EEXIST) {
+		fresh = false;
+		fd = shm_open(path, O_RDWR | O_CLOEXEC, 0);
+	}
+	if (fd < 0)
+		return -errno;
+	err = map_region(fd, fresh, lock);
+	close(fd);
+	if (err && fresh)
+		shm_unlink(path);
+	return err;
+}
+
+int rtaccel_gang_lock_create_private(rtaccel_gang_lock_t **lock)
+{
+	if (!lock)
+		return -EINVAL;
+	int fd = memfd_create("rtaccel-gang", MFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int err = map_region(fd, true, lock);
+	close(fd);
+	return err;
+}
+
+void rtaccel_gang_lock_close(rtaccel_gang_lock_t *lock)
+{
+	if (!lock)
+		return;
+	munmap(lock->region, sizeof(struct gang_region));
+	free(lock);
+}
+
+int rtaccel_gang_lock_unlink(const char *name)
+{
+	char path[256];
+	int err = object_name(name, path, sizeof(path));
+	if (err)
+		return err;
+	return shm_unlink(path) < 0 ? -errno : 0;
+}
+
+int rtaccel_gang_lock_status(const rtaccel_gang_lock_t *lock, struct rtaccel_gang_status *out)
+{
+	if (!lock || !out)
+		return -EINVAL;
+	struct gang_region *r = lock->region;
+	memset(out, 0, sizeof(*out));
+	uint64_t w = atomic_load_explicit(&r->word, memory_order_acquire);
+	out->running_priority = (int)W_PRIO(w);
+	out->threshold_mbps = r->threshold_at[W_PRIO(w)];
+	for (int i = 0; i < RTACCEL_GANG_MAX_THREADS; i++) {
+		uint32_t st = atomic_load_explicit(&r->slots[i].state, memory_order_acquire);
+		out->members += st != SLOT_FREE;
+		out->waiting += st == SLOT_WANT;
+		out->parked += st == SLOT_PARKED;
+		out->running += st == SLOT_RUN && (uint32_t)r->slots[i].priority == W_PRIO(w);
+	}
+	out->preemptions = atomic_load_explicit(&r->preemptions, memory_order_relaxed);
+	out->recoveries = atomic_load_explicit(&r->recoveries, memory_order_relaxed);
+	return 0;
+}
