@@ -99,6 +99,50 @@ uint64_t arrivals(uint64_t window_ns, uint64_t period_ns);
 // or -1 when `priority` is not among `priorities`.
 int bucket_of(int priority, const std::vector<int>& priorities, int levels);
 
+// ---- Gangs (RT-Gang, Ali and Yun, RTAS 2019, Sec. III-B) -------------------
+//
+// Under one-gang-at-a-time the gangs form a uniprocessor fixed-priority
+// system: a gang's job is delayed only by the jobs of higher-priority gangs,
+// each of which stops it once and lets it resume once. With delta the cost of
+// one gang preemption (measured by `rtaccel bench gang-preemption`):
+//
+//   R_i = C_i + sum over j in hp(i) of ceil(R_i / T_j) * (C_j + 2 delta)
+//
+// Gangs of one priority (a virtual gang) run together and do not delay each
+// other through the lock; what they do to each other through the hardware
+// belongs in their WCETs, as in the paper.
+struct GangTask {
+  std::string name;
+  int priority = 1;       // higher first
+  uint64_t wcet_ns = 0;   // C_i: the job's length with every thread running
+  uint64_t period_ns = 0; // T_i: minimum inter-arrival time
+  uint64_t deadline_ns = 0;
+};
+
+struct GangTaskResult {
+  std::string name;
+  bool bounded = false;  // a bound within the horizon
+  uint64_t wcrt_ns = 0;
+  bool schedulable = false;
+  uint64_t interference_ns = 0;  // higher gangs' jobs
+  uint64_t preemption_ns = 0;    // of which the 2 delta terms
+  std::string reason;
+};
+
+std::vector<GangTaskResult> analyze_gang_tasks(const std::vector<GangTask>& tasks, uint64_t delta_ns,
+                                               Horizon horizon = Horizon::kPeriod);
+
+// Chains of a gang-scheduled workload (rtaccel run --gang). Every callback is
+// a job of its executor's gang, with C = its CPU WCET plus its accelerator
+// segments (plus the server overhead per segment), T = the shortest period of
+// the chains through it. A callback is delayed by the callbacks of
+// higher-priority gangs (C_j + 2 delta each, the recurrence above) and by
+// the other callbacks of its own gang priority on its core (C_j each: its
+// executor, or another executor sharing the core). A chain's bound is its
+// release jitter plus the sum of its callbacks' bounds plus a hand-over cost
+// (communication) between executors.
+std::vector<ChainResult> analyze_gangs(const workload::Workload& workload, const Options& options = {});
+
 }  // namespace rtaccel::analysis
 
 #endif  // RTACCEL_ANALYSIS_HPP_

@@ -68,6 +68,17 @@ struct Executor {
   SourceLocation where;
 };
 
+// A gang (isolate layer, RT-Gang): executors whose threads run their jobs
+// (callbacks) only while no gang of another priority does. Gangs that share
+// a priority form a virtual gang and run together.
+struct Gang {
+  std::string name;
+  int priority = 1;             // 1..99: gang order, higher first
+  uint32_t threshold_mbps = 0;  // best-effort bandwidth it tolerates; 0: none
+  std::vector<size_t> executors;  // indices into Workload::executors
+  SourceLocation where;
+};
+
 struct Segment {
   size_t accelerator = 0;  // index into Workload::accelerators
   std::string service;     // kernel the server runs: busy, matmul, ...
@@ -120,6 +131,19 @@ struct Workload {
   std::vector<Executor> executors;
   std::vector<Callback> callbacks;
   std::vector<Chain> chains;
+  std::vector<Gang> gangs;
+  // Run under one-gang-at-a-time: `gang_scheduling:` when given, else on
+  // when the workload declares gangs.
+  bool gang_scheduling = false;
+  // What stopping a running gang costs (delta of the gang analysis):
+  // platform.gang_preemption_us, `rtaccel bench gang-preemption` measures it.
+  uint64_t gang_preemption_ns = 100000;
+
+  // The gangs of a gang-scheduled run: the declared ones, then one per
+  // executor in none of them, named after it, at its priority, threshold 0.
+  std::vector<Gang> effective_gangs() const;
+  // Index into effective_gangs() of each executor.
+  std::vector<size_t> gang_of_executor() const;
 
   // Callback priority under criticality-as-priority: the priority of the most
   // critical chain containing the callback. Every callback is in some chain

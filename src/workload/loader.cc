@@ -291,6 +291,10 @@ class Loader {
     read_list(top.list("chains", true), "chains", [&](const YAML::Node& n, size_t i) {
       read_chain(n, i);
     });
+    gang_scheduling_ = top.boolean("gang_scheduling", false);
+    read_list(top.list("gangs", false), "gangs", [&](const YAML::Node& n, size_t i) {
+      read_gang(n, i);
+    });
     top.finish();
 
     // Cross-checks run even after field errors, skipping what could not be
@@ -325,6 +329,7 @@ class Loader {
     if (auto cores = f.integer("cores", false, 1, 4096)) declared_cores_ = static_cast<int>(*cores);
     communication_ns_ = f.duration("communication_us", false, kNsPerUs, true);
     if (auto jitter = f.duration("release_jitter_us", false, kNsPerUs, true)) w_.release_jitter_ns = *jitter;
+    if (auto delta = f.duration("gang_preemption_us", false, kNsPerUs, true)) w_.gang_preemption_ns = *delta;
     YAML::Node list = f.list("accelerators", false);
     if (list.IsDefined()) {
       for (size_t i = 0; i < list.size(); ++i) read_accelerator(list[i], i);
@@ -376,6 +381,23 @@ class Loader {
     if (auto threads = f.integer("threads", false, 1, 1024)) e.threads = static_cast<int>(*threads);
     f.finish();
     w_.executors.push_back(std::move(e));
+  }
+
+  void read_gang(const YAML::Node& node, size_t index) {
+    Fields f(ctx_, node, item("gang", index, node));
+    if (!f.valid()) return;
+    Gang g;
+    g.where = f.where();
+    if (auto name = f.name("name", true)) {
+      // The gang lock keeps names of up to 31 characters.
+      if (name->size() > 31) ctx_.error(f.get("name", true), f.what() + ": name must be at most 31 characters");
+      else g.name = *name;
+    }
+    if (auto prio = f.integer("priority", true, 1, 99)) g.priority = static_cast<int>(*prio);
+    if (auto mbps = f.integer("threshold_mbps", false, 0, 1 << 30)) g.threshold_mbps = static_cast<uint32_t>(*mbps);
+    pending_gangs_.push_back(f.names("executors", true, "executor"));
+    f.finish();
+    w_.gangs.push_back(std::move(g));
   }
 
   void read_trigger(const YAML::Node& node, const std::string& what, Callback& cb) {
@@ -624,6 +646,8 @@ class Loader {
                                        "constrained deadlines (deadline <= period)");
       }
     }
+    check_gangs(executors);
+
     // After other errors a chain may be missing, so this would only mislead.
     for (size_t i = 0; i < w_.callbacks.size() && !ctx_.failed(); ++i) {
       if (!in_chain[i]) {
@@ -634,9 +658,53 @@ class Loader {
     }
   }
 
+  void check_gangs(const std::map<std::string, size_t>& executors) {
+    std::map<std::string, size_t> names;
+    std::map<size_t, size_t> gang_of;  // executor -> gang
+    for (size_t g = 0; g < w_.gangs.size(); ++g) {
+      Gang& gang = w_.gangs[g];
+      const std::string what = "gang '" + gang.name + "'";
+      if (!gang.name.empty()) {
+        if (auto [it, fresh] = names.emplace(gang.name, g); !fresh) {
+          ctx_.error(gang.where, what + " is defined twice (first at line " +
+                                     std::to_string(w_.gangs[it->second].where.line) + ")");
+        }
+      }
+      for (const auto& [name, where] : pending_gangs_[g]) {
+        auto it = executors.find(name);
+        if (it == executors.end()) {
+          ctx_.error(where, what + ": no executor named '" + name + "'");
+          continue;
+        }
+        if (auto [git, fresh] = gang_of.emplace(it->second, g); !fresh) {
+          ctx_.error(where, what + ": executor '" + name + "' is already in gang '" +
+                                w_.gangs[git->second].name + "' (an executor belongs to one gang)");
+          continue;
+        }
+        gang.executors.push_back(it->second);
+      }
+    }
+    // An executor left out of every gang becomes a gang of its own name.
+    for (size_t e = 0; e < w_.executors.size(); ++e) {
+      const Executor& ex = w_.executors[e];
+      if (gang_of.count(e) || ex.name.empty()) continue;
+      if (auto it = names.find(ex.name); it != names.end()) {
+        ctx_.error(w_.gangs[it->second].where,
+                   "gang '" + ex.name + "': executor '" + ex.name +
+                       "' is in no gang, so it forms a gang of its own name; rename one of them");
+      } else if (ex.name.size() > 31 && (gang_scheduling_.value_or(false) || !w_.gangs.empty())) {
+        ctx_.error(ex.where, "executor '" + ex.name + "' is in no gang and its name, the name of its own gang, "
+                             "is longer than 31 characters");
+      }
+    }
+    w_.gang_scheduling = gang_scheduling_ ? *gang_scheduling_ : !w_.gangs.empty();
+  }
+
   Context& ctx_;
   const LoadOptions& options_;
   Workload w_;
+  std::optional<bool> gang_scheduling_;
+  std::vector<std::vector<std::pair<std::string, SourceLocation>>> pending_gangs_;
   std::optional<int> declared_cores_;
   std::optional<uint64_t> communication_ns_;
   std::vector<PendingCallback> pending_callbacks_;

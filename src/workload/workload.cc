@@ -57,4 +57,29 @@ std::string Diagnostic::to_string() const {
   return out;
 }
 
+std::vector<Gang> Workload::effective_gangs() const {
+  std::vector<Gang> out = gangs;
+  std::vector<bool> grouped(executors.size(), false);
+  for (const Gang& g : gangs)
+    for (size_t e : g.executors) grouped[e] = true;
+  for (size_t e = 0; e < executors.size(); ++e) {
+    if (grouped[e]) continue;
+    Gang g;
+    g.name = executors[e].name;
+    g.priority = executors[e].priority;
+    g.executors = {e};
+    g.where = executors[e].where;
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+std::vector<size_t> Workload::gang_of_executor() const {
+  std::vector<size_t> of(executors.size(), 0);
+  const std::vector<Gang> all = effective_gangs();
+  for (size_t g = 0; g < all.size(); ++g)
+    for (size_t e : all[g].executors) of[e] = g;
+  return of;
+}
+
 }  // namespace rtaccel::workload

@@ -1,0 +1,176 @@
+// The gang analysis against bounds computed by hand, and the workload's gang
+// rules.
+#include <gtest/gtest.h>
+
+#include "rtaccel/analysis.hpp"
+#include "rtaccel/workload.hpp"
+
+namespace rtaccel::analysis {
+namespace {
+
+constexpr uint64_t kUs = 1000;
+constexpr uint64_t kMs = 1000 * kUs;
+
+TEST(GangTasks, ClassicRecurrenceWithoutPreemptionCost) {
+  // R1 = 1; R2 = 2 + ceil(3/4)*1 = 3; R3: 3 -> 6 -> 7 -> 9 -> 10 -> 10.
+  std::vector<GangTask> tasks = {{"t1", 3, 1 * kMs, 4 * kMs, 4 * kMs},
+                                 {"t2", 2, 2 * kMs, 6 * kMs, 6 * kMs},
+                                 {"t3", 1, 3 * kMs, 12 * kMs, 12 * kMs}};
+  auto r = analyze_gang_tasks(tasks, 0);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].wcrt_ns, 1 * kMs);
+  EXPECT_EQ(r[1].wcrt_ns, 3 * kMs);
+  EXPECT_EQ(r[2].wcrt_ns, 10 * kMs);
+  for (const auto& x : r) EXPECT_TRUE(x.schedulable) << x.name;
+  EXPECT_EQ(r[2].interference_ns, 7 * kMs);
+  EXPECT_EQ(r[2].preemption_ns, 0u);
+}
+
+TEST(GangTasks, PreemptionCostChargedTwicePerHigherJob) {
+  // delta = 100 us, so each higher job costs C + 200 us.
+  // R2 = 2 + 1.2 = 3.2. R3: 3 -> 3+1.2+2.2 = 6.4 -> 3+2.4+4.4 = 9.8
+  //    -> 3+3.6+4.4 = 11.0 -> 11.0.
+  std::vector<GangTask> tasks = {{"t1", 3, 1 * kMs, 4 * kMs, 4 * kMs},
+                                 {"t2", 2, 2 * kMs, 6 * kMs, 6 * kMs},
+                                 {"t3", 1, 3 * kMs, 12 * kMs, 12 * kMs}};
+  auto r = analyze_gang_tasks(tasks, 100 * kUs);
+  EXPECT_EQ(r[0].wcrt_ns, 1 * kMs);
+  EXPECT_EQ(r[1].wcrt_ns, 3200 * kUs);
+  EXPECT_EQ(r[2].wcrt_ns, 11 * kMs);
+  EXPECT_EQ(r[2].preemption_ns, 5 * 200 * kUs);  // 3 jobs of t1, 2 of t2
+  EXPECT_TRUE(r[2].schedulable);
+}
+
+TEST(GangTasks, VirtualGangMembersDoNotDelayEachOther) {
+  std::vector<GangTask> tasks = {{"a", 2, 2 * kMs, 10 * kMs, 10 * kMs},
+                                 {"b", 2, 3 * kMs, 10 * kMs, 10 * kMs},
+                                 {"low", 1, 1 * kMs, 10 * kMs, 10 * kMs}};
+  auto r = analyze_gang_tasks(tasks, 0);
+  EXPECT_EQ(r[0].wcrt_ns, 2 * kMs);
+  EXPECT_EQ(r[1].wcrt_ns, 3 * kMs);
+  EXPECT_EQ(r[2].wcrt_ns, 6 * kMs);  // 1 + 2 + 3
+}
+
+TEST(GangTasks, OverloadHasNoBound) {
+  // t2 needs 3 ms every 4 ms beside t1's 2 ms every 4 ms.
+  std::vector<GangTask> tasks = {{"t1", 2, 2 * kMs, 4 * kMs, 4 * kMs},
+                                 {"t2", 1, 3 * kMs, 4 * kMs, 4 * kMs}};
+  auto r = analyze_gang_tasks(tasks, 0);
+  EXPECT_TRUE(r[0].schedulable);
+  EXPECT_FALSE(r[1].bounded);
+  EXPECT_FALSE(r[1].schedulable);
+  EXPECT_NE(r[1].reason.find("no bound within the period"), std::string::npos);
+  // Bounded but late: a deadline below the bound.
+  tasks[1].wcet_ns = 1 * kMs;
+  tasks[1].deadline_ns = 2 * kMs;
+  r = analyze_gang_tasks(tasks, 0);
+  EXPECT_TRUE(r[1].bounded);
+  EXPECT_EQ(r[1].wcrt_ns, 3 * kMs);
+  EXPECT_FALSE(r[1].schedulable);
+  EXPECT_NE(r[1].reason.find("exceeds the deadline"), std::string::npos);
+}
+
+const char* kGangWorkload = R"(version: 1
+name: gangs
+platform: {cores: 2, gang_preemption_us: 100}
+executors:
+  - {name: ex_hi, core: 0, priority: 80}
+  - {name: ex_lo, core: 1, priority: 70}
+  - {name: ex_lo2, core: 0, priority: 60}
+gangs:
+  - {name: g_hi, priority: 20, executors: [ex_hi]}
+  - {name: g_lo, priority: 10, threshold_mbps: 300, executors: [ex_lo]}
+callbacks:
+  - {name: a, executor: ex_hi, trigger: {timer_ms: 10}, cpu_us: 2000}
+  - {name: b, executor: ex_lo, trigger: {timer_ms: 20}, cpu_us: 5000}
+  - {name: c, executor: ex_lo2, trigger: {timer_ms: 20}, cpu_us: 1000}
+chains:
+  - {name: A, priority: 3, path: [a]}
+  - {name: B, priority: 2, path: [b]}
+  - {name: C, priority: 1, path: [c]}
+)";
+
+TEST(GangWorkload, ChainsByHand) {
+  workload::LoadOptions lo;
+  auto w = workload::load_string(kGangWorkload, "g.yaml", lo);
+  ASSERT_TRUE(w) << w.status().message();
+  const workload::Workload& wl = *w;
+  EXPECT_TRUE(wl.gang_scheduling);
+  EXPECT_EQ(wl.gang_preemption_ns, 100 * kUs);
+  // ex_lo2 is in no gang: it forms gang "ex_lo2" at its own priority (60),
+  // above both declared gangs.
+  auto gangs = wl.effective_gangs();
+  ASSERT_EQ(gangs.size(), 3u);
+  EXPECT_EQ(gangs[2].name, "ex_lo2");
+  EXPECT_EQ(gangs[2].priority, 60);
+  EXPECT_EQ(gangs[1].threshold_mbps, 300u);
+  auto r = analyze_gangs(wl);
+  ASSERT_EQ(r.size(), 3u);
+  // C (gang 60): nothing above it; nothing of its priority on core 0.
+  EXPECT_EQ(r[2].wcrt_ns, 1 * kMs);
+  // A (gang 20): c above, 1 + 0.2 per 20 ms: 2 + 1.2 = 3.2 ms.
+  EXPECT_EQ(r[0].wcrt_ns, 3200 * kUs);
+  // B (gang 10): a and c above: 5 -> 5 + 2.2 + 1.2 = 8.4 -> 8.4.
+  EXPECT_EQ(r[1].wcrt_ns, 8400 * kUs);
+  EXPECT_EQ(r[1].breakdown.cpu_ns, 5 * kMs);
+  EXPECT_EQ(r[1].breakdown.interference_ns, 3400 * kUs);
+  for (const auto& x : r) EXPECT_TRUE(x.schedulable) << x.chain << ": " << x.reason;
+}
+
+std::vector<std::string> errors_of(const std::string& text) {
+  auto w = workload::load_string(text, "g.yaml", {});
+  if (w) return {};
+  return w.status().lines();
+}
+
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  text.replace(text.find(from), from.size(), to);
+  return text;
+}
+
+TEST(GangWorkload, RulesWithPositions) {
+  auto e = errors_of(replaced(kGangWorkload, "executors: [ex_hi]", "executors: [ex_nope]"));
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0], "g.yaml:9:44: gang 'g_hi': no executor named 'ex_nope'");
+
+  e = errors_of(replaced(kGangWorkload, "executors: [ex_lo]", "executors: [ex_lo, ex_hi]"));
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].find("g.yaml:10:"), std::string::npos) << e[0];
+  EXPECT_NE(e[0].find("executor 'ex_hi' is already in gang 'g_hi'"), std::string::npos) << e[0];
+
+  e = errors_of(replaced(kGangWorkload, "name: g_lo,", "name: g_hi,"));
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].find("g.yaml:10:5: gang 'g_hi' is defined twice (first at line 9)"), std::string::npos) << e[0];
+
+  e = errors_of(replaced(kGangWorkload, "priority: 20, executors", "priority: 100, executors"));
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].find("g.yaml:9:28: gang 'g_hi': priority must be between 1 and 99, got 100"), std::string::npos)
+      << e[0];
+
+  e = errors_of(replaced(kGangWorkload, "threshold_mbps: 300", "threshold: 300"));
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].find("unknown key 'threshold'"), std::string::npos) << e[0];
+
+  e = errors_of(replaced(kGangWorkload, "name: g_hi,", "name: ex_lo2,"));
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].find("gang 'ex_lo2': executor 'ex_lo2' is in no gang, so it forms a gang of its own name"),
+            std::string::npos) << e[0];
+
+  e = errors_of(replaced(kGangWorkload, "gangs:\n", "gang_scheduling: maybe\ngangs:\n"));
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].find("g.yaml:8:18: workload: gang_scheduling must be"), std::string::npos) << e[0];
+
+  e = errors_of(replaced(kGangWorkload, "executors: [ex_hi]", "executors: []"));
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].find("executors is empty"), std::string::npos) << e[0];
+}
+
+TEST(GangWorkload, SchedulingSwitch) {
+  auto w = workload::load_string(replaced(kGangWorkload, "gangs:\n", "gang_scheduling: false\ngangs:\n"), "g.yaml", {});
+  ASSERT_TRUE(w) << w.status().message();
+  EXPECT_FALSE(w->gang_scheduling);
+  EXPECT_EQ(w->gangs.size(), 2u);
+}
+
+}  // namespace
+}  // namespace rtaccel::analysis
