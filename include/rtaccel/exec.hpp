@@ -8,7 +8,8 @@
 //                     deadline misses, dropped instances, and the analysis
 //                     bound wcrt_us; per timer: period jitter
 //   OUT/trace.json    Chrome/Perfetto trace: callbacks, accelerator requests
-//                     per bucket (queueing and kernel)
+//                     per bucket (queueing and kernel), and under gang
+//                     scheduling the gang lock's waits, holds and preemptions
 //   OUT/latency.csv   every end-to-end latency sample
 // Under policy paam a private rtaccel-server is started unless a socket is
 // given. Executors die with the runner (no orphans). The caller's stop flag
@@ -22,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "rtaccel/status.hpp"
 
@@ -53,6 +55,13 @@ struct RunOptions {
   uint64_t epsilon_floor_ns = 0;
   uint64_t kappa_floor_ns = 0;
   uint64_t jitter_floor_ns = 0;
+  // Gang scheduling (isolate layer, one real-time gang at a time): true or
+  // false overrides the workload's gang_scheduling.
+  std::optional<bool> gang;
+  // Best-effort programs started beside the workload (each a /bin/sh
+  // command line; SCHED_OTHER, any core), stopped with SIGTERM at the end.
+  // Their output goes to OUT/best_effort_N.log.
+  std::vector<std::string> best_effort;
   bool progress = true;  // a line per second on stderr
   // Set (from any thread or a signal handler) to end the run early.
   const std::atomic<bool>* stop = nullptr;

@@ -119,7 +119,7 @@ struct rtaccel_gang_thread_stats {
 	uint64_t last_park_begin_ns; /* CLOCK_MONOTONIC */
 	uint64_t last_park_end_ns;
 };
-RTACCEL_API int rtaccel_gang_thread_stats(struct rtaccel_gang_thread_stats *stats);
+RTACCEL_API int rtaccel_gang_self_stats(struct rtaccel_gang_thread_stats *stats);
 
 #ifdef __cplusplus
 }

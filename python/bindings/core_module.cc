@@ -6,6 +6,7 @@
 #include <string>
 
 #include "rtaccel/analysis.hpp"
+#include "rtaccel/isolate.h"
 #include "rtaccel/chainset.hpp"
 #include "rtaccel/workload.hpp"
 
@@ -69,6 +70,8 @@ PYBIND11_MODULE(_core, m) {
                                for (const auto& cb : w.callbacks) names.append(cb.name);
                                return names;
                              })
+      .def_readonly("gang_scheduling", &workload::Workload::gang_scheduling)
+      .def_readonly("gang_preemption_ns", &workload::Workload::gang_preemption_ns)
       .def("callback_priority", &workload::Workload::callback_priority);
 
   m.def(
@@ -141,6 +144,111 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("workload"), py::arg("horizon") = "period", py::arg("lp_blocking_includes_accelerator") = true,
       "PAAM response-time analysis of every chain (Theorem 1).");
+  m.def(
+      "analyze_gangs",
+      [](const workload::Workload& w, const std::string& horizon) {
+        return analysis::analyze_gangs(w, make_options(horizon, true));
+      },
+      py::arg("workload"), py::arg("horizon") = "period",
+      "Response-time analysis of every chain under one-gang-at-a-time (RT-Gang).");
+  py::class_<analysis::GangTask>(m, "GangTask")
+      .def(py::init([](std::string name, int priority, uint64_t wcet_ns, uint64_t period_ns, uint64_t deadline_ns) {
+             return analysis::GangTask{std::move(name), priority, wcet_ns, period_ns,
+                                       deadline_ns ? deadline_ns : period_ns};
+           }),
+           py::arg("name"), py::arg("priority"), py::arg("wcet_ns"), py::arg("period_ns"), py::arg("deadline_ns") = 0)
+      .def_readonly("name", &analysis::GangTask::name)
+      .def_readonly("priority", &analysis::GangTask::priority)
+      .def_readonly("wcet_ns", &analysis::GangTask::wcet_ns)
+      .def_readonly("period_ns", &analysis::GangTask::period_ns)
+      .def_readonly("deadline_ns", &analysis::GangTask::deadline_ns);
+  py::class_<analysis::GangTaskResult>(m, "GangTaskResult")
+      .def_readonly("name", &analysis::GangTaskResult::name)
+      .def_readonly("bounded", &analysis::GangTaskResult::bounded)
+      .def_readonly("wcrt_ns", &analysis::GangTaskResult::wcrt_ns)
+      .def_readonly("schedulable", &analysis::GangTaskResult::schedulable)
+      .def_readonly("interference_ns", &analysis::GangTaskResult::interference_ns)
+      .def_readonly("preemption_ns", &analysis::GangTaskResult::preemption_ns)
+      .def_readonly("reason", &analysis::GangTaskResult::reason);
+  m.def(
+      "analyze_gang_tasks",
+      [](const std::vector<analysis::GangTask>& tasks, uint64_t delta_ns, const std::string& horizon) {
+        return analysis::analyze_gang_tasks(tasks, delta_ns, make_options(horizon, true).horizon);
+      },
+      py::arg("tasks"), py::arg("delta_ns"), py::arg("horizon") = "period",
+      "Uniprocessor response-time analysis over gangs with the gang preemption cost delta.");
+
+  // The gang lock (isolate layer). Methods release the GIL: job_begin
+  // blocks while a higher gang runs, and a parked thread must not hold it.
+  struct GangLock {
+    rtaccel_gang_lock_t* lock = nullptr;
+    ~GangLock() { rtaccel_gang_lock_close(lock); }
+  };
+  auto check = [](int err, const std::string& what) {
+    if (err < 0) {
+      errno = -err;
+      PyErr_SetFromErrnoWithFilename(PyExc_OSError, what.c_str());
+      throw py::error_already_set();
+    }
+  };
+  py::class_<GangLock>(m, "GangLock")
+      .def(py::init([check](const std::string& name) {
+             auto g = std::make_unique<GangLock>();
+             check(rtaccel_gang_lock_open(name.c_str(), &g->lock), "gang lock '" + name + "'");
+             return g;
+           }),
+           py::arg("name"))
+      .def_static(
+          "unlink", [check](const std::string& name) { check(rtaccel_gang_lock_unlink(name.c_str()), name); },
+          py::arg("name"))
+      .def(
+          "join",
+          [check](GangLock& g, const std::string& gang, int priority, uint32_t threshold_mbps) {
+            check(rtaccel_gang_join(g.lock, gang.c_str(), priority, threshold_mbps), "join gang '" + gang + "'");
+          },
+          py::arg("gang"), py::arg("priority"), py::arg("threshold_mbps") = 0)
+      .def("status", [check](GangLock& g) {
+        rtaccel_gang_status st{};
+        check(rtaccel_gang_lock_status(g.lock, &st), "status");
+        py::dict d;
+        d["running_priority"] = st.running_priority;
+        d["threshold_mbps"] = st.threshold_mbps;
+        d["running"] = st.running;
+        d["waiting"] = st.waiting;
+        d["parked"] = st.parked;
+        d["members"] = st.members;
+        d["preemptions"] = st.preemptions;
+        d["recoveries"] = st.recoveries;
+        return d;
+      });
+  m.def("gang_leave", [check]() { check(rtaccel_gang_leave(), "leave"); });
+  m.def("gang_job_begin", [check]() {
+    int err;
+    {
+      py::gil_scoped_release unlocked;
+      err = rtaccel_gang_job_begin();
+    }
+    check(err, "job_begin");
+  });
+  m.def("gang_job_end", [check]() {
+    int err;
+    {
+      py::gil_scoped_release unlocked;
+      err = rtaccel_gang_job_end();
+    }
+    check(err, "job_end");
+  });
+  m.def("gang_self_stats", [check]() {
+    rtaccel_gang_thread_stats st{};
+    check(rtaccel_gang_self_stats(&st), "stats");
+    py::dict d;
+    d["jobs"] = st.jobs;
+    d["waits"] = st.waits;
+    d["parks"] = st.parks;
+    d["parked_ns"] = st.parked_ns;
+    return d;
+  });
+
   m.def("all_critical_schedulable", &analysis::all_critical_schedulable, py::arg("results"),
         "True when every critical chain of analyze()'s results is schedulable.");
   m.def("arrivals", &analysis::arrivals, py::arg("window_ns"), py::arg("period_ns"),

@@ -62,7 +62,7 @@ def chain_to_dict(r) -> dict:
 
 
 def analyze_file(path: str, horizon: str = "period", paper_blocking: bool = False,
-                 machine_cores: int = 0, calibration: dict | None = None):
+                 machine_cores: int = 0, calibration: dict | None = None, gang: bool | None = None):
     """Loads and analyses a workload file; returns (workload, results). A
     calibration (``rtaccel calibrate``) raises the workload's overheads to the
     machine's."""
@@ -71,9 +71,16 @@ def analyze_file(path: str, horizon: str = "period", paper_blocking: bool = Fals
         workload = _core.raise_overheads(workload, int(calibration["epsilon_us"] * 1000),
                                          int(calibration["kappa_us"] * 1000),
                                          int(calibration.get("release_jitter_us", 0) * 1000))
+    if workload_gang_scheduled(workload, gang):
+        return workload, _core.analyze_gangs(workload, horizon=horizon)
     results = _core.analyze(workload, horizon=horizon,
                             lp_blocking_includes_accelerator=not paper_blocking)
     return workload, results
+
+
+def workload_gang_scheduled(workload, gang: bool | None = None) -> bool:
+    """Gang scheduling as `rtaccel run` decides it: the option, else the workload."""
+    return workload.gang_scheduling if gang is None else gang
 
 
 def to_json(path: str, workload, results, options: dict) -> str:
@@ -98,8 +105,11 @@ def format_table(path: str, workload, results, options: dict) -> str:
     """cyclictest-style text: '#' status lines, then one fixed-width row per chain."""
     lines = [
         f"# rtaccel analyze {path}: workload '{workload.name}', {len(results)} chains",
-        f"# horizon: {options['horizon']}; lower-priority blocking: "
-        + ("CPU only (paper)" if options["paper_blocking"] else "CPU and accelerator"),
+        (f"# one gang at a time (RT-Gang): gang preemption cost "
+         f"{workload.gang_preemption_ns / 1000:.0f} us, charged twice per higher-priority job"
+         if options.get("gang") else
+         f"# horizon: {options['horizon']}; lower-priority blocking: "
+         + ("CPU only (paper)" if options["paper_blocking"] else "CPU and accelerator")),
         *([f"# overheads at least this machine's ({options['calibration']['path']}): "
            f"epsilon {options['calibration']['epsilon_us']:.0f} us, "
            f"kappa {options['calibration']['kappa_us']:.0f} us, release jitter "

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -51,10 +52,12 @@ def cmd_analyze(args) -> int:
                "calibration": calibration}
     try:
         workload, results = rta.analyze_file(args.workload, args.horizon, args.paper_blocking,
-                                             machine_cores=args.cores, calibration=calibration)
+                                             machine_cores=args.cores, calibration=calibration,
+                                             gang=args.gang)
     except _core.WorkloadError as err:
         _print_workload_error(err)
         return EXIT_BAD_INPUT
+    options["gang"] = rta.workload_gang_scheduled(workload, args.gang)
     if args.json:
         print(rta.to_json(args.workload, workload, results, options))
     else:
@@ -126,7 +129,8 @@ def cmd_run(args) -> int:
     try:
         status = runner.run(args.workload, args.policy, args.duration, args.out, socket=args.socket,
                             work_fraction=args.work_fraction, progress=not args.quiet,
-                            calibration=not args.no_calibration)
+                            calibration=not args.no_calibration, gang=args.gang,
+                            best_effort=args.best_effort)
     except (runner.RunError, accel.AccelError) as err:
         print(f"rtaccel: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -268,6 +272,36 @@ def cmd_bench_preemption(args) -> int:
     return _bench(args, "preemption", ["--iterations", str(args.iterations)], accel.format_preemption)
 
 
+def cmd_bench_gang_preemption(args) -> int:
+    """Runs rtaccel-gang-bench: its table, or its JSON as it prints it."""
+    cmd = [str(accel.binary("rtaccel-gang-bench")), "--rounds", str(args.rounds),
+           "--threads", args.threads]
+    if args.json:
+        cmd.append("--json")
+    return subprocess.call(cmd)
+
+
+def _thread_counts(text: str) -> str:
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected thread counts separated by commas, got {text!r}")
+    if not values or any(v < 1 or v > 8 for v in values):
+        raise argparse.ArgumentTypeError("thread counts must be in 1..8")
+    return ",".join(str(v) for v in values)
+
+
+def cmd_membench(args) -> int:
+    cmd = [str(accel.binary("rtaccel-membench")), args.benchmark]
+    if args.size:
+        cmd += ["--size", args.size]
+    if args.duration:
+        cmd += ["--duration", str(args.duration)]
+    if args.json:
+        cmd.append("--json")
+    return subprocess.call(cmd)
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -328,6 +362,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="charge lower-priority blocking with CPU time only, as printed in the paper")
     p.add_argument("--no-calibration", action="store_true",
                    help="ignore this machine's `rtaccel calibrate` overheads")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--gang", dest="gang", action="store_const", const=True, default=None,
+                   help="analyse under one-gang-at-a-time (default: the workload's gang_scheduling)")
+    g.add_argument("--no-gang", dest="gang", action="store_const", const=False,
+                   help="analyse without gang scheduling")
     p.add_argument("--cores", type=_positive_int, default=0,
                    help="cores of the target machine when the workload does not say "
                         "(default: this machine's)")
@@ -421,6 +460,23 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true", help="print JSON")
     backend_options(b)
     b.set_defaults(func=cmd_bench_preemption)
+    b = bsub.add_parser("gang-preemption",
+                        help="release of a high gang until the lower gang is stopped on every core "
+                             "(RT-Gang Table III), beside plain SCHED_FIFO and other mechanisms")
+    b.add_argument("--rounds", type=_positive_int, default=200, help="rounds per row (200)")
+    b.add_argument("--threads", type=_thread_counts, default="1,2,4,8",
+                   help="lower gang sizes (1,2,4,8)")
+    b.add_argument("--json", action="store_true",
+                   help="print JSON (p50_us, p99_us, max_us; the same under baseline)")
+    b.set_defaults(func=cmd_bench_gang_preemption)
+
+    p = sub.add_parser("membench", help="memory benchmarks for best-effort co-runners (IsolBench-like)")
+    p.add_argument("benchmark", choices=("read", "write", "cache"),
+                   help="read or write sequentially over --size, or read a set that stays in L1")
+    p.add_argument("--size", help="working set, e.g. 8M (default 8M; cache: 16K)")
+    p.add_argument("--duration", type=_seconds, help="seconds (default: until SIGTERM or Ctrl-C)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_membench)
 
     p = sub.add_parser("run", help="run a workload for real and measure its chains")
     p.add_argument("workload", help="workload YAML file")
@@ -433,6 +489,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="share of each WCET that callbacks really run (0.9)")
     p.add_argument("--no-calibration", action="store_true",
                    help="ignore this machine's `rtaccel calibrate` overheads")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--gang", dest="gang", action="store_const", const=True, default=None,
+                   help="one real-time gang at a time (default: the workload's gang_scheduling)")
+    g.add_argument("--no-gang", dest="gang", action="store_const", const=False,
+                   help="no gang scheduling, whatever the workload says")
+    p.add_argument("--best-effort", action="append", default=[], metavar="CMD",
+                   help="start CMD (a shell command line) beside the workload, SCHED_OTHER, stopped at "
+                        "the end; repeatable (e.g. 'rtaccel membench read --size 8M')")
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.set_defaults(func=cmd_run)
 

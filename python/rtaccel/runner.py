@@ -88,7 +88,8 @@ def calibrate(requests: int = 5000, iterations: int = 100) -> dict:
 # --- running -----------------------------------------------------------------
 
 def run(workload: str, policy: str, duration_s: float, out: str, socket: str | None = None,
-        work_fraction: float = 0.9, progress: bool = True, calibration: bool = True) -> int:
+        work_fraction: float = 0.9, progress: bool = True, calibration: bool = True,
+        gang: bool | None = None, best_effort: list[str] | tuple = ()) -> int:
     """Runs rtaccel-exec; returns its exit status (0, or 130 when interrupted:
     the results up to then are written). Ctrl-C reaches rtaccel-exec too; it
     stops the executors and writes its results, which this waits for."""
@@ -100,6 +101,10 @@ def run(workload: str, policy: str, duration_s: float, out: str, socket: str | N
     if cal:
         cmd += ["--epsilon-floor-us", str(cal["epsilon_us"]), "--kappa-floor-us", str(cal["kappa_us"]),
                 "--jitter-floor-us", str(cal["release_jitter_us"])]
+    if gang is not None:
+        cmd.append("--gang" if gang else "--no-gang")
+    for command in best_effort:
+        cmd += ["--best-effort", command]
     if not progress:
         cmd.append("--quiet")
     proc = subprocess.Popen(cmd)

@@ -72,6 +72,7 @@ class Executor {
   uint64_t next_timer() const;
   void loop(size_t thread);
   void run_callback(size_t thread, const Pick& pick, Scratch* scratch);
+  void run_job(size_t thread, const Pick& pick, Scratch* scratch);
   void pop(uint32_t queue, Message* out);
   void push(uint32_t queue, const Message& message);
   void trace(const TraceEvent& event);
@@ -155,18 +156,23 @@ uint64_t Executor::next_timer() const {
   return next;
 }
 
+// Queue operations are not preemptible by a gang: a thread parked while it
+// holds a queue's mutex would stop the other gang that needs the queue.
 void Executor::pop(uint32_t queue, Message* out) {
   auto* q = shared_.queue(queue);
+  rtaccel_gang_preempt_disable();
   pthread_mutex_lock(&q->lock);
   *out = q->slots[q->head];
   q->head = (q->head + 1) % kQueueDepth;
   __atomic_store_n(&q->count, q->count - 1, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&q->lock);
+  rtaccel_gang_preempt_enable();
 }
 
 void Executor::push(uint32_t queue, const Message& message) {
   auto* q = shared_.queue(queue);
   const auto& chains = plan_.queues[queue].chains;
+  rtaccel_gang_preempt_disable();
   pthread_mutex_lock(&q->lock);
   if (q->count == plan_.queues[queue].depth) {
     // Keep last: the oldest message goes, and with it every chain instance it
@@ -182,6 +188,7 @@ void Executor::push(uint32_t queue, const Message& message) {
   ++q->pushed;
   __atomic_store_n(&q->count, q->count + 1, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&q->lock);
+  rtaccel_gang_preempt_enable();
   notify(shared_.executor(plan_.queues[queue].executor));
 }
 
@@ -249,7 +256,57 @@ void Executor::run_callback(size_t thread, const Pick& pick, Scratch* scratch) {
   trace(ev);
 }
 
+// A callback as a job of the executor's gang: waits for the gang lock, and
+// traces the wait, the hold and any preemption by a higher gang.
+void Executor::run_job(size_t thread, const Pick& pick, Scratch* scratch) {
+  if (!c_.gang) {
+    run_callback(thread, pick, scratch);
+    return;
+  }
+  struct rtaccel_gang_thread_stats before{}, after{};
+  rtaccel_gang_self_stats(&before);
+  const uint64_t asked = core::monotonic_ns();
+  rtaccel_gang_job_begin();
+  const uint64_t granted = core::monotonic_ns();
+  run_callback(thread, pick, scratch);
+  rtaccel_gang_job_end();
+  const uint64_t ended = core::monotonic_ns();
+  rtaccel_gang_self_stats(&after);
+  TraceEvent ev{};
+  ev.callback = static_cast<uint32_t>(pick.callback);
+  ev.thread = static_cast<uint32_t>(thread);
+  ev.bucket = -1;
+  if (after.waits > before.waits) {
+    ev.kind = static_cast<uint32_t>(TraceKind::kGangWait);
+    ev.submit_ns = ev.begin_ns = asked;
+    ev.end_ns = granted;
+    trace(ev);
+  }
+  ev.kind = static_cast<uint32_t>(TraceKind::kGangHold);
+  ev.submit_ns = ev.begin_ns = granted;
+  ev.end_ns = ended;
+  ev.segment = static_cast<uint32_t>(after.parks - before.parks);
+  trace(ev);
+  if (after.parks > before.parks) {
+    // The last preemption of the job (a job is rarely preempted twice).
+    ev.kind = static_cast<uint32_t>(TraceKind::kGangPark);
+    ev.submit_ns = ev.begin_ns = after.last_park_begin_ns;
+    ev.end_ns = after.last_park_end_ns;
+    trace(ev);
+  }
+}
+
 void Executor::loop(size_t thread) {
+  if (c_.gang) {
+    const int err = rtaccel_gang_join(c_.gang_lock, c_.gang->name.c_str(), c_.gang->priority,
+                                      c_.gang->threshold_mbps);
+    if (err) {
+      fail(state_, "executor '" + w_.executors[c_.executor].name + "': cannot join gang '" + c_.gang->name +
+                       "': " + strerror(-err));
+      notify(state_);
+      return;
+    }
+  }
   Scratch scratch;
   size_t inputs = 0;
   for (size_t cb : mine_) inputs = std::max(inputs, plan_.callbacks[cb].inputs.size());
@@ -262,7 +319,7 @@ void Executor::loop(size_t thread) {
     const uint64_t wake = next_timer();
     pthread_mutex_unlock(&lock_);
     if (p.callback != SIZE_MAX) {
-      run_callback(thread, p, &scratch);
+      run_job(thread, p, &scratch);
       pthread_mutex_lock(&lock_);
       states_[p.callback].running = false;
       pthread_mutex_unlock(&lock_);
@@ -272,6 +329,7 @@ void Executor::loop(size_t thread) {
     const timespec abs = to_timespec(wake == UINT64_MAX ? core::monotonic_ns() + 1000000000u : wake);
     futex_wait(reinterpret_cast<uint32_t*>(&state_->events), events, true, CLOCK_MONOTONIC, &abs);
   }
+  if (c_.gang) rtaccel_gang_leave();
 }
 
 Status Executor::run() {

@@ -11,6 +11,7 @@
 #include "exec/plan.h"
 #include "exec/segments.h"
 #include "exec/shared.h"
+#include "rtaccel/isolate.h"
 #include "rtaccel/workload.hpp"
 
 #include "rtaccel/status.hpp"
@@ -26,6 +27,10 @@ struct ExecutorConfig {
   Policy policy = Policy::kPaam;
   double work_fraction = 0.9;  // share of each callback's CPU WCET actually worked
   std::string socket;          // paam: rtaccel-server's socket
+  // Gang scheduling: the run's gang lock and this executor's gang; null
+  // without.
+  rtaccel_gang_lock_t* gang_lock = nullptr;
+  const workload::Gang* gang = nullptr;
 };
 
 // Runs the executor until the run stops; the body of a forked child. A

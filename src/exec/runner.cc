@@ -31,6 +31,7 @@
 #include "core/futex.h"
 #include "rtaccel/analysis.hpp"
 #include "rtaccel/exec.hpp"
+#include "rtaccel/isolate.h"
 
 namespace rtaccel::exec {
 namespace {
@@ -68,6 +69,9 @@ struct Setup {
   Plan plan;
   SegmentTable requests;
   std::vector<analysis::ChainResult> bounds;
+  bool gang = false;                  // one gang at a time
+  std::vector<workload::Gang> gangs;  // the run's gangs, when gang
+  std::vector<size_t> gang_of;        // executor -> gang
 };
 
 // The server's command line for the workload's accelerators.
@@ -210,7 +214,16 @@ Status prepare(const RunOptions& o, Setup* s) {
   auto plan = make_plan(w);
   if (!plan) return plan.status();
   s->plan = plan.take();
-  s->bounds = analysis::analyze(w);
+  s->gang = o.gang.value_or(w.gang_scheduling);
+  if (s->gang) {
+    s->gangs = w.effective_gangs();
+    s->gang_of = w.gang_of_executor();
+    for (const auto& g : s->gangs)
+      if (g.name.size() >= RTACCEL_GANG_NAME_MAX)
+        return Status::invalid("executor '" + g.name + "': its name, the name of its gang, is longer than " +
+                               std::to_string(RTACCEL_GANG_NAME_MAX - 1) + " characters; put it in a gang");
+  }
+  s->bounds = s->gang ? analysis::analyze_gangs(w) : analysis::analyze(w);
 
   // Kernels sized to their share of each segment's WCET, timed on the device.
   // The busy loop is calibrated here, before any fork, so that every process
@@ -309,6 +322,19 @@ json trace_events(const Setup& s, const SharedRun& shared, uint64_t t0) {
   }
   for (size_t d = 0; d < s.w.accelerators.size(); ++d)
     meta("process_name", accel_pid + static_cast<int>(d), -1, "accelerator " + s.w.accelerators[d].name);
+  // The gang lock: a track per executor thread, named by its gang, with its
+  // waits, its holds and, inside a hold, the time a higher gang stopped it.
+  const int gang_pid = accel_pid + static_cast<int>(s.w.accelerators.size());
+  if (s.gang) {
+    meta("process_name", gang_pid, -1, "gang lock");
+    for (size_t e = 0; e < s.w.executors.size(); ++e) {
+      const auto& g = s.gangs[s.gang_of[e]];
+      for (int t = 0; t < s.w.executors[e].threads; ++t)
+        meta("thread_name", gang_pid, static_cast<int>(e) * 1000 + t,
+             "gang " + g.name + " (" + std::to_string(g.priority) + "): " + s.w.executors[e].name + " thread " +
+                 std::to_string(t));
+    }
+  }
   uint64_t flow = 0;
   auto ts = [t0](uint64_t ns) { return ns >= t0 ? us(ns - t0) : -us(t0 - ns); };
   for (size_t e = 0; e < s.w.executors.size(); ++e) {
@@ -317,6 +343,16 @@ json trace_events(const Setup& s, const SharedRun& shared, uint64_t t0) {
     for (uint64_t i = 0; i < n; ++i) {
       const TraceEvent& ev = shared.trace(e)[i];
       const auto& cb = s.w.callbacks[ev.callback];
+      if (ev.kind >= static_cast<uint32_t>(TraceKind::kGangWait)) {
+        static const char* const kNames[] = {"wait", "hold", "preempted"};
+        const char* what = kNames[ev.kind - static_cast<uint32_t>(TraceKind::kGangWait)];
+        json slice = {{"ph", "X"}, {"cat", "gang"}, {"name", std::string(what) + " " + cb.name},
+                      {"pid", gang_pid}, {"tid", static_cast<int>(e) * 1000 + static_cast<int>(ev.thread)},
+                      {"ts", ts(ev.begin_ns)}, {"dur", us(ev.end_ns - ev.begin_ns)}};
+        if (ev.kind == static_cast<uint32_t>(TraceKind::kGangHold)) slice["args"] = {{"preemptions", ev.segment}};
+        events.push_back(std::move(slice));
+        continue;
+      }
       if (ev.kind == static_cast<uint32_t>(TraceKind::kCallback)) {
         events.push_back({{"ph", "X"}, {"cat", "callback"}, {"name", cb.name}, {"pid", pid}, {"tid", ev.thread},
                           {"ts", ts(ev.begin_ns)}, {"dur", us(ev.end_ns - ev.begin_ns)},
@@ -369,6 +405,8 @@ class Run {
   Status check_options() const;
   Status start_private_server();
   Status start_executors();
+  Status start_best_effort();
+  json gang_summary() const;
   Status failure();
   Status wait_until_ready();
   Status supervise();
@@ -385,6 +423,8 @@ class Run {
   std::string server_dir_;  // the private server's socket folder, removed at the end
   core::Child server_;
   std::vector<core::Child> executors_;
+  std::vector<core::Child> best_effort_;
+  rtaccel_gang_lock_t* gang_lock_ = nullptr;
   SharedRun shared_;
   uint64_t t0_ = 0;
   uint64_t next_report_ = 0;
@@ -440,11 +480,74 @@ Status Run::start_executors() {
       config.policy = o_.policy;
       config.work_fraction = o_.work_fraction;
       config.socket = socket_;
+      if (s_.gang) {
+        config.gang_lock = gang_lock_;
+        config.gang = &s_.gangs[s_.gang_of[e]];
+      }
       _exit(run_executor(config).ok() ? 0 : 1);
     }
     executors_.push_back(core::Child::adopt(pid));
   }
   return Status();
+}
+
+// Best-effort programs: plain SCHED_OTHER children, on any core, from a
+// shell so that a user writes them as on a command line.
+Status Run::start_best_effort() {
+  for (size_t i = 0; i < o_.best_effort.size(); ++i) {
+    core::SpawnOptions options;
+    options.log_path = (std::filesystem::path(o_.out_dir) / ("best_effort_" + std::to_string(i) + ".log")).string();
+    options.parent_death_signal = SIGTERM;
+    options.ignore_sigint = true;
+    auto child = core::Child::spawn({"/bin/sh", "-c", o_.best_effort[i]}, options);
+    if (!child) return child.status().context("cannot start best-effort program '" + o_.best_effort[i] + "'");
+    best_effort_.push_back(child.take());
+  }
+  return Status();
+}
+
+// Per gang: jobs, waits and preemptions, from the trace.
+json Run::gang_summary() const {
+  struct Counts {
+    uint64_t jobs = 0, waits = 0, preempted = 0;
+    std::vector<uint64_t> wait_ns;
+  };
+  std::vector<Counts> counts(s_.gangs.size());
+  for (size_t e = 0; e < s_.w.executors.size(); ++e) {
+    Counts& c = counts[s_.gang_of[e]];
+    const uint64_t n = std::min(shared_.executor(e)->trace_used.load(), shared_.trace_capacity(e));
+    for (uint64_t i = 0; i < n; ++i) {
+      const TraceEvent& ev = shared_.trace(e)[i];
+      if (ev.kind == static_cast<uint32_t>(TraceKind::kGangHold)) ++c.jobs;
+      if (ev.kind == static_cast<uint32_t>(TraceKind::kGangPark)) ++c.preempted;
+      if (ev.kind == static_cast<uint32_t>(TraceKind::kGangWait)) {
+        ++c.waits;
+        c.wait_ns.push_back(ev.end_ns - ev.begin_ns);
+      }
+    }
+  }
+  json gangs = json::array();
+  for (size_t g = 0; g < s_.gangs.size(); ++g) {
+    auto& c = counts[g];
+    std::sort(c.wait_ns.begin(), c.wait_ns.end());
+    json executors = json::array();
+    for (size_t e : s_.gangs[g].executors) executors.push_back(s_.w.executors[e].name);
+    gangs.push_back({{"gang", s_.gangs[g].name},
+                     {"priority", s_.gangs[g].priority},
+                     {"threshold_mbps", s_.gangs[g].threshold_mbps},
+                     {"executors", std::move(executors)},
+                     {"jobs", c.jobs},
+                     {"waits", c.waits},
+                     {"wait_p99_us", us(percentile(c.wait_ns, 99))},
+                     {"wait_max_us", c.wait_ns.empty() ? 0.0 : us(c.wait_ns.back())},
+                     {"jobs_preempted", c.preempted}});
+  }
+  rtaccel_gang_status st{};
+  if (gang_lock_) rtaccel_gang_lock_status(gang_lock_, &st);
+  return {{"gangs", std::move(gangs)},
+          {"preemptions", st.preemptions},
+          {"recoveries", st.recoveries},
+          {"preemption_cost_us", us(s_.w.gang_preemption_ns)}};
 }
 
 // An executor that failed or any child that exited, as an error.
@@ -539,6 +642,9 @@ void Run::stop_executors() {
 // Executors finish the callback in progress (allow for the longest one),
 // then the server goes: executors unregister on their way out.
 void Run::wind_down() {
+  // Best-effort programs first, so that their measurement spans the run
+  // (the memory benchmarks print their bandwidth on SIGTERM).
+  for (auto& child : best_effort_) child.terminate(2 * kSecond);
   stop_executors();
   uint64_t longest = 0;
   for (const auto& cb : s_.w.callbacks) {
@@ -606,10 +712,18 @@ Status Run::write_results(uint64_t stopped_ns) {
                   {"kappa_us", us(w.accelerators.empty() ? 0 : w.accelerators.front().preemption_cost_ns)},
                   {"release_jitter_us", us(w.release_jitter_ns)},
                   {"critical_bounds_held", held},
+                  {"gang_scheduling", s_.gang},
                   {"chains", std::move(chains)},
                   {"timers", std::move(timers)},
                   {"executors", std::move(execs)},
                   {"queues", std::move(queues)}};
+  if (s_.gang) summary["gang"] = gang_summary();
+  if (!o_.best_effort.empty()) {
+    json be = json::array();
+    for (size_t i = 0; i < o_.best_effort.size(); ++i)
+      be.push_back({{"command", o_.best_effort[i]}, {"log", "best_effort_" + std::to_string(i) + ".log"}});
+    summary["best_effort"] = std::move(be);
+  }
   if (Status st = write_file(out / "summary.json", summary.dump(2) + "\n"); !st) return st;
   if (Status st = write_file(out / "trace.json", trace_events(s_, shared_, t0_).dump() + "\n"); !st) return st;
   if (!csv) return Status::error("cannot write " + (out / "latency.csv").string());
@@ -634,7 +748,17 @@ Expected<RunEnd> Run::execute() {
   if (o_.policy == Policy::kPaam && socket_.empty())
     if (Status st = start_private_server(); !st) return st;
   if (Status st = shared_.create(s_.plan, capacity_for(s_.w, s_.plan, duration_ns_)); !st) return st;
+  struct GangLockCleanup {
+    rtaccel_gang_lock_t** lock;
+    ~GangLockCleanup() { rtaccel_gang_lock_close(*lock); }
+  } gang_cleanup{&gang_lock_};
+  if (s_.gang) {
+    // Private to the run: the executors inherit it through fork.
+    if (int err = rtaccel_gang_lock_create_private(&gang_lock_))
+      return Status::os_error("cannot create the run's gang lock", -err);
+  }
   Status st = start_executors();
+  if (st) st = start_best_effort();
   if (st) st = wait_until_ready();
   if (!st) {
     stop_executors();

@@ -71,6 +71,9 @@ struct TimerRecord {
 enum class TraceKind : uint32_t {
   kCallback = 0,  // a callback's execution on an executor thread
   kSegment = 1,   // an accelerator segment: submit, start and end on the device
+  kGangWait = 2,  // gang scheduling: job_begin blocked [begin, end]
+  kGangHold = 3,  // a callback's job under the gang lock [granted, ended]
+  kGangPark = 4,  // the thread stopped by a higher gang [parked, resumed]
 };
 
 struct TraceEvent {

@@ -658,7 +658,7 @@ int rtaccel_gang_leave(void)
 	return 0;
 }
 
-int rtaccel_gang_thread_stats(struct rtaccel_gang_thread_stats *stats)
+int rtaccel_gang_self_stats(struct rtaccel_gang_thread_stats *stats)
 {
 	if (!stats)
 		return -EINVAL;

@@ -82,7 +82,7 @@ int main(void)
 
 	CHECK_EQ(rtaccel_gang_job_end(), 0);
 	struct rtaccel_gang_thread_stats ts;
-	CHECK_EQ(rtaccel_gang_thread_stats(&ts), 0);
+	CHECK_EQ(rtaccel_gang_self_stats(&ts), 0);
 	CHECK_EQ(ts.jobs, 2);
 	CHECK_EQ(ts.waits, 0);
 	CHECK_EQ(ts.parks, 0);

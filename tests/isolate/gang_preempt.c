@@ -31,7 +31,7 @@ static void *low_thread(void *arg)
 		atomic_store(&sh->stamp[i], now_ns(CLOCK_MONOTONIC));
 	CHECK_EQ(rtaccel_gang_job_end(), 0);
 	struct rtaccel_gang_thread_stats ts;
-	CHECK_EQ(rtaccel_gang_thread_stats(&ts), 0);
+	CHECK_EQ(rtaccel_gang_self_stats(&ts), 0);
 	CHECK_EQ(ts.parks, 1); /* by mid; high found it parked already */
 	CHECK_EQ(rtaccel_gang_leave(), 0);
 	return NULL;

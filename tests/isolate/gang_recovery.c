@@ -99,7 +99,7 @@ int main(void)
 	CHECK_EQ(pthread_create(&t, NULL, killer_when_in_job, (void *)(intptr_t)holder), 0);
 	struct rtaccel_gang_thread_stats ts;
 	do
-		CHECK_EQ(rtaccel_gang_thread_stats(&ts), 0);
+		CHECK_EQ(rtaccel_gang_self_stats(&ts), 0);
 	while (ts.parks == 0); /* parked inside this loop, then back */
 	CHECK_EQ(pthread_join(t, NULL), 0);
 	int status;

@@ -67,7 +67,7 @@ int main(void)
 		while (!atomic_load(&sh->b_may_end))
 			atomic_store(&sh->b_stamp, now_ns(CLOCK_MONOTONIC));
 		struct rtaccel_gang_thread_stats ts;
-		CHECK_EQ(rtaccel_gang_thread_stats(&ts), 0);
+		CHECK_EQ(rtaccel_gang_self_stats(&ts), 0);
 		atomic_store(&sh->b_waits, (long)ts.waits);
 		atomic_store(&sh->b_ended_ns, now_ns(CLOCK_MONOTONIC));
 		CHECK_EQ(rtaccel_gang_job_end(), 0);

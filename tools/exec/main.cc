@@ -27,6 +27,10 @@ const char kUsage[] =
     "      --epsilon-floor-us US  at least this server overhead in the analysis (calibration)\n"
     "      --kappa-floor-us US    at least this preemption cost in the analysis (calibration)\n"
     "      --jitter-floor-us US   at least this timer release jitter in the analysis (calibration)\n"
+    "  -g, --gang               one real-time gang at a time (isolate layer)\n"
+    "      --no-gang            not, whatever the workload says\n"
+    "  -b, --best-effort CMD    start CMD (a shell command line) beside the workload, SCHED_OTHER;\n"
+    "                           repeatable; stopped with SIGTERM at the end\n"
     "  -q, --quiet              no progress line\n"
     "  -h, --help\n";
 
@@ -48,7 +52,7 @@ int bad(const char* what, const char* value) {
 
 int main(int argc, char** argv) {
   rtaccel::exec::RunOptions o;
-  enum { kServer = 256, kFraction, kEpsilon, kKappa, kJitter };
+  enum { kServer = 256, kFraction, kEpsilon, kKappa, kJitter, kNoGang };
   const option longopts[] = {
       {"policy", required_argument, nullptr, 'p'},     {"duration", required_argument, nullptr, 'd'},
       {"out", required_argument, nullptr, 'o'},        {"socket", required_argument, nullptr, 's'},
@@ -56,11 +60,13 @@ int main(int argc, char** argv) {
       {"epsilon-floor-us", required_argument, nullptr, kEpsilon},
       {"kappa-floor-us", required_argument, nullptr, kKappa},
       {"jitter-floor-us", required_argument, nullptr, kJitter},
+      {"gang", no_argument, nullptr, 'g'},             {"no-gang", no_argument, nullptr, kNoGang},
+      {"best-effort", required_argument, nullptr, 'b'},
       {"quiet", no_argument, nullptr, 'q'},            {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0}};
   int opt;
   double v;
-  while ((opt = getopt_long(argc, argv, "p:d:o:s:qh", longopts, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "p:d:o:s:gb:qh", longopts, nullptr)) != -1) {
     switch (opt) {
       case 'p': {
         auto p = rtaccel::exec::parse_policy(optarg);
@@ -88,6 +94,12 @@ int main(int argc, char** argv) {
       case kJitter:
         if (!parse_double(optarg, 0, 1e7, &v)) return bad("--jitter-floor-us", optarg);
         o.jitter_floor_ns = static_cast<uint64_t>(v * 1000);
+        break;
+      case 'g': o.gang = true; break;
+      case kNoGang: o.gang = false; break;
+      case 'b':
+        if (!*optarg) return bad("--best-effort (a command)", optarg);
+        o.best_effort.push_back(optarg);
         break;
       case 'q': o.progress = false; break;
       case 'h': fputs(kUsage, stdout); return 0;
