@@ -278,7 +278,16 @@ def cmd_bench_gang_preemption(args) -> int:
            "--threads", args.threads]
     if args.json:
         cmd.append("--json")
-    return subprocess.call(cmd)
+    return _exec(cmd)
+
+
+def _exec(cmd: list) -> int:
+    """Becomes the program (so that signals reach it: a best-effort co-runner
+    is stopped with SIGTERM and reports its bandwidth)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(cmd[0], cmd)
+    return 1  # not reached
 
 
 def _thread_counts(text: str) -> str:
@@ -299,7 +308,7 @@ def cmd_membench(args) -> int:
         cmd += ["--duration", str(args.duration)]
     if args.json:
         cmd.append("--json")
-    return subprocess.call(cmd)
+    return _exec(cmd)
 
 
 def _seconds(text: str) -> float:

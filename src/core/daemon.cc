@@ -32,11 +32,15 @@ std::string describe_wait_status(int status) {
 }
 
 Child::Child(Child&& other) noexcept
-    : pid_(std::exchange(other.pid_, -1)), ready_(std::move(other.ready_)), ready_seen_(other.ready_seen_) {}
+    : pid_(std::exchange(other.pid_, -1)),
+      group_(other.group_),
+      ready_(std::move(other.ready_)),
+      ready_seen_(other.ready_seen_) {}
 
 Child& Child::operator=(Child&& other) noexcept {
   kill_now();
   pid_ = std::exchange(other.pid_, -1);
+  group_ = other.group_;
   ready_ = std::move(other.ready_);
   ready_seen_ = other.ready_seen_;
   return *this;
@@ -79,6 +83,7 @@ Expected<Child> Child::spawn(const std::vector<std::string>& argv, const SpawnOp
       }
     }
     if (options.ignore_sigint) signal(SIGINT, SIG_IGN);
+    if (options.own_process_group) setpgid(0, 0);
     if (options.ready_handshake) fcntl(ready[1], F_SETFD, 0);  // inherited by the program
     execv(cargv[0], cargv.data());
     const char* why = strerror(errno);
@@ -91,6 +96,10 @@ Expected<Child> Child::spawn(const std::vector<std::string>& argv, const SpawnOp
   }
   Child child;
   child.pid_ = pid;
+  if (options.own_process_group) {
+    setpgid(pid, pid);  // also here: no signal may reach the group before the child made it
+    child.group_ = true;
+  }
   if (options.ready_handshake) {
     close(ready[1]);
     child.ready_.reset(ready[0]);
@@ -146,16 +155,18 @@ Child Child::adopt(pid_t pid) {
   return child;
 }
 
+void Child::send(int sig) const { kill(group_ ? -pid_ : pid_, sig); }
+
 int Child::terminate(uint64_t timeout_ns) {
   if (pid_ < 0) return -1;
-  kill(pid_, SIGTERM);
+  send(SIGTERM);
   const uint64_t deadline = monotonic_ns() + timeout_ns;
   int status = -1;
   while (monotonic_ns() < deadline) {
     if (exited(&status)) return status;
     sleep_ns(5000000);
   }
-  kill(pid_, SIGKILL);
+  send(SIGKILL);
   while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
   }
   pid_ = -1;
@@ -164,7 +175,7 @@ int Child::terminate(uint64_t timeout_ns) {
 
 void Child::kill_now() {
   if (pid_ < 0) return;
-  kill(pid_, SIGKILL);
+  send(SIGKILL);
   while (waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
   }
   pid_ = -1;

@@ -31,6 +31,9 @@ struct SpawnOptions {
   bool ignore_sigint = false;
   // Pass a readiness pipe as `--ready-fd N` after argv[0]'s arguments.
   bool ready_handshake = false;
+  // The child leads a process group of its own, and terminate() and
+  // kill_now() signal the whole group: a shell and what it started.
+  bool own_process_group = false;
 };
 
 // A child process that is killed and reaped when its owner goes away.
@@ -60,7 +63,10 @@ class Child {
   pid_t pid() const { return pid_; }
 
  private:
+  void send(int sig) const;
+
   pid_t pid_ = -1;
+  bool group_ = false;
   UniqueFd ready_;
   bool ready_seen_ = false;
 };

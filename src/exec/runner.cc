@@ -499,6 +499,7 @@ Status Run::start_best_effort() {
     options.log_path = (std::filesystem::path(o_.out_dir) / ("best_effort_" + std::to_string(i) + ".log")).string();
     options.parent_death_signal = SIGTERM;
     options.ignore_sigint = true;
+    options.own_process_group = true;  // SIGTERM reaches what the shell started
     auto child = core::Child::spawn({"/bin/sh", "-c", o_.best_effort[i]}, options);
     if (!child) return child.status().context("cannot start best-effort program '" + o_.best_effort[i] + "'");
     best_effort_.push_back(child.take());
