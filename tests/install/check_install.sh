@@ -20,10 +20,11 @@ libdir=$(ls -d "$prefix"/lib*/ | head -n1)
 libdir=${libdir%/}
 for f in "$prefix/include/rtaccel/accel.h" "$prefix/include/rtaccel/lock.h" "$prefix/bin/rtaccel-server" \
          "$libdir/librtaccel.so.0" "$libdir/librtaccel_lock.so.0" "$libdir/rtaccel/librtaccel_shim.so.0" \
+         "$libdir/librtaccel_isolate.so.0" "$prefix/include/rtaccel/isolate.h" \
          "$libdir/pkgconfig/rtaccel.pc" "$libdir/cmake/rtaccel/rtaccelConfig.cmake"; do
   [ -e "$f" ] || { echo "not installed: ${f#$prefix/}"; exit 1; }
 done
-for lib in librtaccel.so.0 librtaccel_lock.so.0; do
+for lib in librtaccel.so.0 librtaccel_lock.so.0 librtaccel_isolate.so.0; do
   soname=$(readelf -d "$libdir/$lib" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
   [ "$soname" = "$lib" ] || { echo "$lib: soname '$soname'"; exit 1; }
 done
@@ -42,6 +43,20 @@ done
 export PKG_CONFIG_PATH=$libdir/pkgconfig
 cc -std=c11 -Wall -Wextra -Werror -o "$work/vecadd_pkgconfig" "$src/examples/client/vecadd_client.c" \
    $(pkg-config --cflags --libs rtaccel) -Wl,-rpath,"$libdir"
+# The gang lock from plain C: a job under a private lock.
+cat > "$work/gang.c" <<'EOF_C'
+#include <rtaccel/isolate.h>
+int main(void)
+{
+	rtaccel_gang_lock_t *lock;
+	if (rtaccel_gang_lock_create_private(&lock) || rtaccel_gang_join(lock, "g", 10, 0))
+		return 1;
+	return rtaccel_gang_job_begin() || rtaccel_gang_job_end() || rtaccel_gang_leave();
+}
+EOF_C
+cc -std=c11 -Wall -Wextra -Werror -o "$work/gang" "$work/gang.c" $(pkg-config --cflags --libs rtaccel-isolate) \
+   -Wl,-rpath,"$libdir"
+"$work/gang"
 # CMake's find_package.
 cmake -S "$src/tests/install/consumer" -B "$work/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" \
       -DEXAMPLE_SOURCE="$src/examples/client/vecadd_client.c" -DCMAKE_BUILD_RPATH="$libdir" >/dev/null
