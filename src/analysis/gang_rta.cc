@@ -5,18 +5,12 @@
 #include <limits>
 #include <string>
 
+#include "analysis/saturating.h"
 #include "rtaccel/analysis.hpp"
 
 namespace rtaccel::analysis {
 namespace {
 
-constexpr uint64_t kUnbounded = std::numeric_limits<uint64_t>::max();
-
-uint64_t add(uint64_t a, uint64_t b) { return a > kUnbounded - b ? kUnbounded : a + b; }
-uint64_t mul(uint64_t a, uint64_t b) {
-  if (a == 0 || b == 0) return 0;
-  return a > kUnbounded / b ? kUnbounded : a * b;
-}
 uint64_t ceil_div(uint64_t a, uint64_t b) { return b ? a / b + (a % b != 0) : kUnbounded; }
 
 // One interfering job source: cost per job and minimum inter-arrival time.

@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 
+#include "analysis/saturating.h"
 #include "rtaccel/analysis.hpp"
 
 namespace rtaccel::analysis {
@@ -20,14 +21,6 @@ using workload::Callback;
 using workload::Chain;
 using workload::WaitMode;
 using workload::Workload;
-
-constexpr uint64_t kUnbounded = std::numeric_limits<uint64_t>::max();
-
-uint64_t add(uint64_t a, uint64_t b) { return a > kUnbounded - b ? kUnbounded : a + b; }
-uint64_t mul(uint64_t a, uint64_t b) {
-  if (a == 0 || b == 0) return 0;
-  return a > kUnbounded / b ? kUnbounded : a * b;
-}
 
 std::string us(uint64_t ns) {
   if (ns == kUnbounded) return "inf";
