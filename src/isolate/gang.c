@@ -262,7 +262,9 @@ static void arbitrate(struct gang_region *r)
 			      memory_order_release);
 	if (top != old_prio || granted)
 		wake_all(&r->seq);
-	if (ntargets)
+	/* A preemption is the running priority rising over threads that ran;
+	 * re-signalling them later (recover) is not another one. */
+	if (ntargets && top > old_prio)
 		atomic_fetch_add_explicit(&r->preemptions, 1, memory_order_relaxed);
 	for (int i = 0; i < ntargets; i++)
 		send_park(&r->slots[targets[i]]);
