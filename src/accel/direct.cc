@@ -28,28 +28,33 @@ struct rtaccel_direct {
 namespace {
 
 // Moves the calling thread onto the device core at the shared priority for
-// one call, and back.
+// one call, and back. The priority changes on the thread's own core, before
+// it migrates: a thread that arrived at its executor's priority would preempt
+// the kernel running on the device core, and lowering it there would keep it
+// ahead of that kernel (Linux puts a thread whose priority falls at the head
+// of its new level). A device runs the kernels it has in turn.
 class OnDeviceCore {
  public:
   OnDeviceCore(int core, int priority) {
     saved_ok_ = pthread_getaffinity_np(pthread_self(), sizeof(saved_set_), &saved_set_) == 0 &&
                 pthread_getschedparam(pthread_self(), &saved_policy_, &saved_param_) == 0;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(core, &set);
-    error_ = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-    if (!error_ && priority > 0) {
+    if (priority > 0) {
       // SCHED_RR at one priority for every process: they time-share the
       // device core the way a driver interleaves contexts.
       sched_param p{};
       p.sched_priority = priority;
       error_ = pthread_setschedparam(pthread_self(), SCHED_RR, &p);
     }
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(core, &set);
+    if (!error_) error_ = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
   }
   ~OnDeviceCore() {
     if (!saved_ok_) return;
-    pthread_setschedparam(pthread_self(), saved_policy_, &saved_param_);
+    // Back to the own core first, for the same reason.
     pthread_setaffinity_np(pthread_self(), sizeof(saved_set_), &saved_set_);
+    pthread_setschedparam(pthread_self(), saved_policy_, &saved_param_);
   }
   int error() const { return error_; }
 
