@@ -281,6 +281,27 @@ def cmd_bench_gang_preemption(args) -> int:
     return _exec(cmd)
 
 
+def cmd_bench_gang_synthetic(args) -> int:
+    """Runs rtaccel-gang-synthetic; with --out, keeps its JSON and traces there
+    and draws the timeline and the CDFs."""
+    cmd = [str(accel.binary("rtaccel-gang-synthetic")), "--duration", str(args.duration),
+           "--split", str(args.split)]
+    if args.llc:
+        cmd += ["--llc", args.llc]
+    if not args.out:
+        return _exec(cmd + (["--json"] if args.json else []))
+    from rtaccel import isolate
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rc = subprocess.run(cmd + ["--trace", str(out)] + (["--json"] if args.json else [])).returncode
+    if rc:
+        return rc
+    for png in isolate.synthetic_figures(out):
+        print(f"# {png}", file=sys.stderr)
+    return 0
+
+
 def _exec(cmd: list) -> int:
     """Becomes the program (so that signals reach it: a best-effort co-runner
     is stopped with SIGTERM and reports its bandwidth)."""
@@ -328,6 +349,16 @@ def _fraction(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}")
     if not 0.01 <= value <= 1:
         raise argparse.ArgumentTypeError("the work fraction must be in [0.01, 1]")
+    return value
+
+
+def _split(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}")
+    if not 0.5 <= value <= 0.95:
+        raise argparse.ArgumentTypeError("the split must be in [0.5, 0.95]")
     return value
 
 
@@ -478,6 +509,18 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true",
                    help="print JSON (p50_us, p99_us, max_us; the same under baseline)")
     b.set_defaults(func=cmd_bench_gang_preemption)
+
+    b = bsub.add_parser("gang-synthetic",
+                        help="two 2-thread periodic tasks over 3/4 of the LLC beside best-effort "
+                             "memory programs, plain SCHED_FIFO against the gang lock (RT-Gang Fig. 5)")
+    b.add_argument("--duration", type=_seconds, default=10.0,
+                   help="seconds per co-scheduled phase (10; each task alone half of it)")
+    b.add_argument("--split", type=_split, default=2 / 3,
+                   help="share of a task's work on its first thread, 0.5..0.95 (0.667)")
+    b.add_argument("--llc", help="last-level cache size, e.g. 32M (default: from sysfs)")
+    b.add_argument("--json", action="store_true", help="print JSON")
+    b.add_argument("--out", help="folder for the traces (Perfetto), the timeline and the CDFs")
+    b.set_defaults(func=cmd_bench_gang_synthetic)
 
     p = sub.add_parser("membench", help="memory benchmarks for best-effort co-runners (IsolBench-like)")
     p.add_argument("benchmark", choices=("read", "write", "cache"),

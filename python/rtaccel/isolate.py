@@ -61,3 +61,68 @@ class Gang:
     def unlink(lock: str) -> None:
         """Removes gang lock ``lock`` from /dev/shm."""
         _core.GangLock.unlink(lock)
+
+
+def synthetic_figures(folder, window_ms: float = 120.0) -> list[str]:
+    """The figures of ``rtaccel bench gang-synthetic --out FOLDER``, from the
+    traces the benchmark wrote there: a timeline of the first ``window_ms`` of
+    each co-scheduled phase (when each task's threads ran, per core, as the
+    RT-Gang paper's Fig. 5) and the CDFs of the job execution times. Returns
+    the PNG paths."""
+    import json
+    from pathlib import Path
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    folder = Path(folder)
+    phases = {}
+    for name in ("fifo", "gang"):
+        events = json.loads((folder / f"gang_synthetic_{name}.json").read_text())["traceEvents"]
+        phases[name] = [e for e in events if e.get("ph") == "X"]
+    colours = {"tau1": "tab:blue", "tau2": "tab:orange"}
+    titles = {"fifo": "plain SCHED_FIFO", "gang": "gang lock"}
+
+    fig, axes = plt.subplots(2, 1, figsize=(8, 3.8), sharex=True)
+    for ax, (name, events) in zip(axes, phases.items()):
+        origin = min(e["ts"] for e in events)
+        for e in events:
+            if e["cat"] != "run" or (e["ts"] - origin) / 1000.0 > window_ms:
+                continue
+            ax.broken_barh([((e["ts"] - origin) / 1000.0, max(e["dur"], 1.0) / 1000.0)],
+                           (1 - e["tid"] + 0.6, 0.8), color=colours[e["name"]])
+        ax.set_yticks([0.6 + 0.4, 1.6 + 0.4], ["core 1", "core 0"])
+        ax.set_xlim(0, window_ms)
+        ax.set_title(titles[name], fontsize=9)
+        ax.grid(axis="x", alpha=0.3)
+    axes[-1].set_xlabel("time (ms); idle stretches ran the best-effort programs")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colours.values()]
+    axes[0].legend(handles, list(colours), loc="upper right", fontsize=8, ncol=2)
+    fig.tight_layout()
+    timeline = folder / "gang_synthetic_timeline.png"
+    fig.savefig(timeline, dpi=110)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
+    for ax, task in zip(axes, colours):
+        for name, events in phases.items():
+            # A job's execution time: the CPU time of its longer thread.
+            per_job: dict[str, float] = {}
+            for e in events:
+                if e["cat"] == "job" and e["pid"] == (1 if task == "tau1" else 2):
+                    per_job[e["name"]] = max(per_job.get(e["name"], 0.0), e["args"]["cpu_us"] / 1000.0)
+            x = np.sort(np.array(list(per_job.values())))
+            if x.size:
+                ax.step(x, np.arange(1, x.size + 1) / x.size, where="post", label=titles[name])
+        ax.set_title(task, fontsize=9)
+        ax.set_xlabel("job execution time (ms)")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("CDF")
+    axes[1].legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    cdf = folder / "gang_synthetic_cdf.png"
+    fig.savefig(cdf, dpi=110)
+    plt.close(fig)
+    return [str(timeline), str(cdf)]
