@@ -16,7 +16,7 @@ APT_PACKAGES=(
   pkgconf                                          # the install test builds a client with it
   ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd  # opencl backend, PoCL as its device in tests
 )
-PIP_PACKAGES=(numpy matplotlib pytest hypothesis pyyaml wheel)
+PIP_PACKAGES=(numpy matplotlib pytest hypothesis pyyaml wheel onnxruntime onnx)  # onnx*: the DNN experiment
 VENV=${VENV:-.venv}
 
 missing=()

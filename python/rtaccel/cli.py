@@ -302,6 +302,19 @@ def cmd_bench_gang_synthetic(args) -> int:
     return 0
 
 
+def cmd_bench_gang_dnn(args) -> int:
+    from rtaccel import gang_dnn
+
+    try:
+        result = gang_dnn.run(Path(args.out), seconds=args.duration, threads=args.threads)
+    except gang_dnn.DnnBenchError as err:
+        print(f"rtaccel: {err}", file=sys.stderr)
+        return 1
+    print(json.dumps(result, indent=1) if args.json else gang_dnn.format_result(result))
+    print(f"# {Path(args.out) / 'gang_dnn_cdf.png'}", file=sys.stderr)
+    return 0
+
+
 def _exec(cmd: list) -> int:
     """Becomes the program (so that signals reach it: a best-effort co-runner
     is stopped with SIGTERM and reports its bandwidth)."""
@@ -521,6 +534,15 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true", help="print JSON")
     b.add_argument("--out", help="folder for the traces (Perfetto), the timeline and the CDFs")
     b.set_defaults(func=cmd_bench_gang_synthetic)
+
+    b = bsub.add_parser("gang-dnn",
+                        help="a small CNN's inference (ONNX Runtime) as the high gang beside a BwWrite "
+                             "task and best-effort programs: solo, co-scheduled, gang (RT-Gang Fig. 6)")
+    b.add_argument("--duration", type=_seconds, default=10.0, help="seconds per configuration (10)")
+    b.add_argument("--threads", type=_positive_int, help="inference threads (default: one per core)")
+    b.add_argument("--out", default="out/gang-dnn", help="folder for the model, JSON and CDF (out/gang-dnn)")
+    b.add_argument("--json", action="store_true", help="print JSON")
+    b.set_defaults(func=cmd_bench_gang_dnn)
 
     p = sub.add_parser("membench", help="memory benchmarks for best-effort co-runners (IsolBench-like)")
     p.add_argument("benchmark", choices=("read", "write", "cache"),

@@ -118,6 +118,30 @@ def test_gang_synthetic_experiment_keeps_the_two_tasks_apart(tmp_path):
     assert bad.returncode == 2 and "split must be in" in bad.stderr
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the experiment needs two cores")
+@pytest.mark.skipif(os.geteuid() != 0, reason="the real-time tasks need SCHED_FIFO (root)")
+def test_gang_dnn_experiment_runs_the_three_configurations(tmp_path):
+    out = tmp_path / "dnn"
+    proc = rtaccel("bench", "gang-dnn", "--duration", "1", "--json", "--out", str(out), timeout=300)
+    doc = json.loads(proc.stdout)
+    assert doc == json.loads((out / "gang_dnn.json").read_text())
+    configs = doc["configurations"]
+    assert set(configs) == {"solo", "cosched", "gang"}
+    for name, c in configs.items():
+        # 1 s at 45% of a core per frame: tens of frames, none of them free.
+        assert c["frames"] >= 20, (name, c)
+        assert 0 < c["frame_ms"]["min"] <= c["frame_ms"]["p50"] <= c["frame_ms"]["max"]
+    for name in ("cosched", "gang"):
+        assert configs[name]["bwwrite_jobs"] > 0
+        assert configs[name]["best_effort_mbps"]["read"] > 0
+    # Only the gang configuration takes the lock, once a frame.
+    assert "wait_ms" in configs["gang"] and "wait_ms" not in configs["cosched"]
+    frames = json.loads((out / "gang_dnn_frames.json").read_text())
+    assert len(frames["gang"]) == configs["gang"]["frames"]
+    assert (out / "gang_dnn_cdf.png").stat().st_size > 0
+    assert not list(pathlib.Path("/dev/shm").glob("rtaccel-gang.dnn*"))
+
+
 def test_membench_reports_bandwidth_and_refuses_bad_sizes():
     doc = json.loads(rtaccel("membench", "write", "--size", "1M", "--duration", "0.2", "--json").stdout)
     assert doc["benchmark"] == "write" and doc["size_bytes"] == 1 << 20 and doc["mb_per_s"] > 0
