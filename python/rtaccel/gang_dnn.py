@@ -28,6 +28,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 DNN_PRIORITY = 60
 BWWRITE_PRIORITY = 50
 UTILISATION = 0.45  # of the network per core, as the paper picks its period
@@ -50,7 +52,6 @@ def _require_runtime():
 def make_model(path: Path, size: int = 128, seed: int = 1) -> None:
     """A small CNN (four 3x3 convolutions with ReLU, global pooling, a fully
     connected layer; about 0.35 GFLOP per frame at 128x128) saved as ONNX."""
-    import numpy as np
     from onnx import TensorProto, helper, numpy_helper, save
 
     rng = np.random.default_rng(seed)
@@ -91,7 +92,6 @@ def dnn_task(model: str, threads: int, period_ms: float, seconds: float, lock: s
     """Periodic inference at SCHED_FIFO; per-frame times in ms. The workers
     are made by the session, after the thread became real-time, so they
     inherit its policy."""
-    import numpy as np
     import onnxruntime as ort
 
     # One thread per core: ONNX Runtime's workers on all but the first, the
@@ -151,7 +151,6 @@ def bwwrite_task(size: int, threads: int, period_ms: float, passes: int, seconds
     interpreter lock, so the threads write at once."""
     import threading
 
-    import numpy as np
 
     buf = np.zeros(size, np.uint8)
     chunk = size // threads
@@ -214,7 +213,6 @@ def _start_task(args: list) -> subprocess.Popen:
 
 
 def _percentiles(values: list) -> dict:
-    import numpy as np
     v = np.array(values)
     return {"min": float(v.min()), "p50": float(np.percentile(v, 50)),
             "p99": float(np.percentile(v, 99)), "max": float(v.max())}
@@ -242,7 +240,6 @@ def run(out: Path, seconds: float = 10.0, threads: int | None = None, membench: 
     # BwWrite: 2 x LLC, a job writing for about 40% of its period alone.
     size = 2 * llc
     bw_period_ms = 2.2 * period_ms
-    import numpy as np
     buf = np.zeros(size // threads, np.uint8)
     pass_ms = 1e9
     for _ in range(4):  # the fastest of a few passes, the first faults the pages in
@@ -274,6 +271,9 @@ def run(out: Path, seconds: float = 10.0, threads: int | None = None, membench: 
             if name == "gang":
                 from rtaccel.isolate import Gang
                 Gang.unlink(lock)
+        for p in others:
+            if p.returncode:
+                raise DnnBenchError(f"a co-runner ({' '.join(map(str, p.args[:4]))}) failed with {p.returncode}")
         config = {"frames": len(doc["frame_ms"]), "frame_ms": _percentiles(doc["frame_ms"])}
         if doc["wait_ms"]:
             config["wait_ms"] = _percentiles(doc["wait_ms"])
@@ -293,7 +293,6 @@ def _plot(out: Path, frames: dict, threads: int) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
 
     labels = {"solo": "solo", "cosched": "co-scheduled (SCHED_FIFO)", "gang": "co-scheduled, gang lock"}
     fig, ax = plt.subplots(figsize=(6, 3.4))
