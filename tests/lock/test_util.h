@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -110,6 +111,38 @@ static inline int forbid_syscalls(void)
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return -1;
 	return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
+}
+
+/* Runs prepare (system calls allowed), then body under forbid_syscalls(), in
+ * a child; either may _exit(T_FAIL). The test's result: T_PASS, T_SKIP
+ * without seccomp, T_FAIL when body made a system call (the filter kills the
+ * child) or failed. what names the operations in the messages. */
+static inline int run_without_syscalls(void (*prepare)(void), void (*body)(void), const char *what)
+{
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		prepare();
+		if (forbid_syscalls() < 0) {
+			perror("seccomp");
+			_exit(T_SKIP);
+		}
+		body();
+		static const char ok[] = "uncontended fast paths made no system call\n";
+		if (write(1, ok, sizeof(ok) - 1) < 0)
+			_exit(T_FAIL);
+		syscall(SYS_exit_group, 0);
+	}
+	int status;
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == T_SKIP)
+		return T_SKIP;
+	if (WIFSIGNALED(status)) {
+		fprintf(stderr, "child killed by signal %d: %s made a system call\n", WTERMSIG(status), what);
+		return T_FAIL;
+	}
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	return T_PASS;
 }
 
 #endif
