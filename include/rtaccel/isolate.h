@@ -1,5 +1,6 @@
 /* rtaccel isolate layer: one real-time gang at a time across all cores
- * (RT-Gang), on a stock kernel.
+ * (RT-Gang), and the bandwidth lock that makes the memory-bandwidth
+ * regulator throttle best-effort work (BWLOCK++), on a stock kernel.
  *
  * A gang is a set of threads, in one process or several, with a priority
  * (1..99) and the memory bandwidth (MB/s) it lets best-effort work use beside
@@ -120,6 +121,85 @@ struct rtaccel_gang_thread_stats {
 	uint64_t last_park_end_ns;
 };
 RTACCEL_API int rtaccel_gang_self_stats(struct rtaccel_gang_thread_stats *stats);
+
+
+/* ---- the bandwidth lock (BWLOCK++) ---------------------------------------
+ *
+ * While any holder holds it, the memory-bandwidth regulator (rtaccel-isolate
+ * regulate) throttles best-effort work on the cores it regulates to the
+ * smallest threshold among the holders (MB/s; 0: no best-effort memory
+ * traffic at all). Unlike a mutex it excludes no one: every holder gets in at
+ * once, and holding it only tightens the regulation.
+ *
+ *   rtaccel_bwlock_t *bw;
+ *   rtaccel_bwlock_holder_t *h;
+ *   rtaccel_bwlock_open("default", &bw);            // /dev/shm/rtaccel-bwlock.default
+ *   rtaccel_bwlock_holder_init(bw, "detector", 100, 0, &h);   // once, slow
+ *   rtaccel_bwlock_take(h);     // no system call
+ *   critical_work();            // a GPU kernel, a copy, a CPU task
+ *   rtaccel_bwlock_release(h);  // no system call
+ *
+ * A holder is one slot of the lock; take and release nest. A holder is used
+ * by one thread at a time (different threads may take and release it if the
+ * caller orders them, as the shim's GPU segments do). A process that dies
+ * holding it is released by the regulator within one period.
+ */
+#define RTACCEL_BWLOCK_MAX_HOLDERS 256
+#define RTACCEL_BWLOCK_UNLIMITED UINT32_MAX /* threshold when no one holds it */
+
+typedef struct rtaccel_bwlock rtaccel_bwlock_t;
+typedef struct rtaccel_bwlock_holder rtaccel_bwlock_holder_t;
+
+/* Opens (creating it if needed) the bandwidth lock NAME: a POSIX shared-memory
+ * object /dev/shm/rtaccel-bwlock.NAME. 0 or -errno (-EINVAL: bad name,
+ * -EPROTO: not a bandwidth lock of this version). */
+RTACCEL_API int rtaccel_bwlock_open(const char *name, rtaccel_bwlock_t **lock);
+RTACCEL_API void rtaccel_bwlock_close(rtaccel_bwlock_t *lock);
+RTACCEL_API int rtaccel_bwlock_unlink(const char *name);
+
+/* A holder of LOCK named LABEL (for status and traces) that allows
+ * THRESHOLD_MBPS of best-effort bandwidth while it holds the lock. With
+ * CEILING_PRIORITY in 1..99, take also raises the calling thread to
+ * SCHED_FIFO CEILING_PRIORITY and release restores its policy: the paper's
+ * priority ceiling, which costs two system calls per take. -ENOSPC: no free
+ * slot. */
+RTACCEL_API int rtaccel_bwlock_holder_init(rtaccel_bwlock_t *lock, const char *label,
+					   uint32_t threshold_mbps, int ceiling_priority,
+					   rtaccel_bwlock_holder_t **holder);
+/* Releases the holder if it holds the lock and frees its slot. */
+RTACCEL_API void rtaccel_bwlock_holder_destroy(rtaccel_bwlock_holder_t *holder);
+
+/* Take and release (nestable). -EINVAL: release without take; -EPERM: the
+ * ceiling could not be set (the lock is held all the same). */
+RTACCEL_API int rtaccel_bwlock_take(rtaccel_bwlock_holder_t *holder);
+RTACCEL_API int rtaccel_bwlock_release(rtaccel_bwlock_holder_t *holder);
+
+struct rtaccel_bwlock_status {
+	uint32_t threshold_mbps; /* in force: RTACCEL_BWLOCK_UNLIMITED when not held */
+	uint32_t held;		 /* holders holding it */
+	uint32_t holders;	 /* holders that exist */
+	uint32_t reserved;
+	uint64_t takes;		 /* takes since the lock was made (0 -> held) */
+	uint64_t reaped;	 /* dead holders released */
+};
+RTACCEL_API int rtaccel_bwlock_get_status(const rtaccel_bwlock_t *lock,
+				      struct rtaccel_bwlock_status *status);
+
+struct rtaccel_bwlock_holder_info {
+	char label[RTACCEL_GANG_NAME_MAX];
+	int32_t pid;
+	uint32_t threshold_mbps;
+	uint32_t held;
+	uint32_t reserved;
+	uint64_t takes;
+};
+/* Copies up to MAX holders into OUT; returns how many there are. */
+RTACCEL_API int rtaccel_bwlock_holders(const rtaccel_bwlock_t *lock,
+				       struct rtaccel_bwlock_holder_info *out, int max);
+
+/* Releases the holders whose process has exited; returns how many. The
+ * regulator calls it every period. */
+RTACCEL_API int rtaccel_bwlock_reap(rtaccel_bwlock_t *lock);
 
 #ifdef __cplusplus
 }

@@ -50,6 +50,7 @@
 #include "core/clock.h"
 #include "core/futex.h"
 #include "core/thread.h"
+#include "isolate/shm.h"
 
 #define GANG_MAGIC 0x676e6167u /* "gang" */
 #define GANG_VERSION 1u
@@ -84,9 +85,7 @@ struct gang_slot {
 };
 
 struct gang_region {
-	uint32_t magic;
-	uint32_t version;
-	uint64_t size;
+	struct isolate_shm_header header;
 	_Atomic uint32_t lock; /* PI futex: owner tid, FUTEX_WAITERS, FUTEX_OWNER_DIED */
 	uint32_t reserved0;
 	_Alignas(64) _Atomic uint64_t word;
@@ -276,26 +275,6 @@ static const char *state_name(uint32_t st)
 	return st < sizeof(names) / sizeof(names[0]) ? names[st] : "?";
 }
 
-/* False once the thread has exited, zombie included (a killed process's
- * main thread stays a zombie until its parent reaps it). Async-signal-safe. */
-static bool thread_alive(pid_t pid, pid_t tid)
-{
-	if (syscall(SYS_tgkill, pid, tid, 0) < 0)
-		return errno != ESRCH;
-	char path[64], buf[256];
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno != ENOENT;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return true;
-	buf[n] = 0;
-	const char *paren = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
-	return !(paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'));
-}
-
 /* Removes the slots of threads that no longer exist. */
 static void reap(struct gang_region *r)
 {
@@ -304,7 +283,7 @@ static void reap(struct gang_region *r)
 		uint32_t st = atomic_load_explicit(&s->state, memory_order_acquire);
 		if (st == SLOT_FREE)
 			continue;
-		if (thread_alive(s->pid, s->tid))
+		if (isolate_thread_alive(s->pid, s->tid))
 			continue;
 		struct gang_def *g = &r->gangs[s->gang];
 		say("rtaccel gang: member thread %d (pid %d) of gang '%s' is gone (%s); removed\n",
@@ -520,20 +499,6 @@ int rtaccel_gang_job_end(void)
 
 /* ---- membership ---------------------------------------------------------- */
 
-static bool valid_name(const char *name, size_t max)
-{
-	size_t n = name ? strnlen(name, max) : 0;
-	if (n == 0 || n >= max)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = name[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '_' || c == '-' || c == '.'))
-			return false;
-	}
-	return true;
-}
-
 /* Membership is per thread and is not inherited: a forked child starts
  * outside every gang. */
 static void forget_in_child(void) { memset(&self, 0, sizeof(self)); }
@@ -576,7 +541,7 @@ static void refresh_thresholds(struct gang_region *r)
 int rtaccel_gang_join(rtaccel_gang_lock_t *lock, const char *gang, int priority,
 		      uint32_t threshold_mbps)
 {
-	if (!lock || !valid_name(gang, RTACCEL_GANG_NAME_MAX) || priority < 1 ||
+	if (!lock || !isolate_valid_name(gang, RTACCEL_GANG_NAME_MAX) || priority < 1 ||
 	    priority > RTACCEL_GANG_PRIORITY_MAX)
 		return -EINVAL;
 	struct member *m = &self;
@@ -670,93 +635,36 @@ int rtaccel_gang_self_stats(struct rtaccel_gang_thread_stats *stats)
 
 /* ---- the region ---------------------------------------------------------- */
 
-static int map_region(int fd, bool fresh, rtaccel_gang_lock_t **out)
+static int wrap(void *region, rtaccel_gang_lock_t **out)
 {
-	const size_t size = sizeof(struct gang_region);
-	if (fresh && ftruncate(fd, (off_t)size) < 0)
-		return -errno;
-	struct stat st;
-	/* A creator in another process may not have sized it yet. */
-	for (int i = 0; !fresh; i++) {
-		if (fstat(fd, &st) < 0)
-			return -errno;
-		if ((size_t)st.st_size == size)
-			break;
-		if (st.st_size != 0 || i == 1000)
-			return -EPROTO;
-		rtaccel_sleep_ns(1000 * 1000);
-	}
-	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED)
-		return -errno;
-	struct gang_region *r = p;
-	if (fresh) {
-		r->version = GANG_VERSION;
-		r->size = size;
-		atomic_store_explicit((_Atomic uint32_t *)&r->magic, GANG_MAGIC, memory_order_release);
-	} else {
-		for (int i = 0; atomic_load_explicit((_Atomic uint32_t *)&r->magic,
-						     memory_order_acquire) != GANG_MAGIC; i++) {
-			if (i == 1000) {
-				munmap(p, size);
-				return -EPROTO;
-			}
-			rtaccel_sleep_ns(1000 * 1000);
-		}
-		if (r->version != GANG_VERSION || r->size != size) {
-			munmap(p, size);
-			return -EPROTO;
-		}
-	}
 	rtaccel_gang_lock_t *lock = malloc(sizeof(*lock));
 	if (!lock) {
-		munmap(p, size);
+		munmap(region, sizeof(struct gang_region));
 		return -ENOMEM;
 	}
-	lock->region = r;
+	lock->region = region;
 	*out = lock;
-	return 0;
-}
-
-static int object_name(const char *name, char *buf, size_t len)
-{
-	if (!valid_name(name, 200))
-		return -EINVAL;
-	snprintf(buf, len, "/rtaccel-gang.%s", name);
 	return 0;
 }
 
 int rtaccel_gang_lock_open(const char *name, rtaccel_gang_lock_t **lock)
 {
-	char path[256];
-	int err = object_name(name, path, sizeof(path));
-	if (err || !lock)
-		return err ? err : -EINVAL;
-	bool fresh = true;
-	int fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0660);
-	if (fd < 0 && errno == EEXIST) {
-		fresh = false;
-		fd = shm_open(path, O_RDWR | O_CLOEXEC, 0);
-	}
-	if (fd < 0)
-		return -errno;
-	err = map_region(fd, fresh, lock);
-	close(fd);
-	if (err && fresh)
-		shm_unlink(path);
-	return err;
+	if (!lock)
+		return -EINVAL;
+	void *region;
+	int err = isolate_shm_open("rtaccel-gang", name, sizeof(struct gang_region), GANG_MAGIC,
+				   GANG_VERSION, &region);
+	return err ? err : wrap(region, lock);
 }
 
 int rtaccel_gang_lock_create_private(rtaccel_gang_lock_t **lock)
 {
 	if (!lock)
 		return -EINVAL;
-	int fd = memfd_create("rtaccel-gang", MFD_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	int err = map_region(fd, true, lock);
-	close(fd);
-	return err;
+	void *region;
+	int err = isolate_shm_create_private("rtaccel-gang", sizeof(struct gang_region), GANG_MAGIC,
+					     GANG_VERSION, &region);
+	return err ? err : wrap(region, lock);
 }
 
 void rtaccel_gang_lock_close(rtaccel_gang_lock_t *lock)
@@ -767,14 +675,7 @@ void rtaccel_gang_lock_close(rtaccel_gang_lock_t *lock)
 	free(lock);
 }
 
-int rtaccel_gang_lock_unlink(const char *name)
-{
-	char path[256];
-	int err = object_name(name, path, sizeof(path));
-	if (err)
-		return err;
-	return shm_unlink(path) < 0 ? -errno : 0;
-}
+int rtaccel_gang_lock_unlink(const char *name) { return isolate_shm_unlink("rtaccel-gang", name); }
 
 int rtaccel_gang_lock_status(const rtaccel_gang_lock_t *lock, struct rtaccel_gang_status *out)
 {

@@ -1,0 +1,424 @@
+/* rtaccel-isolate: the memory-bandwidth regulator and its bandwidth lock.
+ *
+ *   rtaccel-isolate regulate [options]     run the regulator until SIGINT/SIGTERM
+ *   rtaccel-isolate status [--bwlock NAME] [--json]
+ *   rtaccel-isolate run-be [--cgroup PATH] -- PROGRAM [ARGS]
+ *   rtaccel-isolate hold --threshold MBPS [--bwlock NAME] -- PROGRAM [ARGS]
+ *
+ * Exit 0; 1 when the regulator cannot run here (one line says why); 2 on
+ * bad arguments. */
+#include <errno.h>
+#include <getopt.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "isolate/cgroup.h"
+#include "isolate/regulator.h"
+
+#define DEFAULT_CGROUP "rtaccel-be"
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+static const char usage[] =
+	"usage: rtaccel-isolate regulate [--cores LIST] [--period-us N] [--meter M]\n"
+	"                                [--cgroup PATH | --no-cgroup] [--bwlock NAME] [--gang NAME]\n"
+	"                                [--threshold MBPS] [--be-peak-mbps N] [--tfs RHO]\n"
+	"                                [--park-priority P] [--duration S] [--summary FILE]\n"
+	"                                [--trace FILE] [--quiet]\n"
+	"       rtaccel-isolate status [--bwlock NAME] [--json]\n"
+	"       rtaccel-isolate run-be [--cgroup PATH] -- PROGRAM [ARGS]\n"
+	"       rtaccel-isolate hold --threshold MBPS [--bwlock NAME] [--ceiling P] -- PROGRAM [ARGS]\n"
+	"\n"
+	"  --cores LIST       cores to regulate (1,3-5); default: all but core 0\n"
+	"  --meter M          auto (LLC misses, else CPU time), llc, cpu-time, raw:TYPE:CONFIG\n"
+	"  --cgroup PATH      best-effort cgroup (cgroup v2; relative to its mount);\n"
+	"                     default " DEFAULT_CGROUP ", made if missing\n"
+	"  --threshold MBPS   regulate at MBPS always, beside the locks\n"
+	"  --be-peak-mbps N   cpu-time meter: MB/s a core of best-effort work moves (10000)\n"
+	"  --tfs RHO          charge throttled tasks RHO x their throttled time (0: off)\n";
+
+static int bad(const char *what, const char *arg)
+{
+	fprintf(stderr, "rtaccel-isolate: %s: '%s'\n%s", what, arg, usage);
+	return 2;
+}
+
+static int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 0);
+	if (errno || end == s || *end || s[0] == '-' || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int parse_cores(const char *s, struct reg_config *cfg)
+{
+	cfg->ncores = 0;
+	const char *p = s;
+	while (*p) {
+		char *end;
+		long a = strtol(p, &end, 10), b = a;
+		if (end == p || a < 0)
+			return -1;
+		if (*end == '-') {
+			p = end + 1;
+			b = strtol(p, &end, 10);
+			if (end == p || b < a)
+				return -1;
+		}
+		for (long c = a; c <= b; c++) {
+			if (cfg->ncores == REG_MAX_CORES || c >= CPU_SETSIZE)
+				return -1;
+			cfg->cores[cfg->ncores++] = (int)c;
+		}
+		if (*end == ',')
+			end++;
+		else if (*end)
+			return -1;
+		p = end;
+	}
+	return cfg->ncores ? 0 : -1;
+}
+
+static void default_cores(struct reg_config *cfg)
+{
+	cpu_set_t set;
+	sched_getaffinity(0, sizeof(set), &set);
+	cfg->ncores = 0;
+	for (int c = 1; c < CPU_SETSIZE && cfg->ncores < REG_MAX_CORES; c++)
+		if (CPU_ISSET(c, &set))
+			cfg->cores[cfg->ncores++] = c;
+}
+
+static int cmd_regulate(int argc, char **argv)
+{
+	struct reg_config cfg;
+	reg_config_defaults(&cfg);
+	snprintf(cfg.bwlock, sizeof(cfg.bwlock), "default");
+	const char *cgroup = DEFAULT_CGROUP, *summary = NULL, *trace = NULL;
+	uint64_t v, duration_ms = 0;
+	bool cores_given = false;
+	enum { O_CORES = 256, O_PERIOD, O_METER, O_CGROUP, O_NO_CGROUP, O_BWLOCK, O_GANG,
+	       O_THRESHOLD, O_PEAK, O_TFS, O_PARK, O_DURATION, O_SUMMARY, O_TRACE, O_QUIET };
+	static const struct option opts[] = {
+		{"cores", required_argument, 0, O_CORES},
+		{"period-us", required_argument, 0, O_PERIOD},
+		{"meter", required_argument, 0, O_METER},
+		{"cgroup", required_argument, 0, O_CGROUP},
+		{"no-cgroup", no_argument, 0, O_NO_CGROUP},
+		{"bwlock", required_argument, 0, O_BWLOCK},
+		{"gang", required_argument, 0, O_GANG},
+		{"threshold", required_argument, 0, O_THRESHOLD},
+		{"be-peak-mbps", required_argument, 0, O_PEAK},
+		{"tfs", required_argument, 0, O_TFS},
+		{"park-priority", required_argument, 0, O_PARK},
+		{"duration", required_argument, 0, O_DURATION},
+		{"summary", required_argument, 0, O_SUMMARY},
+		{"trace", required_argument, 0, O_TRACE},
+		{"quiet", no_argument, 0, O_QUIET},
+		{0, 0, 0, 0}};
+	int opt;
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (opt) {
+		case O_CORES:
+			if (parse_cores(optarg, &cfg) < 0)
+				return bad("bad core list", optarg);
+			cores_given = true;
+			break;
+		case O_PERIOD:
+			if (parse_u64(optarg, 100, 1000000, &v) < 0)
+				return bad("the period is 100..1000000 us", optarg);
+			cfg.period_ns = v * 1000;
+			break;
+		case O_METER:
+			if (!strcmp(optarg, "auto")) {
+				cfg.meter = REG_METER_AUTO;
+			} else if (!strcmp(optarg, "llc")) {
+				cfg.meter = REG_METER_LLC;
+			} else if (!strcmp(optarg, "cpu-time")) {
+				cfg.meter = REG_METER_CPU_TIME;
+			} else if (!strncmp(optarg, "raw:", 4)) {
+				unsigned type;
+				long long config;
+				char extra;
+				if (sscanf(optarg + 4, "%u:%lli%c", &type, &config, &extra) != 2)
+					return bad("raw meter is raw:TYPE:CONFIG", optarg);
+				cfg.meter = REG_METER_RAW;
+				cfg.raw_type = type;
+				cfg.raw_config = (uint64_t)config;
+			} else {
+				return bad("unknown meter", optarg);
+			}
+			break;
+		case O_CGROUP: cgroup = optarg; break;
+		case O_NO_CGROUP: cgroup = NULL; break;
+		case O_BWLOCK:
+			if (strlen(optarg) >= sizeof(cfg.bwlock))
+				return bad("name too long", optarg);
+			snprintf(cfg.bwlock, sizeof(cfg.bwlock), "%s", optarg);
+			break;
+		case O_GANG:
+			if (strlen(optarg) >= sizeof(cfg.gang))
+				return bad("name too long", optarg);
+			snprintf(cfg.gang, sizeof(cfg.gang), "%s", optarg);
+			break;
+		case O_THRESHOLD:
+			if (parse_u64(optarg, 0, UINT32_MAX - 1, &v) < 0)
+				return bad("bad threshold", optarg);
+			cfg.threshold_mbps = (uint32_t)v;
+			break;
+		case O_PEAK:
+			if (parse_u64(optarg, 1, UINT32_MAX - 1, &v) < 0)
+				return bad("bad peak bandwidth", optarg);
+			cfg.be_peak_mbps = (uint32_t)v;
+			break;
+		case O_TFS: {
+			char *end;
+			cfg.rho = strtod(optarg, &end);
+			if (end == optarg || *end || !(cfg.rho >= 0 && cfg.rho <= 100))
+				return bad("rho is 0..100", optarg);
+			break;
+		}
+		case O_PARK:
+			if (parse_u64(optarg, 1, 99, &v) < 0)
+				return bad("the park priority is 1..99", optarg);
+			cfg.park_priority = (int)v;
+			break;
+		case O_DURATION: {
+			char *end;
+			double s = strtod(optarg, &end);
+			if (end == optarg || *end || !(s > 0 && s < 1e7))
+				return bad("bad duration (seconds)", optarg);
+			duration_ms = (uint64_t)(s * 1000);
+			break;
+		}
+		case O_SUMMARY: summary = optarg; break;
+		case O_TRACE: trace = optarg; break;
+		case O_QUIET: cfg.quiet = true; break;
+		default: fputs(usage, stderr); return 2;
+		}
+	}
+	if (optind != argc)
+		return bad("unexpected argument", argv[optind]);
+	if (!cores_given)
+		default_cores(&cfg);
+	if (cfg.ncores == 0) {
+		fprintf(stderr, "rtaccel-isolate: no core besides core 0 to regulate\n");
+		return 1;
+	}
+	if (cgroup) {
+		int err = isolate_cgroup_make(cgroup, cfg.cgroup, sizeof(cfg.cgroup));
+		if (err) {
+			fprintf(stderr, "rtaccel-isolate: best-effort cgroup %s: %s\n", cgroup,
+				strerror(-err));
+			return 1;
+		}
+	}
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	struct regulator *reg;
+	char why[256];
+	int err = regulator_start(&cfg, &reg, why, sizeof(why));
+	if (err) {
+		fprintf(stderr, "rtaccel-isolate: %s\n", why);
+		return err == -EINVAL ? 2 : 1;
+	}
+	if (!cfg.quiet) {
+		fprintf(stderr, "rtaccel-isolate: regulating core(s)");
+		for (int i = 0; i < cfg.ncores; i++)
+			fprintf(stderr, "%s%d", i ? "," : " ", cfg.cores[i]);
+		fprintf(stderr, " every %.0f us with the %s meter%s%s; bandwidth lock '%s'%s%s\n",
+			(double)cfg.period_ns / 1e3, regulator_meter_name(reg),
+			cfg.cgroup[0] ? ", best-effort cgroup " : "", cfg.cgroup, cfg.bwlock,
+			cfg.gang[0] ? ", gang lock " : "", cfg.gang);
+	}
+	const uint64_t end = rtaccel_monotonic_ns() + duration_ms * 1000000ull;
+	while (!stop && (!duration_ms || rtaccel_monotonic_ns() < end))
+		rtaccel_sleep_ns(20 * 1000 * 1000);
+	regulator_stop(reg);
+	int rc = 0;
+	if (summary) {
+		FILE *f = strcmp(summary, "-") ? fopen(summary, "w") : stdout;
+		if (!f) {
+			fprintf(stderr, "rtaccel-isolate: %s: %s\n", summary, strerror(errno));
+			rc = 1;
+		} else {
+			regulator_write_summary(reg, f);
+			if (f != stdout)
+				fclose(f);
+		}
+	}
+	if (trace && (err = regulator_write_trace(reg, trace))) {
+		fprintf(stderr, "rtaccel-isolate: %s: %s\n", trace, strerror(-err));
+		rc = 1;
+	}
+	regulator_free(reg);
+	return rc;
+}
+
+static int cmd_status(int argc, char **argv)
+{
+	const char *name = "default";
+	bool json = false;
+	static const struct option opts[] = {{"bwlock", required_argument, 0, 'b'},
+					     {"json", no_argument, 0, 'j'},
+					     {0, 0, 0, 0}};
+	int opt;
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (opt == 'b')
+			name = optarg;
+		else if (opt == 'j')
+			json = true;
+		else
+			return fputs(usage, stderr), 2;
+	}
+	if (optind != argc)
+		return bad("unexpected argument", argv[optind]);
+	int err = regulator_print_status(name, json, stdout);
+	if (err == -ENOENT) {
+		fprintf(stderr, "rtaccel-isolate: no regulator has run for bandwidth lock '%s' "
+				"(start one with `rtaccel isolate regulate`)\n", name);
+		return 1;
+	}
+	if (err) {
+		fprintf(stderr, "rtaccel-isolate: status of '%s': %s\n", name, strerror(-err));
+		return err == -EINVAL ? 2 : 1;
+	}
+	/* The bandwidth lock's holders. */
+	rtaccel_bwlock_t *bw;
+	if (rtaccel_bwlock_open(name, &bw) == 0) {
+		struct rtaccel_bwlock_holder_info info[32];
+		int n = rtaccel_bwlock_holders(bw, info, 32);
+		if (!json) {
+			printf("bandwidth lock '%s': %d holder(s)\n", name, n);
+			for (int i = 0; i < n && i < 32; i++)
+				printf("  %-20s pid %-7d %6u MB/s %-5s %llu takes\n", info[i].label,
+				       info[i].pid, info[i].threshold_mbps,
+				       info[i].held ? "held" : "idle",
+				       (unsigned long long)info[i].takes);
+		}
+		rtaccel_bwlock_close(bw);
+	}
+	return 0;
+}
+
+/* Finds "--" and the program after it. */
+static int program_after_dashes(int argc, char **argv, int *at)
+{
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--")) {
+			if (i + 1 >= argc)
+				return -1;
+			*at = i + 1;
+			return 0;
+		}
+	return -1;
+}
+
+static int cmd_run_be(int argc, char **argv)
+{
+	int at;
+	if (program_after_dashes(argc, argv, &at) < 0)
+		return fputs(usage, stderr), 2;
+	const char *cgroup = DEFAULT_CGROUP;
+	for (int i = 1; i < at - 1; i++) {
+		if (!strcmp(argv[i], "--cgroup") && i + 1 < at - 1)
+			cgroup = argv[++i];
+		else
+			return bad("unexpected argument", argv[i]);
+	}
+	char path[256];
+	int err = isolate_cgroup_make(cgroup, path, sizeof(path));
+	if (!err)
+		err = isolate_cgroup_add(path, 0);
+	if (err) {
+		fprintf(stderr, "rtaccel-isolate: best-effort cgroup %s: %s\n", cgroup, strerror(-err));
+		return 1;
+	}
+	execvp(argv[at], argv + at);
+	fprintf(stderr, "rtaccel-isolate: %s: %s\n", argv[at], strerror(errno));
+	return 127;
+}
+
+/* Holds the bandwidth lock while PROGRAM runs: for programs that are one
+ * critical section, and to try the regulator by hand. */
+static int cmd_hold(int argc, char **argv)
+{
+	int at;
+	if (program_after_dashes(argc, argv, &at) < 0)
+		return fputs(usage, stderr), 2;
+	const char *name = "default";
+	uint64_t threshold = UINT64_MAX, ceiling = 0;
+	for (int i = 1; i < at - 1; i++) {
+		if (!strcmp(argv[i], "--bwlock") && i + 1 < at - 1)
+			name = argv[++i];
+		else if (!strcmp(argv[i], "--threshold") && i + 1 < at - 1) {
+			if (parse_u64(argv[++i], 0, UINT32_MAX - 1, &threshold) < 0)
+				return bad("bad threshold", argv[i]);
+		} else if (!strcmp(argv[i], "--ceiling") && i + 1 < at - 1) {
+			if (parse_u64(argv[++i], 1, 99, &ceiling) < 0)
+				return bad("the ceiling is 1..99", argv[i]);
+		} else
+			return bad("unexpected argument", argv[i]);
+	}
+	if (threshold == UINT64_MAX)
+		return bad("hold needs --threshold", "");
+	rtaccel_bwlock_t *bw;
+	rtaccel_bwlock_holder_t *h;
+	int err = rtaccel_bwlock_open(name, &bw);
+	if (!err)
+		err = rtaccel_bwlock_holder_init(bw, "hold", (uint32_t)threshold, (int)ceiling, &h);
+	if (err) {
+		fprintf(stderr, "rtaccel-isolate: bandwidth lock '%s': %s\n", name, strerror(-err));
+		return err == -EINVAL ? 2 : 1;
+	}
+	rtaccel_bwlock_take(h);
+	pid_t child = fork();
+	if (child == 0) {
+		execvp(argv[at], argv + at);
+		fprintf(stderr, "rtaccel-isolate: %s: %s\n", argv[at], strerror(errno));
+		_exit(127);
+	}
+	int status = 0;
+	while (child > 0 && waitpid(child, &status, 0) < 0 && errno == EINTR)
+		;
+	rtaccel_bwlock_holder_destroy(h);
+	rtaccel_bwlock_close(bw);
+	if (child < 0)
+		return 1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+		fputs(usage, argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	if (!strcmp(argv[1], "regulate"))
+		return cmd_regulate(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "status"))
+		return cmd_status(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "run-be"))
+		return cmd_run_be(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "hold"))
+		return cmd_hold(argc - 1, argv + 1);
+	return bad("unknown command", argv[1]);
+}
