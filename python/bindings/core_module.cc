@@ -221,6 +221,60 @@ PYBIND11_MODULE(_core, m) {
         d["recoveries"] = st.recoveries;
         return d;
       });
+  // The bandwidth lock: a holder takes and releases it without a system
+  // call, so the GIL is kept (the ceiling option, which does call, is short).
+  struct BwLock {
+    rtaccel_bwlock_t* lock = nullptr;
+    ~BwLock() { rtaccel_bwlock_close(lock); }
+  };
+  struct BwHolder {
+    rtaccel_bwlock_holder_t* holder = nullptr;
+    ~BwHolder() { rtaccel_bwlock_holder_destroy(holder); }
+  };
+  py::class_<BwHolder>(m, "BwLockHolder")
+      .def("take", [check](BwHolder& h) { check(rtaccel_bwlock_take(h.holder), "take"); })
+      .def("release", [check](BwHolder& h) { check(rtaccel_bwlock_release(h.holder), "release"); })
+      .def("close", [](BwHolder& h) {
+        rtaccel_bwlock_holder_destroy(h.holder);
+        h.holder = nullptr;
+      });
+  py::class_<BwLock>(m, "BwLock")
+      .def(py::init([check](const std::string& name) {
+             auto b = std::make_unique<BwLock>();
+             check(rtaccel_bwlock_open(name.c_str(), &b->lock), "bandwidth lock '" + name + "'");
+             return b;
+           }),
+           py::arg("name"))
+      .def_static(
+          "unlink", [check](const std::string& name) { check(rtaccel_bwlock_unlink(name.c_str()), name); },
+          py::arg("name"))
+      .def(
+          "holder",
+          [check](BwLock& b, const std::string& label, uint32_t threshold_mbps, int ceiling) {
+            auto h = std::make_unique<BwHolder>();
+            check(rtaccel_bwlock_holder_init(b.lock, label.c_str(), threshold_mbps, ceiling, &h->holder),
+                  "holder '" + label + "'");
+            return h;
+          },
+          py::arg("label"), py::arg("threshold_mbps"), py::arg("ceiling_priority") = 0,
+          py::keep_alive<0, 1>())
+      .def("status", [check](BwLock& b) {
+        rtaccel_bwlock_status st{};
+        check(rtaccel_bwlock_get_status(b.lock, &st), "status");
+        py::dict d;
+        d["threshold_mbps"] = st.threshold_mbps == RTACCEL_BWLOCK_UNLIMITED ? py::object(py::none())
+                                                                          : py::object(py::int_(st.threshold_mbps));
+        d["held"] = st.held;
+        d["holders"] = st.holders;
+        d["takes"] = st.takes;
+        d["reaped"] = st.reaped;
+        return d;
+      })
+      .def("reap", [check](BwLock& b) {
+        int n = rtaccel_bwlock_reap(b.lock);
+        check(n, "reap");
+        return n;
+      });
   m.def("gang_leave", [check]() { check(rtaccel_gang_leave(), "leave"); });
   m.def("gang_job_begin", [check]() {
     int err;

@@ -215,7 +215,8 @@ def cmd_shim(args) -> int:
     modes = [m for m, on in (("trace", args.trace), ("pi", args.pi),
                              ("phase-fair", args.phase_fair), ("boost", args.boost)) if on]
     try:
-        status = locks.run_under_shim(command, modes, args.out, args.ceiling)
+        status = locks.run_under_shim(command, modes, args.out, args.ceiling,
+                                      bwlock=args.bwlock, bwlock_threshold=args.bwlock_threshold)
     except locks.LockToolError as err:
         print(f"rtaccel shim: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -392,6 +393,16 @@ def _ceiling(text: str) -> int:
     return value
 
 
+def _mbps(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of MB/s: {text!r}") from None
+    if not 0 <= value < 2**32 - 1:
+        raise argparse.ArgumentTypeError("a threshold is 0..4294967294 MB/s")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rtaccel",
@@ -465,6 +476,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="SCHED_FIFO priority of boosted threads (default 98)")
     p.add_argument("--out", default="rtaccel-shim",
                    help="folder for the trace files (rtaccel-shim)")
+    p.add_argument("--bwlock", nargs="?", const="default", default=None, metavar="NAME",
+                   help="hold bandwidth lock NAME (default: default) during the program's GPU "
+                        "segments, so that `rtaccel isolate regulate` throttles best-effort "
+                        "cores meanwhile (BWLOCK++)")
+    p.add_argument("--bwlock-threshold", type=_mbps, default=0, metavar="MBPS",
+                   help="best-effort bandwidth per core the GPU segments allow (default 0)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...")
     p.set_defaults(func=cmd_shim)
 

@@ -1,5 +1,13 @@
 """The isolate layer from Python: join a gang and run jobs under the gang lock
-(one real-time gang at a time across all cores, RT-Gang).
+(one real-time gang at a time across all cores, RT-Gang), and hold the
+bandwidth lock around critical work so that the regulator (``rtaccel isolate
+regulate``) throttles best-effort cores meanwhile (BWLOCK++).
+
+    from rtaccel.isolate import BandwidthLock
+
+    bw = BandwidthLock("default", "detector", threshold_mbps=200)
+    with bw.held():               # no system call
+        run_inference(frame)
 
     from rtaccel.isolate import Gang
 
@@ -61,6 +69,45 @@ class Gang:
     def unlink(lock: str) -> None:
         """Removes gang lock ``lock`` from /dev/shm."""
         _core.GangLock.unlink(lock)
+
+
+class BandwidthLock:
+    """A holder of bandwidth lock ``lock`` (/dev/shm/rtaccel-bwlock.LOCK,
+    created if missing) that allows ``threshold_mbps`` of best-effort memory
+    bandwidth per regulated core while held. With ``ceiling_priority`` the
+    holding thread runs at SCHED_FIFO that priority while it holds it."""
+
+    def __init__(self, lock: str, label: str, threshold_mbps: int, ceiling_priority: int = 0):
+        self._lock = _core.BwLock(lock)
+        self._holder = self._lock.holder(label, threshold_mbps, ceiling_priority)
+        self.lock_name = lock
+
+    def take(self) -> None:
+        self._holder.take()
+
+    def release(self) -> None:
+        self._holder.release()
+
+    @contextmanager
+    def held(self):
+        """Holds the lock for the block, released even by an exception."""
+        self._holder.take()
+        try:
+            yield self
+        finally:
+            self._holder.release()
+
+    def status(self) -> dict:
+        """Threshold in force (None: unlimited), holders holding it, holders,
+        takes since the lock was made, dead holders released."""
+        return self._lock.status()
+
+    def close(self) -> None:
+        self._holder.close()
+
+    @staticmethod
+    def unlink(lock: str) -> None:
+        _core.BwLock.unlink(lock)
 
 
 def synthetic_figures(folder, window_ms: float = 120.0) -> list[str]:

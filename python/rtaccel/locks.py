@@ -42,8 +42,11 @@ def lockdemo_binary() -> Path:
 
 
 def shim_environment(modes: list[str], out_dir: str | None = None, ceiling: int = 0,
-                     base: dict | None = None) -> dict:
-    """Environment that runs a program under the interposer in the given modes."""
+                     base: dict | None = None, bwlock: str | None = None,
+                     bwlock_threshold: int = 0) -> dict:
+    """Environment that runs a program under the interposer in the given modes;
+    with ``bwlock``, the program holds that bandwidth lock (threshold
+    ``bwlock_threshold`` MB/s) during its GPU segments."""
     env = dict(os.environ if base is None else base)
     lib = str(shim_library())
     preload = env.get("LD_PRELOAD", "")
@@ -53,15 +56,19 @@ def shim_environment(modes: list[str], out_dir: str | None = None, ceiling: int 
         env["RTACCEL_SHIM_OUT"] = str(Path(out_dir).resolve())
     if ceiling:
         env["RTACCEL_SHIM_CEILING"] = str(ceiling)
+    if bwlock:
+        env["RTACCEL_SHIM_BWLOCK"] = f"{bwlock}:{bwlock_threshold}"
     return env
 
 
-def run_under_shim(command: list[str], modes: list[str], out_dir: str, ceiling: int = 0) -> int:
+def run_under_shim(command: list[str], modes: list[str], out_dir: str, ceiling: int = 0,
+                   bwlock: str | None = None, bwlock_threshold: int = 0) -> int:
     """Runs command under the interposer; returns its exit status (128+N for signal N)."""
     if not command:
         raise LockToolError("no command given (rtaccel shim [OPTIONS] -- CMD ...)")
     Path(out_dir).mkdir(parents=True, exist_ok=True)
-    env = shim_environment(modes, out_dir, ceiling)
+    env = shim_environment(modes, out_dir, ceiling, bwlock=bwlock,
+                           bwlock_threshold=bwlock_threshold)
     try:
         proc = subprocess.run(command, env=env)
     except FileNotFoundError:

@@ -23,6 +23,7 @@
  * linked statically never calls these functions; the shim says so instead. */
 #include "shim_internal.h"
 
+#include "rtaccel/isolate.h"
 #include "rtaccel/lock.h"
 #include "rtaccel/shim.h"
 #include "core/thread.h"
@@ -873,9 +874,55 @@ static void call_module(void (*fn)(void)) { fn(); }
 static void module_begin(void *arg) { call_module(((void (**)(void))arg)[0]); }
 static void module_end(void *arg) { call_module(((void (**)(void))arg)[1]); }
 
+/* RTACCEL_SHIM_BWLOCK=NAME:MBPS: hold bandwidth lock NAME with threshold
+ * MBPS during every GPU segment (BWLOCK++'s automatic instrumentation). The
+ * segment hooks already alternate strictly under the segment lock, so one
+ * holder serves every stream and thread of the process. */
+static void bwlock_begin(void *arg) { rtaccel_bwlock_take(arg); }
+static void bwlock_end(void *arg) { rtaccel_bwlock_release(arg); }
+
+static bool bwlock_init(const char *spec)
+{
+	char name[128];
+	unsigned long threshold;
+	const char *colon = strrchr(spec, ':');
+	char *end;
+	if (!colon || (size_t)(colon - spec) >= sizeof(name) || !colon[1] ||
+	    (threshold = strtoul(colon + 1, &end, 10), *end) || threshold >= UINT32_MAX) {
+		fprintf(stderr, "rtaccel shim: RTACCEL_SHIM_BWLOCK=%s: expected NAME:MBPS\n", spec);
+		return false;
+	}
+	memcpy(name, spec, (size_t)(colon - spec));
+	name[colon - spec] = 0;
+	char label[RTACCEL_GANG_NAME_MAX];
+	snprintf(label, sizeof(label), "gpu.%d", (int)getpid());
+	rtaccel_bwlock_t *lock;
+	rtaccel_bwlock_holder_t *holder;
+	shim_busy++;
+	int err = rtaccel_bwlock_open(name, &lock);
+	if (!err)
+		err = rtaccel_bwlock_holder_init(lock, label, (uint32_t)threshold, 0, &holder);
+	shim_busy--;
+	if (err) {
+		fprintf(stderr, "rtaccel shim: bandwidth lock '%s': %s\n", name, strerror(-err));
+		return false;
+	}
+	struct rtaccel_gpu_hooks h = {bwlock_begin, bwlock_end, holder};
+	rtaccel_shim_set_gpu_hooks(&h);
+	return true;
+}
+
 void shim_cuda_init(void)
 {
+	const char *bwlock = getenv("RTACCEL_SHIM_BWLOCK");
 	const char *module = getenv("RTACCEL_SHIM_GPU_HOOKS");
+	if (bwlock && *bwlock) {
+		if (module && *module)
+			fprintf(stderr, "rtaccel shim: RTACCEL_SHIM_BWLOCK replaces the hooks of "
+					"RTACCEL_SHIM_GPU_HOOKS=%s\n", module);
+		bwlock_init(bwlock);
+		return;
+	}
 	if (!module || !*module)
 		return;
 	static void (*fns[2])(void);
