@@ -132,6 +132,39 @@ struct GangTaskResult {
 std::vector<GangTaskResult> analyze_gang_tasks(const std::vector<GangTask>& tasks, uint64_t delta_ns,
                                                Horizon horizon = Horizon::kPeriod);
 
+// ---- Bandwidth lock (BWLOCK++, Ali and Yun, ECRTS 2018, Sec. 7) -------------
+//
+// Real-time tasks on one core under fixed priorities; each GPU kernel or
+// synchronous copy runs under the bandwidth lock, whose priority ceiling makes
+// it non-preemptive. With E_i = C_i + G^m_i + G^e_i (CPU, copies, kernels,
+// each measured with best-effort cores regulated at the task's threshold) and
+// B_i the longest locked segment of a lower-priority task (Eq. 4):
+//
+//   R_i = E_i + B_i + sum over j in hp(i) of ceil(R_i / P_j) * E_j
+struct BwlockTask {
+  std::string name;
+  int priority = 1;               // higher first
+  uint64_t cpu_ns = 0;            // C_i
+  uint64_t copy_ns = 0;           // G^m_i: synchronous copies, all of the job
+  uint64_t kernel_ns = 0;         // G^e_i: GPU kernels, all of the job
+  uint64_t longest_segment_ns = 0;  // the longest single kernel or copy
+  uint64_t period_ns = 0;         // P_i
+  uint64_t deadline_ns = 0;       // 0: the period
+};
+
+struct BwlockTaskResult {
+  std::string name;
+  bool bounded = false;
+  uint64_t wcrt_ns = 0;
+  bool schedulable = false;
+  uint64_t blocking_ns = 0;       // B_i
+  uint64_t interference_ns = 0;   // higher-priority jobs
+  std::string reason;
+};
+
+std::vector<BwlockTaskResult> analyze_bwlock_tasks(const std::vector<BwlockTask>& tasks,
+                                                   Horizon horizon = Horizon::kPeriod);
+
 // Chains of a gang-scheduled workload (rtaccel run --gang). Every callback is
 // a job of its executor's gang, with C = its CPU WCET plus its accelerator
 // segments (plus the server overhead per segment), T = the shortest period of

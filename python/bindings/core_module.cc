@@ -178,6 +178,31 @@ PYBIND11_MODULE(_core, m) {
       py::arg("tasks"), py::arg("delta_ns"), py::arg("horizon") = "period",
       "Uniprocessor response-time analysis over gangs with the gang preemption cost delta.");
 
+  py::class_<analysis::BwlockTask>(m, "BwlockTask")
+      .def(py::init([](std::string name, int priority, uint64_t cpu_ns, uint64_t copy_ns, uint64_t kernel_ns,
+                       uint64_t longest_segment_ns, uint64_t period_ns, uint64_t deadline_ns) {
+             return analysis::BwlockTask{std::move(name), priority, cpu_ns, copy_ns, kernel_ns,
+                                         longest_segment_ns, period_ns, deadline_ns};
+           }),
+           py::arg("name"), py::arg("priority"), py::arg("cpu_ns"), py::arg("copy_ns"), py::arg("kernel_ns"),
+           py::arg("longest_segment_ns"), py::arg("period_ns"), py::arg("deadline_ns") = 0);
+  py::class_<analysis::BwlockTaskResult>(m, "BwlockTaskResult")
+      .def_readonly("name", &analysis::BwlockTaskResult::name)
+      .def_readonly("bounded", &analysis::BwlockTaskResult::bounded)
+      .def_readonly("wcrt_ns", &analysis::BwlockTaskResult::wcrt_ns)
+      .def_readonly("schedulable", &analysis::BwlockTaskResult::schedulable)
+      .def_readonly("blocking_ns", &analysis::BwlockTaskResult::blocking_ns)
+      .def_readonly("interference_ns", &analysis::BwlockTaskResult::interference_ns)
+      .def_readonly("reason", &analysis::BwlockTaskResult::reason);
+  m.def(
+      "analyze_bwlock_tasks",
+      [](const std::vector<analysis::BwlockTask>& tasks, const std::string& horizon) {
+        return analysis::analyze_bwlock_tasks(tasks, make_options(horizon, true).horizon);
+      },
+      py::arg("tasks"), py::arg("horizon") = "period",
+      "Fixed-priority RTA of one real-time core whose GPU segments hold the bandwidth lock "
+      "(BWLOCK++ Eq. 4).");
+
   // The gang lock (isolate layer). Methods release the GIL: job_begin
   // blocks while a higher gang runs, and a parked thread must not hold it.
   struct GangLock {

@@ -29,6 +29,7 @@
 #include "accel/policy.h"
 #include "accel/protocol.h"
 #include "accel/services.h"
+#include "rtaccel/isolate.h"
 #include "rtaccel/lock.h"
 
 namespace rtaccel::accel {
@@ -145,7 +146,10 @@ Status make_shared_file(const char* name, size_t size, unsigned extra_seals, cor
 class ServerImpl final : public Server {
  public:
   explicit ServerImpl(const ServerOptions& options) : options_(options) {}
-  ~ServerImpl() override { shutdown(); }
+  ~ServerImpl() override {
+    shutdown();
+    rtaccel_bwlock_close(bwlock_);
+  }
 
   Status open();
   Status run() override;
@@ -160,7 +164,7 @@ class ServerImpl final : public Server {
   Status open_device(uint32_t index, int device);
   void worker(Device& d, uint32_t bucket, std::latch* prepared);
   bool take(Device& d, uint32_t bucket, Job* job);
-  void execute(Device& d, Job& job);
+  void execute(Device& d, Job& job, rtaccel_bwlock_holder_t* bw);
   void complete(Region& r, uint32_t entry, uint32_t state, int status, uint32_t response_len);
   void idle(Device& d, uint32_t bucket, uint32_t seen);
 
@@ -194,6 +198,7 @@ class ServerImpl final : public Server {
   std::atomic<bool> stopping_{false};
   bool shut_down_ = false;
   bool bound_ = false;  // the socket file is ours to remove
+  rtaccel_bwlock_t* bwlock_ = nullptr;
 };
 
 void ServerImpl::log(const char* fmt, ...) {
@@ -222,6 +227,10 @@ Status ServerImpl::open() {
   }
   if (options_.lowest_bucket_workers < 1 || options_.lowest_bucket_workers > 16) {
     return Status::error("lowest-bucket workers must be 1..16");
+  }
+  if (!options_.bwlock.empty()) {
+    if (int err = rtaccel_bwlock_open(options_.bwlock.c_str(), &bwlock_); err < 0)
+      return Status::error("bandwidth lock '" + options_.bwlock + "': " + strerror(-err));
   }
   for (uint32_t i = 0; i < options_.devices.size(); i++)
     if (Status st = open_device(i, options_.devices[i]); !st) return st;
@@ -339,15 +348,25 @@ void ServerImpl::worker(Device& d, uint32_t bucket, std::latch* prepared) {
   char name[16];
   snprintf(name, sizeof(name), "rtaccel-d%ub%u", d.index, bucket);
   pthread_setname_np(pthread_self(), name);
+  // A holder per critical worker: each runs one request at a time.
+  rtaccel_bwlock_holder_t* bw = nullptr;
+  if (bwlock_ && bucket >= options_.bwlock_bucket) {
+    char label[RTACCEL_GANG_NAME_MAX];
+    snprintf(label, sizeof(label), "server.d%ub%u", d.index, bucket);
+    if (int err = rtaccel_bwlock_holder_init(bwlock_, label, options_.bwlock_threshold_mbps, 0, &bw);
+        err < 0)
+      log("device %u bucket %u: no bandwidth lock holder: %s", d.index, bucket, strerror(-err));
+  }
   while (!stopping_.load(std::memory_order_relaxed)) {
     const uint32_t seen = __atomic_load_n(d.doorbell_word(bucket), __ATOMIC_SEQ_CST);
     d.last_seen[bucket].store(seen, std::memory_order_relaxed);
     Job job;
     if (take(d, bucket, &job))
-      execute(d, job);
+      execute(d, job, bw);
     else
       idle(d, bucket, seen);
   }
+  rtaccel_bwlock_holder_destroy(bw);
 }
 
 // Picks the request to run next in `bucket`: the highest request priority,
@@ -399,7 +418,7 @@ bool ServerImpl::take(Device& d, uint32_t bucket, Job* job) {
   }
 }
 
-void ServerImpl::execute(Device& d, Job& job) {
+void ServerImpl::execute(Device& d, Job& job, rtaccel_bwlock_holder_t* bw) {
   Region& r = *job.region;
   RequestEntry* e = r.entry(job.entry);
   const uint32_t running = (job.state & ~kPhaseMask) | kRunning;
@@ -410,7 +429,9 @@ void ServerImpl::execute(Device& d, Job& job) {
   call.request_len = job.request.request_len;
   call.response = r.map.bytes() + job.request.response_offset;
   call.response_cap = job.request.response_cap;
+  if (bw) rtaccel_bwlock_take(bw);
   int status = d.backend->run(r.keys[job.request.service], r.device_handle, r.map.bytes(), &call);
+  if (bw) rtaccel_bwlock_release(bw);
   if (status == 0 && call.response_len > call.response_cap) status = -EOVERFLOW;
   complete(r, job.entry, job.state, status, status == 0 ? uint32_t(call.response_len) : 0);
 

@@ -34,6 +34,12 @@ struct ServerOptions {
   uint64_t poll_ns = 100000;
   std::string policy_file;           // empty: root and the server's user only
   std::vector<std::string> plugins;  // cpu: shared objects adding services
+  // Bandwidth lock (BWLOCK++): while a request of bucket >= bwlock_bucket
+  // runs on a device, the server holds bandwidth lock `bwlock` with this
+  // threshold, so that the regulator throttles best-effort cores meanwhile.
+  std::string bwlock;                // empty: none
+  uint32_t bwlock_threshold_mbps = 0;
+  uint32_t bwlock_bucket = 1;
   bool verbose = false;
 };
 

@@ -172,5 +172,36 @@ TEST(GangWorkload, SchedulingSwitch) {
   EXPECT_EQ(w->gangs.size(), 2u);
 }
 
+// BWLOCK++ Eq. 4 by hand: E = C + G^m + G^e; B = the longest locked segment
+// of a lower-priority task; higher-priority jobs interfere with E each.
+TEST(BwlockRta, Equation4ByHand) {
+  constexpr uint64_t ms = 1000000;
+  std::vector<BwlockTask> tasks = {
+      {"t1", 3, 1 * ms, ms / 2, 3 * ms / 2, 1 * ms, 10 * ms, 0},
+      {"t2", 2, 2 * ms, 0, 2 * ms, 2 * ms, 20 * ms, 0},
+      {"t3", 1, 1 * ms, 1 * ms, 4 * ms, 3 * ms, 50 * ms, 0},
+  };
+  auto r = analyze_bwlock_tasks(tasks);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].blocking_ns, 3 * ms);  // t3's 3 ms kernel cannot be preempted
+  EXPECT_EQ(r[0].wcrt_ns, 6 * ms);
+  EXPECT_EQ(r[1].blocking_ns, 3 * ms);
+  EXPECT_EQ(r[1].wcrt_ns, 10 * ms);     // 4 + 3 + one job of t1 (3)
+  EXPECT_EQ(r[2].blocking_ns, 0u);
+  EXPECT_EQ(r[2].wcrt_ns, 16 * ms);     // 6 + two jobs of t1 + one of t2
+  EXPECT_EQ(r[2].interference_ns, 10 * ms);
+  for (const auto& x : r) EXPECT_TRUE(x.schedulable) << x.name;
+
+  tasks[1].deadline_ns = 9 * ms;  // the lower task's kernel alone pushes it past
+  r = analyze_bwlock_tasks(tasks);
+  EXPECT_FALSE(r[1].schedulable);
+  EXPECT_NE(r[1].reason.find("exceeds the deadline 9000 us"), std::string::npos) << r[1].reason;
+
+  tasks[0].cpu_ns = 9 * ms;  // t1 alone fills its period: no bound for t3
+  r = analyze_bwlock_tasks(tasks);
+  EXPECT_FALSE(r[2].bounded);
+  EXPECT_FALSE(r[2].schedulable);
+}
+
 }  // namespace
 }  // namespace rtaccel::analysis

@@ -47,6 +47,10 @@ const char kUsage[] =
     "      --list-backends      name the backends built in and the devices they find\n"
     "      --ready-fd N         write \"ready\\n\" to descriptor N and close it once clients are\n"
     "                           served (for whoever starts the server; see docs/accel.md)\n"
+    "      --bwlock NAME        hold bandwidth lock NAME while a request of a critical bucket\n"
+    "                           runs (rtaccel isolate regulate throttles best-effort cores)\n"
+    "      --bwlock-threshold MBPS  best-effort bandwidth per core those requests allow (0)\n"
+    "      --bwlock-bucket N    the lowest critical bucket (default 1: all but the lowest)\n"
     "  -v, --verbose            log registrations and departures\n"
     "  -h, --help\n";
 
@@ -66,7 +70,8 @@ int main(int argc, char** argv) {
   const char* env = getenv(RTACCEL_SOCKET_ENV);
   options.socket_path = env && *env ? env : RTACCEL_SOCKET_DEFAULT;
   bool devices_given = false;
-  enum { kFifoBase = 256, kNoFifo, kEpsilon, kKappa, kJitter, kLowest, kPoll, kPlugin, kList, kReadyFd };
+  enum { kFifoBase = 256, kNoFifo, kEpsilon, kKappa, kJitter, kLowest, kPoll, kPlugin, kList, kReadyFd,
+         kBwlock, kBwlockThreshold, kBwlockBucket };
   int ready_fd = -1;
   const option longopts[] = {
       {"socket", required_argument, nullptr, 's'},
@@ -85,6 +90,9 @@ int main(int argc, char** argv) {
       {"plugin", required_argument, nullptr, kPlugin},
       {"list-backends", no_argument, nullptr, kList},
       {"ready-fd", required_argument, nullptr, kReadyFd},
+      {"bwlock", required_argument, nullptr, kBwlock},
+      {"bwlock-threshold", required_argument, nullptr, kBwlockThreshold},
+      {"bwlock-bucket", required_argument, nullptr, kBwlockBucket},
       {"verbose", no_argument, nullptr, 'v'},
       {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0},
@@ -150,6 +158,15 @@ int main(int argc, char** argv) {
         if (!parse_number(optarg, 0, INT_MAX, &v) || fcntl(int(v), F_GETFD) < 0)
           return bad("--ready-fd (an open descriptor)", optarg);
         ready_fd = int(v);
+        break;
+      case kBwlock: options.bwlock = optarg; break;
+      case kBwlockThreshold:
+        if (!parse_number(optarg, 0, 4294967294L, &v)) return bad("--bwlock-threshold (MB/s)", optarg);
+        options.bwlock_threshold_mbps = uint32_t(v);
+        break;
+      case kBwlockBucket:
+        if (!parse_number(optarg, 0, 7, &v)) return bad("--bwlock-bucket (0..7)", optarg);
+        options.bwlock_bucket = uint32_t(v);
         break;
       case 'v': options.verbose = true; break;
       case 'h': fputs(kUsage, stdout); return 0;
