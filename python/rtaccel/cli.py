@@ -316,6 +316,107 @@ def cmd_bench_gang_dnn(args) -> int:
     return 0
 
 
+def _regulator_bench(what: str, extra: list[str]) -> tuple[int, dict | None]:
+    """Runs one experiment of rtaccel-regulator-bench; (exit status, its JSON)."""
+    proc = subprocess.run([str(accel.binary("rtaccel-regulator-bench")), what, *extra],
+                          capture_output=True, text=True)
+    if proc.returncode == 77:
+        print(f"rtaccel: {proc.stderr.strip()}", file=sys.stderr)
+        return 77, None
+    if proc.returncode != 0:
+        print(f"rtaccel: rtaccel-regulator-bench {what} failed: {proc.stderr.strip()}", file=sys.stderr)
+        return 1, None
+    return 0, json.loads(proc.stdout)
+
+
+def cmd_bench_regulator(args) -> int:
+    """The regulator's own figures: onset, budget ratio, period accuracy,
+    overhead; beside them the cgroup freeze it does not use and the
+    bandwidth lock's take + release."""
+    rc, run = _regulator_bench("regulator", ["--duration", str(args.duration),
+                                             "--threshold", str(args.threshold)])
+    if rc:
+        return rc
+    rc, lock = _regulator_bench("lock", [])
+    if rc:
+        return rc
+    core = run["regulator"]["cores"][0]
+    result = {
+        "meter": run["regulator"]["meter"],
+        "period_us": run["regulator"]["period_us"],
+        "threshold_mbps": run["threshold_mbps"],
+        "periods": core["periods"],
+        "throttled_periods": core["throttled_periods"],
+        "onset_p50_us": core["onset_p50_us"],
+        "onset_p99_us": core["onset_p99_us"],
+        "budget_ratio": core["budget_ratio_p50"],
+        "budget_ratio_p99": core["budget_ratio_p99"],
+        "late_p50_us": core["late_p50_us"],
+        "late_p99_us": core["late_p99_us"],
+        "overhead_cpu": core["overhead_cpu"],
+        "freeze_p50_us": run["freeze_p50_us"],
+        "freeze_p99_us": run["freeze_p99_us"],
+        "bwlock_take_release_ns": lock["take_release_ns"],
+    }
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return 0
+    print(f"regulator on core {core['core']}, {result['meter']} meter, period {result['period_us']:.0f} us, "
+          f"threshold {result['threshold_mbps']} MB/s, {result['throttled_periods']}/{result['periods']} "
+          "periods throttled")
+    print(f"  throttle onset after the budget is spent: p50 {result['onset_p50_us']:.1f} us, "
+          f"p99 {result['onset_p99_us']:.1f} us")
+    print(f"  budget a hog got / its budget:            p50 {result['budget_ratio']:.3f}, "
+          f"p99 {result['budget_ratio_p99']:.3f}")
+    print(f"  period start late by:                     p50 {result['late_p50_us']:.1f} us, "
+          f"p99 {result['late_p99_us']:.1f} us")
+    print(f"  regulator CPU time (not parking):         {100 * result['overhead_cpu']:.2f}% of the core")
+    print(f"  freezing the cgroup instead (not used):   p50 {result['freeze_p50_us']:.1f} us, "
+          f"p99 {result['freeze_p99_us']:.1f} us")
+    print(f"  bandwidth lock take + release:            {result['bwlock_take_release_ns']:.1f} ns")
+    return 0
+
+
+def cmd_bench_tfs(args) -> int:
+    rc, result = _regulator_bench("tfs", ["--duration", str(args.duration),
+                                          "--threshold", str(args.threshold)])
+    if rc:
+        return rc
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return 0
+    print(f"memory-bound and CPU-bound best-effort tasks on a core regulated at "
+          f"{result['threshold_mbps']} MB/s")
+    print(f"{'scheduler':10} {'memory task':>12} {'CPU task':>10} {'throttled ms':>13}")
+    for r in result["runs"]:
+        name = "CFS" if r["rho"] == 0 else f"TFS rho={r['rho']:.0f}"
+        print(f"{name:10} {100 * r['mem_share']:11.1f}% {100 * r['cpu_share']:9.1f}% "
+              f"{r['throttled_ms']:13.1f}")
+    return 0
+
+
+def cmd_bench_bwlock(args) -> int:
+    rc, result = _regulator_bench("bwlock", ["--duration", str(args.duration),
+                                             "--thresholds", args.thresholds])
+    if rc:
+        return rc
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return 0
+    print("critical task (half the LLC, every 20 ms) beside a memory hog on the other core")
+    print(f"{'configuration':22} {'p50 ms':>8} {'p99 ms':>8}")
+    for r in result["runs"]:
+        name = r["config"] if r["threshold_mbps"] < 0 else f"bwlock {r['threshold_mbps']} MB/s"
+        print(f"{name:22} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f}")
+    return 0
+
+
+def cmd_isolate(args) -> int:
+    """rtaccel isolate ...: rtaccel-isolate, with its own arguments."""
+    rest = args.args
+    return _exec([str(accel.binary("rtaccel-isolate")), args.command, *rest])
+
+
 def _exec(cmd: list) -> int:
     """Becomes the program (so that signals reach it: a best-effort co-runner
     is stopped with SIGTERM and reports its bandwidth)."""
@@ -560,6 +661,37 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--out", default="out/gang-dnn", help="folder for the model, JSON and CDF (out/gang-dnn)")
     b.add_argument("--json", action="store_true", help="print JSON")
     b.set_defaults(func=cmd_bench_gang_dnn)
+
+    b = bsub.add_parser("regulator",
+                        help="the memory-bandwidth regulator: throttle onset, budget kept, period "
+                             "accuracy, CPU overhead; cgroup freeze beside it; bandwidth lock cost")
+    b.add_argument("--duration", type=_seconds, default=5.0, help="seconds of regulation (5)")
+    b.add_argument("--threshold", type=_mbps, default=3000, help="threshold in force, MB/s (3000)")
+    b.add_argument("--json", action="store_true",
+                   help="print JSON (onset_p50_us, onset_p99_us, budget_ratio, ...)")
+    b.set_defaults(func=cmd_bench_regulator)
+    b = bsub.add_parser("tfs", help="a memory-bound and a CPU-bound best-effort task on a throttled "
+                                    "core under CFS and TFS rho=1, 3 (BWLOCK++ Fig. 5/6)")
+    b.add_argument("--duration", type=_seconds, default=5.0, help="seconds per scheduler (5)")
+    b.add_argument("--threshold", type=_mbps, default=3000, help="threshold in force, MB/s (3000)")
+    b.add_argument("--json", action="store_true", help="print JSON")
+    b.set_defaults(func=cmd_bench_tfs)
+    b = bsub.add_parser("bwlock", help="a critical task holding the bandwidth lock beside a memory "
+                                       "hog: solo, co-run, regulated at each threshold (BWLOCK++ Fig. 7/8)")
+    b.add_argument("--duration", type=_seconds, default=5.0, help="seconds per configuration (5)")
+    b.add_argument("--thresholds", default="4000,2000,1000,500,0",
+                   help="thresholds in MB/s, comma-separated (4000,2000,1000,500,0)")
+    b.add_argument("--json", action="store_true", help="print JSON")
+    b.set_defaults(func=cmd_bench_bwlock)
+
+    p = sub.add_parser("isolate", help="memory-bandwidth regulation: regulate, status, run-be, hold",
+                       description="Runs rtaccel-isolate: `regulate` (the regulator daemon), `status` "
+                                   "(live, per core), `run-be -- CMD` (CMD as best-effort work), "
+                                   "`hold --threshold MBPS -- CMD` (CMD under the bandwidth lock). "
+                                   "`rtaccel isolate COMMAND --help` lists each one's options.")
+    p.add_argument("command", choices=["regulate", "status", "run-be", "hold"])
+    p.add_argument("args", nargs=argparse.REMAINDER)
+    p.set_defaults(func=cmd_isolate)
 
     p = sub.add_parser("membench", help="memory benchmarks for best-effort co-runners (IsolBench-like)")
     p.add_argument("benchmark", choices=("read", "write", "cache"),

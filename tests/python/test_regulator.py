@@ -1,0 +1,239 @@
+"""The memory-bandwidth regulator and the bandwidth lock from the outside:
+budgets kept per period (CPU-time meter on this machine), throttle-fair
+charging against plain CFS, the regulator following the lock and releasing
+a dead holder, the server and the Python API taking the lock, and what the
+command line says to bad input. Timing checks compare with the unregulated
+case in the same run, with wide margins."""
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+LIB = ROOT / "python" / "rtaccel" / "lib"
+ISOLATE = LIB / "rtaccel-isolate"
+BENCH = LIB / "rtaccel-regulator-bench"
+ENV = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+
+sys.path.insert(0, str(ROOT / "python"))
+
+pytestmark = pytest.mark.skipif(not ISOLATE.exists(), reason="rtaccel-isolate not built (make build)")
+
+
+def bench(*args, timeout=120):
+    proc = subprocess.run([str(BENCH), *args], capture_output=True, text=True, timeout=timeout)
+    if proc.returncode == 77:
+        pytest.skip(proc.stderr.strip())
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def isolate(*args, timeout=30):
+    return subprocess.run([str(ISOLATE), *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_a_hog_gets_its_budget_per_period_and_not_much_more():
+    doc = bench("regulator", "--duration", "2", "--threshold", "3000")
+    core = doc["regulator"]["cores"][0]
+    print(doc)
+    assert doc["regulator"]["meter"] in ("cpu-time", "llc-misses")
+    # Unregulated, the hog would run the whole period: 1 / 0.3 = 3.3 budgets.
+    assert core["throttled_periods"] >= 0.8 * core["periods"]
+    assert 0.9 <= core["budget_ratio_p50"] < 2.0
+    assert core["onset_p50_us"] > 0
+    assert core["late_p50_us"] < 200
+    assert 0 < core["overhead_cpu"] < 0.25
+    assert doc["freeze_p50_us"] > 0
+
+
+def test_throttle_fair_scheduling_favours_the_task_that_is_not_throttled():
+    doc = bench("tfs", "--duration", "2", "--threshold", "3000", timeout=180)
+    print(doc)
+    runs = {r["rho"]: r for r in doc["runs"]}
+    cfs, tfs3 = runs[0], runs[3]
+    # CFS hands the memory-bound task the periods it loses to throttling;
+    # TFS charges it and the CPU-bound task gets the core instead.
+    assert tfs3["cpu_share"] > cfs["cpu_share"] + 0.15
+    assert tfs3["throttled_ms"] < 0.75 * cfs["throttled_ms"]
+    assert tfs3["mem_cpu_ms"] > 0  # charged, not starved
+
+
+def test_bandwidth_lock_costs_no_more_than_a_few_atomics():
+    doc = bench("lock")
+    assert 0 < doc["take_release_ns"] < 1000
+
+
+def _status(name):
+    r = isolate("status", "--bwlock", name, "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def _wait_for(predicate, seconds=3.0):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    return predicate()
+
+
+def test_the_regulator_follows_the_lock_and_releases_a_dead_holder(tmp_path):
+    from rtaccel.isolate import BandwidthLock
+
+    if os.cpu_count() < 2:
+        pytest.skip("needs 2 cores")
+    name = f"test-reg.{os.getpid()}"
+    cgroup = f"rtaccel-test-be.{os.getpid()}"
+    hog = subprocess.Popen([str(ISOLATE), "run-be", "--cgroup", cgroup, "--", "taskset", "-c", "1",
+                            str(LIB / "rtaccel-membench"), "read", "--size", "64M", "--duration", "20"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    reg = subprocess.Popen([str(ISOLATE), "regulate", "--cores", "1", "--cgroup", cgroup,
+                            "--bwlock", name, "--duration", "20", "--summary", str(tmp_path / "s.json"),
+                            "--trace", str(tmp_path / "t.json")],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert _wait_for(lambda: os.path.exists(f"/dev/shm/rtaccel-regulator.{name}")
+                         and _status(name)["running"]), reg.stderr
+        time.sleep(0.3)
+        free = _status(name)
+        assert free["threshold_mbps"] == -1 and free["cores"][0]["throttled_periods"] == 0
+
+        lock = BandwidthLock(name, "pytest", threshold_mbps=1000)
+        with lock.held():
+            assert _wait_for(lambda: _status(name)["threshold_mbps"] == 1000)
+            time.sleep(0.5)
+            held = _status(name)["cores"][0]
+        # About 0.5 s at 1000 MB/s of 10000: nearly every period throttled.
+        assert held["throttled_periods"] > 200, held
+        assert _wait_for(lambda: _status(name)["threshold_mbps"] == -1)
+        before = _status(name)["cores"][0]["throttled_periods"]
+        time.sleep(0.3)
+        assert _status(name)["cores"][0]["throttled_periods"] == before
+
+        # A holder killed while holding the lock: released within periods.
+        child = subprocess.Popen([sys.executable, "-c",
+                                  "import sys, time; sys.path.insert(0, sys.argv[1]);"
+                                  "from rtaccel.isolate import BandwidthLock;"
+                                  "b = BandwidthLock(sys.argv[2], 'doomed', 400); b.take();"
+                                  "print('held', flush=True); time.sleep(60)",
+                                  str(ROOT / "python"), name], stdout=subprocess.PIPE, text=True)
+        assert child.stdout.readline().strip() == "held"
+        assert _wait_for(lambda: _status(name)["threshold_mbps"] == 400)
+        child.kill()
+        child.wait()
+        assert _wait_for(lambda: _status(name)["threshold_mbps"] == -1, seconds=1.0)
+        assert _status(name)["reaped"] == 1
+        assert lock.status()["reaped"] == 1
+        lock.close()
+    finally:
+        reg.send_signal(signal.SIGINT)
+        reg.wait(timeout=10)
+        hog.kill()
+        hog.wait()
+        try:
+            os.rmdir(f"/sys/fs/cgroup/{cgroup}")
+        except OSError:
+            pass
+        for root in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup"):
+            try:
+                os.rmdir(f"{root}/{cgroup}")
+            except OSError:
+                pass
+        for f in (f"rtaccel-bwlock.{name}", f"rtaccel-regulator.{name}"):
+            try:
+                os.unlink(f"/dev/shm/{f}")
+            except FileNotFoundError:
+                pass
+    assert reg.returncode == 0, reg.stderr
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["bwlock_reaped"] == 1
+    assert summary["cores"][0]["throttled_periods"] > 200
+    trace = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    throttled = [e for e in trace if e.get("name") == "throttled"]
+    assert throttled and all(e["ph"] == "X" and e["dur"] > 0 for e in throttled)
+    assert any(e.get("ph") == "C" and e["args"]["MB/s"] == 1000 for e in trace)
+
+
+def test_the_server_holds_the_lock_for_critical_buckets_only():
+    from rtaccel import accel
+    from rtaccel.isolate import BandwidthLock
+
+    if os.cpu_count() < 2:
+        pytest.skip("needs 2 cores")
+    device, client = accel.default_cores()
+    takes = {}
+    for bucket in (3, 0):
+        name = f"test-server.{os.getpid()}.{bucket}"
+        args = ["--device", str(device), "--server-core", str(client), "--levels", "4", "--no-fifo",
+                "--bwlock", name, "--bwlock-threshold", "77", "--bwlock-bucket", str(bucket)]
+        with accel.private_server(args) as path:
+            holders = BandwidthLock(name, "probe", 1).status()["holders"] - 1
+            proc = subprocess.run(["taskset", "-c", str(client), str(LIB / "rtaccel-accel-bench"),
+                                   "preemption", "--socket", path, "--iterations", "10", "--json"],
+                                  capture_output=True, text=True, timeout=300)
+            assert proc.returncode == 0, proc.stderr
+        status = BandwidthLock(name, "probe2", 1).status()
+        BandwidthLock.unlink(name)
+        assert status["held"] == 0
+        takes[bucket] = status["takes"]
+        # Workers of buckets >= the critical one each have a holder.
+        assert holders == 4 - bucket
+    # The low-priority requests (one per iteration and kernel, below the top
+    # bucket) took it only when every bucket counts as critical.
+    assert takes[3] >= 40 and takes[0] - takes[3] >= 40, takes
+
+
+@pytest.mark.parametrize("args, message", [
+    (["regulate", "--period-us", "5"], "the period is 100..1000000 us"),
+    (["regulate", "--meter", "magic"], "unknown meter"),
+    (["regulate", "--meter", "raw:x"], "raw meter is raw:TYPE:CONFIG"),
+    (["regulate", "--cores", "1-"], "bad core list"),
+    (["regulate", "--tfs", "-1"], "rho is 0..100"),
+    (["regulate", "--threshold", "lots"], "bad threshold"),
+    (["regulate", "--cores", "1", "--meter", "cpu-time", "--no-cgroup"], "needs the best-effort cgroup"),
+    (["status", "--bwlock", "../etc"], "status of '../etc'"),
+    (["hold", "--", "true"], "hold needs --threshold"),
+    (["run-be"], "usage"),
+    (["frobnicate"], "unknown command"),
+])
+def test_bad_arguments_get_one_clear_line(args, message):
+    r = isolate(*args)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert message in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_status_without_a_regulator_says_how_to_start_one():
+    r = isolate("status", "--bwlock", f"never-{os.getpid()}")
+    assert r.returncode == 1
+    assert "no regulator has run" in r.stderr
+
+
+def test_hold_runs_a_program_under_the_lock():
+    name = f"test-hold.{os.getpid()}"
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from rtaccel import _core;"
+            "print(_core.BwLock(sys.argv[2]).status()['threshold_mbps'])")
+    r = isolate("hold", "--bwlock", name, "--threshold", "123", "--", sys.executable, "-c", code,
+                str(ROOT / "python"), name)
+    os.unlink(f"/dev/shm/rtaccel-bwlock.{name}")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "123"
+
+
+def test_rtaccel_bench_regulator_prints_the_named_figures():
+    r = subprocess.run([sys.executable, "-m", "rtaccel.cli", "bench", "regulator", "--duration", "1",
+                        "--json"], capture_output=True, text=True, env=ENV, timeout=120)
+    if r.returncode == 77:
+        pytest.skip(r.stderr.strip())
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    for key in ("onset_p50_us", "onset_p99_us", "budget_ratio", "overhead_cpu", "bwlock_take_release_ns"):
+        assert key in doc, key
