@@ -237,3 +237,39 @@ def test_rtaccel_bench_regulator_prints_the_named_figures():
     doc = json.loads(r.stdout)
     for key in ("onset_p50_us", "onset_p99_us", "budget_ratio", "overhead_cpu", "bwlock_take_release_ns"):
         assert key in doc, key
+
+
+def test_the_running_gang_sets_the_threshold():
+    from rtaccel.isolate import Gang
+
+    if os.cpu_count() < 2:
+        pytest.skip("needs 2 cores")
+    name = f"test-gang.{os.getpid()}"
+    cgroup = f"rtaccel-test-gang.{os.getpid()}"
+    reg = subprocess.Popen([str(ISOLATE), "regulate", "--cores", "1", "--cgroup", cgroup,
+                            "--bwlock", name, "--gang", name, "--duration", "20", "--quiet"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert _wait_for(lambda: os.path.exists(f"/dev/shm/rtaccel-regulator.{name}")
+                         and _status(name)["running"]), reg.stderr
+        gang = Gang(name, "perception", priority=60, threshold_mbps=500)
+        assert _wait_for(lambda: _status(name)["threshold_mbps"] == -1)
+        with gang.job():
+            assert _wait_for(lambda: _status(name)["threshold_mbps"] == 500)
+            assert _status(name)["gang_priority"] == 60
+        assert _wait_for(lambda: _status(name)["threshold_mbps"] == -1)
+        gang.leave()
+    finally:
+        reg.send_signal(signal.SIGINT)
+        reg.wait(timeout=10)
+        for root in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup"):
+            try:
+                os.rmdir(f"{root}/{cgroup}")
+            except OSError:
+                pass
+        for f in (f"rtaccel-bwlock.{name}", f"rtaccel-regulator.{name}", f"rtaccel-gang.{name}"):
+            try:
+                os.unlink(f"/dev/shm/{f}")
+            except FileNotFoundError:
+                pass
+    assert reg.returncode == 0, reg.stderr
