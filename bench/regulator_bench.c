@@ -504,7 +504,7 @@ int main(int argc, char **argv)
 	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
 		return skip("needs 2 cores");
 	if (fifo(1) < 0)
-		return skip("needs SCHED_FIFO (CAP_SYS_NICE)");
+		return skip("needs SCHED_FIFO (CAP_SYS_NICE and real-time runtime in its cgroup)");
 	struct sched_param sp = {0};
 	sched_setscheduler(0, SCHED_OTHER, &sp);
 	if (setup_cgroups() < 0)

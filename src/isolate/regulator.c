@@ -387,7 +387,8 @@ static int setup_core(struct core_ctx *c)
 	}
 	if (set_fifo(reg->cfg.control_priority) < 0) {
 		snprintf(c->error, sizeof(c->error),
-			 "core %d: SCHED_FIFO %d refused (%s): the regulator needs CAP_SYS_NICE",
+			 "core %d: SCHED_FIFO %d refused (%s): the regulator needs CAP_SYS_NICE "
+			 "and real-time runtime in its cgroup",
 			 c->core, reg->cfg.control_priority, strerror(errno));
 		return -EPERM;
 	}
