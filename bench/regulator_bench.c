@@ -26,7 +26,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -184,20 +183,6 @@ static struct regulator *start(const struct reg_config *cfg)
 	return reg;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
-static double pct_u64(uint64_t *v, size_t n, double q)
-{
-	if (!n)
-		return 0;
-	qsort(v, n, sizeof(*v), cmp_u64);
-	size_t i = (size_t)ceil(q * (double)n);
-	return (double)v[i ? i - 1 : 0];
-}
 
 /* ---- regulator ------------------------------------------------------------- */
 
@@ -207,7 +192,7 @@ static void freeze_cost(uint64_t *p50, uint64_t *p99, int rounds)
 {
 	char events[300];
 	snprintf(events, sizeof(events), "%s/cgroup.events", be_cgroup);
-	uint64_t *t = calloc((size_t)rounds, sizeof(*t));
+	double *t = calloc((size_t)rounds, sizeof(*t));
 	int n = 0;
 	for (int i = 0; t && i < rounds; i++) {
 		uint64_t t0 = rtaccel_monotonic_ns();
@@ -227,12 +212,12 @@ static void freeze_cost(uint64_t *p50, uint64_t *p99, int rounds)
 			if (rtaccel_monotonic_ns() - t0 > 100000000ull)
 				break;
 		}
-		t[n++] = rtaccel_monotonic_ns() - t0;
+		t[n++] = (double)(rtaccel_monotonic_ns() - t0);
 		isolate_cgroup_write(be_cgroup, "cgroup.freeze", "0");
 		rtaccel_sleep_ns(2 * 1000 * 1000);
 	}
-	*p50 = (uint64_t)pct_u64(t, (size_t)n, 0.5);
-	*p99 = (uint64_t)pct_u64(t, (size_t)n, 0.99);
+	*p50 = (uint64_t)reg_percentile(t, (size_t)n, 0.5);
+	*p99 = (uint64_t)reg_percentile(t, (size_t)n, 0.99);
 	free(t);
 }
 
@@ -332,7 +317,7 @@ static int bench_tfs(double duration, uint32_t threshold)
 /* ---- bandwidth lock around a critical task ---------------------------------- */
 
 struct job_times {
-	uint64_t *ns;
+	double *ns;
 	size_t n;
 };
 
@@ -344,6 +329,8 @@ static void critical_jobs(double duration, rtaccel_bwlock_holder_t *holder, stru
 {
 	const size_t size = llc_bytes() / 2;
 	volatile unsigned char *buf = malloc(size);
+	if (!buf)
+		return;
 	memset((void *)buf, 1, size);
 	pin(RT_CORE);
 	fifo(80);
@@ -360,7 +347,7 @@ static void critical_jobs(double duration, rtaccel_bwlock_holder_t *holder, stru
 		uint64_t t0 = rtaccel_monotonic_ns();
 		for (size_t i = 0; i < size; i += LINE)
 			sum += buf[i];
-		out->ns[out->n++] = rtaccel_monotonic_ns() - t0;
+		out->ns[out->n++] = (double)(rtaccel_monotonic_ns() - t0);
 		if (holder)
 			rtaccel_bwlock_release(holder);
 		next += period;
@@ -376,14 +363,16 @@ static void print_jobs(const char *name, long threshold, struct job_times *t, bo
 {
 	printf("%s{\"config\": \"%s\", \"threshold_mbps\": %ld, \"jobs\": %zu, \"p50_ms\": %.3f, "
 	       "\"p99_ms\": %.3f}",
-	       first ? "" : ", ", name, threshold, t->n, pct_u64(t->ns, t->n, 0.5) / 1e6,
-	       pct_u64(t->ns, t->n, 0.99) / 1e6);
+	       first ? "" : ", ", name, threshold, t->n, reg_percentile(t->ns, t->n, 0.5) / 1e6,
+	       reg_percentile(t->ns, t->n, 0.99) / 1e6);
 	fflush(stdout);
 }
 
 static int bench_bwlock(double duration, const uint32_t *thresholds, int nthresholds)
 {
-	struct job_times t = {calloc(100000, sizeof(uint64_t)), 0};
+	struct job_times t = {calloc(100000, sizeof(double)), 0};
+	if (!t.ns)
+		return 1;
 	printf("{\"runs\": [");
 	critical_jobs(duration, NULL, &t);
 	print_jobs("solo", -1, &t, true);

@@ -754,7 +754,7 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static double pct(double *v, size_t n, double q)
+double reg_percentile(double *v, size_t n, double q)
 {
 	if (!n)
 		return 0;
@@ -796,9 +796,9 @@ void regulator_write_summary(const struct regulator *reg, FILE *out)
 			"\"budget_ratio_p50\": %.3f, \"budget_ratio_p99\": %.3f, "
 			"\"late_p50_us\": %.2f, \"late_p99_us\": %.2f, \"overhead_cpu\": %.4f}",
 			i ? ", " : "", c->core, (unsigned long long)c->nperiods, throttled,
-			throttled_ns / 1e6, pct(onset, no, 0.5), pct(onset, no, 0.99),
-			pct(ratio, nr, 0.5), pct(ratio, nr, 0.99), pct(late, nl, 0.5),
-			pct(late, nl, 0.99), wall ? (double)overhead / (double)wall : 0.0);
+			throttled_ns / 1e6, reg_percentile(onset, no, 0.5), reg_percentile(onset, no, 0.99),
+			reg_percentile(ratio, nr, 0.5), reg_percentile(ratio, nr, 0.99), reg_percentile(late, nl, 0.5),
+			reg_percentile(late, nl, 0.99), wall ? (double)overhead / (double)wall : 0.0);
 		free(onset);
 		free(ratio);
 		free(late);

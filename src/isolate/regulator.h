@@ -89,6 +89,10 @@ int regulator_write_trace(const struct regulator *reg, const char *path);
  * bandwidth lock's name, or "default"), printed by `rtaccel isolate status`. */
 int regulator_print_status(const char *name, bool json, FILE *out);
 
+/* The Q-quantile (0..1) of N values, sorting them in place: the smallest
+ * value with at least Q x N values at or below it. 0 when N is 0. */
+double reg_percentile(double *values, size_t n, double q);
+
 /* The bandwidth lock's threshold in force, cheap when no one holds it. */
 uint32_t isolate_bwlock_threshold(const rtaccel_bwlock_t *lock);
 /* rtaccel_bwlock_reap for held slots only (the per-period check). */
