@@ -304,8 +304,8 @@ static int bench_tfs(double duration, uint32_t threshold)
 		       "\"cpu_share\": %.3f, \"mem_cpu_ms\": %.1f, \"cpu_cpu_ms\": %.1f, "
 		       "\"throttled_ms\": %.1f}",
 		       r ? ", " : "", rhos[r], rhos[r] > 0 ? "TFS" : "CFS",
-		       periods ? (double)mem_periods / periods : 0,
-		       periods ? (double)cpu_periods / periods : 0, (double)mem_total / 1e6,
+		       periods > 0 ? (double)mem_periods / periods : 0,
+		       periods > 0 ? (double)cpu_periods / periods : 0, (double)mem_total / 1e6,
 		       (double)cpu_total / 1e6, (double)throttled / 1e6);
 		fflush(stdout);
 		regulator_free(reg);
