@@ -112,6 +112,7 @@ struct regulator {
 	struct status_region *status;
 	char status_name[64];
 	_Atomic int stop;
+	uint32_t go; /* futex: set once every core is set up and the start is known */
 	uint64_t started_ns, stopped_ns;
 	struct core_ctx cores[REG_MAX_CORES];
 };
@@ -415,9 +416,12 @@ static int setup_core(struct core_ctx *c)
 			 strerror(errno));
 		return -errno;
 	}
-	c->periods = calloc(reg->cfg.max_records ? reg->cfg.max_records : 1, sizeof(*c->periods));
+	const size_t records = reg->cfg.max_records ? reg->cfg.max_records : 1;
+	c->periods = malloc(records * sizeof(*c->periods));
 	if (!c->periods)
 		return -ENOMEM;
+	/* Touched now, not at the first write of each page inside a period. */
+	memset(c->periods, 0, records * sizeof(*c->periods));
 	return 0;
 }
 
@@ -450,6 +454,8 @@ static void *core_main(void *arg)
 	futex_wake((uint32_t *)&c->ready, 1, false);
 	if (err)
 		return NULL;
+	while (__atomic_load_n(&reg->go, __ATOMIC_ACQUIRE) == 0)
+		futex_wait(&reg->go, 0, false, CLOCK_MONOTONIC, NULL);
 
 	const uint64_t period = reg->cfg.period_ns;
 	const bool leader = c->index == 0;
@@ -463,6 +469,8 @@ static void *core_main(void *arg)
 	}
 	struct reg_period p = {0};
 	uint64_t armed = 0;
+	rtaccel_sleep_until(CLOCK_MONOTONIC, start); /* all cores begin together */
+	count0 = read_count(c->meter_fd);
 	while (!atomic_load_explicit(&reg->stop, memory_order_relaxed)) {
 		/* Boundary: the threshold and budget of the new period. */
 		const uint64_t now = rtaccel_monotonic_ns();
@@ -527,13 +535,15 @@ static void *core_main(void *arg)
 				siginfo_t info;
 				if (sigtimedwait(&wait_set, &info, &rel) < 0)
 					continue; /* EAGAIN: the boundary; EINTR: look again */
+				/* Running here at SCHED_FIFO, this thread keeps the core
+				 * from best-effort work from now on. */
+				const uint64_t parked = rtaccel_monotonic_ns();
 				if (p.budget == UINT64_MAX)
 					continue;
 				uint64_t used = read_count(c->meter_fd) - count0;
 				/* A late signal of an earlier period spent nothing. */
 				if (used + armed / 16 < armed)
 					continue;
-				const uint64_t parked = rtaccel_monotonic_ns();
 				uint64_t overflow_ns = 0;
 				int32_t tid = 0;
 				if (newest_sample(c, &overflow_ns, &tid) && overflow_ns <= parked)
@@ -655,9 +665,6 @@ int regulator_start(const struct reg_config *cfg, struct regulator **out, char *
 		goto fail;
 	}
 	snprintf(reg->status->meter, sizeof(reg->status->meter), "%s", meter_names[reg->meter]);
-	/* Periods of all cores start together, on a period boundary from now. */
-	reg->started_ns = rtaccel_monotonic_ns() + 2 * cfg->period_ns;
-	reg->status->started_ns = reg->started_ns;
 	for (int i = 0; i < cfg->ncores; i++) {
 		struct core_ctx *c = &reg->cores[i];
 		c->reg = reg;
@@ -678,6 +685,11 @@ int regulator_start(const struct reg_config *cfg, struct regulator **out, char *
 			goto fail_threads;
 		}
 	}
+	/* Periods of all cores start together, once all are ready. */
+	reg->started_ns = rtaccel_monotonic_ns() + cfg->period_ns;
+	reg->status->started_ns = reg->started_ns;
+	__atomic_store_n(&reg->go, 1, __ATOMIC_RELEASE);
+	futex_wake(&reg->go, INT_MAX, false);
 	*out = reg;
 	return 0;
 fail_threads:
@@ -693,6 +705,9 @@ void regulator_stop(struct regulator *reg)
 {
 	if (!reg || atomic_exchange(&reg->stop, 1))
 		return;
+	/* Threads still waiting to start go straight to their end. */
+	__atomic_store_n(&reg->go, 1, __ATOMIC_RELEASE);
+	futex_wake(&reg->go, INT_MAX, false);
 	for (int i = 0; i < reg->cfg.ncores; i++) {
 		struct core_ctx *c = &reg->cores[i];
 		if (!c->started)
@@ -833,6 +848,12 @@ int regulator_write_trace(const struct regulator *reg, const char *path)
 						? -1ll : (long long)p->threshold_mbps);
 				last_threshold = p->threshold_mbps;
 			}
+			/* Budget used, per regulated period: the counter track that
+			 * shows a task spending its budget early or late. */
+			if (p->budget && p->budget != UINT64_MAX)
+				fprintf(f, ",\n{\"name\": \"budget used core %d\", \"ph\": \"C\", "
+					   "\"pid\": 1, \"ts\": %.3f, \"args\": {\"%%\": %.1f}}",
+					c->core, ts, 100.0 * (double)p->used / (double)p->budget);
 			if (!p->throttled_ns)
 				continue;
 			const double dur = p->throttled_ns / 1e3;
