@@ -41,9 +41,9 @@ test-asan: build-asan
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir build-asan --output-on-failure -j $(JOBS)
 
-# Replays the regression corpora, then fuzzes the workload loader and the
-# server's decoders (registration, request entries, policy) for FUZZ_SECONDS
-# each. A crash leaves its input in build-fuzz/ and fails.
+# Replays the regression corpora, then fuzzes the workload loader, the
+# server's decoders (registration, request entries, policy) and the net
+# layer's frame decoder for FUZZ_SECONDS each. A crash leaves its input in build-fuzz/ and fails.
 test-fuzz: build-fuzz
 	rm -rf build-fuzz/corpus && mkdir -p build-fuzz/corpus
 	cp fuzz/corpus/workload/* examples/*.yaml build-fuzz/corpus/
@@ -55,6 +55,11 @@ test-fuzz: build-fuzz
 	build-fuzz/accel_fuzzer -runs=0 fuzz/corpus/accel 2>&1 | tail -n 2
 	build-fuzz/accel_fuzzer -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -timeout=10 \
 	  -print_final_stats=0 -artifact_prefix=build-fuzz/ build-fuzz/accel-corpus 2>&1 | tail -n 3
+	rm -rf build-fuzz/net-corpus && mkdir -p build-fuzz/net-corpus
+	cp fuzz/corpus/net/* build-fuzz/net-corpus/
+	build-fuzz/net_frame_fuzzer -runs=0 fuzz/corpus/net 2>&1 | tail -n 2
+	build-fuzz/net_frame_fuzzer -max_total_time=$(FUZZ_SECONDS) -max_len=64 -timeout=10 \
+	  -print_final_stats=0 -artifact_prefix=build-fuzz/ build-fuzz/net-corpus 2>&1 | tail -n 3
 
 test-python: build
 	cd tests/python && $(PYTHON) -m pytest -q
