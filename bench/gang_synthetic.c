@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/size.h"
 
 #define CORES 2
 #define LINE 64
@@ -451,21 +452,6 @@ static size_t llc_bytes(void)
 	return best;
 }
 
-static int parse_bytes(const char *text, size_t *out)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(text, &end, 10);
-	if (errno || end == text || text[0] == '-')
-		return -1;
-	if (*end == 'K' || *end == 'k') v <<= 10, end++;
-	else if (*end == 'M' || *end == 'm') v <<= 20, end++;
-	if (*end || v < 64 * 1024 || v > (1ull << 32))
-		return -1;
-	*out = (size_t)v;
-	return 0;
-}
-
 static const char usage[] =
 	"usage: rtaccel-gang-synthetic [--duration S] [--llc BYTES[K|M]] [--split F]\n"
 	"                              [--membench PATH] [--trace DIR] [--json]\n";
@@ -552,7 +538,7 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'l':
-			if (parse_bytes(optarg, &llc)) {
+			if (rtaccel_parse_size(optarg, 64 * 1024, 1ull << 32, &llc)) {
 				fprintf(stderr, "rtaccel-gang-synthetic: bad --llc '%s' (64K..4G)\n", optarg);
 				return 2;
 			}

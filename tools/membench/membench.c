@@ -21,6 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/size.h"
+
 #define LINE 64
 
 static volatile sig_atomic_t stop;
@@ -36,25 +38,6 @@ static uint64_t now_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static int parse_size(const char *text, size_t *out)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(text, &end, 10);
-	if (errno || end == text || text[0] == '-')
-		return -1;
-	switch (*end) {
-	case 'k': case 'K': v <<= 10; end++; break;
-	case 'm': case 'M': v <<= 20; end++; break;
-	case 'g': case 'G': v <<= 30; end++; break;
-	default: break;
-	}
-	if (*end || v < LINE || v > (1ull << 36))
-		return -1;
-	*out = (size_t)v;
-	return 0;
 }
 
 static const char usage[] =
@@ -92,7 +75,7 @@ int main(int argc, char **argv)
 		char *end;
 		switch (opt) {
 		case 's':
-			if (parse_size(optarg, &size) < 0) {
+			if (rtaccel_parse_size(optarg, LINE, 1ull << 36, &size) < 0) {
 				fprintf(stderr, "rtaccel-membench: bad --size '%s'\n%s", optarg, usage);
 				return 2;
 			}
