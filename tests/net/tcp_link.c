@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <stdbool.h>
 #include <sys/wait.h>
 
 #include "net/transport.h"
@@ -43,6 +44,30 @@ static void send_hello(int fd)
 	net_frame_encode(&hello, h);
 	if (write(fd, h, sizeof(h)) != sizeof(h) || write(fd, "evil", 4) != 4)
 		_exit(T_FAIL);
+}
+
+/* A peer that does not speak the protocol: it connects, says hello if
+ * asked, writes BYTES, then waits to be killed or, with DIE, kills itself. */
+static pid_t raw_peer(const char *address, bool hello, const void *bytes, size_t len, bool die)
+{
+	pid_t child = fork();
+	if (child != 0)
+		return child;
+	int fd = raw_connect(address);
+	if (hello)
+		send_hello(fd);
+	if (write(fd, bytes, len) != (ssize_t)len)
+		_exit(T_FAIL);
+	if (die)
+		raise(SIGKILL);
+	pause();
+	_exit(T_PASS);
+}
+
+static void stop(pid_t child)
+{
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
 }
 
 #define CHUNK 65536
@@ -129,19 +154,13 @@ static void deadlines_not_hangs(void)
 	CHECK(waited >= 50000000ull && waited < 2000000000ull);
 
 	/* A peer that connects and says nothing: the handshake's deadline. */
-	pid_t child = fork();
-	if (child == 0) {
-		raw_connect(address);
-		pause();
-		_exit(T_PASS);
-	}
+	pid_t child = raw_peer(address, false, "", 0, false);
 	limits.handshake_ns = 100000000ull;
 	l.limits = limits;
 	char refused[128] = "";
 	CHECK_EQ(net_tcp_accept(&l, 5000000000ull, &link, refused, sizeof(refused)), -ETIMEDOUT);
 	CHECK(strstr(refused, "handshake") != NULL);
-	kill(child, SIGKILL);
-	waitpid(child, NULL, 0);
+	stop(child);
 	net_limits_defaults(&limits);
 	l.limits = limits;
 
@@ -162,9 +181,8 @@ static void deadlines_not_hangs(void)
 	waited = now_ns(CLOCK_MONOTONIC) - t0;
 	CHECK(waited >= 50000000ull && waited < 2000000000ull);
 
-	/* The peer dies in the middle of a frame. */
-	kill(child, SIGKILL);
-	waitpid(child, NULL, 0);
+	/* The peer dies while the link is idle. */
+	stop(child);
 	CHECK_EQ(net_link_recv(&link, &f, buf, sizeof(buf), 5000000000ull), -ECONNRESET);
 	net_link_close(&link);
 	net_listener_close(&l);
@@ -175,18 +193,11 @@ static void half_a_frame_then_death(void)
 	struct net_listener l = listen_on("127.0.0.1");
 	char address[64];
 	address_of(&l, address, sizeof(address));
-	pid_t child = fork();
-	if (child == 0) {
-		int fd = raw_connect(address);
-		send_hello(fd);
-		struct net_frame f = {.type = NET_FRAME_DATA, .transfer = 1, .total = 1000,
-				      .length = 1000, .flags = NET_FLAG_LAST};
-		uint8_t h[NET_FRAME_HEADER];
-		net_frame_encode(&f, h);
-		if (write(fd, h, sizeof(h)) != sizeof(h) || write(fd, h, 10) != 10)
-			_exit(T_FAIL);
-		raise(SIGKILL);
-	}
+	struct net_frame half = {.type = NET_FRAME_DATA, .transfer = 1, .total = 1000,
+				 .length = 1000, .flags = NET_FLAG_LAST};
+	uint8_t bytes[NET_FRAME_HEADER + 10] = {0};
+	net_frame_encode(&half, bytes);
+	pid_t child = raw_peer(address, true, bytes, sizeof(bytes), true);
 	struct net_link link;
 	CHECK_EQ(net_tcp_accept(&l, 5000000000ull, &link, NULL, 0), 0);
 	CHECK(strcmp(link.peer_name, "evil") == 0);
@@ -205,65 +216,38 @@ static void bytes_that_are_not_frames(void)
 	address_of(&l, address, sizeof(address));
 
 	/* Garbage instead of a hello. */
-	pid_t child = fork();
-	if (child == 0) {
-		int fd = raw_connect(address);
-		char junk[NET_FRAME_HEADER];
-		memset(junk, 'x', sizeof(junk));
-		if (write(fd, junk, sizeof(junk)) != sizeof(junk))
-			_exit(T_FAIL);
-		pause();
-		_exit(T_PASS);
-	}
+	char junk[NET_FRAME_HEADER];
+	memset(junk, 'x', sizeof(junk));
+	pid_t child = raw_peer(address, false, junk, sizeof(junk), false);
 	struct net_link link;
 	char refused[128] = "";
 	CHECK_EQ(net_tcp_accept(&l, 5000000000ull, &link, refused, sizeof(refused)), -EPROTO);
 	CHECK(strstr(refused, "bad magic") != NULL);
-	kill(child, SIGKILL);
-	waitpid(child, NULL, 0);
+	stop(child);
 
-	/* A valid hello, then a frame larger than the receiver's buffer, then
-	 * one that lies about its chunk. */
-	child = fork();
-	if (child == 0) {
-		int fd = raw_connect(address);
-		send_hello(fd);
-		struct net_frame f = {.type = NET_FRAME_DATA, .transfer = 1, .total = 100,
-				      .length = 100, .flags = NET_FLAG_LAST};
-		uint8_t h[NET_FRAME_HEADER];
-		net_frame_encode(&f, h);
-		if (write(fd, h, sizeof(h)) != sizeof(h))
-			_exit(T_FAIL);
-		pause();
-		_exit(T_PASS);
-	}
+	/* A valid hello, then a frame larger than the receiver's buffer. */
+	struct net_frame big = {.type = NET_FRAME_DATA, .transfer = 1, .total = 100, .length = 100,
+				.flags = NET_FLAG_LAST};
+	uint8_t h[NET_FRAME_HEADER];
+	net_frame_encode(&big, h);
+	child = raw_peer(address, true, h, sizeof(h), false);
 	CHECK_EQ(net_tcp_accept(&l, 5000000000ull, &link, NULL, 0), 0);
 	struct net_frame f;
 	uint8_t buf[16];
 	CHECK_EQ(net_link_recv(&link, &f, buf, sizeof(buf), 5000000000ull), -EMSGSIZE);
 	net_link_close(&link);
-	kill(child, SIGKILL);
-	waitpid(child, NULL, 0);
+	stop(child);
 
-	child = fork();
-	if (child == 0) {
-		int fd = raw_connect(address);
-		send_hello(fd);
-		struct net_frame liar = {.type = NET_FRAME_DATA, .transfer = 1, .offset = 90,
-					 .total = 100, .length = 20, .flags = NET_FLAG_LAST};
-		uint8_t h[NET_FRAME_HEADER];
-		net_frame_encode(&liar, h);
-		if (write(fd, h, sizeof(h)) != sizeof(h))
-			_exit(T_FAIL);
-		pause();
-		_exit(T_PASS);
-	}
+	/* One that lies about its chunk. */
+	struct net_frame liar = {.type = NET_FRAME_DATA, .transfer = 1, .offset = 90, .total = 100,
+				 .length = 20, .flags = NET_FLAG_LAST};
+	net_frame_encode(&liar, h);
+	child = raw_peer(address, true, h, sizeof(h), false);
 	CHECK_EQ(net_tcp_accept(&l, 5000000000ull, &link, NULL, 0), 0);
 	CHECK_EQ(net_link_recv(&link, &f, buf, sizeof(buf), 5000000000ull), -EPROTO);
 	CHECK(strcmp(link.why, "chunk outside its transfer") == 0);
 	net_link_close(&link);
-	kill(child, SIGKILL);
-	waitpid(child, NULL, 0);
+	stop(child);
 	net_listener_close(&l);
 }
 
