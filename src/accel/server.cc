@@ -343,20 +343,21 @@ void ServerImpl::worker(Device& d, uint32_t bucket, std::latch* prepared) {
     log("device %u bucket %u: %s", d.index, bucket, prepared_ok.message().c_str());
     stopping_.store(true);
   }
-  prepared->count_down();
-  if (!ok) return;
-  char name[16];
-  snprintf(name, sizeof(name), "rtaccel-d%ub%u", d.index, bucket);
-  pthread_setname_np(pthread_self(), name);
-  // A holder per critical worker: each runs one request at a time.
+  // A holder per critical worker (each runs one request at a time), made
+  // before the server says it is ready.
   rtaccel_bwlock_holder_t* bw = nullptr;
-  if (bwlock_ && bucket >= options_.bwlock_bucket) {
+  if (ok && bwlock_ && bucket >= options_.bwlock_bucket) {
     char label[RTACCEL_GANG_NAME_MAX];
     snprintf(label, sizeof(label), "server.d%ub%u", d.index, bucket);
     if (int err = rtaccel_bwlock_holder_init(bwlock_, label, options_.bwlock_threshold_mbps, 0, &bw);
         err < 0)
       log("device %u bucket %u: no bandwidth lock holder: %s", d.index, bucket, strerror(-err));
   }
+  prepared->count_down();
+  if (!ok) return;
+  char name[16];
+  snprintf(name, sizeof(name), "rtaccel-d%ub%u", d.index, bucket);
+  pthread_setname_np(pthread_self(), name);
   while (!stopping_.load(std::memory_order_relaxed)) {
     const uint32_t seen = __atomic_load_n(d.doorbell_word(bucket), __ATOMIC_SEQ_CST);
     d.last_seen[bucket].store(seen, std::memory_order_relaxed);

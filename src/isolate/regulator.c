@@ -218,22 +218,27 @@ static uint64_t budget_of(const struct regulator *reg, uint32_t threshold)
 	return (uint64_t)threshold * period / (1000ull * LINE_BYTES);
 }
 
-static uint32_t threshold_now(struct regulator *reg)
+/* The threshold in force; the leader also publishes it and its sources. */
+static uint32_t threshold_now(struct regulator *reg, bool publish)
 {
 	uint32_t t = reg->cfg.threshold_mbps;
+	uint32_t held = RTACCEL_BWLOCK_UNLIMITED;
 	if (reg->bwlock) {
-		uint32_t b = isolate_bwlock_threshold(reg->bwlock);
-		if (b < t)
-			t = b;
+		held = isolate_bwlock_threshold(reg->bwlock);
+		if (held < t)
+			t = held;
 	}
-	if (reg->gang) {
-		struct rtaccel_gang_status st;
-		if (rtaccel_gang_lock_status(reg->gang, &st) == 0 && st.running_priority &&
-		    st.threshold_mbps < t)
-			t = st.threshold_mbps;
-		if (reg->status)
-			atomic_store_explicit(&reg->status->gang_priority,
-					      (uint32_t)st.running_priority, memory_order_relaxed);
+	struct rtaccel_gang_status st = {0};
+	if (reg->gang && rtaccel_gang_lock_status(reg->gang, &st) == 0 && st.running_priority &&
+	    st.threshold_mbps < t)
+		t = st.threshold_mbps;
+	if (publish) {
+		struct status_region *s = reg->status;
+		atomic_store_explicit(&s->threshold_mbps, t, memory_order_relaxed);
+		atomic_store_explicit(&s->bwlock_held, held != RTACCEL_BWLOCK_UNLIMITED,
+				      memory_order_relaxed);
+		atomic_store_explicit(&s->gang_priority, (uint32_t)st.running_priority,
+				      memory_order_relaxed);
 	}
 	return t;
 }
@@ -487,15 +492,7 @@ static void *core_main(void *arg)
 		memset(&p, 0, sizeof(p));
 		p.start_ns = start;
 		p.late_ns = now > start ? (uint32_t)(now - start < UINT32_MAX ? now - start : UINT32_MAX) : 0;
-		p.threshold_mbps = threshold_now(reg);
-		if (leader) {
-			atomic_store_explicit(&reg->status->threshold_mbps, p.threshold_mbps,
-					      memory_order_relaxed);
-			atomic_store_explicit(&reg->status->bwlock_held,
-					      reg->bwlock && isolate_bwlock_threshold(reg->bwlock) !=
-								 RTACCEL_BWLOCK_UNLIMITED,
-					      memory_order_relaxed);
-		}
+		p.threshold_mbps = threshold_now(reg, leader);
 		p.budget = budget_of(reg, p.threshold_mbps);
 		/* Budget 0 parks the whole period: nothing to meter. */
 		uint64_t sample_period = p.budget == UINT64_MAX || p.budget == 0 ? 1ull << 40
