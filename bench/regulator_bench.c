@@ -28,7 +28,6 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,8 +78,8 @@ static size_t llc_bytes(void)
 	return v > 0 ? (size_t)v : 32u << 20;
 }
 
-/* Reads SIZE bytes, a line at a time, forever; counts lines in *progress. */
-static void __attribute__((noreturn)) stream(size_t size, _Atomic uint64_t *progress)
+/* Reads SIZE bytes, a line at a time, forever. */
+static void __attribute__((noreturn)) stream(size_t size)
 {
 	volatile unsigned char *buf = malloc(size);
 	if (!buf)
@@ -90,15 +89,13 @@ static void __attribute__((noreturn)) stream(size_t size, _Atomic uint64_t *prog
 	for (;;) {
 		for (size_t i = 0; i < size; i += LINE)
 			sum += buf[i];
-		if (progress)
-			atomic_fetch_add_explicit(progress, size / LINE, memory_order_relaxed);
 		if (sum == 42)
 			buf[0] = 0;
 	}
 }
 
 /* A child in CGROUP on CORE streaming SIZE bytes. */
-static pid_t spawn(const char *cgroup, int core, size_t size, _Atomic uint64_t *progress)
+static pid_t spawn(const char *cgroup, int core, size_t size)
 {
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -108,7 +105,7 @@ static pid_t spawn(const char *cgroup, int core, size_t size, _Atomic uint64_t *
 		if (isolate_cgroup_add(cgroup, 0) < 0)
 			_exit(1);
 		pin(core);
-		stream(size, progress);
+		stream(size);
 	}
 	return pid;
 }
@@ -223,7 +220,7 @@ static void freeze_cost(uint64_t *p50, uint64_t *p99, int rounds)
 
 static int bench_regulator(double duration, uint32_t threshold)
 {
-	pid_t hog = spawn(be_cgroup, BE_CORE, 2 * llc_bytes(), NULL);
+	pid_t hog = spawn(be_cgroup, BE_CORE, 2 * llc_bytes());
 	struct reg_config cfg;
 	config(&cfg, threshold, 0);
 	pin(RT_CORE);
@@ -256,8 +253,8 @@ static int bench_tfs(double duration, uint32_t threshold)
 		/* The memory-bound task in the metered cgroup; the CPU-bound one
 		 * beside it, as a task whose misses stay in L1 is to an LLC
 		 * meter: it spends no budget but is parked with the core. */
-		pid_t mem = spawn(be_cgroup, BE_CORE, 2 * llc_bytes(), NULL);
-		pid_t cpu = spawn(cpu_cgroup, BE_CORE, 16 * 1024, NULL);
+		pid_t mem = spawn(be_cgroup, BE_CORE, 2 * llc_bytes());
+		pid_t cpu = spawn(cpu_cgroup, BE_CORE, 16 * 1024);
 		struct reg_config cfg;
 		config(&cfg, threshold, rhos[r]);
 		pin(RT_CORE);
@@ -377,7 +374,7 @@ static int bench_bwlock(double duration, const uint32_t *thresholds, int nthresh
 	critical_jobs(duration, NULL, &t);
 	print_jobs("solo", -1, &t, true);
 
-	pid_t hog = spawn(be_cgroup, BE_CORE, 2 * llc_bytes(), NULL);
+	pid_t hog = spawn(be_cgroup, BE_CORE, 2 * llc_bytes());
 	t.n = 0;
 	critical_jobs(duration, NULL, &t);
 	print_jobs("co-run", -1, &t, false);
