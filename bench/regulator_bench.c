@@ -38,7 +38,6 @@
 #include <unistd.h>
 
 #include "core/clock.h"
-#include "core/futex.h"
 #include "isolate/cgroup.h"
 #include "isolate/regulator.h"
 
