@@ -297,6 +297,8 @@ json timer_summary(const Setup& s, const SharedRun& shared, size_t t) {
   return {{"callback", s.w.callbacks[cb].name},
           {"period_us", us(period)},
           {"activations", count},
+          {"jitter_p50_us", us(percentile(jitter, 50))},
+          {"jitter_p90_us", us(percentile(jitter, 90))},
           {"jitter_p99_us", us(percentile(jitter, 99))},
           {"jitter_max_us", jitter.empty() ? 0.0 : us(jitter.back())},
           {"start_delay_p99_us", us(percentile(delay, 99))},
