@@ -33,7 +33,8 @@ enum net_frame_type {
 
 #define NET_FLAG_LAST 0x01 /* the transfer's last chunk */
 #define NET_FLAG_ACK 0x02  /* the sender wants an ACK for the transfer */
-#define NET_FLAGS_KNOWN (NET_FLAG_LAST | NET_FLAG_ACK)
+#define NET_FLAG_STALE 0x04 /* older than its channel's freshness bound when sent */
+#define NET_FLAGS_KNOWN (NET_FLAG_LAST | NET_FLAG_ACK | NET_FLAG_STALE)
 
 struct net_frame {
 	uint8_t type;

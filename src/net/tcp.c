@@ -19,43 +19,9 @@
 
 #include "core/clock.h"
 
-void net_limits_defaults(struct net_limits *limits)
-{
-	limits->frame.max_chunk = 1u << 20;
-	limits->frame.max_transfer = 256ull << 20;
-	limits->handshake_ns = 5ull * 1000 * 1000 * 1000;
-}
-
-/* Waits for EVENTS on FD until DEADLINE (CLOCK_MONOTONIC ns). */
 static int wait_fd(int fd, short events, uint64_t deadline)
 {
-	for (;;) {
-		uint64_t now = rtaccel_monotonic_ns();
-		if (now >= deadline)
-			return -ETIMEDOUT;
-		struct timespec left = rtaccel_timespec_of(deadline - now);
-		struct pollfd p = {.fd = fd, .events = events};
-		int n = ppoll(&p, 1, &left, NULL);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -ETIMEDOUT;
-		return 0; /* readable, writable, or an error the next call reports */
-	}
-}
-
-static uint64_t deadline_after(uint64_t timeout_ns)
-{
-	uint64_t now = rtaccel_monotonic_ns();
-	return timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
-}
-
-static uint64_t time_left(uint64_t deadline)
-{
-	uint64_t now = rtaccel_monotonic_ns();
-	return deadline > now ? deadline - now : 0;
+	return net_wait_fds(fd, events, -1, 0, deadline);
 }
 
 /* Splits "tcp:HOST:PORT" (HOST may be [v6]). */
@@ -107,7 +73,7 @@ static void peer_address(const struct sockaddr_storage *ss, socklen_t len, char 
 	snprintf(out, n, "%s", h);
 }
 
-static int full_send(struct net_link *link, struct iovec *iov, int iovcnt, uint64_t deadline)
+int net_tcp_write(struct net_link *link, struct iovec *iov, int iovcnt, uint64_t deadline)
 {
 	while (iovcnt > 0) {
 		struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)iovcnt};
@@ -135,11 +101,13 @@ static int full_send(struct net_link *link, struct iovec *iov, int iovcnt, uint6
 	return 0;
 }
 
-static int full_recv(struct net_link *link, void *buf, size_t len, uint64_t deadline)
+int net_tcp_read(struct net_link *link, void *buf, size_t len, uint64_t deadline)
 {
+	char sink[4096];
 	char *p = buf;
 	while (len > 0) {
-		ssize_t n = recv(link->fd, p, len, 0);
+		ssize_t n = p ? recv(link->fd, p, len, 0)
+			      : recv(link->fd, sink, len < sizeof(sink) ? len : sizeof(sink), 0);
 		if (n == 0)
 			return -ECONNRESET;
 		if (n < 0) {
@@ -152,75 +120,10 @@ static int full_recv(struct net_link *link, void *buf, size_t len, uint64_t dead
 				return err;
 			continue;
 		}
-		p += n;
+		if (p)
+			p += n;
 		len -= (size_t)n;
 	}
-	return 0;
-}
-
-#define IOV_MAX_FRAME 16
-
-int net_link_send(struct net_link *link, const struct net_frame *f, const struct iovec *iov,
-		  int iovcnt, uint64_t timeout_ns)
-{
-	if (iovcnt < 0 || iovcnt > IOV_MAX_FRAME - 1)
-		return -EINVAL;
-	size_t payload = 0;
-	for (int i = 0; i < iovcnt; i++)
-		payload += iov[i].iov_len;
-	if (payload != f->length)
-		return -EINVAL;
-	uint8_t header[NET_FRAME_HEADER];
-	net_frame_encode(f, header);
-	struct iovec v[IOV_MAX_FRAME];
-	v[0] = (struct iovec){header, sizeof(header)};
-	for (int i = 0; i < iovcnt; i++)
-		v[i + 1] = iov[i];
-	return full_send(link, v, iovcnt + 1, deadline_after(timeout_ns));
-}
-
-int net_link_recv(struct net_link *link, struct net_frame *f, void *buf, size_t cap,
-		  uint64_t timeout_ns)
-{
-	const uint64_t deadline = deadline_after(timeout_ns);
-	uint8_t header[NET_FRAME_HEADER];
-	int err = full_recv(link, header, sizeof(header), deadline);
-	if (err)
-		return err;
-	const char *why = NULL;
-	if (net_frame_decode(header, &link->limits.frame, f, &why) < 0) {
-		snprintf(link->why, sizeof(link->why), "%s", why);
-		return -EPROTO;
-	}
-	if (f->type == NET_FRAME_BYE) {
-		snprintf(link->why, sizeof(link->why), "the peer closed the link");
-		return -ECONNRESET;
-	}
-	if (f->length > cap)
-		return -EMSGSIZE;
-	return f->length ? full_recv(link, buf, f->length, deadline) : 0;
-}
-
-/* HELLO both ways: each end learns the other's name. */
-static int handshake(struct net_link *link, const char *name)
-{
-	const uint64_t deadline = deadline_after(link->limits.handshake_ns);
-	size_t len = strnlen(name, 255);
-	struct net_frame hello = {.type = NET_FRAME_HELLO, .length = (uint32_t)len, .total = len};
-	struct iovec iov = {(void *)name, len};
-	int err = net_link_send(link, &hello, &iov, 1, time_left(deadline));
-	if (err)
-		return err;
-	struct net_frame f;
-	err = net_link_recv(link, &f, link->peer_name, sizeof(link->peer_name) - 1,
-			    time_left(deadline));
-	if (err)
-		return err;
-	if (f.type != NET_FRAME_HELLO) {
-		snprintf(link->why, sizeof(link->why), "the peer's first frame is not a hello");
-		return -EPROTO;
-	}
-	link->peer_name[f.length] = 0;
 	return 0;
 }
 
@@ -235,6 +138,7 @@ int net_tcp_listen(const char *address, const struct net_allow *allow, const cha
 {
 	memset(out, 0, sizeof(*out));
 	out->fd = -1;
+	out->kind = NET_TCP;
 	if (!allow || allow->count < 0 || allow->count > NET_ALLOW_MAX || !name)
 		return -EINVAL;
 	struct addrinfo *ai;
@@ -283,7 +187,7 @@ int net_tcp_accept(struct net_listener *l, uint64_t timeout_ns, struct net_link 
 {
 	memset(out, 0, sizeof(*out));
 	out->fd = -1;
-	const uint64_t deadline = deadline_after(timeout_ns);
+	const uint64_t deadline = net_deadline_after(timeout_ns);
 	for (;;) {
 		struct sockaddr_storage ss;
 		socklen_t len = sizeof(ss);
@@ -307,10 +211,11 @@ int net_tcp_accept(struct net_listener *l, uint64_t timeout_ns, struct net_link 
 			return -EACCES;
 		}
 		set_nodelay(fd);
+		out->kind = NET_TCP;
 		out->fd = fd;
 		out->limits = l->limits;
 		snprintf(out->peer_addr, sizeof(out->peer_addr), "tcp:%s", addr);
-		int err = handshake(out, l->name);
+		int err = net_link_handshake(out, l->name);
 		if (err) {
 			if (refused)
 				snprintf(refused, refused_len, "tcp:%s (handshake: %s)", addr,
@@ -329,7 +234,7 @@ int net_tcp_connect(const char *address, const char *name, const struct net_limi
 	out->fd = -1;
 	if (!name)
 		return -EINVAL;
-	const uint64_t deadline = deadline_after(timeout_ns);
+	const uint64_t deadline = net_deadline_after(timeout_ns);
 	struct addrinfo *ai;
 	int err = resolve(address, false, &ai);
 	if (err)
@@ -354,33 +259,18 @@ int net_tcp_connect(const char *address, const char *name, const struct net_limi
 	}
 	freeaddrinfo(ai);
 	set_nodelay(fd);
+	out->kind = NET_TCP;
 	out->fd = fd;
 	out->limits = *limits;
 	snprintf(out->peer_addr, sizeof(out->peer_addr), "%s", address);
-	if ((err = handshake(out, name))) {
+	if ((err = net_link_handshake(out, name))) {
 		close(fd);
 		out->fd = -1;
+		out->kind = 0;
 	}
 	return err;
 fail:
 	close(fd);
 	freeaddrinfo(ai);
 	return err;
-}
-
-void net_link_close(struct net_link *link)
-{
-	if (link->fd < 0)
-		return;
-	struct net_frame bye = {.type = NET_FRAME_BYE};
-	net_link_send(link, &bye, NULL, 0, 0); /* best effort: the peer may be gone */
-	close(link->fd);
-	link->fd = -1;
-}
-
-void net_listener_close(struct net_listener *l)
-{
-	if (l->fd >= 0)
-		close(l->fd);
-	l->fd = -1;
 }

@@ -1,8 +1,12 @@
 /* The net layer's transports (internal): a link carries frames (frame.h)
  * between two processes, in order, with every failure returned as a value.
- * The flow-control layer above schedules which frame goes next; a transport
- * only moves them. TCP is here; shared memory and RDMA verbs follow the same
- * contract:
+ * The flow-control layer above (flow.c) schedules which frame goes next; a
+ * transport only moves them. Three transports keep one contract:
+ *
+ *   - tcp:HOST:PORT   a TCP connection (tcp.c);
+ *   - shm:NAME        two byte rings in a memfd shared by two processes of
+ *                     one machine, set up over a Unix socket (shm.c);
+ *   - rdma:HOST:PORT  an RC queue pair through rdma-core (rdma.c).
  *
  *   - connect and accept exchange HELLO frames (each end's name), under a
  *     deadline;
@@ -22,24 +26,35 @@
 #include "net/frame.h"
 
 #define NET_NAME_MAX 256
+#define NET_IOV_MAX 15 /* payload pieces of one frame */
 #define NET_ALLOW_MAX 32
 
 struct net_limits {
 	struct net_frame_limits frame;
 	uint64_t handshake_ns; /* connect/accept: HELLO both ways */
+	uint32_t shm_ring;     /* shm: bytes of each direction's ring (a power of 2) */
 };
 
 void net_limits_defaults(struct net_limits *limits);
 
 /* The peers a listener accepts: TCP by IP address ("10.0.0.2", "::1"),
- * shared memory by user id ("uid:1000"). An empty list accepts no one. */
+ * shared memory by user id ("uid:1000"). An empty list accepts no one. The
+ * listener keeps the pointers: the strings must outlive it. */
 struct net_allow {
 	const char *peers[NET_ALLOW_MAX];
 	int count;
 };
 
+enum net_kind { NET_TCP = 1, NET_SHM = 2, NET_RDMA = 3 };
+
+struct net_shm;
+struct net_rdma;
+
 struct net_link {
-	int fd;
+	int kind;
+	int fd;			/* tcp: the socket; shm: the Unix socket (liveness) */
+	struct net_shm *shm;	/* shm: the rings */
+	struct net_rdma *rdma;	/* rdma: the queue pair and its buffers */
 	struct net_limits limits;
 	char peer_name[NET_NAME_MAX]; /* from the peer's HELLO */
 	char peer_addr[96];	      /* as the transport sees it */
@@ -47,7 +62,9 @@ struct net_link {
 };
 
 struct net_listener {
+	int kind;
 	int fd;
+	struct net_rdma *rdma; /* rdma: the listening id */
 	struct net_limits limits;
 	struct net_allow allow;
 	char name[NET_NAME_MAX];
@@ -65,6 +82,35 @@ int net_tcp_accept(struct net_listener *l, uint64_t timeout_ns, struct net_link 
 int net_tcp_connect(const char *address, const char *name, const struct net_limits *limits,
 		    uint64_t timeout_ns, struct net_link *out);
 
+/* Any transport, by the address's prefix (tcp:, shm:, rdma:). */
+int net_listen(const char *address, const struct net_allow *allow, const char *name,
+	       const struct net_limits *limits, struct net_listener *out);
+int net_accept(struct net_listener *l, uint64_t timeout_ns, struct net_link *out, char *refused,
+	       size_t refused_len);
+int net_connect(const char *address, const char *name, const struct net_limits *limits,
+		uint64_t timeout_ns, struct net_link *out);
+/* The address a peer connects to (a tcp: or rdma: listener on port 0 gets
+ * its port filled in). */
+int net_listener_address(const struct net_listener *l, const char *address, char *out, size_t n);
+
+/* "shm:NAME": a Unix socket in the abstract namespace; peers by "uid:N". */
+int net_shm_listen(const char *address, const struct net_allow *allow, const char *name,
+		   const struct net_limits *limits, struct net_listener *out);
+int net_shm_accept(struct net_listener *l, uint64_t timeout_ns, struct net_link *out,
+		   char *refused, size_t refused_len);
+int net_shm_connect(const char *address, const char *name, const struct net_limits *limits,
+		    uint64_t timeout_ns, struct net_link *out);
+
+/* "rdma:HOST:PORT" (an IP address of an RDMA device's netdev): -ENOSYS when
+ * rtaccel was built without rdma-core, -ENODEV when no device serves HOST. */
+int net_rdma_listen(const char *address, const struct net_allow *allow, const char *name,
+		    const struct net_limits *limits, struct net_listener *out);
+int net_rdma_accept(struct net_listener *l, uint64_t timeout_ns, struct net_link *out,
+		    char *refused, size_t refused_len);
+int net_rdma_connect(const char *address, const char *name, const struct net_limits *limits,
+		     uint64_t timeout_ns, struct net_link *out);
+int net_rdma_port(const struct net_listener *l);
+
 /* One frame: header F and its payload (F->length bytes in IOV). */
 int net_link_send(struct net_link *link, const struct net_frame *f, const struct iovec *iov,
 		  int iovcnt, uint64_t timeout_ns);
@@ -72,7 +118,36 @@ int net_link_send(struct net_link *link, const struct net_frame *f, const struct
  * larger payload is -EMSGSIZE and the link is no longer usable). */
 int net_link_recv(struct net_link *link, struct net_frame *f, void *buf, size_t cap,
 		  uint64_t timeout_ns);
+/* The same in two steps, so that a payload can go straight to where it
+ * belongs: the header (a BYE is -ECONNRESET), then exactly f->length bytes
+ * into DST, or past them with DST NULL. */
+int net_link_recv_header(struct net_link *link, struct net_frame *f, uint64_t timeout_ns);
+int net_link_recv_payload(struct net_link *link, void *dst, size_t len, uint64_t timeout_ns);
+/* Wakes a thread blocked in a receive on LINK with -ECONNRESET and makes
+ * every later call fail the same way; close still has to follow. */
+void net_link_shutdown(struct net_link *link);
 void net_link_close(struct net_link *link);
 void net_listener_close(struct net_listener *l);
+
+/* Inside the transports: the byte streams under the frames (BUF NULL on a
+ * read skips LEN bytes), deadlines in CLOCK_MONOTONIC ns, and the HELLO
+ * exchange that ends every connect and accept. */
+int net_tcp_write(struct net_link *link, struct iovec *iov, int iovcnt, uint64_t deadline);
+int net_tcp_read(struct net_link *link, void *buf, size_t len, uint64_t deadline);
+int net_shm_write(struct net_link *link, struct iovec *iov, int iovcnt, uint64_t deadline);
+int net_shm_read(struct net_link *link, void *buf, size_t len, uint64_t deadline);
+int net_rdma_write(struct net_link *link, struct iovec *iov, int iovcnt, uint64_t deadline);
+int net_rdma_read(struct net_link *link, void *buf, size_t len, uint64_t deadline);
+void net_shm_shutdown(struct net_link *link);
+void net_shm_close(struct net_link *link);
+void net_rdma_shutdown(struct net_link *link);
+void net_rdma_close(struct net_link *link);
+void net_rdma_listener_close(struct net_listener *l);
+int net_link_handshake(struct net_link *link, const char *name);
+uint64_t net_deadline_after(uint64_t timeout_ns);
+uint64_t net_time_left(uint64_t deadline);
+/* Waits for EVENTS on FD (and on FD2 unless it is -1) until DEADLINE;
+ * 0 when one is ready. */
+int net_wait_fds(int fd, short events, int fd2, short events2, uint64_t deadline);
 
 #endif

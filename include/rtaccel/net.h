@@ -1,0 +1,204 @@
+/* rtaccel net layer: deterministic communication between nodes.
+ *
+ * A link joins two processes over one transport:
+ *
+ *   tcp:HOST:PORT    TCP (HOST a name, an IPv4 address or [IPv6]);
+ *   shm:NAME         shared memory between processes of one machine;
+ *   rdma:HOST:PORT   RDMA RC verbs through rdma-core (Soft-RoCE or a NIC),
+ *                    HOST an address of the RDMA device's network interface.
+ *
+ * Over a link go channels, numbered by the application, each with a
+ * priority. A transfer is one message of up to a channel's maximum size; it
+ * goes out in chunks, and at every chunk boundary the link's sender side
+ * lets the highest-priority waiting transfer go first, FIFO among transfers
+ * of equal priority. So a transfer waits for at most one chunk of a lower
+ * priority, plus the higher-priority transfers that arrive meanwhile.
+ *
+ *   rtaccel_net_link_t *link;
+ *   rtaccel_net_connect("tcp:10.0.0.2:7400", "camera", NULL, 2 * SEC, &link);
+ *   struct rtaccel_net_channel_attr a = {.id = 1, .priority = 90,
+ *                                        .max_size = 8 << 20};
+ *   rtaccel_net_channel_t *ch;
+ *   rtaccel_net_channel_open(link, &a, &ch);
+ *   rtaccel_net_send(ch, image, size, 0, 100 * MSEC);
+ *
+ *   // the other node: accept, open channel 1 with the same id
+ *   uint64_t seen = 0;
+ *   struct rtaccel_net_msg m;
+ *   rtaccel_net_take(ch, &seen, 100 * MSEC, &m);  // m.data is in place
+ *   use(m.data, m.len);
+ *   rtaccel_net_release(&m);
+ *
+ * The sending thread sends its own chunks, at its own priority; there is no
+ * sender thread to inherit from. Each link has one receive thread that puts
+ * each chunk straight into one of the channel's receive slots; consumers
+ * read slots in place, as many of them and at what rates they like, until
+ * they release them.
+ *
+ * Conventions (as the rest of rtaccel): functions return 0 or a negative
+ * errno value; timeouts are relative nanoseconds; no call waits past its
+ * timeout. A link that failed (peer gone, timeout in the middle of a frame,
+ * a frame that is not valid) stays failed: every call on it returns the
+ * error, and rtaccel_net_error() says why.
+ *
+ * Real-time notes: send and take allocate nothing. An uncontended send makes
+ * only the transport's system calls (none on shm while the receiver is
+ * awake); take makes none when a message is there.
+ */
+#ifndef RTACCEL_NET_H
+#define RTACCEL_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef RTACCEL_API
+#define RTACCEL_API __attribute__((visibility("default")))
+#endif
+
+#define RTACCEL_NET_CHANNELS 64  /* channels of one link */
+#define RTACCEL_NET_ALLOW_MAX 32 /* peers of one listener */
+
+typedef struct rtaccel_net_listener rtaccel_net_listener_t;
+typedef struct rtaccel_net_link rtaccel_net_link_t;
+typedef struct rtaccel_net_channel rtaccel_net_channel_t;
+
+struct rtaccel_net_options {
+	uint32_t chunk;		    /* payload bytes per frame: the preemption point */
+	uint64_t max_transfer;	    /* the largest transfer a receiver accepts */
+	uint64_t handshake_ns;	    /* the HELLO exchange of connect and accept */
+	uint32_t shm_ring;	    /* shm: bytes of each direction's ring (power of 2) */
+	int rx_priority;	    /* SCHED_FIFO priority of the receive thread; 0: none */
+};
+
+/* chunk 64 KiB, max_transfer 256 MiB, handshake 5 s, shm_ring 4 MiB. */
+RTACCEL_API void rtaccel_net_options_default(struct rtaccel_net_options *o);
+
+/* Listens on ADDRESS (a tcp: or rdma: port 0 picks one; see
+ * rtaccel_net_listener_address) for the peers in ALLOW: IP addresses for
+ * tcp and rdma ("10.0.0.2"), user ids for shm ("uid:1000", checked with
+ * SO_PEERCRED). NAME is what peers learn of this end. */
+RTACCEL_API int rtaccel_net_listen(const char *address, const char *const *allow, int nallow,
+				   const char *name, const struct rtaccel_net_options *o,
+				   rtaccel_net_listener_t **out);
+RTACCEL_API int rtaccel_net_listener_address(const rtaccel_net_listener_t *l, char *out,
+					     size_t n);
+/* The next peer. -EACCES: one not on the list tried, and REFUSED (if not
+ * NULL) names it; call again for the next. -ETIMEDOUT: no one came. */
+RTACCEL_API int rtaccel_net_accept(rtaccel_net_listener_t *l, uint64_t timeout_ns,
+				   rtaccel_net_link_t **out, char *refused, size_t refused_len);
+RTACCEL_API void rtaccel_net_listener_close(rtaccel_net_listener_t *l);
+
+RTACCEL_API int rtaccel_net_connect(const char *address, const char *name,
+				    const struct rtaccel_net_options *o, uint64_t timeout_ns,
+				    rtaccel_net_link_t **out);
+/* The peer's name (from its HELLO) and address. */
+RTACCEL_API const char *rtaccel_net_peer(const rtaccel_net_link_t *link);
+RTACCEL_API const char *rtaccel_net_peer_address(const rtaccel_net_link_t *link);
+/* Why the link failed, or "" while it works. */
+RTACCEL_API const char *rtaccel_net_error(const rtaccel_net_link_t *link);
+/* Says goodbye to the peer, stops the receive thread, frees the link and
+ * its channels. No other call on the link may be running or follow. */
+RTACCEL_API void rtaccel_net_close(rtaccel_net_link_t *link);
+
+enum rtaccel_net_stale {
+	RTACCEL_NET_STALE_DROP = 0, /* send fails with -ESTALE, nothing goes out */
+	RTACCEL_NET_STALE_FLAG = 1, /* it goes out, and the receiver sees msg.stale */
+};
+
+struct rtaccel_net_channel_attr {
+	uint32_t id;		/* the same on both ends */
+	uint8_t priority;	/* sending: 0..255, higher goes first */
+	uint64_t max_size;	/* receiving: bytes of one transfer (a slot's size) */
+	uint32_t slots;		/* receiving: slots (0: 4); see rtaccel_net_take */
+	uint64_t freshness_ns;	/* data older than this is stale (0: no check) */
+	int stale;		/* sending: enum rtaccel_net_stale */
+	uint64_t ack_timeout_ns; /* sending: wait this long for the receiver's ACK
+				    (0: send without ACK) ... */
+	uint32_t retries;	/* ... and send again this many times before -ETIMEDOUT */
+};
+
+/* A channel on LINK, for sending, receiving or both; it lives as long as the
+ * link. -EEXIST: ID is open already; -ENOSPC: RTACCEL_NET_CHANNELS are. */
+RTACCEL_API int rtaccel_net_channel_open(rtaccel_net_link_t *link,
+					 const struct rtaccel_net_channel_attr *attr,
+					 rtaccel_net_channel_t **out);
+
+/* Sends LEN bytes of DATA as one transfer; DATA is read in place while the
+ * call runs. STAMP_NS: when the data was produced (CLOCK_REALTIME; 0: now),
+ * checked against the channel's freshness bound when the transfer's turn
+ * comes. Returns once the last chunk is out, or, with ACKs, once the
+ * receiver has it. -ESTALE: dropped as stale; -ETIMEDOUT: not out, or not
+ * acknowledged after the retries, within TIMEOUT_NS; -EMSGSIZE: larger than
+ * the link's max_transfer; -ECONNRESET and others: the link failed. */
+RTACCEL_API int rtaccel_net_send(rtaccel_net_channel_t *ch, const void *data, size_t len,
+				 uint64_t stamp_ns, uint64_t timeout_ns);
+
+/* A received transfer, read in place. */
+struct rtaccel_net_msg {
+	const void *data;
+	size_t len;
+	uint64_t seq;	     /* the transfer's number on its channel, from 1 */
+	uint64_t stamp_ns;   /* the producer's stamp (CLOCK_REALTIME) */
+	uint64_t arrival_ns; /* when its last chunk arrived (CLOCK_MONOTONIC) */
+	int stale;	     /* older than the freshness bound at sending or arrival */
+	/* private */
+	rtaccel_net_channel_t *ch;
+	uint32_t slot;
+};
+
+/* Waits for a transfer newer than *SEEN (start at 0) and gives the newest;
+ * *SEEN becomes its number. A consumer that keeps up sees every transfer; a
+ * slower one (a lower rate, say) skips to the newest, without copies. The
+ * message's slot is not reused until rtaccel_net_release. -ETIMEDOUT: none
+ * newer in time (TIMEOUT_NS 0: do not wait); -ECONNRESET and others: the
+ * link failed and nothing newer is left. */
+RTACCEL_API int rtaccel_net_take(rtaccel_net_channel_t *ch, uint64_t *seen, uint64_t timeout_ns,
+				 struct rtaccel_net_msg *msg);
+RTACCEL_API void rtaccel_net_release(struct rtaccel_net_msg *msg);
+
+/* Activation over several inputs (channels of any links): with
+ * RTACCEL_NET_ALL, waits until every input has a transfer newer than its
+ * .seen and takes them all; with RTACCEL_NET_ANY, until at least one has
+ * and takes those (.ready says which). Time-driven activation is a periodic
+ * thread calling it with timeout 0. Release each ready .msg. */
+enum rtaccel_net_when { RTACCEL_NET_ANY = 0, RTACCEL_NET_ALL = 1 };
+
+struct rtaccel_net_input {
+	rtaccel_net_channel_t *ch;
+	uint64_t seen;
+	int ready;
+	struct rtaccel_net_msg msg;
+};
+
+RTACCEL_API int rtaccel_net_wait(struct rtaccel_net_input *in, int n, int when,
+				 uint64_t timeout_ns);
+
+struct rtaccel_net_stats {
+	uint64_t sent;		 /* transfers out (and acknowledged, with ACKs) */
+	uint64_t bytes_sent;
+	uint64_t chunks_sent;
+	uint64_t preempted;	 /* chunk boundaries where a higher priority went first */
+	uint64_t stale_dropped;	 /* at sending */
+	uint64_t stale_flagged;	 /* at sending */
+	uint64_t retries;	 /* transfers sent again after an ACK timeout */
+	uint64_t ack_timeouts;	 /* sends that gave up */
+	uint64_t received;	 /* whole transfers */
+	uint64_t bytes_received;
+	uint64_t stale_received; /* flagged by the sender or too old on arrival */
+	uint64_t duplicates;	 /* a retry of a transfer already here */
+	uint64_t overruns;	 /* no free slot: the transfer was dropped */
+	uint64_t rejected;	 /* larger than max_size, or chunks out of order */
+};
+
+RTACCEL_API void rtaccel_net_channel_stats(const rtaccel_net_channel_t *ch,
+					   struct rtaccel_net_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,10 @@
+/* What the net layer's tests see of a link beyond rtaccel/net.h (internal). */
+#ifndef RTACCEL_NET_FLOW_H
+#define RTACCEL_NET_FLOW_H
+
+#include "rtaccel/net.h"
+
+/* Senders waiting for the link's token now. */
+int net_flow_waiting(const rtaccel_net_link_t *link);
+
+#endif

@@ -1,0 +1,252 @@
+/* Frames over any transport (see transport.h): the header and payload of a
+ * frame go down as one write of the transport's byte stream, and come up as a
+ * header the decoder checks and a payload read to wherever it belongs. */
+#include "net/transport.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+
+void net_limits_defaults(struct net_limits *limits)
+{
+	limits->frame.max_chunk = 1u << 20;
+	limits->frame.max_transfer = 256ull << 20;
+	limits->handshake_ns = 5ull * 1000 * 1000 * 1000;
+	limits->shm_ring = 4u << 20;
+}
+
+uint64_t net_deadline_after(uint64_t timeout_ns)
+{
+	uint64_t now = rtaccel_monotonic_ns();
+	return timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
+}
+
+uint64_t net_time_left(uint64_t deadline)
+{
+	uint64_t now = rtaccel_monotonic_ns();
+	return deadline > now ? deadline - now : 0;
+}
+
+int net_wait_fds(int fd, short events, int fd2, short events2, uint64_t deadline)
+{
+	for (;;) {
+		uint64_t now = rtaccel_monotonic_ns();
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		struct timespec left = rtaccel_timespec_of(deadline - now);
+		struct pollfd p[2] = {{.fd = fd, .events = events}, {.fd = fd2, .events = events2}};
+		int n = ppoll(p, fd2 >= 0 ? 2 : 1, &left, NULL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -ETIMEDOUT;
+		return 0; /* ready, or an error the next call reports */
+	}
+}
+
+static int stream_write(struct net_link *link, struct iovec *iov, int iovcnt, uint64_t deadline)
+{
+	switch (link->kind) {
+	case NET_TCP:
+		return net_tcp_write(link, iov, iovcnt, deadline);
+	case NET_SHM:
+		return net_shm_write(link, iov, iovcnt, deadline);
+	case NET_RDMA:
+		return net_rdma_write(link, iov, iovcnt, deadline);
+	}
+	return -EBADF;
+}
+
+static int stream_read(struct net_link *link, void *buf, size_t len, uint64_t deadline)
+{
+	switch (link->kind) {
+	case NET_TCP:
+		return net_tcp_read(link, buf, len, deadline);
+	case NET_SHM:
+		return net_shm_read(link, buf, len, deadline);
+	case NET_RDMA:
+		return net_rdma_read(link, buf, len, deadline);
+	}
+	return -EBADF;
+}
+
+int net_link_send(struct net_link *link, const struct net_frame *f, const struct iovec *iov,
+		  int iovcnt, uint64_t timeout_ns)
+{
+	if (iovcnt < 0 || iovcnt > NET_IOV_MAX)
+		return -EINVAL;
+	size_t payload = 0;
+	for (int i = 0; i < iovcnt; i++)
+		payload += iov[i].iov_len;
+	if (payload != f->length)
+		return -EINVAL;
+	uint8_t header[NET_FRAME_HEADER];
+	net_frame_encode(f, header);
+	struct iovec v[NET_IOV_MAX + 1];
+	v[0] = (struct iovec){header, sizeof(header)};
+	for (int i = 0; i < iovcnt; i++)
+		v[i + 1] = iov[i];
+	return stream_write(link, v, iovcnt + 1, net_deadline_after(timeout_ns));
+}
+
+int net_link_recv_header(struct net_link *link, struct net_frame *f, uint64_t timeout_ns)
+{
+	uint8_t header[NET_FRAME_HEADER];
+	int err = stream_read(link, header, sizeof(header), net_deadline_after(timeout_ns));
+	if (err)
+		return err;
+	const char *why = NULL;
+	if (net_frame_decode(header, &link->limits.frame, f, &why) < 0) {
+		snprintf(link->why, sizeof(link->why), "%s", why);
+		return -EPROTO;
+	}
+	if (f->type == NET_FRAME_BYE) {
+		snprintf(link->why, sizeof(link->why), "the peer closed the link");
+		return -ECONNRESET;
+	}
+	return 0;
+}
+
+int net_link_recv_payload(struct net_link *link, void *dst, size_t len, uint64_t timeout_ns)
+{
+	return len ? stream_read(link, dst, len, net_deadline_after(timeout_ns)) : 0;
+}
+
+int net_link_recv(struct net_link *link, struct net_frame *f, void *buf, size_t cap,
+		  uint64_t timeout_ns)
+{
+	const uint64_t deadline = net_deadline_after(timeout_ns);
+	int err = net_link_recv_header(link, f, timeout_ns);
+	if (err)
+		return err;
+	if (f->length > cap)
+		return -EMSGSIZE;
+	return net_link_recv_payload(link, buf, f->length, net_time_left(deadline));
+}
+
+/* HELLO both ways: each end learns the other's name. */
+int net_link_handshake(struct net_link *link, const char *name)
+{
+	const uint64_t deadline = net_deadline_after(link->limits.handshake_ns);
+	size_t len = strnlen(name, NET_NAME_MAX - 1);
+	struct net_frame hello = {.type = NET_FRAME_HELLO, .length = (uint32_t)len, .total = len};
+	struct iovec iov = {(void *)name, len};
+	int err = net_link_send(link, &hello, &iov, 1, net_time_left(deadline));
+	if (err)
+		return err;
+	struct net_frame f;
+	err = net_link_recv(link, &f, link->peer_name, sizeof(link->peer_name) - 1,
+			    net_time_left(deadline));
+	if (err)
+		return err;
+	if (f.type != NET_FRAME_HELLO) {
+		snprintf(link->why, sizeof(link->why), "the peer's first frame is not a hello");
+		return -EPROTO;
+	}
+	link->peer_name[f.length] = 0;
+	return 0;
+}
+
+int net_listen(const char *address, const struct net_allow *allow, const char *name,
+	       const struct net_limits *limits, struct net_listener *out)
+{
+	if (address && strncmp(address, "shm:", 4) == 0)
+		return net_shm_listen(address, allow, name, limits, out);
+	if (address && strncmp(address, "rdma:", 5) == 0)
+		return net_rdma_listen(address, allow, name, limits, out);
+	return net_tcp_listen(address, allow, name, limits, out);
+}
+
+int net_accept(struct net_listener *l, uint64_t timeout_ns, struct net_link *out, char *refused,
+	       size_t refused_len)
+{
+	switch (l->kind) {
+	case NET_SHM:
+		return net_shm_accept(l, timeout_ns, out, refused, refused_len);
+	case NET_RDMA:
+		return net_rdma_accept(l, timeout_ns, out, refused, refused_len);
+	default:
+		return net_tcp_accept(l, timeout_ns, out, refused, refused_len);
+	}
+}
+
+int net_connect(const char *address, const char *name, const struct net_limits *limits,
+		uint64_t timeout_ns, struct net_link *out)
+{
+	if (address && strncmp(address, "shm:", 4) == 0)
+		return net_shm_connect(address, name, limits, timeout_ns, out);
+	if (address && strncmp(address, "rdma:", 5) == 0)
+		return net_rdma_connect(address, name, limits, timeout_ns, out);
+	return net_tcp_connect(address, name, limits, timeout_ns, out);
+}
+
+int net_listener_address(const struct net_listener *l, const char *address, char *out, size_t n)
+{
+	int port = l->kind == NET_TCP ? net_tcp_port(l) : l->kind == NET_RDMA ? net_rdma_port(l) : 0;
+	if (port < 0)
+		return port;
+	if (!port) {
+		snprintf(out, n, "%s", address);
+		return 0;
+	}
+	const char *colon = strrchr(address, ':');
+	if (!colon)
+		return -EINVAL;
+	snprintf(out, n, "%.*s:%d", (int)(colon - address), address, port);
+	return 0;
+}
+
+void net_link_shutdown(struct net_link *link)
+{
+	switch (link->kind) {
+	case NET_TCP:
+		if (link->fd >= 0)
+			shutdown(link->fd, SHUT_RDWR);
+		break;
+	case NET_SHM:
+		net_shm_shutdown(link);
+		break;
+	case NET_RDMA:
+		net_rdma_shutdown(link);
+		break;
+	}
+}
+
+void net_link_close(struct net_link *link)
+{
+	if (!link->kind)
+		return;
+	struct net_frame bye = {.type = NET_FRAME_BYE};
+	net_link_send(link, &bye, NULL, 0, 0); /* best effort: the peer may be gone */
+	switch (link->kind) {
+	case NET_TCP:
+		if (link->fd >= 0)
+			close(link->fd);
+		link->fd = -1;
+		break;
+	case NET_SHM:
+		net_shm_close(link);
+		break;
+	case NET_RDMA:
+		net_rdma_close(link);
+		break;
+	}
+	link->kind = 0;
+}
+
+void net_listener_close(struct net_listener *l)
+{
+	if (l->kind == NET_RDMA)
+		net_rdma_listener_close(l);
+	else if (l->fd >= 0)
+		close(l->fd);
+	l->fd = -1;
+	l->kind = 0;
+}

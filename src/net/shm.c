@@ -1,0 +1,558 @@
+/* The shared-memory transport (see transport.h): two processes of one machine
+ * share a sealed memfd holding one byte ring per direction. The connector
+ * makes it and hands it over a Unix socket in the abstract namespace, with
+ * four eventfds: each side's reader and writer sleep on their own, and the
+ * other side writes to it only when the sleeper said it sleeps. The socket
+ * stays open for its one other use: when the peer dies the kernel closes it,
+ * and a sleeper sees the hang-up.
+ *
+ * The peer can write anything into the shared pages, so the ring indices are
+ * checked on every read, and the memfd is sealed against shrinking, which
+ * would otherwise turn our next access into SIGBUS. */
+#include "net/transport.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+
+#define SHM_MAGIC 0x4d48534eu /* "NSHM" */
+#define SHM_VERSION 1
+#define SHM_HEAD 4096	      /* the control page before the rings' bytes */
+#define SHM_RING_MIN 4096u
+#define SHM_RING_MAX (1u << 30)
+
+/* One direction. Indices count bytes since the link began; the ring's
+ * position is the index modulo its size. */
+struct shm_ring {
+	_Alignas(64) _Atomic uint64_t head;  /* written by the producer */
+	_Atomic uint32_t reader_sleeps;
+	_Alignas(64) _Atomic uint64_t tail;  /* written by the consumer */
+	_Atomic uint32_t writer_sleeps;
+};
+
+struct shm_control {
+	uint32_t magic, version, ring_size, pad;
+	struct shm_ring ring[2]; /* 0: connector to acceptor, 1: the other way */
+};
+
+/* The eventfds: who sleeps on each. */
+enum { EFD_C_READER, EFD_C_WRITER, EFD_A_READER, EFD_A_WRITER, EFD_COUNT };
+
+struct net_shm {
+	void *map;
+	size_t map_len;
+	uint32_t size;
+	struct shm_ring *tx, *rx;
+	uint8_t *tx_data, *rx_data;
+	int my_reader, my_writer;     /* eventfds I sleep on */
+	int peer_reader, peer_writer; /* eventfds the peer sleeps on */
+	int efd[EFD_COUNT];
+	atomic_bool down;
+};
+
+struct shm_setup {
+	uint32_t magic, version, ring_size, pad;
+};
+
+static int socket_address(const char *address, struct sockaddr_un *sa, socklen_t *len)
+{
+	if (!address || strncmp(address, "shm:", 4) != 0)
+		return -EINVAL;
+	const char *name = address + 4;
+	size_t n = strlen(name);
+	if (n == 0 || n > 64)
+		return -EINVAL;
+	for (const char *p = name; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9') || *p == '.' || *p == '_' || *p == '-'))
+			return -EINVAL;
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	int w = snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1, "rtaccel-net.%s", name);
+	*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)w);
+	return 0;
+}
+
+static void shm_free(struct net_shm *s)
+{
+	if (!s)
+		return;
+	if (s->map && s->map != MAP_FAILED)
+		munmap(s->map, s->map_len);
+	for (int i = 0; i < EFD_COUNT; i++)
+		if (s->efd[i] >= 0)
+			close(s->efd[i]);
+	free(s);
+}
+
+static struct net_shm *shm_new(void)
+{
+	struct net_shm *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	for (int i = 0; i < EFD_COUNT; i++)
+		s->efd[i] = -1;
+	return s;
+}
+
+/* Maps the memfd and takes this side's view of it. */
+static int shm_attach(struct net_shm *s, int memfd, uint32_t ring_size, bool connector)
+{
+	s->size = ring_size;
+	s->map_len = SHM_HEAD + 2 * (size_t)ring_size;
+	s->map = mmap(NULL, s->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	if (s->map == MAP_FAILED)
+		return -errno;
+	struct shm_control *c = s->map;
+	uint8_t *bytes = (uint8_t *)s->map + SHM_HEAD;
+	int out = connector ? 0 : 1;
+	s->tx = &c->ring[out];
+	s->rx = &c->ring[1 - out];
+	s->tx_data = bytes + (size_t)out * ring_size;
+	s->rx_data = bytes + (size_t)(1 - out) * ring_size;
+	s->my_reader = s->efd[connector ? EFD_C_READER : EFD_A_READER];
+	s->my_writer = s->efd[connector ? EFD_C_WRITER : EFD_A_WRITER];
+	s->peer_reader = s->efd[connector ? EFD_A_READER : EFD_C_READER];
+	s->peer_writer = s->efd[connector ? EFD_A_WRITER : EFD_C_WRITER];
+	return 0;
+}
+
+static void poke(int efd)
+{
+	uint64_t one = 1;
+	ssize_t r = write(efd, &one, sizeof(one));
+	(void)r; /* a full counter still wakes the sleeper */
+}
+
+static void drain(int efd)
+{
+	uint64_t v;
+	ssize_t r = read(efd, &v, sizeof(v));
+	(void)r;
+}
+
+/* Sleeps on EFD after saying so in *SLEEPS, unless READY() turns true in
+ * between; -ECONNRESET when the peer's socket hung up or the link was shut
+ * down. */
+static int sleep_until(struct net_link *link, int efd, _Atomic uint32_t *sleeps,
+		       bool (*ready)(const struct net_shm *), uint64_t deadline)
+{
+	struct net_shm *s = link->shm;
+	atomic_store(sleeps, 1);
+	if (ready(s)) {
+		atomic_store(sleeps, 0);
+		return 0;
+	}
+	int err = net_wait_fds(efd, POLLIN, link->fd, POLLIN | POLLRDHUP, deadline);
+	atomic_store(sleeps, 0);
+	drain(efd);
+	if (atomic_load(&s->down))
+		return -ECONNRESET;
+	if (err)
+		return err;
+	if (ready(s))
+		return 0;
+	struct pollfd p = {.fd = link->fd, .events = POLLIN | POLLRDHUP};
+	if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLIN))) {
+		snprintf(link->why, sizeof(link->why), "the peer is gone");
+		return -ECONNRESET;
+	}
+	return 0;
+}
+
+static bool has_space(const struct net_shm *s)
+{
+	return atomic_load(&s->tx->head) - atomic_load(&s->tx->tail) < s->size;
+}
+
+static bool has_data(const struct net_shm *s)
+{
+	return atomic_load(&s->rx->head) != atomic_load(&s->rx->tail);
+}
+
+int net_shm_write(struct net_link *link, struct iovec *iov, int iovcnt, uint64_t deadline)
+{
+	struct net_shm *s = link->shm;
+	const uint64_t mask = s->size - 1;
+	for (int i = 0; i < iovcnt; i++) {
+		const uint8_t *p = iov[i].iov_base;
+		size_t len = iov[i].iov_len;
+		while (len > 0) {
+			if (atomic_load_explicit(&s->down, memory_order_relaxed))
+				return -ECONNRESET;
+			uint64_t head = atomic_load_explicit(&s->tx->head, memory_order_relaxed);
+			uint64_t tail = atomic_load_explicit(&s->tx->tail, memory_order_acquire);
+			uint64_t used = head - tail;
+			if (used > s->size) {
+				snprintf(link->why, sizeof(link->why), "the peer corrupted the ring");
+				return -EPROTO;
+			}
+			if (used == s->size) {
+				int err = sleep_until(link, s->my_writer, &s->tx->writer_sleeps,
+						      has_space, deadline);
+				if (err)
+					return err;
+				continue;
+			}
+			size_t n = s->size - used;
+			if (n > len)
+				n = len;
+			size_t at = head & mask, first = n < s->size - at ? n : s->size - at;
+			memcpy(s->tx_data + at, p, first);
+			memcpy(s->tx_data, p + first, n - first);
+			atomic_store_explicit(&s->tx->head, head + n, memory_order_seq_cst);
+			if (atomic_load(&s->tx->reader_sleeps))
+				poke(s->peer_reader);
+			p += n;
+			len -= n;
+		}
+	}
+	return 0;
+}
+
+int net_shm_read(struct net_link *link, void *buf, size_t len, uint64_t deadline)
+{
+	struct net_shm *s = link->shm;
+	const uint64_t mask = s->size - 1;
+	uint8_t *p = buf;
+	while (len > 0) {
+		if (atomic_load_explicit(&s->down, memory_order_relaxed))
+			return -ECONNRESET;
+		uint64_t tail = atomic_load_explicit(&s->rx->tail, memory_order_relaxed);
+		uint64_t head = atomic_load_explicit(&s->rx->head, memory_order_acquire);
+		uint64_t avail = head - tail;
+		if (avail > s->size) {
+			snprintf(link->why, sizeof(link->why), "the peer corrupted the ring");
+			return -EPROTO;
+		}
+		if (avail == 0) {
+			int err = sleep_until(link, s->my_reader, &s->rx->reader_sleeps, has_data,
+					      deadline);
+			if (err)
+				return err;
+			continue;
+		}
+		size_t n = avail < len ? avail : len;
+		size_t at = tail & mask, first = n < s->size - at ? n : s->size - at;
+		if (p) {
+			memcpy(p, s->rx_data + at, first);
+			memcpy(p + first, s->rx_data, n - first);
+			p += n;
+		}
+		atomic_store_explicit(&s->rx->tail, tail + n, memory_order_seq_cst);
+		if (atomic_load(&s->rx->writer_sleeps))
+			poke(s->peer_writer);
+		len -= n;
+	}
+	return 0;
+}
+
+int net_shm_listen(const char *address, const struct net_allow *allow, const char *name,
+		   const struct net_limits *limits, struct net_listener *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->fd = -1;
+	out->kind = NET_SHM;
+	struct sockaddr_un sa;
+	socklen_t len;
+	if (!allow || allow->count < 0 || allow->count > NET_ALLOW_MAX || !name ||
+	    socket_address(address, &sa, &len) < 0)
+		return -EINVAL;
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, len) < 0 || listen(fd, 64) < 0) {
+		int err = -errno;
+		if (fd >= 0)
+			close(fd);
+		return err;
+	}
+	out->fd = fd;
+	out->limits = *limits;
+	out->allow = *allow;
+	snprintf(out->name, sizeof(out->name), "%s", name);
+	return 0;
+}
+
+static bool uid_allowed(const struct net_allow *allow, uid_t uid)
+{
+	char want[32];
+	snprintf(want, sizeof(want), "uid:%u", (unsigned)uid);
+	for (int i = 0; i < allow->count; i++)
+		if (allow->peers[i] && strcmp(allow->peers[i], want) == 0)
+			return true;
+	return false;
+}
+
+/* The connector's setup message and its memfd and eventfds. */
+static int receive_setup(int fd, struct net_shm *s, int *memfd, uint32_t *ring_size,
+			 uint64_t deadline, char *why, size_t why_len)
+{
+	struct shm_setup setup;
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * (EFD_COUNT + 1))];
+		struct cmsghdr align;
+	} control;
+	for (;;) {
+		struct iovec iov = {&setup, sizeof(setup)};
+		struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+				   .msg_controllen = sizeof(control.buf)};
+		ssize_t n = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN) {
+			int err = net_wait_fds(fd, POLLIN, -1, 0, deadline);
+			if (err)
+				return err;
+			continue;
+		}
+		if (n < 0)
+			return -errno;
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+		int fds[EFD_COUNT + 1], nfds = 0;
+		if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+			nfds = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+			memcpy(fds, CMSG_DATA(cm), sizeof(int) * (size_t)(nfds < EFD_COUNT + 1 ? nfds : EFD_COUNT + 1));
+		}
+		if (n != sizeof(setup) || nfds != EFD_COUNT + 1 || (m.msg_flags & MSG_CTRUNC) ||
+		    setup.magic != SHM_MAGIC || setup.version != SHM_VERSION) {
+			for (int i = 0; i < nfds && i < EFD_COUNT + 1; i++)
+				close(fds[i]);
+			snprintf(why, why_len, "not an rtaccel shm setup message");
+			return -EPROTO;
+		}
+		*memfd = fds[0];
+		for (int i = 0; i < EFD_COUNT; i++)
+			s->efd[i] = fds[i + 1];
+		*ring_size = setup.ring_size;
+		return 0;
+	}
+}
+
+/* The memfd must be what the setup said, and sealed so that it stays so. */
+static int check_memfd(int memfd, uint32_t ring_size, char *why, size_t why_len)
+{
+	struct stat st;
+	int seals = fcntl(memfd, F_GET_SEALS);
+	if (ring_size < SHM_RING_MIN || ring_size > SHM_RING_MAX || (ring_size & (ring_size - 1))) {
+		snprintf(why, why_len, "ring size %u is not a power of 2 in [4 KiB, 1 GiB]", ring_size);
+		return -EPROTO;
+	}
+	if (fstat(memfd, &st) < 0 || st.st_size != (off_t)(SHM_HEAD + 2 * (size_t)ring_size)) {
+		snprintf(why, why_len, "the shared memory is not as large as the rings");
+		return -EPROTO;
+	}
+	if (seals < 0 || !(seals & F_SEAL_SHRINK) || !(seals & F_SEAL_SEAL)) {
+		snprintf(why, why_len, "the shared memory is not sealed against shrinking");
+		return -EPROTO;
+	}
+	return 0;
+}
+
+int net_shm_accept(struct net_listener *l, uint64_t timeout_ns, struct net_link *out,
+		   char *refused, size_t refused_len)
+{
+	memset(out, 0, sizeof(*out));
+	out->fd = -1;
+	const uint64_t deadline = net_deadline_after(timeout_ns);
+	int fd;
+	for (;;) {
+		fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd >= 0)
+			break;
+		if (errno == EINTR || errno == ECONNABORTED)
+			continue;
+		if (errno != EAGAIN)
+			return -errno;
+		int err = net_wait_fds(l->fd, POLLIN, -1, 0, deadline);
+		if (err)
+			return err;
+	}
+	struct ucred cred;
+	socklen_t clen = sizeof(cred);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
+		int err = -errno;
+		close(fd);
+		return err;
+	}
+	if (!uid_allowed(&l->allow, cred.uid)) {
+		close(fd);
+		if (refused)
+			snprintf(refused, refused_len, "shm:uid:%u pid %d (not on the allow-list)",
+				 (unsigned)cred.uid, (int)cred.pid);
+		return -EACCES;
+	}
+	struct net_shm *s = shm_new();
+	if (!s) {
+		close(fd);
+		return -ENOMEM;
+	}
+	int memfd = -1;
+	uint32_t ring_size = 0;
+	char why[128] = "";
+	int err = receive_setup(fd, s, &memfd, &ring_size, deadline, why, sizeof(why));
+	if (!err)
+		err = check_memfd(memfd, ring_size, why, sizeof(why));
+	if (!err)
+		err = shm_attach(s, memfd, ring_size, false);
+	if (memfd >= 0)
+		close(memfd);
+	if (err) {
+		if (refused)
+			snprintf(refused, refused_len, "shm:uid:%u pid %d (setup: %s)",
+				 (unsigned)cred.uid, (int)cred.pid, err == -EPROTO ? why : strerror(-err));
+		shm_free(s);
+		close(fd);
+		return err;
+	}
+	out->kind = NET_SHM;
+	out->fd = fd;
+	out->shm = s;
+	out->limits = l->limits;
+	snprintf(out->peer_addr, sizeof(out->peer_addr), "shm:uid:%u", (unsigned)cred.uid);
+	err = net_link_handshake(out, l->name);
+	if (err) {
+		if (refused)
+			snprintf(refused, refused_len, "shm:uid:%u pid %d (handshake: %s)",
+				 (unsigned)cred.uid, (int)cred.pid,
+				 err == -EPROTO ? out->why : strerror(-err));
+		net_link_close(out);
+	}
+	return err;
+}
+
+/* The memfd with its control page set up, sealed against resizing. */
+static int make_memfd(uint32_t ring_size)
+{
+	int memfd = memfd_create("rtaccel-net", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (memfd < 0)
+		return -errno;
+	if (ftruncate(memfd, (off_t)(SHM_HEAD + 2 * (size_t)ring_size)) < 0 ||
+	    fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+		int err = -errno;
+		close(memfd);
+		return err;
+	}
+	return memfd;
+}
+
+int net_shm_connect(const char *address, const char *name, const struct net_limits *limits,
+		    uint64_t timeout_ns, struct net_link *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->fd = -1;
+	struct sockaddr_un sa;
+	socklen_t salen;
+	uint32_t ring = limits->shm_ring;
+	if (!name || socket_address(address, &sa, &salen) < 0 || ring < SHM_RING_MIN ||
+	    ring > SHM_RING_MAX || (ring & (ring - 1)))
+		return -EINVAL;
+	const uint64_t deadline = net_deadline_after(timeout_ns);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	int err;
+	while (connect(fd, (struct sockaddr *)&sa, salen) < 0) {
+		if (errno == EINTR)
+			continue;
+		err = -errno;
+		if (err != -EAGAIN || net_time_left(deadline) == 0) { /* EAGAIN: backlog full */
+			close(fd);
+			return err == -EAGAIN ? -ETIMEDOUT : err;
+		}
+		rtaccel_sleep_ns(1000 * 1000);
+	}
+	struct net_shm *s = shm_new();
+	int memfd = -1;
+	if (!s) {
+		close(fd);
+		return -ENOMEM;
+	}
+	for (int i = 0; i < EFD_COUNT; i++)
+		if ((s->efd[i] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+			err = -errno;
+			goto fail;
+		}
+	if ((memfd = make_memfd(ring)) < 0) {
+		err = memfd;
+		goto fail;
+	}
+	if ((err = shm_attach(s, memfd, ring, true)))
+		goto fail;
+	struct shm_control *c = s->map;
+	c->magic = SHM_MAGIC;
+	c->version = SHM_VERSION;
+	c->ring_size = ring;
+	struct shm_setup setup = {SHM_MAGIC, SHM_VERSION, ring, 0};
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * (EFD_COUNT + 1))];
+		struct cmsghdr align;
+	} control;
+	memset(&control, 0, sizeof(control));
+	struct iovec iov = {&setup, sizeof(setup)};
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+			   .msg_controllen = sizeof(control.buf)};
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int) * (EFD_COUNT + 1));
+	int fds[EFD_COUNT + 1] = {memfd};
+	for (int i = 0; i < EFD_COUNT; i++)
+		fds[i + 1] = s->efd[i];
+	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+	while (sendmsg(fd, &m, MSG_NOSIGNAL) < 0) {
+		if (errno == EINTR)
+			continue;
+		err = errno == EPIPE ? -ECONNRESET : -errno;
+		if (errno != EAGAIN || (err = net_wait_fds(fd, POLLOUT, -1, 0, deadline)))
+			goto fail;
+	}
+	close(memfd);
+	memfd = -1;
+	out->kind = NET_SHM;
+	out->fd = fd;
+	out->shm = s;
+	out->limits = *limits;
+	snprintf(out->peer_addr, sizeof(out->peer_addr), "%s", address);
+	if ((err = net_link_handshake(out, name))) {
+		net_shm_close(out);
+		out->kind = 0;
+	}
+	return err;
+fail:
+	if (memfd >= 0)
+		close(memfd);
+	shm_free(s);
+	close(fd);
+	return err;
+}
+
+void net_shm_shutdown(struct net_link *link)
+{
+	struct net_shm *s = link->shm;
+	if (!s)
+		return;
+	atomic_store(&s->down, true);
+	poke(s->my_reader);
+	poke(s->my_writer);
+}
+
+void net_shm_close(struct net_link *link)
+{
+	shm_free(link->shm);
+	link->shm = NULL;
+	if (link->fd >= 0)
+		close(link->fd);
+	link->fd = -1;
+}
