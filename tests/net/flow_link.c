@@ -1,0 +1,442 @@
+/* The net layer's public API from the outside, on one transport: transfers
+ * arrive intact; ACK timeouts retry, then give up; stale data is dropped or
+ * flagged; consumers at several rates share slots without copies; AND and
+ * OR activation; a peer killed in the middle of a transfer; peers refused
+ * by the allow-list; on shm, a peer that corrupts the rings.
+ *
+ * usage: net_flow_link tcp|shm */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <sys/mman.h>
+
+#include "net/transport.h"
+#include "rtaccel/net.h"
+#include "test_util.h"
+
+#define SEC 1000000000ull
+#define MS 1000000ull
+
+static const char *transport;
+static bool shm;
+static int serial;
+
+/* A listener on a fresh address of the transport, for this uid or
+ * 127.0.0.1. */
+static rtaccel_net_listener_t *listen_here(char *address, size_t n)
+{
+	char want[64], uid[32];
+	snprintf(uid, sizeof(uid), "uid:%u", (unsigned)getuid());
+	if (shm)
+		snprintf(want, sizeof(want), "shm:link-%d-%d", (int)getpid(), serial++);
+	else
+		snprintf(want, sizeof(want), "tcp:127.0.0.1:0");
+	const char *allow[] = {shm ? uid : "127.0.0.1"};
+	rtaccel_net_listener_t *l;
+	CHECK_EQ(rtaccel_net_listen(want, allow, 1, "server", NULL, &l), 0);
+	CHECK_EQ(rtaccel_net_listener_address(l, address, n), 0);
+	return l;
+}
+
+struct pair {
+	rtaccel_net_link_t *a, *b; /* a connected to b */
+};
+
+struct accepting {
+	rtaccel_net_listener_t *l;
+	rtaccel_net_link_t *link;
+	int err;
+};
+
+static void *accept_one(void *arg)
+{
+	struct accepting *acc = arg;
+	acc->err = rtaccel_net_accept(acc->l, 5 * SEC, &acc->link, NULL, 0);
+	return NULL;
+}
+
+static struct pair connect_pair(void)
+{
+	char address[128];
+	struct accepting acc = {.l = listen_here(address, sizeof(address))};
+	pthread_t t;
+	pthread_create(&t, NULL, accept_one, &acc);
+	struct pair p;
+	CHECK_EQ(rtaccel_net_connect(address, "client", NULL, 5 * SEC, &p.a), 0);
+	pthread_join(t, NULL);
+	CHECK_EQ(acc.err, 0);
+	p.b = acc.link;
+	CHECK(strcmp(rtaccel_net_peer(p.a), "server") == 0);
+	CHECK(strcmp(rtaccel_net_peer(p.b), "client") == 0);
+	rtaccel_net_listener_close(acc.l);
+	return p;
+}
+
+static rtaccel_net_channel_t *channel(rtaccel_net_link_t *link, uint32_t id,
+				      struct rtaccel_net_channel_attr a)
+{
+	a.id = id;
+	if (!a.max_size)
+		a.max_size = 4u << 20;
+	rtaccel_net_channel_t *ch;
+	CHECK_EQ(rtaccel_net_channel_open(link, &a, &ch), 0);
+	return ch;
+}
+
+static void fill(uint8_t *p, size_t n, uint32_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)(seed * 31 + i * 7 + (i >> 12));
+}
+
+static bool same(const uint8_t *p, size_t n, uint32_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != (uint8_t)(seed * 31 + i * 7 + (i >> 12)))
+			return false;
+	return true;
+}
+
+static void transfers_arrive_intact(void)
+{
+	struct pair p = connect_pair();
+	rtaccel_net_channel_t *tx = channel(p.a, 7, (struct rtaccel_net_channel_attr){.priority = 5});
+	rtaccel_net_channel_t *rx = channel(p.b, 7, (struct rtaccel_net_channel_attr){0});
+	static uint8_t buf[3u << 20];
+	const size_t sizes[] = {0, 1, 65535, 65536, 65537, 3u << 20};
+	uint64_t seen = 0;
+	for (int i = 0; i < 6; i++) {
+		fill(buf, sizes[i], (uint32_t)i);
+		CHECK_EQ(rtaccel_net_send(tx, buf, sizes[i], 0, 5 * SEC), 0);
+		struct rtaccel_net_msg m;
+		CHECK_EQ(rtaccel_net_take(rx, &seen, 5 * SEC, &m), 0);
+		CHECK_EQ(m.len, sizes[i]);
+		CHECK_EQ(m.seq, i + 1);
+		CHECK(same(m.data, m.len, (uint32_t)i));
+		CHECK(!m.stale);
+		rtaccel_net_release(&m);
+	}
+	struct rtaccel_net_msg m;
+	CHECK_EQ(rtaccel_net_take(rx, &seen, 0, &m), -ETIMEDOUT);
+	CHECK_EQ(rtaccel_net_take(rx, &seen, 20 * MS, &m), -ETIMEDOUT);
+	/* too large for the receiver's slot: rejected there, and counted */
+	rtaccel_net_channel_t *small_rx = channel(p.b, 8, (struct rtaccel_net_channel_attr){.max_size = 100});
+	rtaccel_net_channel_t *small_tx = channel(p.a, 8, (struct rtaccel_net_channel_attr){0});
+	CHECK_EQ(rtaccel_net_send(small_tx, buf, 101, 0, SEC), 0);
+	CHECK_EQ(rtaccel_net_send(small_tx, buf, 100, 0, SEC), 0);
+	uint64_t seen8 = 0;
+	CHECK_EQ(rtaccel_net_take(small_rx, &seen8, SEC, &m), 0);
+	CHECK_EQ(m.seq, 2);
+	rtaccel_net_release(&m);
+	struct rtaccel_net_stats st;
+	rtaccel_net_channel_stats(small_rx, &st);
+	CHECK_EQ(st.rejected, 1);
+	CHECK_EQ(rtaccel_net_send(tx, buf, (256u << 20) + 1, 0, SEC), -EMSGSIZE);
+	struct rtaccel_net_channel_attr dup = {.id = 7};
+	CHECK_EQ(rtaccel_net_channel_open(p.a, &dup, &tx), -EEXIST);
+	rtaccel_net_close(p.a);
+	/* the peer's goodbye fails the other end, and take says so */
+	CHECK_EQ(rtaccel_net_take(rx, &seen, 5 * SEC, &m), -ECONNRESET);
+	CHECK(strstr(rtaccel_net_error(p.b), "closed") != NULL);
+	rtaccel_net_close(p.b);
+	printf("%s: transfers of 0 B to 3 MiB intact; too large rejected and counted\n", transport);
+}
+
+/* A receiver that does not acknowledge: the sender retries, then gives up;
+ * one that acknowledges: the sender returns when it has. */
+static void acks_time_out_and_retry(void)
+{
+	struct pair p = connect_pair();
+	struct rtaccel_net_channel_attr a = {.priority = 9, .ack_timeout_ns = 30 * MS, .retries = 2};
+	rtaccel_net_channel_t *tx = channel(p.a, 1, a);
+	rtaccel_net_channel_t *deaf = channel(p.a, 2, a); /* nobody opened 2 on the other end */
+	rtaccel_net_channel_t *rx = channel(p.b, 1, (struct rtaccel_net_channel_attr){0});
+	char data[1000] = "payload";
+	CHECK_EQ(rtaccel_net_send(tx, data, sizeof(data), 0, 5 * SEC), 0);
+	uint64_t seen = 0;
+	struct rtaccel_net_msg m;
+	CHECK_EQ(rtaccel_net_take(rx, &seen, SEC, &m), 0);
+	rtaccel_net_release(&m);
+	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+	CHECK_EQ(rtaccel_net_send(deaf, data, sizeof(data), 0, 5 * SEC), -ETIMEDOUT);
+	uint64_t took = now_ns(CLOCK_MONOTONIC) - t0;
+	CHECK(took >= 90 * MS); /* three tries of 30 ms */
+	struct rtaccel_net_stats st;
+	rtaccel_net_channel_stats(deaf, &st);
+	CHECK_EQ(st.retries, 2);
+	CHECK_EQ(st.ack_timeouts, 1);
+	CHECK_EQ(st.sent, 0);
+	rtaccel_net_channel_stats(tx, &st);
+	CHECK_EQ(st.sent, 1);
+	CHECK_EQ(st.ack_timeouts, 0);
+	/* the overall timeout ends the retries early */
+	t0 = now_ns(CLOCK_MONOTONIC);
+	CHECK_EQ(rtaccel_net_send(deaf, data, sizeof(data), 0, 40 * MS), -ETIMEDOUT);
+	CHECK(now_ns(CLOCK_MONOTONIC) - t0 < 85 * MS + 500 * MS);
+	rtaccel_net_close(p.a);
+	rtaccel_net_close(p.b);
+	printf("%s: ACKed send returns; unACKed one retried 2 times in %.0f ms, then -ETIMEDOUT\n",
+	       transport, (double)took / 1e6);
+}
+
+static void stale_data_is_dropped_or_flagged(void)
+{
+	struct pair p = connect_pair();
+	rtaccel_net_channel_t *drop = channel(p.a, 1, (struct rtaccel_net_channel_attr){
+		.freshness_ns = 50 * MS, .stale = RTACCEL_NET_STALE_DROP});
+	rtaccel_net_channel_t *flag = channel(p.a, 2, (struct rtaccel_net_channel_attr){
+		.freshness_ns = 50 * MS, .stale = RTACCEL_NET_STALE_FLAG});
+	rtaccel_net_channel_t *rx1 = channel(p.b, 1, (struct rtaccel_net_channel_attr){0});
+	rtaccel_net_channel_t *rx2 = channel(p.b, 2, (struct rtaccel_net_channel_attr){0});
+	rtaccel_net_channel_t *rx3 = channel(p.b, 3, (struct rtaccel_net_channel_attr){
+		.freshness_ns = 50 * MS});
+	rtaccel_net_channel_t *plain = channel(p.a, 3, (struct rtaccel_net_channel_attr){0});
+	uint64_t old = now_ns(CLOCK_REALTIME) - 200 * MS;
+	CHECK_EQ(rtaccel_net_send(drop, "x", 1, old, SEC), -ESTALE);
+	CHECK_EQ(rtaccel_net_send(drop, "y", 1, 0, SEC), 0);
+	CHECK_EQ(rtaccel_net_send(flag, "x", 1, old, SEC), 0);
+	CHECK_EQ(rtaccel_net_send(plain, "x", 1, old, SEC), 0); /* the receiver's own bound */
+	uint64_t s1 = 0, s2 = 0, s3 = 0;
+	struct rtaccel_net_msg m;
+	CHECK_EQ(rtaccel_net_take(rx1, &s1, SEC, &m), 0);
+	CHECK(!m.stale && ((const char *)m.data)[0] == 'y');
+	rtaccel_net_release(&m);
+	CHECK_EQ(rtaccel_net_take(rx2, &s2, SEC, &m), 0);
+	CHECK(m.stale);
+	CHECK_EQ(m.stamp_ns, old);
+	rtaccel_net_release(&m);
+	CHECK_EQ(rtaccel_net_take(rx3, &s3, SEC, &m), 0);
+	CHECK(m.stale);
+	rtaccel_net_release(&m);
+	struct rtaccel_net_stats st;
+	rtaccel_net_channel_stats(drop, &st);
+	CHECK_EQ(st.stale_dropped, 1);
+	rtaccel_net_channel_stats(flag, &st);
+	CHECK_EQ(st.stale_flagged, 1);
+	rtaccel_net_channel_stats(rx3, &st);
+	CHECK_EQ(st.stale_received, 1);
+	rtaccel_net_close(p.a);
+	rtaccel_net_close(p.b);
+	printf("%s: stale data dropped (-ESTALE), flagged by the sender, flagged on arrival\n",
+	       transport);
+}
+
+/* Two consumers of one channel, one at every transfer, one at a quarter of
+ * the rate: both read the same slot in place; the slow one skips. */
+static void consumers_at_several_rates_share_slots(void)
+{
+	struct pair p = connect_pair();
+	rtaccel_net_channel_t *tx = channel(p.a, 1, (struct rtaccel_net_channel_attr){0});
+	rtaccel_net_channel_t *rx = channel(p.b, 1, (struct rtaccel_net_channel_attr){.slots = 4});
+	uint64_t fast = 0, slow = 0;
+	int fast_n = 0, slow_n = 0, shared = 0;
+	for (uint32_t i = 1; i <= 40; i++) {
+		CHECK_EQ(rtaccel_net_send(tx, &i, sizeof(i), 0, SEC), 0);
+		struct rtaccel_net_msg f;
+		CHECK_EQ(rtaccel_net_take(rx, &fast, SEC, &f), 0);
+		CHECK_EQ(*(const uint32_t *)f.data, i);
+		fast_n++;
+		if (i % 4 == 0) {
+			struct rtaccel_net_msg s;
+			CHECK_EQ(rtaccel_net_take(rx, &slow, 0, &s), 0);
+			CHECK_EQ(*(const uint32_t *)s.data, i); /* the newest, not the next */
+			shared += s.data == f.data;
+			slow_n++;
+			rtaccel_net_release(&s);
+		}
+		rtaccel_net_release(&f);
+	}
+	CHECK_EQ(fast_n, 40);
+	CHECK_EQ(slow_n, 10);
+	CHECK_EQ(shared, 10);
+	/* a reader that holds a slot keeps it: the others rotate */
+	struct rtaccel_net_msg held;
+	CHECK_EQ(rtaccel_net_take(rx, &(uint64_t){0}, 0, &held), 0);
+	for (uint32_t i = 100; i < 120; i++)
+		CHECK_EQ(rtaccel_net_send(tx, &i, sizeof(i), 0, SEC), 0);
+	sleep_ns(50 * MS);
+	CHECK_EQ(*(const uint32_t *)held.data, 40);
+	rtaccel_net_release(&held);
+	struct rtaccel_net_stats st;
+	rtaccel_net_channel_stats(rx, &st);
+	CHECK_EQ(st.overruns, 0);
+	rtaccel_net_close(p.a);
+	rtaccel_net_close(p.b);
+	printf("%s: consumers at 1/1 and 1/4 rate read the same slots in place\n", transport);
+}
+
+static void and_or_activation(void)
+{
+	struct pair p = connect_pair();
+	rtaccel_net_channel_t *tx[3], *rx[3];
+	for (uint32_t i = 0; i < 3; i++) {
+		tx[i] = channel(p.a, i + 1, (struct rtaccel_net_channel_attr){0});
+		rx[i] = channel(p.b, i + 1, (struct rtaccel_net_channel_attr){0});
+	}
+	struct rtaccel_net_input in[3] = {{.ch = rx[0]}, {.ch = rx[1]}, {.ch = rx[2]}};
+	CHECK_EQ(rtaccel_net_wait(in, 3, RTACCEL_NET_ANY, 20 * MS), -ETIMEDOUT);
+	CHECK_EQ(rtaccel_net_send(tx[1], "b", 1, 0, SEC), 0);
+	CHECK_EQ(rtaccel_net_wait(in, 3, RTACCEL_NET_ANY, SEC), 0);
+	CHECK(!in[0].ready && in[1].ready && !in[2].ready);
+	rtaccel_net_release(&in[1].msg);
+	/* ALL: not with two of three */
+	CHECK_EQ(rtaccel_net_send(tx[0], "a", 1, 0, SEC), 0);
+	CHECK_EQ(rtaccel_net_send(tx[1], "b", 1, 0, SEC), 0);
+	sleep_ns(20 * MS);
+	CHECK_EQ(rtaccel_net_wait(in, 3, RTACCEL_NET_ALL, 20 * MS), -ETIMEDOUT);
+	CHECK_EQ(rtaccel_net_send(tx[2], "c", 1, 0, SEC), 0);
+	CHECK_EQ(rtaccel_net_wait(in, 3, RTACCEL_NET_ALL, SEC), 0);
+	for (int i = 0; i < 3; i++) {
+		CHECK(in[i].ready);
+		CHECK_EQ(((const char *)in[i].msg.data)[0], 'a' + i);
+		rtaccel_net_release(&in[i].msg);
+	}
+	CHECK_EQ(rtaccel_net_wait(in, 3, RTACCEL_NET_ANY, 0), -ETIMEDOUT);
+	rtaccel_net_close(p.a);
+	rtaccel_net_close(p.b);
+	printf("%s: OR wakes on one input, AND waits for all three\n", transport);
+}
+
+static void *kill_later(void *arg)
+{
+	sleep_ns(100 * MS);
+	kill(*(pid_t *)arg, SIGKILL);
+	return NULL;
+}
+
+/* A sender process killed in the middle of a large transfer: the receiver's
+ * take fails instead of waiting; a receiver process killed: the sender's
+ * send fails instead of hanging. */
+static void a_peer_killed_mid_transfer(void)
+{
+	char address[128];
+	rtaccel_net_listener_t *l = listen_here(address, sizeof(address));
+	for (int killed_sender = 1; killed_sender >= 0; killed_sender--) {
+		int ready[2];
+		CHECK_EQ(pipe(ready), 0);
+		pid_t child = fork();
+		if (child == 0) {
+			rtaccel_net_link_t *link;
+			if (rtaccel_net_connect(address, "child", NULL, 5 * SEC, &link))
+				_exit(T_FAIL);
+			rtaccel_net_channel_t *ch;
+			struct rtaccel_net_channel_attr a = {.id = 1, .max_size = 64u << 20};
+			if (rtaccel_net_channel_open(link, &a, &ch))
+				_exit(T_FAIL);
+			if (write(ready[1], "r", 1) != 1)
+				_exit(T_FAIL);
+			if (killed_sender) {
+				uint8_t *big = calloc(1, 64u << 20);
+				for (;;)
+					rtaccel_net_send(ch, big, 64u << 20, 0, 30 * SEC);
+			}
+			pause();
+			_exit(T_PASS);
+		}
+		rtaccel_net_link_t *link;
+		CHECK_EQ(rtaccel_net_accept(l, 5 * SEC, &link, NULL, 0), 0);
+		struct rtaccel_net_channel_attr a = {.id = 1, .max_size = 64u << 20};
+		rtaccel_net_channel_t *ch;
+		CHECK_EQ(rtaccel_net_channel_open(link, &a, &ch), 0);
+		char c;
+		CHECK_EQ(read(ready[0], &c, 1), 1);
+		int err;
+		if (killed_sender) {
+			sleep_ns(100 * MS);
+			kill(child, SIGKILL);
+			struct rtaccel_net_msg m;
+			uint64_t seen = 0;
+			err = rtaccel_net_take(ch, &seen, 5 * SEC, &m);
+			while (err == 0) { /* transfers that had arrived whole */
+				rtaccel_net_release(&m);
+				err = rtaccel_net_take(ch, &seen, 5 * SEC, &m);
+			}
+		} else {
+			uint8_t *big = calloc(1, 64u << 20);
+			pthread_t killer;
+			pthread_create(&killer, NULL, kill_later, &child);
+			err = 0;
+			for (int i = 0; i < 100 && !err; i++)
+				err = rtaccel_net_send(ch, big, 64u << 20, 0, 5 * SEC);
+			pthread_join(killer, NULL);
+			free(big);
+		}
+		waitpid(child, NULL, 0);
+		CHECK(err == -ECONNRESET || err == -EPIPE);
+		CHECK(rtaccel_net_error(link)[0] != 0);
+		printf("%s: %s killed mid-transfer: %s (%s)\n", transport,
+		       killed_sender ? "sender" : "receiver", strerror(-err), rtaccel_net_error(link));
+		rtaccel_net_close(link);
+		close(ready[0]);
+		close(ready[1]);
+	}
+	rtaccel_net_listener_close(l);
+}
+
+/* A peer not on the list is refused and named: by address on tcp (the
+ * listener allows only 127.0.0.2), by uid on shm (the child drops to
+ * nobody). */
+static void strangers_are_refused_and_named(void)
+{
+	char want[64], address[128];
+	const char *allow[1];
+	if (shm) {
+		snprintf(want, sizeof(want), "shm:refuse-%d", (int)getpid());
+		allow[0] = "uid:4242";
+	} else {
+		snprintf(want, sizeof(want), "tcp:127.0.0.1:0");
+		allow[0] = "127.0.0.2";
+	}
+	rtaccel_net_listener_t *l;
+	CHECK_EQ(rtaccel_net_listen(want, allow, 1, "server", NULL, &l), 0);
+	CHECK_EQ(rtaccel_net_listener_address(l, address, sizeof(address)), 0);
+	pid_t child = fork();
+	if (child == 0) {
+		if (shm && getuid() == 0 && setuid(65534) < 0)
+			_exit(T_FAIL);
+		rtaccel_net_link_t *link;
+		int err = rtaccel_net_connect(address, "stranger", NULL, 2 * SEC, &link);
+		_exit(err ? T_PASS : T_FAIL); /* closed before the handshake */
+	}
+	rtaccel_net_link_t *link;
+	char refused[160] = "";
+	CHECK_EQ(rtaccel_net_accept(l, 5 * SEC, &link, refused, sizeof(refused)), -EACCES);
+	int status;
+	waitpid(child, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == T_PASS);
+	CHECK(strstr(refused, shm ? "shm:uid:" : "tcp:127.0.0.1") != NULL);
+	CHECK(strstr(refused, "not on the allow-list") != NULL);
+	printf("%s: refused %s\n", transport, refused);
+	CHECK_EQ(rtaccel_net_accept(l, 20 * MS, &link, refused, sizeof(refused)), -ETIMEDOUT);
+	rtaccel_net_listener_close(l);
+	/* bad addresses and options */
+	CHECK_EQ(rtaccel_net_listen("shm:", allow, 1, "s", NULL, &l), -EINVAL);
+	CHECK_EQ(rtaccel_net_listen("shm:a/b", allow, 1, "s", NULL, &l), -EINVAL);
+	CHECK_EQ(rtaccel_net_listen("tcp:127.0.0.1", allow, 1, "s", NULL, &l), -EINVAL);
+	CHECK_EQ(rtaccel_net_listen("udp:x:1", allow, 1, "s", NULL, &l), -EINVAL);
+	struct rtaccel_net_options o;
+	rtaccel_net_options_default(&o);
+	o.chunk = 10;
+	CHECK_EQ(rtaccel_net_connect("tcp:127.0.0.1:1", "c", &o, SEC, &link), -EINVAL);
+	CHECK_EQ(rtaccel_net_connect("shm:nobody-listens-here", "c", NULL, SEC, &link), -ECONNREFUSED);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2 || (strcmp(argv[1], "tcp") && strcmp(argv[1], "shm"))) {
+		fprintf(stderr, "usage: %s tcp|shm\n", argv[0]);
+		return 2;
+	}
+	transport = argv[1];
+	shm = strcmp(transport, "shm") == 0;
+	signal(SIGPIPE, SIG_IGN);
+	watchdog(120);
+	transfers_arrive_intact();
+	acks_time_out_and_retry();
+	stale_data_is_dropped_or_flagged();
+	consumers_at_several_rates_share_slots();
+	and_or_activation();
+	a_peer_killed_mid_transfer();
+	strangers_are_refused_and_named();
+	return T_PASS;
+}
