@@ -70,11 +70,17 @@ struct rtaccel_net_options {
 	uint32_t chunk;		    /* payload bytes per frame: the preemption point */
 	uint64_t max_transfer;	    /* the largest transfer a receiver accepts */
 	uint64_t handshake_ns;	    /* the HELLO exchange of connect and accept */
-	uint32_t shm_ring;	    /* shm: bytes of each direction's ring (power of 2) */
+	uint32_t window;	    /* bytes the transport may hold ahead of the
+				       receiver (0: two chunks); see below */
 	int rx_priority;	    /* SCHED_FIFO priority of the receive thread; 0: none */
 };
 
-/* chunk 64 KiB, max_transfer 256 MiB, handshake 5 s, shm_ring 4 MiB. */
+/* chunk 64 KiB, max_transfer 256 MiB, handshake 5 s, window two chunks.
+ *
+ * The window bounds what a higher-priority transfer finds queued below the
+ * flow-control layer: the kernel's socket buffers on tcp (SO_SNDBUF and
+ * SO_RCVBUF), the ring on shm (rounded up to a power of 2), outstanding
+ * sends on rdma. Larger windows stream faster and block longer. */
 RTACCEL_API void rtaccel_net_options_default(struct rtaccel_net_options *o);
 
 /* Listens on ADDRESS (a tcp: or rdma: port 0 picks one; see

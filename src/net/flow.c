@@ -127,12 +127,13 @@ void rtaccel_net_options_default(struct rtaccel_net_options *o)
 	o->chunk = 64u << 10;
 	o->max_transfer = 256ull << 20;
 	o->handshake_ns = 5ull * RTACCEL_NS_PER_S;
-	o->shm_ring = 4u << 20;
+	o->window = 0;
 }
 
 static int check_options(const struct rtaccel_net_options *o)
 {
 	if (o->chunk < 1024 || o->chunk > (16u << 20) || o->max_transfer == 0 ||
+	    o->window > (1u << 30) ||
 	    o->rx_priority < 0 || o->rx_priority > 99)
 		return -EINVAL;
 	return 0;
@@ -144,7 +145,12 @@ static void limits_of(const struct rtaccel_net_options *o, struct net_limits *l)
 	l->frame.max_chunk = o->chunk;
 	l->frame.max_transfer = o->max_transfer;
 	l->handshake_ns = o->handshake_ns;
-	l->shm_ring = o->shm_ring;
+	uint64_t window = o->window ? o->window : 2ull * o->chunk;
+	l->window = (uint32_t)window;
+	uint32_t ring = 4096;
+	while (ring < window && ring < (1u << 30))
+		ring <<= 1;
+	l->shm_ring = ring;
 }
 
 static int pi_mutex_init(pthread_mutex_t *m)

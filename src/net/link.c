@@ -18,6 +18,7 @@ void net_limits_defaults(struct net_limits *limits)
 	limits->frame.max_transfer = 256ull << 20;
 	limits->handshake_ns = 5ull * 1000 * 1000 * 1000;
 	limits->shm_ring = 4u << 20;
+	limits->window = 0;
 }
 
 uint64_t net_deadline_after(uint64_t timeout_ns)

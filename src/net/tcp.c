@@ -133,6 +133,17 @@ static void set_nodelay(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+/* Small socket buffers keep what waits below the flow-control layer small.
+ * Set before connect and listen, so that the window scale fits them. */
+static void set_window(int fd, const struct net_limits *limits)
+{
+	int w = (int)limits->window;
+	if (!w)
+		return;
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &w, sizeof(w));
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &w, sizeof(w));
+}
+
 int net_tcp_listen(const char *address, const struct net_allow *allow, const char *name,
 		   const struct net_limits *limits, struct net_listener *out)
 {
@@ -147,6 +158,8 @@ int net_tcp_listen(const char *address, const struct net_allow *allow, const cha
 		return err;
 	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	int one = 1;
+	if (fd >= 0)
+		set_window(fd, limits);
 	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
 	    bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 64) < 0) {
 		err = -errno;
@@ -245,6 +258,7 @@ int net_tcp_connect(const char *address, const char *name, const struct net_limi
 		freeaddrinfo(ai);
 		return err;
 	}
+	set_window(fd, limits);
 	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0 && errno != EINPROGRESS) {
 		err = -errno;
 		goto fail;

@@ -33,6 +33,7 @@ struct net_limits {
 	struct net_frame_limits frame;
 	uint64_t handshake_ns; /* connect/accept: HELLO both ways */
 	uint32_t shm_ring;     /* shm: bytes of each direction's ring (a power of 2) */
+	uint32_t window;       /* tcp: SO_SNDBUF and SO_RCVBUF (0: the kernel's) */
 };
 
 void net_limits_defaults(struct net_limits *limits);

@@ -140,7 +140,7 @@ static rtaccel_net_link_t *connect_with_chunk(uint32_t chunk)
 	struct rtaccel_net_options o;
 	rtaccel_net_options_default(&o);
 	o.chunk = chunk;
-	o.shm_ring = 1u << 16;
+	o.window = 1u << 16;
 	rtaccel_net_link_t *link;
 	CHECK_EQ(rtaccel_net_connect(address, "sender", &o, 5 * SEC, &link), 0);
 	return link;

@@ -1,0 +1,892 @@
+/* The net layer measured on this machine, each run against its baseline in
+ * the same run. Both ends are threads of this process, joined over the
+ * transport as two processes would be.
+ *
+ *   rtaccel-net-bench overhead [--transport tcp|shm|rdma] [--sizes LIST]
+ *       one transfer at a time, 64 KiB to 32 MiB: the raw transport (the
+ *       transfer as one frame, read by the receiving thread) against the
+ *       flow-control layer (64 KiB chunks through the token, the receive
+ *       thread, a slot and the consumer's wake-up), alternating; one-way
+ *       latency from the send call to the consumer holding the data
+ *   rtaccel-net-bench priority [--transport tcp|shm|rdma] [--sizes LIST]
+ *       a high-priority flow under three lower-priority flows that send
+ *       back to back, all of one size (1 to 32 MiB): raw, each flow on a
+ *       connection of its own as applications without rtaccel would have
+ *       it; flow control, the four flows as channels of one link. Then
+ *       four flows of equal priority taking turns: how often the arrivals
+ *       keep the round-robin order they were sent in
+ *
+ * Each prints one JSON object. Exit 0; 77 when the transport cannot run
+ * here, with the reason. */
+#include "rtaccel/net.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/futex.h"
+#include "net/transport.h"
+
+#define SEC 1000000000ull
+#define MS 1000000ull
+#define MAX_SIZES 16
+#define MAX_SAMPLES 1000
+
+static const char *transport = "tcp";
+
+/* The RDMA device's address (RTACCEL_RDMA_ADDR), loopback otherwise. */
+static const char *rdma_host(void)
+{
+	const char *a = getenv("RTACCEL_RDMA_ADDR");
+	return a && *a ? a : "127.0.0.1";
+}
+static int serial;
+
+/* Senders and consumers run on one CPU, receive threads on another, so
+ * that both paths make the same wake-ups across CPUs in every run (left to
+ * the scheduler, a run's placement decided who paid them). */
+static int sender_cpu, receiver_cpu;
+
+static void pin_self(int cpu)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+/* SCHED_FIFO for the calling thread, where allowed: senders and receivers
+ * of the priority run carry their flow's priority on the CPU as on the
+ * wire, in the raw runs as in the flow-control runs. */
+static bool have_fifo;
+static int rx_priority;
+
+static void fifo_self(int priority)
+{
+	struct sched_param sp = {.sched_priority = priority};
+	if (have_fifo)
+		pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
+}
+
+
+static void die(const char *what, int err)
+{
+	fprintf(stderr, "rtaccel-net-bench: %s: %s\n", what, strerror(-err));
+	exit(1);
+}
+
+/* The priority run's link on tcp: two network namespaces joined by a veth
+ * pair whose sending end is rate-limited (tc tbf), so that the flows share
+ * one bottleneck queue, as applications share a NIC. Loopback has none:
+ * there the CPU is the link, and the CPU scheduler already orders flows of
+ * different priorities. */
+#define NS_A_ADDR "10.203.0.1"
+#define NS_B_ADDR "10.203.0.2"
+static char ns_a[64], ns_b[64];
+static int home_ns = -1;
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...)
+{
+	char cmd[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	return system(cmd);
+}
+
+static void link_down(void)
+{
+	if (!ns_a[0])
+		return;
+	sh("ip netns del %s 2>/dev/null; ip netns del %s 2>/dev/null", ns_a, ns_b);
+	ns_a[0] = 0;
+}
+
+/* 0, or why not. */
+static const char *link_up(const char *rate)
+{
+	int pid = (int)getpid();
+	snprintf(ns_a, sizeof(ns_a), "rtaccel-bench-a-%d", pid);
+	snprintf(ns_b, sizeof(ns_b), "rtaccel-bench-b-%d", pid);
+	atexit(link_down);
+	if (sh("ip netns add %s && ip netns add %s", ns_a, ns_b))
+		return "cannot make network namespaces (needs root and iproute2)";
+	if (sh("ip link add rtbA%d type veth peer name rtbB%d && ip link set rtbA%d netns %s && "
+	       "ip link set rtbB%d netns %s",
+	       pid, pid, pid, ns_a, pid, ns_b))
+		return "cannot make a veth pair";
+	if (sh("ip -n %s addr add " NS_A_ADDR "/24 dev rtbA%d && ip -n %s link set rtbA%d up && "
+	       "ip -n %s link set lo up && ip -n %s addr add " NS_B_ADDR "/24 dev rtbB%d && "
+	       "ip -n %s link set rtbB%d up && ip -n %s link set lo up",
+	       ns_a, pid, ns_a, pid, ns_a, ns_b, pid, ns_b, pid, ns_b))
+		return "cannot address the veth pair";
+	if (sh("tc -n %s qdisc add dev rtbA%d root tbf rate %s burst 64kb latency 20ms", ns_a, pid,
+	       rate))
+		return "cannot rate-limit the link (tc tbf)";
+	home_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	return NULL;
+}
+
+/* Sockets made between enter_ns and leave_ns belong to namespace NAME. */
+static void enter_ns(const char *name)
+{
+	if (home_ns < 0)
+		return;
+	char path[128];
+	snprintf(path, sizeof(path), "/run/netns/%s", name);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || setns(fd, CLONE_NEWNET) < 0)
+		die("setns", -errno);
+	close(fd);
+}
+
+static void leave_ns(void)
+{
+	if (home_ns >= 0 && setns(home_ns, CLONE_NEWNET) < 0)
+		die("setns", -errno);
+}
+
+static void fresh_address(char *out, size_t n)
+{
+	if (home_ns >= 0)
+		snprintf(out, n, "tcp:" NS_B_ADDR ":0");
+	else if (strcmp(transport, "shm") == 0)
+		snprintf(out, n, "shm:bench-%d-%d", (int)getpid(), serial++);
+	else if (strcmp(transport, "rdma") == 0)
+		snprintf(out, n, "rdma:%s:0", rdma_host());
+	else
+		snprintf(out, n, "tcp:127.0.0.1:0");
+}
+
+static const char *allowed(void)
+{
+	static char uid[32];
+	if (strcmp(transport, "shm") == 0) {
+		snprintf(uid, sizeof(uid), "uid:%u", (unsigned)getuid());
+		return uid;
+	}
+	if (strcmp(transport, "rdma") == 0)
+		return rdma_host();
+	return home_ns >= 0 ? NS_A_ADDR : "127.0.0.1";
+}
+
+/* ---- raw transport links ---- */
+
+struct raw_pair {
+	struct net_link tx, rx;
+};
+
+struct raw_accept {
+	struct net_listener *l;
+	struct net_link *out;
+	int err;
+};
+
+static void *raw_accept_one(void *arg)
+{
+	struct raw_accept *a = arg;
+	pin_self(receiver_cpu);
+	a->err = net_accept(a->l, 10 * SEC, a->out, NULL, 0);
+	return NULL;
+}
+
+static void raw_connect_pair(struct raw_pair *p, uint32_t max_chunk)
+{
+	char want[128], address[128];
+	fresh_address(want, sizeof(want));
+	struct net_limits limits;
+	net_limits_defaults(&limits);
+	limits.frame.max_chunk = max_chunk;
+	static char allow_buf[64];
+	snprintf(allow_buf, sizeof(allow_buf), "%s", allowed());
+	struct net_allow allow = {.peers = {allow_buf}, .count = 1};
+	struct net_listener l;
+	enter_ns(ns_b);
+	int err = net_listen(want, &allow, "bench", &limits, &l);
+	leave_ns();
+	if (err)
+		die("listen", err);
+	net_listener_address(&l, want, address, sizeof(address));
+	struct raw_accept a = {.l = &l, .out = &p->rx};
+	pthread_t t;
+	pthread_create(&t, NULL, raw_accept_one, &a);
+	enter_ns(ns_a);
+	err = net_connect(address, "bench", &limits, 10 * SEC, &p->tx);
+	leave_ns();
+	pthread_join(t, NULL);
+	if (err || a.err)
+		die("connect", err ? err : a.err);
+	net_listener_close(&l);
+}
+
+/* ---- flow-control links ---- */
+
+struct flow_accept {
+	rtaccel_net_listener_t *l;
+	rtaccel_net_link_t *link;
+	int err;
+};
+
+static void *flow_accept_one(void *arg)
+{
+	struct flow_accept *a = arg;
+	pin_self(receiver_cpu); /* the link's receive thread inherits it */
+	a->err = rtaccel_net_accept(a->l, 10 * SEC, &a->link, NULL, 0);
+	return NULL;
+}
+
+static void flow_connect_pair(rtaccel_net_link_t **tx, rtaccel_net_link_t **rx)
+{
+	char want[128], address[128];
+	fresh_address(want, sizeof(want));
+	const char *allow[] = {allowed()};
+	struct flow_accept a;
+	struct rtaccel_net_options o;
+	rtaccel_net_options_default(&o);
+	o.rx_priority = rx_priority;
+	enter_ns(ns_b);
+	int err = rtaccel_net_listen(want, allow, 1, "bench", &o, &a.l);
+	leave_ns();
+	if (err)
+		die("listen", err);
+	rtaccel_net_listener_address(a.l, address, sizeof(address));
+	pthread_t t;
+	pthread_create(&t, NULL, flow_accept_one, &a);
+	enter_ns(ns_a);
+	err = rtaccel_net_connect(address, "bench", &o, 10 * SEC, tx);
+	leave_ns();
+	pthread_join(t, NULL);
+	if (err || a.err)
+		die("connect", err ? err : a.err);
+	*rx = a.link;
+	rtaccel_net_listener_close(a.l);
+}
+
+static rtaccel_net_channel_t *open_channel(rtaccel_net_link_t *link, uint32_t id, uint8_t prio,
+					   uint64_t max_size, uint32_t slots)
+{
+	struct rtaccel_net_channel_attr a = {.id = id, .priority = prio, .max_size = max_size,
+					     .slots = slots};
+	rtaccel_net_channel_t *ch;
+	int err = rtaccel_net_channel_open(link, &a, &ch);
+	if (err)
+		die("channel", err);
+	return ch;
+}
+
+/* ---- statistics ---- */
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double pct(uint64_t *v, int n, double p)
+{
+	if (n == 0)
+		return 0;
+	qsort(v, (size_t)n, sizeof(*v), cmp_u64);
+	int i = (int)(p / 100.0 * (n - 1) + 0.5);
+	return (double)v[i] / 1000.0;
+}
+
+static double max_us(const uint64_t *v, int n)
+{
+	uint64_t m = 0;
+	for (int i = 0; i < n; i++)
+		m = v[i] > m ? v[i] : m;
+	return (double)m / 1000.0;
+}
+
+static int parse_sizes(const char *s, uint64_t *out)
+{
+	int n = 0;
+	char *copy = strdup(s), *save = NULL;
+	for (char *tok = strtok_r(copy, ",", &save); tok && n < MAX_SIZES;
+	     tok = strtok_r(NULL, ",", &save)) {
+		char *end;
+		unsigned long long v = strtoull(tok, &end, 10);
+		if (*end == 'K' || *end == 'k')
+			v <<= 10, end++;
+		else if (*end == 'M' || *end == 'm')
+			v <<= 20, end++;
+		if (*end || v == 0 || v > (64ull << 20)) {
+			fprintf(stderr, "rtaccel-net-bench: bad size '%s' (1..64M, K/M suffixes)\n", tok);
+			exit(2);
+		}
+		out[n++] = v;
+	}
+	free(copy);
+	return n;
+}
+
+/* ---- overhead ---- */
+
+struct raw_reader {
+	int priority; /* SCHED_FIFO, in the priority run */
+	struct net_link *link;
+	uint8_t *buf;
+	size_t cap;
+	_Atomic uint32_t count; /* a futex word: the consumer sleeps on it */
+	int err;
+};
+
+/* Reads whole transfers (any number of frames) into BUF; stamps each. */
+static void *raw_read_loop(void *arg)
+{
+	struct raw_reader *r = arg;
+	pin_self(receiver_cpu);
+	if (r->priority)
+		fifo_self(r->priority);
+	for (;;) {
+		struct net_frame f;
+		int err = net_link_recv_header(r->link, &f, 30 * SEC);
+		if (!err)
+			err = net_link_recv_payload(r->link, f.offset + f.length <= r->cap ? r->buf + f.offset : NULL,
+						    f.length, 30 * SEC);
+		if (err) {
+			r->err = err;
+			return NULL;
+		}
+		if (f.flags & NET_FLAG_LAST) {
+			atomic_fetch_add(&r->count, 1);
+			futex_wake((uint32_t *)&r->count, 1, false);
+		}
+	}
+}
+
+static int raw_send(struct net_link *link, const uint8_t *data, uint64_t len, uint32_t chunk,
+		    uint64_t transfer)
+{
+	uint64_t off = 0;
+	do {
+		uint32_t n = len - off < chunk ? (uint32_t)(len - off) : chunk;
+		struct net_frame f = {.type = NET_FRAME_DATA, .channel = 1, .transfer = transfer,
+				      .offset = off, .total = len, .length = n,
+				      .flags = off + n == len ? NET_FLAG_LAST : 0};
+		struct iovec iov = {(void *)(data + off), n};
+		int err = net_link_send(link, &f, &iov, 1, 30 * SEC);
+		if (err)
+			return err;
+		off += n;
+	} while (off < len);
+	return 0;
+}
+
+/* Sleeps until R has WANT transfers, as a consumer woken by its reader
+ * thread: the same hand-over the flow-control layer makes. */
+static void wait_count(struct raw_reader *r, uint64_t want)
+{
+	for (;;) {
+		uint32_t c = atomic_load(&r->count);
+		if (c >= (uint32_t)want)
+			break;
+		if (r->err)
+			die("raw receive", r->err);
+		struct timespec ts = rtaccel_deadline_in(CLOCK_MONOTONIC, 100 * MS);
+		futex_wait((uint32_t *)&r->count, c, false, CLOCK_MONOTONIC, &ts);
+	}
+}
+
+static int overhead(int argc, char **argv)
+{
+	uint64_t sizes[MAX_SIZES];
+	int nsizes = parse_sizes("64K,128K,256K,512K,1M,2M,4M,8M,16M,32M", sizes);
+	for (int i = 0; i < argc; i++)
+		if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc)
+			nsizes = parse_sizes(argv[++i], sizes);
+	uint64_t biggest = 0;
+	for (int i = 0; i < nsizes; i++)
+		biggest = sizes[i] > biggest ? sizes[i] : biggest;
+	uint8_t *data = calloc(1, biggest);
+	struct raw_pair raw;
+	raw_connect_pair(&raw, (uint32_t)(biggest < (16u << 20) ? biggest : (16u << 20)));
+	struct raw_reader reader = {.link = &raw.rx, .buf = malloc(biggest), .cap = biggest};
+	pthread_t rt;
+	pthread_create(&rt, NULL, raw_read_loop, &reader);
+	rtaccel_net_link_t *ftx, *frx;
+	flow_connect_pair(&ftx, &frx);
+	rtaccel_net_channel_t *tx = open_channel(ftx, 1, 10, 0, 0);
+	rtaccel_net_channel_t *rx = open_channel(frx, 1, 0, biggest, 2);
+	printf("{\"transport\": \"%s\", \"chunk\": %u, \"sizes\": [", transport, 64u << 10);
+	uint64_t raw_n = 0, seen = 0;
+	static uint64_t raw_lat[MAX_SAMPLES], flow_lat[MAX_SAMPLES], diff[MAX_SAMPLES];
+	for (int s = 0; s < nsizes; s++) {
+		const uint64_t size = sizes[s];
+		int n = (int)((1024ull << 20) / size);
+		n = n < 20 ? 20 : n > MAX_SAMPLES ? MAX_SAMPLES : n;
+		for (int i = 0; i < n + 2; i++) {
+			/* raw: one frame of the whole transfer */
+			uint64_t t0 = rtaccel_monotonic_ns();
+			int err = raw_send(&raw.tx, data, size, 16u << 20, ++raw_n);
+			if (err)
+				die("raw send", err);
+			wait_count(&reader, raw_n);
+			uint64_t t1 = rtaccel_monotonic_ns(); /* when the consumer has it, as below */
+			/* flow control */
+			uint64_t t2 = rtaccel_monotonic_ns();
+			if ((err = rtaccel_net_send(tx, data, size, 0, 30 * SEC)))
+				die("send", err);
+			struct rtaccel_net_msg m;
+			if ((err = rtaccel_net_take(rx, &seen, 30 * SEC, &m)))
+				die("take", err);
+			uint64_t t3 = rtaccel_monotonic_ns();
+			rtaccel_net_release(&m);
+			if (i >= 2) { /* two to warm up */
+				raw_lat[i - 2] = t1 - t0;
+				flow_lat[i - 2] = t3 - t2;
+				/* the pair's difference, offset to stay unsigned */
+				diff[i - 2] = (t3 - t2) + (1ull << 40) - (t1 - t0);
+			}
+		}
+		/* the median of the pairs' differences: a host stall hits one
+		 * pair, not the whole column */
+		double over = pct(diff, n, 50) - (double)(1ull << 40) / 1000.0;
+		double raw50 = pct(raw_lat, n, 50), flow50 = pct(flow_lat, n, 50);
+		printf("%s\n  {\"size\": %llu, \"samples\": %d, \"raw_p50_us\": %.1f, \"flow_p50_us\": %.1f, "
+		       "\"overhead_us\": %.1f, \"overhead_pct\": %.2f, \"raw_p90_us\": %.1f, \"flow_p90_us\": %.1f}",
+		       s ? "," : "", (unsigned long long)size, n, raw50, flow50, over,
+		       100.0 * over / raw50, pct(raw_lat, n, 90), pct(flow_lat, n, 90));
+		fflush(stdout);
+	}
+	printf("\n]}\n");
+	rtaccel_net_close(ftx);
+	rtaccel_net_close(frx);
+	net_link_shutdown(&raw.rx);
+	pthread_join(rt, NULL);
+	net_link_close(&raw.tx);
+	net_link_close(&raw.rx);
+	return 0;
+}
+
+/* ---- priority ---- */
+
+#define HIGH_SAMPLES 20
+#define FLOWS 4 /* the high one and three below it */
+#define HIGH_PRIORITY 30
+#define BG_PRIORITY 10
+
+static _Atomic bool background_on;
+
+struct bg_raw {
+	int priority;
+	struct net_link *link;
+	const uint8_t *data;
+	uint64_t size;
+	pthread_t t;
+};
+
+static void *bg_raw_loop(void *arg)
+{
+	struct bg_raw *b = arg;
+	fifo_self(b->priority);
+	for (uint64_t k = 1; atomic_load(&background_on); k++)
+		if (raw_send(b->link, b->data, b->size, 64u << 10, k))
+			break;
+	return NULL;
+}
+
+struct bg_flow {
+	int priority;
+	rtaccel_net_channel_t *ch;
+	const uint8_t *data;
+	uint64_t size;
+	pthread_t t;
+};
+
+static void *bg_flow_loop(void *arg)
+{
+	struct bg_flow *b = arg;
+	fifo_self(b->priority);
+	while (atomic_load(&background_on))
+		if (rtaccel_net_send(b->ch, b->data, b->size, 0, 30 * SEC))
+			break;
+	return NULL;
+}
+
+/* A pause of 0-3 ms between the high flow's transfers, so that they meet
+ * the background flows at every phase. */
+static void gap(unsigned *seed)
+{
+	rtaccel_sleep_ns((uint64_t)(rand_r(seed) % 3000) * 1000);
+}
+
+static void measure_raw(const uint8_t *data, uint64_t size, bool loaded, uint64_t *lat)
+{
+	struct raw_pair pairs[FLOWS];
+	struct raw_reader readers[FLOWS];
+	pthread_t rts[FLOWS];
+	struct bg_raw bg[FLOWS];
+	for (int f = 0; f < FLOWS; f++) {
+		raw_connect_pair(&pairs[f], 64u << 10);
+		readers[f] = (struct raw_reader){.link = &pairs[f].rx, .buf = malloc(size), .cap = size,
+						 .priority = f ? BG_PRIORITY : HIGH_PRIORITY};
+		pthread_create(&rts[f], NULL, raw_read_loop, &readers[f]);
+	}
+	atomic_store(&background_on, true);
+	for (int f = 1; loaded && f < FLOWS; f++) {
+		bg[f] = (struct bg_raw){.link = &pairs[f].tx, .data = data, .size = size,
+					.priority = BG_PRIORITY + FLOWS - f};
+		pthread_create(&bg[f].t, NULL, bg_raw_loop, &bg[f]);
+	}
+	unsigned seed = 1;
+	for (int i = 0; i < HIGH_SAMPLES + 1; i++) {
+		gap(&seed);
+		uint64_t t0 = rtaccel_monotonic_ns();
+		int err = raw_send(&pairs[0].tx, data, size, 64u << 10, (uint64_t)i + 1);
+		if (err)
+			die("raw send", err);
+		wait_count(&readers[0], (uint64_t)i + 1);
+		uint64_t t1 = rtaccel_monotonic_ns();
+		if (i)
+			lat[i - 1] = t1 - t0;
+	}
+	atomic_store(&background_on, false);
+	for (int f = 1; loaded && f < FLOWS; f++)
+		pthread_join(bg[f].t, NULL);
+	for (int f = 0; f < FLOWS; f++) {
+		net_link_shutdown(&pairs[f].rx);
+		pthread_join(rts[f], NULL);
+		net_link_close(&pairs[f].tx);
+		net_link_close(&pairs[f].rx);
+		free(readers[f].buf);
+	}
+}
+
+static void measure_flow(const uint8_t *data, uint64_t size, bool loaded, uint64_t *lat)
+{
+	rtaccel_net_link_t *tx, *rx;
+	flow_connect_pair(&tx, &rx);
+	rtaccel_net_channel_t *txc[FLOWS], *rxc[FLOWS];
+	for (int f = 0; f < FLOWS; f++) {
+		txc[f] = open_channel(tx, (uint32_t)f + 1, (uint8_t)(f ? FLOWS - f : 100), 0, 0);
+		rxc[f] = open_channel(rx, (uint32_t)f + 1, 0, size, 2);
+	}
+	struct bg_flow bg[FLOWS];
+	atomic_store(&background_on, true);
+	for (int f = 1; loaded && f < FLOWS; f++) {
+		bg[f] = (struct bg_flow){.ch = txc[f], .data = data, .size = size,
+					 .priority = BG_PRIORITY + FLOWS - f};
+		pthread_create(&bg[f].t, NULL, bg_flow_loop, &bg[f]);
+	}
+	unsigned seed = 1;
+	uint64_t seen = 0;
+	for (int i = 0; i < HIGH_SAMPLES + 1; i++) {
+		gap(&seed);
+		uint64_t t0 = rtaccel_monotonic_ns();
+		int err = rtaccel_net_send(txc[0], data, size, 0, 30 * SEC);
+		if (err)
+			die("send", err);
+		struct rtaccel_net_msg m;
+		if ((err = rtaccel_net_take(rxc[0], &seen, 30 * SEC, &m)))
+			die("take", err);
+		uint64_t t1 = rtaccel_monotonic_ns();
+		rtaccel_net_release(&m);
+		if (i)
+			lat[i - 1] = t1 - t0;
+	}
+	atomic_store(&background_on, false);
+	for (int f = 1; loaded && f < FLOWS; f++)
+		pthread_join(bg[f].t, NULL);
+	rtaccel_net_close(tx);
+	rtaccel_net_close(rx);
+}
+
+/* Fig. 12: four flows of equal priority, each sending ROUNDS transfers in
+ * turn; the share of arrivals that keep the turn order (the arrival four
+ * places back came from the same flow). */
+struct turn {
+	int flow;
+	rtaccel_net_channel_t *ch;
+	struct net_link *link;
+	const uint8_t *data;
+	uint64_t size;
+	pthread_t t;
+};
+
+static pthread_barrier_t turn_start;
+#define ROUNDS 64
+
+static _Atomic uint64_t issued;
+
+/* Each transfer carries the order in which it was issued, across flows. */
+static void *turn_flow(void *arg)
+{
+	struct turn *t = arg;
+	uint8_t *data = malloc(t->size);
+	memcpy(data, t->data, t->size);
+	pthread_barrier_wait(&turn_start);
+	for (int k = 0; k < ROUNDS; k++) {
+		uint64_t order = atomic_fetch_add(&issued, 1);
+		memcpy(data, &order, sizeof(order));
+		int err = t->ch ? rtaccel_net_send(t->ch, data, t->size, 0, 30 * SEC)
+				: raw_send(t->link, data, t->size, 64u << 10, (uint64_t)k + 1);
+		if (err)
+			die("send", err);
+	}
+	free(data);
+	return NULL;
+}
+
+struct arrival_log {
+	_Atomic int n;
+	uint64_t order[FLOWS * ROUNDS]; /* issue order, in arrival order */
+};
+
+/* A frame off the wire; a transfer's first frame gives its issue order. */
+static int read_frame(struct net_link *link, struct net_frame *f, uint64_t *order)
+{
+	static _Thread_local uint8_t buf[1u << 20];
+	int err = net_link_recv_header(link, f, 30 * SEC);
+	if (!err)
+		err = net_link_recv_payload(link, f->length <= sizeof(buf) ? buf : NULL, f->length,
+					    30 * SEC);
+	if (!err && f->offset == 0 && f->length >= sizeof(*order))
+		memcpy(order, buf, sizeof(*order));
+	return err;
+}
+
+struct logged_reader {
+	struct raw_reader r;
+	struct arrival_log *log;
+	int flow;
+};
+
+static void *logged_read_loop(void *arg)
+{
+	struct logged_reader *lr = arg;
+	pin_self(receiver_cpu);
+	for (int k = 0; k < ROUNDS; k++) {
+		struct net_frame f;
+		uint64_t order = 0;
+		do {
+			if (read_frame(lr->r.link, &f, &order))
+				die("raw receive", -EPROTO);
+		} while (!(f.flags & NET_FLAG_LAST));
+		lr->log->order[atomic_fetch_add(&lr->log->n, 1)] = order;
+	}
+	return NULL;
+}
+
+/* The share of transfers that arrived after every transfer issued before
+ * them. */
+static double in_order_pct(const struct arrival_log *log)
+{
+	int kept = 0, n = atomic_load(&log->n);
+	for (int i = 0; i < n; i++) {
+		bool ok = true;
+		for (int j = i + 1; j < n && ok; j++)
+			ok = log->order[j] > log->order[i];
+		kept += ok;
+	}
+	return n ? 100.0 * kept / n : 0;
+}
+
+/* Logs, as the wire delivers them, the last frames of FLOWS x ROUNDS
+ * transfers arriving on one link, whatever their channel. */
+static void *wire_log_loop(void *arg)
+{
+	struct logged_reader *lr = arg;
+	pin_self(receiver_cpu);
+	uint64_t order[FLOWS + 1] = {0};
+	while (atomic_load(&lr->log->n) < FLOWS * ROUNDS) {
+		struct net_frame f;
+		uint64_t o = 0;
+		if (read_frame(lr->r.link, &f, &o))
+			die("receive", -EPROTO);
+		uint32_t c = f.channel <= FLOWS ? f.channel : 0;
+		if (f.offset == 0)
+			order[c] = o;
+		if (f.flags & NET_FLAG_LAST)
+			lr->log->order[atomic_fetch_add(&lr->log->n, 1)] = order[c];
+	}
+	return NULL;
+}
+
+/* Fig. 12's order, read off the wire: raw, each flow on its own connection;
+ * flow control, the flows as channels of one link. */
+static double turns(const uint8_t *data, uint64_t size, bool flow)
+{
+	static struct arrival_log log;
+	atomic_store(&log.n, 0);
+	atomic_store(&issued, 0);
+	struct turn t[FLOWS];
+	pthread_barrier_init(&turn_start, NULL, FLOWS);
+	if (flow) {
+		struct raw_pair wire; /* its tx end is not used: the flow link sends */
+		char want[128], address[128];
+		fresh_address(want, sizeof(want));
+		struct net_limits limits;
+		net_limits_defaults(&limits);
+		static char allow_buf[64];
+		snprintf(allow_buf, sizeof(allow_buf), "%s", allowed());
+		struct net_allow allow = {.peers = {allow_buf}, .count = 1};
+		struct net_listener l;
+		enter_ns(ns_b);
+		int err = net_listen(want, &allow, "wire", &limits, &l);
+		leave_ns();
+		if (err)
+			die("listen", err);
+		net_listener_address(&l, want, address, sizeof(address));
+		struct raw_accept a = {.l = &l, .out = &wire.rx};
+		pthread_t at;
+		pthread_create(&at, NULL, raw_accept_one, &a);
+		rtaccel_net_link_t *tx;
+		enter_ns(ns_a);
+		err = rtaccel_net_connect(address, "bench", NULL, 10 * SEC, &tx);
+		leave_ns();
+		pthread_join(at, NULL);
+		if (err || a.err)
+			die("connect", err ? err : a.err);
+		net_listener_close(&l);
+		struct logged_reader lr = {.r = {.link = &wire.rx}, .log = &log};
+		pthread_t rt;
+		pthread_create(&rt, NULL, wire_log_loop, &lr);
+		for (int f = 0; f < FLOWS; f++) {
+			t[f] = (struct turn){.flow = f, .ch = open_channel(tx, (uint32_t)f + 1, 5, 0, 0),
+					     .data = data, .size = size};
+			pthread_create(&t[f].t, NULL, turn_flow, &t[f]);
+		}
+		for (int f = 0; f < FLOWS; f++)
+			pthread_join(t[f].t, NULL);
+		pthread_join(rt, NULL);
+		rtaccel_net_close(tx);
+		net_link_close(&wire.rx);
+	} else {
+		struct raw_pair pairs[FLOWS];
+		struct logged_reader readers[FLOWS];
+		pthread_t rts[FLOWS];
+		for (int f = 0; f < FLOWS; f++) {
+			raw_connect_pair(&pairs[f], 64u << 10);
+			readers[f] = (struct logged_reader){.r = {.link = &pairs[f].rx}, .log = &log, .flow = f};
+			pthread_create(&rts[f], NULL, logged_read_loop, &readers[f]);
+			t[f] = (struct turn){.flow = f, .link = &pairs[f].tx, .data = data, .size = size};
+		}
+		for (int f = 0; f < FLOWS; f++)
+			pthread_create(&t[f].t, NULL, turn_flow, &t[f]);
+		for (int f = 0; f < FLOWS; f++) {
+			pthread_join(t[f].t, NULL);
+			pthread_join(rts[f], NULL);
+			net_link_close(&pairs[f].tx);
+			net_link_close(&pairs[f].rx);
+		}
+	}
+	pthread_barrier_destroy(&turn_start);
+	return in_order_pct(&log);
+}
+
+static int priority(int argc, char **argv)
+{
+	uint64_t sizes[MAX_SIZES];
+	int nsizes = parse_sizes("1M,2M,4M,8M,16M,32M", sizes);
+	const char *rate = "1gbit";
+	for (int i = 0; i < argc; i++)
+		if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc)
+			nsizes = parse_sizes(argv[++i], sizes);
+		else if (strcmp(argv[i], "--rate") == 0 && i + 1 < argc)
+			rate = argv[++i];
+	if (strcmp(transport, "tcp") == 0 && strcmp(rate, "none") != 0) {
+		const char *why = link_up(rate);
+		if (why) {
+			printf("rtaccel-net-bench: skipped: %s\n", why);
+			return 77;
+		}
+	} else {
+		rate = "none";
+	}
+	uint64_t biggest = 0;
+	for (int i = 0; i < nsizes; i++)
+		biggest = sizes[i] > biggest ? sizes[i] : biggest;
+	uint8_t *data = calloc(1, biggest);
+	static uint64_t lat[HIGH_SAMPLES];
+	struct sched_param sp = {.sched_priority = HIGH_PRIORITY};
+	have_fifo = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0;
+	rx_priority = have_fifo ? HIGH_PRIORITY : 0;
+	/* one chunk alone: the most a high transfer waits for a lower one */
+	uint64_t chunk_lat[HIGH_SAMPLES];
+	measure_flow(data, 64u << 10, false, chunk_lat);
+	double chunk_us = pct(chunk_lat, HIGH_SAMPLES, 50);
+	printf("{\"transport\": \"%s\", \"chunk\": %u, \"chunk_us\": %.1f, \"samples\": %d, "
+	       "\"sched_fifo\": %s, \"link_rate\": \"%s\", \"sizes\": [",
+	       transport, 64u << 10, chunk_us, HIGH_SAMPLES, have_fifo ? "true" : "false", rate);
+	for (int s = 0; s < nsizes; s++) {
+		measure_flow(data, sizes[s], false, lat);
+		double solo = pct(lat, HIGH_SAMPLES, 50);
+		measure_raw(data, sizes[s], true, lat);
+		double raw_max = max_us(lat, HIGH_SAMPLES), raw_min = pct(lat, HIGH_SAMPLES, 0),
+		       raw50 = pct(lat, HIGH_SAMPLES, 50);
+		measure_flow(data, sizes[s], true, lat);
+		double flow_max = max_us(lat, HIGH_SAMPLES), flow_min = pct(lat, HIGH_SAMPLES, 0),
+		       flow50 = pct(lat, HIGH_SAMPLES, 50);
+		printf("%s\n  {\"size\": %llu, \"solo_us\": %.1f, \"chunk_us\": %.1f, "
+		       "\"raw_min_us\": %.1f, \"raw_p50_us\": %.1f, \"raw_max_us\": %.1f, "
+		       "\"flow_min_us\": %.1f, \"flow_p50_us\": %.1f, \"flow_max_us\": %.1f}",
+		       s ? "," : "", (unsigned long long)sizes[s], solo, chunk_us, raw_min, raw50,
+		       raw_max, flow_min, flow50, flow_max);
+		fflush(stdout);
+	}
+	struct sched_param other = {0};
+	pthread_setschedparam(pthread_self(), SCHED_OTHER, &other); /* the flows are equals now */
+	rx_priority = 0;
+	double raw_turns = turns(data, 256u << 10, false), flow_turns = turns(data, 256u << 10, true);
+	printf("\n], \"equal_priority\": {\"flows\": %d, \"transfers_each\": %d, \"size\": %u, "
+	       "\"raw_in_order_pct\": %.1f, \"flow_in_order_pct\": %.1f}}\n",
+	       FLOWS, ROUNDS, 256u << 10, raw_turns, flow_turns);
+	return 0;
+}
+
+static int usage(void)
+{
+	fprintf(stderr, "usage: rtaccel-net-bench overhead|priority [--transport tcp|shm|rdma] "
+			"[--sizes LIST] [--rate RATE|none]\n");
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		return usage();
+	for (int i = 2; i < argc; i++) {
+		if (strcmp(argv[i], "--transport") == 0 && i + 1 < argc) {
+			transport = argv[++i];
+			if (strcmp(transport, "tcp") && strcmp(transport, "shm") && strcmp(transport, "rdma"))
+				return usage();
+		} else if ((strcmp(argv[i], "--sizes") == 0 || strcmp(argv[i], "--rate") == 0) &&
+			   i + 1 < argc) {
+			i++;
+		} else {
+			return usage();
+		}
+	}
+	receiver_cpu = sysconf(_SC_NPROCESSORS_ONLN) > 1 ? 1 : 0;
+	pin_self(sender_cpu);
+	if (strcmp(transport, "rdma") == 0) {
+		rtaccel_net_listener_t *l;
+		char want[128];
+		fresh_address(want, sizeof(want));
+		const char *allow[] = {allowed()};
+		int err = rtaccel_net_listen(want, allow, 1, "probe", NULL, &l);
+		if (err) {
+			printf("rtaccel-net-bench: skipped: no RDMA here (%s: %s)\n", want, strerror(-err));
+			return 77;
+		}
+		rtaccel_net_listener_close(l);
+	}
+	if (strcmp(argv[1], "overhead") == 0)
+		return overhead(argc - 2, argv + 2);
+	if (strcmp(argv[1], "priority") == 0)
+		return priority(argc - 2, argv + 2);
+	return usage();
+}
