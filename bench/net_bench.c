@@ -2,13 +2,16 @@
  * the same run. Both ends are threads of this process, joined over the
  * transport as two processes would be.
  *
- *   rtaccel-net-bench overhead [--transport tcp|shm|rdma] [--sizes LIST]
+ *   rtaccel-net-bench overhead [--transport tcp|shm|rdma] [--sizes LIST] [--rate R]
  *       one transfer at a time, 64 KiB to 32 MiB: the raw transport (the
  *       transfer as one frame, read by the receiving thread) against the
  *       flow-control layer (64 KiB chunks through the token, the receive
  *       thread, a slot and the consumer's wake-up), alternating; one-way
- *       latency from the send call to the consumer holding the data
- *   rtaccel-net-bench priority [--transport tcp|shm|rdma] [--sizes LIST]
+ *       latency from the send call to the consumer holding the data; the
+ *       raw link has the flow-control link's window, and a third link the
+ *       kernel's own socket buffers (what the window costs). tcp runs on
+ *       loopback, or with --rate over the priority run's veth link
+ *   rtaccel-net-bench priority [--transport tcp|shm|rdma] [--sizes LIST] [--rate R]
  *       a high-priority flow under three lower-priority flows that send
  *       back to back, all of one size (1 to 32 MiB): raw, each flow on a
  *       connection of its own as applications without rtaccel would have
@@ -201,13 +204,25 @@ static void *raw_accept_one(void *arg)
 	return NULL;
 }
 
+/* A raw link with the socket buffers (tcp) or ring (shm) the flow-control
+ * link gets by default, or with the kernel's and the transport's own
+ * (UNBOUNDED). */
+static void raw_connect_pair_window(struct raw_pair *p, uint32_t max_chunk, bool unbounded);
+
 static void raw_connect_pair(struct raw_pair *p, uint32_t max_chunk)
+{
+	raw_connect_pair_window(p, max_chunk, true);
+}
+
+static void raw_connect_pair_window(struct raw_pair *p, uint32_t max_chunk, bool unbounded)
 {
 	char want[128], address[128];
 	fresh_address(want, sizeof(want));
 	struct net_limits limits;
 	net_limits_defaults(&limits);
 	limits.frame.max_chunk = max_chunk;
+	if (!unbounded)
+		limits.window = 2 * (64u << 10); /* as rtaccel_net_options_default leaves it */
 	static char allow_buf[64];
 	snprintf(allow_buf, sizeof(allow_buf), "%s", allowed());
 	struct net_allow allow = {.peers = {allow_buf}, .count = 1};
@@ -404,28 +419,49 @@ static int overhead(int argc, char **argv)
 {
 	uint64_t sizes[MAX_SIZES];
 	int nsizes = parse_sizes("64K,128K,256K,512K,1M,2M,4M,8M,16M,32M", sizes);
+	const char *rate = "none";
 	for (int i = 0; i < argc; i++)
 		if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc)
 			nsizes = parse_sizes(argv[++i], sizes);
+		else if (strcmp(argv[i], "--rate") == 0 && i + 1 < argc)
+			rate = argv[++i];
+	if (strcmp(transport, "tcp") == 0 && strcmp(rate, "none") != 0) {
+		const char *why = link_up(rate);
+		if (why) {
+			printf("rtaccel-net-bench: skipped: %s\n", why);
+			return 77;
+		}
+	} else {
+		rate = "none";
+	}
 	uint64_t biggest = 0;
 	for (int i = 0; i < nsizes; i++)
 		biggest = sizes[i] > biggest ? sizes[i] : biggest;
 	uint8_t *data = calloc(1, biggest);
-	struct raw_pair raw;
-	raw_connect_pair(&raw, (uint32_t)(biggest < (16u << 20) ? biggest : (16u << 20)));
+	/* raw: the same window as the flow-control link; open: the kernel's
+	 * socket buffers, what the window costs in throughput */
+	struct raw_pair raw, open_raw;
+	const uint32_t one_frame = (uint32_t)(biggest < (16u << 20) ? biggest : (16u << 20));
+	raw_connect_pair_window(&raw, one_frame, false);
+	raw_connect_pair_window(&open_raw, one_frame, true);
 	struct raw_reader reader = {.link = &raw.rx, .buf = malloc(biggest), .cap = biggest};
-	pthread_t rt;
+	struct raw_reader open_reader = {.link = &open_raw.rx, .buf = malloc(biggest), .cap = biggest};
+	pthread_t rt, ort;
 	pthread_create(&rt, NULL, raw_read_loop, &reader);
+	pthread_create(&ort, NULL, raw_read_loop, &open_reader);
 	rtaccel_net_link_t *ftx, *frx;
 	flow_connect_pair(&ftx, &frx);
 	rtaccel_net_channel_t *tx = open_channel(ftx, 1, 10, 0, 0);
 	rtaccel_net_channel_t *rx = open_channel(frx, 1, 0, biggest, 2);
-	printf("{\"transport\": \"%s\", \"chunk\": %u, \"sizes\": [", transport, 64u << 10);
+	printf("{\"transport\": \"%s\", \"link_rate\": \"%s\", \"chunk\": %u, \"window\": %u, "
+	       "\"sizes\": [", transport, rate, 64u << 10,
+	       strcmp(transport, "shm") == 0 ? 4u << 20 : 2 * (64u << 10));
 	uint64_t raw_n = 0, seen = 0;
-	static uint64_t raw_lat[MAX_SAMPLES], flow_lat[MAX_SAMPLES], diff[MAX_SAMPLES];
+	static uint64_t raw_lat[MAX_SAMPLES], flow_lat[MAX_SAMPLES], diff[MAX_SAMPLES],
+		open_lat[MAX_SAMPLES];
 	for (int s = 0; s < nsizes; s++) {
 		const uint64_t size = sizes[s];
-		int n = (int)((1024ull << 20) / size);
+		int n = (int)((strcmp(rate, "none") ? 64ull << 20 : 1024ull << 20) / size);
 		n = n < 20 ? 20 : n > MAX_SAMPLES ? MAX_SAMPLES : n;
 		for (int i = 0; i < n + 2; i++) {
 			/* raw: one frame of the whole transfer */
@@ -435,6 +471,11 @@ static int overhead(int argc, char **argv)
 				die("raw send", err);
 			wait_count(&reader, raw_n);
 			uint64_t t1 = rtaccel_monotonic_ns(); /* when the consumer has it, as below */
+			uint64_t t4 = rtaccel_monotonic_ns();
+			if ((err = raw_send(&open_raw.tx, data, size, 16u << 20, raw_n)))
+				die("raw send", err);
+			wait_count(&open_reader, raw_n);
+			uint64_t t5 = rtaccel_monotonic_ns();
 			/* flow control */
 			uint64_t t2 = rtaccel_monotonic_ns();
 			if ((err = rtaccel_net_send(tx, data, size, 0, 30 * SEC)))
@@ -447,6 +488,7 @@ static int overhead(int argc, char **argv)
 			if (i >= 2) { /* two to warm up */
 				raw_lat[i - 2] = t1 - t0;
 				flow_lat[i - 2] = t3 - t2;
+				open_lat[i - 2] = t5 - t4;
 				/* the pair's difference, offset to stay unsigned */
 				diff[i - 2] = (t3 - t2) + (1ull << 40) - (t1 - t0);
 			}
@@ -456,18 +498,24 @@ static int overhead(int argc, char **argv)
 		double over = pct(diff, n, 50) - (double)(1ull << 40) / 1000.0;
 		double raw50 = pct(raw_lat, n, 50), flow50 = pct(flow_lat, n, 50);
 		printf("%s\n  {\"size\": %llu, \"samples\": %d, \"raw_p50_us\": %.1f, \"flow_p50_us\": %.1f, "
-		       "\"overhead_us\": %.1f, \"overhead_pct\": %.2f, \"raw_p90_us\": %.1f, \"flow_p90_us\": %.1f}",
+		       "\"overhead_us\": %.1f, \"overhead_pct\": %.2f, \"raw_p90_us\": %.1f, \"flow_p90_us\": %.1f, "
+		       "\"raw_open_p50_us\": %.1f}",
 		       s ? "," : "", (unsigned long long)size, n, raw50, flow50, over,
-		       100.0 * over / raw50, pct(raw_lat, n, 90), pct(flow_lat, n, 90));
+		       100.0 * over / raw50, pct(raw_lat, n, 90), pct(flow_lat, n, 90),
+		       pct(open_lat, n, 50));
 		fflush(stdout);
 	}
 	printf("\n]}\n");
 	rtaccel_net_close(ftx);
 	rtaccel_net_close(frx);
 	net_link_shutdown(&raw.rx);
+	net_link_shutdown(&open_raw.rx);
 	pthread_join(rt, NULL);
+	pthread_join(ort, NULL);
 	net_link_close(&raw.tx);
 	net_link_close(&raw.rx);
+	net_link_close(&open_raw.tx);
+	net_link_close(&open_raw.rx);
 	return 0;
 }
 

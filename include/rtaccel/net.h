@@ -71,16 +71,18 @@ struct rtaccel_net_options {
 	uint64_t max_transfer;	    /* the largest transfer a receiver accepts */
 	uint64_t handshake_ns;	    /* the HELLO exchange of connect and accept */
 	uint32_t window;	    /* bytes the transport may hold ahead of the
-				       receiver (0: two chunks); see below */
+				       receiver (0: see below) */
 	int rx_priority;	    /* SCHED_FIFO priority of the receive thread; 0: none */
 };
 
-/* chunk 64 KiB, max_transfer 256 MiB, handshake 5 s, window two chunks.
+/* chunk 64 KiB, max_transfer 256 MiB, handshake 5 s, window 0.
  *
  * The window bounds what a higher-priority transfer finds queued below the
  * flow-control layer: the kernel's socket buffers on tcp (SO_SNDBUF and
  * SO_RCVBUF), the ring on shm (rounded up to a power of 2), outstanding
- * sends on rdma. Larger windows stream faster and block longer. */
+ * sends on rdma. Larger windows stream faster and block longer. 0 means
+ * two chunks on tcp and rdma, and a 4 MiB ring on shm (memory drains it in
+ * well under a millisecond). */
 RTACCEL_API void rtaccel_net_options_default(struct rtaccel_net_options *o);
 
 /* Listens on ADDRESS (a tcp: or rdma: port 0 picks one; see

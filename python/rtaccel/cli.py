@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -316,17 +317,87 @@ def cmd_bench_gang_dnn(args) -> int:
     return 0
 
 
-def _regulator_bench(what: str, extra: list[str]) -> tuple[int, dict | None]:
-    """Runs one experiment of rtaccel-regulator-bench; (exit status, its JSON)."""
-    proc = subprocess.run([str(accel.binary("rtaccel-regulator-bench")), what, *extra],
-                          capture_output=True, text=True)
+def _tool_json(tool: str, what: str, extra: list[str]) -> tuple[int, dict | None]:
+    """Runs one experiment of a benchmark program that prints one JSON
+    object; (exit status, the object). 77: it cannot run here, and said why."""
+    proc = subprocess.run([str(accel.binary(tool)), what, *extra], capture_output=True, text=True)
     if proc.returncode == 77:
-        print(f"rtaccel: {proc.stderr.strip()}", file=sys.stderr)
+        print(f"rtaccel: {(proc.stderr or proc.stdout).strip()}", file=sys.stderr)
         return 77, None
     if proc.returncode != 0:
-        print(f"rtaccel: rtaccel-regulator-bench {what} failed: {proc.stderr.strip()}", file=sys.stderr)
+        print(f"rtaccel: {tool} {what} failed: {proc.stderr.strip()}", file=sys.stderr)
         return 1, None
     return 0, json.loads(proc.stdout)
+
+
+def _regulator_bench(what: str, extra: list[str]) -> tuple[int, dict | None]:
+    return _tool_json("rtaccel-regulator-bench", what, extra)
+
+
+def cmd_bench_net_overhead(args) -> int:
+    """The flow-control layer against its raw transport, transfer by
+    transfer."""
+    extra = ["--transport", args.transport, "--rate", args.rate] + \
+        (["--sizes", args.sizes] if args.sizes else [])
+    rc, result = _tool_json("rtaccel-net-bench", "overhead", extra)
+    if rc:
+        return rc
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return 0
+    print(f"one transfer at a time over {result['transport']} (link {result['link_rate']}), one-way, "
+          f"sender to consumer; chunk {result['chunk'] >> 10} KiB, window {result['window'] >> 10} KiB; "
+          "overhead: median of paired differences")
+    print(f"{'size':>8} {'raw p50 us':>11} {'flow p50 us':>12} {'overhead us':>12} {'%':>7} "
+          f"{'raw, open window':>17}")
+    for r in result["sizes"]:
+        print(f"{_size_label(r['size']):>8} {r['raw_p50_us']:11.1f} {r['flow_p50_us']:12.1f} "
+              f"{r['overhead_us']:12.1f} {r['overhead_pct']:7.2f} {r['raw_open_p50_us']:17.1f}")
+    return 0
+
+
+def cmd_bench_net_priority(args) -> int:
+    """A high-priority flow under three lower ones, raw and with flow
+    control (Fig. 13), and the order of equal-priority flows (Fig. 12)."""
+    extra = ["--transport", args.transport, "--rate", args.rate] + \
+        (["--sizes", args.sizes] if args.sizes else [])
+    rc, result = _tool_json("rtaccel-net-bench", "priority", extra)
+    if rc:
+        return rc
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return 0
+    print(f"high-priority transfer under three lower-priority flows, {result['transport']}, "
+          f"link {result['link_rate']}, {result['samples']} samples; one {result['chunk'] >> 10} KiB "
+          f"chunk alone: {result['chunk_us']:.0f} us")
+    print(f"{'size':>8} {'solo ms':>8} {'raw min':>8} {'raw p50':>8} {'raw max':>8} "
+          f"{'flow min':>9} {'flow p50':>9} {'flow max':>9}")
+    for r in result["sizes"]:
+        print(f"{_size_label(r['size']):>8} {r['solo_us'] / 1e3:8.2f} {r['raw_min_us'] / 1e3:8.2f} "
+              f"{r['raw_p50_us'] / 1e3:8.2f} {r['raw_max_us'] / 1e3:8.2f} {r['flow_min_us'] / 1e3:9.2f} "
+              f"{r['flow_p50_us'] / 1e3:9.2f} {r['flow_max_us'] / 1e3:9.2f}")
+    eq = result["equal_priority"]
+    print(f"{eq['flows']} flows of equal priority, {eq['transfers_each']} transfers each: arrived in the "
+          f"order sent: raw {eq['raw_in_order_pct']:.1f}%, flow control {eq['flow_in_order_pct']:.1f}%")
+    return 0
+
+
+def _size_label(n: int) -> str:
+    for unit, shift in (("M", 20), ("K", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return str(n)
+
+
+def _sizes(text: str) -> str:
+    for tok in text.split(","):
+        m = re.fullmatch(r"([1-9][0-9]*)([KkMm]?)", tok)
+        if not m:
+            raise argparse.ArgumentTypeError(f"expected sizes like 64K,1M,32M separated by commas, got {text!r}")
+        n = int(m.group(1)) << {"": 0, "k": 10, "m": 20}[m.group(2).lower()]
+        if n > 64 << 20:
+            raise argparse.ArgumentTypeError(f"size {tok} is larger than 64M")
+    return text
 
 
 def cmd_bench_regulator(args) -> int:
@@ -670,6 +741,26 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true",
                    help="print JSON (onset_p50_us, onset_p99_us, budget_ratio, ...)")
     b.set_defaults(func=cmd_bench_regulator)
+    b = bsub.add_parser("net-overhead", help="the net layer's flow control against its raw transport, "
+                                             "64 KiB to 32 MiB, one transfer at a time")
+    b.add_argument("--transport", choices=("tcp", "shm", "rdma"), default="tcp", help="transport (tcp)")
+    b.add_argument("--sizes", type=_sizes, help="transfer sizes (64K,128K,...,32M)")
+    b.add_argument("--rate", default="none",
+                   help="tcp: 'none' for loopback, or the rate of a veth link between two namespaces "
+                        "as tc writes it (none)")
+    b.add_argument("--json", action="store_true",
+                   help="print JSON (per size: raw_p50_us, flow_p50_us, overhead_us)")
+    b.set_defaults(func=cmd_bench_net_overhead)
+    b = bsub.add_parser("net-priority", help="a high-priority flow under three lower ones, raw and with "
+                                             "flow control; equal-priority order (RDMA paper Fig. 12/13)")
+    b.add_argument("--transport", choices=("tcp", "shm", "rdma"), default="tcp", help="transport (tcp)")
+    b.add_argument("--rate", default="1gbit",
+                   help="tcp: the rate of the veth link between two namespaces, as tc writes it, or "
+                        "'none' for loopback (1gbit)")
+    b.add_argument("--sizes", type=_sizes, help="transfer sizes (1M,2M,...,32M)")
+    b.add_argument("--json", action="store_true",
+                   help="print JSON (per size: raw_max_us, flow_max_us, solo_us, chunk_us)")
+    b.set_defaults(func=cmd_bench_net_priority)
     b = bsub.add_parser("tfs", help="a memory-bound and a CPU-bound best-effort task on a throttled "
                                     "core under CFS and TFS rho=1, 3 (BWLOCK++ Fig. 5/6)")
     b.add_argument("--duration", type=_seconds, default=5.0, help="seconds per scheduler (5)")

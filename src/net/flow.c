@@ -145,12 +145,15 @@ static void limits_of(const struct rtaccel_net_options *o, struct net_limits *l)
 	l->frame.max_chunk = o->chunk;
 	l->frame.max_transfer = o->max_transfer;
 	l->handshake_ns = o->handshake_ns;
-	uint64_t window = o->window ? o->window : 2ull * o->chunk;
-	l->window = (uint32_t)window;
-	uint32_t ring = 4096;
-	while (ring < window && ring < (1u << 30))
-		ring <<= 1;
-	l->shm_ring = ring;
+	/* tcp and rdma: two chunks unless told; shm: a 4 MiB ring unless told,
+	 * as memory drains it in well under a millisecond */
+	l->window = o->window ? o->window : 2 * o->chunk;
+	if (o->window) {
+		uint32_t ring = 4096;
+		while (ring < o->window && ring < (1u << 30))
+			ring <<= 1;
+		l->shm_ring = ring;
+	}
 }
 
 static int pi_mutex_init(pthread_mutex_t *m)
