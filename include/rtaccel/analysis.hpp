@@ -165,6 +165,54 @@ struct BwlockTaskResult {
 std::vector<BwlockTaskResult> analyze_bwlock_tasks(const std::vector<BwlockTask>& tasks,
                                                    Horizon horizon = Horizon::kPeriod);
 
+// ---- Transfers on a flow-controlled link (net layer) -----------------------
+//
+// One sending end of a link under the net layer's policy: transfers go in
+// chunks, the highest priority first at every chunk boundary, FIFO among
+// equal priorities. A transfer of flow i is delayed by at most one chunk of
+// a lower priority plus what the transport already holds (the window), by
+// one transfer of every other flow of its priority (constrained deadlines:
+// at most one is ahead of it), and by the higher-priority transfers that
+// arrive while it waits. With C_j the time flow j's transfer takes on the
+// link (bytes at the link's rate, plus a cost per chunk):
+//
+//   R_i = C_i + B_i + sum_{j equal} C_j + sum_{j in hp(i)} ceil((R_i + J_j) / T_j) * C_j
+//   B_i = min(chunk + window, largest lower-priority transfer) at the rate
+//
+// R_i is the communication term of a chain hop over the link.
+struct NetLink {
+  double bytes_per_s = 0;          // measured rate of the link
+  uint64_t chunk_bytes = 64 << 10;
+  uint64_t window_bytes = 0;       // held below the flow-control layer
+  uint64_t per_chunk_ns = 0;       // the layer's cost per chunk (rtaccel bench net-overhead)
+};
+
+struct NetFlow {
+  std::string name;
+  int priority = 0;                // higher first
+  uint64_t bytes = 0;              // per transfer
+  uint64_t period_ns = 0;          // minimum time between transfers
+  uint64_t jitter_ns = 0;          // release jitter of the transfers
+  uint64_t deadline_ns = 0;        // 0: the period
+};
+
+struct NetFlowResult {
+  std::string name;
+  bool bounded = false;
+  uint64_t wcrt_ns = 0;            // from the send call to the last byte at the receiver
+  bool schedulable = false;
+  uint64_t transmission_ns = 0;    // C_i
+  uint64_t blocking_ns = 0;        // B_i
+  uint64_t interference_ns = 0;    // equal and higher priorities
+  std::string reason;
+};
+
+// The time BYTES take on LINK alone: bytes at its rate plus a cost per chunk.
+uint64_t net_transfer_ns(const NetLink& link, uint64_t bytes);
+
+std::vector<NetFlowResult> analyze_net_link(const NetLink& link, const std::vector<NetFlow>& flows,
+                                            Horizon horizon = Horizon::kDeadline);
+
 // Chains of a gang-scheduled workload (rtaccel run --gang). Every callback is
 // a job of its executor's gang, with C = its CPU WCET plus its accelerator
 // segments (plus the server overhead per segment), T = the shortest period of

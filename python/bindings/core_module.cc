@@ -203,6 +203,38 @@ PYBIND11_MODULE(_core, m) {
       "Fixed-priority RTA of one real-time core whose GPU segments hold the bandwidth lock "
       "(BWLOCK++ Eq. 4).");
 
+  py::class_<analysis::NetLink>(m, "NetLink")
+      .def(py::init([](double bytes_per_s, uint64_t chunk_bytes, uint64_t window_bytes, uint64_t per_chunk_ns) {
+             return analysis::NetLink{bytes_per_s, chunk_bytes, window_bytes, per_chunk_ns};
+           }),
+           py::arg("bytes_per_s"), py::arg("chunk_bytes") = 64 << 10, py::arg("window_bytes") = 128 << 10,
+           py::arg("per_chunk_ns") = 0);
+  py::class_<analysis::NetFlow>(m, "NetFlow")
+      .def(py::init([](std::string name, int priority, uint64_t bytes, uint64_t period_ns, uint64_t jitter_ns,
+                       uint64_t deadline_ns) {
+             return analysis::NetFlow{std::move(name), priority, bytes, period_ns, jitter_ns, deadline_ns};
+           }),
+           py::arg("name"), py::arg("priority"), py::arg("bytes"), py::arg("period_ns"), py::arg("jitter_ns") = 0,
+           py::arg("deadline_ns") = 0);
+  py::class_<analysis::NetFlowResult>(m, "NetFlowResult")
+      .def_readonly("name", &analysis::NetFlowResult::name)
+      .def_readonly("bounded", &analysis::NetFlowResult::bounded)
+      .def_readonly("wcrt_ns", &analysis::NetFlowResult::wcrt_ns)
+      .def_readonly("schedulable", &analysis::NetFlowResult::schedulable)
+      .def_readonly("transmission_ns", &analysis::NetFlowResult::transmission_ns)
+      .def_readonly("blocking_ns", &analysis::NetFlowResult::blocking_ns)
+      .def_readonly("interference_ns", &analysis::NetFlowResult::interference_ns)
+      .def_readonly("reason", &analysis::NetFlowResult::reason);
+  m.def("net_transfer_ns", &analysis::net_transfer_ns, py::arg("link"), py::arg("bytes"),
+        "The time BYTES take alone on a flow-controlled link.");
+  m.def(
+      "analyze_net_link",
+      [](const analysis::NetLink& link, const std::vector<analysis::NetFlow>& flows, const std::string& horizon) {
+        return analysis::analyze_net_link(link, flows, make_options(horizon, false).horizon);
+      },
+      py::arg("link"), py::arg("flows"), py::arg("horizon") = "deadline",
+      "Bounds on the transfers of flows sharing one flow-controlled link (the net layer's policy).");
+
   // The gang lock (isolate layer). Methods release the GIL: job_begin
   // blocks while a higher gang runs, and a parked thread must not hold it.
   struct GangLock {

@@ -1,0 +1,88 @@
+"""The net layer from the outside: the link bound in Python, and the
+benchmarks that compare the flow-control layer with its raw transport, run
+the way a user runs them. Timing checks are ratios against the raw case in
+the same run, with wide margins."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BENCH = ROOT / "python" / "rtaccel" / "lib" / "rtaccel-net-bench"
+ENV = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+
+sys.path.insert(0, str(ROOT / "python"))
+
+from rtaccel import _core  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not BENCH.exists(), reason="rtaccel-net-bench not built (make build)")
+
+
+def rtaccel(*args, timeout=180):
+    return subprocess.run([sys.executable, "-m", "rtaccel.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=ENV)
+
+
+def bench_json(*args):
+    proc = rtaccel("bench", *args, "--json")
+    if proc.returncode == 77:
+        pytest.skip(proc.stderr.strip())
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_link_bound_in_python():
+    link = _core.NetLink(125e6, chunk_bytes=64 << 10, window_bytes=128 << 10)
+    flows = [_core.NetFlow("hi", 3, 1 << 20, 100_000_000), _core.NetFlow("lo", 1, 4 << 20, 200_000_000)]
+    hi, lo = _core.analyze_net_link(link, flows)
+    assert hi.bounded and hi.schedulable
+    assert hi.transmission_ns == 8_388_608
+    assert hi.blocking_ns == 1_572_864  # one chunk and the window, not the 4 MiB transfer
+    assert lo.wcrt_ns == _core.net_transfer_ns(link, 4 << 20) + hi.transmission_ns
+
+
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+def test_net_overhead_reports_every_size(transport):
+    result = bench_json("net-overhead", "--transport", transport, "--sizes", "64K,1M")
+    assert result["transport"] == transport
+    assert [r["size"] for r in result["sizes"]] == [64 << 10, 1 << 20]
+    for r in result["sizes"]:
+        assert r["raw_p50_us"] > 0 and r["flow_p50_us"] > 0
+        assert {"overhead_us", "overhead_pct", "raw_open_p50_us"} <= r.keys()
+
+
+def test_net_priority_beats_sharing_a_link():
+    """Four flows over a rate-limited veth: raw, the high flow shares the
+    bottleneck with three others; with flow control it waits for one chunk
+    and the window. Its median latency must be well below raw's, and the
+    equal-priority transfers leave in the order they were issued."""
+    result = bench_json("net-priority", "--sizes", "1M")
+    r = result["sizes"][0]
+    assert r["raw_p50_us"] > 1.5 * r["flow_p50_us"], r
+    assert r["flow_p50_us"] < 3 * r["solo_us"], r
+    eq = result["equal_priority"]
+    assert eq["flow_in_order_pct"] > eq["raw_in_order_pct"], eq
+    assert eq["flow_in_order_pct"] > 90, eq
+
+
+@pytest.mark.parametrize("args, message", [
+    (["net-overhead", "--sizes", "1Q"], "expected sizes like"),
+    (["net-overhead", "--sizes", "128M"], "larger than 64M"),
+    (["net-priority", "--transport", "udp"], "invalid choice"),
+])
+def test_bad_arguments_are_named(args, message):
+    proc = rtaccel("bench", *args)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_bench_program_refuses_bad_input():
+    for args in (["nonsense"], ["overhead", "--transport", "pigeon"], ["overhead", "--sizes", "0"]):
+        proc = subprocess.run([str(BENCH), *args], capture_output=True, text=True, timeout=30)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert proc.stderr
