@@ -4,7 +4,9 @@
  * OR activation; a peer killed in the middle of a transfer; peers refused
  * by the allow-list; on shm, a peer that corrupts the rings.
  *
- * usage: net_flow_link tcp|shm */
+ * usage: net_flow_link tcp|shm|rdma
+ * rdma uses the RDMA device that serves RTACCEL_RDMA_ADDR (127.0.0.1 if
+ * unset), and skips when there is none. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -18,7 +20,13 @@
 #define MS 1000000ull
 
 static const char *transport;
-static bool shm;
+static bool shm, rdma;
+
+static const char *rdma_addr(void)
+{
+	const char *a = getenv("RTACCEL_RDMA_ADDR");
+	return a && *a ? a : "127.0.0.1";
+}
 static int serial;
 
 /* A listener on a fresh address of the transport, for this uid or
@@ -29,9 +37,11 @@ static rtaccel_net_listener_t *listen_here(char *address, size_t n)
 	snprintf(uid, sizeof(uid), "uid:%u", (unsigned)getuid());
 	if (shm)
 		snprintf(want, sizeof(want), "shm:link-%d-%d", (int)getpid(), serial++);
+	else if (rdma)
+		snprintf(want, sizeof(want), "rdma:%s:0", rdma_addr());
 	else
 		snprintf(want, sizeof(want), "tcp:127.0.0.1:0");
-	const char *allow[] = {shm ? uid : "127.0.0.1"};
+	const char *allow[] = {shm ? uid : rdma ? rdma_addr() : "127.0.0.1"};
 	rtaccel_net_listener_t *l;
 	CHECK_EQ(rtaccel_net_listen(want, allow, 1, "server", NULL, &l), 0);
 	CHECK_EQ(rtaccel_net_listener_address(l, address, n), 0);
@@ -383,6 +393,9 @@ static void strangers_are_refused_and_named(void)
 	if (shm) {
 		snprintf(want, sizeof(want), "shm:refuse-%d", (int)getpid());
 		allow[0] = "uid:4242";
+	} else if (rdma) {
+		snprintf(want, sizeof(want), "rdma:%s:0", rdma_addr());
+		allow[0] = "192.0.2.1";
 	} else {
 		snprintf(want, sizeof(want), "tcp:127.0.0.1:0");
 		allow[0] = "127.0.0.2";
@@ -404,7 +417,7 @@ static void strangers_are_refused_and_named(void)
 	int status;
 	waitpid(child, &status, 0);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == T_PASS);
-	CHECK(strstr(refused, shm ? "shm:uid:" : "tcp:127.0.0.1") != NULL);
+	CHECK(strstr(refused, shm ? "shm:uid:" : rdma ? "rdma:" : "tcp:127.0.0.1") != NULL);
 	CHECK(strstr(refused, "not on the allow-list") != NULL);
 	printf("%s: refused %s\n", transport, refused);
 	CHECK_EQ(rtaccel_net_accept(l, 20 * MS, &link, refused, sizeof(refused)), -ETIMEDOUT);
@@ -423,12 +436,25 @@ static void strangers_are_refused_and_named(void)
 
 int main(int argc, char **argv)
 {
-	if (argc != 2 || (strcmp(argv[1], "tcp") && strcmp(argv[1], "shm"))) {
-		fprintf(stderr, "usage: %s tcp|shm\n", argv[0]);
+	if (argc != 2 || (strcmp(argv[1], "tcp") && strcmp(argv[1], "shm") && strcmp(argv[1], "rdma"))) {
+		fprintf(stderr, "usage: %s tcp|shm|rdma\n", argv[0]);
 		return 2;
 	}
 	transport = argv[1];
 	shm = strcmp(transport, "shm") == 0;
+	rdma = strcmp(transport, "rdma") == 0;
+	if (rdma) {
+		char want[80];
+		snprintf(want, sizeof(want), "rdma:%s:0", rdma_addr());
+		const char *allow[] = {rdma_addr()};
+		rtaccel_net_listener_t *l;
+		int err = rtaccel_net_listen(want, allow, 1, "probe", NULL, &l);
+		if (err) {
+			printf("skipped: no RDMA device serves %s (%s)\n", want, strerror(-err));
+			return T_SKIP;
+		}
+		rtaccel_net_listener_close(l);
+	}
 	signal(SIGPIPE, SIG_IGN);
 	watchdog(120);
 	transfers_arrive_intact();

@@ -9,7 +9,7 @@
  *   - without chunking (one chunk per transfer) the same high-priority
  *     transfer waits for all of the lower one: the case flow control fixes.
  *
- * usage: net_flow_order tcp|shm */
+ * usage: net_flow_order tcp|shm|rdma (RTACCEL_RDMA_ADDR, as net_flow_link) */
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdatomic.h>
@@ -23,6 +23,12 @@
 #define LOG_MAX 8192
 
 static const char *transport;
+
+static const char *rdma_addr(void)
+{
+	const char *a = getenv("RTACCEL_RDMA_ADDR");
+	return a && *a ? a : "127.0.0.1";
+}
 static char address[128];
 
 struct logged {
@@ -70,11 +76,16 @@ static void start_receiver(pthread_t *t, int pause_after, uint64_t expect_bytes,
 	limits.shm_ring = 1u << 16;
 	static char uid[32]; /* the listener keeps the pointer */
 	snprintf(uid, sizeof(uid), "uid:%u", (unsigned)getuid());
-	struct net_allow allow = {.peers = {strcmp(transport, "shm") == 0 ? uid : "127.0.0.1"},
+	const bool rdma = strcmp(transport, "rdma") == 0;
+	struct net_allow allow = {.peers = {strcmp(transport, "shm") == 0 ? uid
+					    : rdma			 ? rdma_addr()
+									 : "127.0.0.1"},
 				  .count = 1};
-	char want[64];
-	snprintf(want, sizeof(want), strcmp(transport, "shm") == 0 ? "shm:order-%d" : "tcp:127.0.0.1:0",
-		 (int)getpid());
+	char want[80];
+	if (strcmp(transport, "shm") == 0)
+		snprintf(want, sizeof(want), "shm:order-%d", (int)getpid());
+	else
+		snprintf(want, sizeof(want), "%s:%s:0", transport, rdma ? rdma_addr() : "127.0.0.1");
 	CHECK_EQ(net_listen(want, &allow, "logger", &limits, &rx.listener), 0);
 	CHECK_EQ(net_listener_address(&rx.listener, want, address, sizeof(address)), 0);
 	rx.n = 0;
@@ -259,11 +270,23 @@ static void equals_go_whole_in_arrival_order(void)
 
 int main(int argc, char **argv)
 {
-	if (argc != 2 || (strcmp(argv[1], "tcp") && strcmp(argv[1], "shm"))) {
-		fprintf(stderr, "usage: %s tcp|shm\n", argv[0]);
+	if (argc != 2 || (strcmp(argv[1], "tcp") && strcmp(argv[1], "shm") && strcmp(argv[1], "rdma"))) {
+		fprintf(stderr, "usage: %s tcp|shm|rdma\n", argv[0]);
 		return 2;
 	}
 	transport = argv[1];
+	if (strcmp(transport, "rdma") == 0) {
+		char want[80];
+		snprintf(want, sizeof(want), "rdma:%s:0", rdma_addr());
+		const char *allow[] = {rdma_addr()};
+		rtaccel_net_listener_t *l;
+		int err = rtaccel_net_listen(want, allow, 1, "probe", NULL, &l);
+		if (err) {
+			printf("skipped: no RDMA device serves %s (%s)\n", want, strerror(-err));
+			return T_SKIP;
+		}
+		rtaccel_net_listener_close(l);
+	}
 	watchdog(120);
 	payload = calloc(1, LOW_SIZE);
 	rx.sink = malloc(16u << 20);

@@ -1,0 +1,566 @@
+/* The RDMA transport (see transport.h): one RC queue pair per link, set up
+ * with librdmacm and driven with libibverbs. Frames travel as SEND messages
+ * from registered send slots into registered receive slots the receiver
+ * keeps posted; the byte stream the frame layer reads is the messages'
+ * payloads in order. A sender with no free send slot waits for a send
+ * completion, so the slots are the link's window. RNR retries are infinite:
+ * a receiver that has not reposted a slot yet slows the sender down instead
+ * of failing the link.
+ *
+ * Every wait is a ppoll on the completion channel and the connection's
+ * event channel together, so a peer that disconnects or dies ends the wait
+ * (-ECONNRESET) and a deadline ends it (-ETIMEDOUT). The connection manager
+ * gives the peer's IP address before we accept: a stranger is rejected
+ * before any memory of ours is registered for it. */
+#include "net/transport.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <infiniband/verbs.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <rdma/rdma_cma.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SLOTS 16
+#define SLOT_SIZE (128u << 10) /* a 64 KiB chunk and its header in one message */
+#define RESOLVE_MS 2000
+
+struct net_rdma {
+	struct rdma_event_channel *ec;
+	struct rdma_cm_id *id;
+	struct ibv_pd *pd;
+	struct ibv_comp_channel *send_cc, *recv_cc;
+	struct ibv_cq *send_cq, *recv_cq;
+	struct ibv_mr *mr;
+	uint8_t *mem; /* SLOTS receive slots, then SLOTS send slots */
+	int send_slots;	 /* the window, in slots */
+	/* receiving: one thread */
+	int cur;	 /* the slot being read, or -1 */
+	uint32_t cur_len, cur_off;
+	/* sending: one thread at a time */
+	bool send_busy[SLOTS];
+	int send_free;
+	pthread_mutex_t cm_mu; /* reading connection events */
+	atomic_bool down;
+	bool connected;
+};
+
+static uint8_t *recv_slot(struct net_rdma *r, int i) { return r->mem + (size_t)i * SLOT_SIZE; }
+static uint8_t *send_slot(struct net_rdma *r, int i)
+{
+	return r->mem + (size_t)(SLOTS + i) * SLOT_SIZE;
+}
+
+static int nonblocking(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+	return fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ? -errno : 0;
+}
+
+static int parse(const char *address, struct addrinfo **out, bool passive)
+{
+	if (!address || strncmp(address, "rdma:", 5) != 0)
+		return -EINVAL;
+	char host[256], port[16];
+	const char *rest = address + 5, *colon = strrchr(rest, ':');
+	if (!colon || colon == rest || !colon[1] || strlen(colon + 1) >= sizeof(port))
+		return -EINVAL;
+	const char *h = rest, *hend = colon;
+	if (*h == '[') {
+		if (hend[-1] != ']')
+			return -EINVAL;
+		h++;
+		hend--;
+	}
+	if (hend <= h || (size_t)(hend - h) >= sizeof(host))
+		return -EINVAL;
+	memcpy(host, h, (size_t)(hend - h));
+	host[hend - h] = 0;
+	for (const char *p = colon + 1; *p; p++)
+		if (*p < '0' || *p > '9')
+			return -EINVAL;
+	snprintf(port, sizeof(port), "%s", colon + 1);
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = passive ? AI_PASSIVE : 0};
+	int rc = getaddrinfo(host, port, &hints, out);
+	return rc ? -EHOSTUNREACH : 0;
+}
+
+static void numeric(const struct sockaddr *sa, char *out, size_t n)
+{
+	char host[64] = "?";
+	getnameinfo(sa, sa->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+						   : sizeof(struct sockaddr_in6),
+		    host, sizeof(host), NULL, 0, NI_NUMERICHOST);
+	const char *h = strncmp(host, "::ffff:", 7) == 0 && strchr(host + 7, '.') ? host + 7 : host;
+	snprintf(out, n, "%s", h);
+}
+
+static struct net_rdma *rdma_new(void)
+{
+	struct net_rdma *r = calloc(1, sizeof(*r));
+	if (!r)
+		return NULL;
+	r->cur = -1;
+	pthread_mutex_init(&r->cm_mu, NULL);
+	return r;
+}
+
+static void free_resources(struct net_rdma *r)
+{
+	if (r->id && r->id->qp)
+		rdma_destroy_qp(r->id);
+	if (r->mr)
+		ibv_dereg_mr(r->mr);
+	if (r->send_cq)
+		ibv_destroy_cq(r->send_cq);
+	if (r->recv_cq)
+		ibv_destroy_cq(r->recv_cq);
+	if (r->send_cc)
+		ibv_destroy_comp_channel(r->send_cc);
+	if (r->recv_cc)
+		ibv_destroy_comp_channel(r->recv_cc);
+	if (r->pd)
+		ibv_dealloc_pd(r->pd);
+	free(r->mem);
+	r->mr = NULL;
+	r->send_cq = r->recv_cq = NULL;
+	r->send_cc = r->recv_cc = NULL;
+	r->pd = NULL;
+	r->mem = NULL;
+}
+
+static void rdma_free(struct net_rdma *r)
+{
+	if (!r)
+		return;
+	if (r->connected)
+		rdma_disconnect(r->id);
+	free_resources(r);
+	if (r->id)
+		rdma_destroy_id(r->id);
+	if (r->ec)
+		rdma_destroy_event_channel(r->ec);
+	pthread_mutex_destroy(&r->cm_mu);
+	free(r);
+}
+
+/* Waits for the next event on EC, of type WANT; any other is an error. */
+static int wait_event(struct rdma_event_channel *ec, enum rdma_cm_event_type want, uint64_t deadline,
+		      struct rdma_cm_event **out)
+{
+	for (;;) {
+		struct rdma_cm_event *ev;
+		if (rdma_get_cm_event(ec, &ev) == 0) {
+			if (ev->event == want) {
+				if (out) {
+					*out = ev;
+				} else {
+					rdma_ack_cm_event(ev);
+				}
+				return 0;
+			}
+			int err = ev->event == RDMA_CM_EVENT_REJECTED	   ? -ECONNREFUSED
+				  : ev->event == RDMA_CM_EVENT_UNREACHABLE ? -EHOSTUNREACH
+				  : ev->event == RDMA_CM_EVENT_ADDR_ERROR  ? -EADDRNOTAVAIL
+				  : ev->event == RDMA_CM_EVENT_ROUTE_ERROR ? -ENETUNREACH
+				  : ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL ? -ENODEV
+									      : -ECONNRESET;
+			rdma_ack_cm_event(ev);
+			return err;
+		}
+		if (errno != EAGAIN)
+			return -errno;
+		int err = net_wait_fds(ec->fd, POLLIN, -1, 0, deadline);
+		if (err)
+			return err;
+	}
+}
+
+/* Protection domain, completion queues, the queue pair on ID, registered
+ * slots, and every receive slot posted. */
+static int setup_resources(struct net_rdma *r, const struct net_limits *limits)
+{
+	struct ibv_context *ctx = r->id->verbs;
+	if (!ctx)
+		return -ENODEV;
+	r->send_slots = limits->window ? (int)(limits->window / SLOT_SIZE) : SLOTS;
+	r->send_slots = r->send_slots < 2 ? 2 : r->send_slots > SLOTS ? SLOTS : r->send_slots;
+	r->send_free = r->send_slots;
+	if (!(r->pd = ibv_alloc_pd(ctx)) || !(r->send_cc = ibv_create_comp_channel(ctx)) ||
+	    !(r->recv_cc = ibv_create_comp_channel(ctx)))
+		return errno ? -errno : -ENOMEM;
+	if (nonblocking(r->send_cc->fd) || nonblocking(r->recv_cc->fd))
+		return -errno;
+	if (!(r->send_cq = ibv_create_cq(ctx, SLOTS, NULL, r->send_cc, 0)) ||
+	    !(r->recv_cq = ibv_create_cq(ctx, SLOTS, NULL, r->recv_cc, 0)))
+		return errno ? -errno : -ENOMEM;
+	if (posix_memalign((void **)&r->mem, 4096, 2ull * SLOTS * SLOT_SIZE))
+		return -ENOMEM;
+	r->mr = ibv_reg_mr(r->pd, r->mem, 2ull * SLOTS * SLOT_SIZE, IBV_ACCESS_LOCAL_WRITE);
+	if (!r->mr)
+		return errno ? -errno : -ENOMEM; /* a locked-memory limit, typically */
+	struct ibv_qp_init_attr qa = {
+		.send_cq = r->send_cq,
+		.recv_cq = r->recv_cq,
+		.qp_type = IBV_QPT_RC,
+		.cap = {.max_send_wr = SLOTS, .max_recv_wr = SLOTS, .max_send_sge = 1, .max_recv_sge = 1},
+	};
+	if (rdma_create_qp(r->id, r->pd, &qa))
+		return -errno;
+	for (int i = 0; i < SLOTS; i++) {
+		struct ibv_sge sge = {(uintptr_t)recv_slot(r, i), SLOT_SIZE, r->mr->lkey};
+		struct ibv_recv_wr wr = {.wr_id = (uint64_t)i, .sg_list = &sge, .num_sge = 1}, *bad;
+		int err = ibv_post_recv(r->id->qp, &wr, &bad);
+		if (err)
+			return -err;
+	}
+	return 0;
+}
+
+static void conn_param(struct rdma_conn_param *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->responder_resources = 1;
+	p->initiator_depth = 1;
+	p->retry_count = 7;
+	p->rnr_retry_count = 7; /* infinite: see the top */
+}
+
+/* Reads pending connection events: a disconnect marks the link down. */
+static void check_cm(struct net_link *link)
+{
+	struct net_rdma *r = link->rdma;
+	pthread_mutex_lock(&r->cm_mu);
+	struct rdma_cm_event *ev;
+	while (rdma_get_cm_event(r->ec, &ev) == 0) {
+		if (ev->event == RDMA_CM_EVENT_DISCONNECTED || ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL ||
+		    ev->event == RDMA_CM_EVENT_TIMEWAIT_EXIT) {
+			atomic_store(&r->down, true);
+			snprintf(link->why, sizeof(link->why), "the peer is gone");
+		}
+		rdma_ack_cm_event(ev);
+	}
+	pthread_mutex_unlock(&r->cm_mu);
+}
+
+/* The next completion on CQ (through CC), or a deadline, or the link down. */
+static int next_completion(struct net_link *link, struct ibv_cq *cq, struct ibv_comp_channel *cc,
+			   struct ibv_wc *wc, uint64_t deadline)
+{
+	struct net_rdma *r = link->rdma;
+	for (;;) {
+		int n = ibv_poll_cq(cq, 1, wc);
+		if (n < 0)
+			return -EIO;
+		if (n == 1) {
+			if (wc->status != IBV_WC_SUCCESS) {
+				snprintf(link->why, sizeof(link->why), "%s", ibv_wc_status_str(wc->status));
+				atomic_store(&r->down, true);
+				return -ECONNRESET;
+			}
+			return 0;
+		}
+		if (atomic_load(&r->down))
+			return -ECONNRESET;
+		if (ibv_req_notify_cq(cq, 0))
+			return -EIO;
+		if ((n = ibv_poll_cq(cq, 1, wc)) != 0) { /* arrived before the notification was armed */
+			if (n < 0)
+				return -EIO;
+			if (wc->status != IBV_WC_SUCCESS) {
+				snprintf(link->why, sizeof(link->why), "%s", ibv_wc_status_str(wc->status));
+				atomic_store(&r->down, true);
+				return -ECONNRESET;
+			}
+			return 0;
+		}
+		int err = net_wait_fds(cc->fd, POLLIN, r->ec->fd, POLLIN, deadline);
+		if (err)
+			return err;
+		struct ibv_cq *ev_cq;
+		void *ctx;
+		if (ibv_get_cq_event(cc, &ev_cq, &ctx) == 0)
+			ibv_ack_cq_events(ev_cq, 1);
+		check_cm(link);
+	}
+}
+
+int net_rdma_write(struct net_link *link, struct iovec *iov, int iovcnt, uint64_t deadline)
+{
+	struct net_rdma *r = link->rdma;
+	int slot = -1;
+	uint32_t fill = 0;
+	for (int i = 0; i <= iovcnt; i++) {
+		const uint8_t *p = i < iovcnt ? iov[i].iov_base : NULL;
+		size_t len = i < iovcnt ? iov[i].iov_len : 0;
+		while (len > 0 || (i == iovcnt && slot >= 0)) {
+			if (atomic_load(&r->down))
+				return -ECONNRESET;
+			if (slot < 0) {
+				while (r->send_free == 0) { /* the window is full */
+					struct ibv_wc wc;
+					int err = next_completion(link, r->send_cq, r->send_cc, &wc, deadline);
+					if (err)
+						return err;
+					r->send_busy[wc.wr_id] = false;
+					r->send_free++;
+				}
+				for (slot = 0; r->send_busy[slot] || slot >= r->send_slots; slot++)
+					;
+				fill = 0;
+			}
+			size_t n = SLOT_SIZE - fill < len ? SLOT_SIZE - fill : len;
+			memcpy(send_slot(r, slot) + fill, p, n);
+			fill += (uint32_t)n;
+			p += n;
+			len -= n;
+			if (fill == SLOT_SIZE || (i == iovcnt)) {
+				struct ibv_sge sge = {(uintptr_t)send_slot(r, slot), fill, r->mr->lkey};
+				struct ibv_send_wr wr = {.wr_id = (uint64_t)slot, .sg_list = &sge,
+							 .num_sge = 1, .opcode = IBV_WR_SEND,
+							 .send_flags = IBV_SEND_SIGNALED},
+						   *bad;
+				int err = ibv_post_send(r->id->qp, &wr, &bad);
+				if (err)
+					return -err;
+				r->send_busy[slot] = true;
+				r->send_free--;
+				slot = -1;
+			}
+		}
+	}
+	return 0;
+}
+
+int net_rdma_read(struct net_link *link, void *buf, size_t len, uint64_t deadline)
+{
+	struct net_rdma *r = link->rdma;
+	uint8_t *p = buf;
+	while (len > 0) {
+		if (r->cur < 0) {
+			struct ibv_wc wc;
+			int err = next_completion(link, r->recv_cq, r->recv_cc, &wc, deadline);
+			if (err)
+				return err;
+			r->cur = (int)wc.wr_id;
+			r->cur_len = wc.byte_len;
+			r->cur_off = 0;
+		}
+		size_t n = r->cur_len - r->cur_off < len ? r->cur_len - r->cur_off : len;
+		if (p) {
+			memcpy(p, recv_slot(r, r->cur) + r->cur_off, n);
+			p += n;
+		}
+		r->cur_off += (uint32_t)n;
+		len -= n;
+		if (r->cur_off == r->cur_len) { /* give the slot back to the peer */
+			struct ibv_sge sge = {(uintptr_t)recv_slot(r, r->cur), SLOT_SIZE, r->mr->lkey};
+			struct ibv_recv_wr wr = {.wr_id = (uint64_t)r->cur, .sg_list = &sge, .num_sge = 1},
+					   *bad;
+			r->cur = -1;
+			int err = ibv_post_recv(r->id->qp, &wr, &bad);
+			if (err)
+				return -err;
+		}
+	}
+	return 0;
+}
+
+int net_rdma_listen(const char *address, const struct net_allow *allow, const char *name,
+		    const struct net_limits *limits, struct net_listener *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->fd = -1;
+	if (!allow || allow->count < 0 || allow->count > NET_ALLOW_MAX || !name)
+		return -EINVAL;
+	struct addrinfo *ai;
+	int err = parse(address, &ai, true);
+	if (err)
+		return err;
+	struct net_rdma *r = rdma_new();
+	if (!r) {
+		freeaddrinfo(ai);
+		return -ENOMEM;
+	}
+	if (!(r->ec = rdma_create_event_channel()) || nonblocking(r->ec->fd) ||
+	    rdma_create_id(r->ec, &r->id, NULL, RDMA_PS_TCP) || rdma_bind_addr(r->id, ai->ai_addr) ||
+	    rdma_listen(r->id, 16)) {
+		err = errno ? -errno : -ENODEV;
+		freeaddrinfo(ai);
+		rdma_free(r);
+		return err;
+	}
+	freeaddrinfo(ai);
+	/* bound to an address no RDMA device serves: the kernel still says yes */
+	if (!r->id->verbs) {
+		rdma_free(r);
+		return -ENODEV;
+	}
+	out->kind = NET_RDMA;
+	out->rdma = r;
+	out->fd = r->ec->fd;
+	out->limits = *limits;
+	out->allow = *allow;
+	snprintf(out->name, sizeof(out->name), "%s", name);
+	return 0;
+}
+
+int net_rdma_port(const struct net_listener *l) { return ntohs(rdma_get_src_port(l->rdma->id)); }
+
+static bool allowed(const struct net_allow *allow, const char *addr)
+{
+	for (int i = 0; i < allow->count; i++)
+		if (allow->peers[i] && strcmp(allow->peers[i], addr) == 0)
+			return true;
+	return false;
+}
+
+int net_rdma_accept(struct net_listener *l, uint64_t timeout_ns, struct net_link *out,
+		    char *refused, size_t refused_len)
+{
+	memset(out, 0, sizeof(*out));
+	out->fd = -1;
+	const uint64_t deadline = net_deadline_after(timeout_ns);
+	struct rdma_cm_event *ev;
+	int err = wait_event(l->rdma->ec, RDMA_CM_EVENT_CONNECT_REQUEST, deadline, &ev);
+	if (err)
+		return err;
+	struct rdma_cm_id *id = ev->id;
+	char addr[64];
+	numeric(rdma_get_peer_addr(id), addr, sizeof(addr));
+	if (!allowed(&l->allow, addr)) {
+		rdma_reject(id, NULL, 0);
+		rdma_ack_cm_event(ev);
+		rdma_destroy_id(id);
+		if (refused)
+			snprintf(refused, refused_len, "rdma:%s (not on the allow-list)", addr);
+		return -EACCES;
+	}
+	rdma_ack_cm_event(ev);
+	struct net_rdma *r = rdma_new();
+	if (!r) {
+		rdma_reject(id, NULL, 0);
+		rdma_destroy_id(id);
+		return -ENOMEM;
+	}
+	r->id = id;
+	struct rdma_conn_param param;
+	conn_param(&param);
+	if (!(r->ec = rdma_create_event_channel()) || nonblocking(r->ec->fd) ||
+	    rdma_migrate_id(id, r->ec)) {
+		err = -errno;
+		rdma_reject(id, NULL, 0);
+		rdma_free(r);
+		return err;
+	}
+	if ((err = setup_resources(r, &l->limits)) || (rdma_accept(id, &param) && (err = -errno)) ||
+	    (err = wait_event(r->ec, RDMA_CM_EVENT_ESTABLISHED, deadline, NULL))) {
+		if (refused)
+			snprintf(refused, refused_len, "rdma:%s (setup: %s)", addr, strerror(-err));
+		rdma_reject(id, NULL, 0);
+		rdma_free(r);
+		return err;
+	}
+	r->connected = true;
+	out->kind = NET_RDMA;
+	out->rdma = r;
+	out->limits = l->limits;
+	snprintf(out->peer_addr, sizeof(out->peer_addr), "rdma:%s", addr);
+	err = net_link_handshake(out, l->name);
+	if (err) {
+		if (refused)
+			snprintf(refused, refused_len, "rdma:%s (handshake: %s)", addr,
+				 err == -EPROTO ? out->why : strerror(-err));
+		net_link_close(out);
+	}
+	return err;
+}
+
+int net_rdma_connect(const char *address, const char *name, const struct net_limits *limits,
+		     uint64_t timeout_ns, struct net_link *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->fd = -1;
+	if (!name)
+		return -EINVAL;
+	const uint64_t deadline = net_deadline_after(timeout_ns);
+	struct addrinfo *ai;
+	int err = parse(address, &ai, false);
+	if (err)
+		return err;
+	struct net_rdma *r = rdma_new();
+	if (!r) {
+		freeaddrinfo(ai);
+		return -ENOMEM;
+	}
+	struct rdma_conn_param param;
+	conn_param(&param);
+	if (!(r->ec = rdma_create_event_channel()) || nonblocking(r->ec->fd) ||
+	    rdma_create_id(r->ec, &r->id, NULL, RDMA_PS_TCP) ||
+	    rdma_resolve_addr(r->id, NULL, ai->ai_addr, RESOLVE_MS)) {
+		err = errno ? -errno : -ENODEV;
+		goto fail;
+	}
+	if ((err = wait_event(r->ec, RDMA_CM_EVENT_ADDR_RESOLVED, deadline, NULL)))
+		goto fail;
+	if (rdma_resolve_route(r->id, RESOLVE_MS)) {
+		err = -errno;
+		goto fail;
+	}
+	if ((err = wait_event(r->ec, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, NULL)) ||
+	    (err = setup_resources(r, limits)))
+		goto fail;
+	if (rdma_connect(r->id, &param)) {
+		err = -errno;
+		goto fail;
+	}
+	if ((err = wait_event(r->ec, RDMA_CM_EVENT_ESTABLISHED, deadline, NULL)))
+		goto fail;
+	freeaddrinfo(ai);
+	r->connected = true;
+	out->kind = NET_RDMA;
+	out->rdma = r;
+	out->limits = *limits;
+	snprintf(out->peer_addr, sizeof(out->peer_addr), "%s", address);
+	if ((err = net_link_handshake(out, name))) {
+		net_rdma_close(out);
+		out->kind = 0;
+	}
+	return err;
+fail:
+	freeaddrinfo(ai);
+	rdma_free(r);
+	return err;
+}
+
+void net_rdma_shutdown(struct net_link *link)
+{
+	struct net_rdma *r = link->rdma;
+	if (!r)
+		return;
+	atomic_store(&r->down, true);
+	if (r->connected) {
+		rdma_disconnect(r->id); /* ends our own waits through the event channel */
+		r->connected = false;
+	}
+}
+
+void net_rdma_close(struct net_link *link)
+{
+	rdma_free(link->rdma);
+	link->rdma = NULL;
+}
+
+void net_rdma_listener_close(struct net_listener *l)
+{
+	rdma_free(l->rdma);
+	l->rdma = NULL;
+}
