@@ -3,6 +3,7 @@
  * transport as two processes would be.
  *
  *   rtaccel-net-bench overhead [--transport tcp|shm|rdma] [--sizes LIST] [--rate R]
+ *                              [--samples N]
  *       one transfer at a time, 64 KiB to 32 MiB: the raw transport (the
  *       transfer as one frame, read by the receiving thread) against the
  *       flow-control layer (64 KiB chunks through the token, the receive
@@ -38,6 +39,7 @@
 #include "core/clock.h"
 #include "core/futex.h"
 #include "net/transport.h"
+#include "netns.h"
 
 #define SEC 1000000000ull
 #define MS 1000000ull
@@ -87,83 +89,10 @@ static void die(const char *what, int err)
 	exit(1);
 }
 
-/* The priority run's link on tcp: two network namespaces joined by a veth
- * pair whose sending end is rate-limited (tc tbf), so that the flows share
- * one bottleneck queue, as applications share a NIC. Loopback has none:
- * there the CPU is the link, and the CPU scheduler already orders flows of
- * different priorities. */
-#define NS_A_ADDR "10.203.0.1"
-#define NS_B_ADDR "10.203.0.2"
-static char ns_a[64], ns_b[64];
-static int home_ns = -1;
-
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-	char cmd[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	return system(cmd);
-}
-
-static void link_down(void)
-{
-	if (!ns_a[0])
-		return;
-	sh("ip netns del %s 2>/dev/null; ip netns del %s 2>/dev/null", ns_a, ns_b);
-	ns_a[0] = 0;
-}
-
-/* 0, or why not. */
-static const char *link_up(const char *rate)
-{
-	int pid = (int)getpid();
-	snprintf(ns_a, sizeof(ns_a), "rtaccel-bench-a-%d", pid);
-	snprintf(ns_b, sizeof(ns_b), "rtaccel-bench-b-%d", pid);
-	atexit(link_down);
-	if (sh("ip netns add %s && ip netns add %s", ns_a, ns_b))
-		return "cannot make network namespaces (needs root and iproute2)";
-	if (sh("ip link add rtbA%d type veth peer name rtbB%d && ip link set rtbA%d netns %s && "
-	       "ip link set rtbB%d netns %s",
-	       pid, pid, pid, ns_a, pid, ns_b))
-		return "cannot make a veth pair";
-	if (sh("ip -n %s addr add " NS_A_ADDR "/24 dev rtbA%d && ip -n %s link set rtbA%d up && "
-	       "ip -n %s link set lo up && ip -n %s addr add " NS_B_ADDR "/24 dev rtbB%d && "
-	       "ip -n %s link set rtbB%d up && ip -n %s link set lo up",
-	       ns_a, pid, ns_a, pid, ns_a, ns_b, pid, ns_b, pid, ns_b))
-		return "cannot address the veth pair";
-	if (sh("tc -n %s qdisc add dev rtbA%d root tbf rate %s burst 64kb latency 20ms", ns_a, pid,
-	       rate))
-		return "cannot rate-limit the link (tc tbf)";
-	home_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-	return NULL;
-}
-
-/* Sockets made between enter_ns and leave_ns belong to namespace NAME. */
-static void enter_ns(const char *name)
-{
-	if (home_ns < 0)
-		return;
-	char path[128];
-	snprintf(path, sizeof(path), "/run/netns/%s", name);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || setns(fd, CLONE_NEWNET) < 0)
-		die("setns", -errno);
-	close(fd);
-}
-
-static void leave_ns(void)
-{
-	if (home_ns >= 0 && setns(home_ns, CLONE_NEWNET) < 0)
-		die("setns", -errno);
-}
-
 static void fresh_address(char *out, size_t n)
 {
-	if (home_ns >= 0)
-		snprintf(out, n, "tcp:" NS_B_ADDR ":0");
+	if (bench_ns_active() && strcmp(transport, "tcp") == 0)
+		snprintf(out, n, "tcp:" BENCH_NS_B_ADDR ":0");
 	else if (strcmp(transport, "shm") == 0)
 		snprintf(out, n, "shm:bench-%d-%d", (int)getpid(), serial++);
 	else if (strcmp(transport, "rdma") == 0)
@@ -179,9 +108,11 @@ static const char *allowed(void)
 		snprintf(uid, sizeof(uid), "uid:%u", (unsigned)getuid());
 		return uid;
 	}
-	if (strcmp(transport, "rdma") == 0)
-		return rdma_host();
-	return home_ns >= 0 ? NS_A_ADDR : "127.0.0.1";
+	if (strcmp(transport, "rdma") == 0) {
+		const char *peer = getenv("RTACCEL_RDMA_PEER");
+		return peer && *peer ? peer : rdma_host();
+	}
+	return bench_ns_active() ? BENCH_NS_A_ADDR : "127.0.0.1";
 }
 
 /* ---- raw transport links ---- */
@@ -227,18 +158,18 @@ static void raw_connect_pair_window(struct raw_pair *p, uint32_t max_chunk, bool
 	snprintf(allow_buf, sizeof(allow_buf), "%s", allowed());
 	struct net_allow allow = {.peers = {allow_buf}, .count = 1};
 	struct net_listener l;
-	enter_ns(ns_b);
+	bench_enter_ns(bench_ns_b);
 	int err = net_listen(want, &allow, "bench", &limits, &l);
-	leave_ns();
+	bench_leave_ns();
 	if (err)
 		die("listen", err);
 	net_listener_address(&l, want, address, sizeof(address));
 	struct raw_accept a = {.l = &l, .out = &p->rx};
 	pthread_t t;
 	pthread_create(&t, NULL, raw_accept_one, &a);
-	enter_ns(ns_a);
+	bench_enter_ns(bench_ns_a);
 	err = net_connect(address, "bench", &limits, 10 * SEC, &p->tx);
-	leave_ns();
+	bench_leave_ns();
 	pthread_join(t, NULL);
 	if (err || a.err)
 		die("connect", err ? err : a.err);
@@ -270,17 +201,17 @@ static void flow_connect_pair(rtaccel_net_link_t **tx, rtaccel_net_link_t **rx)
 	struct rtaccel_net_options o;
 	rtaccel_net_options_default(&o);
 	o.rx_priority = rx_priority;
-	enter_ns(ns_b);
+	bench_enter_ns(bench_ns_b);
 	int err = rtaccel_net_listen(want, allow, 1, "bench", &o, &a.l);
-	leave_ns();
+	bench_leave_ns();
 	if (err)
 		die("listen", err);
 	rtaccel_net_listener_address(a.l, address, sizeof(address));
 	pthread_t t;
 	pthread_create(&t, NULL, flow_accept_one, &a);
-	enter_ns(ns_a);
+	bench_enter_ns(bench_ns_a);
 	err = rtaccel_net_connect(address, "bench", &o, 10 * SEC, tx);
-	leave_ns();
+	bench_leave_ns();
 	pthread_join(t, NULL);
 	if (err || a.err)
 		die("connect", err ? err : a.err);
@@ -420,13 +351,20 @@ static int overhead(int argc, char **argv)
 	uint64_t sizes[MAX_SIZES];
 	int nsizes = parse_sizes("64K,128K,256K,512K,1M,2M,4M,8M,16M,32M", sizes);
 	const char *rate = "none";
+	int max_samples = MAX_SAMPLES;
 	for (int i = 0; i < argc; i++)
 		if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc)
 			nsizes = parse_sizes(argv[++i], sizes);
 		else if (strcmp(argv[i], "--rate") == 0 && i + 1 < argc)
 			rate = argv[++i];
-	if (strcmp(transport, "tcp") == 0 && strcmp(rate, "none") != 0) {
-		const char *why = link_up(rate);
+		else if (strcmp(argv[i], "--samples") == 0 && i + 1 < argc)
+			max_samples = atoi(argv[++i]);
+	if (max_samples < 20 || max_samples > MAX_SAMPLES) {
+		fprintf(stderr, "rtaccel-net-bench: --samples takes 20..%d\n", MAX_SAMPLES);
+		exit(2);
+	}
+	if (strcmp(transport, "tcp") == 0 && strcmp(rate, "none") != 0 && !bench_ns_active()) {
+		const char *why = bench_link_up(rate);
 		if (why) {
 			printf("rtaccel-net-bench: skipped: %s\n", why);
 			return 77;
@@ -462,7 +400,7 @@ static int overhead(int argc, char **argv)
 	for (int s = 0; s < nsizes; s++) {
 		const uint64_t size = sizes[s];
 		int n = (int)((strcmp(rate, "none") ? 64ull << 20 : 1024ull << 20) / size);
-		n = n < 20 ? 20 : n > MAX_SAMPLES ? MAX_SAMPLES : n;
+		n = n < 20 ? 20 : n > max_samples ? max_samples : n;
 		for (int i = 0; i < n + 2; i++) {
 			/* raw: one frame of the whole transfer */
 			uint64_t t0 = rtaccel_monotonic_ns();
@@ -782,9 +720,9 @@ static double turns(const uint8_t *data, uint64_t size, bool flow)
 		snprintf(allow_buf, sizeof(allow_buf), "%s", allowed());
 		struct net_allow allow = {.peers = {allow_buf}, .count = 1};
 		struct net_listener l;
-		enter_ns(ns_b);
+		bench_enter_ns(bench_ns_b);
 		int err = net_listen(want, &allow, "wire", &limits, &l);
-		leave_ns();
+		bench_leave_ns();
 		if (err)
 			die("listen", err);
 		net_listener_address(&l, want, address, sizeof(address));
@@ -792,9 +730,9 @@ static double turns(const uint8_t *data, uint64_t size, bool flow)
 		pthread_t at;
 		pthread_create(&at, NULL, raw_accept_one, &a);
 		rtaccel_net_link_t *tx;
-		enter_ns(ns_a);
+		bench_enter_ns(bench_ns_a);
 		err = rtaccel_net_connect(address, "bench", NULL, 10 * SEC, &tx);
-		leave_ns();
+		bench_leave_ns();
 		pthread_join(at, NULL);
 		if (err || a.err)
 			die("connect", err ? err : a.err);
@@ -845,8 +783,8 @@ static int priority(int argc, char **argv)
 			nsizes = parse_sizes(argv[++i], sizes);
 		else if (strcmp(argv[i], "--rate") == 0 && i + 1 < argc)
 			rate = argv[++i];
-	if (strcmp(transport, "tcp") == 0 && strcmp(rate, "none") != 0) {
-		const char *why = link_up(rate);
+	if (strcmp(transport, "tcp") == 0 && strcmp(rate, "none") != 0 && !bench_ns_active()) {
+		const char *why = bench_link_up(rate);
 		if (why) {
 			printf("rtaccel-net-bench: skipped: %s\n", why);
 			return 77;
@@ -898,7 +836,7 @@ static int priority(int argc, char **argv)
 static int usage(void)
 {
 	fprintf(stderr, "usage: rtaccel-net-bench overhead|priority [--transport tcp|shm|rdma] "
-			"[--sizes LIST] [--rate RATE|none]\n");
+			"[--sizes LIST] [--rate RATE|none] [--samples N]\n");
 	return 2;
 }
 
@@ -911,7 +849,8 @@ int main(int argc, char **argv)
 			transport = argv[++i];
 			if (strcmp(transport, "tcp") && strcmp(transport, "shm") && strcmp(transport, "rdma"))
 				return usage();
-		} else if ((strcmp(argv[i], "--sizes") == 0 || strcmp(argv[i], "--rate") == 0) &&
+		} else if ((strcmp(argv[i], "--sizes") == 0 || strcmp(argv[i], "--rate") == 0 ||
+			    strcmp(argv[i], "--samples") == 0) &&
 			   i + 1 < argc) {
 			i++;
 		} else {
@@ -919,13 +858,16 @@ int main(int argc, char **argv)
 		}
 	}
 	receiver_cpu = sysconf(_SC_NPROCESSORS_ONLN) > 1 ? 1 : 0;
+	bench_ns_given();
 	pin_self(sender_cpu);
 	if (strcmp(transport, "rdma") == 0) {
 		rtaccel_net_listener_t *l;
 		char want[128];
 		fresh_address(want, sizeof(want));
 		const char *allow[] = {allowed()};
+		bench_enter_ns(bench_ns_b);
 		int err = rtaccel_net_listen(want, allow, 1, "probe", NULL, &l);
+		bench_leave_ns();
 		if (err) {
 			printf("rtaccel-net-bench: skipped: no RDMA here (%s: %s)\n", want, strerror(-err));
 			return 77;

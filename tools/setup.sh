@@ -15,6 +15,8 @@ APT_PACKAGES=(
   xz-utils                                         # multi-threaded program for the shim tests
   pkgconf                                          # the install test builds a client with it
   ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd  # opencl backend, PoCL as its device in tests
+  libibverbs-dev librdmacm-dev ibverbs-providers    # the net layer's RDMA transport
+  iproute2                                         # namespaces and tc for the net benchmarks
 )
 PIP_PACKAGES=(numpy matplotlib pytest hypothesis pyyaml wheel onnxruntime onnx)  # onnx*: the DNN experiment
 VENV=${VENV:-.venv}

@@ -342,17 +342,22 @@ def cmd_bench_net_overhead(args) -> int:
     rc, result = _tool_json("rtaccel-net-bench", "overhead", extra)
     if rc:
         return rc
+    if args.dds and (rc := _add_dds(result, "overhead", ["--sizes", ",".join(
+            _size_label(r["size"]) for r in result["sizes"])])):
+        return rc
     if args.json:
         print(json.dumps(result, indent=1))
         return 0
     print(f"one transfer at a time over {result['transport']} (link {result['link_rate']}), one-way, "
           f"sender to consumer; chunk {result['chunk'] >> 10} KiB, window {result['window'] >> 10} KiB; "
           "overhead: median of paired differences")
+    dds = " dds p50 us" if args.dds else ""
     print(f"{'size':>8} {'raw p50 us':>11} {'flow p50 us':>12} {'overhead us':>12} {'%':>7} "
-          f"{'raw, open window':>17}")
+          f"{'raw, open window':>17}{dds}")
     for r in result["sizes"]:
         print(f"{_size_label(r['size']):>8} {r['raw_p50_us']:11.1f} {r['flow_p50_us']:12.1f} "
-              f"{r['overhead_us']:12.1f} {r['overhead_pct']:7.2f} {r['raw_open_p50_us']:17.1f}")
+              f"{r['overhead_us']:12.1f} {r['overhead_pct']:7.2f} {r['raw_open_p50_us']:17.1f}"
+              + (f" {r['dds_p50_us']:11.1f}" if args.dds else ""))
     return 0
 
 
@@ -364,21 +369,39 @@ def cmd_bench_net_priority(args) -> int:
     rc, result = _tool_json("rtaccel-net-bench", "priority", extra)
     if rc:
         return rc
+    if args.dds and (rc := _add_dds(result, "priority", ["--rate", args.rate, "--sizes", ",".join(
+            _size_label(r["size"]) for r in result["sizes"])])):
+        return rc
     if args.json:
         print(json.dumps(result, indent=1))
         return 0
     print(f"high-priority transfer under three lower-priority flows, {result['transport']}, "
           f"link {result['link_rate']}, {result['samples']} samples; one {result['chunk'] >> 10} KiB "
           f"chunk alone: {result['chunk_us']:.0f} us")
+    dds = f" {'dds solo':>9} {'dds p50':>8} {'dds max':>8}" if args.dds else ""
     print(f"{'size':>8} {'solo ms':>8} {'raw min':>8} {'raw p50':>8} {'raw max':>8} "
-          f"{'flow min':>9} {'flow p50':>9} {'flow max':>9}")
+          f"{'flow min':>9} {'flow p50':>9} {'flow max':>9}{dds}")
     for r in result["sizes"]:
         print(f"{_size_label(r['size']):>8} {r['solo_us'] / 1e3:8.2f} {r['raw_min_us'] / 1e3:8.2f} "
               f"{r['raw_p50_us'] / 1e3:8.2f} {r['raw_max_us'] / 1e3:8.2f} {r['flow_min_us'] / 1e3:9.2f} "
-              f"{r['flow_p50_us'] / 1e3:9.2f} {r['flow_max_us'] / 1e3:9.2f}")
+              f"{r['flow_p50_us'] / 1e3:9.2f} {r['flow_max_us'] / 1e3:9.2f}"
+              + (f" {r['dds_solo_us'] / 1e3:9.2f} {r['dds_p50_us'] / 1e3:8.2f} {r['dds_max_us'] / 1e3:8.2f}"
+                 if args.dds else ""))
     eq = result["equal_priority"]
     print(f"{eq['flows']} flows of equal priority, {eq['transfers_each']} transfers each: arrived in the "
           f"order sent: raw {eq['raw_in_order_pct']:.1f}%, flow control {eq['flow_in_order_pct']:.1f}%")
+    return 0
+
+
+def _add_dds(result: dict, what: str, extra: list[str]) -> int:
+    """The same traffic over Cyclone DDS, merged into RESULT size by size."""
+    rc, dds = _tool_json("rtaccel-dds-bench", what, extra)
+    if rc:
+        return rc
+    result["dds"] = dds["middleware"]
+    by_size = {r["size"]: r for r in dds["sizes"]}
+    for r in result["sizes"]:
+        r.update({k: v for k, v in by_size[r["size"]].items() if k.startswith("dds_")})
     return 0
 
 
@@ -748,6 +771,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--rate", default="none",
                    help="tcp: 'none' for loopback, or the rate of a veth link between two namespaces "
                         "as tc writes it (none)")
+    b.add_argument("--dds", action="store_true",
+                   help="the same transfers over Cyclone DDS beside them (dds_p50_us)")
     b.add_argument("--json", action="store_true",
                    help="print JSON (per size: raw_p50_us, flow_p50_us, overhead_us)")
     b.set_defaults(func=cmd_bench_net_overhead)
@@ -758,6 +783,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="tcp: the rate of the veth link between two namespaces, as tc writes it, or "
                         "'none' for loopback (1gbit)")
     b.add_argument("--sizes", type=_sizes, help="transfer sizes (1M,2M,...,32M)")
+    b.add_argument("--dds", action="store_true",
+                   help="the same flows over Cyclone DDS on the same link beside them (dds_max_us)")
     b.add_argument("--json", action="store_true",
                    help="print JSON (per size: raw_max_us, flow_max_us, solo_us, chunk_us)")
     b.set_defaults(func=cmd_bench_net_priority)

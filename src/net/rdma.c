@@ -430,9 +430,20 @@ int net_rdma_accept(struct net_listener *l, uint64_t timeout_ns, struct net_link
 	out->fd = -1;
 	const uint64_t deadline = net_deadline_after(timeout_ns);
 	struct rdma_cm_event *ev;
-	int err = wait_event(l->rdma->ec, RDMA_CM_EVENT_CONNECT_REQUEST, deadline, &ev);
-	if (err)
-		return err;
+	int err;
+	for (;;) {
+		/* a peer that gave up between its request and our accept leaves
+		 * other events behind on the listener's channel: not ours to fail on */
+		while ((err = rdma_get_cm_event(l->rdma->ec, &ev)) == 0 &&
+		       ev->event != RDMA_CM_EVENT_CONNECT_REQUEST)
+			rdma_ack_cm_event(ev);
+		if (!err)
+			break;
+		if (errno != EAGAIN)
+			return -errno;
+		if ((err = net_wait_fds(l->rdma->ec->fd, POLLIN, -1, 0, deadline)))
+			return err;
+	}
 	struct rdma_cm_id *id = ev->id;
 	char addr[64];
 	numeric(rdma_get_peer_addr(id), addr, sizeof(addr));
@@ -546,6 +557,16 @@ void net_rdma_shutdown(struct net_link *link)
 	struct net_rdma *r = link->rdma;
 	if (!r)
 		return;
+	/* what was posted (a BYE, typically) goes out before the queue pair
+	 * stops: disconnecting flushes sends that have not */
+	const uint64_t deadline = net_deadline_after(200 * 1000 * 1000);
+	while (r->connected && r->send_free < r->send_slots && !atomic_load(&r->down)) {
+		struct ibv_wc wc;
+		if (next_completion(link, r->send_cq, r->send_cc, &wc, deadline))
+			break;
+		r->send_busy[wc.wr_id] = false;
+		r->send_free++;
+	}
 	atomic_store(&r->down, true);
 	if (r->connected) {
 		rdma_disconnect(r->id); /* ends our own waits through the event channel */

@@ -314,6 +314,48 @@ static void *kill_later(void *arg)
 	return NULL;
 }
 
+/* The peers of the tests below are fresh processes (fork, then exec of this
+ * program): an RDMA device context a child inherits is not usable in it. */
+static pid_t spawn_peer(const char *role, const char *address, const char *arg)
+{
+	pid_t child = fork();
+	if (child == 0) {
+		execl("/proc/self/exe", "net_flow_link", "--peer", transport, role, address, arg,
+		      (char *)NULL);
+		_exit(127);
+	}
+	return child;
+}
+
+/* net_flow_link --peer TRANSPORT ROLE ADDRESS ARG */
+static int peer_main(char **argv)
+{
+	const char *role = argv[3], *address = argv[4];
+	rtaccel_net_link_t *link;
+	if (strcmp(role, "stranger") == 0) {
+		if (strcmp(argv[2], "shm") == 0 && getuid() == 0 && setuid(65534) < 0)
+			return T_FAIL;
+		int err = rtaccel_net_connect(address, "stranger", NULL, 2 * SEC, &link);
+		return err ? T_PASS : T_FAIL; /* refused before the handshake */
+	}
+	int ready = atoi(argv[5]);
+	if (rtaccel_net_connect(address, "child", NULL, 5 * SEC, &link))
+		return T_FAIL;
+	rtaccel_net_channel_t *ch;
+	struct rtaccel_net_channel_attr a = {.id = 1, .max_size = 64u << 20};
+	if (rtaccel_net_channel_open(link, &a, &ch))
+		return T_FAIL;
+	if (write(ready, "r", 1) != 1)
+		return T_FAIL;
+	if (strcmp(role, "sender") == 0) {
+		uint8_t *big = calloc(1, 64u << 20);
+		for (;;)
+			rtaccel_net_send(ch, big, 64u << 20, 0, 30 * SEC);
+	}
+	pause();
+	return T_PASS;
+}
+
 /* A sender process killed in the middle of a large transfer: the receiver's
  * take fails instead of waiting; a receiver process killed: the sender's
  * send fails instead of hanging. */
@@ -324,25 +366,9 @@ static void a_peer_killed_mid_transfer(void)
 	for (int killed_sender = 1; killed_sender >= 0; killed_sender--) {
 		int ready[2];
 		CHECK_EQ(pipe(ready), 0);
-		pid_t child = fork();
-		if (child == 0) {
-			rtaccel_net_link_t *link;
-			if (rtaccel_net_connect(address, "child", NULL, 5 * SEC, &link))
-				_exit(T_FAIL);
-			rtaccel_net_channel_t *ch;
-			struct rtaccel_net_channel_attr a = {.id = 1, .max_size = 64u << 20};
-			if (rtaccel_net_channel_open(link, &a, &ch))
-				_exit(T_FAIL);
-			if (write(ready[1], "r", 1) != 1)
-				_exit(T_FAIL);
-			if (killed_sender) {
-				uint8_t *big = calloc(1, 64u << 20);
-				for (;;)
-					rtaccel_net_send(ch, big, 64u << 20, 0, 30 * SEC);
-			}
-			pause();
-			_exit(T_PASS);
-		}
+		char fd[16];
+		snprintf(fd, sizeof(fd), "%d", ready[1]);
+		pid_t child = spawn_peer(killed_sender ? "sender" : "receiver", address, fd);
 		rtaccel_net_link_t *link;
 		CHECK_EQ(rtaccel_net_accept(l, 5 * SEC, &link, NULL, 0), 0);
 		struct rtaccel_net_channel_attr a = {.id = 1, .max_size = 64u << 20};
@@ -403,14 +429,7 @@ static void strangers_are_refused_and_named(void)
 	rtaccel_net_listener_t *l;
 	CHECK_EQ(rtaccel_net_listen(want, allow, 1, "server", NULL, &l), 0);
 	CHECK_EQ(rtaccel_net_listener_address(l, address, sizeof(address)), 0);
-	pid_t child = fork();
-	if (child == 0) {
-		if (shm && getuid() == 0 && setuid(65534) < 0)
-			_exit(T_FAIL);
-		rtaccel_net_link_t *link;
-		int err = rtaccel_net_connect(address, "stranger", NULL, 2 * SEC, &link);
-		_exit(err ? T_PASS : T_FAIL); /* closed before the handshake */
-	}
+	pid_t child = spawn_peer("stranger", address, "-");
 	rtaccel_net_link_t *link;
 	char refused[160] = "";
 	CHECK_EQ(rtaccel_net_accept(l, 5 * SEC, &link, refused, sizeof(refused)), -EACCES);
@@ -436,6 +455,10 @@ static void strangers_are_refused_and_named(void)
 
 int main(int argc, char **argv)
 {
+	if (argc == 6 && strcmp(argv[1], "--peer") == 0) {
+		transport = argv[2];
+		return peer_main(argv);
+	}
 	if (argc != 2 || (strcmp(argv[1], "tcp") && strcmp(argv[1], "shm") && strcmp(argv[1], "rdma"))) {
 		fprintf(stderr, "usage: %s tcp|shm|rdma\n", argv[0]);
 		return 2;

@@ -1,0 +1,97 @@
+/* See netns.h. */
+#include "netns.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+char bench_ns_a[64], bench_ns_b[64];
+static int home_ns = -1;
+static bool made_link;
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...)
+{
+	char cmd[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	return system(cmd);
+}
+
+static void link_down(void)
+{
+	if (made_link)
+		sh("ip netns del %s 2>/dev/null; ip netns del %s 2>/dev/null", bench_ns_a, bench_ns_b);
+	made_link = false;
+}
+
+const char *bench_link_up(const char *rate)
+{
+	int pid = (int)getpid();
+	snprintf(bench_ns_a, sizeof(bench_ns_a), "rtaccel-bench-a-%d", pid);
+	snprintf(bench_ns_b, sizeof(bench_ns_b), "rtaccel-bench-b-%d", pid);
+	atexit(link_down);
+	made_link = true;
+	if (sh("ip netns add %s && ip netns add %s", bench_ns_a, bench_ns_b))
+		return "cannot make network namespaces (needs root and iproute2)";
+	if (sh("ip link add rtbA%d type veth peer name rtbB%d && ip link set rtbA%d netns %s && "
+	       "ip link set rtbB%d netns %s",
+	       pid, pid, pid, bench_ns_a, pid, bench_ns_b))
+		return "cannot make a veth pair";
+	if (sh("ip -n %s addr add " BENCH_NS_A_ADDR "/24 dev rtbA%d && ip -n %s link set rtbA%d up && "
+	       "ip -n %s link set lo up && ip -n %s addr add " BENCH_NS_B_ADDR "/24 dev rtbB%d && "
+	       "ip -n %s link set rtbB%d up && ip -n %s link set lo up",
+	       bench_ns_a, pid, bench_ns_a, pid, bench_ns_a, bench_ns_b, pid, bench_ns_b, pid,
+	       bench_ns_b))
+		return "cannot address the veth pair";
+	if (sh("tc -n %s qdisc add dev rtbA%d root tbf rate %s burst 64kb latency 20ms", bench_ns_a,
+	       pid, rate))
+		return "cannot rate-limit the link (tc tbf)";
+	home_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	return NULL;
+}
+
+void bench_ns_given(void)
+{
+	const char *a = getenv("RTACCEL_BENCH_NS_A"), *b = getenv("RTACCEL_BENCH_NS_B");
+	if (!a || !b || !*a || !*b)
+		return;
+	snprintf(bench_ns_a, sizeof(bench_ns_a), "%s", a);
+	snprintf(bench_ns_b, sizeof(bench_ns_b), "%s", b);
+	home_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+}
+
+bool bench_ns_active(void) { return home_ns >= 0; }
+
+static void setns_or_die(int fd, const char *name)
+{
+	if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) {
+		fprintf(stderr, "rtaccel bench: cannot enter network namespace %s: %s\n", name,
+			strerror(errno));
+		exit(1);
+	}
+}
+
+void bench_enter_ns(const char *name)
+{
+	if (home_ns < 0)
+		return;
+	char path[128];
+	snprintf(path, sizeof(path), "/run/netns/%s", name);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	setns_or_die(fd, name);
+	close(fd);
+}
+
+void bench_leave_ns(void)
+{
+	if (home_ns >= 0)
+		setns_or_die(home_ns, "of this process");
+}
