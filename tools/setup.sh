@@ -17,6 +17,7 @@ APT_PACKAGES=(
   ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd  # opencl backend, PoCL as its device in tests
   libibverbs-dev librdmacm-dev ibverbs-providers    # the net layer's RDMA transport
   iproute2                                         # namespaces and tc for the net benchmarks
+  cyclonedds-dev cyclonedds-tools                  # the net benchmarks against Cyclone DDS
 )
 PIP_PACKAGES=(numpy matplotlib pytest hypothesis pyyaml wheel onnxruntime onnx)  # onnx*: the DNN experiment
 VENV=${VENV:-.venv}
