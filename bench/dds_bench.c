@@ -28,10 +28,9 @@
 #include <unistd.h>
 
 #include "dds_blob.h"
-#include "netns.h"
+#include "net_common.h"
 
 #define SEC 1000000000ll
-#define MAX_SIZES 16
 #define MAX_SAMPLES 1000
 #define FLOWS 4
 #define HIGH_SAMPLES 20
@@ -47,28 +46,6 @@ static void die(const char *what, dds_return_t rc)
 {
 	fprintf(stderr, "rtaccel-dds-bench: %s: %s\n", what, dds_strretcode(rc));
 	exit(1);
-}
-
-static int parse_sizes(const char *s, uint64_t *out)
-{
-	int n = 0;
-	char *copy = strdup(s), *save = NULL;
-	for (char *tok = strtok_r(copy, ",", &save); tok && n < MAX_SIZES;
-	     tok = strtok_r(NULL, ",", &save)) {
-		char *end;
-		unsigned long long v = strtoull(tok, &end, 10);
-		if (*end == 'K' || *end == 'k')
-			v <<= 10, end++;
-		else if (*end == 'M' || *end == 'm')
-			v <<= 20, end++;
-		if (*end || v == 0 || v > (64ull << 20)) {
-			fprintf(stderr, "rtaccel-dds-bench: bad size '%s' (1..64M, K/M suffixes)\n", tok);
-			exit(2);
-		}
-		out[n++] = v;
-	}
-	free(copy);
-	return n;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -369,17 +346,18 @@ int main(int argc, char **argv)
 {
 	if (argc < 2)
 		return usage();
-	uint64_t sizes[MAX_SIZES];
+	uint64_t sizes[BENCH_MAX_SIZES];
 	bool is_priority = strcmp(argv[1], "priority") == 0;
 	if (!is_priority && strcmp(argv[1], "overhead") != 0)
 		return usage();
-	int nsizes = parse_sizes(is_priority ? "1M,2M,4M,8M,16M,32M" : "64K,128K,256K,512K,1M,2M,4M,8M,16M,32M",
-				 sizes);
+	const char *default_sizes = is_priority ? "1M,2M,4M,8M,16M,32M"
+						: "64K,128K,256K,512K,1M,2M,4M,8M,16M,32M";
+	int nsizes = bench_parse_sizes("rtaccel-dds-bench", default_sizes, sizes);
 	int max_samples = MAX_SAMPLES;
 	const char *rate = "1gbit";
 	for (int i = 2; i < argc; i++) {
 		if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc)
-			nsizes = parse_sizes(argv[++i], sizes);
+			nsizes = bench_parse_sizes("rtaccel-dds-bench", argv[++i], sizes);
 		else if (strcmp(argv[i], "--samples") == 0 && i + 1 < argc)
 			max_samples = atoi(argv[++i]);
 		else if (strcmp(argv[i], "--rate") == 0 && i + 1 < argc)

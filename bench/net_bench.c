@@ -3,7 +3,7 @@
  * transport as two processes would be.
  *
  *   rtaccel-net-bench overhead [--transport tcp|shm|rdma] [--sizes LIST] [--rate R]
- *                              [--samples N]
+ *                              [--samples N] [--chunk BYTES]
  *       one transfer at a time, 64 KiB to 32 MiB: the raw transport (the
  *       transfer as one frame, read by the receiving thread) against the
  *       flow-control layer (64 KiB chunks through the token, the receive
@@ -38,12 +38,12 @@
 
 #include "core/clock.h"
 #include "core/futex.h"
+#include "core/size.h"
 #include "net/transport.h"
-#include "netns.h"
+#include "net_common.h"
 
 #define SEC 1000000000ull
 #define MS 1000000ull
-#define MAX_SIZES 16
 #define MAX_SAMPLES 1000
 
 static const char *transport = "tcp";
@@ -74,6 +74,7 @@ static void pin_self(int cpu)
  * wire, in the raw runs as in the flow-control runs. */
 static bool have_fifo;
 static int rx_priority;
+static uint32_t flow_chunk = 64u << 10; /* the flow-control links' (--chunk) */
 
 static void fifo_self(int priority)
 {
@@ -153,7 +154,7 @@ static void raw_connect_pair_window(struct raw_pair *p, uint32_t max_chunk, bool
 	net_limits_defaults(&limits);
 	limits.frame.max_chunk = max_chunk;
 	if (!unbounded)
-		limits.window = 2 * (64u << 10); /* as rtaccel_net_options_default leaves it */
+		limits.window = 2 * flow_chunk; /* as the flow-control link has it */
 	static char allow_buf[64];
 	snprintf(allow_buf, sizeof(allow_buf), "%s", allowed());
 	struct net_allow allow = {.peers = {allow_buf}, .count = 1};
@@ -201,6 +202,7 @@ static void flow_connect_pair(rtaccel_net_link_t **tx, rtaccel_net_link_t **rx)
 	struct rtaccel_net_options o;
 	rtaccel_net_options_default(&o);
 	o.rx_priority = rx_priority;
+	o.chunk = flow_chunk;
 	bench_enter_ns(bench_ns_b);
 	int err = rtaccel_net_listen(want, allow, 1, "bench", &o, &a.l);
 	bench_leave_ns();
@@ -256,26 +258,19 @@ static double max_us(const uint64_t *v, int n)
 	return (double)m / 1000.0;
 }
 
-static int parse_sizes(const char *s, uint64_t *out)
+/* The rate-limited link for tcp at *RATE, unless "none" or namespaces were
+ * given; *RATE becomes "none" where there is none. False: it cannot be had
+ * here, and that was said. */
+static bool link_for(const char **rate)
 {
-	int n = 0;
-	char *copy = strdup(s), *save = NULL;
-	for (char *tok = strtok_r(copy, ",", &save); tok && n < MAX_SIZES;
-	     tok = strtok_r(NULL, ",", &save)) {
-		char *end;
-		unsigned long long v = strtoull(tok, &end, 10);
-		if (*end == 'K' || *end == 'k')
-			v <<= 10, end++;
-		else if (*end == 'M' || *end == 'm')
-			v <<= 20, end++;
-		if (*end || v == 0 || v > (64ull << 20)) {
-			fprintf(stderr, "rtaccel-net-bench: bad size '%s' (1..64M, K/M suffixes)\n", tok);
-			exit(2);
-		}
-		out[n++] = v;
+	if (strcmp(transport, "tcp") != 0 || strcmp(*rate, "none") == 0 || bench_ns_active()) {
+		*rate = "none";
+		return true;
 	}
-	free(copy);
-	return n;
+	const char *why = bench_link_up(*rate);
+	if (why)
+		printf("rtaccel-net-bench: skipped: %s\n", why);
+	return !why;
 }
 
 /* ---- overhead ---- */
@@ -348,30 +343,31 @@ static void wait_count(struct raw_reader *r, uint64_t want)
 
 static int overhead(int argc, char **argv)
 {
-	uint64_t sizes[MAX_SIZES];
-	int nsizes = parse_sizes("64K,128K,256K,512K,1M,2M,4M,8M,16M,32M", sizes);
+	uint64_t sizes[BENCH_MAX_SIZES];
+	int nsizes = bench_parse_sizes("rtaccel-net-bench", "64K,128K,256K,512K,1M,2M,4M,8M,16M,32M", sizes);
 	const char *rate = "none";
 	int max_samples = MAX_SAMPLES;
 	for (int i = 0; i < argc; i++)
 		if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc)
-			nsizes = parse_sizes(argv[++i], sizes);
+			nsizes = bench_parse_sizes("rtaccel-net-bench", argv[++i], sizes);
 		else if (strcmp(argv[i], "--rate") == 0 && i + 1 < argc)
 			rate = argv[++i];
 		else if (strcmp(argv[i], "--samples") == 0 && i + 1 < argc)
 			max_samples = atoi(argv[++i]);
+		else if (strcmp(argv[i], "--chunk") == 0 && i + 1 < argc) {
+			size_t c;
+			if (rtaccel_parse_size(argv[++i], 1024, 16u << 20, &c) < 0) {
+				fprintf(stderr, "rtaccel-net-bench: --chunk takes 1K..16M\n");
+				exit(2);
+			}
+			flow_chunk = (uint32_t)c;
+		}
 	if (max_samples < 20 || max_samples > MAX_SAMPLES) {
 		fprintf(stderr, "rtaccel-net-bench: --samples takes 20..%d\n", MAX_SAMPLES);
 		exit(2);
 	}
-	if (strcmp(transport, "tcp") == 0 && strcmp(rate, "none") != 0 && !bench_ns_active()) {
-		const char *why = bench_link_up(rate);
-		if (why) {
-			printf("rtaccel-net-bench: skipped: %s\n", why);
-			return 77;
-		}
-	} else {
-		rate = "none";
-	}
+	if (!link_for(&rate))
+		return 77;
 	uint64_t biggest = 0;
 	for (int i = 0; i < nsizes; i++)
 		biggest = sizes[i] > biggest ? sizes[i] : biggest;
@@ -392,8 +388,8 @@ static int overhead(int argc, char **argv)
 	rtaccel_net_channel_t *tx = open_channel(ftx, 1, 10, 0, 0);
 	rtaccel_net_channel_t *rx = open_channel(frx, 1, 0, biggest, 2);
 	printf("{\"transport\": \"%s\", \"link_rate\": \"%s\", \"chunk\": %u, \"window\": %u, "
-	       "\"sizes\": [", transport, rate, 64u << 10,
-	       strcmp(transport, "shm") == 0 ? 4u << 20 : 2 * (64u << 10));
+	       "\"sizes\": [", transport, rate, flow_chunk,
+	       strcmp(transport, "shm") == 0 ? 4u << 20 : 2 * flow_chunk);
 	uint64_t raw_n = 0, seen = 0;
 	static uint64_t raw_lat[MAX_SAMPLES], flow_lat[MAX_SAMPLES], diff[MAX_SAMPLES],
 		open_lat[MAX_SAMPLES];
@@ -775,23 +771,16 @@ static double turns(const uint8_t *data, uint64_t size, bool flow)
 
 static int priority(int argc, char **argv)
 {
-	uint64_t sizes[MAX_SIZES];
-	int nsizes = parse_sizes("1M,2M,4M,8M,16M,32M", sizes);
+	uint64_t sizes[BENCH_MAX_SIZES];
+	int nsizes = bench_parse_sizes("rtaccel-net-bench", "1M,2M,4M,8M,16M,32M", sizes);
 	const char *rate = "1gbit";
 	for (int i = 0; i < argc; i++)
 		if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc)
-			nsizes = parse_sizes(argv[++i], sizes);
+			nsizes = bench_parse_sizes("rtaccel-net-bench", argv[++i], sizes);
 		else if (strcmp(argv[i], "--rate") == 0 && i + 1 < argc)
 			rate = argv[++i];
-	if (strcmp(transport, "tcp") == 0 && strcmp(rate, "none") != 0 && !bench_ns_active()) {
-		const char *why = bench_link_up(rate);
-		if (why) {
-			printf("rtaccel-net-bench: skipped: %s\n", why);
-			return 77;
-		}
-	} else {
-		rate = "none";
-	}
+	if (!link_for(&rate))
+		return 77;
 	uint64_t biggest = 0;
 	for (int i = 0; i < nsizes; i++)
 		biggest = sizes[i] > biggest ? sizes[i] : biggest;
@@ -836,7 +825,7 @@ static int priority(int argc, char **argv)
 static int usage(void)
 {
 	fprintf(stderr, "usage: rtaccel-net-bench overhead|priority [--transport tcp|shm|rdma] "
-			"[--sizes LIST] [--rate RATE|none] [--samples N]\n");
+			"[--sizes LIST] [--rate RATE|none] [--samples N] [--chunk BYTES]\n");
 	return 2;
 }
 
@@ -850,7 +839,7 @@ int main(int argc, char **argv)
 			if (strcmp(transport, "tcp") && strcmp(transport, "shm") && strcmp(transport, "rdma"))
 				return usage();
 		} else if ((strcmp(argv[i], "--sizes") == 0 || strcmp(argv[i], "--rate") == 0 ||
-			    strcmp(argv[i], "--samples") == 0) &&
+			    strcmp(argv[i], "--samples") == 0 || strcmp(argv[i], "--chunk") == 0) &&
 			   i + 1 < argc) {
 			i++;
 		} else {

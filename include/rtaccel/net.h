@@ -61,6 +61,7 @@ extern "C" {
 
 #define RTACCEL_NET_CHANNELS 64  /* channels of one link */
 #define RTACCEL_NET_ALLOW_MAX 32 /* peers of one listener */
+#define RTACCEL_NET_REGIONS 8	 /* registered send regions of one link */
 
 typedef struct rtaccel_net_listener rtaccel_net_listener_t;
 typedef struct rtaccel_net_link rtaccel_net_link_t;
@@ -144,6 +145,15 @@ RTACCEL_API int rtaccel_net_channel_open(rtaccel_net_link_t *link,
  * the link's max_transfer; -ECONNRESET and others: the link failed. */
 RTACCEL_API int rtaccel_net_send(rtaccel_net_channel_t *ch, const void *data, size_t len,
 				 uint64_t stamp_ns, uint64_t timeout_ns);
+
+/* Registers LEN bytes at BUF as a region sends may come from without a copy.
+ * On rdma the chunks of a transfer that lies inside a registered region go
+ * from there to the wire (the device reads them; send returns once it
+ * has); elsewhere they are copied into the link's registered slots. On tcp
+ * and shm it does nothing. Up to RTACCEL_NET_REGIONS per link, registered
+ * as long as the link lives. -ENOSPC: too many; other errors are the
+ * device's (-ENOMEM: the locked-memory limit, RLIMIT_MEMLOCK). */
+RTACCEL_API int rtaccel_net_register(rtaccel_net_link_t *link, const void *buf, size_t len);
 
 /* A received transfer, read in place. */
 struct rtaccel_net_msg {

@@ -338,7 +338,7 @@ def cmd_bench_net_overhead(args) -> int:
     """The flow-control layer against its raw transport, transfer by
     transfer."""
     extra = ["--transport", args.transport, "--rate", args.rate] + \
-        (["--sizes", args.sizes] if args.sizes else [])
+        (["--sizes", args.sizes] if args.sizes else []) + (["--chunk", args.chunk] if args.chunk else [])
     rc, result = _tool_json("rtaccel-net-bench", "overhead", extra)
     if rc:
         return rc
@@ -771,6 +771,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--rate", default="none",
                    help="tcp: 'none' for loopback, or the rate of a veth link between two namespaces "
                         "as tc writes it (none)")
+    b.add_argument("--chunk", type=_sizes, help="the flow-control link's chunk (64K)")
     b.add_argument("--dds", action="store_true",
                    help="the same transfers over Cyclone DDS beside them (dds_p50_us)")
     b.add_argument("--json", action="store_true",

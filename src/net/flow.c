@@ -91,7 +91,8 @@ struct rtaccel_net_link {
 	_Atomic int nwaiting;
 	uint64_t order;			/* arrivals at the token */
 	struct ack acks[PENDING_ACKS];	/* queued by the receive thread */
-	int nacks;
+	int nacks;			/* guarded by mu */
+	_Atomic int acks_queued;	/* nacks, for a look without mu */
 	pthread_cond_t ack_cv;		/* senders waiting for ACKs */
 	_Atomic int err;		/* the link's failure, sticky */
 	char why[160];
@@ -294,6 +295,7 @@ static int flush_acks(struct rtaccel_net_link *link)
 		}
 		struct ack a = link->acks[0];
 		memmove(link->acks, link->acks + 1, sizeof(a) * (size_t)--link->nacks);
+		atomic_store_explicit(&link->acks_queued, link->nacks, memory_order_relaxed);
 		pthread_mutex_unlock(&link->mu);
 		struct net_frame f = {.type = NET_FRAME_ACK, .channel = a.channel,
 				      .transfer = a.transfer, .priority = 255};
@@ -318,7 +320,7 @@ static void give_token(struct rtaccel_net_link *link)
 static int chunk_boundary(struct rtaccel_net_link *link, struct waiter *w,
 			  rtaccel_net_channel_t *ch, uint64_t deadline)
 {
-	if (link->nacks)
+	if (atomic_load_explicit(&link->acks_queued, memory_order_relaxed))
 		flush_acks(link);
 	if (atomic_load_explicit(&link->nwaiting, memory_order_relaxed) == 0)
 		return 0;
@@ -364,7 +366,12 @@ static int send_transfer(rtaccel_net_channel_t *ch, struct waiter *w, const uint
 		atomic_fetch_add_explicit(&ch->st.chunks_sent, 1, memory_order_relaxed);
 		off += n;
 	} while (off < len);
-	return 0;
+	/* chunks sent from a registered region are read by the device after
+	 * the post: the caller may reuse DATA only once it has */
+	int err = net_link_drain(&link->t, net_time_left(deadline));
+	if (err)
+		fail_transport(link, err, "sending");
+	return err;
 }
 
 static int wait_ack(rtaccel_net_channel_t *ch, uint64_t transfer, uint64_t until)
@@ -465,6 +472,7 @@ static void queue_ack(struct rtaccel_net_link *link, uint32_t channel, uint64_t 
 	if (link->nacks == PENDING_ACKS) /* the sender retries what falls off */
 		memmove(link->acks, link->acks + 1, sizeof(link->acks[0]) * --link->nacks);
 	link->acks[link->nacks++] = (struct ack){channel, transfer};
+	atomic_store_explicit(&link->acks_queued, link->nacks, memory_order_relaxed);
 	bool mine = !link->busy;
 	if (mine)
 		link->busy = true;
@@ -708,6 +716,25 @@ int rtaccel_net_connect(const char *address, const char *name, const struct rtac
 }
 
 int net_flow_waiting(const rtaccel_net_link_t *link) { return atomic_load(&link->nwaiting); }
+
+uint64_t net_flow_zero_copy_sends(const rtaccel_net_link_t *link)
+{
+	return net_link_zero_copy_sends(&link->t);
+}
+
+int rtaccel_net_register(rtaccel_net_link_t *link, const void *buf, size_t len)
+{
+	/* under the token: the region table is the sending side's */
+	struct waiter w = {.priority = ACK_PRIORITY};
+	cond_init(&w.cv);
+	int err = take_token(link, &w, net_deadline_after(RTACCEL_NS_PER_S));
+	if (!err) {
+		err = net_link_register(&link->t, buf, len);
+		give_token(link);
+	}
+	pthread_cond_destroy(&w.cv);
+	return err;
+}
 
 const char *rtaccel_net_peer(const rtaccel_net_link_t *link) { return link->t.peer_name; }
 const char *rtaccel_net_peer_address(const rtaccel_net_link_t *link) { return link->t.peer_addr; }

@@ -155,6 +155,33 @@ int net_link_handshake(struct net_link *link, const char *name)
 	return 0;
 }
 
+int net_split_address(const char *address, const char *scheme, char *host, size_t hlen, char *port,
+		      size_t plen)
+{
+	size_t n = strlen(scheme);
+	if (!address || strncmp(address, scheme, n) != 0)
+		return -EINVAL;
+	const char *rest = address + n, *colon = strrchr(rest, ':');
+	if (!colon || colon == rest || !colon[1] || strlen(colon + 1) >= plen)
+		return -EINVAL;
+	const char *h = rest, *hend = colon;
+	if (*h == '[') {
+		if (hend[-1] != ']')
+			return -EINVAL;
+		h++;
+		hend--;
+	}
+	if (hend <= h || (size_t)(hend - h) >= hlen)
+		return -EINVAL;
+	memcpy(host, h, (size_t)(hend - h));
+	host[hend - h] = 0;
+	for (const char *p = colon + 1; *p; p++)
+		if (*p < '0' || *p > '9')
+			return -EINVAL;
+	snprintf(port, plen, "%s", colon + 1);
+	return 0;
+}
+
 int net_listen(const char *address, const struct net_allow *allow, const char *name,
 	       const struct net_limits *limits, struct net_listener *out)
 {
@@ -202,6 +229,23 @@ int net_listener_address(const struct net_listener *l, const char *address, char
 		return -EINVAL;
 	snprintf(out, n, "%.*s:%d", (int)(colon - address), address, port);
 	return 0;
+}
+
+int net_link_register(struct net_link *link, const void *buf, size_t len)
+{
+	if (!buf || !len)
+		return -EINVAL;
+	return link->kind == NET_RDMA ? net_rdma_register(link, buf, len) : 0;
+}
+
+int net_link_drain(struct net_link *link, uint64_t timeout_ns)
+{
+	return link->kind == NET_RDMA ? net_rdma_drain(link, net_deadline_after(timeout_ns)) : 0;
+}
+
+uint64_t net_link_zero_copy_sends(const struct net_link *link)
+{
+	return link->kind == NET_RDMA ? net_rdma_zero_copy_sends(link) : 0;
 }
 
 void net_link_shutdown(struct net_link *link)

@@ -7,6 +7,11 @@
  * a receiver that has not reposted a slot yet slows the sender down instead
  * of failing the link.
  *
+ * A payload that lies in a region the application registered goes without a
+ * copy: the SEND's second gather entry points at it, and the flow-control
+ * layer drains those sends before its send call returns, so that the
+ * application never reuses a buffer the device still reads.
+ *
  * Every wait is a ppoll on the completion channel and the connection's
  * event channel together, so a peer that disconnects or dies ends the wait
  * (-ECONNRESET) and a deadline ends it (-ETIMEDOUT). The connection manager
@@ -32,6 +37,13 @@
 #define SLOTS 16
 #define SLOT_SIZE (128u << 10) /* a 64 KiB chunk and its header in one message */
 #define RESOLVE_MS 2000
+#define REGIONS 8 /* RTACCEL_NET_REGIONS */
+
+struct region {
+	const uint8_t *base;
+	size_t len;
+	struct ibv_mr *mr;
+};
 
 struct net_rdma {
 	struct rdma_event_channel *ec;
@@ -47,7 +59,12 @@ struct net_rdma {
 	uint32_t cur_len, cur_off;
 	/* sending: one thread at a time */
 	bool send_busy[SLOTS];
+	bool send_zero_copy[SLOTS]; /* its payload is the application's */
 	int send_free;
+	int zero_copy_outstanding;
+	uint64_t zero_copy_sends;
+	struct region regions[REGIONS];
+	int nregions;
 	pthread_mutex_t cm_mu; /* reading connection events */
 	atomic_bool down;
 	bool connected;
@@ -67,27 +84,9 @@ static int nonblocking(int fd)
 
 static int parse(const char *address, struct addrinfo **out, bool passive)
 {
-	if (!address || strncmp(address, "rdma:", 5) != 0)
-		return -EINVAL;
 	char host[256], port[16];
-	const char *rest = address + 5, *colon = strrchr(rest, ':');
-	if (!colon || colon == rest || !colon[1] || strlen(colon + 1) >= sizeof(port))
+	if (net_split_address(address, "rdma:", host, sizeof(host), port, sizeof(port)) < 0)
 		return -EINVAL;
-	const char *h = rest, *hend = colon;
-	if (*h == '[') {
-		if (hend[-1] != ']')
-			return -EINVAL;
-		h++;
-		hend--;
-	}
-	if (hend <= h || (size_t)(hend - h) >= sizeof(host))
-		return -EINVAL;
-	memcpy(host, h, (size_t)(hend - h));
-	host[hend - h] = 0;
-	for (const char *p = colon + 1; *p; p++)
-		if (*p < '0' || *p > '9')
-			return -EINVAL;
-	snprintf(port, sizeof(port), "%s", colon + 1);
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = passive ? AI_PASSIVE : 0};
 	int rc = getaddrinfo(host, port, &hints, out);
 	return rc ? -EHOSTUNREACH : 0;
@@ -117,6 +116,9 @@ static void free_resources(struct net_rdma *r)
 {
 	if (r->id && r->id->qp)
 		rdma_destroy_qp(r->id);
+	for (int i = 0; i < r->nregions; i++)
+		ibv_dereg_mr(r->regions[i].mr);
+	r->nregions = 0;
 	if (r->mr)
 		ibv_dereg_mr(r->mr);
 	if (r->send_cq)
@@ -211,7 +213,7 @@ static int setup_resources(struct net_rdma *r, const struct net_limits *limits)
 		.send_cq = r->send_cq,
 		.recv_cq = r->recv_cq,
 		.qp_type = IBV_QPT_RC,
-		.cap = {.max_send_wr = SLOTS, .max_recv_wr = SLOTS, .max_send_sge = 1, .max_recv_sge = 1},
+		.cap = {.max_send_wr = SLOTS, .max_recv_wr = SLOTS, .max_send_sge = 2, .max_recv_sge = 1},
 	};
 	if (rdma_create_qp(r->id, r->pd, &qa))
 		return -errno;
@@ -303,28 +305,94 @@ static int next_completion(struct net_link *link, struct ibv_cq *cq, struct ibv_
 	}
 }
 
+static void reap_send(struct net_rdma *r, const struct ibv_wc *wc)
+{
+	r->send_busy[wc->wr_id] = false;
+	r->send_free++;
+	if (r->send_zero_copy[wc->wr_id]) {
+		r->send_zero_copy[wc->wr_id] = false;
+		r->zero_copy_outstanding--;
+	}
+}
+
+/* A free send slot, waiting for a completion while the window is full. */
+static int free_send_slot(struct net_link *link, uint64_t deadline, int *slot)
+{
+	struct net_rdma *r = link->rdma;
+	while (r->send_free == 0) {
+		struct ibv_wc wc;
+		int err = next_completion(link, r->send_cq, r->send_cc, &wc, deadline);
+		if (err)
+			return err;
+		reap_send(r, &wc);
+	}
+	int i = 0;
+	while (i < r->send_slots && r->send_busy[i])
+		i++;
+	*slot = i;
+	return 0;
+}
+
+static int post_send(struct net_rdma *r, int slot, struct ibv_sge *sge, int nsge)
+{
+	struct ibv_send_wr wr = {.wr_id = (uint64_t)slot, .sg_list = sge, .num_sge = nsge,
+				 .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED},
+			   *bad;
+	int err = ibv_post_send(r->id->qp, &wr, &bad);
+	if (err)
+		return -err;
+	r->send_busy[slot] = true;
+	r->send_free--;
+	return 0;
+}
+
+static struct ibv_mr *region_of(struct net_rdma *r, const void *p, size_t len)
+{
+	const uint8_t *b = p;
+	for (int i = 0; i < r->nregions; i++)
+		if (b >= r->regions[i].base && len <= r->regions[i].len &&
+		    (size_t)(b - r->regions[i].base) <= r->regions[i].len - len)
+			return r->regions[i].mr;
+	return NULL;
+}
+
 int net_rdma_write(struct net_link *link, struct iovec *iov, int iovcnt, uint64_t deadline)
 {
 	struct net_rdma *r = link->rdma;
+	if (atomic_load(&r->down))
+		return -ECONNRESET;
+	/* a frame whose payload lies in a registered region: the header from
+	 * a slot, the payload from where it is */
+	struct ibv_mr *mr;
+	if (iovcnt == 2 && iov[0].iov_len == NET_FRAME_HEADER && iov[1].iov_len &&
+	    NET_FRAME_HEADER + iov[1].iov_len <= SLOT_SIZE &&
+	    (mr = region_of(r, iov[1].iov_base, iov[1].iov_len))) {
+		int slot, err = free_send_slot(link, deadline, &slot);
+		if (err)
+			return err;
+		memcpy(send_slot(r, slot), iov[0].iov_base, NET_FRAME_HEADER);
+		struct ibv_sge sge[2] = {
+			{(uintptr_t)send_slot(r, slot), NET_FRAME_HEADER, r->mr->lkey},
+			{(uintptr_t)iov[1].iov_base, (uint32_t)iov[1].iov_len, mr->lkey},
+		};
+		if ((err = post_send(r, slot, sge, 2)))
+			return err;
+		r->send_zero_copy[slot] = true;
+		r->zero_copy_outstanding++;
+		r->zero_copy_sends++;
+		return 0;
+	}
+	/* anything else is copied into slots, a message per slot */
 	int slot = -1;
 	uint32_t fill = 0;
-	for (int i = 0; i <= iovcnt; i++) {
-		const uint8_t *p = i < iovcnt ? iov[i].iov_base : NULL;
-		size_t len = i < iovcnt ? iov[i].iov_len : 0;
-		while (len > 0 || (i == iovcnt && slot >= 0)) {
-			if (atomic_load(&r->down))
-				return -ECONNRESET;
+	for (int i = 0; i < iovcnt; i++) {
+		const uint8_t *p = iov[i].iov_base;
+		size_t len = iov[i].iov_len;
+		while (len > 0) {
 			if (slot < 0) {
-				while (r->send_free == 0) { /* the window is full */
-					struct ibv_wc wc;
-					int err = next_completion(link, r->send_cq, r->send_cc, &wc, deadline);
-					if (err)
-						return err;
-					r->send_busy[wc.wr_id] = false;
-					r->send_free++;
-				}
-				for (slot = 0; r->send_busy[slot] || slot >= r->send_slots; slot++)
-					;
+				int err = free_send_slot(link, deadline, &slot);
+				if (err)
+					return err;
 				fill = 0;
 			}
 			size_t n = SLOT_SIZE - fill < len ? SLOT_SIZE - fill : len;
@@ -332,22 +400,52 @@ int net_rdma_write(struct net_link *link, struct iovec *iov, int iovcnt, uint64_
 			fill += (uint32_t)n;
 			p += n;
 			len -= n;
-			if (fill == SLOT_SIZE || (i == iovcnt)) {
+			if (fill == SLOT_SIZE) {
 				struct ibv_sge sge = {(uintptr_t)send_slot(r, slot), fill, r->mr->lkey};
-				struct ibv_send_wr wr = {.wr_id = (uint64_t)slot, .sg_list = &sge,
-							 .num_sge = 1, .opcode = IBV_WR_SEND,
-							 .send_flags = IBV_SEND_SIGNALED},
-						   *bad;
-				int err = ibv_post_send(r->id->qp, &wr, &bad);
+				int err = post_send(r, slot, &sge, 1);
 				if (err)
-					return -err;
-				r->send_busy[slot] = true;
-				r->send_free--;
+					return err;
 				slot = -1;
 			}
 		}
 	}
+	if (slot >= 0) {
+		struct ibv_sge sge = {(uintptr_t)send_slot(r, slot), fill, r->mr->lkey};
+		return post_send(r, slot, &sge, 1);
+	}
 	return 0;
+}
+
+int net_rdma_register(struct net_link *link, const void *buf, size_t len)
+{
+	struct net_rdma *r = link->rdma;
+	if (region_of(r, buf, len))
+		return 0;
+	if (r->nregions == REGIONS)
+		return -ENOSPC;
+	struct ibv_mr *mr = ibv_reg_mr(r->pd, (void *)buf, len, 0);
+	if (!mr)
+		return errno ? -errno : -ENOMEM;
+	r->regions[r->nregions++] = (struct region){buf, len, mr};
+	return 0;
+}
+
+int net_rdma_drain(struct net_link *link, uint64_t deadline)
+{
+	struct net_rdma *r = link->rdma;
+	while (r->zero_copy_outstanding > 0) {
+		struct ibv_wc wc;
+		int err = next_completion(link, r->send_cq, r->send_cc, &wc, deadline);
+		if (err)
+			return err;
+		reap_send(r, &wc);
+	}
+	return 0;
+}
+
+uint64_t net_rdma_zero_copy_sends(const struct net_link *link)
+{
+	return link->rdma->zero_copy_sends;
 }
 
 int net_rdma_read(struct net_link *link, void *buf, size_t len, uint64_t deadline)
@@ -576,8 +674,7 @@ void net_rdma_shutdown(struct net_link *link)
 		struct ibv_wc wc;
 		if (next_completion(link, r->send_cq, r->send_cc, &wc, deadline))
 			break;
-		r->send_busy[wc.wr_id] = false;
-		r->send_free++;
+		reap_send(r, &wc);
 	}
 	atomic_store(&r->down, true);
 	if (r->connected) {

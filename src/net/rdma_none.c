@@ -41,5 +41,16 @@ int net_rdma_read(struct net_link *link, void *buf, size_t len, uint64_t deadlin
 	return -ENOSYS;
 }
 void net_rdma_shutdown(struct net_link *link) { (void)link; }
+int net_rdma_register(struct net_link *link, const void *buf, size_t len)
+{
+	(void)link, (void)buf, (void)len;
+	return -ENOSYS;
+}
+int net_rdma_drain(struct net_link *link, uint64_t deadline)
+{
+	(void)link, (void)deadline;
+	return -ENOSYS;
+}
+uint64_t net_rdma_zero_copy_sends(const struct net_link *link) { (void)link; return 0; }
 void net_rdma_close(struct net_link *link) { (void)link; }
 void net_rdma_listener_close(struct net_listener *l) { (void)l; }

@@ -24,37 +24,10 @@ static int wait_fd(int fd, short events, uint64_t deadline)
 	return net_wait_fds(fd, events, -1, 0, deadline);
 }
 
-/* Splits "tcp:HOST:PORT" (HOST may be [v6]). */
-static int parse_address(const char *address, char *host, size_t hlen, char *port, size_t plen)
-{
-	if (!address || strncmp(address, "tcp:", 4) != 0)
-		return -EINVAL;
-	const char *rest = address + 4;
-	const char *colon = strrchr(rest, ':');
-	if (!colon || colon == rest || !colon[1] || strlen(colon + 1) >= plen)
-		return -EINVAL;
-	const char *h = rest, *hend = colon;
-	if (*h == '[') {
-		if (hend[-1] != ']')
-			return -EINVAL;
-		h++;
-		hend--;
-	}
-	if ((size_t)(hend - h) >= hlen || hend == h)
-		return -EINVAL;
-	memcpy(host, h, (size_t)(hend - h));
-	host[hend - h] = 0;
-	for (const char *p = colon + 1; *p; p++)
-		if (*p < '0' || *p > '9')
-			return -EINVAL;
-	snprintf(port, plen, "%s", colon + 1);
-	return 0;
-}
-
 static int resolve(const char *address, bool passive, struct addrinfo **out)
 {
 	char host[256], port[16];
-	if (parse_address(address, host, sizeof(host), port, sizeof(port)) < 0)
+	if (net_split_address(address, "tcp:", host, sizeof(host), port, sizeof(port)) < 0)
 		return -EINVAL;
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
 				 .ai_flags = passive ? AI_PASSIVE : AI_ADDRCONFIG};

@@ -124,6 +124,14 @@ int net_link_recv(struct net_link *link, struct net_frame *f, void *buf, size_t 
  * into DST, or past them with DST NULL. */
 int net_link_recv_header(struct net_link *link, struct net_frame *f, uint64_t timeout_ns);
 int net_link_recv_payload(struct net_link *link, void *dst, size_t len, uint64_t timeout_ns);
+/* A region frames' payloads may be sent from without a copy (rdma; a
+ * no-op elsewhere), and the wait until the device has read every such
+ * payload posted so far, so that the caller may reuse its buffer. */
+int net_link_register(struct net_link *link, const void *buf, size_t len);
+int net_link_drain(struct net_link *link, uint64_t timeout_ns);
+/* Sends that went without a copy, for the tests. */
+uint64_t net_link_zero_copy_sends(const struct net_link *link);
+
 /* Wakes a thread blocked in a receive on LINK with -ECONNRESET and makes
  * every later call fail the same way; close still has to follow. */
 void net_link_shutdown(struct net_link *link);
@@ -142,9 +150,15 @@ int net_rdma_read(struct net_link *link, void *buf, size_t len, uint64_t deadlin
 void net_shm_shutdown(struct net_link *link);
 void net_shm_close(struct net_link *link);
 void net_rdma_shutdown(struct net_link *link);
+int net_rdma_register(struct net_link *link, const void *buf, size_t len);
+int net_rdma_drain(struct net_link *link, uint64_t deadline);
+uint64_t net_rdma_zero_copy_sends(const struct net_link *link);
 void net_rdma_close(struct net_link *link);
 void net_rdma_listener_close(struct net_listener *l);
 int net_link_handshake(struct net_link *link, const char *name);
+/* "SCHEME" "HOST:PORT" (HOST may be [v6]; PORT digits) into HOST and PORT. */
+int net_split_address(const char *address, const char *scheme, char *host, size_t hlen, char *port,
+		      size_t plen);
 uint64_t net_deadline_after(uint64_t timeout_ns);
 uint64_t net_time_left(uint64_t deadline);
 /* Waits for EVENTS on FD (and on FD2 unless it is -1) until DEADLINE;

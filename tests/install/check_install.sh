@@ -21,10 +21,11 @@ libdir=${libdir%/}
 for f in "$prefix/include/rtaccel/accel.h" "$prefix/include/rtaccel/lock.h" "$prefix/bin/rtaccel-server" \
          "$libdir/librtaccel.so.0" "$libdir/librtaccel_lock.so.0" "$libdir/rtaccel/librtaccel_shim.so.0" \
          "$libdir/librtaccel_isolate.so.0" "$prefix/include/rtaccel/isolate.h" \
+         "$libdir/librtaccel_net.so.0" "$prefix/include/rtaccel/net.h" \
          "$libdir/pkgconfig/rtaccel.pc" "$libdir/cmake/rtaccel/rtaccelConfig.cmake"; do
   [ -e "$f" ] || { echo "not installed: ${f#$prefix/}"; exit 1; }
 done
-for lib in librtaccel.so.0 librtaccel_lock.so.0 librtaccel_isolate.so.0; do
+for lib in librtaccel.so.0 librtaccel_lock.so.0 librtaccel_isolate.so.0 librtaccel_net.so.0; do
   soname=$(readelf -d "$libdir/$lib" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
   [ "$soname" = "$lib" ] || { echo "$lib: soname '$soname'"; exit 1; }
 done
@@ -57,6 +58,49 @@ EOF_C
 cc -std=c11 -Wall -Wextra -Werror -o "$work/gang" "$work/gang.c" $(pkg-config --cflags --libs rtaccel-isolate) \
    -Wl,-rpath,"$libdir"
 "$work/gang"
+# The net layer from plain C: a link over shared memory to itself, one
+# transfer through it.
+cat > "$work/net.c" <<'EOF_C'
+#include <rtaccel/net.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#define SEC 1000000000ull
+int main(void)
+{
+	char address[64], uid[32];
+	snprintf(address, sizeof(address), "shm:install-check-%d", (int)getpid());
+	snprintf(uid, sizeof(uid), "uid:%u", (unsigned)getuid());
+	const char *allow[] = {uid};
+	struct rtaccel_net_channel_attr attr = {.id = 1, .priority = 5, .max_size = 64};
+	rtaccel_net_listener_t *l;
+	rtaccel_net_link_t *link;
+	rtaccel_net_channel_t *ch;
+	if (rtaccel_net_listen(address, allow, 1, "b", NULL, &l))
+		return 1;
+	pid_t child = fork();
+	if (child == 0)
+		_exit(rtaccel_net_connect(address, "a", NULL, SEC, &link) ||
+		      rtaccel_net_channel_open(link, &attr, &ch) ||
+		      rtaccel_net_send(ch, "hello", 6, 0, SEC));
+	struct rtaccel_net_msg m;
+	uint64_t seen = 0;
+	int status;
+	if (rtaccel_net_accept(l, SEC, &link, NULL, 0) || rtaccel_net_channel_open(link, &attr, &ch) ||
+	    rtaccel_net_take(ch, &seen, SEC, &m) || strcmp(m.data, "hello") ||
+	    waitpid(child, &status, 0) != child || status != 0)
+		return 1;
+	rtaccel_net_release(&m);
+	rtaccel_net_close(link);
+	rtaccel_net_listener_close(l);
+	return 0;
+}
+EOF_C
+cc -std=c11 -Wall -Wextra -Werror -o "$work/net" "$work/net.c" $(pkg-config --cflags --libs rtaccel-net) \
+   -Wl,-rpath,"$libdir"
+"$work/net"
 # CMake's find_package.
 cmake -S "$src/tests/install/consumer" -B "$work/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" \
       -DEXAMPLE_SOURCE="$src/examples/client/vecadd_client.c" -DCMAKE_BUILD_RPATH="$libdir" >/dev/null

@@ -17,18 +17,13 @@
 
 #include "net/flow.h"
 #include "net/transport.h"
-#include "test_util.h"
+#include "net_test.h"
 
 #define SEC 1000000000ull
 #define LOG_MAX 8192
 
 static const char *transport;
 
-static const char *rdma_addr(void)
-{
-	const char *a = getenv("RTACCEL_RDMA_ADDR");
-	return a && *a ? a : "127.0.0.1";
-}
 static char address[128];
 
 struct logged {
@@ -273,23 +268,7 @@ static void equals_go_whole_in_arrival_order(void)
 
 int main(int argc, char **argv)
 {
-	if (argc != 2 || (strcmp(argv[1], "tcp") && strcmp(argv[1], "shm") && strcmp(argv[1], "rdma"))) {
-		fprintf(stderr, "usage: %s tcp|shm|rdma\n", argv[0]);
-		return 2;
-	}
-	transport = argv[1];
-	if (strcmp(transport, "rdma") == 0) {
-		char want[80];
-		snprintf(want, sizeof(want), "rdma:%s:0", rdma_addr());
-		const char *allow[] = {rdma_addr()};
-		rtaccel_net_listener_t *l;
-		int err = rtaccel_net_listen(want, allow, 1, "probe", NULL, &l);
-		if (err) {
-			printf("skipped: no RDMA device serves %s (%s)\n", want, strerror(-err));
-			return T_SKIP;
-		}
-		rtaccel_net_listener_close(l);
-	}
+	transport = transport_of(argc, argv);
 	watchdog(120);
 	payload = calloc(1, LOW_SIZE);
 	rx.sink = malloc(16u << 20);

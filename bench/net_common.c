@@ -1,5 +1,5 @@
-/* See netns.h. */
-#include "netns.h"
+/* See net_common.h. */
+#include "net_common.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,6 +9,29 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "core/size.h"
+
+int bench_parse_sizes(const char *program, const char *list, uint64_t *out)
+{
+	int n = 0;
+	char *copy = strdup(list), *save = NULL;
+	for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		size_t v;
+		if (n == BENCH_MAX_SIZES || rtaccel_parse_size(tok, 1, 64ull << 20, &v) < 0) {
+			fprintf(stderr, "%s: bad size '%s' (at most %d sizes, each 1..64M, K/M suffixes)\n",
+				program, tok, BENCH_MAX_SIZES);
+			exit(2);
+		}
+		out[n++] = v;
+	}
+	free(copy);
+	if (!n) {
+		fprintf(stderr, "%s: no sizes in '%s'\n", program, list);
+		exit(2);
+	}
+	return n;
+}
 
 char bench_ns_a[64], bench_ns_b[64];
 static int home_ns = -1;
