@@ -128,14 +128,12 @@ void rtaccel_net_options_default(struct rtaccel_net_options *o)
 	o->chunk = 64u << 10;
 	o->max_transfer = 256ull << 20;
 	o->handshake_ns = 5ull * RTACCEL_NS_PER_S;
-	o->window = 0;
 }
 
 static int check_options(const struct rtaccel_net_options *o)
 {
 	if (o->chunk < 1024 || o->chunk > (16u << 20) || o->max_transfer == 0 ||
-	    o->window > (1u << 30) ||
-	    o->rx_priority < 0 || o->rx_priority > 99)
+	    o->window > (1u << 30) || o->rx_priority < 0 || o->rx_priority > 99)
 		return -EINVAL;
 	return 0;
 }
