@@ -50,6 +50,7 @@ struct Breakdown {
   uint64_t accelerator_ns = 0;    // H_c^*: the chain's accelerator segments, queueing included
   uint64_t interference_ns = 0;   // higher-priority chains on the executor and the core
   uint64_t communication_ns = 0;  // hand-overs between executors
+  uint64_t network_ns = 0;        // transfers over links between nodes
   uint64_t release_jitter_ns = 0; // the chain's first callback started late by the OS
 };
 
@@ -79,7 +80,7 @@ struct ChainResult {
   std::vector<SubchainResult> subchains;
 
   // The largest term of the breakdown: "blocking", "cpu", "accelerator",
-  // "interference" or "communication".
+  // "interference", "communication" or "network".
   const char* dominant_term() const;
 };
 
@@ -212,6 +213,30 @@ uint64_t net_transfer_ns(const NetLink& link, uint64_t bytes);
 
 std::vector<NetFlowResult> analyze_net_link(const NetLink& link, const std::vector<NetFlow>& flows,
                                             Horizon horizon = Horizon::kDeadline);
+
+// The network term of a workload whose callbacks sit on several nodes. Every
+// topic that goes from its publisher's node to a subscriber on another node
+// is a flow on the link joining them, one direction of it: bytes = the
+// publisher's message_kb, period = the shortest period of the chains through
+// the publisher, priority = that of the most critical chain carrying the hop
+// (else the publisher's), jitter = the deadline of the most critical chain
+// through the publisher (it publishes by then when that chain is
+// schedulable). analyze_net_link bounds each flow among the others of its
+// direction; a chain adds the bound of every hop of its path that crosses
+// nodes.
+class NetworkTerms {
+ public:
+  explicit NetworkTerms(const workload::Workload& workload);
+  // The bound of the transfer from PUBLISHER to SUBSCRIBER (callback
+  // indices): 0 on one node, kUnbounded when the link cannot carry its flows.
+  uint64_t hop_ns(size_t publisher, size_t subscriber) const;
+  // Each flow's result, for rtaccel analyze: "topic a->b over link".
+  const std::vector<std::pair<std::string, NetFlowResult>>& flows() const { return flows_; }
+
+ private:
+  std::vector<std::pair<std::pair<size_t, size_t>, uint64_t>> hops_;
+  std::vector<std::pair<std::string, NetFlowResult>> flows_;
+};
 
 // Chains of a gang-scheduled workload (rtaccel run --gang). Every callback is
 // a job of its executor's gang, with C = its CPU WCET plus its accelerator

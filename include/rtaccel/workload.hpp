@@ -3,8 +3,10 @@
 // A workload names the platform (accelerators, the accelerator server),
 // executors (processes pinned to a core at a SCHED_FIFO priority), callbacks
 // (CPU work plus accelerator segments, triggered by a timer or by topics) and
-// chains (sequences of callbacks with a priority and a deadline). The format is
-// documented in docs/workload.md.
+// chains (sequences of callbacks with a priority and a deadline). Executors
+// and accelerators may be placed on nodes (machines) joined by links, over
+// which topics travel through the net layer. The format is documented in
+// docs/workload.md.
 //
 // All durations are nanoseconds in uint64_t; the YAML gives them in ms or us
 // and the loader converts. Values are plain data, copyable; nothing here is
@@ -25,6 +27,8 @@ namespace rtaccel::workload {
 
 enum class Backend { kCpu, kOpenCl, kCuda };
 enum class WaitMode { kSuspend, kSpin };
+enum class LinkTransport { kTcp, kRdma, kShm };
+inline constexpr std::string_view kLinkTransportNames[] = {"tcp", "rdma", "shm"};
 
 // The backends' names, as the workload, rtaccel-server and direct invocation
 // spell them ("cpu", "opencl", "cuda"). Header-only: the client library uses
@@ -45,8 +49,29 @@ struct SourceLocation {
   int column = 0;
 };
 
+// A machine. A workload without nodes is one node.
+struct Node {
+  std::string name;
+  SourceLocation where;
+};
+
+// A link between two nodes, which topics between them travel over (the net
+// layer: rtaccel/net.h). Its rate, chunk and window are what the analysis
+// bounds a transfer with.
+struct Link {
+  std::string name;
+  size_t a = 0, b = 0;  // indices into Workload::nodes
+  LinkTransport transport = LinkTransport::kTcp;
+  uint64_t rate_bytes_per_s = 0;
+  uint64_t chunk_bytes = 64 << 10;
+  uint64_t window_bytes = 0;  // 0: the net layer's default for the transport
+  uint64_t per_chunk_ns = 0;  // the net layer's cost per chunk on this link
+  SourceLocation where;
+};
+
 struct Accelerator {
   std::string name;
+  size_t node = 0;  // index into Workload::nodes (0 without nodes)
   Backend backend = Backend::kCpu;
   int core = 0;             // cpu backend: the core that acts as the device
   int priority_levels = 1;  // device priority levels = server buckets
@@ -66,6 +91,7 @@ struct Executor {
   int priority = 1;  // SCHED_FIFO priority of the executor process, 1..99
   int threads = 1;
   SourceLocation where;
+  size_t node = 0;  // index into Workload::nodes (0 without nodes)
 };
 
 // A gang (isolate layer, RT-Gang): executors whose threads run their jobs
@@ -99,6 +125,7 @@ struct Callback {
   size_t executor = 0;  // index into Workload::executors
   Trigger trigger;
   std::string publishes;           // empty: publishes nothing
+  uint64_t message_bytes = 4096;   // size of what it publishes (message_kb)
   std::vector<std::string> reads;  // latest-value inputs that do not trigger
   uint64_t cpu_ns = 0;             // E_i
   std::vector<Segment> segments;   // in execution order
@@ -128,6 +155,8 @@ struct Workload {
   // How late this machine may start a callback after its timer's release
   // (timer and scheduling latency): release jitter in the analysis.
   uint64_t release_jitter_ns = 0;
+  std::vector<Node> nodes;  // empty: one node
+  std::vector<Link> links;
   std::vector<Executor> executors;
   std::vector<Callback> callbacks;
   std::vector<Chain> chains;
@@ -149,6 +178,11 @@ struct Workload {
   // critical chain containing the callback. Every callback is in some chain
   // (the loader checks it).
   int callback_priority(size_t callback) const;
+
+  // The node a callback runs on (its executor's); 0 without nodes.
+  size_t node_of_callback(size_t callback) const;
+  // The link joining nodes a and b, or -1 when none does.
+  long link_between(size_t a, size_t b) const;
 };
 
 // Raises the server overhead (epsilon) and every accelerator's preemption

@@ -111,6 +111,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("accelerator_ns", &analysis::Breakdown::accelerator_ns)
       .def_readonly("interference_ns", &analysis::Breakdown::interference_ns)
       .def_readonly("communication_ns", &analysis::Breakdown::communication_ns)
+      .def_readonly("network_ns", &analysis::Breakdown::network_ns)
       .def_readonly("release_jitter_ns", &analysis::Breakdown::release_jitter_ns);
 
   py::class_<analysis::SubchainResult>(m, "SubchainResult")

@@ -29,6 +29,7 @@ def _breakdown(b) -> dict:
         "accelerator_us": _us(b.accelerator_ns),
         "interference_us": _us(b.interference_ns),
         "communication_us": _us(b.communication_ns),
+        "network_us": _us(b.network_ns),
         "release_jitter_us": _us(b.release_jitter_ns),
     }
 
@@ -117,7 +118,7 @@ def format_table(path: str, workload, results, options: dict) -> str:
           if options.get("calibration") else []),
         f"{'chain':<24} {'prio':>5} {'crit':>4} {'period_us':>10} {'deadline_us':>11} "
         f"{'wcrt_us':>10} {'sched':>5}  {'dominant':<12} {'blocking':>9} {'cpu':>9} "
-        f"{'accel':>9} {'interf':>9} {'comm':>7}",
+        f"{'accel':>9} {'interf':>9} {'comm':>7} {'net':>9}",
     ]
     for r in results:
         d = chain_to_dict(r)
@@ -128,7 +129,7 @@ def format_table(path: str, workload, results, options: dict) -> str:
             f"{_fmt(d['period_us']):>10} {_fmt(d['deadline_us']):>11} {_fmt(d['wcrt_us']):>10} "
             f"{'yes' if r.schedulable else 'NO':>5}  {d['dominant'] or '-':<12} "
             f"{_fmt(b['blocking_us']):>9} {_fmt(b['cpu_us']):>9} {_fmt(b['accelerator_us']):>9} "
-            f"{_fmt(b['interference_us']):>9} {_fmt(b['communication_us']):>7}"
+            f"{_fmt(b['interference_us']):>9} {_fmt(b['communication_us']):>7} {_fmt(b['network_us']):>9}"
         )
     for r in results:
         if r.reason:

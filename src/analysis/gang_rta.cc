@@ -115,6 +115,7 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
   const std::vector<workload::Gang> gangs = w.effective_gangs();
   const uint64_t epsilon = w.server ? w.server->overhead_ns : 0;
   const uint64_t two_delta = mul(2, w.gang_preemption_ns);
+  const NetworkTerms network(w);
 
   // Each callback as a gang job.
   struct Job {
@@ -174,6 +175,11 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
       if (i > 0 && w.callbacks[chain.path[i - 1]].executor != w.callbacks[k].executor) {
         r.breakdown.communication_ns = add(r.breakdown.communication_ns, w.communication_ns);
         total = add(total, w.communication_ns);
+      }
+      if (i > 0) {  // a hop between nodes: the transfer's bound on its link
+        const uint64_t hop = network.hop_ns(chain.path[i - 1], k);
+        r.breakdown.network_ns = add(r.breakdown.network_ns, hop);
+        total = add(total, hop);
       }
     }
     r.bounded = bounded && total <= limit;

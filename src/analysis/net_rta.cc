@@ -3,10 +3,13 @@
 // saturating.
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <map>
 #include <string>
 
 #include "analysis/saturating.h"
 #include "rtaccel/analysis.hpp"
+#include "rtaccel/workload.hpp"
 
 namespace rtaccel::analysis {
 namespace {
@@ -77,6 +80,90 @@ std::vector<NetFlowResult> analyze_net_link(const NetLink& link, const std::vect
     results.push_back(std::move(r));
   }
   return results;
+}
+
+NetworkTerms::NetworkTerms(const workload::Workload& w) {
+  if (w.nodes.empty()) return;
+  // One flow per (publisher, destination node): a topic goes to a node once.
+  struct Flow {
+    size_t publisher, to_node;
+    long link;
+    NetFlow flow;
+    std::vector<size_t> subscribers;
+  };
+  std::vector<Flow> flows;
+  std::map<std::string, size_t> publisher_of;
+  for (size_t i = 0; i < w.callbacks.size(); ++i)
+    if (!w.callbacks[i].publishes.empty()) publisher_of[w.callbacks[i].publishes] = i;
+  for (size_t s = 0; s < w.callbacks.size(); ++s) {
+    const workload::Callback& cb = w.callbacks[s];
+    std::vector<std::string> inputs = cb.trigger.topics;
+    inputs.insert(inputs.end(), cb.reads.begin(), cb.reads.end());
+    for (const std::string& topic : inputs) {
+      auto it = publisher_of.find(topic);
+      if (it == publisher_of.end()) continue;
+      const size_t p = it->second, from = w.node_of_callback(p), to = w.node_of_callback(s);
+      if (from == to) continue;
+      auto f = std::find_if(flows.begin(), flows.end(),
+                            [&](const Flow& x) { return x.publisher == p && x.to_node == to; });
+      if (f == flows.end()) {
+        Flow nf{p, to, w.link_between(from, to), {}, {}};
+        nf.flow.name = topic + " " + w.nodes[from].name + "->" + w.nodes[to].name;
+        nf.flow.bytes = w.callbacks[p].message_bytes;
+        nf.flow.priority = w.callback_priority(p);
+        nf.flow.period_ns = kUnbounded;
+        int best = std::numeric_limits<int>::min();
+        for (const workload::Chain& c : w.chains) {
+          if (std::find(c.path.begin(), c.path.end(), p) == c.path.end()) continue;
+          nf.flow.period_ns = std::min(nf.flow.period_ns, c.period_ns);
+          if (c.priority > best) {
+            best = c.priority;
+            nf.flow.jitter_ns = c.deadline_ns;
+          }
+        }
+        flows.push_back(std::move(nf));
+        f = flows.end() - 1;
+      }
+      f->subscribers.push_back(s);
+      // the most critical chain carrying this hop sets the flow's priority
+      for (const workload::Chain& c : w.chains)
+        for (size_t k = 1; k < c.path.size(); ++k)
+          if (c.path[k - 1] == p && c.path[k] == s) f->flow.priority = std::max(f->flow.priority, c.priority);
+    }
+  }
+  // Each direction of each link on its own: a link is full duplex.
+  for (size_t l = 0; l < w.links.size(); ++l) {
+    const workload::Link& wl = w.links[l];
+    for (size_t to : {wl.a, wl.b}) {
+      std::vector<size_t> mine;
+      for (size_t i = 0; i < flows.size(); ++i)
+        if (flows[i].link == static_cast<long>(l) && flows[i].to_node == to) mine.push_back(i);
+      if (mine.empty()) continue;
+      NetLink link;
+      link.bytes_per_s = static_cast<double>(wl.rate_bytes_per_s);
+      link.chunk_bytes = wl.chunk_bytes;
+      // the net layer's defaults: two chunks of socket buffer or sends, a 4 MiB ring
+      link.window_bytes = wl.window_bytes ? wl.window_bytes
+                          : wl.transport == workload::LinkTransport::kShm ? 4u << 20
+                                                                           : 2 * wl.chunk_bytes;
+      link.per_chunk_ns = wl.per_chunk_ns;
+      std::vector<NetFlow> set;
+      for (size_t i : mine) set.push_back(flows[i].flow);
+      const std::vector<NetFlowResult> results = analyze_net_link(link, set, Horizon::kPeriod);
+      for (size_t k = 0; k < mine.size(); ++k) {
+        const Flow& f = flows[mine[k]];
+        const uint64_t ns = results[k].bounded ? results[k].wcrt_ns : kUnbounded;
+        for (size_t s : f.subscribers) hops_.push_back({{f.publisher, s}, ns});
+        flows_.push_back({f.flow.name + " over " + wl.name, results[k]});
+      }
+    }
+  }
+}
+
+uint64_t NetworkTerms::hop_ns(size_t publisher, size_t subscriber) const {
+  for (const auto& [key, ns] : hops_)
+    if (key.first == publisher && key.second == subscriber) return ns;
+  return 0;
 }
 
 }  // namespace rtaccel::analysis

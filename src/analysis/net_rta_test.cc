@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "rtaccel/analysis.hpp"
+#include "rtaccel/workload.hpp"
 
 namespace rtaccel::analysis {
 namespace {
@@ -58,6 +59,56 @@ TEST(NetRta, ChunkCostJitterAndNoBound) {
   EXPECT_NE(o[1].reason.find("no bound"), std::string::npos);
   const auto none = analyze_net_link(NetLink{}, over);
   EXPECT_EQ(none[0].reason, "the link has no rate");
+}
+
+// A chain across two nodes of a 1 Gbit/s link, and a best-effort flow of
+// 8 MiB beside it on the same direction.
+constexpr const char* kTwoNodes = R"(version: 1
+name: two
+nodes: [{name: soc1}, {name: soc2}]
+links:
+  - {name: eth0, between: [soc1, soc2], transport: tcp, rate_mbps: 1000, chunk_kb: 64, per_chunk_us: 5}
+executors:
+  - {name: ex1, node: soc1, core: 0, priority: 80}
+  - {name: ex2, node: soc2, core: 1, priority: 80}
+  - {name: ex3, node: soc1, core: 2, priority: 10}
+callbacks:
+  - {name: sensor, executor: ex1, trigger: {timer_ms: 100}, publishes: raw, message_kb: 1024, cpu_us: 1000}
+  - {name: filter, executor: ex2, trigger: {topic: raw}, cpu_us: 1000}
+  - {name: upload, executor: ex3, trigger: {timer_ms: 1000}, publishes: map, message_kb: 8192, cpu_us: 1000}
+  - {name: merge, executor: ex2, trigger: {topic: map}, cpu_us: 1000}
+chains:
+  - {name: hot, priority: 10, path: [sensor, filter], deadline_ms: 100}
+  - {name: map, priority: 1, path: [upload, merge], critical: false}
+)";
+
+TEST(NetRta, ChainsAcrossNodesAddTheirLinkBound) {
+  workload::LoadOptions options;
+  options.machine_cores = 4;
+  auto loaded = workload::load_string(kTwoNodes, "two.yaml", options);
+  ASSERT_TRUE(loaded) << loaded.status().message();
+  const workload::Workload w = loaded.take();
+  const auto results = analyze(w);
+  ASSERT_EQ(results.size(), 2u);
+  // hot: 1 MiB in 16 chunks at 1 Gbit/s, plus one chunk and the window
+  // (two chunks) of the 8 MiB upload, plus that chunk's cost
+  const uint64_t own = 8'388'608 + 16 * 5'000;
+  const uint64_t blocking = 1'572'864 + 5'000;
+  EXPECT_EQ(results[0].breakdown.network_ns, own + blocking);
+  // map: its 8 MiB, and the hot flow's transfers that arrive meanwhile
+  // (jitter: hot's deadline)
+  const uint64_t map_own = 67'108'864 + 128 * 5'000;
+  const uint64_t map = results[1].breakdown.network_ns;
+  EXPECT_GE(map, map_own + own);
+  EXPECT_EQ((map - map_own) % own, 0u);
+  // the same chains on one node have no network term
+  const NetworkTerms none([&] {
+    workload::Workload one = w;
+    one.nodes.clear();
+    return one;
+  }());
+  EXPECT_EQ(none.hop_ns(0, 1), 0u);
+  EXPECT_EQ(NetworkTerms(w).flows().size(), 2u);
 }
 
 }  // namespace

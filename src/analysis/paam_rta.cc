@@ -68,7 +68,7 @@ struct Subchain {
 
 class Analysis {
  public:
-  Analysis(const Workload& w, const Options& options) : w_(w), options_(options) {
+  Analysis(const Workload& w, const Options& options) : w_(w), options_(options), network_(w) {
     epsilon_ = w_.server ? w_.server->overhead_ns : 0;
     for (const Chain& chain : w_.chains) max_period_ = std::max(max_period_, chain.period_ns);
     build_entries();
@@ -342,6 +342,10 @@ class Analysis {
     const uint64_t hops = subchains_of_[c].empty() ? 0 : subchains_of_[c].size() - 1;
     out.breakdown.communication_ns = mul(hops, w_.communication_ns);
     total = add(total, out.breakdown.communication_ns);
+    // Hops between nodes: the transfer's bound on its link.
+    for (size_t k = 1; k < chain.path.size(); ++k)
+      out.breakdown.network_ns = add(out.breakdown.network_ns, network_.hop_ns(chain.path[k - 1], chain.path[k]));
+    total = add(total, out.breakdown.network_ns);
     // Latency counts from the nominal release; the OS may start the chain late.
     out.breakdown.release_jitter_ns = w_.release_jitter_ns;
     total = add(total, w_.release_jitter_ns);
@@ -383,6 +387,7 @@ class Analysis {
 
   const Workload& w_;
   const Options& options_;
+  const NetworkTerms network_;
   uint64_t epsilon_ = 0;
   uint64_t max_period_ = 0;
   std::vector<Entry> entries_;
@@ -416,7 +421,7 @@ const char* ChainResult::dominant_term() const {
   const std::pair<uint64_t, const char*> terms[] = {
       {breakdown.blocking_ns, "blocking"},       {breakdown.cpu_ns, "cpu"},
       {breakdown.accelerator_ns, "accelerator"}, {breakdown.interference_ns, "interference"},
-      {breakdown.communication_ns, "communication"},
+      {breakdown.communication_ns, "communication"}, {breakdown.network_ns, "network"},
   };
   const auto* best = &terms[0];
   for (const auto& t : terms) {

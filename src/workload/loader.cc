@@ -256,6 +256,14 @@ struct PendingCallback {
   SourceLocation trigger_where;
   std::vector<std::pair<std::string, SourceLocation>> reads;
 };
+struct PendingName {
+  std::string name;
+  SourceLocation where;
+};
+struct PendingLink {
+  std::vector<std::pair<std::string, SourceLocation>> between;
+  SourceLocation where;
+};
 struct PendingChain {
   std::vector<std::pair<std::string, SourceLocation>> path;
   std::optional<uint64_t> period_ns;
@@ -280,6 +288,12 @@ class Loader {
                                                " is not supported (this rtaccel reads version 1)");
     }
     if (auto name = top.name("name", true)) w_.name = *name;
+    read_list(top.list("nodes", false), "nodes", [&](const YAML::Node& n, size_t i) {
+      read_node(n, i);
+    });
+    read_list(top.list("links", false), "links", [&](const YAML::Node& n, size_t i) {
+      read_link(n, i);
+    });
     read_platform(top.get("platform", false));
     read_server(top.get("server", false));
     read_list(top.list("executors", true), "executors", [&](const YAML::Node& n, size_t i) {
@@ -337,6 +351,48 @@ class Loader {
     f.finish();
   }
 
+  void read_node(const YAML::Node& node, size_t index) {
+    Fields f(ctx_, node, item("node", index, node));
+    if (!f.valid()) return;
+    Node n;
+    n.where = f.where();
+    if (auto name = f.name("name", true)) n.name = *name;
+    f.finish();
+    w_.nodes.push_back(std::move(n));
+  }
+
+  void read_link(const YAML::Node& node, size_t index) {
+    Fields f(ctx_, node, item("link", index, node));
+    if (!f.valid()) return;
+    Link l;
+    PendingLink p;
+    l.where = p.where = f.where();
+    if (auto name = f.name("name", true)) l.name = *name;
+    YAML::Node between = f.get("between", false);
+    p.between = f.names("between", true, "node");
+    if (between.IsDefined() && between.IsSequence() && between.size() != 2)
+      ctx_.error(between, f.what() + ": between must name two nodes");
+    if (auto t = f.choice("transport", true, {std::begin(kLinkTransportNames), std::end(kLinkTransportNames)}))
+      l.transport = static_cast<LinkTransport>(*t);
+    if (auto mbps = f.integer("rate_mbps", true, 1, 10000000)) l.rate_bytes_per_s = static_cast<uint64_t>(*mbps) * 125000;
+    if (auto chunk = f.integer("chunk_kb", false, 1, 16384)) l.chunk_bytes = static_cast<uint64_t>(*chunk) << 10;
+    if (auto window = f.integer("window_kb", false, 1, 1 << 20)) l.window_bytes = static_cast<uint64_t>(*window) << 10;
+    if (auto cost = f.duration("per_chunk_us", false, kNsPerUs, true)) l.per_chunk_ns = *cost;
+    f.finish();
+    w_.links.push_back(std::move(l));
+    pending_links_.push_back(std::move(p));
+  }
+
+  // The node an executor or accelerator names, for the second pass.
+  PendingName node_name(Fields& f) {
+    PendingName p;
+    if (auto name = f.name("node", false)) {
+      p.name = *name;
+      p.where = location_of(f.get("node", false));
+    }
+    return p;
+  }
+
   void read_accelerator(const YAML::Node& node, size_t index) {
     Fields f(ctx_, node, item("accelerator", index, node));
     if (!f.valid()) return;
@@ -350,6 +406,7 @@ class Loader {
     else a.core = -1;
     if (auto levels = f.integer("priority_levels", false, 1, 64)) a.priority_levels = static_cast<int>(*levels);
     if (auto kappa = f.duration("preemption_cost_us", false, kNsPerUs, true)) a.preemption_cost_ns = *kappa;
+    pending_accelerator_nodes_.push_back(node_name(f));
     if (a.backend == Backend::kOpenCl && a.priority_levels != 1) {
       ctx_.error(f.get("priority_levels", false), f.what() +
                  ": the opencl backend has one in-order, non-preemptive queue; priority_levels must be 1");
@@ -379,6 +436,7 @@ class Loader {
     if (auto core = f.integer("core", true, 0, 4095)) e.core = static_cast<int>(*core);
     if (auto prio = f.integer("priority", true, 1, 99)) e.priority = static_cast<int>(*prio);
     if (auto threads = f.integer("threads", false, 1, 1024)) e.threads = static_cast<int>(*threads);
+    pending_executor_nodes_.push_back(node_name(f));
     f.finish();
     w_.executors.push_back(std::move(e));
   }
@@ -440,6 +498,10 @@ class Loader {
       read_trigger(trigger, f.what(), cb);
     }
     if (auto topic = f.name("publishes", false)) cb.publishes = *topic;
+    if (auto kb = f.integer("message_kb", false, 0, 1 << 20)) {
+      cb.message_bytes = static_cast<uint64_t>(*kb) << 10;
+      if (cb.publishes.empty()) ctx_.error(f.get("message_kb", false), f.what() + ": message_kb without publishes");
+    }
     pending.reads = f.names("reads", false, "topic", /*allow_empty=*/true);
     for (const auto& read : pending.reads) cb.reads.push_back(read.first);
     if (auto cpu = f.duration("cpu_us", true, kNsPerUs, true)) cb.cpu_ns = *cpu;
@@ -517,6 +579,7 @@ class Loader {
     auto executors = index_names(w_.executors, "executor");
     auto callbacks = index_names(w_.callbacks, "callback");
     index_names(w_.chains, "chain");
+    check_nodes();
 
     std::map<int, size_t> device_cores;  // core -> cpu accelerator using it
     for (size_t i = 0; i < w_.accelerators.size(); ++i) {
@@ -584,6 +647,8 @@ class Loader {
         ctx_.error(cb.where, what + ": uses an accelerator, so the workload needs a server: {core, overhead_us}");
       }
     }
+
+    check_crossings(publisher, accelerators);
 
     std::map<int, size_t> priorities;
     std::vector<bool> in_chain(w_.callbacks.size(), false);
@@ -658,6 +723,130 @@ class Loader {
     }
   }
 
+  // Nodes, where executors and accelerators are, and the links.
+  void check_nodes() {
+    std::map<std::string, size_t> nodes;
+    std::string listed;
+    for (size_t i = 0; i < w_.nodes.size(); ++i) {
+      const Node& n = w_.nodes[i];
+      if (n.name.empty()) continue;
+      listed += (listed.empty() ? "" : ", ") + n.name;
+      if (auto [it, fresh] = nodes.emplace(n.name, i); !fresh) {
+        ctx_.error(n.where, "node '" + n.name + "' is defined twice (first at line " +
+                                std::to_string(w_.nodes[it->second].where.line) + ")");
+      }
+    }
+    auto resolve = [&](const PendingName& p, const std::string& what, SourceLocation where) -> size_t {
+      if (p.name.empty()) {
+        if (!w_.nodes.empty()) ctx_.error(where, what + ": the workload has nodes, so it needs node: (one of " + listed + ")");
+        return 0;
+      }
+      auto it = nodes.find(p.name);
+      if (it == nodes.end()) {
+        ctx_.error(p.where, what + ": no node named '" + p.name + "'" +
+                                (w_.nodes.empty() ? " (the workload declares no nodes)" : " (nodes: " + listed + ")"));
+        return 0;
+      }
+      return it->second;
+    };
+    for (size_t i = 0; i < w_.executors.size(); ++i)
+      w_.executors[i].node = resolve(pending_executor_nodes_[i], "executor '" + w_.executors[i].name + "'",
+                                     w_.executors[i].where);
+    for (size_t i = 0; i < w_.accelerators.size(); ++i)
+      w_.accelerators[i].node = resolve(pending_accelerator_nodes_[i],
+                                        "accelerator '" + w_.accelerators[i].name + "'", w_.accelerators[i].where);
+    // One accelerator server per workload, on the node of its accelerators.
+    for (size_t i = 1; i < w_.accelerators.size() && !w_.nodes.empty(); ++i) {
+      const Accelerator& a = w_.accelerators[i];
+      const Accelerator& first = w_.accelerators[0];
+      if (a.node != first.node) {
+        ctx_.error(pending_accelerator_nodes_[i].where,
+                   "accelerator '" + a.name + "' is on node '" + w_.nodes[a.node].name + "', but accelerator '" +
+                       first.name + "' is on node '" + w_.nodes[first.node].name +
+                       "': the workload's one server serves accelerators of one node");
+      }
+    }
+    std::map<std::string, size_t> link_names;
+    std::map<std::pair<size_t, size_t>, size_t> joined;
+    for (size_t i = 0; i < w_.links.size(); ++i) {
+      Link& l = w_.links[i];
+      const PendingLink& p = pending_links_[i];
+      const std::string what = "link '" + l.name + "'";
+      if (!l.name.empty()) {
+        if (auto [it, fresh] = link_names.emplace(l.name, i); !fresh) {
+          ctx_.error(l.where, what + " is defined twice (first at line " +
+                                  std::to_string(w_.links[it->second].where.line) + ")");
+        }
+      }
+      if (p.between.size() != 2) {  // reported
+        links_broken_ = true;
+        continue;
+      }
+      bool known = true;
+      size_t ends[2] = {0, 0};
+      for (int k = 0; k < 2; ++k) {
+        auto it = nodes.find(p.between[k].first);
+        if (it == nodes.end()) {
+          ctx_.error(p.between[k].second, what + ": no node named '" + p.between[k].first + "'" +
+                                              (w_.nodes.empty() ? " (the workload declares no nodes)" : ""));
+          known = false;
+        } else {
+          ends[k] = it->second;
+        }
+      }
+      if (!known) {
+        links_broken_ = true;
+        continue;
+      }
+      if (ends[0] == ends[1]) {
+        ctx_.error(p.between[1].second, what + ": joins node '" + p.between[0].first + "' with itself");
+        links_broken_ = true;
+        continue;
+      }
+      l.a = ends[0];
+      l.b = ends[1];
+      auto key = std::minmax(l.a, l.b);
+      if (auto [it, fresh] = joined.emplace(key, i); !fresh) {
+        ctx_.error(l.where, what + ": nodes '" + p.between[0].first + "' and '" + p.between[1].first +
+                                "' are already joined by link '" + w_.links[it->second].name + "'");
+      }
+    }
+  }
+
+  // Topics and accelerator requests that cross nodes need a link. After a
+  // link that could not be read, "no link joins" would only mislead.
+  void check_crossings(const std::map<std::string, size_t>& publisher,
+                       const std::map<std::string, size_t>& accelerators) {
+    if (w_.nodes.empty() || links_broken_) return;
+    auto node = [&](size_t n) { return "'" + w_.nodes[n].name + "'"; };
+    for (size_t i = 0; i < w_.callbacks.size(); ++i) {
+      const Callback& cb = w_.callbacks[i];
+      const PendingCallback& p = pending_callbacks_[i];
+      if (p.executor.empty() || cb.executor >= w_.executors.size()) continue;
+      const size_t here = w_.node_of_callback(i);
+      const std::string what = "callback '" + cb.name + "' on node " + node(here);
+      auto check_topic = [&](const std::string& topic, SourceLocation where) {
+        auto it = publisher.find(topic);
+        if (it == publisher.end()) return;  // reported
+        const size_t there = w_.node_of_callback(it->second);
+        if (there != here && w_.link_between(here, there) < 0) {
+          ctx_.error(where, what + ": topic '" + topic + "' comes from node " + node(there) +
+                                ", and no link joins " + node(there) + " and " + node(here));
+        }
+      };
+      for (const std::string& topic : cb.trigger.topics) check_topic(topic, p.trigger_where);
+      for (const auto& [topic, where] : p.reads) check_topic(topic, where);
+      for (size_t s = 0; s < cb.segments.size(); ++s) {
+        if (!accelerators.count(p.segments[s].accelerator)) continue;  // reported
+        const Accelerator& a = w_.accelerators[cb.segments[s].accelerator];
+        if (a.node != here && w_.link_between(here, a.node) < 0) {
+          ctx_.error(p.segments[s].where, what + ": accelerator '" + a.name + "' is on node " + node(a.node) +
+                                              ", and no link joins " + node(here) + " and " + node(a.node));
+        }
+      }
+    }
+  }
+
   void check_gangs(const std::map<std::string, size_t>& executors) {
     std::map<std::string, size_t> names;
     std::map<size_t, size_t> gang_of;  // executor -> gang
@@ -709,6 +898,9 @@ class Loader {
   std::optional<uint64_t> communication_ns_;
   std::vector<PendingCallback> pending_callbacks_;
   std::vector<PendingChain> pending_chains_;
+  std::vector<PendingName> pending_executor_nodes_, pending_accelerator_nodes_;
+  std::vector<PendingLink> pending_links_;
+  bool links_broken_ = false;
 };
 
 }  // namespace

@@ -141,6 +141,107 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"SyntaxError", "path: [sensor, filter]", "path: [sensor, filter", "YAML syntax error", 19}),
     [](const ::testing::TestParamInfo<BadCase>& param_info) { return std::string(param_info.param.name); });
 
+// Two nodes and a link; the filter runs on the second node.
+const std::string kTwoNodes = R"(version: 1
+name: two
+nodes:
+  - {name: soc1}
+  - {name: soc2}
+links:
+  - {name: eth0, between: [soc1, soc2], transport: tcp, rate_mbps: 1000, chunk_kb: 64, per_chunk_us: 5}
+platform:
+  accelerators:
+    - {name: acc0, node: soc1, backend: cpu, core: 1, priority_levels: 4}
+server: {core: 1, overhead_us: 40}
+executors:
+  - {name: ex1, node: soc1, core: 0, priority: 80}
+  - {name: ex2, node: soc2, core: 2, priority: 80}
+callbacks:
+  - name: sensor
+    executor: ex1
+    trigger: {timer_ms: 100}
+    publishes: raw
+    message_kb: 1024
+    cpu_us: 2000
+    segments: [{accelerator: acc0, service: busy, wcet_us: 10000}]
+  - {name: filter, executor: ex2, trigger: {topic: raw}, cpu_us: 1000}
+chains:
+  - {name: hot, priority: 10, path: [sensor, filter], deadline_ms: 90}
+)";
+
+TEST(Loader, NodesAndLinks) {
+  auto r = load(kTwoNodes);
+  ASSERT_TRUE(r.ok()) << (r.errors.empty() ? "" : r.errors[0]);
+  const Workload& w = *r.workload;
+  ASSERT_EQ(w.nodes.size(), 2u);
+  ASSERT_EQ(w.links.size(), 1u);
+  EXPECT_EQ(w.links[0].rate_bytes_per_s, 125'000'000u);
+  EXPECT_EQ(w.links[0].chunk_bytes, 64u << 10);
+  EXPECT_EQ(w.links[0].per_chunk_ns, 5000u);
+  EXPECT_EQ(w.links[0].transport, LinkTransport::kTcp);
+  EXPECT_EQ(w.node_of_callback(0), 0u);
+  EXPECT_EQ(w.node_of_callback(1), 1u);
+  EXPECT_EQ(w.link_between(1, 0), 0);
+  EXPECT_EQ(w.callbacks[0].message_bytes, 1u << 20);
+  EXPECT_EQ(w.callbacks[1].message_bytes, 4096u);  // the default
+}
+
+class MultiNodeRefuses : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(MultiNodeRefuses, WithOneClearDiagnostic) {
+  const BadCase& c = GetParam();
+  auto r = load(replace(kTwoNodes, c.from, c.to));
+  EXPECT_FALSE(r.ok());
+  ASSERT_EQ(r.errors.size(), 1u) << (r.errors.empty() ? "" : r.errors[0] + " / " + r.errors.back());
+  EXPECT_NE(r.errors[0].find(c.message), std::string::npos) << r.errors[0];
+  EXPECT_EQ(line_of(r.errors[0]), c.line) << r.errors[0];
+  EXPECT_GT(column_of(r.errors[0]), 0) << r.errors[0];
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Rules, MultiNodeRefuses,
+    ::testing::Values(
+        BadCase{"UnknownNode", "{name: ex2, node: soc2", "{name: ex2, node: soc3", "no node named 'soc3' (nodes: soc1, soc2)", 14},
+        BadCase{"NodeMissing", "{name: ex2, node: soc2, ", "{name: ex2, ", "the workload has nodes, so it needs node: (one of soc1, soc2)", 14},
+        BadCase{"NoLink", "links:\n  - {name: eth0, between: [soc1, soc2], transport: tcp, rate_mbps: 1000, chunk_kb: 64, per_chunk_us: 5}\n", "",
+                "topic 'raw' comes from node 'soc1', and no link joins 'soc1' and 'soc2'", 21},
+        BadCase{"LinkToUnknownNode", "between: [soc1, soc2]", "between: [soc1, soc9]", "link 'eth0': no node named 'soc9'", 7},
+        BadCase{"LinkToItself", "between: [soc1, soc2]", "between: [soc1, soc1]", "joins node 'soc1' with itself", 7},
+        BadCase{"LinkOfThree", "between: [soc1, soc2]", "between: [soc1, soc2, soc1]", "between must name two nodes", 7},
+        BadCase{"BadTransport", "transport: tcp", "transport: carrier-pigeon", "transport must be one of tcp, rdma, shm", 7},
+        BadCase{"NoRate", "rate_mbps: 1000, ", "", "missing required key 'rate_mbps'", 7},
+        BadCase{"MessageWithoutTopic", "cpu_us: 1000}", "cpu_us: 1000, message_kb: 4}", "message_kb without publishes", 23}),
+    [](const ::testing::TestParamInfo<BadCase>& param_info) { return std::string(param_info.param.name); });
+
+TEST(Loader, AcceleratorOnANodeWithoutALinkIsRefused) {
+  // a third node, linked to neither, whose callback uses soc1's accelerator
+  std::string text = replace(kTwoNodes, "  - {name: soc2}\n", "  - {name: soc2}\n  - {name: soc3}\n");
+  text = replace(text, "  - {name: ex2, node: soc2, core: 2, priority: 80}\n",
+                 "  - {name: ex2, node: soc2, core: 2, priority: 80}\n  - {name: ex3, node: soc3, core: 3, priority: 70}\n");
+  text = replace(text, "chains:\n",
+                 "  - {name: far, executor: ex3, trigger: {timer_ms: 100}, cpu_us: 1,\n"
+                 "     segments: [{accelerator: acc0, service: busy, wcet_us: 1}]}\nchains:\n");
+  text += "  - {name: far, priority: 1, path: [far]}\n";
+  auto r = load(text);
+  ASSERT_FALSE(r.ok());
+  ASSERT_EQ(r.errors.size(), 1u) << r.errors[0];
+  EXPECT_NE(r.errors[0].find("callback 'far' on node 'soc3': accelerator 'acc0' is on node 'soc1', and no link "
+                             "joins 'soc3' and 'soc1'"),
+            std::string::npos)
+      << r.errors[0];
+  EXPECT_EQ(line_of(r.errors[0]), 27);
+  // with a link to soc1 it is a remote client, and allowed
+  text = replace(text, "links:\n", "links:\n  - {name: eth1, between: [soc3, soc1], transport: rdma, rate_mbps: 100}\n");
+  EXPECT_TRUE(load(text).ok());
+}
+
+TEST(Loader, NodeWithoutNodesIsNamed) {
+  auto r = load(replace(kValid, "{name: ex1, core: 0", "{name: ex1, node: soc1, core: 0"));
+  ASSERT_FALSE(r.ok());
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_NE(r.errors[0].find("no node named 'soc1' (the workload declares no nodes)"), std::string::npos) << r.errors[0];
+}
+
 TEST(Loader, UnpublishedTriggerTopicAlsoBreaksTheChainPath) {
   auto r = load(replace(kValid, "trigger: {topic: raw}", "trigger: {topic: cooked}"));
   ASSERT_EQ(r.errors.size(), 2u);

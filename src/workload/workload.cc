@@ -82,4 +82,15 @@ std::vector<size_t> Workload::gang_of_executor() const {
   return of;
 }
 
+size_t Workload::node_of_callback(size_t callback) const {
+  const size_t e = callbacks[callback].executor;
+  return e < executors.size() ? executors[e].node : 0;
+}
+
+long Workload::link_between(size_t a, size_t b) const {
+  for (size_t i = 0; i < links.size(); ++i)
+    if ((links[i].a == a && links[i].b == b) || (links[i].a == b && links[i].b == a)) return static_cast<long>(i);
+  return -1;
+}
+
 }  // namespace rtaccel::workload
