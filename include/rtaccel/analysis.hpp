@@ -221,20 +221,27 @@ std::vector<NetFlowResult> analyze_net_link(const NetLink& link, const std::vect
 // the publisher, priority = that of the most critical chain carrying the hop
 // (else the publisher's), jitter = the deadline of the most critical chain
 // through the publisher (it publishes by then when that chain is
-// schedulable). analyze_net_link bounds each flow among the others of its
-// direction; a chain adds the bound of every hop of its path that crosses
-// nodes.
+// schedulable). A segment of a callback on another node than its
+// accelerator adds two flows, its request and its response (request_kb,
+// response_kb, at the callback's period and priority). analyze_net_link
+// bounds each flow among the others of its direction; a chain adds the bound
+// of every hop of its path that crosses nodes and of every remote segment's
+// request and response.
 class NetworkTerms {
  public:
   explicit NetworkTerms(const workload::Workload& workload);
   // The bound of the transfer from PUBLISHER to SUBSCRIBER (callback
   // indices): 0 on one node, kUnbounded when the link cannot carry its flows.
   uint64_t hop_ns(size_t publisher, size_t subscriber) const;
+  // Request and response of CALLBACK's segment SEGMENT over the link to its
+  // accelerator: 0 when both are on one node.
+  uint64_t segment_ns(size_t callback, size_t segment) const;
   // Each flow's result, for rtaccel analyze: "topic a->b over link".
   const std::vector<std::pair<std::string, NetFlowResult>>& flows() const { return flows_; }
 
  private:
   std::vector<std::pair<std::pair<size_t, size_t>, uint64_t>> hops_;
+  std::vector<std::pair<std::pair<size_t, size_t>, uint64_t>> segments_;
   std::vector<std::pair<std::string, NetFlowResult>> flows_;
 };
 

@@ -110,6 +110,10 @@ struct Segment {
   std::string service;     // kernel the server runs: busy, matmul, ...
   uint64_t wcet_ns = 0;    // A_{i,j}
   SourceLocation where;
+  // What a request and its response carry over a link when the accelerator
+  // is on another node than the callback (request_kb, response_kb).
+  uint64_t request_bytes = 4096;
+  uint64_t response_bytes = 4096;
 };
 
 // A callback is triggered by its timer (timer_ns > 0) or, if it has no timer,

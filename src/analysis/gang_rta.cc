@@ -176,11 +176,12 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
         r.breakdown.communication_ns = add(r.breakdown.communication_ns, w.communication_ns);
         total = add(total, w.communication_ns);
       }
-      if (i > 0) {  // a hop between nodes: the transfer's bound on its link
-        const uint64_t hop = network.hop_ns(chain.path[i - 1], k);
-        r.breakdown.network_ns = add(r.breakdown.network_ns, hop);
-        total = add(total, hop);
-      }
+      // hops between nodes and remote accelerator requests: the transfers'
+      // bounds on their links
+      uint64_t hop = i > 0 ? network.hop_ns(chain.path[i - 1], k) : 0;
+      for (size_t s = 0; s < w.callbacks[k].segments.size(); ++s) hop = add(hop, network.segment_ns(k, s));
+      r.breakdown.network_ns = add(r.breakdown.network_ns, hop);
+      total = add(total, hop);
     }
     r.bounded = bounded && total <= limit;
     if (bounded && !r.bounded)

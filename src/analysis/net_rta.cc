@@ -90,6 +90,7 @@ NetworkTerms::NetworkTerms(const workload::Workload& w) {
     long link;
     NetFlow flow;
     std::vector<size_t> subscribers;
+    long segment = -1;  // a remote segment's request or response: its index
   };
   std::vector<Flow> flows;
   std::map<std::string, size_t> publisher_of;
@@ -131,6 +132,36 @@ NetworkTerms::NetworkTerms(const workload::Workload& w) {
           if (c.path[k - 1] == p && c.path[k] == s) f->flow.priority = std::max(f->flow.priority, c.priority);
     }
   }
+  // Remote accelerator segments: a request to the accelerator's node and a
+  // response back, at the callback's period and priority.
+  for (size_t c = 0; c < w.callbacks.size(); ++c) {
+    const workload::Callback& cb = w.callbacks[c];
+    const size_t here = w.node_of_callback(c);
+    uint64_t period = kUnbounded, jitter = 0;
+    int best = std::numeric_limits<int>::min();
+    for (const workload::Chain& ch : w.chains) {
+      if (std::find(ch.path.begin(), ch.path.end(), c) == ch.path.end()) continue;
+      period = std::min(period, ch.period_ns);
+      if (ch.priority > best) {
+        best = ch.priority;
+        jitter = ch.deadline_ns;
+      }
+    }
+    for (size_t s = 0; s < cb.segments.size(); ++s) {
+      const size_t there = w.accelerators[cb.segments[s].accelerator].node;
+      if (there == here) continue;
+      for (int leg = 0; leg < 2; ++leg) {
+        Flow f{c, leg == 0 ? there : here, w.link_between(here, there), {}, {}, static_cast<long>(s)};
+        f.flow.name = cb.name + (leg == 0 ? " request " : " response ") +
+                      w.nodes[leg == 0 ? here : there].name + "->" + w.nodes[f.to_node].name;
+        f.flow.bytes = leg == 0 ? cb.segments[s].request_bytes : cb.segments[s].response_bytes;
+        f.flow.priority = w.callback_priority(c);
+        f.flow.period_ns = period;
+        f.flow.jitter_ns = jitter;
+        flows.push_back(std::move(f));
+      }
+    }
+  }
   // Each direction of each link on its own: a link is full duplex.
   for (size_t l = 0; l < w.links.size(); ++l) {
     const workload::Link& wl = w.links[l];
@@ -154,10 +185,25 @@ NetworkTerms::NetworkTerms(const workload::Workload& w) {
         const Flow& f = flows[mine[k]];
         const uint64_t ns = results[k].bounded ? results[k].wcrt_ns : kUnbounded;
         for (size_t s : f.subscribers) hops_.push_back({{f.publisher, s}, ns});
+        if (f.segment >= 0) {  // request and response add up
+          auto it = std::find_if(segments_.begin(), segments_.end(), [&](const auto& e) {
+            return e.first == std::make_pair(f.publisher, static_cast<size_t>(f.segment));
+          });
+          if (it == segments_.end())
+            segments_.push_back({{f.publisher, static_cast<size_t>(f.segment)}, ns});
+          else
+            it->second = add(it->second, ns);
+        }
         flows_.push_back({f.flow.name + " over " + wl.name, results[k]});
       }
     }
   }
+}
+
+uint64_t NetworkTerms::segment_ns(size_t callback, size_t segment) const {
+  for (const auto& [key, ns] : segments_)
+    if (key.first == callback && key.second == segment) return ns;
+  return 0;
 }
 
 uint64_t NetworkTerms::hop_ns(size_t publisher, size_t subscriber) const {

@@ -111,5 +111,32 @@ TEST(NetRta, ChainsAcrossNodesAddTheirLinkBound) {
   EXPECT_EQ(NetworkTerms(w).flows().size(), 2u);
 }
 
+TEST(NetRta, RemoteAcceleratorRequestsAndResponses) {
+  constexpr const char* kRemote = R"(version: 1
+name: remote
+nodes: [{name: soc1}, {name: soc2}]
+links: [{name: eth0, between: [soc1, soc2], transport: tcp, rate_mbps: 1000}]
+platform:
+  accelerators: [{name: acc0, node: soc1, backend: cpu, core: 1, priority_levels: 2}]
+server: {core: 1, overhead_us: 40}
+executors: [{name: ex2, node: soc2, core: 0, priority: 80}]
+callbacks:
+  - {name: remote, executor: ex2, trigger: {timer_ms: 100}, cpu_us: 1000,
+     segments: [{accelerator: acc0, service: busy, wcet_us: 5000, request_kb: 64, response_kb: 16}]}
+chains:
+  - {name: c, priority: 1, path: [remote]}
+)";
+  workload::LoadOptions options;
+  options.machine_cores = 4;
+  auto loaded = workload::load_string(kRemote, "remote.yaml", options);
+  ASSERT_TRUE(loaded) << loaded.status().message();
+  const workload::Workload w = loaded.take();
+  // 64 KiB there and 16 KiB back at 1 Gbit/s, nothing else on the link
+  EXPECT_EQ(NetworkTerms(w).segment_ns(0, 0), 524'288u + 131'072u);
+  const auto results = analyze(w);
+  EXPECT_EQ(results[0].breakdown.network_ns, 524'288u + 131'072u);
+  EXPECT_EQ(analyze_gangs(w)[0].breakdown.network_ns, 524'288u + 131'072u);
+}
+
 }  // namespace
 }  // namespace rtaccel::analysis

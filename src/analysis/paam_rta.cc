@@ -342,9 +342,14 @@ class Analysis {
     const uint64_t hops = subchains_of_[c].empty() ? 0 : subchains_of_[c].size() - 1;
     out.breakdown.communication_ns = mul(hops, w_.communication_ns);
     total = add(total, out.breakdown.communication_ns);
-    // Hops between nodes: the transfer's bound on its link.
-    for (size_t k = 1; k < chain.path.size(); ++k)
-      out.breakdown.network_ns = add(out.breakdown.network_ns, network_.hop_ns(chain.path[k - 1], chain.path[k]));
+    // Hops between nodes, and requests to an accelerator on another node:
+    // the transfers' bounds on their links.
+    for (size_t k = 0; k < chain.path.size(); ++k) {
+      if (k > 0)
+        out.breakdown.network_ns = add(out.breakdown.network_ns, network_.hop_ns(chain.path[k - 1], chain.path[k]));
+      for (size_t s = 0; s < w_.callbacks[chain.path[k]].segments.size(); ++s)
+        out.breakdown.network_ns = add(out.breakdown.network_ns, network_.segment_ns(chain.path[k], s));
+    }
     total = add(total, out.breakdown.network_ns);
     // Latency counts from the nominal release; the OS may start the chain late.
     out.breakdown.release_jitter_ns = w_.release_jitter_ns;

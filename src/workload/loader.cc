@@ -519,6 +519,8 @@ class Loader {
         }
         if (auto service = s.name("service", true)) seg.service = *service;
         if (auto wcet = s.duration("wcet_us", true, kNsPerUs, false)) seg.wcet_ns = *wcet;
+        if (auto kb = s.integer("request_kb", false, 0, 1 << 20)) seg.request_bytes = static_cast<uint64_t>(*kb) << 10;
+        if (auto kb = s.integer("response_kb", false, 0, 1 << 20)) seg.response_bytes = static_cast<uint64_t>(*kb) << 10;
         s.finish();
         cb.segments.push_back(std::move(seg));
         pending.segments.push_back(std::move(ps));
