@@ -25,8 +25,6 @@
 #include "rtaccel/net.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <stdarg.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
