@@ -149,6 +149,18 @@ static void transfers_arrive_intact(void)
 	CHECK_EQ(rtaccel_net_send(tx, buf, (256u << 20) + 1, 0, SEC), -EMSGSIZE);
 	struct rtaccel_net_channel_attr dup = {.id = 7};
 	CHECK_EQ(rtaccel_net_channel_open(p.a, &dup, &tx), -EEXIST);
+	/* what a caller can get wrong is refused, not taken */
+	struct rtaccel_net_channel_attr bad = {.id = 99, .max_size = (256ull << 20) + 1};
+	CHECK_EQ(rtaccel_net_channel_open(p.a, &bad, &tx), -EINVAL);
+	bad = (struct rtaccel_net_channel_attr){.id = 99, .stale = 7};
+	CHECK_EQ(rtaccel_net_channel_open(p.a, &bad, &tx), -EINVAL);
+	bad = (struct rtaccel_net_channel_attr){.id = 99, .slots = 100000};
+	CHECK_EQ(rtaccel_net_channel_open(p.a, &bad, &tx), -EINVAL);
+	CHECK_EQ(rtaccel_net_channel_open(p.a, NULL, &tx), -EINVAL);
+	CHECK_EQ(rtaccel_net_send(small_tx, NULL, 5, 0, SEC), -EINVAL);
+	struct rtaccel_net_input none = {.ch = rx};
+	CHECK_EQ(rtaccel_net_wait(&none, 0, RTACCEL_NET_ANY, 0), -EINVAL);
+	CHECK_EQ(rtaccel_net_wait(&none, 1, 5, 0), -EINVAL);
 	rtaccel_net_close(p.a);
 	/* the peer's goodbye fails the other end, and take says so */
 	CHECK_EQ(rtaccel_net_take(rx, &seen, 5 * SEC, &m), -ECONNRESET);
@@ -459,6 +471,12 @@ static void strangers_are_refused_and_named(void)
 	rtaccel_net_options_default(&o);
 	o.chunk = 10;
 	CHECK_EQ(rtaccel_net_connect("tcp:127.0.0.1:1", "c", &o, SEC, &link), -EINVAL);
+	rtaccel_net_options_default(&o);
+	o.rx_priority = 100;
+	CHECK_EQ(rtaccel_net_connect("tcp:127.0.0.1:1", "c", &o, SEC, &link), -EINVAL);
+	CHECK_EQ(rtaccel_net_connect(NULL, "c", NULL, SEC, &link), -EINVAL);
+	CHECK_EQ(rtaccel_net_listen("tcp:127.0.0.1:0", NULL, 1, "s", NULL, &l), -EINVAL);
+	CHECK_EQ(rtaccel_net_listen("tcp:127.0.0.1:0", allow, RTACCEL_NET_ALLOW_MAX + 1, "s", NULL, &l), -EINVAL);
 	CHECK_EQ(rtaccel_net_connect("shm:nobody-listens-here", "c", NULL, SEC, &link), -ECONNREFUSED);
 }
 
