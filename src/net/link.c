@@ -4,6 +4,8 @@
 #include "net/transport.h"
 
 #include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
@@ -180,6 +182,36 @@ int net_split_address(const char *address, const char *scheme, char *host, size_
 			return -EINVAL;
 	snprintf(port, plen, "%s", colon + 1);
 	return 0;
+}
+
+int net_resolve(const char *address, const char *scheme, bool passive, struct addrinfo **out)
+{
+	char host[256], port[16];
+	if (net_split_address(address, scheme, host, sizeof(host), port, sizeof(port)) < 0)
+		return -EINVAL;
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+				 .ai_flags = passive ? AI_PASSIVE : AI_ADDRCONFIG};
+	int rc = getaddrinfo(host, port, &hints, out);
+	if (rc == EAI_SYSTEM)
+		return -errno;
+	return rc ? -EHOSTUNREACH : 0;
+}
+
+void net_numeric_address(const struct sockaddr *sa, char *out, size_t n)
+{
+	char host[64] = "?";
+	socklen_t len = sa->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+	getnameinfo(sa, len, host, sizeof(host), NULL, 0, NI_NUMERICHOST);
+	const char *h = strncmp(host, "::ffff:", 7) == 0 && strchr(host + 7, '.') ? host + 7 : host;
+	snprintf(out, n, "%s", h);
+}
+
+bool net_allowed(const struct net_allow *allow, const char *peer)
+{
+	for (int i = 0; i < allow->count; i++)
+		if (allow->peers[i] && strcmp(allow->peers[i], peer) == 0)
+			return true;
+	return false;
 }
 
 int net_listen(const char *address, const struct net_allow *allow, const char *name,

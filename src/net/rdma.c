@@ -82,26 +82,6 @@ static int nonblocking(int fd)
 	return fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ? -errno : 0;
 }
 
-static int parse(const char *address, struct addrinfo **out, bool passive)
-{
-	char host[256], port[16];
-	if (net_split_address(address, "rdma:", host, sizeof(host), port, sizeof(port)) < 0)
-		return -EINVAL;
-	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = passive ? AI_PASSIVE : 0};
-	int rc = getaddrinfo(host, port, &hints, out);
-	return rc ? -EHOSTUNREACH : 0;
-}
-
-static void numeric(const struct sockaddr *sa, char *out, size_t n)
-{
-	char host[64] = "?";
-	getnameinfo(sa, sa->sa_family == AF_INET ? sizeof(struct sockaddr_in)
-						   : sizeof(struct sockaddr_in6),
-		    host, sizeof(host), NULL, 0, NI_NUMERICHOST);
-	const char *h = strncmp(host, "::ffff:", 7) == 0 && strchr(host + 7, '.') ? host + 7 : host;
-	snprintf(out, n, "%s", h);
-}
-
 static struct net_rdma *rdma_new(void)
 {
 	struct net_rdma *r = calloc(1, sizeof(*r));
@@ -490,7 +470,7 @@ int net_rdma_listen(const char *address, const struct net_allow *allow, const ch
 	if (!allow || allow->count < 0 || allow->count > NET_ALLOW_MAX || !name)
 		return -EINVAL;
 	struct addrinfo *ai;
-	int err = parse(address, &ai, true);
+	int err = net_resolve(address, "rdma:", true, &ai);
 	if (err)
 		return err;
 	struct net_rdma *r = rdma_new();
@@ -523,14 +503,6 @@ int net_rdma_listen(const char *address, const struct net_allow *allow, const ch
 
 int net_rdma_port(const struct net_listener *l) { return ntohs(rdma_get_src_port(l->rdma->id)); }
 
-static bool allowed(const struct net_allow *allow, const char *addr)
-{
-	for (int i = 0; i < allow->count; i++)
-		if (allow->peers[i] && strcmp(allow->peers[i], addr) == 0)
-			return true;
-	return false;
-}
-
 int net_rdma_accept(struct net_listener *l, uint64_t timeout_ns, struct net_link *out,
 		    char *refused, size_t refused_len)
 {
@@ -554,8 +526,8 @@ int net_rdma_accept(struct net_listener *l, uint64_t timeout_ns, struct net_link
 	}
 	struct rdma_cm_id *id = ev->id;
 	char addr[64];
-	numeric(rdma_get_peer_addr(id), addr, sizeof(addr));
-	if (!allowed(&l->allow, addr)) {
+	net_numeric_address(rdma_get_peer_addr(id), addr, sizeof(addr));
+	if (!net_allowed(&l->allow, addr)) {
 		rdma_reject(id, NULL, 0);
 		rdma_ack_cm_event(ev);
 		rdma_destroy_id(id);
@@ -613,7 +585,7 @@ int net_rdma_connect(const char *address, const char *name, const struct net_lim
 		return -EINVAL;
 	const uint64_t deadline = net_deadline_after(timeout_ns);
 	struct addrinfo *ai;
-	int err = parse(address, &ai, false);
+	int err = net_resolve(address, "rdma:", false, &ai);
 	if (err)
 		return err;
 	struct net_rdma *r = rdma_new();

@@ -285,16 +285,6 @@ int net_shm_listen(const char *address, const struct net_allow *allow, const cha
 	return 0;
 }
 
-static bool uid_allowed(const struct net_allow *allow, uid_t uid)
-{
-	char want[32];
-	snprintf(want, sizeof(want), "uid:%u", (unsigned)uid);
-	for (int i = 0; i < allow->count; i++)
-		if (allow->peers[i] && strcmp(allow->peers[i], want) == 0)
-			return true;
-	return false;
-}
-
 /* The connector's setup message and its memfd and eventfds. */
 static int receive_setup(int fd, struct net_shm *s, int *memfd, uint32_t *ring_size,
 			 uint64_t deadline, char *why, size_t why_len)
@@ -386,7 +376,9 @@ int net_shm_accept(struct net_listener *l, uint64_t timeout_ns, struct net_link 
 		close(fd);
 		return err;
 	}
-	if (!uid_allowed(&l->allow, cred.uid)) {
+	char peer[32];
+	snprintf(peer, sizeof(peer), "uid:%u", (unsigned)cred.uid);
+	if (!net_allowed(&l->allow, peer)) {
 		close(fd);
 		if (refused)
 			snprintf(refused, refused_len, "shm:uid:%u pid %d (not on the allow-list)",

@@ -24,28 +24,6 @@ static int wait_fd(int fd, short events, uint64_t deadline)
 	return net_wait_fds(fd, events, -1, 0, deadline);
 }
 
-static int resolve(const char *address, bool passive, struct addrinfo **out)
-{
-	char host[256], port[16];
-	if (net_split_address(address, "tcp:", host, sizeof(host), port, sizeof(port)) < 0)
-		return -EINVAL;
-	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
-				 .ai_flags = passive ? AI_PASSIVE : AI_ADDRCONFIG};
-	int rc = getaddrinfo(host, port, &hints, out);
-	if (rc == EAI_SYSTEM)
-		return -errno;
-	return rc ? -EHOSTUNREACH : 0;
-}
-
-/* A numeric peer address; IPv4-mapped IPv6 addresses as plain IPv4. */
-static void peer_address(const struct sockaddr_storage *ss, socklen_t len, char *out, size_t n)
-{
-	char host[64] = "?";
-	getnameinfo((const struct sockaddr *)ss, len, host, sizeof(host), NULL, 0, NI_NUMERICHOST);
-	const char *h = strncmp(host, "::ffff:", 7) == 0 && strchr(host + 7, '.') ? host + 7 : host;
-	snprintf(out, n, "%s", h);
-}
-
 int net_tcp_write(struct net_link *link, struct iovec *iov, int iovcnt, uint64_t deadline)
 {
 	while (iovcnt > 0) {
@@ -126,7 +104,7 @@ int net_tcp_listen(const char *address, const struct net_allow *allow, const cha
 	if (!allow || allow->count < 0 || allow->count > NET_ALLOW_MAX || !name)
 		return -EINVAL;
 	struct addrinfo *ai;
-	int err = resolve(address, true, &ai);
+	int err = net_resolve(address, "tcp:", true, &ai);
 	if (err)
 		return err;
 	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -160,14 +138,6 @@ int net_tcp_port(const struct net_listener *l)
 	return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
 }
 
-static bool allowed(const struct net_allow *allow, const char *addr)
-{
-	for (int i = 0; i < allow->count; i++)
-		if (allow->peers[i] && strcmp(allow->peers[i], addr) == 0)
-			return true;
-	return false;
-}
-
 int net_tcp_accept(struct net_listener *l, uint64_t timeout_ns, struct net_link *out, char *refused,
 		   size_t refused_len)
 {
@@ -189,8 +159,8 @@ int net_tcp_accept(struct net_listener *l, uint64_t timeout_ns, struct net_link 
 			continue;
 		}
 		char addr[64];
-		peer_address(&ss, len, addr, sizeof(addr));
-		if (!allowed(&l->allow, addr)) {
+		net_numeric_address((const struct sockaddr *)&ss, addr, sizeof(addr));
+		if (!net_allowed(&l->allow, addr)) {
 			close(fd);
 			if (refused)
 				snprintf(refused, refused_len, "tcp:%s (not on the allow-list)", addr);
@@ -222,7 +192,7 @@ int net_tcp_connect(const char *address, const char *name, const struct net_limi
 		return -EINVAL;
 	const uint64_t deadline = net_deadline_after(timeout_ns);
 	struct addrinfo *ai;
-	int err = resolve(address, false, &ai);
+	int err = net_resolve(address, "tcp:", false, &ai);
 	if (err)
 		return err;
 	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);

@@ -19,6 +19,7 @@
 #ifndef RTACCEL_NET_TRANSPORT_H
 #define RTACCEL_NET_TRANSPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -156,6 +157,15 @@ uint64_t net_rdma_zero_copy_sends(const struct net_link *link);
 void net_rdma_close(struct net_link *link);
 void net_rdma_listener_close(struct net_listener *l);
 int net_link_handshake(struct net_link *link, const char *name);
+/* What tcp and rdma share: an address resolved for getaddrinfo (-EINVAL
+ * when it is not SCHEME "HOST:PORT", -EHOSTUNREACH when HOST resolves to
+ * nothing), a peer's numeric address as allow-lists name it (IPv4-mapped
+ * IPv6 as plain IPv4), and whether PEER is on the list. */
+struct addrinfo;
+struct sockaddr;
+int net_resolve(const char *address, const char *scheme, bool passive, struct addrinfo **out);
+void net_numeric_address(const struct sockaddr *sa, char *out, size_t n);
+bool net_allowed(const struct net_allow *allow, const char *peer);
 /* "SCHEME" "HOST:PORT" (HOST may be [v6]; PORT digits) into HOST and PORT. */
 int net_split_address(const char *address, const char *scheme, char *host, size_t hlen, char *port,
 		      size_t plen);
