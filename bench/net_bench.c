@@ -120,59 +120,67 @@ struct raw_pair {
 	struct net_link tx, rx;
 };
 
-struct raw_accept {
-	struct net_listener *l;
+/* A raw listener in the receiving namespace that accepts one peer, in a
+ * thread, into OUT; connect to .address, then call raw_accept_finish. */
+struct raw_accepting {
+	struct net_listener l;
 	struct net_link *out;
 	int err;
+	pthread_t t;
+	char address[128];
 };
 
 static void *raw_accept_one(void *arg)
 {
-	struct raw_accept *a = arg;
+	struct raw_accepting *r = arg;
 	pin_self(receiver_cpu);
-	a->err = net_accept(a->l, 10 * SEC, a->out, NULL, 0);
+	r->err = net_accept(&r->l, 10 * SEC, r->out, NULL, 0);
 	return NULL;
+}
+
+static void raw_accept_start(struct raw_accepting *r, const struct net_limits *limits,
+			     struct net_link *out)
+{
+	char want[128];
+	fresh_address(want, sizeof(want));
+	static char allow_buf[64];
+	snprintf(allow_buf, sizeof(allow_buf), "%s", allowed());
+	struct net_allow allow = {.peers = {allow_buf}, .count = 1};
+	bench_enter_ns(bench_ns_b);
+	int err = net_listen(want, &allow, "bench", limits, &r->l);
+	bench_leave_ns();
+	if (err)
+		die("listen", err);
+	net_listener_address(&r->l, want, r->address, sizeof(r->address));
+	r->out = out;
+	pthread_create(&r->t, NULL, raw_accept_one, r);
+}
+
+/* CONNECT_ERR: the connecting side's result. */
+static void raw_accept_finish(struct raw_accepting *r, int connect_err)
+{
+	pthread_join(r->t, NULL);
+	if (connect_err || r->err)
+		die("connect", connect_err ? connect_err : r->err);
+	net_listener_close(&r->l);
 }
 
 /* A raw link with the socket buffers (tcp) or ring (shm) the flow-control
  * link gets by default, or with the kernel's and the transport's own
  * (UNBOUNDED). */
-static void raw_connect_pair_window(struct raw_pair *p, uint32_t max_chunk, bool unbounded);
-
-static void raw_connect_pair(struct raw_pair *p, uint32_t max_chunk)
+static void raw_connect_pair(struct raw_pair *p, uint32_t max_chunk, bool unbounded)
 {
-	raw_connect_pair_window(p, max_chunk, true);
-}
-
-static void raw_connect_pair_window(struct raw_pair *p, uint32_t max_chunk, bool unbounded)
-{
-	char want[128], address[128];
-	fresh_address(want, sizeof(want));
 	struct net_limits limits;
 	net_limits_defaults(&limits);
 	limits.frame.max_chunk = max_chunk;
 	if (!unbounded)
 		limits.window = 2 * flow_chunk; /* as the flow-control link has it */
-	static char allow_buf[64];
-	snprintf(allow_buf, sizeof(allow_buf), "%s", allowed());
-	struct net_allow allow = {.peers = {allow_buf}, .count = 1};
-	struct net_listener l;
-	bench_enter_ns(bench_ns_b);
-	int err = net_listen(want, &allow, "bench", &limits, &l);
-	bench_leave_ns();
-	if (err)
-		die("listen", err);
-	net_listener_address(&l, want, address, sizeof(address));
-	struct raw_accept a = {.l = &l, .out = &p->rx};
-	pthread_t t;
-	pthread_create(&t, NULL, raw_accept_one, &a);
+	struct raw_accepting r;
+	raw_accept_start(&r, &limits, &p->rx);
 	bench_enter_ns(bench_ns_a);
-	err = net_connect(address, "bench", &limits, 10 * SEC, &p->tx);
+	int err = net_connect(r.address, "bench", &limits, 10 * SEC, &p->tx);
 	bench_leave_ns();
-	pthread_join(t, NULL);
-	if (err || a.err)
-		die("connect", err ? err : a.err);
-	net_listener_close(&l);
+	raw_accept_finish(&r, err);
 }
 
 /* ---- flow-control links ---- */
@@ -374,8 +382,8 @@ static int overhead(int argc, char **argv)
 	 * socket buffers, what the window costs in throughput */
 	struct raw_pair raw, open_raw;
 	const uint32_t one_frame = (uint32_t)(biggest < (16u << 20) ? biggest : (16u << 20));
-	raw_connect_pair_window(&raw, one_frame, false);
-	raw_connect_pair_window(&open_raw, one_frame, true);
+	raw_connect_pair(&raw, one_frame, false);
+	raw_connect_pair(&open_raw, one_frame, true);
 	struct raw_reader reader = {.link = &raw.rx, .buf = malloc(biggest), .cap = biggest};
 	struct raw_reader open_reader = {.link = &open_raw.rx, .buf = malloc(biggest), .cap = biggest};
 	pthread_t rt, ort;
@@ -510,7 +518,7 @@ static void measure_raw(const uint8_t *data, uint64_t size, bool loaded, uint64_
 	pthread_t rts[FLOWS];
 	struct bg_raw bg[FLOWS];
 	for (int f = 0; f < FLOWS; f++) {
-		raw_connect_pair(&pairs[f], 64u << 10);
+		raw_connect_pair(&pairs[f], 64u << 10, true);
 		readers[f] = (struct raw_reader){.link = &pairs[f].rx, .buf = malloc(size), .cap = size,
 						 .priority = f ? BG_PRIORITY : HIGH_PRIORITY};
 		pthread_create(&rts[f], NULL, raw_read_loop, &readers[f]);
@@ -706,31 +714,15 @@ static double turns(const uint8_t *data, uint64_t size, bool flow)
 	pthread_barrier_init(&turn_start, NULL, FLOWS);
 	if (flow) {
 		struct raw_pair wire; /* its tx end is not used: the flow link sends */
-		char want[128], address[128];
-		fresh_address(want, sizeof(want));
 		struct net_limits limits;
 		net_limits_defaults(&limits);
-		static char allow_buf[64];
-		snprintf(allow_buf, sizeof(allow_buf), "%s", allowed());
-		struct net_allow allow = {.peers = {allow_buf}, .count = 1};
-		struct net_listener l;
-		bench_enter_ns(bench_ns_b);
-		int err = net_listen(want, &allow, "wire", &limits, &l);
-		bench_leave_ns();
-		if (err)
-			die("listen", err);
-		net_listener_address(&l, want, address, sizeof(address));
-		struct raw_accept a = {.l = &l, .out = &wire.rx};
-		pthread_t at;
-		pthread_create(&at, NULL, raw_accept_one, &a);
+		struct raw_accepting r;
+		raw_accept_start(&r, &limits, &wire.rx);
 		rtaccel_net_link_t *tx;
 		bench_enter_ns(bench_ns_a);
-		err = rtaccel_net_connect(address, "bench", NULL, 10 * SEC, &tx);
+		int err = rtaccel_net_connect(r.address, "bench", NULL, 10 * SEC, &tx);
 		bench_leave_ns();
-		pthread_join(at, NULL);
-		if (err || a.err)
-			die("connect", err ? err : a.err);
-		net_listener_close(&l);
+		raw_accept_finish(&r, err);
 		struct logged_reader lr = {.r = {.link = &wire.rx}, .log = &log};
 		pthread_t rt;
 		pthread_create(&rt, NULL, wire_log_loop, &lr);
@@ -749,7 +741,7 @@ static double turns(const uint8_t *data, uint64_t size, bool flow)
 		struct logged_reader readers[FLOWS];
 		pthread_t rts[FLOWS];
 		for (int f = 0; f < FLOWS; f++) {
-			raw_connect_pair(&pairs[f], 64u << 10);
+			raw_connect_pair(&pairs[f], 64u << 10, true);
 			readers[f] = (struct logged_reader){.r = {.link = &pairs[f].rx}, .log = &log, .flow = f};
 			pthread_create(&rts[f], NULL, logged_read_loop, &readers[f]);
 			t[f] = (struct turn){.flow = f, .link = &pairs[f].tx, .data = data, .size = size};
