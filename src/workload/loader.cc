@@ -581,7 +581,8 @@ class Loader {
     auto executors = index_names(w_.executors, "executor");
     auto callbacks = index_names(w_.callbacks, "callback");
     index_names(w_.chains, "chain");
-    check_nodes();
+    check_nodes(index_names(w_.nodes, "node"));
+    index_names(w_.links, "link");
 
     std::map<int, size_t> device_cores;  // core -> cpu accelerator using it
     for (size_t i = 0; i < w_.accelerators.size(); ++i) {
@@ -726,18 +727,11 @@ class Loader {
   }
 
   // Nodes, where executors and accelerators are, and the links.
-  void check_nodes() {
-    std::map<std::string, size_t> nodes;
+  void check_nodes(const std::map<std::string, size_t>& nodes) {
     std::string listed;
-    for (size_t i = 0; i < w_.nodes.size(); ++i) {
-      const Node& n = w_.nodes[i];
-      if (n.name.empty()) continue;
-      listed += (listed.empty() ? "" : ", ") + n.name;
-      if (auto [it, fresh] = nodes.emplace(n.name, i); !fresh) {
-        ctx_.error(n.where, "node '" + n.name + "' is defined twice (first at line " +
-                                std::to_string(w_.nodes[it->second].where.line) + ")");
-      }
-    }
+    for (size_t i = 0; i < w_.nodes.size(); ++i)  // in file order, each once
+      if (auto it = nodes.find(w_.nodes[i].name); it != nodes.end() && it->second == i)
+        listed += (listed.empty() ? "" : ", ") + w_.nodes[i].name;
     auto resolve = [&](const PendingName& p, const std::string& what, SourceLocation where) -> size_t {
       if (p.name.empty()) {
         if (!w_.nodes.empty()) ctx_.error(where, what + ": the workload has nodes, so it needs node: (one of " + listed + ")");
@@ -768,18 +762,11 @@ class Loader {
                        "': the workload's one server serves accelerators of one node");
       }
     }
-    std::map<std::string, size_t> link_names;
     std::map<std::pair<size_t, size_t>, size_t> joined;
     for (size_t i = 0; i < w_.links.size(); ++i) {
       Link& l = w_.links[i];
       const PendingLink& p = pending_links_[i];
       const std::string what = "link '" + l.name + "'";
-      if (!l.name.empty()) {
-        if (auto [it, fresh] = link_names.emplace(l.name, i); !fresh) {
-          ctx_.error(l.where, what + " is defined twice (first at line " +
-                                  std::to_string(w_.links[it->second].where.line) + ")");
-        }
-      }
       if (p.between.size() != 2) {  // reported
         links_broken_ = true;
         continue;
