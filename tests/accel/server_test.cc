@@ -667,9 +667,17 @@ TEST(Server, ADeadServerFailsWaitingClientsInsteadOfHangingThem) {
 }
 
 TEST(Server, AsynchronousRequestsOverlapCpuWork) {
-  ServerProcess server(cpu_args());
+  ServerProcess server(cpu_args({"--levels", "1"}));
   ASSERT_TRUE(server.ready());
   Client client(server);
+  // A long request on the only level holds the worker, so none of the ring's
+  // requests can complete (and free its entry) before the ring-full check,
+  // however slowly this process runs.
+  rtaccel_registration* blocker = client.reg(busy_chain("blocker", 1, kSecond));
+  ASSERT_TRUE(blocker);
+  rtaccel_ticket tb;
+  ASSERT_EQ(submit_busy(blocker, kSecond, &tb), 0);
+  ASSERT_TRUE(wait_started(blocker, tb));
   rtaccel_registration* r = client.reg(busy_chain("async", 5, 20 * kMs));
   rtaccel_ticket t[kRingEntries];
   for (uint32_t i = 0; i < kRingEntries; i++) ASSERT_EQ(submit_busy(r, 1 * kMs, &t[i]), 0);
@@ -677,6 +685,7 @@ TEST(Server, AsynchronousRequestsOverlapCpuWork) {
   EXPECT_EQ(submit_busy(r, 1 * kMs, &extra), -EBUSY);  // the ring is full
   EXPECT_EQ(rtaccel_poll(r, &t[kRingEntries - 1], nullptr), -EAGAIN);
   for (uint32_t i = 0; i < kRingEntries; i++) ASSERT_EQ(rtaccel_wait(r, &t[i], 10 * kSecond, nullptr), 0);
+  ASSERT_EQ(rtaccel_wait(blocker, &tb, 10 * kSecond, nullptr), 0);
   for (uint32_t i = 1; i < kRingEntries; i++)  // one registration: in order
     EXPECT_GE(times_of(r, t[i]).start_ns, times_of(r, t[i - 1]).end_ns);
   rtaccel_ticket timeout;
