@@ -39,7 +39,8 @@
  * errno value; timeouts are relative nanoseconds; no call waits past its
  * timeout. A link that failed (peer gone, timeout in the middle of a frame,
  * a frame that is not valid) stays failed: every call on it returns the
- * error, and rtaccel_net_error() says why.
+ * error (-ECONNABORTED after a timeout mid-frame, so that it never reads as
+ * "nothing yet"), and rtaccel_net_error() says why.
  *
  * Real-time notes: send and take allocate nothing. An uncontended send makes
  * only the transport's system calls (none on shm while the receiver is

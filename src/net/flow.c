@@ -187,6 +187,11 @@ static int cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t dea
  * told. */
 static void fail(struct rtaccel_net_link *link, int err, const char *why)
 {
+	/* A link that timed out in the middle of a frame is broken, which is
+	 * not what -ETIMEDOUT tells a caller ("nothing yet, ask again"): a
+	 * reader that took it for that would poll a dead link for ever. */
+	if (err == -ETIMEDOUT)
+		err = -ECONNABORTED;
 	pthread_mutex_lock(&link->mu);
 	int expected = 0;
 	if (atomic_compare_exchange_strong(&link->err, &expected, err))
@@ -203,7 +208,8 @@ static void fail_transport(struct rtaccel_net_link *link, int err, const char *d
 	char why[160];
 	snprintf(why, sizeof(why), "%s: %s", doing,
 		 err == -EPROTO || (err == -ECONNRESET && link->t.why[0]) ? link->t.why
-									: strerror(-err));
+		 : err == -ETIMEDOUT ? "timed out in the middle of a frame"
+				     : strerror(-err));
 	fail(link, err, why);
 }
 
