@@ -1,6 +1,8 @@
 // The net layer's per-link bound against numbers worked by hand.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "rtaccel/analysis.hpp"
 #include "rtaccel/workload.hpp"
 
@@ -63,6 +65,12 @@ TEST(NetRta, ChunkCostJitterAndNoBound) {
 
 // A chain across two nodes of a 1 Gbit/s link, and a best-effort flow of
 // 8 MiB beside it on the same direction.
+// Bytes over TCP at 1 Gbit/s: 1448 of every 1514 bytes on the wire are
+// payload.
+uint64_t tcp_ns(uint64_t bytes) {
+  return static_cast<uint64_t>(std::ceil(static_cast<double>(bytes) * 1e9 / (125e6 * (1448.0 / 1514.0))));
+}
+
 constexpr const char* kTwoNodes = R"(version: 1
 name: two
 nodes: [{name: soc1}, {name: soc2}]
@@ -90,14 +98,15 @@ TEST(NetRta, ChainsAcrossNodesAddTheirLinkBound) {
   const workload::Workload w = loaded.take();
   const auto results = analyze(w);
   ASSERT_EQ(results.size(), 2u);
-  // hot: 1 MiB in 16 chunks at 1 Gbit/s, plus one chunk and the window
-  // (two chunks) of the 8 MiB upload, plus that chunk's cost
-  const uint64_t own = 8'388'608 + 16 * 5'000;
-  const uint64_t blocking = 1'572'864 + 5'000;
+  // hot: 1 MiB in 16 chunks at 1 Gbit/s, plus one chunk, the window (two
+  // chunks) and the 64 KiB a TCP socket may take beyond it of the 8 MiB
+  // upload, plus that chunk's cost
+  const uint64_t own = tcp_ns(1 << 20) + 16 * 5'000;
+  const uint64_t blocking = tcp_ns(256 << 10) + 5'000;
   EXPECT_EQ(results[0].breakdown.network_ns, own + blocking);
   // map: its 8 MiB, and the hot flow's transfers that arrive meanwhile
   // (jitter: hot's deadline)
-  const uint64_t map_own = 67'108'864 + 128 * 5'000;
+  const uint64_t map_own = tcp_ns(8 << 20) + 128 * 5'000;
   const uint64_t map = results[1].breakdown.network_ns;
   EXPECT_GE(map, map_own + own);
   EXPECT_EQ((map - map_own) % own, 0u);
@@ -132,10 +141,11 @@ chains:
   ASSERT_TRUE(loaded) << loaded.status().message();
   const workload::Workload w = loaded.take();
   // 64 KiB there and 16 KiB back at 1 Gbit/s, nothing else on the link
-  EXPECT_EQ(NetworkTerms(w).segment_ns(0, 0), 524'288u + 131'072u);
+  const uint64_t both = tcp_ns(64 << 10) + tcp_ns(16 << 10);
+  EXPECT_EQ(NetworkTerms(w).segment_ns(0, 0), both);
   const auto results = analyze(w);
-  EXPECT_EQ(results[0].breakdown.network_ns, 524'288u + 131'072u);
-  EXPECT_EQ(analyze_gangs(w)[0].breakdown.network_ns, 524'288u + 131'072u);
+  EXPECT_EQ(results[0].breakdown.network_ns, both);
+  EXPECT_EQ(analyze_gangs(w)[0].breakdown.network_ns, both);
 }
 
 }  // namespace

@@ -85,13 +85,18 @@ static void set_nodelay(int fd)
 }
 
 /* Small socket buffers keep what waits below the flow-control layer small.
- * Set before connect and listen, so that the window scale fits them. */
+ * Set before connect and listen, so that the window scale fits them. The
+ * kernel doubles what SO_SNDBUF asks for (socket(7)), and everything the
+ * socket has sent but not had acknowledged counts against it, packets in a
+ * qdisc's queue included: half the window is asked for, so that a
+ * higher-priority transfer finds at most the window queued ahead of it. */
 static void set_window(int fd, const struct net_limits *limits)
 {
 	int w = (int)limits->window;
 	if (!w)
 		return;
-	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &w, sizeof(w));
+	int half = w / 2;
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &half, sizeof(half));
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &w, sizeof(w));
 }
 

@@ -93,15 +93,8 @@ def test_multi_node_workload_is_analysed_with_its_network_term():
     assert proc.returncode == 0, proc.stderr
     chains = {c["chain"]: c for c in json.loads(proc.stdout)["chains"]}
     detect = chains["detect"]["breakdown"]
-    # the 5.6 MB feature map at 1 Gbit/s (45 ms) and one chunk and the window
-    # of the 8 MB upload beside it, not the upload itself
-    assert 45_000 < detect["network_us"] < 48_000, detect
+    # the 5.6 MB feature map at 1 Gbit/s (47 ms with TCP/IP's headers) and
+    # one chunk and the window of the 8 MB upload beside it, not the upload
+    # itself (70 ms)
+    assert 47_000 < detect["network_us"] < 51_000, detect
     assert chains["map"]["breakdown"]["network_us"] > 67_000
-
-
-def test_run_refuses_a_multi_node_workload_plainly():
-    proc = rtaccel("run", str(ROOT / "examples" / "partitioned_pipeline.yaml"), "--duration", "1",
-                   "--out", "/tmp/rtaccel-multinode-refused")
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "does not run multi-node workloads yet" in proc.stderr
-    assert "Traceback" not in proc.stderr
