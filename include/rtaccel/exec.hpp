@@ -8,8 +8,14 @@
 //                     deadline misses, dropped instances, and the analysis
 //                     bound wcrt_us; per timer: period jitter
 //   OUT/trace.json    Chrome/Perfetto trace: callbacks, accelerator requests
-//                     per bucket (queueing and kernel), and under gang
-//                     scheduling the gang lock's waits, holds and preemptions
+//                     per bucket (queueing and kernel), under gang
+//                     scheduling the gang lock's waits, holds and
+//                     preemptions, and the transfers on every link
+// A multi-node workload runs its nodes on this machine: each in a network
+// namespace of its own, joined by rate-limited veth pairs (tcp, rdma links),
+// or as processes of one namespace (shm links). Topics between nodes travel
+// over the net layer (rtaccel/net.h), at the priority of the most critical
+// chain they carry.
 //   OUT/latency.csv   every end-to-end latency sample
 // Under policy paam a private rtaccel-server is started unless a socket is
 // given. Executors die with the runner (no orphans). The caller's stop flag
@@ -23,6 +29,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "rtaccel/status.hpp"
@@ -62,6 +69,12 @@ struct RunOptions {
   // command line; SCHED_OTHER, any core), stopped with SIGTERM at the end.
   // Their output goes to OUT/best_effort_N.log.
   std::vector<std::string> best_effort;
+  // Multi-node workloads: topics between nodes under the net layer's flow
+  // control (one link per workload link, preemptible at chunk boundaries),
+  // or not (a link per topic, each message in one piece).
+  bool flow_control = true;
+  // Fault injection: links (by name) taken down at a time after the start.
+  std::vector<std::pair<std::string, double>> link_failures;
   bool progress = true;  // a line per second on stderr
   // Set (from any thread or a signal handler) to end the run early.
   const std::atomic<bool>* stop = nullptr;

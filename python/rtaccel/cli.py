@@ -131,7 +131,8 @@ def cmd_run(args) -> int:
         status = runner.run(args.workload, args.policy, args.duration, args.out, socket=args.socket,
                             work_fraction=args.work_fraction, progress=not args.quiet,
                             calibration=not args.no_calibration, gang=args.gang,
-                            best_effort=args.best_effort)
+                            best_effort=args.best_effort, flow_control=not args.no_flow_control,
+                            fail_links=args.fail_link)
     except (runner.RunError, accel.AccelError) as err:
         print(f"rtaccel: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -551,6 +552,17 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _link_failure(text: str) -> str:
+    link, at, when = text.rpartition("@")[0], "@" in text, text.rpartition("@")[2]
+    try:
+        seconds = float(when)
+    except ValueError:
+        seconds = -1.0
+    if not at or not link or not 0 <= seconds <= 86400:
+        raise argparse.ArgumentTypeError(f"expected LINK@SECONDS (eth0@2.5), got {text!r}")
+    return text
+
+
 def _fraction(text: str) -> float:
     try:
         value = float(text)
@@ -839,6 +851,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--best-effort", action="append", default=[], metavar="CMD",
                    help="start CMD (a shell command line) beside the workload, SCHED_OTHER, stopped at "
                         "the end; repeatable (e.g. 'rtaccel membench read --size 8M')")
+    p.add_argument("--no-flow-control", action="store_true",
+                   help="multi-node: topics between nodes without the net layer's flow control (a "
+                        "connection per topic, each message in one piece), the baseline")
+    p.add_argument("--fail-link", action="append", default=[], metavar="LINK@S", type=_link_failure,
+                   help="multi-node: take link LINK down S seconds into the run (fault injection); "
+                        "repeatable")
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.set_defaults(func=cmd_run)
 

@@ -89,7 +89,8 @@ def calibrate(requests: int = 5000, iterations: int = 100) -> dict:
 
 def run(workload: str, policy: str, duration_s: float, out: str, socket: str | None = None,
         work_fraction: float = 0.9, progress: bool = True, calibration: bool = True,
-        gang: bool | None = None, best_effort: list[str] | tuple = ()) -> int:
+        gang: bool | None = None, best_effort: list[str] | tuple = (), flow_control: bool = True,
+        fail_links: list[str] | tuple = ()) -> int:
     """Runs rtaccel-exec; returns its exit status (0, or 130 when interrupted:
     the results up to then are written). Ctrl-C reaches rtaccel-exec too; it
     stops the executors and writes its results, which this waits for."""
@@ -105,6 +106,10 @@ def run(workload: str, policy: str, duration_s: float, out: str, socket: str | N
         cmd.append("--gang" if gang else "--no-gang")
     for command in best_effort:
         cmd += ["--best-effort", command]
+    if not flow_control:
+        cmd.append("--no-flow-control")
+    for link in fail_links:
+        cmd += ["--fail-link", link]
     if not progress:
         cmd.append("--quiet")
     proc = subprocess.Popen(cmd)
@@ -129,6 +134,9 @@ def load_summary(folder: str) -> dict:
 
 
 def _label(summary: dict) -> str:
+    links = summary.get("links") or []
+    if links and not links[0].get("flow_control", True):
+        return summary["policy"] + "-nofc"  # topics between nodes without flow control
     return summary["policy"]
 
 
@@ -165,12 +173,20 @@ def format_compare(summaries: list[dict]) -> str:
                 continue
             over = c["bound_held"] is False and c["critical"]
             row += (f"| {_f(c['p50_us'], 10)} {_f(c['p99_us'], 8)} {_f(c['max_us'], 8)}"
-                    f"{'!' if over else ' '}{c['deadline_misses']:>4} {c['drops']:>5} ")
+                    f"{'!' if over else ' '}{c['deadline_misses']:>4} "
+                    f"{c['drops'] + c.get('link_losses', 0):>5} ")
         lines.append(row)
     lines += _ratio_lines(summaries)
     if any(c["bound_held"] is False for s in summaries if s["policy"] != "paam" for c in s["chains"]):
         lines.append("# '!': maximum above the bound; under ros2 and picas that is expected (the "
                      "bound is the paam system's)")
+    for s in summaries:
+        for link in s.get("links") or []:
+            lost = sum(t["lost"] for t in link["topics"])
+            if lost:
+                first = min(t["first_loss_s"] for t in link["topics"] if t["first_loss_s"] is not None)
+                lines.append(f"# {_label(s)}: link {link['link']} lost {lost} messages from {first:.1f} s on "
+                             f"(counted in drop; see {s['folder']}/summary.json)")
     for s in summaries:
         if s["policy"] == "paam":
             lines.append("# paam: every critical chain's maximum is within its bound"

@@ -33,12 +33,6 @@ void fail(ExecutorState* state, const std::string& why) {
   state->status.store(static_cast<uint32_t>(ExecutorStatus::kFailed), std::memory_order_release);
 }
 
-// Wakes every thread of executor `state`.
-void notify(ExecutorState* state) {
-  state->events.fetch_add(1, std::memory_order_release);
-  futex_wake(reinterpret_cast<uint32_t*>(&state->events), INT_MAX, true);
-}
-
 class Executor {
  public:
   explicit Executor(const ExecutorConfig& config)
@@ -73,8 +67,6 @@ class Executor {
   void loop(size_t thread);
   void run_callback(size_t thread, const Pick& pick, Scratch* scratch);
   void run_job(size_t thread, const Pick& pick, Scratch* scratch);
-  void pop(uint32_t queue, Message* out);
-  void push(uint32_t queue, const Message& message);
   void trace(const TraceEvent& event);
 
   const ExecutorConfig& c_;
@@ -156,42 +148,6 @@ uint64_t Executor::next_timer() const {
   return next;
 }
 
-// Queue operations are not preemptible by a gang: a thread parked while it
-// holds a queue's mutex would stop the other gang that needs the queue.
-void Executor::pop(uint32_t queue, Message* out) {
-  auto* q = shared_.queue(queue);
-  rtaccel_gang_preempt_disable();
-  pthread_mutex_lock(&q->lock);
-  *out = q->slots[q->head];
-  q->head = (q->head + 1) % kQueueDepth;
-  __atomic_store_n(&q->count, q->count - 1, __ATOMIC_RELEASE);
-  pthread_mutex_unlock(&q->lock);
-  rtaccel_gang_preempt_enable();
-}
-
-void Executor::push(uint32_t queue, const Message& message) {
-  auto* q = shared_.queue(queue);
-  const auto& chains = plan_.queues[queue].chains;
-  rtaccel_gang_preempt_disable();
-  pthread_mutex_lock(&q->lock);
-  if (q->count == plan_.queues[queue].depth) {
-    // Keep last: the oldest message goes, and with it every chain instance it
-    // was carrying towards this subscriber.
-    const Message& old = q->slots[q->head];
-    for (uint32_t chain : chains)
-      if (old.stamps[chain]) shared_.chain(chain)->drops.fetch_add(1, std::memory_order_relaxed);
-    q->head = (q->head + 1) % kQueueDepth;
-    --q->count;
-    ++q->dropped;
-  }
-  q->slots[(q->head + q->count) % kQueueDepth] = message;
-  ++q->pushed;
-  __atomic_store_n(&q->count, q->count + 1, __ATOMIC_RELEASE);
-  pthread_mutex_unlock(&q->lock);
-  rtaccel_gang_preempt_enable();
-  notify(shared_.executor(plan_.queues[queue].executor));
-}
-
 void Executor::trace(const TraceEvent& event) {
   const uint64_t i = state_->trace_used.fetch_add(1, std::memory_order_relaxed);
   if (i < shared_.trace_capacity(c_.executor)) shared_.trace(c_.executor)[i] = event;
@@ -204,7 +160,7 @@ void Executor::run_callback(size_t thread, const Pick& pick, Scratch* scratch) {
   const uint64_t begin = core::monotonic_ns();
   uint64_t release = pick.release_ns;
   for (size_t i = 0; i < p.inputs.size(); ++i) {
-    pop(p.inputs[i], &scratch->inputs[i]);
+    queue_pop(shared_, p.inputs[i], &scratch->inputs[i]);
     release = std::max(release, scratch->inputs[i].publish_ns);
   }
   Message& out = scratch->output;
@@ -229,7 +185,7 @@ void Executor::run_callback(size_t thread, const Pick& pick, Scratch* scratch) {
   }
   const uint64_t end = core::monotonic_ns();
   out.publish_ns = end;
-  for (uint32_t q : p.outputs) push(q, out);
+  for (uint32_t q : p.outputs) queue_push(shared_, plan_, q, out);
   for (uint32_t chain : p.chain_ends) {
     if (!out.stamps[chain]) continue;  // an instance that started before a drop
     auto* state = shared_.chain(chain);
@@ -303,7 +259,7 @@ void Executor::loop(size_t thread) {
     if (err) {
       fail(state_, "executor '" + w_.executors[c_.executor].name + "': cannot join gang '" + c_.gang->name +
                        "': " + strerror(-err));
-      notify(state_);
+      wake(state_);
       return;
     }
   }
@@ -316,17 +272,17 @@ void Executor::loop(size_t thread) {
     const uint32_t events = state_->events.load(std::memory_order_acquire);
     pthread_mutex_lock(&lock_);
     const Pick p = pick(core::monotonic_ns());
-    const uint64_t wake = next_timer();
+    const uint64_t next = next_timer();
     pthread_mutex_unlock(&lock_);
     if (p.callback != SIZE_MAX) {
       run_job(thread, p, &scratch);
       pthread_mutex_lock(&lock_);
       states_[p.callback].running = false;
       pthread_mutex_unlock(&lock_);
-      if (c_.workload->executors[c_.executor].threads > 1) notify(state_);
+      if (c_.workload->executors[c_.executor].threads > 1) wake(state_);
       continue;
     }
-    const timespec abs = to_timespec(wake == UINT64_MAX ? core::monotonic_ns() + 1000000000u : wake);
+    const timespec abs = to_timespec(next == UINT64_MAX ? core::monotonic_ns() + 1000000000u : next);
     futex_wait(reinterpret_cast<uint32_t*>(&state_->events), events, true, CLOCK_MONOTONIC, &abs);
   }
   if (c_.gang) rtaccel_gang_leave();

@@ -21,6 +21,75 @@ std::string_view to_string(Policy policy) {
   return "?";
 }
 
+namespace {
+
+size_t bridge_of(Plan* plan, size_t link, size_t node, bool listens) {
+  for (size_t b = 0; b < plan->bridges.size(); ++b)
+    if (plan->bridges[b].link == link && plan->bridges[b].node == node) return b;
+  plan->bridges.push_back({link, node, listens, {}, {}});
+  return plan->bridges.size() - 1;
+}
+
+// Reroutes every publisher's queues on other nodes through one outbox per
+// destination node: a topic crosses a link once, however many subscribers
+// it has there (as the analysis counts it).
+void plan_hops(const workload::Workload& w, Plan* plan) {
+  if (w.nodes.size() < 2) return;
+  for (size_t p = 0; p < w.callbacks.size(); ++p) {
+    auto& outputs = plan->callbacks[p].outputs;
+    const size_t from = w.node_of_callback(p);
+    std::vector<uint32_t> local;
+    for (uint32_t q : outputs) {
+      const size_t to = w.node_of_callback(plan->queues[q].consumer);
+      if (to == from) {
+        local.push_back(q);
+        continue;
+      }
+      auto hop = std::find_if(plan->hops.begin(), plan->hops.end(),
+                              [&](const HopPlan& h) { return h.publisher == p && h.to_node == to; });
+      if (hop == plan->hops.end()) {
+        HopPlan h;
+        h.publisher = p;
+        h.link = static_cast<size_t>(w.link_between(from, to));  // the loader checked there is one
+        h.from_node = from;
+        h.to_node = to;
+        const bool from_listens = w.links[h.link].a == from;
+        h.from_bridge = bridge_of(plan, h.link, from, from_listens);
+        h.to_bridge = bridge_of(plan, h.link, to, !from_listens);
+        h.outbox = static_cast<uint32_t>(plan->queues.size());
+        plan->queues.push_back({p, w.executors.size() + h.from_bridge, w.callbacks[p].publishes, kQueueDepth, {}});
+        h.executor_priority = w.executors[w.callbacks[p].executor].priority;
+        h.bytes = std::max<uint64_t>(w.callbacks[p].message_bytes, kWireHeaderBytes);
+        h.name = w.callbacks[p].publishes + " " + w.nodes[from].name + "->" + w.nodes[to].name;
+        const auto index = static_cast<uint32_t>(plan->hops.size());
+        plan->bridges[h.from_bridge].sends.push_back(index);
+        plan->bridges[h.to_bridge].receives.push_back(index);
+        local.push_back(h.outbox);
+        plan->hops.push_back(std::move(h));
+        hop = plan->hops.end() - 1;
+      }
+      hop->queues.push_back(q);
+      auto& outbox_chains = plan->queues[hop->outbox].chains;
+      for (uint32_t chain : plan->queues[q].chains)
+        if (std::find(outbox_chains.begin(), outbox_chains.end(), chain) == outbox_chains.end())
+          outbox_chains.push_back(chain);
+    }
+    outputs = std::move(local);
+  }
+  // On the wire, a hop has its publisher's priority (the most critical chain
+  // through it, as the analysis has it), ranked into the net layer's 0..255.
+  std::vector<int> levels;
+  for (const auto& h : plan->hops) levels.push_back(w.callback_priority(h.publisher));
+  std::sort(levels.begin(), levels.end());
+  levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
+  for (auto& h : plan->hops) {
+    const auto rank = std::lower_bound(levels.begin(), levels.end(), w.callback_priority(h.publisher)) - levels.begin();
+    h.priority = static_cast<uint8_t>(std::min<long>(rank + 1, 255));
+  }
+}
+
+}  // namespace
+
 Expected<Plan> make_plan(const workload::Workload& w) {
   if (w.chains.size() > kMaxChains)
     return Status::invalid("the workload has " + std::to_string(w.chains.size()) +
@@ -73,6 +142,7 @@ Expected<Plan> make_plan(const workload::Workload& w) {
     }
     plan.callbacks[path.back()].chain_ends.push_back(static_cast<uint32_t>(c));
   }
+  plan_hops(w, &plan);
   return plan;
 }
 

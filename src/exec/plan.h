@@ -27,6 +27,9 @@ constexpr size_t kMaxChains = 64;
 // fuses fresh data rather than a backlog.
 constexpr uint32_t kQueueDepth = 10;
 constexpr uint32_t kFusionDepth = 1;
+// A message between nodes carries its chains' stamps ahead of its payload
+// (exec/shared.h, WireHeader); a smaller message_kb still sends these.
+constexpr uint64_t kWireHeaderBytes = 8 + 8 + 8 * kMaxChains;
 
 // How a callback obtains chain `chain`'s start time: from input `input`'s
 // message, or (input < 0) because the chain starts with this callback.
@@ -48,11 +51,39 @@ struct CallbackPlan {
 };
 
 struct QueuePlan {
-  size_t consumer = 0;  // callback index
-  size_t executor = 0;  // the consumer's executor
+  size_t consumer = 0;  // callback index (an outbox: the publisher)
+  size_t executor = 0;  // whom a push wakes: the consumer's executor, or an
+                        // outbox's bridge (Workload::executors.size() + bridge)
   std::string topic;
   uint32_t depth = kQueueDepth;
   std::vector<uint32_t> chains;  // chains whose instances travel through this queue
+};
+
+// A topic's trip to another node (multi-node workloads): its publisher
+// pushes into an outbox queue, whose consumer is the bridge of the link on
+// the publisher's node; that bridge sends each message over the net layer,
+// and the bridge on the other end pushes it into the subscribers' queues.
+struct HopPlan {
+  size_t publisher = 0;          // callback index
+  size_t link = 0;               // index into Workload::links
+  size_t from_node = 0, to_node = 0;
+  size_t from_bridge = 0, to_bridge = 0;  // indices into Plan::bridges
+  uint32_t outbox = 0;           // queue the publisher feeds
+  std::vector<uint32_t> queues;  // the subscribers' queues on to_node
+  uint8_t priority = 0;          // on the wire: the most critical chain it carries, ranked
+  int executor_priority = 0;     // SCHED_FIFO of its sending thread: the publisher's
+  uint64_t bytes = 0;            // a message on the wire (message_kb, at least the header)
+  std::string name;              // "topic soc1->soc2"
+};
+
+// One end of a link: a process on `node` that sends the hops leaving the
+// node over the link and delivers those arriving.
+struct BridgePlan {
+  size_t link = 0;
+  size_t node = 0;
+  bool listens = false;               // the link's first node listens, the other connects
+  std::vector<uint32_t> sends;        // hops, by index
+  std::vector<uint32_t> receives;
 };
 
 struct Plan {
@@ -60,6 +91,8 @@ struct Plan {
   std::vector<QueuePlan> queues;
   std::vector<std::vector<size_t>> by_executor;   // callbacks, in registration order
   std::vector<size_t> timers;                     // callback index of each timer
+  std::vector<HopPlan> hops;
+  std::vector<BridgePlan> bridges;                // state index: executors, then bridges
 };
 
 // Builds the plan; an empty optional with the reason when the workload cannot

@@ -23,7 +23,9 @@
 #include "core/busy.h"
 #include "core/clock.h"
 #include "core/fd.h"
+#include "exec/bridge.h"
 #include "exec/executor.h"
+#include "exec/nodes.h"
 #include "exec/plan.h"
 #include "exec/segments.h"
 #include "core/daemon.h"
@@ -202,12 +204,26 @@ Status prepare(const RunOptions& o, Setup* s) {
   if (!loaded) return loaded.status();
   s->w = loaded.take();
   auto& w = s->w;
-  // Placing nodes in namespaces and carrying their topics over the net layer
-  // is not in the runner yet: running every node on one machine's shared
-  // memory instead would measure a system without its links.
-  if (w.nodes.size() > 1)
-    return Status::invalid("workload '" + w.name + "' has " + std::to_string(w.nodes.size()) +
-                           " nodes: rtaccel run does not run multi-node workloads yet (rtaccel analyze bounds them)");
+  // Accelerator requests between nodes need a server that accepts remote
+  // clients; the runner's executors reach theirs on one machine.
+  for (const auto& cb : w.callbacks)
+    for (const auto& seg : cb.segments)
+      if (w.accelerators[seg.accelerator].node != w.executors[cb.executor].node)
+        return Status::invalid("callback '" + cb.name + "' on node '" + w.nodes[w.executors[cb.executor].node].name +
+                               "' uses accelerator '" + w.accelerators[seg.accelerator].name + "' on node '" +
+                               w.nodes[w.accelerators[seg.accelerator].node].name +
+                               "': rtaccel run does not carry accelerator requests between nodes yet "
+                               "(rtaccel analyze bounds them)");
+  for (const auto& [name, at_s] : o.link_failures) {
+    auto link = std::find_if(w.links.begin(), w.links.end(), [&](const workload::Link& l) { return l.name == name; });
+    std::string known;
+    for (const auto& l : w.links) known += (known.empty() ? "" : ", ") + l.name;
+    if (link == w.links.end())
+      return Status::invalid("--fail-link: workload '" + w.name + "' has no link '" + name + "'" +
+                             (known.empty() ? " (it has no links)" : " (its links: " + known + ")"));
+    if (link->transport == workload::LinkTransport::kShm)
+      return Status::invalid("--fail-link: link '" + name + "' is shared memory; only tcp and rdma links go down");
+  }
   // Overheads measured on this machine (rtaccel calibrate) raise the
   // workload's: a bound computed with a smaller overhead than the machine's
   // would not hold.
@@ -264,7 +280,8 @@ json chain_summary(const Setup& s, const SharedRun& shared, size_t c, std::ofstr
             {"deadline_us", us(chain.deadline_ns)},
             {"count", latency.size()},
             {"deadline_misses", misses},
-            {"drops", state->drops.load()}};
+            {"drops", state->drops.load()},
+            {"link_losses", state->link_losses.load()}};
   if (latency.empty()) {
     j["p50_us"] = j["p99_us"] = j["max_us"] = j["mean_us"] = nullptr;
   } else {
@@ -388,6 +405,39 @@ json trace_events(const Setup& s, const SharedRun& shared, uint64_t t0) {
                         {"args", {{"chain_priority", s.plan.callbacks[ev.callback].priority}}}});
     }
   }
+  // A process per link, a track per topic crossing it: each message from
+  // the sending bridge's send to its arrival on the other node, and before
+  // it (async) the time it waited in the outbox.
+  const int link_pid = gang_pid + 1;
+  for (size_t l = 0; l < s.w.links.size(); ++l) {
+    const auto& link = s.w.links[l];
+    meta("process_name", link_pid + static_cast<int>(l), -1,
+         "link " + link.name + " (" + std::string(workload::kLinkTransportNames[static_cast<size_t>(link.transport)]) +
+             ", " + std::to_string(link.rate_bytes_per_s * 8 / 1000000) + " Mbit/s)");
+  }
+  for (size_t h = 0; h < s.plan.hops.size(); ++h)
+    meta("thread_name", link_pid + static_cast<int>(s.plan.hops[h].link), static_cast<int>(h),
+         s.plan.hops[h].name + " (priority " + std::to_string(s.plan.hops[h].priority) + ")");
+  for (size_t b = 0; b < s.plan.bridges.size(); ++b) {
+    const size_t e = s.w.executors.size() + b;
+    const uint64_t n = std::min(shared.executor(e)->trace_used.load(), shared.trace_capacity(e));
+    for (uint64_t i = 0; i < n; ++i) {
+      const TraceEvent& ev = shared.trace(e)[i];
+      const HopPlan& hop = s.plan.hops[ev.segment];
+      const int pid = link_pid + static_cast<int>(hop.link);
+      const int tid = static_cast<int>(ev.segment);
+      events.push_back({{"ph", "X"}, {"cat", "transfer"}, {"name", hop.name}, {"pid", pid}, {"tid", tid},
+                        {"ts", ts(ev.begin_ns)}, {"dur", us(ev.end_ns - ev.begin_ns)},
+                        {"args", {{"bytes", hop.bytes}, {"priority", hop.priority}, {"stale", ev.status}}}});
+      if (ev.begin_ns > ev.submit_ns) {
+        ++flow;
+        events.push_back({{"ph", "b"}, {"cat", "outbox"}, {"name", "outbox " + hop.name}, {"id", flow},
+                          {"pid", pid}, {"tid", tid}, {"ts", ts(ev.submit_ns)}});
+        events.push_back({{"ph", "e"}, {"cat", "outbox"}, {"name", "outbox " + hop.name}, {"id", flow},
+                          {"pid", pid}, {"tid", tid}, {"ts", ts(ev.begin_ns)}});
+      }
+    }
+  }
   // Name the accelerator tracks that appeared.
   for (size_t d = 0; d < s.w.accelerators.size(); ++d)
     for (int b = 0; b < s.w.accelerators[d].priority_levels; ++b)
@@ -413,7 +463,11 @@ class Run {
   Status check_options() const;
   Status start_private_server();
   Status start_executors();
+  Status start_bridges();
   Status start_best_effort();
+  size_t processes() const { return s_.w.executors.size() + s_.plan.bridges.size(); }
+  void fail_links(uint64_t now);
+  json link_summary() const;
   json gang_summary() const;
   Status failure();
   Status wait_until_ready();
@@ -430,8 +484,10 @@ class Run {
   std::string server_log_;
   std::string server_dir_;  // the private server's socket folder, removed at the end
   core::Child server_;
-  std::vector<core::Child> executors_;
+  std::vector<core::Child> executors_;  // executors, then bridges
   std::vector<core::Child> best_effort_;
+  NodeNetwork nodes_;
+  std::vector<uint64_t> link_down_ns_;   // per link: when it was taken down (0: not)
   rtaccel_gang_lock_t* gang_lock_ = nullptr;
   SharedRun shared_;
   uint64_t t0_ = 0;
@@ -443,6 +499,9 @@ Status Run::check_options() const {
   if (!(o_.duration_s > 0) || o_.duration_s > 24 * 3600)
     return Status::invalid("duration must be between 0 and 24 hours");
   if (!(o_.work_fraction > 0) || o_.work_fraction > 1) return Status::invalid("work fraction must be in (0, 1]");
+  for (const auto& [name, at_s] : o_.link_failures)
+    if (!(at_s >= 0) || at_s > o_.duration_s)
+      return Status::invalid("link '" + name + "' is to go down within the run (0 to its duration)");
   return Status();
 }
 
@@ -479,6 +538,11 @@ Status Run::start_executors() {
       die_with_parent(self);
       signal(SIGINT, SIG_IGN);  // the runner stops the executors cleanly
       signal(SIGTERM, SIG_DFL);
+      if (Status st = nodes_.enter(s_.w.executors[e].node); !st) {
+        snprintf(shared_.executor(e)->error, sizeof(shared_.executor(e)->error), "%s", st.message().c_str());
+        shared_.executor(e)->status.store(static_cast<uint32_t>(ExecutorStatus::kFailed));
+        _exit(1);
+      }
       ExecutorConfig config;
       config.workload = &s_.w;
       config.plan = &s_.plan;
@@ -499,6 +563,65 @@ Status Run::start_executors() {
   return Status();
 }
 
+// One process per end of every link that carries topics, in its node's
+// namespace.
+Status Run::start_bridges() {
+  const pid_t self = getpid();
+  const auto run_id = static_cast<unsigned>(self);
+  for (size_t b = 0; b < s_.plan.bridges.size(); ++b) {
+    const BridgePlan& bp = s_.plan.bridges[b];
+    const auto& link = s_.w.links[bp.link];
+    BridgeConfig config;
+    config.workload = &s_.w;
+    config.plan = &s_.plan;
+    config.shared = &shared_;
+    config.bridge = b;
+    config.flow_control = o_.flow_control;
+    config.connect_needs_port = link.transport != workload::LinkTransport::kShm;
+    config.listen_address = nodes_.listen_address(bp.link, bp.node, run_id);
+    const size_t other = bp.node == link.a ? link.b : link.a;
+    config.connect_address = nodes_.connect_address(bp.link, bp.node, 0, run_id);
+    if (config.connect_needs_port) config.connect_address.resize(config.connect_address.rfind(':') + 1);
+    // The one peer the listening end admits: the other end's address.
+    const std::string peer = nodes_.listen_address(bp.link, other, run_id);
+    config.allow = link.transport == workload::LinkTransport::kShm
+                       ? "uid:" + std::to_string(geteuid())
+                       : peer.substr(peer.find(':') + 1, peer.rfind(':') - peer.find(':') - 1);
+    const pid_t pid = fork();
+    if (pid < 0) return Status::os_error("fork", errno);
+    if (pid == 0) {
+      die_with_parent(self);
+      signal(SIGINT, SIG_IGN);
+      signal(SIGTERM, SIG_DFL);
+      ExecutorState* state = shared_.executor(s_.w.executors.size() + b);
+      if (Status st = nodes_.enter(bp.node); !st) {
+        snprintf(state->error, sizeof(state->error), "%s", st.message().c_str());
+        state->status.store(static_cast<uint32_t>(ExecutorStatus::kFailed));
+        _exit(1);
+      }
+      _exit(run_bridge(config).ok() ? 0 : 1);
+    }
+    executors_.push_back(core::Child::adopt(pid));
+  }
+  return Status();
+}
+
+// Fault injection: the links due to go down by now.
+void Run::fail_links(uint64_t now) {
+  for (const auto& [name, at_s] : o_.link_failures) {
+    const long l = std::find_if(s_.w.links.begin(), s_.w.links.end(),
+                                [&](const workload::Link& x) { return x.name == name; }) -
+                   s_.w.links.begin();
+    if (link_down_ns_[l] || now < t0_ + static_cast<uint64_t>(at_s * 1e9)) continue;
+    link_down_ns_[l] = now;
+    if (Status st = nodes_.take_down(static_cast<size_t>(l)); !st)
+      fprintf(stderr, "rtaccel run: cannot take link '%s' down: %s\n", name.c_str(), st.message().c_str());
+    else if (o_.progress)
+      fprintf(stderr, "%srtaccel run: link '%s' taken down at %.1f s\n", isatty(STDERR_FILENO) ? "\n" : "",
+              name.c_str(), static_cast<double>(now - t0_) / 1e9);
+  }
+}
+
 // Best-effort programs: plain SCHED_OTHER children, on any core, from a
 // shell so that a user writes them as on a command line.
 Status Run::start_best_effort() {
@@ -513,6 +636,41 @@ Status Run::start_best_effort() {
     best_effort_.push_back(child.take());
   }
   return Status();
+}
+
+// Per link: its set-up and, per topic crossing it, what was sent, delivered
+// and lost, and when the first loss (and the first delivery after it) was.
+json Run::link_summary() const {
+  json links = json::array();
+  auto at = [this](uint64_t ns) { return ns ? json(static_cast<double>(ns - t0_) / 1e9) : json(nullptr); };
+  for (size_t l = 0; l < s_.w.links.size(); ++l) {
+    const auto& link = s_.w.links[l];
+    json hops = json::array();
+    for (size_t h = 0; h < s_.plan.hops.size(); ++h) {
+      const HopPlan& hop = s_.plan.hops[h];
+      if (hop.link != l) continue;
+      const HopState* st = shared_.hop(h);
+      json j = {{"topic", hop.name},
+                {"priority", hop.priority},
+                {"bytes", hop.bytes},
+                {"sent", st->sent.load()},
+                {"delivered", st->delivered.load()},
+                {"lost", st->lost.load()},
+                {"first_loss_s", at(st->failed_ns.load())},
+                {"recovered_s", at(st->recovered_ns.load())}};
+      if (st->error[0]) j["error"] = st->error;
+      hops.push_back(std::move(j));
+    }
+    links.push_back({{"link", link.name},
+                     {"between", {s_.w.nodes[link.a].name, s_.w.nodes[link.b].name}},
+                     {"transport", std::string(workload::kLinkTransportNames[static_cast<size_t>(link.transport)])},
+                     {"rate_mbps", static_cast<double>(link.rate_bytes_per_s) * 8 / 1e6},
+                     {"flow_control", o_.flow_control},
+                     {"namespaces", {nodes_.namespace_of(link.a), nodes_.namespace_of(link.b)}},
+                     {"taken_down_s", at(link_down_ns_[l])},
+                     {"topics", std::move(hops)}});
+  }
+  return links;
 }
 
 // Per gang: jobs, waits and preemptions, from the trace.
@@ -561,7 +719,7 @@ json Run::gang_summary() const {
 
 // An executor that failed or any child that exited, as an error.
 Status Run::failure() {
-  for (size_t e = 0; e < s_.w.executors.size(); ++e)
+  for (size_t e = 0; e < processes(); ++e)
     if (shared_.executor(e)->status.load() == static_cast<uint32_t>(ExecutorStatus::kFailed))
       return Status::error(shared_.executor(e)->error);
   int status;
@@ -574,7 +732,7 @@ Status Run::failure() {
     }
   }
   if (!exited) return Status();
-  for (size_t e = 0; e < s_.w.executors.size(); ++e)
+  for (size_t e = 0; e < processes(); ++e)
     if (shared_.executor(e)->error[0]) what = shared_.executor(e)->error;
   return Status::error(what);
 }
@@ -584,9 +742,9 @@ Status Run::wait_until_ready() {
   const uint64_t deadline = core::monotonic_ns() + 30 * kSecond;
   for (;;) {
     size_t ready = 0;
-    for (size_t e = 0; e < s_.w.executors.size(); ++e)
+    for (size_t e = 0; e < processes(); ++e)
       ready += shared_.executor(e)->status.load() == static_cast<uint32_t>(ExecutorStatus::kReady);
-    if (ready == s_.w.executors.size()) break;
+    if (ready == processes()) break;
     if (Status f = failure(); !f) return f;
     if (stop_requested()) return Status::error("interrupted before the run started");
     if (core::monotonic_ns() > deadline) return Status::error("the executors did not get ready in 30 s");
@@ -631,6 +789,7 @@ Status Run::supervise() {
   Status status;
   while (core::monotonic_ns() < end && !stop_requested()) {
     if (status = failure(); !status) break;
+    fail_links(core::monotonic_ns());
     report_progress(core::monotonic_ns());
     core::sleep_ns(20 * kMs);
   }
@@ -642,10 +801,7 @@ void Run::stop_executors() {
   auto* header = shared_.header();
   header->stop.store(1, std::memory_order_release);
   futex_wake(reinterpret_cast<uint32_t*>(&header->go), INT_MAX, true);
-  for (size_t e = 0; e < s_.w.executors.size(); ++e) {
-    shared_.executor(e)->events.fetch_add(1);
-    futex_wake(reinterpret_cast<uint32_t*>(&shared_.executor(e)->events), INT_MAX, true);
-  }
+  for (size_t e = 0; e < processes(); ++e) wake(shared_.executor(e));
 }
 
 // Executors finish the callback in progress (allow for the longest one),
@@ -664,11 +820,11 @@ void Run::wind_down() {
   const uint64_t deadline = core::monotonic_ns() + 5 * kSecond + 4 * longest;
   for (;;) {
     size_t done = 0;
-    for (size_t e = 0; e < s_.w.executors.size(); ++e) {
+    for (size_t e = 0; e < processes(); ++e) {
       const auto st = shared_.executor(e)->status.load();
       done += st == static_cast<uint32_t>(ExecutorStatus::kDone) || st == static_cast<uint32_t>(ExecutorStatus::kFailed);
     }
-    if (done == s_.w.executors.size() || core::monotonic_ns() > deadline) break;
+    if (done == processes() || core::monotonic_ns() > deadline) break;
     core::sleep_ns(5 * kMs);
   }
   server_.terminate(5 * kSecond);
@@ -702,8 +858,14 @@ Status Run::write_results(uint64_t stopped_ns) {
   json queues = json::array();
   for (size_t q = 0; q < s_.plan.queues.size(); ++q) {
     const auto* st = shared_.queue(q);
-    queues.push_back({{"topic", s_.plan.queues[q].topic},
-                      {"subscriber", w.callbacks[s_.plan.queues[q].consumer].name},
+    const QueuePlan& qp = s_.plan.queues[q];
+    std::string subscriber = w.callbacks[qp.consumer].name;
+    if (qp.executor >= w.executors.size()) {  // an outbox: the link's bridge takes from it
+      const BridgePlan& b = s_.plan.bridges[qp.executor - w.executors.size()];
+      subscriber = "link " + w.links[b.link].name + " (outbox on " + w.nodes[b.node].name + ")";
+    }
+    queues.push_back({{"topic", qp.topic},
+                      {"subscriber", subscriber},
                       {"messages", st->pushed},
                       {"dropped", st->dropped}});
   }
@@ -727,6 +889,17 @@ Status Run::write_results(uint64_t stopped_ns) {
                   {"executors", std::move(execs)},
                   {"queues", std::move(queues)}};
   if (s_.gang) summary["gang"] = gang_summary();
+  if (!s_.w.links.empty()) {
+    summary["links"] = link_summary();
+    for (size_t h = 0; h < s_.plan.hops.size(); ++h) {
+      const HopState* st = shared_.hop(h);
+      if (st->lost.load())
+        fprintf(stderr, "rtaccel run: warning: %llu messages of '%s' lost on link '%s' from %.1f s on: %s\n",
+                static_cast<unsigned long long>(st->lost.load()), s_.plan.hops[h].name.c_str(),
+                w.links[s_.plan.hops[h].link].name.c_str(), static_cast<double>(st->failed_ns.load() - t0_) / 1e9,
+                st->error);
+    }
+  }
   if (!o_.best_effort.empty()) {
     json be = json::array();
     for (size_t i = 0; i < o_.best_effort.size(); ++i)
@@ -757,6 +930,8 @@ Expected<RunEnd> Run::execute() {
   if (o_.policy == Policy::kPaam && socket_.empty())
     if (Status st = start_private_server(); !st) return st;
   if (Status st = shared_.create(s_.plan, capacity_for(s_.w, s_.plan, duration_ns_)); !st) return st;
+  link_down_ns_.assign(s_.w.links.size(), 0);
+  if (Status st = nodes_.create(s_.w); !st) return st;
   struct GangLockCleanup {
     rtaccel_gang_lock_t** lock;
     ~GangLockCleanup() { rtaccel_gang_lock_close(*lock); }
@@ -767,6 +942,7 @@ Expected<RunEnd> Run::execute() {
       return Status::os_error("cannot create the run's gang lock", -err);
   }
   Status st = start_executors();
+  if (st) st = start_bridges();
   if (st) st = start_best_effort();
   if (st) st = wait_until_ready();
   if (!st) {

@@ -4,10 +4,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cerrno>
 #include <cstring>
 #include <new>
 
+#include "core/futex.h"
+#include "rtaccel/isolate.h"
 #include "rtaccel/lock.h"
 
 namespace rtaccel::exec {
@@ -37,6 +40,9 @@ Capacity capacity_for(const workload::Workload& w, const Plan& plan, uint64_t du
     for (size_t cb : callbacks) events += (1 + w.callbacks[cb].segments.size()) * activations;
     c.events_per_executor.push_back(std::min(events, kMaxEventsPerExecutor));
   }
+  // A bridge traces each message it delivers.
+  for (const auto& bridge : plan.bridges)
+    c.events_per_executor.push_back(std::min(bridge.receives.size() * activations, kMaxEventsPerExecutor));
   return c;
 }
 
@@ -48,11 +54,14 @@ Status SharedRun::create(const Plan& plan, const Capacity& capacity) {
   capacity_ = capacity;
   size_t size = align_up(sizeof(RunHeader));
   const size_t executors_at = size;
-  size += align_up(sizeof(ExecutorState) * plan.by_executor.size());
+  const size_t states = plan.by_executor.size() + plan.bridges.size();
+  size += align_up(sizeof(ExecutorState) * states);
   const size_t chains_at = size;
   size += align_up(sizeof(ChainState) * capacity.samples_per_chain.size());
   const size_t queues_at = size;
   size += align_up(sizeof(QueueState) * plan.queues.size());
+  const size_t hops_at = size;
+  size += align_up(sizeof(HopState) * plan.hops.size());
   const size_t timers_at = size;
   size += align_up(sizeof(TimerState) * plan.timers.size());
   auto table = [&size](const std::vector<uint64_t>& caps, size_t item, std::vector<uint64_t>* offsets) {
@@ -81,7 +90,7 @@ Status SharedRun::create(const Plan& plan, const Capacity& capacity) {
   auto* bytes = static_cast<char*>(base);
   header_ = new (bytes) RunHeader;
   executors_ = reinterpret_cast<ExecutorState*>(bytes + executors_at);
-  for (size_t i = 0; i < plan.by_executor.size(); ++i) new (executors_ + i) ExecutorState;
+  for (size_t i = 0; i < states; ++i) new (executors_ + i) ExecutorState;
   chains_ = reinterpret_cast<ChainState*>(bytes + chains_at);
   for (size_t i = 0; i < capacity.samples_per_chain.size(); ++i) new (chains_ + i) ChainState;
   queues_ = reinterpret_cast<QueueState*>(bytes + queues_at);
@@ -91,12 +100,52 @@ Status SharedRun::create(const Plan& plan, const Capacity& capacity) {
       return Status::os_error("cannot create a queue's mutex", -err);
     }
   }
+  hops_ = reinterpret_cast<HopState*>(bytes + hops_at);
+  for (size_t i = 0; i < plan.hops.size(); ++i) new (hops_ + i) HopState;
   timers_ = reinterpret_cast<TimerState*>(bytes + timers_at);
   for (size_t i = 0; i < plan.timers.size(); ++i) new (timers_ + i) TimerState;
   samples_ = reinterpret_cast<Sample*>(bytes + samples_at);
   records_ = reinterpret_cast<TimerRecord*>(bytes + records_at);
   events_ = reinterpret_cast<TraceEvent*>(bytes + events_at);
   return Status();
+}
+
+void wake(ExecutorState* state) {
+  state->events.fetch_add(1, std::memory_order_release);
+  futex_wake(reinterpret_cast<uint32_t*>(&state->events), INT_MAX, true);
+}
+
+void queue_pop(SharedRun& shared, uint32_t queue, Message* out) {
+  auto* q = shared.queue(queue);
+  rtaccel_gang_preempt_disable();
+  pthread_mutex_lock(&q->lock);
+  *out = q->slots[q->head];
+  q->head = (q->head + 1) % kQueueDepth;
+  __atomic_store_n(&q->count, q->count - 1, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&q->lock);
+  rtaccel_gang_preempt_enable();
+}
+
+void queue_push(SharedRun& shared, const Plan& plan, uint32_t queue, const Message& message) {
+  auto* q = shared.queue(queue);
+  rtaccel_gang_preempt_disable();
+  pthread_mutex_lock(&q->lock);
+  if (q->count == plan.queues[queue].depth) {
+    // Keep last: the oldest message goes, and with it every chain instance it
+    // was carrying towards this subscriber.
+    const Message& old = q->slots[q->head];
+    for (uint32_t chain : plan.queues[queue].chains)
+      if (old.stamps[chain]) shared.chain(chain)->drops.fetch_add(1, std::memory_order_relaxed);
+    q->head = (q->head + 1) % kQueueDepth;
+    --q->count;
+    ++q->dropped;
+  }
+  q->slots[(q->head + q->count) % kQueueDepth] = message;
+  ++q->pushed;
+  __atomic_store_n(&q->count, q->count + 1, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&q->lock);
+  rtaccel_gang_preempt_enable();
+  wake(shared.executor(plan.queues[queue].executor));
 }
 
 }  // namespace rtaccel::exec

@@ -28,6 +28,12 @@ struct Message {
   uint64_t stamps[kMaxChains];  // chain start time; 0: not part of that chain instance
 };
 
+// A message between nodes, ahead of its payload on the wire.
+struct WireHeader {
+  Message message;
+  uint64_t send_ns = 0;  // when the sending bridge took it from the outbox
+};
+
 struct alignas(64) QueueState {
   pthread_mutex_t lock;  // priority inheritance, process-shared
   uint32_t head = 0;     // oldest message
@@ -47,11 +53,23 @@ struct alignas(64) ExecutorState {
   std::atomic<uint64_t> trace_used{0};
   std::atomic<uint64_t> overruns{0};  // timer activations skipped: executor too late
   char error[256] = {};
+  std::atomic<uint32_t> port{0};    // a listening bridge: its TCP/RDMA port, once it listens
+};
+
+// A hop's delivery (multi-node runs), written by its two bridges.
+struct alignas(64) HopState {
+  std::atomic<uint64_t> sent{0};       // acknowledged by the other node
+  std::atomic<uint64_t> lost{0};       // not delivered: the link failed or did not acknowledge
+  std::atomic<uint64_t> delivered{0};  // pushed into the subscribers' queues
+  std::atomic<uint64_t> failed_ns{0};  // the first loss (CLOCK_MONOTONIC); 0: none
+  std::atomic<uint64_t> recovered_ns{0};  // the first delivery after a loss; 0: none
+  char error[216] = {};                // why the first loss
 };
 
 struct alignas(64) ChainState {
   std::atomic<uint64_t> count{0};  // samples taken (may exceed capacity; the rest are lost)
   std::atomic<uint64_t> drops{0};  // instances lost in a full queue
+  std::atomic<uint64_t> link_losses{0};  // instances lost on a link between nodes
 };
 
 struct alignas(64) TimerState {
@@ -74,6 +92,7 @@ enum class TraceKind : uint32_t {
   kGangWait = 2,  // gang scheduling: job_begin blocked [begin, end]
   kGangHold = 3,  // a callback's job under the gang lock [granted, ended]
   kGangPark = 4,  // the thread stopped by a higher gang [parked, resumed]
+  kTransfer = 5,  // a hop's message: published, sent [send, arrival]; segment = hop
 };
 
 struct TraceEvent {
@@ -102,7 +121,8 @@ static_assert(sizeof(std::atomic<uint32_t>) == 4 && sizeof(std::atomic<uint64_t>
 static_assert(sizeof(Message) == 8 + 8 * kMaxChains && sizeof(QueueState) == 5312 &&
               offsetof(QueueState, slots) == 64);
 static_assert(sizeof(ExecutorState) == 320 && offsetof(ExecutorState, trace_used) == 16 &&
-              offsetof(ExecutorState, error) == 32);
+              offsetof(ExecutorState, error) == 32 && offsetof(ExecutorState, port) == 288);
+static_assert(sizeof(WireHeader) == kWireHeaderBytes && sizeof(HopState) == 256);
 static_assert(sizeof(ChainState) == 64 && sizeof(TimerState) == 64 && sizeof(RunHeader) == 64);
 static_assert(sizeof(Sample) == 16 && sizeof(TimerRecord) == 16 && sizeof(TraceEvent) == 48);
 
@@ -110,7 +130,7 @@ static_assert(sizeof(Sample) == 16 && sizeof(TimerRecord) == 16 && sizeof(TraceE
 struct Capacity {
   std::vector<uint64_t> samples_per_chain;
   std::vector<uint64_t> records_per_timer;
-  std::vector<uint64_t> events_per_executor;
+  std::vector<uint64_t> events_per_executor;  // executors, then bridges
 };
 
 // Capacities for a run of `duration_ns`: every activation the timers can make.
@@ -127,7 +147,9 @@ class SharedRun {
   Status create(const Plan& plan, const Capacity& capacity);
 
   RunHeader* header() const { return header_; }
+  // Executors, then bridges (Plan::bridges), from index executors.size().
   ExecutorState* executor(size_t i) const { return executors_ + i; }
+  HopState* hop(size_t i) const { return hops_ + i; }
   ChainState* chain(size_t i) const { return chains_ + i; }
   QueueState* queue(size_t i) const { return queues_ + i; }
   TimerState* timer(size_t i) const { return timers_ + i; }
@@ -146,12 +168,23 @@ class SharedRun {
   ExecutorState* executors_ = nullptr;
   ChainState* chains_ = nullptr;
   QueueState* queues_ = nullptr;
+  HopState* hops_ = nullptr;
   TimerState* timers_ = nullptr;
   Sample* samples_ = nullptr;
   TimerRecord* records_ = nullptr;
   TraceEvent* events_ = nullptr;
   std::vector<uint64_t> sample_offset_, record_offset_, event_offset_;
 };
+
+// Wakes every thread waiting on `state`'s events word.
+void wake(ExecutorState* state);
+
+// A subscription queue's two ends (under its PI mutex; not preemptible by a
+// gang, whose parked thread would stop the other gang that needs the queue).
+// A push to a full queue drops its oldest message, counting a drop for every
+// chain instance it carried, and wakes the queue's consumer.
+void queue_push(SharedRun& shared, const Plan& plan, uint32_t queue, const Message& message);
+void queue_pop(SharedRun& shared, uint32_t queue, Message* out);
 
 }  // namespace rtaccel::exec
 

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "rtaccel/exec.hpp"
@@ -31,6 +32,8 @@ const char kUsage[] =
     "      --no-gang            not, whatever the workload says\n"
     "  -b, --best-effort CMD    start CMD (a shell command line) beside the workload, SCHED_OTHER;\n"
     "                           repeatable; stopped with SIGTERM at the end\n"
+    "      --no-flow-control    multi-node: a connection per topic, each message in one piece\n"
+    "      --fail-link LINK@S   multi-node: take link LINK down S seconds into the run; repeatable\n"
     "  -q, --quiet              no progress line\n"
     "  -h, --help\n";
 
@@ -52,7 +55,7 @@ int bad(const char* what, const char* value) {
 
 int main(int argc, char** argv) {
   rtaccel::exec::RunOptions o;
-  enum { kServer = 256, kFraction, kEpsilon, kKappa, kJitter, kNoGang };
+  enum { kServer = 256, kFraction, kEpsilon, kKappa, kJitter, kNoGang, kNoFlow, kFailLink };
   const option longopts[] = {
       {"policy", required_argument, nullptr, 'p'},     {"duration", required_argument, nullptr, 'd'},
       {"out", required_argument, nullptr, 'o'},        {"socket", required_argument, nullptr, 's'},
@@ -62,6 +65,8 @@ int main(int argc, char** argv) {
       {"jitter-floor-us", required_argument, nullptr, kJitter},
       {"gang", no_argument, nullptr, 'g'},             {"no-gang", no_argument, nullptr, kNoGang},
       {"best-effort", required_argument, nullptr, 'b'},
+      {"no-flow-control", no_argument, nullptr, kNoFlow},
+      {"fail-link", required_argument, nullptr, kFailLink},
       {"quiet", no_argument, nullptr, 'q'},            {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0}};
   int opt;
@@ -101,6 +106,13 @@ int main(int argc, char** argv) {
         if (!*optarg) return bad("--best-effort (a command)", optarg);
         o.best_effort.push_back(optarg);
         break;
+      case kNoFlow: o.flow_control = false; break;
+      case kFailLink: {
+        const char* at = strrchr(optarg, '@');
+        if (!at || at == optarg || !parse_double(at + 1, 0, 86400, &v)) return bad("--fail-link (LINK@SECONDS)", optarg);
+        o.link_failures.emplace_back(std::string(optarg, static_cast<size_t>(at - optarg)), v);
+        break;
+      }
       case 'q': o.progress = false; break;
       case 'h': fputs(kUsage, stdout); return 0;
       default: fputs(kUsage, stderr); return 2;
