@@ -14,32 +14,13 @@
 #include "core/clock.h"
 #include "core/fd.h"
 #include "core/futex.h"
+#include "accel/client.h"
 #include "accel/protocol.h"
+#include "accel/remote.h"
 #include "rtaccel/accel.h"
 
 using namespace rtaccel::accel;
 namespace core = rtaccel::core;
-
-struct rtaccel_client {
-  core::UniqueFd fd;
-  std::mutex mu;  // one registration round trip at a time
-  std::vector<rtaccel_registration*> registrations;
-};
-
-struct rtaccel_registration {
-  rtaccel_client* client = nullptr;
-  rtaccel_registration_info info{};
-  core::Mapping region;
-  core::Mapping doorbell;
-  core::Mapping status;
-  const RegionHeader* header = nullptr;
-  uint32_t* head = nullptr;  // the shared producer index
-  RequestEntry* entries = nullptr;
-  uint32_t nservices = 0;
-  ServiceArea services[RTACCEL_MAX_SERVICES] = {};
-  uint32_t next = 0;  // private copy of the producer index
-  uint64_t submit_ns[kRingEntries] = {};
-};
 
 namespace {
 
@@ -99,6 +80,7 @@ extern "C" {
 int rtaccel_client_connect(const char* socket_path, rtaccel_client** out) {
   if (!socket_path) socket_path = getenv(RTACCEL_SOCKET_ENV);
   if (!socket_path || !*socket_path) socket_path = RTACCEL_SOCKET_DEFAULT;
+  if (is_remote_address(socket_path)) return remote_connect(socket_path, out);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (strlen(socket_path) >= sizeof(addr.sun_path)) return -ENAMETOOLONG;
@@ -115,6 +97,10 @@ int rtaccel_client_connect(const char* socket_path, rtaccel_client** out) {
 
 void rtaccel_client_close(rtaccel_client* client) {
   if (!client) return;
+  if (client->link) {
+    remote_close(client);
+    return;
+  }
   while (!client->registrations.empty()) rtaccel_client_unregister(client->registrations.back());
   delete client;
 }
@@ -122,6 +108,7 @@ void rtaccel_client_close(rtaccel_client* client) {
 int rtaccel_client_register(rtaccel_client* client, const rtaccel_registration_desc* desc,
                             rtaccel_registration** out, char* why, size_t why_len) {
   if (!client || !desc || !out) return -EINVAL;
+  if (client->link) return remote_register(client, desc, out, why, why_len);
   std::lock_guard<std::mutex> guard(client->mu);
   auto* m = new (std::nothrow) RegisterRequest{};
   if (!m) return -ENOMEM;
@@ -195,6 +182,10 @@ int rtaccel_client_register_all(rtaccel_client* client, const rtaccel_registrati
 
 void rtaccel_client_unregister(rtaccel_registration* reg) {
   if (!reg) return;
+  if (reg->remote) {
+    remote_unregister(reg);
+    return;
+  }
   rtaccel_client* c = reg->client;
   {
     std::lock_guard<std::mutex> guard(c->mu);
@@ -209,6 +200,7 @@ void rtaccel_client_unregister(rtaccel_registration* reg) {
 
 void rtaccel_registration_query(const rtaccel_registration* reg, rtaccel_registration_info* info) {
   *info = reg->info;
+  if (reg->remote) return;  // as the gateway's registration found it
   // The server may have moved the callback since (see RegionHeader::bucket).
   info->bucket = __atomic_load_n(&reg->header->bucket, __ATOMIC_RELAXED);
 }
@@ -222,12 +214,14 @@ int rtaccel_service_index(const rtaccel_registration* reg, const char* name) {
 void* rtaccel_request_buffer(rtaccel_registration* reg, int service, size_t* cap) {
   if (service < 0 || uint32_t(service) >= reg->nservices) return nullptr;
   if (cap) *cap = reg->services[service].request_max;
+  if (reg->remote) return reg->remote->requests[service].get() + sizeof(RemoteRequest);
   return reg->region.bytes() + reg->services[service].request_offset;
 }
 
 void* rtaccel_response_buffer(rtaccel_registration* reg, int service, size_t* cap) {
   if (service < 0 || uint32_t(service) >= reg->nservices) return nullptr;
   if (cap) *cap = reg->services[service].response_max;
+  if (reg->remote) return reg->remote->responses[service].get();
   return reg->region.bytes() + reg->services[service].response_offset;
 }
 
@@ -236,6 +230,7 @@ int rtaccel_submit(rtaccel_registration* reg, int service, size_t request_len,
   if (service < 0 || uint32_t(service) >= reg->nservices) return -EINVAL;
   const ServiceArea& area = reg->services[service];
   if (request_len > area.request_max) return -EMSGSIZE;
+  if (reg->remote) return remote_submit(reg, service, request_len, ticket);
   const uint32_t index = reg->next % kRingEntries;
   RequestEntry* e = &reg->entries[index];
   const uint32_t state = __atomic_load_n(&e->state, __ATOMIC_ACQUIRE);
@@ -272,6 +267,7 @@ static int finish(rtaccel_registration* reg, const rtaccel_ticket* t, size_t* re
 
 int rtaccel_poll(rtaccel_registration* reg, rtaccel_ticket* ticket, size_t* response_len) {
   if (!ticket || ticket->entry >= kRingEntries) return -EINVAL;
+  if (reg->remote) return remote_wait(reg, ticket, 0, response_len, true);
   const uint32_t done = (ticket->state & ~kPhaseMask) | kDone;
   const uint32_t state = __atomic_load_n(&reg->entries[ticket->entry].state, __ATOMIC_ACQUIRE);
   if (state == done) return finish(reg, ticket, response_len);
@@ -282,6 +278,7 @@ int rtaccel_poll(rtaccel_registration* reg, rtaccel_ticket* ticket, size_t* resp
 int rtaccel_wait(rtaccel_registration* reg, rtaccel_ticket* ticket, uint64_t timeout_ns,
                  size_t* response_len) {
   if (!ticket || ticket->entry >= kRingEntries) return -EINVAL;
+  if (reg->remote) return remote_wait(reg, ticket, timeout_ns, response_len, false);
   RequestEntry* e = &reg->entries[ticket->entry];
   const uint32_t done = (ticket->state & ~kPhaseMask) | kDone;
   uint32_t state = __atomic_load_n(&e->state, __ATOMIC_ACQUIRE);
@@ -341,6 +338,10 @@ int rtaccel_call(rtaccel_registration* reg, int service, size_t request_len, uin
 int rtaccel_request_timestamps(const rtaccel_registration* reg, const rtaccel_ticket* ticket,
                           rtaccel_request_times* times) {
   if (!ticket || ticket->entry >= kRingEntries) return -EINVAL;
+  if (reg->remote) {
+    *times = reg->remote->times;
+    return 0;
+  }
   const RequestEntry* e = &reg->entries[ticket->entry];
   times->submit_ns = reg->submit_ns[ticket->entry];
   times->start_ns = e->start_ns;

@@ -10,6 +10,12 @@
 //
 // The first rule naming the user (or "*") decides. Without a file, root and
 // the server's own user may register any priority and nobody else any.
+//
+// Clients on other nodes reach the server's gateway (rtaccel-server
+// --listen) over the net layer; rules naming a peer's address say which
+// priorities it may claim, and only peers named so may connect at all:
+//
+//     - {peer: 10.204.0.2, priorities: [1, 50]}
 #ifndef RTACCEL_ACCEL_POLICY_H_
 #define RTACCEL_ACCEL_POLICY_H_
 
@@ -33,11 +39,16 @@ class Policy {
 
   // Ok when `uid` may register a chain of `priority`; else the reason (EPERM).
   Status allows(uid_t uid, int priority) const;
+  // The same for a remote client at `address` (an IP address).
+  Status allows_peer(const std::string& address, int priority) const;
+  // The addresses of the peers that rules name, for the gateway's listener.
+  std::vector<std::string> peers() const;
 
  private:
   struct Rule {
     bool any_user = false;
     uid_t uid = 0;
+    std::string peer;  // a peer rule when not empty
     int low = 0;
     int high = 0;
   };

@@ -30,6 +30,25 @@ TEST(Policy, FirstMatchingRuleDecides) {
   EXPECT_FALSE(root->allows(0, 6).ok());
 }
 
+TEST(Policy, PeersAreRemoteClientsByAddress) {
+  auto p = Policy::parse("allow:\n  - {peer: 10.0.0.2, priorities: [1, 50]}\n  - {user: '*', priorities: [0, 99]}\n"
+                         "  - {peer: '::1', priorities: [0, 5]}\n",
+                         "p.yaml");
+  ASSERT_TRUE(p) << p.status().message();
+  EXPECT_TRUE(p->allows_peer("10.0.0.2", 50).ok());
+  const Status high = p->allows_peer("10.0.0.2", 51);
+  EXPECT_EQ(high.err(), EPERM);
+  EXPECT_NE(high.message().find("peer 10.0.0.2 may register chain priorities 1..50 only, not 51"), std::string::npos)
+      << high.message();
+  const Status stranger = p->allows_peer("10.0.0.3", 1);
+  EXPECT_EQ(stranger.err(), EPERM);
+  EXPECT_NE(stranger.message().find("peer 10.0.0.3 may not register"), std::string::npos) << stranger.message();
+  // peer rules say nothing of local users, and user rules nothing of peers
+  EXPECT_TRUE(p->allows(1234, 99).ok());
+  EXPECT_EQ(p->peers(), (std::vector<std::string>{"10.0.0.2", "::1"}));
+  EXPECT_TRUE(Policy::defaults(1000).peers().empty());
+}
+
 TEST(Policy, ErrorsNameFileAndLine) {
   struct Case {
     const char* text;
@@ -40,7 +59,9 @@ TEST(Policy, ErrorsNameFileAndLine) {
       {"allow:\n  - {uid: 1, priorities: [5, 1]}\n", "low > high"},
       {"allow:\n  - {uid: 1}\n", "p.yaml:2: priorities must be"},
       {"allow:\n  - {uid: 1, priorities: [0, 1], colour: red}\n", "unknown key 'colour'"},
-      {"allow:\n  - {priorities: [0, 1]}\n", "needs user or uid"},
+      {"allow:\n  - {priorities: [0, 1]}\n", "needs user, uid or peer"},
+      {"allow:\n  - {peer: camera-host, priorities: [0, 1]}\n", "p.yaml:2: peer 'camera-host' is not an IP address"},
+      {"allow:\n  - {peer: 10.0.0.2, uid: 3, priorities: [0, 1]}\n", "one of user, uid or peer"},
       {"allow:\n  - {uid: -3, priorities: [0, 1]}\n", "negative"},
       {"allow: [\n", "p.yaml:"},
   };

@@ -26,6 +26,7 @@
 #include "core/fd.h"
 #include "core/futex.h"
 #include "core/mutex.h"
+#include "accel/gateway.h"
 #include "accel/policy.h"
 #include "accel/protocol.h"
 #include "accel/services.h"
@@ -199,6 +200,7 @@ class ServerImpl final : public Server {
   bool shut_down_ = false;
   bool bound_ = false;  // the socket file is ours to remove
   rtaccel_bwlock_t* bwlock_ = nullptr;
+  std::unique_ptr<Gateway> gateway_;
 };
 
 void ServerImpl::log(const char* fmt, ...) {
@@ -275,6 +277,12 @@ Status ServerImpl::open() {
   epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, listen_fd_.get(), &ev);
   ev.data.ptr = &wake_watch_;
   epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, wake_fd_.get(), &ev);
+  if (!options_.listen.empty()) {
+    auto gateway = Gateway::start(options_.listen, options_.socket_path, policy_, options_.verbose);
+    if (!gateway) return gateway.status();
+    gateway_ = gateway.take();
+    log("listening for remote clients on %s", gateway_->address().c_str());
+  }
 
   // Clients are accepted only once every worker runs on its core at its
   // priority: a worker still migrating at SCHED_OTHER would wait behind a
@@ -637,7 +645,9 @@ void ServerImpl::handle_register(Connection* c, const RegisterRequest& m) {
   r.version = kProtocolVersion;
   Admitted admitted;
   Region* region = nullptr;
-  Status st = policy_.allows(c->uid, desc.chain.priority);
+  // The server's own process is its gateway, which has checked the remote
+  // peer's registration against the peer's rule already.
+  Status st = c->pid == getpid() ? Status() : policy_.allows(c->uid, desc.chain.priority);
   if (st && by_callback_.count(callback)) st = Status::error("callback '" + callback + "' is already registered", EEXIST);
   for (uint32_t i = 0; st && i < desc.nservices; i++)
     if (devices_[0]->backend->lookup(desc.services[i].name) < 0)
@@ -820,6 +830,9 @@ void ServerImpl::shutdown() {
     d->workers.clear();
   }
   while (!connections_.empty()) drop(connections_.begin()->first, "left at shutdown");
+  // After the connections: a gateway session waiting for a reply of the
+  // control thread sees its connection close.
+  gateway_.reset();
   reap();
   if (bound_) unlink(options_.socket_path.c_str());
 }

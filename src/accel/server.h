@@ -33,6 +33,9 @@ struct ServerOptions {
   // no wake-up. 0 sleeps at once.
   uint64_t poll_ns = 100000;
   std::string policy_file;           // empty: root and the server's user only
+  // The gateway for clients on other nodes (tcp:HOST:PORT or rdma:HOST:PORT;
+  // accel/gateway.h); empty: none. The policy names the peers.
+  std::string listen;
   std::vector<std::string> plugins;  // cpu: shared objects adding services
   // Bandwidth lock (BWLOCK++): while a request of bucket >= bwlock_bucket
   // runs on a device, the server holds bandwidth lock `bwlock` with this

@@ -11,6 +11,7 @@
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -36,8 +37,10 @@
 #include "core/daemon.h"
 #include "core/futex.h"
 #include "accel/protocol.h"
+#include "accel/remote.h"
 #include "accel/test_descs.h"
 #include "rtaccel/accel.h"
+#include "rtaccel/net.h"
 
 namespace rtaccel::accel {
 namespace {
@@ -1064,6 +1067,243 @@ TEST(Direct, CpuAndOpenClRunServicesInTheCallingProcess) {
   rtaccel_direct* d;
   EXPECT_EQ(rtaccel_direct_open("tpu", 0, 0, &d), -ENOENT);
   EXPECT_EQ(rtaccel_direct_open("cpu", 5000, 0, &d), -ENODEV);
+}
+
+// --- clients on another node (the gateway, --listen) ------------------------
+
+// A port on 127.0.0.1 that nothing listens on now.
+int free_port() {
+  core::UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) < 0 ||
+      getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len) < 0)
+    return -1;
+  return ntohs(a.sin_port);
+}
+
+// A server with a gateway on 127.0.0.1 and a policy file.
+struct RemoteServer {
+  std::string policy_path;
+  std::string address;
+  std::unique_ptr<ServerProcess> server;
+  explicit RemoteServer(const std::string& policy, std::vector<std::string> extra = {}) {
+    static int counter = 0;
+    policy_path = "/tmp/rtaccel-test-policy-" + std::to_string(getpid()) + "-" + std::to_string(counter++) + ".yaml";
+    std::ofstream(policy_path) << policy;
+    address = "tcp:127.0.0.1:" + std::to_string(free_port());
+    std::vector<std::string> args = {"--policy", policy_path, "--listen", address};
+    args.insert(args.end(), extra.begin(), extra.end());
+    server = std::make_unique<ServerProcess>(cpu_args(args));
+  }
+  ~RemoteServer() { unlink(policy_path.c_str()); }
+};
+
+const char kPeerPolicy[] = "allow:\n  - {user: root, priorities: [0, 99]}\n  - {peer: 127.0.0.1, priorities: [0, 20]}\n";
+
+TEST(Remote, AClientOnAnotherNodeIsServedAndAdmittedAsALocalOne) {
+  RemoteServer rs(kPeerPolicy);
+  ASSERT_TRUE(rs.server->ready());
+  rtaccel_client* c = nullptr;
+  ASSERT_EQ(rtaccel_client_connect(rs.address.c_str(), &c), 0);
+  const uint32_t n = 64;
+  auto d = busy_chain("remote", 9);
+  d.nservices = 2;
+  snprintf(d.services[1].name, 32, "vecadd");
+  d.services[1].request_max = 8 + 2 * n * 4;
+  d.services[1].response_max = n * 4;
+  rtaccel_registration* r = nullptr;
+  char why[256] = "";
+  ASSERT_EQ(register_desc(c, d, &r, why, sizeof(why)), 0) << why;
+  rtaccel_registration_info info;
+  rtaccel_registration_query(r, &info);
+  EXPECT_EQ(info.priority, 9);
+  // the results of a service, over the link
+  const int s = rtaccel_service_index(r, "vecadd");
+  auto* v = static_cast<rtaccel_vector_request*>(rtaccel_request_buffer(r, s, nullptr));
+  v->n = n;
+  float* x = reinterpret_cast<float*>(v + 1);
+  for (uint32_t i = 0; i < 2 * n; i++) x[i] = float(i);
+  size_t len = 0;
+  ASSERT_EQ(rtaccel_call(r, s, 8 + 2 * n * 4, 5 * kSecond, &len), 0);
+  EXPECT_EQ(len, n * 4);
+  const float* y = static_cast<const float*>(rtaccel_response_buffer(r, s, nullptr));
+  for (uint32_t i = 0; i < n; i++) ASSERT_EQ(y[i], float(i) + float(n + i));
+  // one request in flight; wait, poll and timeouts as for a local client
+  rtaccel_ticket t, extra;
+  ASSERT_EQ(submit_busy(r, 200 * kMs, &t), 0);
+  EXPECT_EQ(submit_busy(r, kMs, &extra), -EBUSY);
+  EXPECT_EQ(rtaccel_poll(r, &t, nullptr), -EAGAIN);
+  EXPECT_EQ(rtaccel_wait(r, &t, 10 * kMs, nullptr), -ETIMEDOUT);
+  ASSERT_EQ(rtaccel_wait(r, &t, 10 * kSecond, nullptr), 0);
+  const rtaccel_request_times times = times_of(r, t);
+  EXPECT_GE(times.end_ns - times.start_ns, 200 * kMs);
+  // the same callback cannot register twice, remote or local
+  rtaccel_registration* again = nullptr;
+  EXPECT_EQ(register_desc(c, d, &again, why, sizeof(why)), -EEXIST);
+  Client local(*rs.server);
+  EXPECT_EQ(register_desc(local.c, d, &again, why, sizeof(why)), -EEXIST);
+  // unregistered, it can
+  rtaccel_client_unregister(r);
+  ASSERT_EQ(register_desc(c, d, &r, why, sizeof(why)), 0) << why;
+  ASSERT_EQ(submit_busy(r, kMs, &t), 0);
+  EXPECT_EQ(rtaccel_wait(r, &t, 10 * kSecond, nullptr), 0);
+  rtaccel_client_close(c);
+}
+
+TEST(Remote, ThePolicyNamesWhichPeersMayClaimWhichPriorities) {
+  RemoteServer rs(kPeerPolicy, {"--epsilon-us", "50", "--kappa-us", "50"});
+  ASSERT_TRUE(rs.server->ready());
+  rtaccel_client* c = nullptr;
+  ASSERT_EQ(rtaccel_client_connect(rs.address.c_str(), &c), 0);
+  rtaccel_registration* r = nullptr;
+  char why[256] = "";
+  EXPECT_EQ(register_desc(c, busy_chain("greedy", 30), &r, why, sizeof(why)), -EPERM);
+  EXPECT_NE(std::string(why).find("peer 127.0.0.1 may register chain priorities 0..20 only, not 30"),
+            std::string::npos)
+      << why;
+  // admission control answers a remote client as it answers a local one
+  CallbackSpec hot{.name = "sensor", .executor = "e1", .core = 0, .wcet_ns = 10 * kMs};
+  auto hd = one_callback("hot", 10, 100 * kMs, hot);
+  hd.chain.deadline_ns = 20 * kMs;
+  ASSERT_EQ(register_desc(c, hd, &r, why, sizeof(why)), 0) << why;
+  CallbackSpec heavy{.name = "planner", .executor = "e2", .core = 0, .executor_priority = 40, .wcet_ns = 15 * kMs};
+  EXPECT_EQ(register_desc(c, one_callback("heavy", 20, 100 * kMs, heavy), &r, why, sizeof(why)), -EDEADLK);
+  EXPECT_NE(std::string(why).find("chain 'hot': bound"), std::string::npos) << why;
+  rtaccel_client_close(c);
+
+  // A peer the policy does not name cannot connect at all.
+  RemoteServer other("allow:\n  - {peer: 127.0.0.2, priorities: [0, 99]}\n");
+  ASSERT_TRUE(other.server->ready());
+  rtaccel_client* stranger = nullptr;
+  EXPECT_NE(rtaccel_client_connect(other.address.c_str(), &stranger), 0);
+
+  // --listen without a peer in the policy: the server says so and stops.
+  RemoteServer none("allow:\n  - {user: root, priorities: [0, 99]}\n");
+  EXPECT_FALSE(none.server->ready());
+}
+
+TEST(Remote, AClientDyingMidRequestLeavesNothingBehind) {
+  RemoteServer rs(kPeerPolicy);
+  ASSERT_TRUE(rs.server->ready());
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    rtaccel_client* c;
+    rtaccel_registration* r;
+    if (rtaccel_client_connect(rs.address.c_str(), &c) ||
+        register_desc(c, busy_chain("doomed", 5, 500 * kMs), &r, nullptr, 0))
+      _exit(1);
+    rtaccel_ticket t;
+    if (submit_busy(r, 300 * kMs, &t)) _exit(1);
+    char ok = 1;
+    if (write(ready[1], &ok, 1) != 1) _exit(1);
+    pause();
+    _exit(0);
+  }
+  char ok = 0;
+  ASSERT_EQ(read(ready[0], &ok, 1), 1);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  // Its registration goes with its link (once the request in hand is done):
+  // the same callback registers again, here from a local client.
+  Client local(*rs.server);
+  rtaccel_registration* r = nullptr;
+  int err = -EEXIST;
+  const uint64_t deadline = core::monotonic_ns() + 5 * kSecond;
+  while (err == -EEXIST && core::monotonic_ns() < deadline) {
+    err = register_desc(local.c, busy_chain("doomed", 5, 500 * kMs), &r, nullptr, 0);
+    if (err == -EEXIST) usleep(20000);
+  }
+  EXPECT_EQ(err, 0);
+  close(ready[0]);
+  close(ready[1]);
+}
+
+// The gateway takes whatever the peer sends: malformed requests are answered
+// with -EINVAL, a malformed control message ends only that session.
+TEST(Remote, MalformedMessagesAreRefusedAndTheServerGoesOn) {
+  RemoteServer rs(kPeerPolicy);
+  ASSERT_TRUE(rs.server->ready());
+  rtaccel_net_options o;
+  rtaccel_net_options_default(&o);
+  o.max_transfer = kRemoteMaxTransfer;
+  rtaccel_net_link_t* link = nullptr;
+  ASSERT_EQ(rtaccel_net_connect(rs.address.c_str(), "raw", &o, 5 * kSecond, &link), 0);
+  rtaccel_net_channel_t *control, *requests, *responses;
+  rtaccel_net_channel_attr a{};
+  a.id = kControlChannel;
+  a.max_size = sizeof(RemoteControl);
+  ASSERT_EQ(rtaccel_net_channel_open(link, &a, &control), 0);
+  a = {};
+  a.id = request_channel(0);
+  ASSERT_EQ(rtaccel_net_channel_open(link, &a, &requests), 0);
+  a = {};
+  a.id = response_channel(0);
+  a.max_size = 1 << 16;
+  ASSERT_EQ(rtaccel_net_channel_open(link, &a, &responses), 0);
+  uint64_t seen = 0;
+  rtaccel_net_msg msg;
+  ASSERT_EQ(rtaccel_net_take(control, &seen, 5 * kSecond, &msg), 0);  // the gateway's hello
+  rtaccel_net_release(&msg);
+  auto m = std::make_unique<RemoteControl>();
+  m->magic = kRemoteMagic;
+  m->version = kRemoteVersion;
+  m->type = uint32_t(RemoteType::kRegister);
+  m->slot = 0;
+  m->desc = busy_chain("raw", 5);
+  ASSERT_EQ(rtaccel_net_send(control, m.get(), sizeof(*m), 0, kSecond), 0);
+  ASSERT_EQ(rtaccel_net_take(control, &seen, 5 * kSecond, &msg), 0);
+  RemoteControl reply;
+  ASSERT_EQ(msg.len, sizeof(reply));
+  memcpy(&reply, msg.data, sizeof(reply));
+  rtaccel_net_release(&msg);
+  ASSERT_EQ(reply.status, 0) << reply.message;
+
+  struct {
+    RemoteRequest h;
+    uint64_t ns;
+  } req{};
+  uint64_t responses_seen = 0;
+  auto answer = [&](size_t len) {
+    EXPECT_EQ(rtaccel_net_send(requests, &req, len, 0, kSecond), 0);
+    rtaccel_net_msg r;
+    EXPECT_EQ(rtaccel_net_take(responses, &responses_seen, 5 * kSecond, &r), 0);
+    RemoteResponse h{};
+    if (r.len >= sizeof(h)) memcpy(&h, r.data, sizeof(h));
+    rtaccel_net_release(&r);
+    return h.status;
+  };
+  req.h = {kRemoteMagic, 7, 1, 8};  // a service the registration does not have
+  EXPECT_EQ(answer(sizeof(req)), -EINVAL);
+  req.h = {kRemoteMagic, 0, 2, 1u << 30};  // longer than the buffer
+  EXPECT_EQ(answer(sizeof(req)), -EINVAL);
+  req.h = {kRemoteMagic, 0, 3, 8};
+  EXPECT_EQ(answer(sizeof(req) - 4), -EINVAL);  // shorter than it says
+  req.h = {0xdeadbeef, 0, 4, 8};
+  EXPECT_EQ(answer(sizeof(req)), -EINVAL);
+  req.h = {kRemoteMagic, 0, 5, 8};
+  req.ns = kMs;
+  EXPECT_EQ(answer(sizeof(req)), 0);  // and a good one still runs
+  // a control message that is not one: the session ends, the link closes
+  char junk[64];
+  memset(junk, 0x5a, sizeof(junk));
+  ASSERT_EQ(rtaccel_net_send(control, junk, sizeof(junk), 0, kSecond), 0);
+  EXPECT_NE(rtaccel_net_take(responses, &responses_seen, 5 * kSecond, &msg), -ETIMEDOUT);
+  rtaccel_net_close(link);
+  // the server goes on: another remote client is served
+  rtaccel_client* c = nullptr;
+  ASSERT_EQ(rtaccel_client_connect(rs.address.c_str(), &c), 0);
+  rtaccel_registration* r = nullptr;
+  char why[256] = "";
+  ASSERT_EQ(register_desc(c, busy_chain("after", 5), &r, why, sizeof(why)), 0) << why;
+  rtaccel_ticket t;
+  ASSERT_EQ(submit_busy(r, kMs, &t), 0);
+  EXPECT_EQ(rtaccel_wait(r, &t, 10 * kSecond, nullptr), 0);
+  rtaccel_client_close(c);
 }
 
 }  // namespace

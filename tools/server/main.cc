@@ -42,7 +42,10 @@ const char kUsage[] =
     "                           concurrently (default 1)\n"
     "      --poll-us US         a worker polls this long for the next request before it sleeps\n"
     "                           (default 100; 0 sleeps at once)\n"
-    "  -p, --policy FILE        YAML: which users may register which chain priorities\n"
+    "  -p, --policy FILE        YAML: which users (and remote peers) may register which chain\n"
+    "                           priorities\n"
+    "      --listen ADDRESS     serve clients on other nodes at tcp:HOST:PORT or rdma:HOST:PORT\n"
+    "                           (port 0 picks one), the peers the policy names\n"
     "      --plugin FILE.so     add the services of a plugin (cpu backend); repeatable\n"
     "      --list-backends      name the backends built in and the devices they find\n"
     "      --ready-fd N         write \"ready\\n\" to descriptor N and close it once clients are\n"
@@ -71,7 +74,7 @@ int main(int argc, char** argv) {
   options.socket_path = env && *env ? env : RTACCEL_SOCKET_DEFAULT;
   bool devices_given = false;
   enum { kFifoBase = 256, kNoFifo, kEpsilon, kKappa, kJitter, kLowest, kPoll, kPlugin, kList, kReadyFd,
-         kBwlock, kBwlockThreshold, kBwlockBucket };
+         kBwlock, kBwlockThreshold, kBwlockBucket, kListen };
   int ready_fd = -1;
   const option longopts[] = {
       {"socket", required_argument, nullptr, 's'},
@@ -87,6 +90,7 @@ int main(int argc, char** argv) {
       {"lowest-workers", required_argument, nullptr, kLowest},
       {"poll-us", required_argument, nullptr, kPoll},
       {"policy", required_argument, nullptr, 'p'},
+      {"listen", required_argument, nullptr, kListen},
       {"plugin", required_argument, nullptr, kPlugin},
       {"list-backends", no_argument, nullptr, kList},
       {"ready-fd", required_argument, nullptr, kReadyFd},
@@ -152,6 +156,7 @@ int main(int argc, char** argv) {
         options.poll_ns = uint64_t(v) * 1000;
         break;
       case 'p': options.policy_file = optarg; break;
+      case kListen: options.listen = optarg; break;
       case kPlugin: options.plugins.push_back(optarg); break;
       case kList: fputs(rtaccel::accel::list_backends().c_str(), stdout); return 0;
       case kReadyFd:
