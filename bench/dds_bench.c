@@ -6,6 +6,10 @@
  *       one sample at a time, sizes as rtaccel-net-bench overhead: one-way
  *       latency from dds_write to the reader holding the sample, over
  *       loopback
+ *   rtaccel-dds-bench roundtrip [--sizes LIST] [--samples N] [--rate R]
+ *       a sample out and a small reply back between the two namespaces of
+ *       the priority benchmark: the round trip a remote accelerator client
+ *       over DDS pays, timed at the writer
  *   rtaccel-dds-bench priority [--sizes LIST] [--rate R]
  *       a high-priority topic under three lower ones that write back to
  *       back, all of one size, over the rate-limited veth of
@@ -335,10 +339,51 @@ static int priority(uint64_t *sizes, int nsizes, const char *rate)
 	return 0;
 }
 
+/* Request and reply between two namespaces, as a client on another node
+ * would reach an accelerator server over DDS (the PAAM paper's remote
+ * path): the writer's sample of SIZE out, the reader's small reply back,
+ * timed at the writer. */
+static int roundtrip(uint64_t *sizes, int nsizes, int samples, const char *rate)
+{
+	const char *why = bench_link_up(rate);
+	if (why) {
+		printf("rtaccel-dds-bench: skipped: %s\n", why);
+		return 77;
+	}
+	pid_t child = spawn_reader(1, BENCH_NS_B_ADDR, BENCH_NS_A_ADDR);
+	bench_enter_ns(bench_ns_a);
+	configure(BENCH_NS_A_ADDR, BENCH_NS_B_ADDR);
+	struct writer_side w;
+	writer_open(&w, 1);
+	uint8_t *data = calloc(1, 64u << 20);
+	static uint64_t rtt[MAX_SAMPLES];
+	uint64_t seq = 0;
+	printf("{\"middleware\": \"cyclonedds %s\", \"transport\": \"udp\", \"link_rate\": \"%s\", "
+	       "\"sizes\": [",
+	       DDS_VERSION, rate);
+	for (int s = 0; s < nsizes; s++) {
+		for (int i = -samples / 10; i < samples; i++) { /* the first tenth warms up */
+			uint64_t start = now_ns();
+			round_once(&w, data, sizes[s], ++seq);
+			if (i >= 0)
+				rtt[i] = now_ns() - start;
+		}
+		printf("%s\n  {\"size\": %llu, \"samples\": %d, \"dds_rtt_p50_us\": %.1f, "
+		       "\"dds_rtt_p99_us\": %.1f, \"dds_rtt_max_us\": %.1f}",
+		       s ? "," : "", (unsigned long long)sizes[s], samples, pct(rtt, samples, 50),
+		       pct(rtt, samples, 99), pct(rtt, samples, 100));
+		fflush(stdout);
+	}
+	printf("\n]}\n");
+	kill(child, SIGTERM);
+	waitpid(child, NULL, 0);
+	return 0;
+}
+
 static int usage(void)
 {
-	fprintf(stderr, "usage: rtaccel-dds-bench overhead|priority [--sizes LIST] [--samples N] "
-			"[--rate RATE]\n");
+	fprintf(stderr, "usage: rtaccel-dds-bench overhead|priority|roundtrip [--sizes LIST] "
+			"[--samples N] [--rate RATE]\n");
 	return 2;
 }
 
@@ -348,10 +393,12 @@ int main(int argc, char **argv)
 		return usage();
 	uint64_t sizes[BENCH_MAX_SIZES];
 	bool is_priority = strcmp(argv[1], "priority") == 0;
-	if (!is_priority && strcmp(argv[1], "overhead") != 0)
+	bool is_roundtrip = strcmp(argv[1], "roundtrip") == 0;
+	if (!is_priority && !is_roundtrip && strcmp(argv[1], "overhead") != 0)
 		return usage();
-	const char *default_sizes = is_priority ? "1M,2M,4M,8M,16M,32M"
-						: "64K,128K,256K,512K,1M,2M,4M,8M,16M,32M";
+	const char *default_sizes = is_priority    ? "1M,2M,4M,8M,16M,32M"
+				    : is_roundtrip ? "8,64K"
+						   : "64K,128K,256K,512K,1M,2M,4M,8M,16M,32M";
 	int nsizes = bench_parse_sizes("rtaccel-dds-bench", default_sizes, sizes);
 	int max_samples = MAX_SAMPLES;
 	const char *rate = "1gbit";
@@ -370,5 +417,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
+	if (is_roundtrip)
+		return roundtrip(sizes, nsizes, max_samples, rate);
 	return is_priority ? priority(sizes, nsizes, rate) : overhead(sizes, nsizes, max_samples);
 }

@@ -39,15 +39,16 @@ def default_cores() -> tuple[int, int]:
 
 
 @contextlib.contextmanager
-def private_server(args: list[str], startup_s: float = 10.0):
+def private_server(args: list[str], startup_s: float = 10.0, prefix: tuple = ()):
     """Runs rtaccel-server on a temporary socket for the duration of the block;
     yields the socket path. The server says when it serves through its
-    readiness pipe (--ready-fd); it is stopped (SIGTERM, then SIGKILL) after."""
+    readiness pipe (--ready-fd); it is stopped (SIGTERM, then SIGKILL) after.
+    `prefix` runs it through a command (`ip netns exec NS`, which execs it)."""
     with tempfile.TemporaryDirectory(prefix="rtaccel-") as tmp:
         path = os.path.join(tmp, "server.sock")
         ready_r, ready_w = os.pipe()
         try:
-            proc = subprocess.Popen([str(binary("rtaccel-server")), "--socket", path, *args,
+            proc = subprocess.Popen([*prefix, str(binary("rtaccel-server")), "--socket", path, *args,
                                      "--ready-fd", str(ready_w)], pass_fds=(ready_w,),
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         finally:
@@ -93,6 +94,97 @@ def run_bench(what: str, extra: list[str], levels: int = 4, fifo: bool = True,
     if proc.returncode != 0:
         raise AccelError(f"rtaccel-accel-bench {what} failed: {proc.stderr.strip()}")
     return json.loads(proc.stdout)
+
+
+SBIN_PATH = "/usr/sbin:/sbin:/usr/bin:/bin"
+SERVER_NODE_ADDR, CLIENT_NODE_ADDR = "10.206.0.1", "10.206.0.2"
+GATEWAY_ADDRESS = f"tcp:{SERVER_NODE_ADDR}:7411"
+
+
+def _ip(*args: str) -> None:
+    proc = subprocess.run(["ip", *args], capture_output=True, text=True,
+                          env=dict(os.environ, PATH=SBIN_PATH))
+    if proc.returncode != 0:
+        raise AccelError(f"'ip {' '.join(args)}' failed: {proc.stderr.strip()} "
+                         "(two nodes on one machine need root and iproute2)")
+
+
+@contextlib.contextmanager
+def node_pair():
+    """Two network namespaces joined by a veth pair, as a server's node
+    (SERVER_NODE_ADDR) and a client's (CLIENT_NODE_ADDR); removed after."""
+    tag = f"rtaccel-bench-{os.getpid()}"
+    server_ns, client_ns = f"{tag}-server", f"{tag}-client"
+    made = []
+    try:
+        for ns in (server_ns, client_ns):
+            _ip("netns", "add", ns)
+            made.append(ns)
+        _ip("link", "add", f"rtg{os.getpid()}a", "type", "veth", "peer", "name", f"rtg{os.getpid()}b")
+        for ns, end, addr in ((server_ns, "a", SERVER_NODE_ADDR), (client_ns, "b", CLIENT_NODE_ADDR)):
+            dev = f"rtg{os.getpid()}{end}"
+            _ip("link", "set", dev, "netns", ns)
+            _ip("-n", ns, "addr", "add", f"{addr}/24", "dev", dev)
+            _ip("-n", ns, "link", "set", dev, "up")
+            _ip("-n", ns, "link", "set", "lo", "up")
+        yield server_ns, client_ns
+    finally:
+        for ns in made:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, env=dict(os.environ, PATH=SBIN_PATH))
+
+
+def run_remote_bench(what: str, extra: list[str], levels: int = 4, fifo: bool = True) -> dict:
+    """Runs one benchmark of ``rtaccel-accel-bench`` as a client on another
+    node: the server (cpu backend) in one namespace with its gateway on tcp,
+    the client in another, through rtaccel_client_connect("tcp:...")."""
+    device, client = default_cores()
+    with node_pair() as (server_ns, client_ns), tempfile.NamedTemporaryFile(
+            "w", prefix="rtaccel-policy-", suffix=".yaml") as policy:
+        policy.write("allow:\n  - {user: root, priorities: [0, 99]}\n"
+                     f"  - {{peer: {CLIENT_NODE_ADDR}, priorities: [0, 99]}}\n")
+        policy.flush()
+        server_args = ["--device", str(device), "--server-core", str(client), "--levels", str(levels),
+                       "--policy", policy.name, "--listen", GATEWAY_ADDRESS]
+        if not fifo:
+            server_args.append("--no-fifo")
+        with private_server(server_args, prefix=("ip", "netns", "exec", server_ns)):
+            cmd = [str(binary("rtaccel-accel-bench")), what, "--socket", GATEWAY_ADDRESS, "--json", *extra]
+            if fifo:
+                cmd = ["chrt", "-f", "50", *cmd]
+            proc = subprocess.run(["ip", "netns", "exec", client_ns, "taskset", "-c", str(client), *cmd],
+                                  capture_output=True, text=True, env=dict(os.environ, PATH=SBIN_PATH))
+    if proc.returncode != 0:
+        raise AccelError(f"rtaccel-accel-bench {what} (remote) failed: {proc.stderr.strip()}")
+    return json.loads(proc.stdout)
+
+
+def run_dds_roundtrip(size: int, samples: int) -> dict:
+    """A Cyclone DDS request of `size` bytes and its reply between two
+    namespaces (rtaccel-dds-bench roundtrip); what PAAM's remote path paid."""
+    proc = subprocess.run([str(binary("rtaccel-dds-bench")), "roundtrip", "--sizes", str(size),
+                           "--samples", str(samples), "--rate", "10gbit"], capture_output=True, text=True,
+                          env=dict(os.environ, PATH=SBIN_PATH + ":" + os.environ.get("PATH", "")))
+    if proc.returncode != 0:
+        raise AccelError(f"rtaccel-dds-bench roundtrip: {(proc.stdout + proc.stderr).strip()}")
+    return json.loads(proc.stdout)["sizes"][0]
+
+
+def format_overhead_paths(result: dict) -> str:
+    """The local, remote and DDS paths of `rtaccel bench request-overhead --remote`."""
+    local = result["local"]
+    lines = [f"# request overhead (round trip minus the kernel), wait={local['wait']}, "
+             f"{local['requests']} requests of busy({local['kernel_us']:.0f} us); "
+             "the PAAM paper's remote path over DDS: 198-391 us",
+             f"{'path':48s} {'p50':>9s} {'p99':>9s} {'max':>9s}  (us)"]
+    rows = [("local client (shared memory)", local),
+            (f"remote client (tcp between namespaces, gateway)", result["remote"])]
+    for name, r in rows:
+        lines.append(f"{name:48s} {r['p50_us']:9.2f} {r['p99_us']:9.2f} {r['max_us']:9.2f}")
+    if "dds" in result:
+        d = result["dds"]
+        lines.append(f"{'Cyclone DDS round trip, ' + str(d['size']) + ' B (no kernel)':48s} "
+                     f"{d['dds_rtt_p50_us']:9.2f} {d['dds_rtt_p99_us']:9.2f} {d['dds_rtt_max_us']:9.2f}")
+    return "\n".join(lines)
 
 
 def format_overhead(result: dict) -> str:

@@ -268,7 +268,24 @@ def _bench(args, what: str, extra: list, formatter) -> int:
 
 def cmd_bench_request_overhead(args) -> int:
     extra = ["--wait", args.wait, "--requests", str(args.requests), "--kernel-us", str(args.kernel_us)]
-    return _bench(args, "request-overhead", extra, accel.format_overhead)
+    if not args.remote:
+        if args.dds:
+            print("rtaccel bench: --dds goes with --remote", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        return _bench(args, "request-overhead", extra, accel.format_overhead)
+    if args.backend != "cpu":
+        print("rtaccel bench: --remote runs the cpu backend", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        result = {"local": accel.run_bench("request-overhead", extra, fifo=not args.no_fifo),
+                  "remote": accel.run_remote_bench("request-overhead", extra, fifo=not args.no_fifo)}
+        if args.dds:
+            # the busy request's bytes, as the remote client sends them
+            result["dds"] = accel.run_dds_roundtrip(8, min(args.requests, 1000))
+    except accel.AccelError as err:
+        print(f"rtaccel bench: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return _print_result(result, args.json, accel.format_overhead_paths)
 
 
 def cmd_bench_preemption(args) -> int:
@@ -725,6 +742,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="length of each busy kernel, subtracted from the round trip (100)")
     b.add_argument("--no-fifo", action="store_true",
                    help="run server workers and client at SCHED_OTHER (no privilege needed)")
+    b.add_argument("--remote", action="store_true",
+                   help="also as a client on another node: the server in one network namespace with "
+                        "its gateway on tcp, the client in another (root)")
+    b.add_argument("--dds", action="store_true",
+                   help="with --remote: also a Cyclone DDS request and reply between the namespaces")
     b.add_argument("--json", action="store_true", help="print JSON (keys p50_us, p99_us, max_us)")
     backend_options(b)
     b.set_defaults(func=cmd_bench_request_overhead)

@@ -49,6 +49,29 @@ def test_request_overhead_table_and_bad_arguments():
     assert r.returncode == 2 and "0..1000000" in r.stderr
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="two nodes on one machine are network namespaces (root)")
+def test_request_overhead_of_a_client_on_another_node():
+    r = rtaccel("bench", "request-overhead", "--remote", "--dds", "--requests", "300", "--json")
+    if r.returncode != 0 and "failed" in r.stderr and "netns" in r.stderr:
+        pytest.skip(r.stderr.strip())
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    local, remote = out["local"], out["remote"]
+    assert local["requests"] == remote["requests"] == 300
+    # the same kernel ran on both paths; the remote one crossed the link twice
+    assert remote["phases"]["kernel"]["p50_us"] >= 80
+    assert remote["p50_us"] > local["p50_us"]
+    assert out["dds"]["size"] == 8 and out["dds"]["dds_rtt_p50_us"] > 0
+    table = rtaccel("bench", "request-overhead", "--remote", "--requests", "200")
+    assert table.returncode == 0, table.stderr
+    assert "remote client (tcp between namespaces, gateway)" in table.stdout
+
+
+def test_dds_needs_remote():
+    r = rtaccel("bench", "request-overhead", "--dds")
+    assert r.returncode == 2 and "--dds goes with --remote" in r.stderr
+
+
 def test_preemption_json():
     r = rtaccel("bench", "preemption", "--iterations", "5", "--json")
     assert r.returncode == 0, r.stderr
