@@ -1223,6 +1223,26 @@ TEST(Remote, AClientDyingMidRequestLeavesNothingBehind) {
   close(ready[1]);
 }
 
+TEST(Remote, ADeadServerFailsARemoteWaitInsteadOfHangingIt) {
+  RemoteServer rs(kPeerPolicy);
+  ASSERT_TRUE(rs.server->ready());
+  rtaccel_client* c = nullptr;
+  ASSERT_EQ(rtaccel_client_connect(rs.address.c_str(), &c), 0);
+  rtaccel_registration* r = nullptr;
+  char why[256] = "";
+  ASSERT_EQ(register_desc(c, busy_chain("victim", 1, 5 * kSecond), &r, why, sizeof(why)), 0) << why;
+  rtaccel_ticket t;
+  ASSERT_EQ(submit_busy(r, 5 * kSecond, &t), 0);
+  usleep(100000);
+  rs.server->kill_now();
+  const uint64_t start = core::monotonic_ns();
+  EXPECT_EQ(rtaccel_wait(r, &t, 0, nullptr), -EPIPE);
+  EXPECT_LT(core::monotonic_ns() - start, 2 * kSecond);
+  rtaccel_registration* late = nullptr;
+  EXPECT_EQ(register_desc(c, busy_chain("late", 1), &late, why, sizeof(why)), -EPIPE);
+  rtaccel_client_close(c);
+}
+
 // The gateway takes whatever the peer sends: malformed requests are answered
 // with -EINVAL, a malformed control message ends only that session.
 TEST(Remote, MalformedMessagesAreRefusedAndTheServerGoesOn) {
