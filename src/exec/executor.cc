@@ -308,7 +308,8 @@ Status Executor::run() {
   pc.executor = c_.executor;
   pc.threads = static_cast<size_t>(ex.threads);
   pc.socket = c_.socket;
-  path_ = c_.policy == Policy::kPaam ? make_server_path(pc) : make_direct_path(pc);
+  pc.best_effort = c_.policy != Policy::kPaam;
+  path_ = c_.policy == Policy::kPaam || c_.remote_accelerator ? make_server_path(pc) : make_direct_path(pc);
   if (Status st = path_->open(); !st) return st.context("executor '" + ex.name + "'");
   if (int err = rtaccel_pi_mutex_init(&lock_, PTHREAD_MUTEX_NORMAL, false))
     return Status::os_error("executor '" + ex.name + "': cannot create its lock", -err);

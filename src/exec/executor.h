@@ -26,7 +26,10 @@ struct ExecutorConfig {
   size_t executor = 0;
   Policy policy = Policy::kPaam;
   double work_fraction = 0.9;  // share of each callback's CPU WCET actually worked
-  std::string socket;          // paam: rtaccel-server's socket
+  std::string socket;          // paam: rtaccel-server's socket, or its gateway from another node
+  // Its accelerators are on another node: under ros2 and picas too, its
+  // segments go to the server there, which serves them in arrival order.
+  bool remote_accelerator = false;
   // Gang scheduling: the run's gang lock and this executor's gang; null
   // without.
   rtaccel_gang_lock_t* gang_lock = nullptr;

@@ -16,6 +16,15 @@ namespace {
 
 constexpr const char* kPrefix = "rtaccel-run-";
 
+// iproute2 lives in sbin, which a user's PATH may not name.
+std::string tool_path(const std::string& name) {
+  for (const char* dir : {"/usr/sbin/", "/sbin/", "/usr/bin/", "/bin/"}) {
+    const std::string path = dir + name;
+    if (access(path.c_str(), X_OK) == 0) return path;
+  }
+  return name;
+}
+
 // Runs a program (iproute2's ip, tc, rdma) and waits for it; its stderr,
 // when it fails, becomes the error.
 Status command(const std::vector<std::string>& argv) {
@@ -35,12 +44,8 @@ Status command(const std::vector<std::string>& argv) {
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
-    // iproute2 lives in sbin, which a user's PATH may not name.
-    for (const char* dir : {"/usr/sbin/", "/sbin/", "/usr/bin/", "/bin/"}) {
-      const std::string path = dir + argv[0];
-      if (access(path.c_str(), X_OK) == 0) execv(path.c_str(), args.data());
-    }
-    execvp(args[0], args.data());
+    const std::string path = tool_path(argv[0]);
+    execvp(path.c_str(), args.data());
     dprintf(STDERR_FILENO, "%s not found (install iproute2)", args[0]);
     _exit(127);
   }
@@ -171,6 +176,15 @@ std::string NodeNetwork::connect_address(size_t link, size_t node, unsigned port
     case workload::LinkTransport::kTcp: break;
   }
   return "tcp:" + host_of(link, end) + ":" + std::to_string(port);
+}
+
+std::vector<std::string> NodeNetwork::run_in(size_t node) const {
+  if (ns_.empty()) return {};
+  return {tool_path("ip"), "netns", "exec", ns_[node]};
+}
+
+std::string NodeNetwork::host(size_t link, size_t node) const {
+  return host_of(link, node == w_->links[link].a ? 0 : 1);
 }
 
 Status NodeNetwork::take_down(size_t link) const {

@@ -41,6 +41,13 @@ class NodeNetwork {
   std::string listen_address(size_t link, size_t node, unsigned run_id) const;
   std::string connect_address(size_t link, size_t node, unsigned port, unsigned run_id) const;
 
+  // The command prefix that starts a program in `node`'s namespace
+  // (`ip netns exec NS`); empty when nodes share this one.
+  std::vector<std::string> run_in(size_t node) const;
+
+  // The address of `node`'s end of link `link` (tcp and rdma links).
+  std::string host(size_t link, size_t node) const;
+
   // The namespace of a node ("" without namespaces), for the summary.
   std::string namespace_of(size_t node) const { return ns_.empty() ? "" : ns_[node]; }
 

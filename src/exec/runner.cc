@@ -204,16 +204,19 @@ Status prepare(const RunOptions& o, Setup* s) {
   if (!loaded) return loaded.status();
   s->w = loaded.take();
   auto& w = s->w;
-  // Accelerator requests between nodes need a server that accepts remote
-  // clients; the runner's executors reach theirs on one machine.
+  // Accelerator requests between nodes go to the server's gateway over the
+  // link: under paam by priority, under ros2 and picas in arrival order (a
+  // callback on a node without the accelerator cannot invoke it directly).
   for (const auto& cb : w.callbacks)
-    for (const auto& seg : cb.segments)
-      if (w.accelerators[seg.accelerator].node != w.executors[cb.executor].node)
-        return Status::invalid("callback '" + cb.name + "' on node '" + w.nodes[w.executors[cb.executor].node].name +
-                               "' uses accelerator '" + w.accelerators[seg.accelerator].name + "' on node '" +
-                               w.nodes[w.accelerators[seg.accelerator].node].name +
-                               "': rtaccel run does not carry accelerator requests between nodes yet "
-                               "(rtaccel analyze bounds them)");
+    for (const auto& seg : cb.segments) {
+      const size_t here = w.executors[cb.executor].node, there = w.accelerators[seg.accelerator].node;
+      if (here == there) continue;
+      const std::string what = "callback '" + cb.name + "' on node '" + w.nodes[here].name + "' uses accelerator '" +
+                               w.accelerators[seg.accelerator].name + "' on node '" + w.nodes[there].name + "'";
+      if (w.links[static_cast<size_t>(w.link_between(here, there))].transport == workload::LinkTransport::kShm)
+        return Status::invalid(what + " over an shm link: the server's gateway for other nodes listens on tcp or "
+                               "rdma links");
+    }
   for (const auto& [name, at_s] : o.link_failures) {
     auto link = std::find_if(w.links.begin(), w.links.end(), [&](const workload::Link& l) { return l.name == name; });
     std::string known;
@@ -462,6 +465,10 @@ class Run {
   bool stop_requested() const { return o_.stop && o_.stop->load(std::memory_order_relaxed); }
   Status check_options() const;
   Status start_private_server();
+  // Where executor `e` reaches the server: its socket, or from another node
+  // the gateway on the accelerators' node.
+  std::string server_address(size_t e) const;
+  bool remote_segments() const;
   Status start_executors();
   Status start_bridges();
   Status start_best_effort();
@@ -505,8 +512,31 @@ Status Run::check_options() const {
   return Status();
 }
 
+constexpr int kGatewayPort = 7411;  // in the accelerators' node's own namespace
+
+bool Run::remote_segments() const {
+  for (const auto& cb : s_.w.callbacks)
+    for (const auto& seg : cb.segments)
+      if (s_.w.accelerators[seg.accelerator].node != s_.w.executors[cb.executor].node) return true;
+  return false;
+}
+
+std::string Run::server_address(size_t e) const {
+  bool segments = false;
+  for (size_t cb : s_.plan.by_executor[e]) segments = segments || !s_.w.callbacks[cb].segments.empty();
+  if (!segments) return socket_;
+  const size_t here = s_.w.executors[e].node, there = s_.w.accelerators.front().node;
+  if (here == there) return socket_;
+  const auto link = static_cast<size_t>(s_.w.link_between(here, there));
+  const char* transport = s_.w.links[link].transport == workload::LinkTransport::kRdma ? "rdma:" : "tcp:";
+  return transport + nodes_.host(link, there) + ":" + std::to_string(kGatewayPort);
+}
+
 // paam without a socket: a private rtaccel-server, logging to the result
-// folder, stopped by the runner after the executors (not by a Ctrl-C).
+// folder, stopped by the runner after the executors (not by a Ctrl-C). With
+// callbacks on other nodes than the accelerators', it runs in the
+// accelerators' node's namespace with its gateway for them, and a policy
+// naming their ends of the links.
 Status Run::start_private_server() {
   char dir[] = "/tmp/rtaccel-run-XXXXXX";
   if (!mkdtemp(dir)) return Status::os_error("cannot create a folder for the server's socket", errno);
@@ -515,6 +545,31 @@ Status Run::start_private_server() {
   const std::string binary = o_.server_binary.empty() ? self_dir() + "/rtaccel-server" : o_.server_binary;
   auto args = server_args(s_.w, socket_);
   args.insert(args.begin(), binary);
+  if (o_.policy != Policy::kPaam) {
+    // ros2 and picas: only requests from other nodes come here, served in
+    // arrival order as a service node would serve them.
+    *(std::find(args.begin(), args.end(), "--levels") + 1) = "1";
+  }
+  if (remote_segments()) {
+    const size_t there = s_.w.accelerators.front().node;
+    std::string policy = "allow:\n  - {user: root, priorities: [-2147483648, 2147483647]}\n  - {uid: " +
+                         std::to_string(geteuid()) + ", priorities: [-2147483648, 2147483647]}\n";
+    for (size_t l = 0; l < s_.w.links.size(); ++l) {
+      const auto& link = s_.w.links[l];
+      if (link.a != there && link.b != there) continue;
+      policy += "  - {peer: " + nodes_.host(l, link.a == there ? link.b : link.a) +
+                ", priorities: [-2147483648, 2147483647]}\n";
+    }
+    const std::string policy_path = server_dir_ + "/policy.yaml";
+    if (Status st = write_file(policy_path, policy); !st) return st;
+    const char* transport = "tcp:";
+    for (const auto& link : s_.w.links)
+      if (link.transport == workload::LinkTransport::kRdma && (link.a == there || link.b == there)) transport = "rdma:";
+    args.insert(args.end(), {"--policy", policy_path, "--listen",
+                             transport + std::string("0.0.0.0:") + std::to_string(kGatewayPort)});
+    const auto prefix = nodes_.run_in(there);
+    args.insert(args.begin(), prefix.begin(), prefix.end());
+  }
   server_log_ = (std::filesystem::path(o_.out_dir) / "server.log").string();
   core::SpawnOptions options;
   options.log_path = server_log_;
@@ -551,7 +606,8 @@ Status Run::start_executors() {
       config.executor = e;
       config.policy = o_.policy;
       config.work_fraction = o_.work_fraction;
-      config.socket = socket_;
+      config.socket = server_address(e);
+      config.remote_accelerator = config.socket != socket_;
       if (s_.gang) {
         config.gang_lock = gang_lock_;
         config.gang = &s_.gangs[s_.gang_of[e]];
@@ -927,11 +983,11 @@ Expected<RunEnd> Run::execute() {
       if (!dir->empty()) std::filesystem::remove_all(*dir);
     }
   } cleanup{&server_dir_};
-  if (o_.policy == Policy::kPaam && socket_.empty())
-    if (Status st = start_private_server(); !st) return st;
-  if (Status st = shared_.create(s_.plan, capacity_for(s_.w, s_.plan, duration_ns_)); !st) return st;
   link_down_ns_.assign(s_.w.links.size(), 0);
   if (Status st = nodes_.create(s_.w); !st) return st;
+  if ((o_.policy == Policy::kPaam || remote_segments()) && socket_.empty())
+    if (Status st = start_private_server(); !st) return st;
+  if (Status st = shared_.create(s_.plan, capacity_for(s_.w, s_.plan, duration_ns_)); !st) return st;
   struct GangLockCleanup {
     rtaccel_gang_lock_t** lock;
     ~GangLockCleanup() { rtaccel_gang_lock_close(*lock); }

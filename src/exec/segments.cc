@@ -196,6 +196,7 @@ class ServerPath final : public AccelPath {
       if (w.callbacks[cb].executor != config_.executor || w.callbacks[cb].segments.empty()) continue;
       auto desc = registration_for(w, cb, *config_.requests);
       if (!desc) return desc.status();
+      if (config_.best_effort) desc->chain.critical = 0;
       descs.push_back(*desc);
       callbacks.push_back(cb);
     }

@@ -79,6 +79,10 @@ struct PathConfig {
   size_t threads = 1;
   std::string socket;  // paam: the server's socket
   int direct_priority = 50;
+  // The server serves these callbacks in arrival order, not by priority
+  // (ros2 and picas reaching an accelerator on another node): they
+  // register as best effort, so that admission control never refuses them.
+  bool best_effort = false;
 };
 
 std::unique_ptr<AccelPath> make_server_path(const PathConfig& config);
