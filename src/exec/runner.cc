@@ -254,7 +254,23 @@ Status prepare(const RunOptions& o, Setup* s) {
   // The busy loop is calibrated here, before any fork, so that every process
   // of the run shares one calibration.
   core::calibrate_busy_loop();
-  return size_kernels_in_child(w, o.work_fraction, &s->requests);
+  if (Status st = size_kernels_in_child(w, o.work_fraction, &s->requests); !st) return st;
+  // A segment on another node's accelerator sends its sized request over
+  // the link; the analysis counted request_kb for it.
+  for (size_t cb = 0; cb < w.callbacks.size(); ++cb)
+    for (size_t k = 0; k < w.callbacks[cb].segments.size(); ++k) {
+      const auto& seg = w.callbacks[cb].segments[k];
+      if (w.accelerators[seg.accelerator].node == w.executors[w.callbacks[cb].executor].node) continue;
+      const uint64_t bytes = s->requests[cb][k].bytes.size();
+      if (bytes > seg.request_bytes || s->requests[cb][k].response_max > seg.response_bytes)
+        fprintf(stderr,
+                "rtaccel run: warning: callback '%s': its %s request sized to its WCET takes %llu KiB and its "
+                "response up to %llu KiB on the link, more than request_kb/response_kb; the bound does not "
+                "cover that transfer (the busy service sends 8 bytes)\n",
+                w.callbacks[cb].name.c_str(), seg.service.c_str(), static_cast<unsigned long long>(bytes >> 10),
+                static_cast<unsigned long long>(s->requests[cb][k].response_max >> 10));
+    }
+  return Status();
 }
 json chain_summary(const Setup& s, const SharedRun& shared, size_t c, std::ofstream* csv, uint64_t t0) {
   const auto& chain = s.w.chains[c];

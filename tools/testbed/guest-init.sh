@@ -1,7 +1,8 @@
 #!/bin/sh
 # /init of the RDMA test bed's guest (busybox): loads the rxe modules, runs
-# the net layer's tests over Soft-RoCE, optionally its benchmarks between two
-# namespaces, prints "@@" lines on the serial console and powers off.
+# the net layer's tests over Soft-RoCE and a two-node rtaccel run over an
+# rdma link, optionally the benchmarks between two namespaces, prints "@@"
+# lines on the serial console and powers off.
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 . /etc/testbed.conf
 mount -t proc proc /proc
@@ -34,6 +35,19 @@ for t in net_flow_link net_flow_order; do
   sed 's/^/@@OUT /' /tmp/$t.log
   if [ $rc -eq 0 ]; then RES $t=ok; else RES $t=fail rc=$rc; fi
 done
+
+# rtaccel run on two nodes over an rdma link: each node a namespace with a
+# Soft-RoCE device on its end of a veth pair shaped to the link's rate.
+echo "@@SECTION multinode"
+/t/rtaccel-exec /t/two_nodes_rdma.yaml --policy picas --duration 4 --out /tmp/mn --quiet > /tmp/mn.log 2>&1
+rc=$?
+sed 's/^/@@OUT /' /tmp/mn.log
+grep -E '"(count|p50_us|max_us|wcrt_us|delivered|lost)"' /tmp/mn/summary.json 2>/dev/null | sed 's/^/@@OUT /'
+if [ $rc -eq 0 ] && grep -q '"delivered": [1-9]' /tmp/mn/summary.json && grep -q '"lost": 0' /tmp/mn/summary.json; then
+  RES multinode_rdma=ok
+else
+  RES multinode_rdma=fail rc=$rc
+fi
 
 if [ "$BENCH" = 1 ]; then
   # The benchmarks: rxe between two namespaces, as between two machines.

@@ -82,7 +82,8 @@ rm -rf "$R"
 mkdir -p "$R"/{bin,sbin,usr/bin,usr/sbin,etc,proc,sys,dev,run,tmp,lib/modules,t}
 cp /bin/busybox "$R/bin/busybox"
 for a in $(/bin/busybox --list); do [ "$a" = busybox ] || ln -sf busybox "$R/bin/$a"; done
-PROGS=(/usr/sbin/ip /usr/bin/rdma "$BUILD/net_flow_link" "$BUILD/net_flow_order" "$LIBDIR/rtaccel-net-bench")
+PROGS=(/usr/sbin/ip /usr/sbin/tc /usr/bin/rdma "$BUILD/net_flow_link" "$BUILD/net_flow_order"
+       "$LIBDIR/rtaccel-net-bench" "$LIBDIR/rtaccel-exec")
 for b in "${PROGS[@]}"; do
   [ -e "$b" ] || continue
   case "$b" in /usr/*) rm -f "$R/bin/$(basename "$b")"; cp "$b" "$R$b" ;; *) cp "$b" "$R/t/" ;; esac
@@ -94,6 +95,7 @@ cp /etc/libibverbs.d/rxe.driver "$R/etc/libibverbs.d/"
 for f in "${PROGS[@]}" "$PROV"/librxe-rdmav*.so; do [ -e "$f" ] && ldd "$f" | grep -oE '/[^ ]+'; done |
   { cat; echo /lib/x86_64-linux-gnu/libgcc_s.so.1; } | sort -u | while read -r l; do
     mkdir -p "$R$(dirname "$l")"; cp -L "$l" "$R$l"; done
+cp tools/testbed/two_nodes_rdma.yaml "$R/t/"
 echo 'root:x:0:0:root:/root:/bin/sh' > "$R/etc/passwd"
 echo 'root:x:0:' > "$R/etc/group"
 # modules with their dependencies, in load order (the guest has no modprobe)
@@ -104,7 +106,7 @@ deps() {
   for d in $(modinfo -F depends "$f" | tr ',' ' '); do deps "$d"; done
   echo "$f"
 }
-for m in crc32_generic veth rdma_rxe ib_uverbs rdma_ucm; do deps "$m"; done | awk '!seen[$0]++' |
+for m in crc32_generic veth sch_tbf rdma_rxe ib_uverbs rdma_ucm; do deps "$m"; done | awk '!seen[$0]++' |
   while read -r f; do
     b=$(basename "$f")
     case "$f" in
