@@ -6,6 +6,9 @@
 //  - a request entry that decodes lies entirely inside its service's buffers,
 //    64-byte aligned;
 //  - a policy either parses or is refused with a "file:line:" message;
+//  - a remote client's request that the gateway decodes names a service it
+//    has, a length within that service's buffer and exactly the bytes that
+//    came, and a control message it decodes has a known type and slot;
 //  - a built-in service's request that decodes (rtaccel/requests.h) has its
 //    inputs inside the request and its result inside the response buffer,
 //    and encoding it again gives the same header.
@@ -23,6 +26,7 @@
 #include "accel/admission.h"
 #include "accel/policy.h"
 #include "accel/protocol.h"
+#include "accel/remote.h"
 #include "rtaccel/requests.h"
 
 using namespace rtaccel::accel;
@@ -72,7 +76,7 @@ void overlay(T* target, const uint8_t* data, size_t size) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
-  const uint8_t target = data[0] % 5;
+  const uint8_t target = data[0] % 7;
   data++;
   size--;
   switch (target) {
@@ -139,6 +143,28 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (len >= 0 && memcmp(again, data + 2, std::min(header, size_t(len))) != 0 &&
           service != RTACCEL_VECADD && service != RTACCEL_MATMUL && service != RTACCEL_REDUCTION)
         abort();
+      break;
+    }
+    case 5: {  // a remote request: the header as sent, then its bytes
+      const size_t caps[3] = {64, 4096, 0};
+      RemoteRequest h;
+      if (!decode_remote_request(data, size, 7, caps, 3, &h)) break;
+      if (h.service >= 3 || h.request_len > caps[h.service] || sizeof(h) + h.request_len != size || h.seq <= 7)
+        abort();
+      break;
+    }
+    case 6: {  // a remote control message overlaid on a valid registration
+      RemoteControl m{};
+      m.magic = kRemoteMagic;
+      m.version = kRemoteVersion;
+      m.type = uint32_t(RemoteType::kRegister);
+      overlay(&m, data, size);
+      RemoteControl out;
+      if (!decode_remote_control(&m, sizeof(m), &out)) break;
+      if (out.slot >= kRemoteSlots ||
+          (out.type != uint32_t(RemoteType::kRegister) && out.type != uint32_t(RemoteType::kUnregister)))
+        abort();
+      if (decode_remote_control(&m, sizeof(m) - 1, &out)) abort();  // not whole
       break;
     }
     case 3: {  // policy text

@@ -107,13 +107,10 @@ void Session::release(uint32_t k) {
 }
 
 void Session::handle(const RemoteControl& m) {
+  // decode_remote_control() has checked the type and the slot.
   if (m.type == uint32_t(RemoteType::kUnregister)) {
-    if (m.slot < kRemoteSlots) release(m.slot);
+    release(m.slot);
     return reply(m.slot, 0, "", nullptr, RemoteType::kUnregistered);
-  }
-  if (m.type != uint32_t(RemoteType::kRegister) || m.slot >= kRemoteSlots) {
-    log("peer %s: control message of type %u for slot %u ignored", peer_.c_str(), m.type, m.slot);
-    return;
   }
   Slot& s = slots_[m.slot];
   const rtaccel_registration_desc& desc = m.desc;
@@ -185,6 +182,10 @@ void Session::serve(uint32_t k) {
   }
   std::vector<unsigned char> wire(sizeof(RemoteResponse) + most);
   auto* out = reinterpret_cast<RemoteResponse*>(wire.data());
+  size_t caps[RTACCEL_MAX_SERVICES] = {};
+  uint32_t nservices = 0;
+  while (nservices < RTACCEL_MAX_SERVICES && rtaccel_request_buffer(reg, int(nservices), &caps[nservices]))
+    nservices++;
   uint64_t last = 0;
   while (!s.stop.load()) {
     rtaccel_net_msg msg;
@@ -192,14 +193,10 @@ void Session::serve(uint32_t k) {
     if (err == -ETIMEDOUT) continue;
     if (err) return;  // the link failed: the session ends
     RemoteRequest h{};
-    size_t cap = 0;
-    void* buffer = nullptr;
-    bool ok = msg.len >= sizeof(h);
-    if (ok) memcpy(&h, msg.data, sizeof(h));
-    ok = ok && h.magic == kRemoteMagic && h.seq > last && h.service < RTACCEL_MAX_SERVICES &&
-         (buffer = rtaccel_request_buffer(reg, int(h.service), &cap)) != nullptr && h.request_len <= cap &&
-         msg.len == sizeof(h) + h.request_len;
-    if (ok) memcpy(buffer, static_cast<const unsigned char*>(msg.data) + sizeof(h), h.request_len);
+    const bool ok = decode_remote_request(msg.data, msg.len, last, caps, nservices, &h);
+    if (ok)
+      memcpy(rtaccel_request_buffer(reg, int(h.service), nullptr),
+             static_cast<const unsigned char*>(msg.data) + sizeof(h), h.request_len);
     rtaccel_net_release(&msg);
     *out = {};
     out->magic = kRemoteMagic;
@@ -254,11 +251,11 @@ void Session::run(const std::atomic<bool>& stopping) {
       if (verbose_) log("peer %s: gone (%s)", peer_.c_str(), rtaccel_net_error(link_));
       break;
     }
-    const bool whole = msg.len == sizeof(*m);
-    if (whole) memcpy(m.get(), msg.data, sizeof(*m));
+    const size_t len = msg.len;
+    const bool ok = decode_remote_control(msg.data, len, m.get());
     rtaccel_net_release(&msg);
-    if (!whole || m->magic != kRemoteMagic || m->version != kRemoteVersion) {
-      log("peer %s: malformed control message of %zu bytes: the session ends", peer_.c_str(), msg.len);
+    if (!ok) {
+      log("peer %s: malformed control message of %zu bytes: the session ends", peer_.c_str(), len);
       break;
     }
     handle(*m);

@@ -92,6 +92,17 @@ inline uint64_t response_channel_size(const rtaccel_registration_desc& d) {
 // The largest transfer either end accepts.
 constexpr uint64_t kRemoteMaxTransfer = sizeof(RemoteControl) + RTACCEL_MAX_BUFFER;
 
+// A request as the gateway takes it off the link: true when its header is
+// whole and names one of the registration's `nservices` services, a length
+// within that service's request buffer (`request_caps`), exactly the bytes
+// that follow it, and a number after `last_seq`. Else the gateway answers
+// -EINVAL.
+bool decode_remote_request(const void* data, size_t len, uint64_t last_seq, const size_t* request_caps,
+                           uint32_t nservices, RemoteRequest* out);
+// A control message from a remote client: whole, this protocol, a known
+// type and slot.
+bool decode_remote_control(const void* data, size_t len, RemoteControl* out);
+
 // "tcp:...", "rdma:...", "shm:...": a server's gateway, not a Unix socket.
 inline bool is_remote_address(const char* address) {
   auto starts = [address](const char* p) {
