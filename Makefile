@@ -43,7 +43,7 @@ test-asan: build-asan
 	  ctest --test-dir build-asan --output-on-failure -j $(JOBS)
 
 # Replays the regression corpora, then fuzzes the workload loader, the
-# server's decoders (registration, request entries, policy) and the net
+# server's decoders (registration, request entries, policy, remote requests) and the net
 # layer's frame decoder for FUZZ_SECONDS each. A crash leaves its input in build-fuzz/ and fails.
 test-fuzz: build-fuzz
 	rm -rf build-fuzz/corpus && mkdir -p build-fuzz/corpus

@@ -374,6 +374,38 @@ static int peer_main(char **argv)
 	return T_PASS;
 }
 
+/* A peer process in ROLE ("sender": sending 64 MiB transfers for ever;
+ * "receiver"), its link accepted on L and channel 1 open on both ends, once
+ * it says it is ready. READY is the pipe it says so on. */
+struct peer {
+	pid_t pid;
+	rtaccel_net_link_t *link;
+	rtaccel_net_channel_t *ch;
+	int ready[2];
+};
+
+static void start_peer(rtaccel_net_listener_t *l, const char *address, const char *role, struct peer *p)
+{
+	CHECK_EQ(pipe(p->ready), 0);
+	char fd[16];
+	snprintf(fd, sizeof(fd), "%d", p->ready[1]);
+	p->pid = spawn_peer(role, address, fd);
+	CHECK_EQ(rtaccel_net_accept(l, 5 * SEC, &p->link, NULL, 0), 0);
+	struct rtaccel_net_channel_attr a = {.id = 1, .max_size = 64u << 20};
+	CHECK_EQ(rtaccel_net_channel_open(p->link, &a, &p->ch), 0);
+	char c;
+	CHECK_EQ(read(p->ready[0], &c, 1), 1);
+}
+
+static void end_peer(struct peer *p)
+{
+	kill(p->pid, SIGKILL);
+	waitpid(p->pid, NULL, 0);
+	rtaccel_net_close(p->link);
+	close(p->ready[0]);
+	close(p->ready[1]);
+}
+
 /* A sender process killed in the middle of a large transfer: the receiver's
  * take fails instead of waiting; a receiver process killed: the sender's
  * send fails instead of hanging. */
@@ -382,18 +414,11 @@ static void a_peer_killed_mid_transfer(void)
 	char address[128];
 	rtaccel_net_listener_t *l = listen_here(address, sizeof(address));
 	for (int killed_sender = 1; killed_sender >= 0; killed_sender--) {
-		int ready[2];
-		CHECK_EQ(pipe(ready), 0);
-		char fd[16];
-		snprintf(fd, sizeof(fd), "%d", ready[1]);
-		pid_t child = spawn_peer(killed_sender ? "sender" : "receiver", address, fd);
-		rtaccel_net_link_t *link;
-		CHECK_EQ(rtaccel_net_accept(l, 5 * SEC, &link, NULL, 0), 0);
-		struct rtaccel_net_channel_attr a = {.id = 1, .max_size = 64u << 20};
-		rtaccel_net_channel_t *ch;
-		CHECK_EQ(rtaccel_net_channel_open(link, &a, &ch), 0);
-		char c;
-		CHECK_EQ(read(ready[0], &c, 1), 1);
+		struct peer p;
+		start_peer(l, address, killed_sender ? "sender" : "receiver", &p);
+		pid_t child = p.pid;
+		rtaccel_net_link_t *link = p.link;
+		rtaccel_net_channel_t *ch = p.ch;
 		int err;
 		if (killed_sender) {
 			sleep_ns(100 * MS);
@@ -415,7 +440,6 @@ static void a_peer_killed_mid_transfer(void)
 			pthread_join(killer, NULL);
 			free(big);
 		}
-		waitpid(child, NULL, 0);
 		/* a dead peer shows as a reset (a hang-up, a disconnect) or, on
 		 * RDMA when its goodbye is lost, as sends nobody acknowledges:
 		 * either way reported, never a hang */
@@ -424,9 +448,7 @@ static void a_peer_killed_mid_transfer(void)
 		CHECK(rtaccel_net_error(link)[0] != 0);
 		printf("%s: %s killed mid-transfer: %s (%s)\n", transport,
 		       killed_sender ? "sender" : "receiver", strerror(-err), rtaccel_net_error(link));
-		rtaccel_net_close(link);
-		close(ready[0]);
-		close(ready[1]);
+		end_peer(&p);
 	}
 	rtaccel_net_listener_close(l);
 }
@@ -442,20 +464,11 @@ static void a_peer_stopped_mid_frame(void)
 		return;
 	char address[128];
 	rtaccel_net_listener_t *l = listen_here(address, sizeof(address));
-	int ready[2];
-	CHECK_EQ(pipe(ready), 0);
-	char fd[16];
-	snprintf(fd, sizeof(fd), "%d", ready[1]);
-	pid_t child = spawn_peer("sender", address, fd);
-	rtaccel_net_link_t *link;
-	CHECK_EQ(rtaccel_net_accept(l, 5 * SEC, &link, NULL, 0), 0);
-	struct rtaccel_net_channel_attr a = {.id = 1, .max_size = 64u << 20};
-	rtaccel_net_channel_t *ch;
-	CHECK_EQ(rtaccel_net_channel_open(link, &a, &ch), 0);
-	char c;
-	CHECK_EQ(read(ready[0], &c, 1), 1);
+	struct peer p;
+	start_peer(l, address, "sender", &p);
+	rtaccel_net_channel_t *ch = p.ch;
 	sleep_ns(100 * MS);
-	kill(child, SIGSTOP);
+	kill(p.pid, SIGSTOP);
 	struct rtaccel_net_msg m;
 	uint64_t seen = 0;
 	int err, calls = 0;
@@ -469,12 +482,8 @@ static void a_peer_stopped_mid_frame(void)
 	CHECK_EQ(err, -ECONNABORTED);
 	CHECK_EQ(rtaccel_net_take(ch, &seen, 0, &m), -ECONNABORTED);
 	printf("%s: sender stopped mid-frame: %s (%s)\n", transport, strerror(-err),
-	       rtaccel_net_error(link));
-	kill(child, SIGKILL);
-	waitpid(child, NULL, 0);
-	rtaccel_net_close(link);
-	close(ready[0]);
-	close(ready[1]);
+	       rtaccel_net_error(p.link));
+	end_peer(&p);
 	rtaccel_net_listener_close(l);
 }
 

@@ -177,19 +177,25 @@ def test_fail_link_needs_a_time():
     assert "LINK@SECONDS" in proc.stderr
 
 
-@needs_namespaces
-@pytest.mark.parametrize("policy", ["paam", "picas"])
-def test_a_callback_uses_the_accelerator_of_another_node(tmp_path, policy):
-    # the detector on soc2 runs a segment on soc1's accelerator: through the
-    # server's gateway over the link
-    body = TWO_NODES.format(transport="tcp", rate=100).replace(
+def with_remote_segment(tmp_path, transport, rate):
+    """The two nodes, the detector on soc2 running a segment on soc1's
+    accelerator."""
+    body = TWO_NODES.format(transport=transport, rate=rate).replace(
         "{name: detect, executor: back, trigger: {topic: features}, cpu_us: 2000}",
         "{name: detect, executor: back, trigger: {topic: features}, cpu_us: 2000,\n"
         "     segments: [{accelerator: gpu1, service: busy, wcet_us: 3000, request_kb: 4, response_kb: 4}]}")
-    path = tmp_path / "remote.yaml"
+    path = tmp_path / f"remote_{transport}.yaml"
     path.write_text(body)
+    return str(path)
+
+
+@needs_namespaces
+@pytest.mark.parametrize("policy", ["paam", "picas"])
+def test_a_callback_uses_the_accelerator_of_another_node(tmp_path, policy):
+    # through the server's gateway over the link
+    path = with_remote_segment(tmp_path, "tcp", 100)
     out = tmp_path / policy
-    summary, chains, _ = run(str(path), out, "--policy", policy)
+    summary, chains, _ = run(path, out, "--policy", policy)
     assert chains["perceive"]["count"] >= 10
     events = json.loads((out / "trace.json").read_text())["traceEvents"]
     remote = [e for e in events if e.get("cat") == "segment" and e["name"] == "detect: busy"]
@@ -200,13 +206,8 @@ def test_a_callback_uses_the_accelerator_of_another_node(tmp_path, policy):
 
 
 def test_remote_accelerator_requests_over_shm_are_refused_plainly(tmp_path):
-    body = TWO_NODES.format(transport="shm", rate=8000).replace(
-        "{name: detect, executor: back, trigger: {topic: features}, cpu_us: 2000}",
-        "{name: detect, executor: back, trigger: {topic: features}, cpu_us: 2000,\n"
-        "     segments: [{accelerator: gpu1, service: busy, wcet_us: 3000}]}")
-    path = tmp_path / "remote_shm.yaml"
-    path.write_text(body)
-    proc = rtaccel("run", str(path), "--duration", "1", "--out", str(tmp_path / "o"))
+    path = with_remote_segment(tmp_path, "shm", 8000)
+    proc = rtaccel("run", path, "--duration", "1", "--out", str(tmp_path / "o"))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "over an shm link" in proc.stderr
     assert "Traceback" not in proc.stderr
