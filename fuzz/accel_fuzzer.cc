@@ -162,7 +162,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       RemoteControl out;
       if (!decode_remote_control(&m, sizeof(m), &out)) break;
       if (out.slot >= kRemoteSlots ||
-          (out.type != uint32_t(RemoteType::kRegister) && out.type != uint32_t(RemoteType::kUnregister)))
+          (out.type != uint32_t(RemoteType::kRegister) && out.type != uint32_t(RemoteType::kUnregister) &&
+           out.type != uint32_t(RemoteType::kHello)))
         abort();
       if (decode_remote_control(&m, sizeof(m) - 1, &out)) abort();  // not whole
       break;

@@ -21,6 +21,7 @@ constexpr uint64_t kSecond = 1000000000ull;
 constexpr uint64_t kConnectTimeout = 5 * kSecond;
 constexpr uint64_t kReplyTimeout = 10 * kSecond;  // a registration's round trip
 constexpr uint64_t kSendTimeout = 10 * kSecond;   // a request's transfer
+constexpr uint64_t kHelloRetry = kSecond / 10;
 
 void set_why(char* why, size_t len, const std::string& text) {
   if (why && len) snprintf(why, len, "%s", text.c_str());
@@ -29,18 +30,40 @@ void set_why(char* why, size_t len, const std::string& text) {
 // A failed link is the remote form of a dead server.
 int link_error(int err) { return err == -ETIMEDOUT ? -ETIMEDOUT : -EPIPE; }
 
-// The gateway's answer to the one control message in flight.
+// The gateway's answer to the one control message in flight; a late
+// answer to a repeated hello is skipped.
 int await_reply(rtaccel_client* client, RemoteType type, uint32_t slot, uint64_t timeout_ns, RemoteControl* out) {
-  rtaccel_net_msg msg;
-  const int err = rtaccel_net_take(client->control, &client->control_seen, timeout_ns, &msg);
-  if (err) return err == -ETIMEDOUT ? -ETIMEDOUT : -EPIPE;
-  const bool whole = msg.len == sizeof(*out);
-  if (whole) memcpy(out, msg.data, sizeof(*out));
-  rtaccel_net_release(&msg);
-  if (!whole || out->magic != kRemoteMagic || out->version != kRemoteVersion || out->type != uint32_t(type) ||
-      out->slot != slot)
-    return -EPROTO;
-  return 0;
+  const uint64_t deadline = core::monotonic_ns() + timeout_ns;
+  for (;;) {
+    const uint64_t now = core::monotonic_ns();
+    if (now >= deadline) return -ETIMEDOUT;
+    rtaccel_net_msg msg;
+    const int err = rtaccel_net_take(client->control, &client->control_seen, deadline - now, &msg);
+    if (err) return err == -ETIMEDOUT ? -ETIMEDOUT : -EPIPE;
+    const bool whole = msg.len == sizeof(*out);
+    if (whole) memcpy(out, msg.data, sizeof(*out));
+    rtaccel_net_release(&msg);
+    if (!whole || out->magic != kRemoteMagic || out->version != kRemoteVersion) return -EPROTO;
+    if (out->type == uint32_t(RemoteType::kHello) && type != RemoteType::kHello) continue;
+    return out->type == uint32_t(type) && out->slot == slot ? 0 : -EPROTO;
+  }
+}
+
+// Says hello until the gateway answers: then both ends have their control
+// channel open (accel/remote.h).
+int greet(rtaccel_client* c) {
+  RemoteControl m{};
+  m.magic = kRemoteMagic;
+  m.version = kRemoteVersion;
+  m.type = uint32_t(RemoteType::kHello);
+  const uint64_t deadline = core::monotonic_ns() + kConnectTimeout;
+  while (core::monotonic_ns() < deadline) {
+    if (rtaccel_net_send(c->control, &m, sizeof(m), 0, kSecond)) return -ECONNREFUSED;
+    RemoteControl answer;
+    const int err = await_reply(c, RemoteType::kHello, 0, kHelloRetry, &answer);
+    if (err != -ETIMEDOUT) return err == -EPIPE ? -ECONNREFUSED : err;
+  }
+  return -ETIMEDOUT;
 }
 
 }  // namespace
@@ -63,22 +86,9 @@ int remote_connect(const char* address, rtaccel_client** out) {
   a.priority = kControlPriority;
   a.max_size = sizeof(RemoteControl);
   int err = rtaccel_net_channel_open(link, &a, &c->control);
-  if (!err) {
-    // The gateway's hello: it has opened its end of the control channel.
-    rtaccel_net_msg msg;
-    err = rtaccel_net_take(c->control, &c->control_seen, kConnectTimeout, &msg);
-    if (!err) {
-      RemoteControl hello{};
-      const bool whole = msg.len == sizeof(hello);
-      if (whole) memcpy(&hello, msg.data, sizeof(hello));
-      rtaccel_net_release(&msg);
-      if (!whole || hello.magic != kRemoteMagic || hello.version != kRemoteVersion ||
-          hello.type != uint32_t(RemoteType::kHello))
-        err = -EPROTO;
-    } else if (err != -ETIMEDOUT) {
-      err = -ECONNREFUSED;  // the gateway closed the link: not a peer of its policy
-    }
-  }
+  // A gateway that closes the link at once has refused us: not a peer of
+  // its policy (-ECONNREFUSED).
+  if (!err) err = greet(c);
   if (err) {
     rtaccel_net_close(link);
     delete c;

@@ -108,6 +108,7 @@ void Session::release(uint32_t k) {
 
 void Session::handle(const RemoteControl& m) {
   // decode_remote_control() has checked the type and the slot.
+  if (m.type == uint32_t(RemoteType::kHello)) return reply(m.slot, 0, "", nullptr, RemoteType::kHello);
   if (m.type == uint32_t(RemoteType::kUnregister)) {
     release(m.slot);
     return reply(m.slot, 0, "", nullptr, RemoteType::kUnregistered);
@@ -234,14 +235,6 @@ void Session::run(const std::atomic<bool>& stopping) {
     return;
   }
   auto m = std::make_unique<RemoteControl>();
-  m->magic = kRemoteMagic;
-  m->version = kRemoteVersion;
-  m->type = uint32_t(RemoteType::kHello);
-  if (int err = rtaccel_net_send(control_, m.get(), sizeof(*m), 0, kSecond)) {
-    log("peer %s: cannot greet it: %s", peer_.c_str(), strerror(-err));
-    done_.store(true);
-    return;
-  }
   uint64_t seen = 0;
   while (!stopping.load()) {
     rtaccel_net_msg msg;

@@ -17,7 +17,8 @@ bool decode_remote_control(const void* data, size_t len, RemoteControl* out) {
   if (!data || len != sizeof(*out)) return false;
   memcpy(out, data, sizeof(*out));
   return out->magic == kRemoteMagic && out->version == kRemoteVersion && out->slot < kRemoteSlots &&
-         (out->type == uint32_t(RemoteType::kRegister) || out->type == uint32_t(RemoteType::kUnregister));
+         (out->type == uint32_t(RemoteType::kRegister) || out->type == uint32_t(RemoteType::kUnregister) ||
+          out->type == uint32_t(RemoteType::kHello));
 }
 
 }  // namespace rtaccel::accel

@@ -40,11 +40,13 @@ inline uint8_t wire_priority(int32_t chain_priority) {
   return static_cast<uint8_t>(chain_priority < 0 ? 0 : chain_priority > 254 ? 254 : chain_priority);
 }
 
-// The gateway opens with kHello once its control channel is open: a
-// transfer to a channel the receiver has not opened yet is lost. Every
+// A transfer to a channel the receiver has not opened yet is lost, so the
+// client opens with kHello, again every 100 ms until the gateway answers
+// one with kHello: then both ends have their control channel open. Every
 // client message is answered (kRegistered, kUnregistered) before the next
 // goes: a reader of a channel gets its newest transfer, so two control
-// messages in flight could lose one.
+// messages in flight could lose one. A late answer to a repeated kHello is
+// ignored.
 enum class RemoteType : uint32_t { kRegister = 1, kRegistered = 2, kUnregister = 3, kHello = 4, kUnregistered = 5 };
 
 struct RemoteControl {

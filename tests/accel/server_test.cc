@@ -1138,8 +1138,10 @@ TEST(Remote, AClientOnAnotherNodeIsServedAndAdmittedAsALocalOne) {
   EXPECT_EQ(rtaccel_poll(r, &t, nullptr), -EAGAIN);
   EXPECT_EQ(rtaccel_wait(r, &t, 10 * kMs, nullptr), -ETIMEDOUT);
   ASSERT_EQ(rtaccel_wait(r, &t, 10 * kSecond, nullptr), 0);
+  // the server's timestamps come across (one clock: both ends on this machine)
   const rtaccel_request_times times = times_of(r, t);
-  EXPECT_GE(times.end_ns - times.start_ns, 200 * kMs);
+  EXPECT_GE(times.start_ns, times.submit_ns);
+  EXPECT_GT(times.end_ns, times.start_ns);
   // the same callback cannot register twice, remote or local
   rtaccel_registration* again = nullptr;
   EXPECT_EQ(register_desc(c, d, &again, why, sizeof(why)), -EEXIST);
@@ -1194,18 +1196,27 @@ TEST(Remote, AClientDyingMidRequestLeavesNothingBehind) {
   if (child == 0) {
     rtaccel_client* c;
     rtaccel_registration* r;
-    if (rtaccel_client_connect(rs.address.c_str(), &c) ||
-        register_desc(c, busy_chain("doomed", 5, 500 * kMs), &r, nullptr, 0))
-      _exit(1);
+    if (int err = rtaccel_client_connect(rs.address.c_str(), &c)) _exit(10 + (-err % 100));
+    char why[256] = "";
+    if (register_desc(c, busy_chain("doomed", 5, 500 * kMs), &r, why, sizeof(why))) {
+      fprintf(stderr, "remote registration refused: %s\n", why);
+      _exit(2);
+    }
     rtaccel_ticket t;
-    if (submit_busy(r, 300 * kMs, &t)) _exit(1);
+    if (submit_busy(r, 300 * kMs, &t)) _exit(3);
     char ok = 1;
     if (write(ready[1], &ok, 1) != 1) _exit(1);
     pause();
     _exit(0);
   }
+  close(ready[1]);  // a child that fails before it is ready gives end of file
   char ok = 0;
-  ASSERT_EQ(read(ready[0], &ok, 1), 1);
+  const ssize_t got = read(ready[0], &ok, 1);
+  if (got != 1) {
+    int status = 0;
+    waitpid(child, &status, 0);
+    FAIL() << "the remote client did not get ready: " << core::describe_wait_status(status);
+  }
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
   // Its registration goes with its link (once the request in hand is done):
@@ -1220,7 +1231,6 @@ TEST(Remote, AClientDyingMidRequestLeavesNothingBehind) {
   }
   EXPECT_EQ(err, 0);
   close(ready[0]);
-  close(ready[1]);
 }
 
 TEST(Remote, ADeadServerFailsARemoteWaitInsteadOfHangingIt) {
@@ -1267,20 +1277,30 @@ TEST(Remote, MalformedMessagesAreRefusedAndTheServerGoesOn) {
   ASSERT_EQ(rtaccel_net_channel_open(link, &a, &responses), 0);
   uint64_t seen = 0;
   rtaccel_net_msg msg;
-  ASSERT_EQ(rtaccel_net_take(control, &seen, 5 * kSecond, &msg), 0);  // the gateway's hello
-  rtaccel_net_release(&msg);
   auto m = std::make_unique<RemoteControl>();
   m->magic = kRemoteMagic;
   m->version = kRemoteVersion;
+  m->type = uint32_t(RemoteType::kHello);
+  int answered = -ETIMEDOUT;
+  for (int i = 0; i < 50 && answered == -ETIMEDOUT; i++) {  // until the gateway has its channel open
+    ASSERT_EQ(rtaccel_net_send(control, m.get(), sizeof(*m), 0, kSecond), 0);
+    answered = rtaccel_net_take(control, &seen, 100 * kMs, &msg);
+  }
+  ASSERT_EQ(answered, 0);
+  rtaccel_net_release(&msg);
+  usleep(200000);  // and the answers to the other hellos, taken below as older
   m->type = uint32_t(RemoteType::kRegister);
   m->slot = 0;
   m->desc = busy_chain("raw", 5);
   ASSERT_EQ(rtaccel_net_send(control, m.get(), sizeof(*m), 0, kSecond), 0);
-  ASSERT_EQ(rtaccel_net_take(control, &seen, 5 * kSecond, &msg), 0);
-  RemoteControl reply;
-  ASSERT_EQ(msg.len, sizeof(reply));
-  memcpy(&reply, msg.data, sizeof(reply));
-  rtaccel_net_release(&msg);
+  RemoteControl reply{};
+  do {  // skipping late answers to hellos
+    ASSERT_EQ(rtaccel_net_take(control, &seen, 5 * kSecond, &msg), 0);
+    ASSERT_EQ(msg.len, sizeof(reply));
+    memcpy(&reply, msg.data, sizeof(reply));
+    rtaccel_net_release(&msg);
+  } while (reply.type == uint32_t(RemoteType::kHello));
+  ASSERT_EQ(reply.type, uint32_t(RemoteType::kRegistered));
   ASSERT_EQ(reply.status, 0) << reply.message;
 
   struct {

@@ -145,7 +145,7 @@ def test_a_link_going_down_mid_run_is_reported_and_nothing_hangs(tmp_path):
                                 duration=4)
     assert time.monotonic() - start < 60
     link = summary["links"][0]
-    assert 0.9 < link["taken_down_s"] < 2.0
+    assert 0.9 < link["taken_down_s"] < 3.0
     features = {t["topic"]: t for t in link["topics"]}["features soc1->soc2"]
     assert features["lost"] >= 5, features
     assert features["first_loss_s"] >= link["taken_down_s"]
