@@ -217,7 +217,8 @@ Status prepare(const RunOptions& o, Setup* s) {
         return Status::invalid(what + " over an shm link: the server's gateway for other nodes listens on tcp or "
                                "rdma links");
     }
-  for (const auto& [name, at_s] : o.link_failures) {
+  for (const auto& failure : o.link_failures) {
+    const std::string& name = failure.first;  // a plain name: clang's lambdas take no structured binding
     auto link = std::find_if(w.links.begin(), w.links.end(), [&](const workload::Link& l) { return l.name == name; });
     std::string known;
     for (const auto& l : w.links) known += (known.empty() ? "" : ", ") + l.name;
@@ -680,7 +681,9 @@ Status Run::start_bridges() {
 
 // Fault injection: the links due to go down by now.
 void Run::fail_links(uint64_t now) {
-  for (const auto& [name, at_s] : o_.link_failures) {
+  for (const auto& failure : o_.link_failures) {
+    const std::string& name = failure.first;  // a plain name: clang's lambdas take no structured binding
+    const double at_s = failure.second;
     const long l = std::find_if(s_.w.links.begin(), s_.w.links.end(),
                                 [&](const workload::Link& x) { return x.name == name; }) -
                    s_.w.links.begin();
