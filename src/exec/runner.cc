@@ -74,6 +74,11 @@ struct Setup {
   bool gang = false;                  // one gang at a time
   std::vector<workload::Gang> gangs;  // the run's gangs, when gang
   std::vector<size_t> gang_of;        // executor -> gang
+  struct LinkFailure {
+    size_t link;    // index into Workload::links
+    uint64_t at_ns;  // after the run's start
+  };
+  std::vector<LinkFailure> link_failures;  // --fail-link, resolved
 };
 
 // The server's command line for the workload's accelerators.
@@ -227,6 +232,8 @@ Status prepare(const RunOptions& o, Setup* s) {
                              (known.empty() ? " (it has no links)" : " (its links: " + known + ")"));
     if (link->transport == workload::LinkTransport::kShm)
       return Status::invalid("--fail-link: link '" + name + "' is shared memory; only tcp and rdma links go down");
+    s->link_failures.push_back({static_cast<size_t>(link - w.links.begin()),
+                                static_cast<uint64_t>(failure.second * 1e9)});
   }
   // Overheads measured on this machine (rtaccel calibrate) raise the
   // workload's: a bound computed with a smaller overhead than the machine's
@@ -681,19 +688,15 @@ Status Run::start_bridges() {
 
 // Fault injection: the links due to go down by now.
 void Run::fail_links(uint64_t now) {
-  for (const auto& failure : o_.link_failures) {
-    const std::string& name = failure.first;  // a plain name: clang's lambdas take no structured binding
-    const double at_s = failure.second;
-    const long l = std::find_if(s_.w.links.begin(), s_.w.links.end(),
-                                [&](const workload::Link& x) { return x.name == name; }) -
-                   s_.w.links.begin();
-    if (link_down_ns_[l] || now < t0_ + static_cast<uint64_t>(at_s * 1e9)) continue;
+  for (const auto& [l, at_ns] : s_.link_failures) {
+    if (link_down_ns_[l] || now < t0_ + at_ns) continue;
     link_down_ns_[l] = now;
-    if (Status st = nodes_.take_down(static_cast<size_t>(l)); !st)
-      fprintf(stderr, "rtaccel run: cannot take link '%s' down: %s\n", name.c_str(), st.message().c_str());
+    const char* name = s_.w.links[l].name.c_str();
+    if (Status st = nodes_.take_down(l); !st)
+      fprintf(stderr, "rtaccel run: cannot take link '%s' down: %s\n", name, st.message().c_str());
     else if (o_.progress)
-      fprintf(stderr, "%srtaccel run: link '%s' taken down at %.1f s\n", isatty(STDERR_FILENO) ? "\n" : "",
-              name.c_str(), static_cast<double>(now - t0_) / 1e9);
+      fprintf(stderr, "%srtaccel run: link '%s' taken down at %.1f s\n", isatty(STDERR_FILENO) ? "\n" : "", name,
+              static_cast<double>(now - t0_) / 1e9);
   }
 }
 
