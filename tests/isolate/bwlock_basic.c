@@ -56,7 +56,7 @@ static void processes_and_dead_holders(const char *name, rtaccel_bwlock_t *lock)
 {
 	int to_parent[2];
 	CHECK_EQ(pipe(to_parent), 0);
-	pid_t child = fork();
+	pid_t child = test_fork();
 	CHECK(child >= 0);
 	if (child == 0) {
 		rtaccel_bwlock_t *l;

@@ -72,7 +72,7 @@ int main(void)
 	rtaccel_gang_lock_close(again);
 
 	/* A forked child is not a member. */
-	pid_t pid = fork();
+	pid_t pid = test_fork();
 	CHECK(pid >= 0);
 	if (pid == 0)
 		_exit(rtaccel_gang_job_end() == -EPERM ? 0 : 1);
@@ -104,7 +104,7 @@ int main(void)
 
 	/* The park signal is the layer's: a process that handles it itself
 	 * cannot join. */
-	pid = fork();
+	pid = test_fork();
 	CHECK(pid >= 0);
 	if (pid == 0) {
 		signal(rtaccel_gang_signal(), watchdog_fired);

@@ -80,7 +80,7 @@ int main(void)
 
 	struct role a[] = {{"low", 0, 1}, {"low", 0, 2}, {"mid", 1, 3}, {"high", 2, 4}};
 	struct role b[] = {{"high", 2, 5}, {"mid-b", 1, 6}, {"low", 0, 7}};
-	pid_t pid = fork();
+	pid_t pid = test_fork();
 	CHECK(pid >= 0);
 	if (pid == 0) {
 		run_members(b, 3);

@@ -101,7 +101,7 @@ int main(void)
 	CHECK(sh != MAP_FAILED);
 	CHECK_EQ(rtaccel_gang_lock_create_private(&lock), 0);
 
-	pid_t pid = fork();
+	pid_t pid = test_fork();
 	CHECK(pid >= 0);
 	if (pid == 0) {
 		pthread_t t[2];

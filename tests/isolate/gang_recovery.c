@@ -19,7 +19,7 @@ static rtaccel_gang_lock_t *lock;
 static pid_t spawn_holder(const char *gang, int prio)
 {
 	atomic_store(&sh->in_job, 0);
-	pid_t pid = fork();
+	pid_t pid = test_fork();
 	CHECK(pid >= 0);
 	if (pid == 0) {
 		CHECK_EQ(rtaccel_gang_join(lock, gang, prio, 0), 0);
@@ -86,7 +86,7 @@ int main(void)
 	CHECK_EQ(rtaccel_gang_job_begin(), 0);
 	atomic_store(&sh->in_job, 0);
 	kill_at = 0;
-	holder = fork();
+	holder = test_fork();
 	CHECK(holder >= 0);
 	if (holder == 0) {
 		CHECK_EQ(rtaccel_gang_join(lock, "doomed-too", 40, 0), 0);

@@ -57,7 +57,7 @@ int main(void)
 	CHECK_EQ(rtaccel_gang_join(lock, "a", 20, 100), 0);
 	CHECK_EQ(rtaccel_gang_job_begin(), 0);
 
-	pid_t pid = fork();
+	pid_t pid = test_fork();
 	CHECK(pid >= 0);
 	if (pid == 0) {
 		/* Gang "b", same priority: in without waiting. */

@@ -146,7 +146,7 @@ int main(void)
 	CHECK_EQ(rtaccel_rwlock_init(&S->lock, &shared), 0);
 	pid_t kids[4];
 	for (int k = 0; k < 4; k++) {
-		kids[k] = fork();
+		kids[k] = test_fork();
 		CHECK(kids[k] >= 0);
 		if (kids[k] == 0) {
 			pthread_t t[4];

@@ -82,6 +82,21 @@ static inline void watchdog(unsigned seconds)
 
 static inline pid_t self_tid(void) { return (pid_t)syscall(SYS_gettid); }
 
+/* fork() for tests: the child is killed when the test process dies, however
+ * it ends (a failed CHECK, a crash, the watchdog), so that no child outlives
+ * its test, keeps running stopped, or holds the test's output open. The
+ * kernel ties PR_SET_PDEATHSIG to the thread that forks: call this from one
+ * that outlives the child, the main thread. (Under ctest the guard,
+ * tests/harness/test_guard.c, also ends whatever a test leaves.) */
+static inline pid_t test_fork(void)
+{
+	const pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid == 0 && (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent))
+		_exit(T_FAIL);
+	return pid;
+}
+
 /* True if this process may use SCHED_FIFO (root, CAP_SYS_NICE or RLIMIT_RTPRIO). */
 static inline int can_use_fifo(void)
 {
@@ -119,7 +134,7 @@ static inline int forbid_syscalls(void)
  * child) or failed. what names the operations in the messages. */
 static inline int run_without_syscalls(void (*prepare)(void), void (*body)(void), const char *what)
 {
-	pid_t pid = fork();
+	pid_t pid = test_fork();
 	CHECK(pid >= 0);
 	if (pid == 0) {
 		prepare();

@@ -336,7 +336,7 @@ static void *kill_later(void *arg)
  * program): an RDMA device context a child inherits is not usable in it. */
 static pid_t spawn_peer(const char *role, const char *address, const char *arg)
 {
-	pid_t child = fork();
+	pid_t child = test_fork();
 	if (child == 0) {
 		execl("/proc/self/exe", "net_flow_link", "--peer", transport, role, address, arg,
 		      (char *)NULL);

@@ -50,7 +50,7 @@ static void send_hello(int fd)
  * asked, writes BYTES, then waits to be killed or, with DIE, kills itself. */
 static pid_t raw_peer(const char *address, bool hello, const void *bytes, size_t len, bool die)
 {
-	pid_t child = fork();
+	pid_t child = test_fork();
 	if (child != 0)
 		return child;
 	int fd = raw_connect(address);
@@ -78,7 +78,7 @@ static void frames_arrive_intact_and_in_order(void)
 	struct net_listener l = listen_on("127.0.0.1");
 	char address[64];
 	address_of(&l, address, sizeof(address));
-	pid_t child = fork();
+	pid_t child = test_fork();
 	if (child == 0) {
 		struct net_link link;
 		if (net_tcp_connect(address, "client", &limits, 2000000000ull, &link))
@@ -126,7 +126,7 @@ static void strangers_are_refused_and_named(void)
 	struct net_listener l = listen_on("10.255.0.1");
 	char address[64];
 	address_of(&l, address, sizeof(address));
-	pid_t child = fork();
+	pid_t child = test_fork();
 	if (child == 0) {
 		struct net_link link;
 		int err = net_tcp_connect(address, "stranger", &limits, 2000000000ull, &link);
@@ -165,7 +165,7 @@ static void deadlines_not_hangs(void)
 	l.limits = limits;
 
 	/* Nothing to receive. */
-	child = fork();
+	child = test_fork();
 	if (child == 0) {
 		struct net_link c;
 		if (net_tcp_connect(address, "quiet", &limits, 2000000000ull, &c))

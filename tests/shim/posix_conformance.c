@@ -314,7 +314,7 @@ static void mutex_across_processes(const struct mutex_kind *k)
 	char key[128];
 	pthread_mutex_t *m = mutex_new(k);
 	pthread_mutex_lock(m);
-	pid_t pid = fork();
+	pid_t pid = test_fork();
 	CHECK(pid >= 0);
 	if (pid == 0) {
 		int r = pthread_mutex_trylock(m);
@@ -325,7 +325,7 @@ static void mutex_across_processes(const struct mutex_kind *k)
 	EXPECT(KEY(key, "mutex.%s.child_sees_busy", k->name),
 	       WIFEXITED(status) ? WEXITSTATUS(status) : 99, 0);
 	pthread_mutex_unlock(m);
-	pid = fork();
+	pid = test_fork();
 	CHECK(pid >= 0);
 	if (pid == 0) {
 		int r = pthread_mutex_lock(m);
@@ -472,7 +472,7 @@ static void cond_with(const struct mutex_kind *k, clockid_t attr_clock)
 					    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 		CHECK(cc != MAP_FAILED);
 		*cc = (struct cond_case){c, m, 0, 0, 0};
-		pid_t pid = fork();
+		pid_t pid = test_fork();
 		CHECK(pid >= 0);
 		if (pid == 0) {
 			pthread_mutex_lock(m);

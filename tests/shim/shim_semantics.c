@@ -234,7 +234,7 @@ static void fork_and_shared(void)
 	CHECK_EQ(pthread_rwlock_init(&s->rw, &a), 0);
 	pid_t kids[3];
 	for (int k = 0; k < 3; k++) {
-		kids[k] = fork();
+		kids[k] = test_fork();
 		CHECK(kids[k] >= 0);
 		if (kids[k] == 0) {
 			/* Locks inherited from the parent work in the child. */
