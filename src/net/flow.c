@@ -208,7 +208,7 @@ static void fail_transport(struct rtaccel_net_link *link, int err, const char *d
 	char why[160];
 	snprintf(why, sizeof(why), "%s: %s", doing,
 		 err == -EPROTO || (err == -ECONNRESET && link->t.why[0]) ? link->t.why
-		 : err == -ETIMEDOUT ? "timed out in the middle of a frame"
+		 : err == -ETIMEDOUT || err == -ECONNABORTED ? "timed out in the middle of a frame"
 				     : strerror(-err));
 	fail(link, err, why);
 }
@@ -489,7 +489,7 @@ static int receive_data(struct rtaccel_net_link *link, const struct net_frame *f
 {
 	rtaccel_net_channel_t *ch = find_channel(link, f->channel);
 	if (!ch)
-		return net_link_recv_payload(&link->t, NULL, f->length, RTACCEL_NS_PER_S);
+		return net_link_recv_payload(&link->t, NULL, f->length, NET_STALL_NS);
 	pthread_mutex_lock(&ch->mu);
 	struct slot *s = NULL;
 	if (f->offset == 0) {
@@ -518,7 +518,7 @@ static int receive_data(struct rtaccel_net_link *link, const struct net_frame *f
 	/* the payload goes in place, outside the lock: readers never see a
 	 * slot that is filling */
 	int err = net_link_recv_payload(&link->t, s ? s->data + f->offset : NULL, f->length,
-					RTACCEL_NS_PER_S);
+					NET_STALL_NS);
 	if (err)
 		return err;
 	bool ack = false;

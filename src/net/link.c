@@ -29,6 +29,19 @@ uint64_t net_deadline_after(uint64_t timeout_ns)
 	return timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
 }
 
+uint64_t net_read_deadline(uint64_t deadline, bool started)
+{
+	if (!started)
+		return deadline;
+	uint64_t stall = net_deadline_after(NET_STALL_NS);
+	return stall > deadline ? stall : deadline;
+}
+
+int net_read_failed(int err, bool started)
+{
+	return err == -ETIMEDOUT && started ? -ECONNABORTED : err;
+}
+
 uint64_t net_time_left(uint64_t deadline)
 {
 	uint64_t now = rtaccel_monotonic_ns();

@@ -432,12 +432,15 @@ int net_rdma_read(struct net_link *link, void *buf, size_t len, uint64_t deadlin
 {
 	struct net_rdma *r = link->rdma;
 	uint8_t *p = buf;
+	const size_t want = len;
 	while (len > 0) {
 		if (r->cur < 0) {
 			struct ibv_wc wc;
-			int err = next_completion(link, r->recv_cq, r->recv_cc, &wc, deadline);
+			bool started = len < want;
+			int err = next_completion(link, r->recv_cq, r->recv_cc, &wc,
+						  net_read_deadline(deadline, started));
 			if (err)
-				return err;
+				return net_read_failed(err, started);
 			r->cur = (int)wc.wr_id;
 			r->cur_len = wc.byte_len;
 			r->cur_off = 0;

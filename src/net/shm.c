@@ -228,6 +228,7 @@ int net_shm_read(struct net_link *link, void *buf, size_t len, uint64_t deadline
 	struct net_shm *s = link->shm;
 	const uint64_t mask = s->size - 1;
 	uint8_t *p = buf;
+	const size_t want = len;
 	while (len > 0) {
 		if (atomic_load_explicit(&s->down, memory_order_relaxed))
 			return -ECONNRESET;
@@ -239,10 +240,11 @@ int net_shm_read(struct net_link *link, void *buf, size_t len, uint64_t deadline
 			return -EPROTO;
 		}
 		if (avail == 0) {
+			bool started = len < want;
 			int err = sleep_until(link, s->my_reader, &s->rx->reader_sleeps, has_data,
-					      deadline);
+					      net_read_deadline(deadline, started));
 			if (err)
-				return err;
+				return net_read_failed(err, started);
 			continue;
 		}
 		size_t n = avail < len ? avail : len;

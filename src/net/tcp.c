@@ -56,6 +56,7 @@ int net_tcp_read(struct net_link *link, void *buf, size_t len, uint64_t deadline
 {
 	char sink[4096];
 	char *p = buf;
+	const size_t want = len;
 	while (len > 0) {
 		ssize_t n = p ? recv(link->fd, p, len, 0)
 			      : recv(link->fd, sink, len < sizeof(sink) ? len : sizeof(sink), 0);
@@ -66,9 +67,10 @@ int net_tcp_read(struct net_link *link, void *buf, size_t len, uint64_t deadline
 				continue;
 			if (errno != EAGAIN)
 				return -errno;
-			int err = wait_fd(link->fd, POLLIN, deadline);
+			bool started = len < want;
+			int err = wait_fd(link->fd, POLLIN, net_read_deadline(deadline, started));
 			if (err)
-				return err;
+				return net_read_failed(err, started);
 			continue;
 		}
 		if (p)

@@ -141,7 +141,16 @@ void net_listener_close(struct net_listener *l);
 
 /* Inside the transports: the byte streams under the frames (BUF NULL on a
  * read skips LEN bytes), deadlines in CLOCK_MONOTONIC ns, and the HELLO
- * exchange that ends every connect and accept. */
+ * exchange that ends every connect and accept.
+ *
+ * A read that has taken part of its LEN bytes is in the middle of a frame:
+ * from then on, the rest gets NET_STALL_NS after each piece whatever the
+ * caller's deadline (net_read_deadline), and running out of time is
+ * -ECONNABORTED (net_read_failed): the stream is no longer at a frame
+ * boundary, so the link is broken, not idle (-ETIMEDOUT). */
+#define NET_STALL_NS (1000ull * 1000 * 1000)
+uint64_t net_read_deadline(uint64_t deadline, bool started);
+int net_read_failed(int err, bool started);
 int net_tcp_write(struct net_link *link, struct iovec *iov, int iovcnt, uint64_t deadline);
 int net_tcp_read(struct net_link *link, void *buf, size_t len, uint64_t deadline);
 int net_shm_write(struct net_link *link, struct iovec *iov, int iovcnt, uint64_t deadline);

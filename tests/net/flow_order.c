@@ -169,7 +169,7 @@ static uint64_t bytes_before(int index, uint32_t channel)
 	return b;
 }
 
-#define LOW_SIZE (16u << 20)
+#define LOW_SIZE (2u << 20)
 #define HIGH_SIZE (256u << 10)
 
 /* Returns the bytes of the low-priority transfer that went out between the
@@ -217,7 +217,7 @@ static void higher_priority_waits_at_most_one_chunk(void)
 	uint64_t late = high_behind_low(chunk);
 	CHECK(late <= chunk);
 	/* one chunk per transfer: it waits for what is left of the whole */
-	uint64_t unchunked = high_behind_low(16u << 20);
+	uint64_t unchunked = high_behind_low(LOW_SIZE);
 	CHECK(unchunked > 8 * chunk);
 }
 
