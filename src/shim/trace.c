@@ -20,12 +20,14 @@
 #include "core/thread.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <execinfo.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_LOCKS 16384
@@ -516,12 +518,18 @@ static void write_command(void)
 	w_printf("],\n");
 }
 
+/* OUT/rtaccel-shim.PID.SUFFIX, OUT made if it is missing (its parent must
+ * exist); a report that cannot be written is said on stderr, not lost
+ * silently. */
 static bool open_output(const char *suffix)
 {
 	char path[768];
 	snprintf(path, sizeof(path), "%s/rtaccel-shim.%d%s", shim_cfg.out_dir, (int)getpid(), suffix);
+	mkdir(shim_cfg.out_dir, 0755);
 	W.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	W.n = 0;
+	if (W.fd < 0)
+		fprintf(stderr, "rtaccel shim: cannot write %s: %s\n", path, strerror(errno));
 	return W.fd >= 0;
 }
 

@@ -69,6 +69,14 @@ class ServerProcess {
     auto child = core::Child::spawn(args, options);
     if (child) child_ = child.take();
   }
+  // A server a test did not stop ends as a user's would (SIGTERM), and the
+  // socket file of one a test killed goes too: a test leaves nothing behind.
+  ~ServerProcess() {
+    stop();
+    unlink(socket_.c_str());
+  }
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
   // SIGTERM, then SIGKILL after 5 s; the wait status (-1 if already gone).
   int stop() { return child_.terminate(5000000000ull); }
   // Waits until the server serves clients (its readiness handshake, 10 s).

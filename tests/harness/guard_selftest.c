@@ -1,0 +1,214 @@
+/* The test guard fails on purpose: a test that dies leaving a stopped child
+ * that holds its output open, a daemon, shared memory, a socket file and,
+ * as root, a network namespace, a veth pair and a cgroup; one that passes
+ * but leaves the same behind; one that hangs. Each must be reported within
+ * seconds and leave nothing.
+ *
+ *   guard_selftest GUARD          the checks (ctest runs this)
+ *   guard_selftest misbehave N    leave everything behind, then exit N
+ *   guard_selftest hang           start a child, then wait for ever */
+#include "../lock/test_util.h"
+
+#include <fcntl.h>
+#include <stdbool.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#define NAME "rtaccel-guard-selftest"
+
+static bool run(const char *cmd)
+{
+	return system(cmd) == 0;
+}
+
+/* Where cgroup v2 is mounted, or NULL. */
+static const char *cgroup2(void)
+{
+	static const char *const roots[] = {"/sys/fs/cgroup/unified", "/sys/fs/cgroup"};
+	for (int i = 0; i < 2; i++) {
+		char p[128];
+		snprintf(p, sizeof(p), "%s/cgroup.procs", roots[i]);
+		if (access(p, F_OK) == 0 && access(roots[i], W_OK) == 0)
+			return roots[i];
+	}
+	return NULL;
+}
+
+static int misbehave(int code)
+{
+	const int me = (int)getpid();
+	/* a child that stops itself: it holds stdout open and only SIGKILL
+	 * ends it */
+	pid_t stopped = fork();
+	if (stopped == 0) {
+		raise(SIGSTOP);
+		_exit(0);
+	}
+	/* a daemon: a new session, its parent gone */
+	int pipefd[2];
+	CHECK_EQ(pipe(pipefd), 0);
+	pid_t mid = fork();
+	if (mid == 0) {
+		setsid();
+		pid_t daemon = fork();
+		if (daemon == 0) {
+			for (;;)
+				pause();
+		}
+		CHECK_EQ(write(pipefd[1], &daemon, sizeof(daemon)), (ssize_t)sizeof(daemon));
+		_exit(0);
+	}
+	pid_t daemon;
+	CHECK_EQ(read(pipefd[0], &daemon, sizeof(daemon)), (ssize_t)sizeof(daemon));
+	waitpid(mid, NULL, 0);
+	printf("process %d\nprocess %d\n", (int)stopped, (int)daemon);
+
+	char path[256];
+	snprintf(path, sizeof(path), "/dev/shm/" NAME ".%d", me);
+	int fd = open(path, O_CREAT | O_RDWR, 0600);
+	CHECK(fd >= 0);
+	close(fd);
+	printf("file %s\n", path);
+
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/tmp/" NAME ".%d.sock", me);
+	int s = socket(AF_UNIX, SOCK_STREAM, 0);
+	CHECK_EQ(bind(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	close(s);
+	printf("file %s\n", sa.sun_path);
+
+	if (getuid() == 0) {
+		char cmd[256];
+		snprintf(cmd, sizeof(cmd), "ip netns add rgs%d", me);
+		if (run(cmd))
+			printf("file /run/netns/rgs%d\n", me);
+		snprintf(cmd, sizeof(cmd), "ip link add rgs%da type veth peer name rgs%db", me, me);
+		if (run(cmd))
+			printf("file /sys/class/net/rgs%da\nfile /sys/class/net/rgs%db\n", me, me);
+		const char *root = cgroup2();
+		if (root) {
+			snprintf(path, sizeof(path), "%s/" NAME ".%d", root, me);
+			if (mkdir(path, 0755) == 0)
+				printf("file %s\n", path);
+		}
+	}
+	fflush(stdout);
+	return code;
+}
+
+static _Noreturn void hang(void)
+{
+	pid_t child = fork();
+	if (child == 0) {
+		for (;;)
+			pause();
+	}
+	printf("process %d\n", (int)child);
+	fflush(stdout);
+	for (;;)
+		pause();
+}
+
+/* Runs GUARD ARGS... with its output in OUT (stdout and stderr), and
+ * returns its exit status; *SECONDS is how long until its output closed. */
+static int guarded(const char *guard, const char *args, char *out, size_t n, double *seconds)
+{
+	char cmd[512];
+	snprintf(cmd, sizeof(cmd), "%s %s 2>&1", guard, args);
+	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+	FILE *p = popen(cmd, "r");
+	CHECK(p != NULL);
+	size_t len = fread(out, 1, n - 1, p); /* to EOF: every writer gone */
+	out[len] = 0;
+	int status = pclose(p);
+	*seconds = (double)(now_ns(CLOCK_MONOTONIC) - t0) / 1e9;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* Whether the guard said that it found WHAT left behind. */
+static bool guard_named(const char *out, const char *what)
+{
+	for (const char *line = strstr(out, "rtaccel-test-guard: "); line;
+	     line = strstr(line + 1, "rtaccel-test-guard: ")) {
+		const char *end = strchr(line, '\n');
+		const char *hit = strstr(line, what);
+		if (hit && (!end || hit < end) && strstr(line, " left "))
+			return true;
+	}
+	return false;
+}
+
+/* Every "process PID" and "file PATH" line the misbehaving test printed is
+ * gone, and the guard named each left behind (NAMED; a timed-out test's
+ * process group is killed whole, unnamed). */
+static void nothing_left(const char *out, bool named)
+{
+	int processes = 0, files = 0;
+	for (const char *line = out; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+		int pid;
+		char path[256];
+		if (sscanf(line, "process %d", &pid) == 1) {
+			CHECK(kill(pid, 0) < 0 && errno == ESRCH);
+			char what[64];
+			snprintf(what, sizeof(what), "process %d ", pid);
+			CHECK(!named || guard_named(out, what));
+			processes++;
+		} else if (sscanf(line, "file %255s", path) == 1) {
+			CHECK(access(path, F_OK) < 0);
+			CHECK(!named || guard_named(out, strrchr(path, '/') + 1));
+			files++;
+		}
+	}
+	CHECK(processes >= 1);
+	printf("  %d processes and %d objects named and gone\n", processes, files);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && strcmp(argv[1], "misbehave") == 0)
+		return misbehave(atoi(argv[2]));
+	if (argc == 2 && strcmp(argv[1], "hang") == 0)
+		hang();
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s GUARD | misbehave N | hang\n", argv[0]);
+		return 2;
+	}
+	watchdog(120);
+	const char *guard = argv[1];
+	static char out[16384];
+	char args[512];
+	double took;
+	if (getuid() != 0)
+		printf("# not root: network namespaces, veth and cgroups not checked\n");
+
+	snprintf(args, sizeof(args), "--resources /proc/%d/exe misbehave 1", (int)getpid());
+	int status = guarded(guard, args, out, sizeof(out), &took);
+	printf("a failing test that leaves everything behind: exit %d after %.1f s\n%s", status,
+	       took, out);
+	CHECK_EQ(status, 1);
+	CHECK(took < 20);
+	nothing_left(out, true);
+
+	snprintf(args, sizeof(args), "--resources /proc/%d/exe misbehave 0", (int)getpid());
+	status = guarded(guard, args, out, sizeof(out), &took);
+	printf("a passing test that leaves everything behind: exit %d after %.1f s\n", status, took);
+	CHECK_EQ(status, 1);
+	nothing_left(out, true);
+
+	snprintf(args, sizeof(args), "--timeout 1 /proc/%d/exe hang", (int)getpid());
+	status = guarded(guard, args, out, sizeof(out), &took);
+	printf("a test that hangs, under --timeout 1: exit %d after %.1f s\n", status, took);
+	CHECK_EQ(status, 124);
+	CHECK(took < 20);
+	CHECK(strstr(out, "timed out after 1 s") != NULL);
+	nothing_left(out, false);
+
+	status = guarded(guard, "sh -c 'exit 77'", out, sizeof(out), &took);
+	CHECK_EQ(status, 77);
+	status = guarded(guard, "true", out, sizeof(out), &took);
+	CHECK_EQ(status, 0);
+	CHECK_EQ(out[0], 0);
+	printf("a skip and a clean pass go through unchanged\n");
+	return T_PASS;
+}

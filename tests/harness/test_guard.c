@@ -1,0 +1,681 @@
+/* rtaccel-test-guard: runs one test so that nothing of it outlives it.
+ *
+ *   rtaccel-test-guard [--timeout S] [--grace MS] [--resources] COMMAND [ARG...]
+ *   rtaccel-test-guard --snapshot FILE     the machine's named objects, into FILE
+ *   rtaccel-test-guard --check FILE        those made since FILE: named, removed
+ *   rtaccel-test-guard --sweep PID [--grace MS]   every descendant of PID ended
+ *
+ * The test runs in a process group of its own, with the guard as its child
+ * subreaper: what it starts and abandons is re-parented to the guard, not to
+ * init. When the test's process exits, however it exits (a failed check, a
+ * crash, its own watchdog), the guard gives what is left GRACE ms (500) to
+ * end by itself, then kills every descendant, stopped ones too, reaps them
+ * and names them; a test that passed but left a process behind fails. Past
+ * TIMEOUT seconds (280) it kills the whole tree and fails with 124, so that
+ * a hang is reported with the test's output before ctest's own timeout, which
+ * kills the test alone and waits for whatever still holds its output open.
+ *
+ * With --resources (for tests that run alone, RUN_SERIAL), and in --check,
+ * the machine's named objects are compared before and after: POSIX shared
+ * memory (/dev/shm), socket files under /tmp, network namespaces
+ * (/run/netns), network interfaces, cgroup v2 groups. A new one that no
+ * live process uses was left behind: it is named and removed, and the test
+ * fails. (Tests that run beside others are not compared: a neighbour's
+ * objects would be taken for theirs.)
+ *
+ * --sweep is the same end for a test runner that is itself the subreaper
+ * (tests/python/harness.py): it kills the descendants of PID that are
+ * still there after GRACE ms and names them; the runner reaps them.
+ *
+ * RTACCEL_TEST_FAIL_AFTER_MS=N kills the test's own process N ms in, as a
+ * crash would: how the clean-up of every kind of test is checked on purpose.
+ *
+ * Exit: the test's status (128+N when signal N ended it); 1 when it passed
+ * but left something behind; 124 when it timed out; 2 on bad usage. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EXIT_LEFT_BEHIND 1
+#define EXIT_TIMED_OUT 124
+#define EXIT_USAGE 2
+
+static const char *prog = "rtaccel-test-guard";
+
+static uint64_t monotonic_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* ---- processes ------------------------------------------------------------ */
+
+struct proc {
+	pid_t pid, ppid;
+	char state;
+	char comm[32];
+};
+
+/* Every process on the machine (threads excluded), into *out; the count. */
+static int list_processes(struct proc **out)
+{
+	int n = 0, cap = 256;
+	struct proc *v = malloc(sizeof(*v) * (size_t)cap);
+	DIR *d = opendir("/proc");
+	if (!v || !d) {
+		perror("rtaccel-test-guard: /proc");
+		exit(EXIT_USAGE);
+	}
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		char path[300], buf[512];
+		snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		ssize_t len = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (len <= 0)
+			continue;
+		buf[len] = 0;
+		/* pid (comm) state ppid ...: comm may hold spaces and parentheses */
+		char *open_paren = strchr(buf, '('), *close_paren = strrchr(buf, ')');
+		if (!open_paren || !close_paren || close_paren[1] == 0)
+			continue;
+		struct proc p = {.pid = atoi(buf)};
+		size_t clen = (size_t)(close_paren - open_paren - 1);
+		if (clen >= sizeof(p.comm))
+			clen = sizeof(p.comm) - 1;
+		memcpy(p.comm, open_paren + 1, clen);
+		if (sscanf(close_paren + 2, "%c %d", &p.state, &p.ppid) != 2)
+			continue;
+		if (n == cap) {
+			cap *= 2;
+			v = realloc(v, sizeof(*v) * (size_t)cap);
+			if (!v)
+				exit(EXIT_USAGE);
+		}
+		v[n++] = p;
+	}
+	closedir(d);
+	*out = v;
+	return n;
+}
+
+/* The live descendants of ROOT (zombies are dead: they only wait to be
+ * reaped), into *out; the count. */
+static int descendants(pid_t root, struct proc **out)
+{
+	struct proc *all;
+	int n = list_processes(&all);
+	bool *mine = calloc((size_t)n + 1, sizeof(bool));
+	/* parents may come after their children in /proc's order: repeat until
+	 * nothing new joins */
+	for (bool grew = true; grew;) {
+		grew = false;
+		for (int i = 0; i < n; i++) {
+			if (mine[i])
+				continue;
+			bool parent_mine = all[i].ppid == root;
+			for (int j = 0; j < n && !parent_mine; j++)
+				parent_mine = mine[j] && all[j].pid == all[i].ppid;
+			if (parent_mine)
+				mine[i] = grew = true;
+		}
+	}
+	int k = 0;
+	for (int i = 0; i < n; i++)
+		if (mine[i] && all[i].state != 'Z' && all[i].pid != getpid())
+			all[k++] = all[i];
+	free(mine);
+	*out = all;
+	return k;
+}
+
+static void reap_children(void)
+{
+	while (waitpid(-1, NULL, WNOHANG) > 0)
+		;
+}
+
+/* Gives the descendants of ROOT GRACE_MS to end by themselves, then kills
+ * the rest and, when ROOT is this process, reaps them. Names each one killed
+ * on stderr; returns how many. */
+static int sweep(pid_t root, unsigned grace_ms, const char *test)
+{
+	const bool reaper = root == getpid();
+	const uint64_t give_up = monotonic_ms() + grace_ms;
+	struct proc *left;
+	int n;
+	for (;;) {
+		if (reaper)
+			reap_children();
+		n = descendants(root, &left);
+		if (n == 0 || monotonic_ms() >= give_up)
+			break;
+		free(left);
+		sleep_ms(20);
+	}
+	int killed = 0;
+	for (int round = 0; n > 0 && round < 250; round++) {
+		for (int i = 0; i < n; i++) {
+			if (round == 0) {
+				fprintf(stderr, "%s: %s left process %d (%s)%s behind: killed\n", prog,
+					test, (int)left[i].pid, left[i].comm,
+					left[i].state == 'T' || left[i].state == 't' ? ", stopped," : "");
+				killed++;
+			}
+			kill(left[i].pid, SIGKILL);
+		}
+		free(left);
+		sleep_ms(20);
+		if (reaper)
+			reap_children();
+		n = descendants(root, &left);
+	}
+	if (n > 0)
+		fprintf(stderr, "%s: %d processes of %s did not die\n", prog, n, test);
+	free(left);
+	return killed;
+}
+
+/* ---- named objects ---------------------------------------------------------- */
+
+struct names {
+	char **v;
+	int n, cap;
+};
+
+/* Adds "KIND NAME" (KIND NULL: NAME is such an entry already). */
+static void names_add(struct names *s, const char *kind, const char *name)
+{
+	if (s->n == s->cap) {
+		s->cap = s->cap ? 2 * s->cap : 64;
+		s->v = realloc(s->v, sizeof(char *) * (size_t)s->cap);
+		if (!s->v)
+			exit(EXIT_USAGE);
+	}
+	if (asprintf(&s->v[s->n], "%s%s%s", kind ? kind : "", kind ? " " : "", name) < 0)
+		exit(EXIT_USAGE);
+	s->n++;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void list_dir(struct names *s, const char *kind, const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL)
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			names_add(s, kind, e->d_name);
+	closedir(d);
+}
+
+/* Entries under DIR, DEPTH levels down, that are directories (WANT_DIRS)
+ * or sockets; never following links. */
+static void walk(struct names *s, const char *kind, const char *dir, int depth, bool want_dirs)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		char path[PATH_MAX];
+		if (snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= (int)sizeof(path))
+			continue;
+		struct stat st;
+		if (lstat(path, &st) < 0)
+			continue;
+		if (S_ISDIR(st.st_mode)) {
+			if (want_dirs)
+				names_add(s, kind, path);
+			if (depth > 1)
+				walk(s, kind, path, depth - 1, want_dirs);
+		} else if (!want_dirs && S_ISSOCK(st.st_mode)) {
+			names_add(s, kind, path);
+		}
+	}
+	closedir(d);
+}
+
+/* Where cgroup v2 is mounted (/sys/fs/cgroup, or /sys/fs/cgroup/unified
+ * beside v1), or "" when it is not. */
+static void cgroup2_root(char *out, size_t n)
+{
+	out[0] = 0;
+	FILE *f = fopen("/proc/self/mounts", "re");
+	if (!f)
+		return;
+	char dev[256], dir[PATH_MAX], type[64];
+	while (fscanf(f, "%255s %4095s %63s %*[^\n]", dev, dir, type) == 3)
+		if (strcmp(type, "cgroup2") == 0) {
+			snprintf(out, n, "%s", dir);
+			break;
+		}
+	fclose(f);
+}
+
+static struct names snapshot(void)
+{
+	struct names s = {0};
+	list_dir(&s, "shm", "/dev/shm");
+	list_dir(&s, "netns", "/run/netns");
+	list_dir(&s, "link", "/sys/class/net");
+	walk(&s, "socket", "/tmp", 3, false);
+	char root[PATH_MAX];
+	cgroup2_root(root, sizeof(root));
+	if (root[0])
+		walk(&s, "cgroup", root, 4, true);
+	qsort(s.v, (size_t)s.n, sizeof(char *), cmp_str);
+	return s;
+}
+
+/* Whether any process has PATH open or mapped (a /proc/PID/fd link or a
+ * line of /proc/PID/maps that names it). */
+static bool path_in_use(const char *path)
+{
+	DIR *d = opendir("/proc");
+	if (!d)
+		return false;
+	bool used = false;
+	struct dirent *e;
+	while (!used && (e = readdir(d)) != NULL) {
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		char p[PATH_MAX], target[PATH_MAX];
+		snprintf(p, sizeof(p), "/proc/%s/fd", e->d_name);
+		DIR *fds = opendir(p);
+		struct dirent *f;
+		while (fds && !used && (f = readdir(fds)) != NULL) {
+			char link[PATH_MAX + 300];
+			snprintf(link, sizeof(link), "%s/%s", p, f->d_name);
+			ssize_t len = readlink(link, target, sizeof(target) - 1);
+			if (len > 0) {
+				target[len] = 0;
+				used = strcmp(target, path) == 0;
+			}
+		}
+		if (fds)
+			closedir(fds);
+		snprintf(p, sizeof(p), "/proc/%s/maps", e->d_name);
+		FILE *maps = used ? NULL : fopen(p, "re");
+		char line[PATH_MAX + 128];
+		while (maps && !used && fgets(line, sizeof(line), maps)) {
+			char *slash = strchr(line, '/');
+			if (slash) {
+				slash[strcspn(slash, "\n")] = 0;
+				used = strcmp(slash, path) == 0;
+			}
+		}
+		if (maps)
+			fclose(maps);
+	}
+	closedir(d);
+	return used;
+}
+
+/* Whether a live socket is bound to PATH (/proc/net/unix). */
+static bool socket_bound(const char *path)
+{
+	FILE *f = fopen("/proc/net/unix", "re");
+	if (!f)
+		return false;
+	char line[PATH_MAX + 128];
+	bool bound = false;
+	while (!bound && fgets(line, sizeof(line), f)) {
+		char *slash = strchr(line, '/');
+		if (slash) {
+			slash[strcspn(slash, "\n")] = 0;
+			bound = strcmp(slash, path) == 0;
+		}
+	}
+	fclose(f);
+	return bound;
+}
+
+/* Whether a process lives in the network namespace bound at PATH. */
+static bool netns_in_use(const char *path)
+{
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return false;
+	char want[64];
+	snprintf(want, sizeof(want), "net:[%lu]", (unsigned long)st.st_ino);
+	DIR *d = opendir("/proc");
+	bool used = false;
+	struct dirent *e;
+	while (d && !used && (e = readdir(d)) != NULL) {
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		char p[300], target[64];
+		snprintf(p, sizeof(p), "/proc/%s/ns/net", e->d_name);
+		ssize_t len = readlink(p, target, sizeof(target) - 1);
+		if (len > 0) {
+			target[len] = 0;
+			used = strcmp(target, want) == 0;
+		}
+	}
+	if (d)
+		closedir(d);
+	return used;
+}
+
+static bool cgroup_in_use(const char *path)
+{
+	char p[PATH_MAX + 32];
+	snprintf(p, sizeof(p), "%s/cgroup.procs", path);
+	FILE *f = fopen(p, "re");
+	if (!f)
+		return false;
+	int c = fgetc(f);
+	fclose(f);
+	return c != EOF;
+}
+
+static void run_quietly(char *const argv[])
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+		if (null >= 0)
+			dup2(null, 1);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
+}
+
+/* Removes the object named "KIND NAME" if nothing uses it; true if it was
+ * left behind (and is gone now). */
+static bool remove_left(const char *entry)
+{
+	char kind[16];
+	const char *name = strchr(entry, ' ') + 1;
+	snprintf(kind, sizeof(kind), "%.*s", (int)(name - 1 - entry), entry);
+	char path[PATH_MAX + 32];
+	if (strcmp(kind, "shm") == 0) {
+		snprintf(path, sizeof(path), "/dev/shm/%s", name);
+		if (path_in_use(path))
+			return false;
+		unlink(path);
+	} else if (strcmp(kind, "socket") == 0) {
+		if (socket_bound(name))
+			return false;
+		unlink(name);
+	} else if (strcmp(kind, "netns") == 0) {
+		snprintf(path, sizeof(path), "/run/netns/%s", name);
+		if (netns_in_use(path))
+			return false;
+		umount2(path, MNT_DETACH);
+		unlink(path);
+	} else if (strcmp(kind, "link") == 0) {
+		/* one end of a veth pair goes with the other, or with a namespace
+		 * removed before it: gone, it was left behind all the same */
+		snprintf(path, sizeof(path), "/sys/class/net/%s", name);
+		if (access(path, F_OK) == 0) {
+			char *argv[] = {"ip", "link", "del", (char *)name, NULL};
+			run_quietly(argv);
+		}
+	} else if (strcmp(kind, "cgroup") == 0) {
+		if (access(name, F_OK) < 0)
+			return false;
+		if (cgroup_in_use(name))
+			return false;
+		rmdir(name);
+	}
+	return true;
+}
+
+static int longer_first(const void *a, const void *b)
+{
+	size_t la = strlen(*(char *const *)a), lb = strlen(*(char *const *)b);
+	return la < lb ? 1 : la > lb ? -1 : 0;
+}
+
+/* Names and removes what is in AFTER but not in BEFORE and no live process
+ * uses; returns how many. */
+static int left_behind(const struct names *before, const struct names *after, const char *test)
+{
+	struct names fresh = {0};
+	for (int i = 0; i < after->n; i++)
+		if (!bsearch(&after->v[i], before->v, (size_t)before->n, sizeof(char *), cmp_str))
+			names_add(&fresh, NULL, after->v[i]);
+	/* the deepest cgroup first: a parent goes only once its children have */
+	qsort(fresh.v, (size_t)fresh.n, sizeof(char *), longer_first);
+	int left = 0;
+	for (int i = 0; i < fresh.n; i++) {
+		if (remove_left(fresh.v[i])) {
+			fprintf(stderr, "%s: %s left %s behind: removed\n", prog, test, fresh.v[i]);
+			left++;
+		}
+		free(fresh.v[i]);
+	}
+	free(fresh.v);
+	return left;
+}
+
+static int write_snapshot(const char *file)
+{
+	struct names s = snapshot();
+	FILE *f = fopen(file, "we");
+	if (!f) {
+		fprintf(stderr, "%s: %s: %s\n", prog, file, strerror(errno));
+		return EXIT_USAGE;
+	}
+	for (int i = 0; i < s.n; i++)
+		fprintf(f, "%s\n", s.v[i]);
+	return fclose(f) == 0 ? 0 : EXIT_USAGE;
+}
+
+static int check_snapshot(const char *file)
+{
+	FILE *f = fopen(file, "re");
+	if (!f) {
+		fprintf(stderr, "%s: %s: %s\n", prog, file, strerror(errno));
+		return EXIT_USAGE;
+	}
+	struct names before = {0};
+	char line[PATH_MAX + 32];
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = 0;
+		char *space = strchr(line, ' ');
+		if (!space)
+			continue;
+		*space = 0;
+		names_add(&before, line, space + 1);
+	}
+	fclose(f);
+	qsort(before.v, (size_t)before.n, sizeof(char *), cmp_str);
+	struct names after = snapshot();
+	return left_behind(&before, &after, "the tests") ? EXIT_LEFT_BEHIND : 0;
+}
+
+/* ---- one test ----------------------------------------------------------------- */
+
+/* The test as messages name it: the program's name and its arguments. */
+static void test_name(char **argv, char *out, size_t n)
+{
+	const char *base = strrchr(argv[0], '/');
+	int len = snprintf(out, n, "%s", base ? base + 1 : argv[0]);
+	for (int i = 1; argv[i] && len > 0 && (size_t)len < n; i++)
+		len += snprintf(out + len, n - (size_t)len, " %s", argv[i]);
+}
+
+static int run_test(char **argv, unsigned timeout_s, unsigned grace_ms, bool resources)
+{
+	char test[160];
+	test_name(argv, test, sizeof(test));
+	struct names before = {0};
+	if (resources)
+		before = snapshot();
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
+		perror("rtaccel-test-guard: PR_SET_CHILD_SUBREAPER");
+		return EXIT_USAGE;
+	}
+	sigset_t wanted, old;
+	sigemptyset(&wanted);
+	sigaddset(&wanted, SIGCHLD);
+	sigaddset(&wanted, SIGTERM);
+	sigaddset(&wanted, SIGINT);
+	sigaddset(&wanted, SIGHUP);
+	sigprocmask(SIG_BLOCK, &wanted, &old);
+	const pid_t guard = getpid();
+	pid_t child = fork();
+	if (child < 0) {
+		perror("rtaccel-test-guard: fork");
+		return EXIT_USAGE;
+	}
+	if (child == 0) {
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		setpgid(0, 0);
+		/* the guard killed (ctest's own timeout): the test goes with it */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != guard)
+			_exit(EXIT_USAGE);
+		execvp(argv[0], argv);
+		fprintf(stderr, "%s: %s: %s\n", prog, argv[0], strerror(errno));
+		_exit(127);
+	}
+	setpgid(child, child);
+
+	int status = 0, result = -1;
+	const uint64_t deadline = monotonic_ms() + (uint64_t)timeout_s * 1000;
+	/* RTACCEL_TEST_FAIL_AFTER_MS=N kills the test's own process N ms in, as
+	 * a crash would, leaving its children and objects for the sweep: how
+	 * the clean-up of any kind of test is checked on purpose
+	 * (tools/repeat.sh --fail-after). */
+	const char *fail_env = getenv("RTACCEL_TEST_FAIL_AFTER_MS");
+	uint64_t fail_at = fail_env && atoi(fail_env) > 0 ? monotonic_ms() + (uint64_t)atoi(fail_env)
+							   : UINT64_MAX;
+	while (result < 0) {
+		uint64_t now = monotonic_ms();
+		if (now >= fail_at) {
+			fprintf(stderr, "%s: %s: failing it on purpose after %s ms "
+				"(RTACCEL_TEST_FAIL_AFTER_MS)\n", prog, test, fail_env);
+			kill(child, SIGKILL);
+			waitpid(child, NULL, 0);
+			result = 1;
+			break;
+		}
+		if (now >= deadline) {
+			fprintf(stderr, "%s: %s timed out after %u s: killing it and its children\n",
+				prog, test, timeout_s);
+			kill(-child, SIGKILL);
+			kill(child, SIGKILL);
+			waitpid(child, NULL, 0);
+			result = EXIT_TIMED_OUT;
+			break;
+		}
+		uint64_t left = (fail_at < deadline ? fail_at : deadline) - now;
+		struct timespec ts = {(time_t)(left / 1000), (long)(left % 1000) * 1000000};
+		int sig = sigtimedwait(&wanted, NULL, &ts);
+		if (sig == SIGCHLD || sig < 0) {
+			/* the test, or orphans of it that ended */
+			pid_t r;
+			while ((r = waitpid(-1, &status, WNOHANG)) > 0)
+				if (r == child)
+					result = WIFEXITED(status) ? WEXITSTATUS(status)
+								   : 128 + WTERMSIG(status);
+		} else {
+			/* ctest or a user stopping us: the test and its children go too */
+			fprintf(stderr, "%s: %s: %s, ending the test\n", prog, test, strsignal(sig));
+			kill(-child, SIGKILL);
+			kill(child, SIGKILL);
+			waitpid(child, NULL, 0);
+			result = 128 + sig;
+		}
+	}
+	int left = sweep(guard, grace_ms, test);
+	if (resources) {
+		struct names after = snapshot();
+		left += left_behind(&before, &after, test);
+	}
+	if (result == 0 && left)
+		return EXIT_LEFT_BEHIND;
+	return result;
+}
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: %s [--timeout S] [--grace MS] [--resources] COMMAND [ARG...]\n"
+		"       %s --snapshot FILE | --check FILE | --sweep PID [--grace MS]\n",
+		prog, prog);
+	exit(EXIT_USAGE);
+}
+
+static unsigned number(const char *s)
+{
+	char *end;
+	unsigned long v = s ? strtoul(s, &end, 10) : 0;
+	if (!s || !*s || *end || v > 86400000)
+		usage();
+	return (unsigned)v;
+}
+
+int main(int argc, char **argv)
+{
+	unsigned timeout_s = 280, grace_ms = 500;
+	bool resources = false;
+	int i = 1;
+	for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
+		if (strcmp(argv[i], "--") == 0) {
+			i++;
+			break;
+		} else if (strcmp(argv[i], "--timeout") == 0) {
+			timeout_s = number(argv[++i]);
+		} else if (strcmp(argv[i], "--grace") == 0) {
+			grace_ms = number(argv[++i]);
+		} else if (strcmp(argv[i], "--resources") == 0) {
+			resources = true;
+		} else if (strcmp(argv[i], "--snapshot") == 0 && i + 1 < argc) {
+			return write_snapshot(argv[i + 1]);
+		} else if (strcmp(argv[i], "--check") == 0 && i + 1 < argc) {
+			return check_snapshot(argv[i + 1]);
+		} else if (strcmp(argv[i], "--sweep") == 0 && i + 1 < argc) {
+			pid_t root = (pid_t)number(argv[++i]);
+			if (i + 2 < argc && strcmp(argv[i + 1], "--grace") == 0)
+				grace_ms = number(argv[i + 2]);
+			char what[32];
+			snprintf(what, sizeof(what), "process %d", (int)root);
+			return sweep(root, grace_ms, what) ? EXIT_LEFT_BEHIND : 0;
+		} else {
+			usage();
+		}
+	}
+	if (i >= argc)
+		usage();
+	return run_test(argv + i, timeout_s, grace_ms, resources);
+}
