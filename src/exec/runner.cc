@@ -106,11 +106,58 @@ std::vector<std::string> server_args(const workload::Workload& w, const std::str
   return args;
 }
 
+// The sized kernels' way back from the sizing child: binary, since the
+// requests are megabytes of data (a JSON array of numbers took the runner
+// 20 s to parse for the Autoware workload). Both ends are this program.
+//   u32 status (kSized, kFailed, kInvalid); then, sized, per callback:
+//   u32 segments, and per segment: u32 service length, the service, u64
+//   response_max, u64 request length, the request; failed: u32 length and
+//   the message.
+enum : uint32_t { kSized = 0, kFailed = 1, kInvalid = 2 };
+
+void put_u32(std::string* out, uint32_t v) { out->append(reinterpret_cast<const char*>(&v), sizeof(v)); }
+void put_u64(std::string* out, uint64_t v) { out->append(reinterpret_cast<const char*>(&v), sizeof(v)); }
+void put_bytes(std::string* out, const void* p, size_t n) {
+  put_u64(out, n);
+  out->append(static_cast<const char*>(p), n);
+}
+
+// Reads what put_* wrote; every read checks that the bytes are there.
+class Reader {
+ public:
+  explicit Reader(const std::string& text) : p_(text.data()), end_(text.data() + text.size()) {}
+  bool u32(uint32_t* v) { return take(v, sizeof(*v)); }
+  bool u64(uint64_t* v) { return take(v, sizeof(*v)); }
+  bool bytes(size_t n, std::string* out) {
+    if (static_cast<size_t>(end_ - p_) < n) return false;
+    out->assign(p_, n);
+    p_ += n;
+    return true;
+  }
+  bool bytes(size_t n, std::vector<unsigned char>* out) {
+    if (static_cast<size_t>(end_ - p_) < n) return false;
+    out->assign(p_, p_ + n);
+    p_ += n;
+    return true;
+  }
+  bool done() const { return p_ == end_; }
+
+ private:
+  bool take(void* v, size_t n) {
+    if (static_cast<size_t>(end_ - p_) < n) return false;
+    memcpy(v, p_, n);
+    p_ += n;
+    return true;
+  }
+  const char* p_;
+  const char* end_;
+};
+
 // Times the kernels of every segment on its device and sizes them. It runs
 // in a child process that exits when done: a device runtime that was
 // initialised in a process does not survive a fork of it (CUDA says so), and
 // the runner forks the executors afterwards, which open the device
-// themselves. The table comes back as JSON through a pipe.
+// themselves. The table comes back through a pipe.
 Status size_kernels_in_child(const workload::Workload& w, double work_fraction, SegmentTable* out) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) < 0) return Status::os_error("pipe", errno);
@@ -125,7 +172,6 @@ Status size_kernels_in_child(const workload::Workload& w, double work_fraction, 
   if (pid == 0) {
     close(fds[0]);
     die_with_parent(parent);
-    json reply;
     std::string error;
     bool invalid = false;  // the workload's fault (a service rtaccel run cannot size)
     SegmentTable table(w.callbacks.size());
@@ -150,20 +196,23 @@ Status size_kernels_in_child(const workload::Workload& w, double work_fraction, 
         table[cb].push_back(std::move(req));
       }
     }
+    std::string reply;
     if (!error.empty()) {
-      reply = {{"error", error}, {"invalid", invalid}};
+      put_u32(&reply, invalid ? kInvalid : kFailed);
+      put_bytes(&reply, error.data(), error.size());
     } else {
-      reply = json::array();
+      put_u32(&reply, kSized);
       for (const auto& segments : table) {
-        json row = json::array();
-        for (const auto& r : segments)
-          row.push_back({{"service", r.service}, {"bytes", r.bytes}, {"response_max", r.response_max}});
-        reply.push_back(std::move(row));
+        put_u32(&reply, static_cast<uint32_t>(segments.size()));
+        for (const auto& r : segments) {
+          put_bytes(&reply, r.service.data(), r.service.size());
+          put_u64(&reply, r.response_max);
+          put_bytes(&reply, r.bytes.data(), r.bytes.size());
+        }
       }
     }
-    const std::string text = reply.dump();
-    for (size_t done = 0; done < text.size();) {
-      const ssize_t n = write(fds[1], text.data() + done, text.size() - done);
+    for (size_t done = 0; done < reply.size();) {
+      const ssize_t n = write(fds[1], reply.data() + done, reply.size() - done);
       if (n <= 0 && errno != EINTR) _exit(1);
       if (n > 0) done += static_cast<size_t>(n);
     }
@@ -184,24 +233,33 @@ Status size_kernels_in_child(const workload::Workload& w, double work_fraction, 
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  const json reply = json::parse(text, nullptr, false);
-  if (reply.is_object() && reply.contains("error")) {
-    const std::string error = reply["error"].get<std::string>();
-    return reply.value("invalid", false) ? Status::invalid(error) : Status::error(error);
+  const Status broken =
+      Status::error("sizing the kernels failed (the sizing process " + core::describe_wait_status(status) + ")");
+  Reader in(text);
+  uint32_t what = 0;
+  if (!in.u32(&what)) return broken;
+  if (what == kFailed || what == kInvalid) {
+    uint64_t len = 0;
+    std::string error;
+    if (!in.u64(&len) || !in.bytes(len, &error)) return broken;
+    return what == kInvalid ? Status::invalid(error) : Status::error(error);
   }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !reply.is_array() || reply.size() != w.callbacks.size())
-    return Status::error("sizing the kernels failed (the sizing process " + core::describe_wait_status(status) + ")");
+  if (what != kSized || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return broken;
   out->assign(w.callbacks.size(), {});
-  for (size_t cb = 0; cb < reply.size(); ++cb) {
-    for (const auto& r : reply[cb]) {
+  for (size_t cb = 0; cb < w.callbacks.size(); ++cb) {
+    uint32_t segments = 0;
+    if (!in.u32(&segments) || segments != w.callbacks[cb].segments.size()) return broken;
+    for (uint32_t k = 0; k < segments; ++k) {
       SegmentRequest req;
-      req.service = r["service"].get<std::string>();
-      req.bytes = r["bytes"].get<std::vector<unsigned char>>();
-      req.response_max = r["response_max"].get<size_t>();
+      uint64_t service_len = 0, response_max = 0, request_len = 0;
+      if (!in.u64(&service_len) || !in.bytes(service_len, &req.service) || !in.u64(&response_max) ||
+          !in.u64(&request_len) || !in.bytes(request_len, &req.bytes))
+        return broken;
+      req.response_max = response_max;
       (*out)[cb].push_back(std::move(req));
     }
   }
-  return Status();
+  return in.done() ? Status() : broken;
 }
 
 Status prepare(const RunOptions& o, Setup* s) {
