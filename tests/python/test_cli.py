@@ -96,6 +96,7 @@ def test_every_shipped_workload_is_schedulable():
         assert f"workload '{name}'" in out and "NOT schedulable" not in out
 
 
+@pytest.mark.slow
 def test_demo_runs_the_three_policies_and_reports(tmp_path):
     out = rtaccel("demo", "--duration", "2", "--out", str(tmp_path), "--quiet", check=0).stdout
     assert "ros2 p50" in out and "picas p50" in out and "paam p50" in out

@@ -155,6 +155,7 @@ def test_transparent_for_threaded_python(tmp_path, flags):
     assert r.stdout == ref.stdout
 
 
+@pytest.mark.slow
 def test_rtaccel_cli_tests_pass_under_the_shim(tmp_path):
     """rtaccel's own CLI test suite, run by a Python interpreter under the
     interposer with every fix on (Python's GIL and threading are pthread

@@ -1,0 +1,103 @@
+"""What every Python test gets from the harness (loaded by conftest.py).
+
+As ctest's tests run under tests/harness/test_guard.c, every pytest test
+here runs so that nothing of it outlives it: pytest is the child subreaper of
+what the tests start, so a process a test abandons comes back to it rather
+than to init; after each test, pass or fail, the guard ends what the test
+left running and removes the shared memory, socket files, network namespaces,
+interfaces and cgroups it made and left, and names them. A test that passed
+but left something behind fails in its teardown. (pytest runs one test at a
+time, so what appeared during a test is the test's.)
+
+Markers: ``slow`` (over about ten seconds: ``make test`` runs it, ``make
+check`` does not) and ``root`` (what needs root: namespaces, cgroups,
+SCHED_FIFO; without it the test skips, saying why).
+
+RTACCEL_TEST_FAIL_AFTER_MS=N makes every test fail N ms in, as the guard
+does for ctest: how the clean-up after a failure is checked on purpose
+(tools/repeat.sh --fail-after).
+"""
+
+import ctypes
+import os
+import pathlib
+import signal
+import subprocess
+import tempfile
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+GUARD = ROOT / "build" / "rtaccel-test-guard"
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: over about ten seconds; make check leaves it out")
+    config.addinivalue_line("markers", "root: needs root (namespaces, cgroups, SCHED_FIFO)")
+    if not GUARD.exists():
+        raise pytest.UsageError(f"{GUARD} is missing: build the tests first (make build)")
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise pytest.UsageError("prctl(PR_SET_CHILD_SUBREAPER): "
+                                + os.strerror(ctypes.get_errno()))
+
+
+class FailedOnPurpose(Exception):
+    """Raised into a test by RTACCEL_TEST_FAIL_AFTER_MS."""
+
+
+def _guard(*args):
+    return subprocess.run([str(GUARD), *args], capture_output=True, text=True)
+
+
+def _reap():
+    """Collects the exit status of every child that ended (orphans that came
+    back to pytest as their subreaper among them)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_behind(request):
+    fd, snapshot = tempfile.mkstemp(prefix="rtaccel-test-snapshot.")
+    os.close(fd)
+    try:
+        _guard("--snapshot", snapshot).check_returncode()
+        fail_ms = int(os.environ.get("RTACCEL_TEST_FAIL_AFTER_MS", "0") or 0)
+        if fail_ms > 0:
+            def fail(signum, frame):
+                raise FailedOnPurpose(f"failing on purpose after {fail_ms} ms "
+                                      "(RTACCEL_TEST_FAIL_AFTER_MS)")
+            signal.signal(signal.SIGALRM, fail)
+            signal.setitimer(signal.ITIMER_REAL, fail_ms / 1000.0)
+        yield
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        swept = _guard("--sweep", str(os.getpid()), "--grace", "5000")
+        _reap()
+        checked = _guard("--check", snapshot)
+        report = (swept.stderr + checked.stderr).replace(
+            f"process {os.getpid()} left", f"{request.node.name} left").strip()
+        if report:
+            # Said in the output of a failed test too, where it explains
+            # what its failure left; a test that passed fails for it.
+            print(report)
+            failed = getattr(request.node, "rtaccel_failed", False)
+            if not failed:
+                pytest.fail("the test left this behind (now removed):\n" + report,
+                            pytrace=False)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        os.unlink(snapshot)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    if call.when == "call" and outcome.get_result().failed:
+        item.rtaccel_failed = True
