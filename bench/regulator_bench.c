@@ -93,10 +93,19 @@ static void __attribute__((noreturn)) stream(size_t size)
 	}
 }
 
+/* The hogs alive now, for stopped() to end before it removes their cgroups. */
+#define MAX_HOGS 4
+static volatile pid_t hogs[MAX_HOGS];
+
 /* A child in CGROUP on CORE streaming SIZE bytes. */
 static pid_t spawn(const char *cgroup, int core, size_t size)
 {
 	pid_t pid = fork();
+	for (int i = 0; pid > 0 && i < MAX_HOGS; i++)
+		if (!hogs[i]) {
+			hogs[i] = pid;
+			break;
+		}
 	if (pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		struct sched_param sp = {0};
@@ -115,6 +124,9 @@ static void reap(pid_t pid)
 		return;
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
+	for (int i = 0; i < MAX_HOGS; i++)
+		if (hogs[i] == pid)
+			hogs[i] = 0;
 }
 
 static uint64_t run_ns(pid_t pid)
@@ -145,14 +157,31 @@ static int setup_cgroups(void)
 	return 0;
 }
 
+static char regulator_shm[128], bwlock_shm[128];
+
 static void cleanup(void)
 {
 	rmdir(be_cgroup);
 	rmdir(cpu_cgroup);
 	rtaccel_bwlock_unlink(lock_name);
-	char path[128];
-	snprintf(path, sizeof(path), "/dev/shm/rtaccel-regulator.%s", lock_name);
-	unlink(path);
+	unlink(regulator_shm);
+}
+
+/* SIGTERM or SIGINT (the rtaccel command that started this one died, or a
+ * user's Ctrl-C): the hogs, the cgroups and the shared memory go, as at the
+ * end of a run. Async-signal-safe: kill, waitpid, rmdir and unlink only. */
+static void stopped(int sig)
+{
+	for (int i = 0; i < MAX_HOGS; i++)
+		if (hogs[i] > 0) {
+			kill(hogs[i], SIGKILL);
+			waitpid(hogs[i], NULL, 0);
+		}
+	rmdir(be_cgroup);
+	rmdir(cpu_cgroup);
+	unlink(bwlock_shm);
+	unlink(regulator_shm);
+	_exit(128 + sig);
 }
 
 static void config(struct reg_config *cfg, uint32_t threshold, double rho)
@@ -481,6 +510,11 @@ int main(int argc, char **argv)
 	    strcmp(what, "bwlock"))
 		return fputs(usage, stderr), 2;
 	snprintf(lock_name, sizeof(lock_name), "bench.%d", getpid());
+	snprintf(bwlock_shm, sizeof(bwlock_shm), "/dev/shm/rtaccel-bwlock.%s", lock_name);
+	snprintf(regulator_shm, sizeof(regulator_shm), "/dev/shm/rtaccel-regulator.%s", lock_name);
+	struct sigaction sa = {.sa_handler = stopped};
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
 	if (!strcmp(what, "lock")) {
 		int rc = bench_lock();
 		rtaccel_bwlock_unlink(lock_name);

@@ -8,14 +8,17 @@ The server and the benchmark client are ``lib/rtaccel-server`` and
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import select
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
 
 LIB_DIR = Path(os.environ.get("RTACCEL_LIB_DIR", Path(__file__).resolve().parent / "lib"))
+PR_SET_PDEATHSIG = 1
 
 
 class AccelError(Exception):
@@ -28,6 +31,15 @@ def binary(name: str) -> Path:
     if not path.exists():
         raise AccelError(f"{path} is missing: build rtaccel first (make build)")
     return path
+
+
+def stop_with_parent() -> None:
+    """preexec_fn for the programs rtaccel starts: SIGTERM when the process
+    that started them dies, whatever killed it, so that a killed `rtaccel`
+    never leaves a run (SCHED_FIFO executors, namespaces, cgroups) going on;
+    SIGTERM lets them clean up as they do when interrupted."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 def default_cores() -> tuple[int, int]:
@@ -50,7 +62,8 @@ def private_server(args: list[str], startup_s: float = 10.0, prefix: tuple = ())
         try:
             proc = subprocess.Popen([*prefix, str(binary("rtaccel-server")), "--socket", path, *args,
                                      "--ready-fd", str(ready_w)], pass_fds=(ready_w,),
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                    preexec_fn=stop_with_parent)
         finally:
             os.close(ready_w)
         try:

@@ -314,7 +314,8 @@ def cmd_bench_gang_synthetic(args) -> int:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    rc = subprocess.run(cmd + ["--trace", str(out)] + (["--json"] if args.json else [])).returncode
+    rc = subprocess.run(cmd + ["--trace", str(out)] + (["--json"] if args.json else []),
+                        preexec_fn=accel.stop_with_parent).returncode
     if rc:
         return rc
     for png in isolate.synthetic_figures(out):
@@ -338,7 +339,8 @@ def cmd_bench_gang_dnn(args) -> int:
 def _tool_json(tool: str, what: str, extra: list[str]) -> tuple[int, dict | None]:
     """Runs one experiment of a benchmark program that prints one JSON
     object; (exit status, the object). 77: it cannot run here, and said why."""
-    proc = subprocess.run([str(accel.binary(tool)), what, *extra], capture_output=True, text=True)
+    proc = subprocess.run([str(accel.binary(tool)), what, *extra], capture_output=True, text=True,
+                          preexec_fn=accel.stop_with_parent)
     if proc.returncode == 77:
         print(f"rtaccel: {(proc.stderr or proc.stdout).strip()}", file=sys.stderr)
         return 77, None

@@ -112,7 +112,7 @@ def run(workload: str, policy: str, duration_s: float, out: str, socket: str | N
         cmd += ["--fail-link", link]
     if not progress:
         cmd.append("--quiet")
-    proc = subprocess.Popen(cmd)
+    proc = subprocess.Popen(cmd, preexec_fn=accel.stop_with_parent)
     while True:
         try:
             return proc.wait()
