@@ -132,6 +132,11 @@ def format_lockstat(reports: list[dict], top: int = 10) -> str:
                          f"{l['contended']:>10} {ratio:>6.3f} {_us(l['wait_ns_total']):>14} "
                          f"{_us(l['wait_ns_max']):>12} {_us(l['hold_ns_max']):>12}  "
                          f"{l['created_at']} ({l['created_by'].replace('_', ' ')})")
+        for l in rep["locks"]:
+            if l.get("destroyed_while_held"):
+                lines.append(f"# warning: {l['kind']} {l['id']} (created at {l['created_at']}) was "
+                             "destroyed while held or waited for, which POSIX leaves undefined "
+                             "(glibc and the shim let it pass)")
         lines.append("# lock pattern per function (calls that took locks, in order)")
         # Patterns are recorded per call site; merge equal sequences per function.
         merged: dict[tuple, dict] = {}

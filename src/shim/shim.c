@@ -27,7 +27,10 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #if !defined(__x86_64__)
 #error "the shim relies on glibc's x86_64 pthread_mutex_t/pthread_rwlock_t layout"
@@ -120,10 +123,35 @@ static void pool_lock(struct pool *p)
 }
 static void pool_unlock(struct pool *p) { __atomic_store_n(&p->spin, 0, __ATOMIC_RELEASE); }
 
+/* The pool held by a thread that cannot be cancelled meanwhile: one
+ * cancelled asynchronously inside would leave the pool held for ever, and
+ * every thread's next first use of a lock would spin (glibc's own locks
+ * survive such a cancellation, so programs do it). Asynchronous
+ * cancellation is glibc's signal SIGCANCEL (__SIGRTMIN): blocked here, it
+ * acts once the pool is free. pthread_setcancelstate would be the portable
+ * way, but glibc 2.36 still acts on a cancellation that arrives while it
+ * disables it; and its sigprocmask will not block SIGCANCEL, so the mask is
+ * set with the system call (on the pool's slow paths only: a lock's first
+ * use and the destruction of a redirected one). */
+#define SIGCANCEL_BIT (1ull << (32 - 1))
+
+static uint64_t pool_enter(struct pool *p)
+{
+	uint64_t block = SIGCANCEL_BIT, old = 0;
+	syscall(SYS_rt_sigprocmask, SIG_BLOCK, &block, &old, sizeof(block));
+	pool_lock(p);
+	return old;
+}
+static void pool_leave(struct pool *p, uint64_t old_mask)
+{
+	pool_unlock(p);
+	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old_mask, NULL, sizeof(old_mask));
+}
+
 static void *pool_alloc(struct pool *p)
 {
 	void *obj = NULL;
-	pool_lock(p);
+	uint64_t mask = pool_enter(p);
 	if (p->free_list) {
 		obj = p->free_list;
 		p->free_list = *(void **)obj;
@@ -133,7 +161,7 @@ static void *pool_alloc(struct pool *p)
 			void *c = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
 				       -1, 0);
 			if (c == MAP_FAILED) {
-				pool_unlock(p);
+				pool_leave(p, mask);
 				return NULL;
 			}
 			p->chunk = c;
@@ -143,17 +171,17 @@ static void *pool_alloc(struct pool *p)
 		obj = p->chunk + p->used;
 		p->used += (p->size + 63) & ~(size_t)63;
 	}
-	pool_unlock(p);
+	pool_leave(p, mask);
 	memset(obj, 0, p->size);
 	return obj;
 }
 
 static void pool_free(struct pool *p, void *obj)
 {
-	pool_lock(p);
+	uint64_t mask = pool_enter(p);
 	*(void **)obj = p->free_list;
 	p->free_list = obj;
-	pool_unlock(p);
+	pool_leave(p, mask);
 }
 
 /* --- mutexes ----------------------------------------------------------------- */
@@ -455,11 +483,18 @@ SHIM_EXPORT int pthread_rwlock_destroy(pthread_rwlock_t *rw)
 	} else if (!p) {
 		r = 0; /* never used */
 	} else {
-		r = -rtaccel_rwlock_destroy(p);
-		if (r == 0) {
-			*slot = NULL;
+		/* glibc destroys a lock that is still held or waited for and says
+		 * 0 (POSIX leaves it undefined), and programs rely on it: one whose
+		 * thread exited holding a read lock, say. So does the shim. Such a
+		 * phase-fair lock is forgotten, not reused: a thread may still hold
+		 * or wait on it. The trace reports the misuse. */
+		bool held = rtaccel_rwlock_destroy(p) < 0;
+		*slot = NULL;
+		if (!held)
 			pool_free(&rwlock_pool, p);
-		}
+		if (held && shim_cfg.trace)
+			trace_destroyed_held(rw);
+		r = 0;
 	}
 	if (r == 0 && shim_cfg.trace)
 		trace_destroyed(rw);

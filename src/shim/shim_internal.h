@@ -68,6 +68,8 @@ enum trace_op {
  * t0. released: the caller let go. */
 void trace_created(const void *lock, enum trace_kind kind, const void *pc);
 void trace_destroyed(const void *lock);
+/* The program destroyed lock while it was held or waited for (glibc lets it). */
+void trace_destroyed_held(const void *lock);
 void trace_acquired(const void *lock, enum trace_kind kind, enum trace_op op, const void *pc,
 		    uint64_t t0, uint64_t wait_ns);
 void trace_released(const void *lock, enum trace_kind kind, enum trace_op op, const void *pc);

@@ -43,6 +43,7 @@ struct lock_stat {
 	uint32_t id;
 	uint8_t kind;
 	uint8_t from_init;
+	uint8_t destroyed_held; /* destroyed while held or waited for */
 	const void *created_pc;
 	uint64_t acquisitions, contended, wait_total, wait_max, hold_total, hold_max;
 	uint32_t wait_hist[HIST_BUCKETS], hold_hist[HIST_BUCKETS];
@@ -216,6 +217,15 @@ void trace_destroyed(const void *lock)
 			return;
 		}
 	}
+}
+
+void trace_destroyed_held(const void *lock)
+{
+	if (!T)
+		return;
+	struct lock_stat *s = lookup(lock, KIND_RWLOCK, NULL, false);
+	if (s)
+		__atomic_store_n(&s->destroyed_held, 1, __ATOMIC_RELAXED);
 }
 
 static struct trace_event *new_event(enum event_type type)
@@ -681,11 +691,12 @@ void trace_write_report(void)
 				 s->kind == KIND_MUTEX ? "mutex" : "rwlock",
 				 s->from_init ? "init" : "first_use");
 			w_string(where);
-			w_printf(", \"destroyed\": %s, \"acquisitions\": %llu, \"contended\": %llu, "
+			w_printf(", \"destroyed\": %s, \"destroyed_while_held\": %s, "
+				 "\"acquisitions\": %llu, \"contended\": %llu, "
 				 "\"wait_ns_total\": %llu, \"wait_ns_max\": %llu, "
 				 "\"hold_ns_total\": %llu, \"hold_ns_max\": %llu, "
 				 "\"wait_hist_log2_ns\": ",
-				 (s->key & DEAD) ? "true" : "false",
+				 (s->key & DEAD) ? "true" : "false", s->destroyed_held ? "true" : "false",
 				 (unsigned long long)s->acquisitions, (unsigned long long)s->contended,
 				 (unsigned long long)s->wait_total, (unsigned long long)s->wait_max,
 				 (unsigned long long)s->hold_total, (unsigned long long)s->hold_max);

@@ -340,6 +340,121 @@ static void mutex_across_processes(const struct mutex_kind *k)
 	mutex_free(m);
 }
 
+/* A thread that locks a non-checking mutex it already holds waits for ever
+ * (POSIX: a deadlock); cancelled asynchronously meanwhile, it ends: glibc
+ * lets the cancellation through and runs its cleanup handlers. */
+struct relock {
+	pthread_mutex_t *m;
+	volatile pid_t tid;
+	volatile int cleaned;
+};
+
+static void relock_cleanup(void *arg) { ((struct relock *)arg)->cleaned = 1; }
+
+static void *relock_and_wait(void *arg)
+{
+	struct relock *r = arg;
+	pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, NULL);
+	pthread_cleanup_push(relock_cleanup, r);
+	pthread_mutex_lock(r->m);
+	r->tid = self_tid();
+	pthread_mutex_lock(r->m);
+	pthread_cleanup_pop(0);
+	return NULL;
+}
+
+/* Until thread TID sleeps (in the kernel: the relock's wait). */
+static void until_asleep(pid_t tid)
+{
+	char path[64], stat[256];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	for (int i = 0; i < 5000; i++) {
+		FILE *f = fopen(path, "r");
+		CHECK(f != NULL);
+		char *line = fgets(stat, sizeof(stat), f);
+		fclose(f);
+		const char *state = line ? strrchr(stat, ')') : NULL;
+		if (state && state[2] == 'S')
+			return;
+		sleep_ns(1000000);
+	}
+	CHECK(!"the relocking thread never went to sleep");
+}
+
+static void mutex_relock_cancelled(const struct mutex_kind *k)
+{
+	char key[128];
+	struct relock r = {mutex_new(k), 0, 0};
+	pthread_t t;
+	CHECK_EQ(pthread_create(&t, NULL, relock_and_wait, &r), 0);
+	while (!r.tid)
+		sleep_ns(1000000);
+	until_asleep(r.tid);
+	EXPECT(KEY(key, "mutex.%s.relock_cancel", k->name), pthread_cancel(t), 0);
+	/* a wait the cancellation did not end is a result, not a hang */
+	struct timespec dl = deadline_in(CLOCK_REALTIME, 5 * 1000000000ull);
+	void *ret = NULL;
+	int joined = pthread_timedjoin_np(t, &ret, &dl);
+	record(KEY(key, "mutex.%s.relock_cancelled_ends", k->name), joined);
+	if (joined == 0) {
+		record(KEY(key, "mutex.%s.relock_cancelled_result", k->name), ret == PTHREAD_CANCELED);
+		record(KEY(key, "mutex.%s.relock_cancelled_cleanup_ran", k->name), r.cleaned);
+		mutex_free(r.m); /* held by a thread that is gone: never used again */
+	}
+}
+
+/* Threads cancelled asynchronously at any point while they take, release
+ * and destroy statically initialised locks (their first use is the
+ * interposer's slow path): every other thread's locks go on working. POSIX
+ * promises nothing here (pthread_mutex_lock is not async-cancel-safe), but
+ * glibc's locks keep working and programs rely on it. Each round cancels
+ * after a different delay; a lock that no longer answers is a result (0),
+ * not a hang. */
+static void *cycle_static_locks(void *arg)
+{
+	(void)arg;
+	pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, NULL);
+	for (;;) {
+		pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+		pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
+		pthread_mutex_lock(&m);
+		pthread_mutex_unlock(&m);
+		pthread_mutex_destroy(&m);
+		pthread_rwlock_rdlock(&rw);
+		pthread_rwlock_unlock(&rw);
+		pthread_rwlock_destroy(&rw);
+	}
+	return NULL;
+}
+
+static void *fresh_locks_work(void *arg)
+{
+	(void)arg;
+	pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+	pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
+	int r = pthread_mutex_lock(&m) || pthread_mutex_unlock(&m) || pthread_mutex_destroy(&m) ||
+		pthread_rwlock_wrlock(&rw) || pthread_rwlock_unlock(&rw) || pthread_rwlock_destroy(&rw);
+	return (void *)(intptr_t)(r == 0);
+}
+
+static void async_cancel_anywhere(void)
+{
+	int works = 1;
+	for (int round = 0; round < 200 && works; round++) {
+		pthread_t t;
+		CHECK_EQ(pthread_create(&t, NULL, cycle_static_locks, NULL), 0);
+		sleep_ns(100000 + (uint64_t)(round % 20) * 97000);
+		CHECK_EQ(pthread_cancel(t), 0);
+		CHECK_EQ(pthread_join(t, NULL), 0);
+		pthread_t check;
+		CHECK_EQ(pthread_create(&check, NULL, fresh_locks_work, NULL), 0);
+		struct timespec dl = deadline_in(CLOCK_REALTIME, 2 * 1000000000ull);
+		void *ret = NULL;
+		works = pthread_timedjoin_np(check, &ret, &dl) == 0 && ret == (void *)1;
+	}
+	record("locks.after_async_cancel_anywhere.work", works);
+}
+
 /* --- condition variables -------------------------------------------------------- */
 
 struct cond_case {
@@ -721,6 +836,75 @@ static void rw_signal_past_timeout(const struct rw_kind *k)
 		}
 }
 
+/* A thread that exits holding a lock: POSIX leaves destroying that lock
+ * undefined, glibc destroys it (0), and programs that end threads this way
+ * rely on that; a lock initialised again at the same place works. Held: a
+ * read lock, a write lock, and each of them taken by a timed lock whose wait
+ * a signal handler interrupted (the lock was released while it ran). */
+struct exit_holding {
+	pthread_rwlock_t *rw;
+	bool write, timed;
+	int result;
+};
+
+static void *lock_and_exit(void *arg)
+{
+	struct exit_holding *e = arg;
+	if (!e->timed) {
+		e->result = e->write ? pthread_rwlock_wrlock(e->rw) : pthread_rwlock_rdlock(e->rw);
+		return NULL;
+	}
+	struct timespec dl = deadline_in(CLOCK_MONOTONIC, 1000 * 1000000ull);
+	e->result = e->write ? pthread_rwlock_clockwrlock(e->rw, CLOCK_MONOTONIC, &dl)
+			     : pthread_rwlock_clockrdlock(e->rw, CLOCK_MONOTONIC, &dl);
+	return NULL;
+}
+
+static void rw_exit_holding(const struct rw_kind *k)
+{
+	char key[160];
+	for (int timed = 0; timed < 2; timed++)
+		for (int write = 0; write < 2; write++) {
+			const char *what = write ? "write" : "read";
+			const char *how = timed ? "timed_after_signal" : "plain";
+			pthread_rwlock_t *rw = rw_new(k);
+			struct exit_holding e = {rw, write, timed, -1};
+			pthread_t t;
+			if (timed) {
+				/* held by this thread; the waiter's handler runs while
+				 * it lets go */
+				CHECK_EQ(pthread_rwlock_wrlock(rw), 0);
+				handled = 0;
+				handler_sleep_ns = 50 * 1000000ull;
+				CHECK_EQ(pthread_create(&t, NULL, lock_and_exit, &e), 0);
+				sleep_ns(SHORT_NS);
+				pthread_kill(t, SIGUSR1);
+				sleep_ns(SHORT_NS);
+				CHECK_EQ(pthread_rwlock_unlock(rw), 0);
+			} else {
+				CHECK_EQ(pthread_create(&t, NULL, lock_and_exit, &e), 0);
+			}
+			CHECK_EQ(pthread_join(t, NULL), 0);
+			handler_sleep_ns = 0;
+			EXPECT(KEY(key, "rw.%s.exit_holding_%s.%s.lock", k->name, what, how), e.result, 0);
+			record(KEY(key, "rw.%s.exit_holding_%s.%s.destroy", k->name, what, how),
+			       pthread_rwlock_destroy(rw));
+			if (k->init == 0) {
+				static const pthread_rwlock_t initialiser = PTHREAD_RWLOCK_INITIALIZER;
+				*rw = initialiser;
+			} else {
+				CHECK_EQ(pthread_rwlock_init(rw, NULL), 0);
+			}
+			EXPECT(KEY(key, "rw.%s.exit_holding_%s.%s.reused", k->name, what, how),
+			       pthread_rwlock_wrlock(rw), 0);
+			EXPECT(KEY(key, "rw.%s.exit_holding_%s.%s.reused_unlock", k->name, what, how),
+			       pthread_rwlock_unlock(rw), 0);
+			EXPECT(KEY(key, "rw.%s.exit_holding_%s.%s.reused_destroy", k->name, what, how),
+			       pthread_rwlock_destroy(rw), 0);
+			munmap(rw, sizeof(*rw));
+		}
+}
+
 /* POSIX, with SCHED_FIFO threads: a reader does not get the lock if a writer
  * holds it or writers of higher or equal priority wait for it; otherwise it
  * does. glibc's default rwlock lets every reader in while no writer holds the
@@ -826,6 +1010,8 @@ int main(void)
 		const struct mutex_kind *k = &mutex_kinds[i];
 		mutex_basics(k);
 		mutex_signal_during_wait(k);
+		if (!kind_checked(k))
+			mutex_relock_cancelled(k);
 		if (k->pshared)
 			mutex_across_processes(k);
 		cond_with(k, CLOCK_REALTIME);
@@ -834,8 +1020,11 @@ int main(void)
 	for (size_t i = 0; i < sizeof(rw_kinds) / sizeof(rw_kinds[0]); i++) {
 		rw_basics(&rw_kinds[i]);
 		rw_signal_past_timeout(&rw_kinds[i]);
+		rw_exit_holding(&rw_kinds[i]);
 		rw_reader_priority(&rw_kinds[i]);
 	}
+	/* last: its thousands of short-lived locks fill the trace's table */
+	async_cancel_anywhere();
 	fflush(stdout);
 	if (failures) {
 		fprintf(stderr, "posix_conformance: %d results differ from POSIX\n", failures);
