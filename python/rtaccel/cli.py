@@ -217,14 +217,18 @@ def cmd_shim(args) -> int:
     modes = [m for m, on in (("trace", args.trace), ("pi", args.pi),
                              ("phase-fair", args.phase_fair), ("boost", args.boost)) if on]
     try:
-        status = locks.run_under_shim(command, modes, args.out, args.ceiling,
+        if not command:
+            raise locks.LockToolError("no command given (rtaccel shim [OPTIONS] -- CMD ...)")
+        folder = locks.new_run_folder(command, args.out) if args.trace else None
+        status = locks.run_under_shim(command, modes, folder, args.ceiling,
                                       bwlock=args.bwlock, bwlock_threshold=args.bwlock_threshold)
     except locks.LockToolError as err:
         print(f"rtaccel shim: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if args.trace:
-        print(f"# rtaccel shim: lock traces in {args.out}/ "
-              f"(rtaccel lockstat {args.out}; open *.trace.json in ui.perfetto.dev)",
+    if folder is not None:
+        traced = len(locks.traces_in(folder))
+        print(f"# rtaccel shim: {traced} process{'es' if traced != 1 else ''} traced, in {folder}/ "
+              f"(rtaccel lockstat {folder}; open its *.trace.json in ui.perfetto.dev)",
               file=sys.stderr)
     return status
 
@@ -700,8 +704,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="phase-fair rwlocks with priority boosting (implies --phase-fair)")
     p.add_argument("--ceiling", type=_ceiling, default=0,
                    help="SCHED_FIFO priority of boosted threads (default 98)")
-    p.add_argument("--out", default="rtaccel-shim",
-                   help="folder for the trace files (rtaccel-shim)")
+    p.add_argument("--out", default=None,
+                   help="with --trace: the run's folder, new or empty (default: a new folder "
+                        "per run under rtaccel-shim/, named after the time and the program)")
     p.add_argument("--bwlock", nargs="?", const="default", default=None, metavar="NAME",
                    help="hold bandwidth lock NAME (default: default) during the program's GPU "
                         "segments, so that `rtaccel isolate regulate` throttles best-effort "
@@ -712,7 +717,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_shim)
 
     p = sub.add_parser("lockstat", help="summarise traces written by `rtaccel shim --trace`")
-    p.add_argument("files", nargs="+", help="rtaccel-shim.PID.json files or folders of them")
+    p.add_argument("files", nargs="+",
+                   help="a run's folder (or rtaccel-shim/: its newest run) or rtaccel-shim.PID.json "
+                        "files")
     p.add_argument("--top", type=_positive_int, default=10, help="locks and functions shown (10)")
     p.add_argument("--json", action="store_true", help="print the merged reports as JSON")
     p.set_defaults(func=cmd_lockstat)

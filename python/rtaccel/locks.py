@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 LIB_DIR = Path(__file__).resolve().parent / "lib"
@@ -61,34 +62,105 @@ def shim_environment(modes: list[str], out_dir: str | None = None, ceiling: int 
     return env
 
 
-def run_under_shim(command: list[str], modes: list[str], out_dir: str, ceiling: int = 0,
+TRACE_BASE = "rtaccel-shim"
+RUN_FILE = "run.json"
+
+
+def traces_in(folder: Path) -> list[Path]:
+    """The per-process summaries in one run's folder."""
+    return sorted(f for f in folder.glob("rtaccel-shim.*.json") if not f.name.endswith(".trace.json"))
+
+
+def new_run_folder(command: list[str], out: str | None) -> Path:
+    """The folder one traced run writes: OUT, which must hold no other run's
+    traces, or a new one under rtaccel-shim/ named after the time and the
+    program (rtaccel-shim/20261124-101502-xz/, -2 after it in the same
+    second), so that runs never mix."""
+    if out is not None:
+        folder = Path(out)
+        if folder.exists() and not folder.is_dir():
+            raise LockToolError(f"--out {out}: not a folder")
+        if folder.is_dir() and (traces_in(folder) or (folder / RUN_FILE).exists()):
+            raise LockToolError(f"--out {out}: holds the traces of another run; name a new "
+                                f"folder, or leave --out out (each run gets its own folder "
+                                f"under {TRACE_BASE}/)")
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    program = "".join(c if c.isalnum() or c in "._-" else "_" for c in Path(command[0]).name)
+    Path(TRACE_BASE).mkdir(exist_ok=True)
+    for n in range(1, 1000):
+        folder = Path(TRACE_BASE) / (f"{stamp}-{program}" + (f"-{n}" if n > 1 else ""))
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:
+            continue
+    raise LockToolError(f"{TRACE_BASE}/: no free name for a run folder")
+
+
+def run_under_shim(command: list[str], modes: list[str], out_dir: str | Path | None, ceiling: int = 0,
                    bwlock: str | None = None, bwlock_threshold: int = 0) -> int:
-    """Runs command under the interposer; returns its exit status (128+N for signal N)."""
+    """Runs command under the interposer; returns its exit status (128+N for
+    signal N). With "trace" among the modes, out_dir is the run's folder
+    (new_run_folder): the traces of every process of the run, and run.json
+    (the command, the modes, when it started, its exit status)."""
     if not command:
         raise LockToolError("no command given (rtaccel shim [OPTIONS] -- CMD ...)")
-    Path(out_dir).mkdir(parents=True, exist_ok=True)
     env = shim_environment(modes, out_dir, ceiling, bwlock=bwlock,
                            bwlock_threshold=bwlock_threshold)
+    started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
     try:
         proc = subprocess.run(command, env=env)
+        status = 128 - proc.returncode if proc.returncode < 0 else proc.returncode
     except FileNotFoundError:
         print(f"rtaccel shim: {command[0]}: command not found", file=sys.stderr)
-        return 127
+        status = 127
     except PermissionError:
         print(f"rtaccel shim: {command[0]}: permission denied", file=sys.stderr)
-        return 126
-    if proc.returncode < 0:
-        return 128 - proc.returncode
-    return proc.returncode
+        status = 126
+    if "trace" in modes and out_dir is not None:
+        run = {"format": "rtaccel-shim-run", "version": 1, "command": command, "modes": modes,
+               "started": started, "exit_status": status}
+        (Path(out_dir) / RUN_FILE).write_text(json.dumps(run, indent=1) + "\n")
+    return status
+
+
+def _run_started(folder: Path) -> str:
+    """When the run in folder started (run.json), for ordering runs."""
+    try:
+        return str(json.loads((folder / RUN_FILE).read_text()).get("started", ""))
+    except (OSError, ValueError, AttributeError):
+        return ""
+
+
+def resolve_run(path: Path) -> tuple[Path, str | None]:
+    """The run folder that PATH names: PATH itself when it holds traces; the
+    newest run under it when it holds run folders (rtaccel-shim/), with a
+    line that says which one was taken."""
+    if traces_in(path):
+        return path, None
+    runs = [d for d in path.iterdir() if d.is_dir() and traces_in(d)]
+    if not runs:
+        return path, None
+    runs.sort(key=lambda d: (_run_started(d), d.stat().st_mtime, d.name))
+    note = None
+    if len(runs) > 1:
+        note = (f"# {runs[-1]}: the newest of {len(runs)} runs in {path} "
+                f"(name another run's folder to read it)")
+    return runs[-1], note
 
 
 def load_lockstat(paths: list[str]) -> list[dict]:
-    """Reads interposer summaries: files, or folders holding rtaccel-shim.*.json."""
+    """Reads interposer summaries: files, a run's folder, or a folder of runs
+    (rtaccel-shim/: its newest run)."""
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            files += sorted(f for f in p.glob("rtaccel-shim.*.json")
-                            if not f.name.endswith(".trace.json"))
+            run, note = resolve_run(p)
+            if note:
+                print(note, file=sys.stderr)
+            files += traces_in(run)
         else:
             files.append(p)
     if not files:

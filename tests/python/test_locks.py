@@ -98,6 +98,35 @@ def test_trace_summary_timeline_and_lockstat(tmp_path):
     assert "rwlock" in r.stdout and "rwlock_wrlock#" in r.stdout
 
 
+def test_each_traced_run_has_a_folder_of_its_own(tmp_path):
+    """Runs traced from one folder never mix: each writes a new folder under
+    rtaccel-shim/ with its command and exit status, says where, and
+    lockstat on rtaccel-shim/ reads the newest run alone, naming it."""
+    first = rtaccel("shim", "--trace", "--", "ls", "/nonexistent", cwd=tmp_path)
+    assert first.returncode == 2, first.stderr
+    second = rtaccel("shim", "--trace", "--", str(LOCKDEMO), "reader-starvation",
+                     "--duration-ms", "50", cwd=tmp_path)
+    assert second.returncode == 0, second.stderr
+    runs = sorted((tmp_path / "rtaccel-shim").iterdir(), key=lambda d: d.stat().st_mtime)
+    assert [d.name.split("-", 2)[2] for d in runs] == ["ls", "rtaccel-lockdemo"]
+    for run, result, status in zip(runs, (first, second), (2, 0)):
+        meta = json.loads((run / "run.json").read_text())
+        assert meta["format"] == "rtaccel-shim-run" and meta["exit_status"] == status
+        assert meta["modes"] == ["trace"]
+        assert f"1 process traced, in rtaccel-shim/{run.name}/" in result.stderr
+        assert len(list(run.glob("rtaccel-shim.*[0-9].json"))) == 1
+
+    newest = rtaccel("lockstat", "rtaccel-shim", cwd=tmp_path)
+    assert newest.returncode == 0, newest.stderr
+    assert "rtaccel-lockdemo" in newest.stdout and "ls /nonexistent" not in newest.stdout
+    assert f"{runs[1].name}: the newest of 2 runs" in newest.stderr
+    older = rtaccel("lockstat", str(runs[0]))
+    assert older.returncode == 0 and "ls /nonexistent" in older.stdout
+
+    again = rtaccel("shim", "--trace", "--out", str(runs[0]), "--", "true")
+    assert again.returncode == 2 and "holds the traces of another run" in again.stderr
+
+
 def test_lockstat_refuses_bad_files(tmp_path):
     bad = tmp_path / "rtaccel-shim.1.json"
     bad.write_text("{not json")
