@@ -1,6 +1,10 @@
 /* A member killed inside a job does not stall the others: a gang waiting
- * behind it, and a gang parked under it, get the lock within 100 ms of the
- * kill, and the removal is reported. */
+ * behind it, and a gang parked under it, get the lock soon after the kill,
+ * and the removal is reported. Blocked threads look for dead members every
+ * 20 ms (docs/isolate.md, where the measured times are): the test allows
+ * two seconds, a hundred times that, so that a loaded host cannot fail it;
+ * without recovery the lock would never come. */
+#define RECOVERED_WITHIN_NS (2000ull * 1000 * 1000)
 #include "rtaccel/isolate.h"
 #include "test_util.h"
 
@@ -77,7 +81,7 @@ int main(void)
 	pid_t holder = spawn_holder("doomed", 40);
 	uint64_t waited = begin_after_kill_of(holder);
 	printf("waiting gang got the lock %.1f ms after its holder was killed\n", (double)waited / 1e6);
-	CHECK(waited < 100 * 1000 * 1000);
+	CHECK(waited < RECOVERED_WITHIN_NS);
 	CHECK_EQ(rtaccel_gang_job_end(), 0);
 
 	/* 2. Parked under a higher gang that dies: this thread is in a job
@@ -107,7 +111,7 @@ int main(void)
 	CHECK(ts.last_park_end_ns > kill_at);
 	waited = ts.last_park_end_ns - kill_at;
 	printf("parked gang resumed %.1f ms after the gang over it was killed\n", (double)waited / 1e6);
-	CHECK(waited < 100 * 1000 * 1000);
+	CHECK(waited < RECOVERED_WITHIN_NS);
 	CHECK_EQ(rtaccel_gang_job_end(), 0);
 
 	struct rtaccel_gang_status st;

@@ -3,6 +3,8 @@
  * holds no boosting lock any more - after nested holds released out of order,
  * after a try-lock, after a timed wait that gave up, for SCHED_OTHER (with its
  * nice value) and SCHED_RR threads. Needs SCHED_FIFO rights. */
+#include <stdatomic.h>
+
 #include "rtaccel/lock.h"
 #include "test_util.h"
 
@@ -102,12 +104,14 @@ struct waiter_plan {
 	rtaccel_rwlock_t *l;
 	int write;
 	int policy, prio, nice;
+	_Atomic pid_t tid; /* set by the waiter before it asks for the lock */
 };
 
 static void *waiter(void *arg)
 {
 	struct waiter_plan *p = arg;
 	set_self(p->policy, p->prio, p->nice);
+	atomic_store(&p->tid, self_tid());
 	struct attrs before = attrs_of(0);
 	CHECK_EQ(p->write ? rtaccel_rwlock_wrlock(p->l) : rtaccel_rwlock_rdlock(p->l), 0);
 	CHECK(is_boosted(0)); /* it had to wait, so it holds at the ceiling */
@@ -136,8 +140,13 @@ static void scenario(const char *name, struct holder_plan hp, struct waiter_plan
 	CHECK_EQ(pthread_create(&t1, NULL, waiter, &w1), 0);
 	wait_until_boosted(holder_tid, 1);
 	if (hp.two_locks) {
+		/* the second waiter waits on l2 before l1 is released: made sure
+		 * of, since the holder must stay boosted for it */
+		atomic_store(&w2.tid, 0);
 		CHECK_EQ(pthread_create(&t2, NULL, waiter, &w2), 0);
-		sleep_ns(50 * 1000000ull);
+		while (!atomic_load(&w2.tid))
+			sleep_ns(1000000);
+		until_asleep(atomic_load(&w2.tid));
 	}
 	sem_post(&go_release_1);
 	sem_wait(&released);
@@ -182,10 +191,10 @@ int main(void)
 	sem_init(&released, 0, 0);
 	sem_init(&holder_ready, 0, 0);
 
-	struct waiter_plan wr1 = {&l1, 1, SCHED_FIFO, 10, 0};
-	struct waiter_plan rd1 = {&l1, 0, SCHED_FIFO, 20, 0};
-	struct waiter_plan wr2 = {&l2, 1, SCHED_OTHER, 0, 0};
-	struct waiter_plan rd2 = {&l2, 0, SCHED_FIFO, 30, 0};
+	struct waiter_plan wr1 = {&l1, 1, SCHED_FIFO, 10, 0, 0};
+	struct waiter_plan rd1 = {&l1, 0, SCHED_FIFO, 20, 0, 0};
+	struct waiter_plan wr2 = {&l2, 1, SCHED_OTHER, 0, 0, 0};
+	struct waiter_plan rd2 = {&l2, 0, SCHED_FIFO, 30, 0, 0};
 	scenario("reader SCHED_OTHER nice 5, writer waits",
 		 (struct holder_plan){SCHED_OTHER, 0, 5, READ, READ, 0}, wr1, wr1);
 	scenario("writer SCHED_RR 5, reader waits",

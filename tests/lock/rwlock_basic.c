@@ -5,11 +5,16 @@
 
 static rtaccel_rwlock_t lock = RTACCEL_RWLOCK_INITIALIZER;
 
-static void *take_write_briefly(void *arg)
+static volatile int write_held, write_release;
+
+/* Holds the write lock from another thread until told to let go. */
+static void *hold_write(void *arg)
 {
 	(void)arg;
 	CHECK_EQ(rtaccel_rwlock_wrlock(&lock), 0);
-	sleep_ns(300 * 1000000ull);
+	write_held = 1;
+	while (!write_release)
+		sleep_ns(1000000);
 	CHECK_EQ(rtaccel_rwlock_unlock(&lock), 0);
 	return NULL;
 }
@@ -90,10 +95,12 @@ int main(void)
 
 	/* A blocked timed reader that gives up does not hold back the next writer. */
 	pthread_t w;
-	CHECK_EQ(pthread_create(&w, NULL, take_write_briefly, NULL), 0);
-	sleep_ns(50 * 1000000ull);
+	CHECK_EQ(pthread_create(&w, NULL, hold_write, NULL), 0);
+	while (!write_held)
+		sleep_ns(1000000);
 	struct timespec dl = deadline_in(CLOCK_MONOTONIC, 20 * 1000000ull);
 	CHECK_EQ(rtaccel_rwlock_clockrdlock(&lock, CLOCK_MONOTONIC, &dl), -ETIMEDOUT);
+	write_release = 1;
 	CHECK_EQ(pthread_join(w, NULL), 0);
 	CHECK_EQ(rtaccel_rwlock_wrlock(&lock), 0);
 	CHECK_EQ(rtaccel_rwlock_unlock(&lock), 0);

@@ -4,11 +4,15 @@
  * writer, as does every SCHED_OTHER reader (phase fairness). A writer that
  * has drained the ordinary readers still waits for the gate's, and the lock
  * is whole after all of it. Needs SCHED_FIFO: skipped without it. */
+#include <stdatomic.h>
+#include <stdbool.h>
+
 #include "rtaccel/lock.h"
 #include "test_util.h"
 
 static rtaccel_rwlock_t lock;
-static volatile int writer_in, writer_started;
+static volatile int writer_in;
+static _Atomic pid_t writer_tid;
 
 /* Explicitly, also for SCHED_OTHER: a thread inherits its creator's policy,
  * and with boosting the creator (a read holder) runs at the ceiling. */
@@ -22,7 +26,7 @@ static void *writer(void *arg)
 {
 	(void)arg;
 	set_fifo(10);
-	writer_started = 1;
+	atomic_store(&writer_tid, self_tid());
 	CHECK_EQ(rtaccel_rwlock_wrlock(&lock), 0);
 	writer_in = 1;
 	CHECK_EQ(rtaccel_rwlock_unlock(&lock), 0);
@@ -31,9 +35,9 @@ static void *writer(void *arg)
 
 struct reader_case {
 	int priority; /* 0: SCHED_OTHER */
-	uint64_t hold_ns;
+	bool hold;    /* until release is set */
 	int result;   /* of a 100 ms timed read lock */
-	volatile int inside;
+	volatile int inside, release;
 };
 
 static void *reader(void *arg)
@@ -44,7 +48,8 @@ static void *reader(void *arg)
 	c->result = -rtaccel_rwlock_clockrdlock(&lock, CLOCK_MONOTONIC, &dl);
 	if (c->result == 0) {
 		c->inside = 1;
-		sleep_ns(c->hold_ns);
+		while (c->hold && !c->release)
+			sleep_ns(1000000);
 		c->inside = 0;
 		CHECK_EQ(rtaccel_rwlock_unlock(&lock), 0);
 	}
@@ -73,17 +78,20 @@ static void scenario(uint32_t flags)
 {
 	struct rtaccel_lock_attr attr = {flags, 0};
 	CHECK_EQ(rtaccel_rwlock_init(&lock, &attr), 0);
-	writer_in = writer_started = 0;
+	writer_in = 0;
+	atomic_store(&writer_tid, 0);
 
-	/* An ordinary reader holds; a SCHED_FIFO 10 writer waits for it. */
+	/* An ordinary reader holds; a SCHED_FIFO 10 writer waits for it (asleep
+	 * in the lock: made sure of, not waited for). */
 	CHECK_EQ(rtaccel_rwlock_rdlock(&lock), 0);
 	pthread_t w;
 	CHECK_EQ(pthread_create(&w, NULL, writer, NULL), 0);
-	while (!writer_started)
+	while (!atomic_load(&writer_tid))
 		sleep_ns(1000000);
-	sleep_ns(20 * 1000000ull);
+	until_asleep(atomic_load(&writer_tid));
 
-	struct reader_case other = {0, 0, -1, 0}, equal = {10, 0, -1, 0}, higher = {20, 0, -1, 0};
+	struct reader_case other = {.priority = 0, .result = -1}, equal = {.priority = 10, .result = -1},
+			   higher = {.priority = 20, .result = -1};
 	CHECK_EQ(run(try_reader, &other), EBUSY);   /* phase fairness */
 	CHECK_EQ(run(try_reader, &equal), EBUSY);   /* POSIX: equal priority waits */
 	CHECK_EQ(run(try_reader, &higher), 0);      /* POSIX: higher priority enters */
@@ -91,16 +99,17 @@ static void scenario(uint32_t flags)
 	CHECK_EQ(run(reader, &higher), 0);
 
 	/* A higher reader inside the gate when the ordinary reader leaves: the
-	 * writer, drained, waits for it too. */
-	struct reader_case holder = {20, 60 * 1000000ull, -1, 0};
+	 * writer, drained, waits for it too, as long as it holds. */
+	struct reader_case holder = {.priority = 20, .hold = true, .result = -1};
 	pthread_t h;
 	CHECK_EQ(pthread_create(&h, NULL, reader, &holder), 0);
 	while (!holder.inside && holder.result != ETIMEDOUT)
 		sleep_ns(1000000);
 	CHECK_EQ(holder.result, 0);
 	CHECK_EQ(rtaccel_rwlock_unlock(&lock), 0);
-	sleep_ns(20 * 1000000ull);
-	CHECK(holder.inside && !writer_in); /* the writer waits at the gate */
+	sleep_ns(20 * 1000000ull); /* the writer's chance to get in wrongly */
+	CHECK(holder.inside && !writer_in); /* it waits at the gate */
+	holder.release = 1;
 	CHECK_EQ(pthread_join(h, NULL), 0);
 	CHECK_EQ(pthread_join(w, NULL), 0);
 	CHECK(writer_in);

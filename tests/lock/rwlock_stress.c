@@ -97,14 +97,24 @@ static void *worker(void *arg)
 	return NULL;
 }
 
+/* The workers run DURATION_NS, and on until both reads and writes have
+ * happened (a loaded host may not have run them all yet). */
+static void stop_after(uint64_t duration_ns)
+{
+	sleep_ns(duration_ns);
+	while (!__atomic_load_n(&S->reads, __ATOMIC_RELAXED) ||
+	       !__atomic_load_n(&S->writes, __ATOMIC_RELAXED))
+		sleep_ns(10 * 1000000ull);
+	__atomic_store_n(&S->stop, 1, __ATOMIC_RELAXED);
+}
+
 static void run_threads(int n, uint64_t duration_ns, int salt)
 {
 	pthread_t *t = calloc((size_t)n, sizeof(*t));
 	CHECK(t != NULL);
 	for (int i = 0; i < n; i++)
 		CHECK_EQ(pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)(i + 1 + salt)), 0);
-	sleep_ns(duration_ns);
-	__atomic_store_n(&S->stop, 1, __ATOMIC_RELAXED);
+	stop_after(duration_ns);
 	for (int i = 0; i < n; i++)
 		CHECK_EQ(pthread_join(t[i], NULL), 0);
 	free(t);
@@ -158,8 +168,7 @@ int main(void)
 			_exit(0);
 		}
 	}
-	sleep_ns(700 * 1000000ull);
-	__atomic_store_n(&S->stop, 1, __ATOMIC_RELAXED);
+	stop_after(700 * 1000000ull);
 	for (int k = 0; k < 4; k++) {
 		int status;
 		CHECK_EQ(waitpid(kids[k], &status, 0), kids[k]);

@@ -82,6 +82,29 @@ static inline void watchdog(unsigned seconds)
 
 static inline pid_t self_tid(void) { return (pid_t)syscall(SYS_gettid); }
 
+/* Until thread TID (self_tid() of a thread of this process) sleeps in the
+ * kernel: for a thread that has just called a lock another one holds, until
+ * it waits in the lock's queue. How a test lines waiters up in a known order
+ * by construction, not by guessing how long they take to get there. Fails
+ * after 10 s. */
+static inline void until_asleep(pid_t tid)
+{
+	char path[64], stat[256];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	for (int i = 0; i < 10000; i++) {
+		FILE *f = fopen(path, "r");
+		CHECK(f != NULL);
+		char *line = fgets(stat, sizeof(stat), f);
+		fclose(f);
+		const char *state = line ? strrchr(stat, ')') : NULL;
+		if (state && state[1] == ' ' && state[2] == 'S')
+			return;
+		sleep_ns(1000000);
+	}
+	fprintf(stderr, "thread %d never went to sleep\n", (int)tid);
+	exit(T_FAIL);
+}
+
 /* fork() for tests: the child is killed when the test process dies, however
  * it ends (a failed CHECK, a crash, the watchdog), so that no child outlives
  * its test, keeps running stopped, or holds the test's output open. The

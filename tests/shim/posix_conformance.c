@@ -363,24 +363,6 @@ static void *relock_and_wait(void *arg)
 	return NULL;
 }
 
-/* Until thread TID sleeps (in the kernel: the relock's wait). */
-static void until_asleep(pid_t tid)
-{
-	char path[64], stat[256];
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
-	for (int i = 0; i < 5000; i++) {
-		FILE *f = fopen(path, "r");
-		CHECK(f != NULL);
-		char *line = fgets(stat, sizeof(stat), f);
-		fclose(f);
-		const char *state = line ? strrchr(stat, ')') : NULL;
-		if (state && state[2] == 'S')
-			return;
-		sleep_ns(1000000);
-	}
-	CHECK(!"the relocking thread never went to sleep");
-}
-
 static void mutex_relock_cancelled(const struct mutex_kind *k)
 {
 	char key[128];
