@@ -223,6 +223,23 @@ static void names_add(struct names *s, const char *kind, const char *name)
 	s->n++;
 }
 
+static void names_free(struct names *s)
+{
+	for (int i = 0; i < s->n; i++)
+		free(s->v[i]);
+	free(s->v);
+	*s = (struct names){0};
+}
+
+/* qsort and bsearch want a real array even when it is empty */
+static void names_sort(struct names *s, int (*cmp)(const void *, const void *))
+{
+	if (s->n > 1)
+		qsort(s->v, (size_t)s->n, sizeof(char *), cmp);
+}
+
+static bool names_has(const struct names *s, char *const *name);
+
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
@@ -297,7 +314,7 @@ static struct names snapshot(void)
 	cgroup2_root(root, sizeof(root));
 	if (root[0])
 		walk(&s, "cgroup", root, 4, true);
-	qsort(s.v, (size_t)s.n, sizeof(char *), cmp_str);
+	names_sort(&s, cmp_str);
 	return s;
 }
 
@@ -458,6 +475,11 @@ static bool remove_left(const char *entry)
 	return true;
 }
 
+static bool names_has(const struct names *s, char *const *name)
+{
+	return s->n > 0 && bsearch(name, s->v, (size_t)s->n, sizeof(char *), cmp_str) != NULL;
+}
+
 static int longer_first(const void *a, const void *b)
 {
 	size_t la = strlen(*(char *const *)a), lb = strlen(*(char *const *)b);
@@ -470,32 +492,32 @@ static int left_behind(const struct names *before, const struct names *after, co
 {
 	struct names fresh = {0};
 	for (int i = 0; i < after->n; i++)
-		if (!bsearch(&after->v[i], before->v, (size_t)before->n, sizeof(char *), cmp_str))
+		if (!names_has(before, &after->v[i]))
 			names_add(&fresh, NULL, after->v[i]);
 	/* the deepest cgroup first: a parent goes only once its children have */
-	qsort(fresh.v, (size_t)fresh.n, sizeof(char *), longer_first);
+	names_sort(&fresh, longer_first);
 	int left = 0;
 	for (int i = 0; i < fresh.n; i++) {
 		if (remove_left(fresh.v[i])) {
 			fprintf(stderr, "%s: %s left %s behind: removed\n", prog, test, fresh.v[i]);
 			left++;
 		}
-		free(fresh.v[i]);
 	}
-	free(fresh.v);
+	names_free(&fresh);
 	return left;
 }
 
 static int write_snapshot(const char *file)
 {
-	struct names s = snapshot();
 	FILE *f = fopen(file, "we");
 	if (!f) {
 		fprintf(stderr, "%s: %s: %s\n", prog, file, strerror(errno));
 		return EXIT_USAGE;
 	}
+	struct names s = snapshot();
 	for (int i = 0; i < s.n; i++)
 		fprintf(f, "%s\n", s.v[i]);
+	names_free(&s);
 	return fclose(f) == 0 ? 0 : EXIT_USAGE;
 }
 
@@ -517,9 +539,12 @@ static int check_snapshot(const char *file)
 		names_add(&before, line, space + 1);
 	}
 	fclose(f);
-	qsort(before.v, (size_t)before.n, sizeof(char *), cmp_str);
+	names_sort(&before, cmp_str);
 	struct names after = snapshot();
-	return left_behind(&before, &after, "the tests") ? EXIT_LEFT_BEHIND : 0;
+	int left = left_behind(&before, &after, "the tests");
+	names_free(&before);
+	names_free(&after);
+	return left ? EXIT_LEFT_BEHIND : 0;
 }
 
 /* ---- one test ----------------------------------------------------------------- */
@@ -621,7 +646,9 @@ static int run_test(char **argv, unsigned timeout_s, unsigned grace_ms, bool res
 	if (resources) {
 		struct names after = snapshot();
 		left += left_behind(&before, &after, test);
+		names_free(&after);
 	}
+	names_free(&before);
 	if (result == 0 && left)
 		return EXIT_LEFT_BEHIND;
 	return result;

@@ -421,6 +421,13 @@ static void *fresh_locks_work(void *arg)
 
 static void async_cancel_anywhere(void)
 {
+#if defined(__SANITIZE_ADDRESS__)
+	/* The sanitizer's interceptors around every lock call are not
+	 * async-cancel-safe: a cancellation landing inside one corrupts the
+	 * sanitizer's own thread state, whatever the interposer does. */
+	fprintf(stderr, "posix_conformance: async_cancel_anywhere not run under AddressSanitizer\n");
+	return;
+#endif
 	int works = 1;
 	for (int round = 0; round < 200 && works; round++) {
 		pthread_t t;
