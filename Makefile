@@ -10,7 +10,7 @@ FUZZ_SECONDS ?= 30
 CMAKE_COMMON := -G Ninja -DRTACCEL_WERROR=ON -DPython_EXECUTABLE=$(PYTHON) -DPYBIND11_FINDPYTHON=ON
 
 .PHONY: all setup build build-asan build-fuzz run test test-unit test-asan test-fuzz test-python test-wheel \
-	test-rdma clean
+	test-rdma gpu-bundle clean
 
 all: build
 
@@ -75,6 +75,12 @@ test-wheel: setup
 # is a skip, said with its reason.
 test-rdma: build
 	tools/testbed/rdma.sh || [ $$? -eq 77 ]
+
+# What the GPU campaign (tools/gpu/campaign.sh) runs from on a machine with a
+# GPU: programs, the Python package built for Python 3.12 (PY312, else one
+# found), the libraries the GPU image may lack; checked in a clean environment.
+gpu-bundle: build
+	tools/gpu/bundle.sh
 
 test: test-unit test-asan test-fuzz test-python test-wheel test-rdma
 

@@ -18,7 +18,7 @@ import rtaccel
 
 from rtaccel import _core
 from rtaccel import analysis as rta
-from rtaccel import accel, locks, runner
+from rtaccel import accel, locks, realtime, runner
 
 EXIT_OK, EXIT_UNSCHEDULABLE, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -908,6 +908,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="preemptions per kernel (100)")
     p.set_defaults(func=cmd_calibrate)
 
+    p = sub.add_parser("realtime", help="whether real-time priorities are allowed here, why not, "
+                                         "and the remedy root can apply")
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    p.add_argument("--pid", type=_positive_int, default=None,
+                   help="where root can grant real-time priorities, grant them to process PID too "
+                        "(a shell: `rtaccel realtime --pid $$`), and so to what it starts")
+    p.set_defaults(func=cmd_realtime)
+
     p = sub.add_parser("demo", help="the main job: the Autoware reference system under "
                                     "ros2, picas and paam, compared")
     p.add_argument("--duration", type=_seconds, default=40.0, help="seconds per policy (40)")
@@ -918,8 +926,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def cmd_realtime(args) -> int:
+    before = realtime.diagnose()
+    after = before if before.allowed else realtime.ensure(quiet=args.json,
+                                                          also=(args.pid,) if args.pid else ())
+    if args.json:
+        print(json.dumps({"allowed": after.allowed, "granted": after.allowed and not before.allowed,
+                          "reason": before.reason}))
+    elif after.allowed:
+        print("real-time priorities: allowed" + ("" if before.allowed else " (granted: see above)"))
+    return EXIT_OK if after.allowed else 1
+
+
+# Commands that start real-time work: before them, real-time priorities are
+# made available where root can, or their absence is said once.
+REALTIME_COMMANDS = {"server", "run", "demo", "bench", "lockdemo", "isolate", "calibrate", "shim"}
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in REALTIME_COMMANDS and not {"-h", "--help"} & set(argv):
+        realtime.ensure()
     if argv and argv[0] == "server":
         return cmd_server(argv[1:])
     args = build_parser().parse_args(argv)

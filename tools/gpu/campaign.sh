@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# The GPU campaign: every CUDA path of rtaccel, run on a machine with a GPU
+# from the bundle `make gpu-bundle` makes (build-gpu/bundle), in two parts of
+# under 9 minutes each. Each step has its own time limit and records its own
+# result or error (tools/gpu/record.py); none stops the campaign.
+#
+#   tools/gpu/campaign.sh PART OUT [BUNDLE]
+#
+# PART 1: the cuda backend's tests, the runtime's locks per call and under
+#         contention, the interposer's cost per launch, priority inversion
+#         plain and under --pi, cross-priority preemption (PAAM Table I)
+# PART 2: request overhead cuda beside cpu, case study 1 under ros2, picas
+#         and paam with the bound, CUDA graphs against eager launches
+#         (PyTorch), BWLOCK++ on the GPU (copies and kernels beside memory
+#         hogs, unregulated and under the bandwidth lock)
+#
+# OUT gets partPART.tar.gz (every step's JSON and files), summary-partPART.md
+# and results-partPART.json: few files, as a remote run can bring back.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+PART=${1:?usage: campaign.sh PART OUT [BUNDLE]}
+OUT=${2:?usage: campaign.sh PART OUT [BUNDLE]}
+B=$(cd "${3:-build-gpu/bundle}" && pwd) || exit 2
+BUDGET_S=${CAMPAIGN_BUDGET_S:-510}
+
+W=$(mktemp -d /tmp/rtaccel-campaign.XXXXXX)/part$PART
+mkdir -p "$W" "$OUT"
+export HOME=$W/home PYTHONUNBUFFERED=1
+mkdir -p "$HOME"
+export PATH="$B/bin:$PATH" PYTHONPATH="$B" LD_LIBRARY_PATH="$B/libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+LIB=$B/rtaccel/lib
+START=$(date +%s)
+
+# step NAME TIMEOUT CMD...: skipped once the part's budget is spent
+step() {
+	local name=$1 timeout=$2
+	shift 2
+	local left=$((BUDGET_S - ($(date +%s) - START)))
+	if [ "$left" -lt 10 ]; then
+		python3 "$ROOT/tools/gpu/record.py" step "$W" "$name" 1 -- \
+			"echo 'not run: the part had used its ${BUDGET_S} s' >&2; exit 1"
+		return
+	fi
+	[ "$timeout" -le "$left" ] || timeout=$left
+	python3 "$ROOT/tools/gpu/record.py" step "$W" "$name" "$timeout" -- "$@"
+}
+
+env_step() {
+	nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+	nvcc --version | tail -1
+	python3 -c 'import platform, torch; print("python", platform.python_version(), "torch", torch.__version__, "cuda", torch.version.cuda)'
+	uname -r; nproc; cat "$B/commit.txt"
+	cat /proc/self/cgroup
+}
+
+# The hogs' cores: 2..13 (core 0 runs the GPU task), fewer on a small machine.
+N=$(nproc)
+HOG_FIRST=$((N > 2 ? 2 : 1))
+HOG_LAST=$((N - 1 < 13 ? N - 1 : 13))
+
+# A memory hog (sequential writes over 64 MiB) on each hog core for S
+# seconds, each through WRAP (empty, or the regulator's run-be).
+hogs() {
+	local seconds=$1 wrap=${2:-}
+	for c in $(seq "$HOG_FIRST" "$HOG_LAST"); do
+		$wrap taskset -c "$c" "$LIB/rtaccel-membench" write --size 64M --duration "$seconds" >/dev/null 2>&1 &
+	done
+}
+
+bwlock_corun() {
+	hogs 20
+	sleep 1
+	"$LIB/rtaccel-cuda-bench" jobs --seconds 15 --mb 64 --period-ms 50 --core 0
+	local rc=$?
+	wait
+	return $rc
+}
+
+bwlock_regulated() {
+	"$LIB/rtaccel-isolate" regulate --cores "$HOG_FIRST-$HOG_LAST" --meter cpu-time --bwlock campaign \
+		--duration 24 --summary "$W/regulator.json" &
+	local reg=$!
+	sleep 1
+	hogs 20 "$LIB/rtaccel-isolate run-be --"
+	sleep 1
+	rtaccel shim --bwlock campaign -- "$LIB/rtaccel-cuda-bench" jobs --seconds 15 --mb 64 --period-ms 50 --core 0
+	local rc=$?
+	wait
+	# the lock and the regulator's region are named objects: gone with the run
+	rm -f /dev/shm/rtaccel-bwlock.campaign /dev/shm/rtaccel-regulator.campaign
+	return $rc
+}
+
+case_study() {
+	local rc=0
+	for p in ros2 picas paam; do
+		rtaccel run "$B/examples/paam_case_study_1_cuda.yaml" --policy $p --duration 30 \
+			--out "$W/cuda-$p" --quiet || rc=1
+	done
+	rtaccel compare "$W/cuda-ros2" "$W/cuda-picas" "$W/cuda-paam" || rc=1
+	rtaccel report "$W/cuda-ros2" "$W/cuda-picas" "$W/cuda-paam" --out "$W/report" >/dev/null || rc=1
+	return $rc
+}
+
+export -f env_step hogs bwlock_corun bwlock_regulated case_study
+export B W LIB HOG_FIRST HOG_LAST
+
+echo "campaign part $PART: bundle $B, work folder $W"
+# Real-time priorities for this shell and all it starts, where root can
+# grant them (the GPU machine's cgroup has no real-time budget).
+rtaccel realtime --pid $$ --json >"$W/realtime-grant.out" 2>&1
+cat "$W/realtime-grant.out"
+step realtime 20 "cat $W/realtime-grant.out; rtaccel realtime --json"
+step environment 30 env_step
+case $PART in
+1)
+	step cuda_tests 180 "$B/tests/accel_server_tests" --gtest_filter='*Cuda*:Direct*' --gtest_brief=1
+	step lock_usage 60 "rtaccel shim --trace --out $W/trace-1 -- $B/tests/cuda_locks 1 20 >/dev/null && rtaccel lockstat $W/trace-1 --json"
+	step lock_contention 90 "rtaccel shim --trace --out $W/trace-64 -- $B/tests/cuda_locks 64 20 >/dev/null && rtaccel lockstat $W/trace-64 --json"
+	step launch_plain 60 "$LIB/rtaccel-cuda-bench" launch --iterations 20000
+	step launch_shim 60 rtaccel shim -- "$LIB/rtaccel-cuda-bench" launch --iterations 20000
+	step launch_shim_trace 90 rtaccel shim --trace --out "$W/trace-launch" -- "$LIB/rtaccel-cuda-bench" launch --iterations 20000
+	step launch_contention_64 90 "$LIB/rtaccel-cuda-bench" launch --threads 64 --iterations 2000
+	step inversion_plain 45 rtaccel shim -- "$LIB/rtaccel-cuda-inversion" --seconds 20
+	step inversion_pi 45 rtaccel shim --pi -- "$LIB/rtaccel-cuda-inversion" --seconds 20
+	step preemption 150 rtaccel bench preemption --backend cuda --iterations 200 --json
+	;;
+2)
+	step request_overhead_cuda 60 rtaccel bench request-overhead --backend cuda --requests 5000 --json
+	step request_overhead_cpu 60 rtaccel bench request-overhead --backend cpu --requests 5000 --json
+	step case_study_1_cuda 200 case_study
+	step cuda_graphs 150 python3 "$B/bench/cuda_graphs.py" --inferences 500 --json
+	step bwlock_solo 30 "$LIB/rtaccel-cuda-bench" jobs --seconds 15 --mb 64 --period-ms 50 --core 0
+	step bwlock_corun 40 bwlock_corun
+	step bwlock_regulated 45 bwlock_regulated
+	;;
+*) echo "campaign.sh: PART is 1 or 2" >&2; exit 2 ;;
+esac
+
+python3 "$ROOT/tools/gpu/record.py" summary "$W" "rtaccel GPU campaign, part $PART"
+cp "$W/summary.md" "$OUT/summary-part$PART.md"
+cp "$W/results.json" "$OUT/results-part$PART.json"
+tar -C "$(dirname "$W")" -czf "$OUT/part$PART.tar.gz" "part$PART"
+echo "campaign part $PART: $(( $(date +%s) - START )) s; $OUT/summary-part$PART.md"
