@@ -188,8 +188,13 @@ void fill_request(const char* service, uint32_t n, void* buffer, uint32_t cap) {
 int preemption(rtaccel_client* c, int iterations, bool gpu, bool json) {
   const KernelCase cpu_cases[] = {
       {"matmul", 48, 256}, {"reduction", 100000, 8000000}, {"vecadd", 50000, 4000000}, {"histogram", 50000, 4000000}};
+  // The GPU's low kernels are as large as a request buffer allows
+  // (RTACCEL_MAX_BUFFER, 64 MiB): two 2048x2048 matrices, 16 M floats, or
+  // two vectors of 8 M.
+  static_assert(2ull * 2048 * 2048 * sizeof(float) <= RTACCEL_MAX_BUFFER - 4096, "matmul request too large");
+  static_assert(16000000ull * sizeof(float) <= RTACCEL_MAX_BUFFER - 4096, "reduction request too large");
   const KernelCase gpu_cases[] = {
-      {"matmul", 64, 4096}, {"reduction", 100000, 64000000}, {"vecadd", 100000, 32000000}, {"histogram", 100000, 64000000}};
+      {"matmul", 64, 2048}, {"reduction", 100000, 16000000}, {"vecadd", 100000, 8000000}, {"histogram", 100000, 16000000}};
   const KernelCase* cases = gpu ? gpu_cases : cpu_cases;
   if (json) printf("{\n  \"version\": 1,\n  \"benchmark\": \"preemption\",\n  \"iterations\": %d,\n  \"kernels\": {\n", iterations);
   else printf("# cross-bucket preemption delay, %d iterations per kernel\n", iterations);

@@ -58,12 +58,19 @@ int register_desc(rtaccel_client* c, const rtaccel_registration_desc& d, rtaccel
 
 // --- the server process --------------------------------------------------------
 
+// The server beside the build, or in RTACCEL_LIB_DIR (the GPU campaign runs
+// these tests from a bundle, away from the build that made them).
+std::string server_bin() {
+  const char* dir = getenv("RTACCEL_LIB_DIR");
+  return dir && *dir ? std::string(dir) + "/rtaccel-server" : std::string(RTACCEL_SERVER_BIN);
+}
+
 class ServerProcess {
  public:
   explicit ServerProcess(std::vector<std::string> args) {
     static int counter = 0;
     socket_ = "/tmp/rtaccel-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++) + ".sock";
-    args.insert(args.begin(), {RTACCEL_SERVER_BIN, "--socket", socket_});
+    args.insert(args.begin(), {server_bin(), "--socket", socket_});
     core::SpawnOptions options;
     options.ready_handshake = true;
     auto child = core::Child::spawn(args, options);
@@ -277,7 +284,7 @@ class RawClient {
 // --- tests -----------------------------------------------------------------------
 
 TEST(Server, ListsItsBackends) {
-  FILE* p = popen(RTACCEL_SERVER_BIN " --list-backends", "r");
+  FILE* p = popen((server_bin() + " --list-backends").c_str(), "r");
   ASSERT_TRUE(p);
   char buf[4096] = {};
   size_t n = fread(buf, 1, sizeof(buf) - 1, p);
@@ -288,12 +295,12 @@ TEST(Server, ListsItsBackends) {
 }
 
 TEST(Server, BadArgumentsAreRefusedClearly) {
-  FILE* p = popen(RTACCEL_SERVER_BIN " --levels 0 2>&1", "r");
+  FILE* p = popen((server_bin() + " --levels 0 2>&1").c_str(), "r");
   char buf[4096] = {};
   size_t n = fread(buf, 1, sizeof(buf) - 1, p);
   EXPECT_EQ(WEXITSTATUS(pclose(p)), 2);
   EXPECT_NE(std::string(buf, n).find("bad --levels"), std::string::npos);
-  p = popen(RTACCEL_SERVER_BIN " --socket /tmp/rtaccel-x.sock --device 4000 2>&1", "r");
+  p = popen((server_bin() + " --socket /tmp/rtaccel-x.sock --device 4000 2>&1").c_str(), "r");
   n = fread(buf, 1, sizeof(buf) - 1, p);
   EXPECT_EQ(WEXITSTATUS(pclose(p)), 1);
   EXPECT_NE(std::string(buf, n).find("core 4000 does not exist"), std::string::npos) << std::string(buf, n);
@@ -810,7 +817,7 @@ TEST(Server, ThousandClientsDyingAtRandomLeakNothing) {
 // --- OpenCL ----------------------------------------------------------------------
 
 bool opencl_device_found() {
-  FILE* p = popen(RTACCEL_SERVER_BIN " --list-backends", "r");
+  FILE* p = popen((server_bin() + " --list-backends").c_str(), "r");
   char buf[4096] = {};
   size_t n = fread(buf, 1, sizeof(buf) - 1, p);
   pclose(p);
@@ -887,7 +894,7 @@ TEST(OpenCl, ServerServicesAreCorrect) {
 // --- CUDA --------------------------------------------------------------------------
 
 std::string cuda_line() {
-  FILE* p = popen(RTACCEL_SERVER_BIN " --list-backends", "r");
+  FILE* p = popen((server_bin() + " --list-backends").c_str(), "r");
   char buf[4096] = {};
   size_t n = fread(buf, 1, sizeof(buf) - 1, p);
   pclose(p);
@@ -930,7 +937,7 @@ TEST(Cuda, TheBackendIsBuiltAndSaysWhatItFound) {
   } else {
     std::printf("no CUDA device here: %s\n", line.c_str());
     // The server refuses the backend with the reason instead of starting.
-    FILE* p = popen(RTACCEL_SERVER_BIN " --backend cuda --socket /tmp/rtaccel-no-gpu.sock 2>&1", "r");
+    FILE* p = popen((server_bin() + " --backend cuda --socket /tmp/rtaccel-no-gpu.sock 2>&1").c_str(), "r");
     ASSERT_TRUE(p);
     char buf[1024] = {};
     const size_t n = fread(buf, 1, sizeof(buf) - 1, p);

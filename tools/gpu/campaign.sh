@@ -14,6 +14,7 @@
 #         (PyTorch), BWLOCK++ on the GPU (copies and kernels beside memory
 #         hogs, unregulated and under the bandwidth lock)
 #
+# CAMPAIGN_STEPS="NAME ..." runs those steps of the part alone (a re-run).
 # OUT gets partPART.tar.gz (every step's JSON and files), summary-partPART.md
 # and results-partPART.json: few files, as a remote run can bring back.
 set -uo pipefail
@@ -32,10 +33,14 @@ export PATH="$B/bin:$PATH" PYTHONPATH="$B" LD_LIBRARY_PATH="$B/libs${LD_LIBRARY_
 LIB=$B/rtaccel/lib
 START=$(date +%s)
 
-# step NAME TIMEOUT CMD...: skipped once the part's budget is spent
+# step NAME TIMEOUT CMD...: skipped once the part's budget is spent, or
+# when CAMPAIGN_STEPS (names, space-separated) does not name it
 step() {
 	local name=$1 timeout=$2
 	shift 2
+	if [ -n "${CAMPAIGN_STEPS:-}" ] && [[ " $CAMPAIGN_STEPS realtime environment " != *" $name "* ]]; then
+		return
+	fi
 	local left=$((BUDGET_S - ($(date +%s) - START)))
 	if [ "$left" -lt 10 ]; then
 		python3 "$ROOT/tools/gpu/record.py" step "$W" "$name" 1 -- \
@@ -115,7 +120,7 @@ step realtime 20 "cat $W/realtime-grant.out; rtaccel realtime --json"
 step environment 30 env_step
 case $PART in
 1)
-	step cuda_tests 180 "$B/tests/accel_server_tests" --gtest_filter='*Cuda*:Direct*' --gtest_brief=1
+	step cuda_tests 180 env RTACCEL_LIB_DIR="$LIB" "$B/tests/accel_server_tests" --gtest_filter='*Cuda*:Direct*' --gtest_brief=1
 	step lock_usage 60 "rtaccel shim --trace --out $W/trace-1 -- $B/tests/cuda_locks 1 20 >/dev/null && rtaccel lockstat $W/trace-1 --json"
 	step lock_contention 90 "rtaccel shim --trace --out $W/trace-64 -- $B/tests/cuda_locks 64 20 >/dev/null && rtaccel lockstat $W/trace-64 --json"
 	step launch_plain 60 "$LIB/rtaccel-cuda-bench" launch --iterations 20000
@@ -124,6 +129,8 @@ case $PART in
 	step launch_contention_64 90 "$LIB/rtaccel-cuda-bench" launch --threads 64 --iterations 2000
 	step inversion_plain 45 rtaccel shim -- "$LIB/rtaccel-cuda-inversion" --seconds 20
 	step inversion_pi 45 rtaccel shim --pi -- "$LIB/rtaccel-cuda-inversion" --seconds 20
+	# the runtime's rwlocks too: phase-fair, their holders boosted
+	step inversion_pi_boost 45 rtaccel shim --pi --boost -- "$LIB/rtaccel-cuda-inversion" --seconds 20
 	step preemption 150 rtaccel bench preemption --backend cuda --iterations 200 --json
 	;;
 2)
