@@ -131,13 +131,19 @@ int main(int argc, char** argv) {
   g_stop.store(true);
   for (auto& t : threads) t.join();
   std::sort(launch_us.begin(), launch_us.end());
+  // the maximum is one event: how often a launch waited about a hog's burst says more
+  auto over = [&](double us) {
+    return size_t(launch_us.end() - std::upper_bound(launch_us.begin(), launch_us.end(), us));
+  };
   auto at = [&](double q) { return launch_us.empty() ? 0.0 : launch_us[size_t(q * double(launch_us.size() - 1))]; };
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   int runtime = 0;
   cudaRuntimeGetVersion(&runtime);
   printf("{\"device\": \"%s\", \"cuda_runtime\": %d, \"copiers\": %d, \"hogs\": %d, \"burst_ms\": %d, "
-         "\"launches\": %zu, \"launch_p50_us\": %.2f, \"launch_p99_us\": %.2f, \"launch_max_us\": %.2f}\n",
-         prop.name, runtime, copiers, hogs, burst_ms, launch_us.size(), at(0.5), at(0.99), at(1.0));
+         "\"launches\": %zu, \"launch_p50_us\": %.2f, \"launch_p99_us\": %.2f, \"launch_max_us\": %.2f, "
+         "\"launches_over_1ms\": %zu, \"launches_over_half_burst\": %zu}\n",
+         prop.name, runtime, copiers, hogs, burst_ms, launch_us.size(), at(0.5), at(0.99), at(1.0), over(1000.0),
+         over(burst_ms * 500.0));
   return 0;
 }

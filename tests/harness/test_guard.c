@@ -127,6 +127,10 @@ static int list_processes(struct proc **out)
 
 /* The live descendants of ROOT (zombies are dead: they only wait to be
  * reaped), into *out; the count. */
+/* A process the sweep leaves alone with its children (--spare): a helper
+ * the test runner itself keeps for its whole session. */
+static pid_t spared = -1;
+
 static int descendants(pid_t root, struct proc **out)
 {
 	struct proc *all;
@@ -138,6 +142,8 @@ static int descendants(pid_t root, struct proc **out)
 		grew = false;
 		for (int i = 0; i < n; i++) {
 			if (mine[i])
+				continue;
+			if (all[i].pid == spared)
 				continue;
 			bool parent_mine = all[i].ppid == root;
 			for (int j = 0; j < n && !parent_mine; j++)
@@ -658,7 +664,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: %s [--timeout S] [--grace MS] [--resources] COMMAND [ARG...]\n"
-		"       %s --snapshot FILE | --check FILE | --sweep PID [--grace MS]\n",
+		"       %s --snapshot FILE | --check FILE | --sweep PID [--grace MS] [--spare PID]\n",
 		prog, prog);
 	exit(EXIT_USAGE);
 }
@@ -693,8 +699,14 @@ int main(int argc, char **argv)
 			return check_snapshot(argv[i + 1]);
 		} else if (strcmp(argv[i], "--sweep") == 0 && i + 1 < argc) {
 			pid_t root = (pid_t)number(argv[++i]);
-			if (i + 2 < argc && strcmp(argv[i + 1], "--grace") == 0)
-				grace_ms = number(argv[i + 2]);
+			for (; i + 2 < argc; i += 2) {
+				if (strcmp(argv[i + 1], "--grace") == 0)
+					grace_ms = number(argv[i + 2]);
+				else if (strcmp(argv[i + 1], "--spare") == 0)
+					spared = (pid_t)number(argv[i + 2]);
+				else
+					usage();
+			}
 			char what[32];
 			snprintf(what, sizeof(what), "process %d", (int)root);
 			return sweep(root, grace_ms, what) ? EXIT_LEFT_BEHIND : 0;

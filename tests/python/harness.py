@@ -24,6 +24,7 @@ import pathlib
 import signal
 import subprocess
 import tempfile
+from multiprocessing import resource_tracker
 
 import pytest
 
@@ -41,6 +42,15 @@ def pytest_configure(config):
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         raise pytest.UsageError("prctl(PR_SET_CHILD_SUBREAPER): "
                                 + os.strerror(ctypes.get_errno()))
+    # multiprocessing's resource tracker, started by the first test that
+    # spawns, serves the whole session: started now, it is the session's,
+    # and the sweep after each test spares it.
+    global RESOURCE_TRACKER
+    resource_tracker.ensure_running()
+    RESOURCE_TRACKER = getattr(resource_tracker._resource_tracker, "_pid", None)
+
+
+RESOURCE_TRACKER = None
 
 
 class FailedOnPurpose(Exception):
@@ -78,7 +88,8 @@ def nothing_left_behind(request):
             signal.setitimer(signal.ITIMER_REAL, fail_ms / 1000.0)
         yield
         signal.setitimer(signal.ITIMER_REAL, 0)
-        swept = _guard("--sweep", str(os.getpid()), "--grace", "5000")
+        spare = ["--spare", str(RESOURCE_TRACKER)] if RESOURCE_TRACKER else []
+        swept = _guard("--sweep", str(os.getpid()), "--grace", "5000", *spare)
         _reap()
         checked = _guard("--check", snapshot)
         report = (swept.stderr + checked.stderr).replace(

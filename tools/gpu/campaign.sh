@@ -120,17 +120,27 @@ step realtime 20 "cat $W/realtime-grant.out; rtaccel realtime --json"
 step environment 30 env_step
 case $PART in
 1)
-	step cuda_tests 180 env RTACCEL_LIB_DIR="$LIB" "$B/tests/accel_server_tests" --gtest_filter='*Cuda*:Direct*' --gtest_brief=1
+	step cuda_tests 180 env RTACCEL_LIB_DIR="$LIB" RTACCEL_CUDA_MODULE="$LIB/librtaccel_cuda.so" "$B/tests/accel_server_tests" --gtest_filter='*Cuda*:Direct*' --gtest_brief=1
 	step lock_usage 60 "rtaccel shim --trace --out $W/trace-1 -- $B/tests/cuda_locks 1 20 >/dev/null && rtaccel lockstat $W/trace-1 --json"
 	step lock_contention 90 "rtaccel shim --trace --out $W/trace-64 -- $B/tests/cuda_locks 64 20 >/dev/null && rtaccel lockstat $W/trace-64 --json"
 	step launch_plain 60 "$LIB/rtaccel-cuda-bench" launch --iterations 20000
 	step launch_shim 60 rtaccel shim -- "$LIB/rtaccel-cuda-bench" launch --iterations 20000
 	step launch_shim_trace 90 rtaccel shim --trace --out "$W/trace-launch" -- "$LIB/rtaccel-cuda-bench" launch --iterations 20000
 	step launch_contention_64 90 "$LIB/rtaccel-cuda-bench" launch --threads 64 --iterations 2000
-	step inversion_plain 45 rtaccel shim -- "$LIB/rtaccel-cuda-inversion" --seconds 20
-	step inversion_pi 45 rtaccel shim --pi -- "$LIB/rtaccel-cuda-inversion" --seconds 20
-	# the runtime's rwlocks too: phase-fair, their holders boosted
-	step inversion_pi_boost 45 rtaccel shim --pi --boost -- "$LIB/rtaccel-cuda-inversion" --seconds 20
+	# each twice: the worst launch is one event
+	for run in 1 2; do
+		step inversion_plain_$run 30 rtaccel shim -- "$LIB/rtaccel-cuda-inversion" --seconds 15
+		step inversion_pi_$run 30 rtaccel shim --pi -- "$LIB/rtaccel-cuda-inversion" --seconds 15
+		# the runtime's rwlocks too: phase-fair, their holders boosted
+		step inversion_pi_boost_$run 30 rtaccel shim --pi --boost -- "$LIB/rtaccel-cuda-inversion" --seconds 15
+	done
+	# which lock the launching thread waited on, and for how long
+	step inversion_traced 45 "rtaccel shim --trace --out $W/trace-inversion -- $LIB/rtaccel-cuda-inversion --seconds 15 && rtaccel lockstat $W/trace-inversion --json --top 8"
+	step inversion_traced_pi_boost 45 "rtaccel shim --trace --pi --boost --out $W/trace-inversion-boost -- $LIB/rtaccel-cuda-inversion --seconds 15 && rtaccel lockstat $W/trace-inversion-boost --json --top 8"
+	# the long waits are rare: a minute each, with twice the copiers
+	step inversion_long_plain 75 rtaccel shim -- "$LIB/rtaccel-cuda-inversion" --seconds 60 --copiers 8
+	step inversion_long_pi 75 rtaccel shim --pi -- "$LIB/rtaccel-cuda-inversion" --seconds 60 --copiers 8
+	step inversion_long_pi_boost 75 rtaccel shim --pi --boost -- "$LIB/rtaccel-cuda-inversion" --seconds 60 --copiers 8
 	step preemption 150 rtaccel bench preemption --backend cuda --iterations 200 --json
 	;;
 2)
