@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/realtime.h"
 #include "rtaccel/accel.h"
 #include "rtaccel/requests.h"
 
@@ -338,7 +339,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "rtaccel-accel-bench: --wait must be suspend or spin\n");
     return 2;
   }
-  mlockall(MCL_CURRENT | MCL_FUTURE);
+  rtaccel_lock_memory();  // where it cannot starve later thread stacks
   if (what == "timer-latency") return timer_latency(count > 0 ? count : 2000, json);
   rtaccel_client* c;
   if (int err = rtaccel_client_connect(socket_path.empty() ? nullptr : socket_path.c_str(), &c)) {

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/realtime.h"
 
 #define MAX_THREADS 8
 #define RUN_NS (200 * 1000)   /* the high gang's job */
@@ -375,7 +376,7 @@ int main(int argc, char **argv)
 	}
 	struct sched_param sp = {.sched_priority = 20};
 	int realtime = sched_setscheduler(0, SCHED_FIFO, &sp) == 0;
-	mlockall(MCL_CURRENT | MCL_FUTURE);
+	rtaccel_lock_memory(); /* where it cannot starve later thread stacks */
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	int err = rtaccel_gang_lock_create_private(&lock);
 	if (sh == MAP_FAILED || err) {

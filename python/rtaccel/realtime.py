@@ -133,6 +133,6 @@ def ensure(who: str = "rtaccel", quiet: bool = False, also: tuple[int, ...] = ()
                           "the machine's real-time budget", file=sys.stderr)
                 return Verdict(True, verdict.reason + "; granted: moved to the root cgroup")
     if not quiet:
-        print(f"{who}: {NO_RT_NOTE}: {verdict.reason}; critical work runs at nice -20 where "
-              "allowed, best-effort work at nice 19", file=sys.stderr)
+        print(f"{who}: {NO_RT_NOTE}: {verdict.reason}; critical work runs at the best priority "
+              "allowed (nice -20 where it may)", file=sys.stderr)
     return verdict

@@ -43,8 +43,13 @@ def load_calibration() -> dict | None:
     there but unreadable is an error: silently ignoring it would give bounds
     below the machine's real overheads."""
     path = calibration_path()
-    if not path.exists():
+    try:
+        path.stat()
+    except FileNotFoundError:
         return None
+    except OSError as err:  # a HOME that is not this user's, for one
+        raise RunError(f"{path}: cannot be read ({err.strerror}); set RTACCEL_CALIBRATION, or HOME "
+                       "to a folder of this user's") from err
     try:
         doc = json.loads(path.read_text())
         eps, kappa = float(doc["epsilon_us"]), float(doc["kappa_us"])
@@ -194,7 +199,8 @@ def format_compare(summaries: list[dict]) -> str:
                          "# paam: A CRITICAL CHAIN EXCEEDED ITS BOUND (marked '!'): a bug in the "
                          "model or the runtime")
         if not s.get("realtime", True):
-            lines.append(f"# {_label(s)}: executors ran without SCHED_FIFO (no permission)")
+            lines.append(f"# {_label(s)}: executors ran without SCHED_FIFO (refused): "
+                         "no real-time priority, the bounds do not apply to this run")
     return "\n".join(lines)
 
 

@@ -14,6 +14,7 @@
 
 #include "core/clock.h"
 #include "core/futex.h"
+#include "core/realtime.h"
 #include "rtaccel/net.h"
 
 namespace rtaccel::exec {
@@ -298,11 +299,9 @@ void Bridge::deliver_loop(uint32_t h) {
 
 Status Bridge::run() {
   state_->pid = getpid();
-  sched_param param{};
-  param.sched_priority = 1;
-  realtime_ = sched_setscheduler(0, SCHED_FIFO, &param) == 0;
+  realtime_ = rtaccel_fifo_or_best(1) == 1;
   state_->realtime = realtime_ ? 1 : 0;
-  mlockall(MCL_CURRENT | MCL_FUTURE);
+  rtaccel_lock_memory();
   if (Status st = connect_all(); !st) return st;
   if (Status st = open_channels(); !st) return st;
   state_->status.store(static_cast<uint32_t>(ExecutorStatus::kReady), std::memory_order_release);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/futex.h"
+#include "core/realtime.h"
 #include "rtaccel/lock.h"
 
 namespace rtaccel::exec {
@@ -297,10 +298,8 @@ Status Executor::run() {
   if (sched_setaffinity(0, sizeof(set), &set) != 0)
     return Status::os_error("executor '" + ex.name + "': cannot pin to core " + std::to_string(ex.core), errno);
   // Threads created below inherit the policy and priority.
-  sched_param param{};
-  param.sched_priority = ex.priority;
-  state_->realtime = sched_setscheduler(0, SCHED_FIFO, &param) == 0 ? 1 : 0;
-  mlockall(MCL_CURRENT | MCL_FUTURE);
+  state_->realtime = rtaccel_fifo_or_best(ex.priority) == 1 ? 1 : 0;
+  rtaccel_lock_memory();  // where it cannot starve later allocations; the runner says what was refused
 
   PathConfig pc;
   pc.workload = &w_;

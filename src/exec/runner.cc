@@ -31,6 +31,7 @@
 #include "core/daemon.h"
 #include "exec/shared.h"
 #include "core/futex.h"
+#include "core/realtime.h"
 #include "rtaccel/analysis.hpp"
 #include "rtaccel/exec.hpp"
 #include "rtaccel/isolate.h"
@@ -627,6 +628,7 @@ Status Run::start_private_server() {
   const std::string binary = o_.server_binary.empty() ? self_dir() + "/rtaccel-server" : o_.server_binary;
   auto args = server_args(s_.w, socket_);
   args.insert(args.begin(), binary);
+  if (!rtaccel_fifo_allowed(1)) args.push_back("--no-fifo");  // the server would say so, in its log
   if (o_.policy != Policy::kPaam) {
     // ros2 and picas: only requests from other nodes come here, served in
     // arrival order as a service node would serve them.
@@ -888,7 +890,8 @@ Status Run::wait_until_ready() {
   }
   for (size_t e = 0; e < s_.w.executors.size(); ++e) realtime_ = realtime_ && shared_.executor(e)->realtime;
   if (!realtime_)
-    fprintf(stderr, "rtaccel run: warning: no permission for SCHED_FIFO; executors run at normal priority\n");
+    fprintf(stderr, "rtaccel run: no real-time priority (SCHED_FIFO refused): executors run at nice -20 where "
+                    "allowed; the results are marked, and the analysis' bounds do not apply to them\n");
   auto* header = shared_.header();
   header->start_ns = core::monotonic_ns() + 50 * kMs;
   header->go.store(1, std::memory_order_release);

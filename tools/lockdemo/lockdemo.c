@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/realtime.h"
 
 #define MAX_SAMPLES 4096
 
@@ -282,7 +283,7 @@ int main(int argc, char **argv)
 		else
 			return usage();
 	}
-	mlockall(MCL_CURRENT | MCL_FUTURE);
+	rtaccel_lock_memory(); /* where it cannot starve later thread stacks */
 	int r;
 	uint64_t duration_ns = (uint64_t)duration_ms * 1000000ull;
 	if (!strcmp(scenario, "reader-starvation"))

@@ -13,6 +13,7 @@
 
 #include "accel/server.h"
 #include "core/daemon.h"
+#include "core/realtime.h"
 #include "rtaccel/accel.h"
 
 namespace {
@@ -184,9 +185,15 @@ int main(int argc, char** argv) {
   // Page faults in a worker would be latency; keep everything resident.
   // (Not under AddressSanitizer, whose shadow memory is terabytes of reserve.)
 #if !defined(__SANITIZE_ADDRESS__)
-  if (mlockall(MCL_CURRENT | MCL_FUTURE) < 0 && options.verbose)
-    fprintf(stderr, "rtaccel-server: mlockall: %s (continuing)\n", strerror(errno));
+  if (int err = rtaccel_lock_memory())
+    rtaccel_say_refused("rtaccel-server", "locking memory", err,
+                        "memory not locked (CAP_IPC_LOCK or an unlimited RLIMIT_MEMLOCK locks it)");
 #endif
+  if (options.fifo_base > 0 && !rtaccel_fifo_allowed(options.fifo_base)) {
+    rtaccel_say_refused("rtaccel-server", "SCHED_FIFO", EPERM,
+                        "workers at SCHED_OTHER (as --no-fifo): no real-time priority, bounds do not apply");
+    options.fifo_base = 0;
+  }
 
   auto created = rtaccel::accel::Server::create(options);
   if (!created) {

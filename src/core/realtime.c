@@ -1,0 +1,65 @@
+/* Real-time privileges, asked for once and degraded gracefully. */
+#include "core/realtime.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+bool rtaccel_fifo_allowed(int priority)
+{
+	int policy;
+	struct sched_param old, want = {.sched_priority = priority};
+	if (pthread_getschedparam(pthread_self(), &policy, &old) != 0)
+		return false;
+	if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &want) != 0)
+		return false;
+	pthread_setschedparam(pthread_self(), policy, &old);
+	return true;
+}
+
+int rtaccel_fifo_or_best(int priority)
+{
+	struct sched_param want = {.sched_priority = priority};
+	if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &want) == 0)
+		return 1;
+	/* nice applies to the calling thread on Linux (its tid) */
+	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), -20);
+	return 0;
+}
+
+/* Whether mlockall(MCL_FUTURE) cannot starve later allocations: an
+ * unlimited RLIMIT_MEMLOCK, or CAP_IPC_LOCK in the effective set. */
+static bool can_lock_all(void)
+{
+	struct rlimit lim;
+	if (getrlimit(RLIMIT_MEMLOCK, &lim) == 0 && lim.rlim_cur == RLIM_INFINITY)
+		return true;
+	FILE *f = fopen("/proc/self/status", "re");
+	if (!f)
+		return false;
+	char line[256];
+	unsigned long long eff = 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "CapEff: %llx", &eff) == 1)
+			break;
+	fclose(f);
+	return eff >> 14 & 1; /* CAP_IPC_LOCK */
+}
+
+int rtaccel_lock_memory(void)
+{
+	if (!can_lock_all())
+		return -EPERM;
+	return mlockall(MCL_CURRENT | MCL_FUTURE) == 0 ? 0 : -errno;
+}
+
+void rtaccel_say_refused(const char *program, const char *what, int err, const char *instead)
+{
+	fprintf(stderr, "%s: %s refused (%s): %s\n", program, what, strerror(err < 0 ? -err : err), instead);
+}

@@ -1,0 +1,39 @@
+/* Real-time privileges, asked for once and degraded gracefully (core, C).
+ *
+ * Containers, sandboxes and users without CAP_SYS_NICE are refused
+ * SCHED_FIFO; without CAP_IPC_LOCK, locking all future memory makes the
+ * next thread stack fail to map (EAGAIN). rtaccel's programs ask through
+ * these functions, so that a refusal costs one line on stderr and the run
+ * goes on, marked as one the analysis' bounds do not cover. */
+#ifndef RTACCEL_CORE_REALTIME_H
+#define RTACCEL_CORE_REALTIME_H
+
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Whether this process may take SCHED_FIFO PRIORITY (asked of the kernel,
+ * the caller's policy put back at once). */
+bool rtaccel_fifo_allowed(int priority);
+
+/* Gives the calling thread SCHED_FIFO PRIORITY; refused, the best it is
+ * allowed instead: SCHED_OTHER at nice -20, else as it was. Returns 1 for
+ * SCHED_FIFO, 0 for the substitute. */
+int rtaccel_fifo_or_best(int priority);
+
+/* Locks the process's memory, now and to come (mlockall), where that cannot
+ * make a later allocation fail: with CAP_IPC_LOCK or an unlimited
+ * RLIMIT_MEMLOCK. Returns 0, or -EPERM (memory left unlocked) or the
+ * error of mlockall. */
+int rtaccel_lock_memory(void);
+
+/* One line on stderr: "PROGRAM: WHAT refused (strerror(ERR)): INSTEAD". */
+void rtaccel_say_refused(const char *program, const char *what, int err, const char *instead);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RTACCEL_CORE_REALTIME_H */

@@ -1,0 +1,71 @@
+"""rtaccel as a user without real-time privileges meets it: SCHED_FIFO and
+memory locking refused (no CAP_SYS_NICE, RLIMIT_RTPRIO 0, no CAP_IPC_LOCK
+and a small RLIMIT_MEMLOCK), a calibration file it may not read. Each
+refusal is one clear line; the run goes on and is marked."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+RTACCEL = [sys.executable, "-m", "rtaccel.cli"]
+
+pytestmark = [pytest.mark.root, pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("setpriv") or not shutil.which("prlimit"),
+    reason="needs root, setpriv and prlimit to take the privileges away")]
+
+
+def unprivileged(args, home, env_extra=None, timeout=120):
+    """ARGS run by root stripped of what real-time work needs, and of the
+    power to read what is not its own."""
+    dropped = "-sys_nice,-ipc_lock,-dac_override,-dac_read_search,-sys_resource"
+    cmd = ["setpriv", "--inh-caps=-all", f"--bounding-set={dropped}", "--",
+           "prlimit", "--rtprio=0", "--memlock=8388608", "--", *args]
+    env = dict(os.environ, HOME=str(home), PYTHONPATH=str(ROOT / "python"))
+    env.pop("RTACCEL_CALIBRATION", None)
+    env.update(env_extra or {})
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def test_the_refusal_and_its_cause_are_said(tmp_path):
+    done = unprivileged([*RTACCEL, "realtime", "--json"], tmp_path)
+    assert done.returncode == 1, done.stderr
+    verdict = json.loads(done.stdout)
+    assert verdict["allowed"] is False and verdict["granted"] is False
+    assert "RLIMIT_RTPRIO is 0" in verdict["reason"], verdict
+
+
+def test_a_run_goes_on_without_real_time_priority_and_is_marked(tmp_path):
+    out = tmp_path / "run"
+    done = unprivileged([*RTACCEL, "run", str(ROOT / "examples" / "quickstart.yaml"),
+                         "--duration", "1", "--out", str(out), "--quiet"], tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and "terminate called" not in done.stderr
+    # one line from the command, one from the runner, each naming the refusal
+    assert "no real-time priority" in done.stderr, done.stderr
+    assert "bounds do not apply" in done.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["realtime"] is False
+    assert "bounds do not apply to this run" in done.stdout
+    # the server, started without SCHED_FIFO workers, did not lock memory it may not
+    assert "locking memory refused" in (out / "server.log").read_text()
+
+
+def test_an_unreadable_calibration_is_a_clear_error(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    (locked / "calibration.json").write_text("{}")
+    locked.chmod(0)
+    try:
+        done = unprivileged([*RTACCEL, "analyze", str(ROOT / "examples" / "quickstart.yaml")],
+                            tmp_path, {"RTACCEL_CALIBRATION": str(locked / "calibration.json")})
+    finally:
+        locked.chmod(0o700)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    assert "cannot be read (Permission denied)" in done.stderr, done.stderr
