@@ -1,4 +1,5 @@
-# rtaccel: `make run` runs the main job, `make test` runs everything CI checks.
+# rtaccel: `make run` runs the main job, `make test` runs everything CI checks,
+# `make check` the fast part of it while you work.
 # Both install what they need first (tools/setup.sh, idempotent).
 SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
@@ -9,7 +10,7 @@ JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 30
 CMAKE_COMMON := -G Ninja -DRTACCEL_WERROR=ON -DPython_EXECUTABLE=$(PYTHON) -DPYBIND11_FINDPYTHON=ON
 
-.PHONY: all setup build build-asan build-fuzz run test test-unit test-asan test-fuzz test-python test-wheel \
+.PHONY: all setup build build-asan build-fuzz run check test test-unit test-asan test-fuzz test-python test-wheel \
 	test-rdma gpu-bundle clean
 
 all: build
@@ -38,6 +39,13 @@ run: build
 test-unit: build
 	ctest --test-dir build --output-on-failure -j $(JOBS)
 
+# The edit-build-test loop: the unit and integration tests that are not
+# slow (ctest labels; pytest's slow marker), about three minutes here.
+# `make test` stays the complete check CI runs.
+check: build
+	ctest --test-dir build --output-on-failure -j $(JOBS) -L 'unit|integration' -LE slow
+	cd tests/python && $(PYTHON) -m pytest -q -rs -m 'not slow'
+
 test-asan: build-asan
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir build-asan --output-on-failure -j $(JOBS)
@@ -63,7 +71,7 @@ test-fuzz: build-fuzz
 	  -print_final_stats=0 -artifact_prefix=build-fuzz/ build-fuzz/net-corpus 2>&1 | tail -n 3
 
 test-python: build
-	cd tests/python && $(PYTHON) -m pytest -q
+	cd tests/python && $(PYTHON) -m pytest -q -rs
 
 # pip install . into a fresh virtualenv (a wheel built by CMake through
 # scikit-build-core), then rtaccel used from outside the checkout.
