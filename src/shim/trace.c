@@ -33,6 +33,10 @@
 #define MAX_LOCKS 16384
 #define HIST_BUCKETS 40 /* log2 of nanoseconds: up to ~18 minutes */
 #define MAX_EVENTS (1 << 17)
+/* Once the timeline is full, events this long still go in, to a reserve of
+ * their own: in a long run the waits and calls worth looking at come late. */
+#define LONG_EVENT_NS 1000000
+#define MAX_LONG_EVENTS 4096
 #define MAX_PATTERNS 2048
 #define PATTERN_OPS 16
 #define PATTERN_FRAMES 24
@@ -84,10 +88,12 @@ struct pattern {
 struct trace_tables {
 	struct lock_stat locks[MAX_LOCKS];
 	struct trace_event events[MAX_EVENTS];
+	struct trace_event long_events[MAX_LONG_EVENTS];
 	struct pattern patterns[MAX_PATTERNS];
 	struct api_stat apis[SHIM_CUDA_API_MAX];
 	uint32_t next_id;
 	uint64_t event_count;
+	uint64_t long_event_count; /* taken from long_events */
 	uint64_t wait_count;
 	uint64_t untracked_ops;
 	uint64_t start_ns;
@@ -228,15 +234,29 @@ void trace_destroyed_held(const void *lock)
 		__atomic_store_n(&s->destroyed_held, 1, __ATOMIC_RELAXED);
 }
 
-static struct trace_event *new_event(enum event_type type)
+/* A slot of the timeline for an event of DUR_NS, or NULL when it is full
+ * and the event is short. */
+static struct trace_event *new_event(enum event_type type, uint64_t dur_ns)
 {
 	uint64_t e = __atomic_fetch_add(&T->event_count, 1, __ATOMIC_RELAXED);
-	if (e >= MAX_EVENTS)
-		return NULL;
-	struct trace_event *ev = &T->events[e];
-	ev->type = (uint8_t)type;
-	ev->tid = rtaccel_self_tid();
+	struct trace_event *ev = NULL;
+	if (e < MAX_EVENTS) {
+		ev = &T->events[e];
+	} else if (dur_ns >= LONG_EVENT_NS) {
+		uint64_t l = __atomic_fetch_add(&T->long_event_count, 1, __ATOMIC_RELAXED);
+		if (l < MAX_LONG_EVENTS)
+			ev = &T->long_events[l];
+	}
+	if (ev) {
+		ev->type = (uint8_t)type;
+		ev->tid = rtaccel_self_tid();
+	}
 	return ev;
+}
+
+static uint64_t long_events_kept(void)
+{
+	return T->long_event_count < MAX_LONG_EVENTS ? T->long_event_count : MAX_LONG_EVENTS;
 }
 
 /* The lock ids a CUDA API was seen taking (the first API_LOCKS). */
@@ -321,7 +341,7 @@ void trace_acquired(const void *lock, enum trace_kind kind, enum trace_op op, co
 			__atomic_fetch_add(&s->wait_hist[bucket(wait_ns)], 1, __ATOMIC_RELAXED);
 			atomic_max(&s->wait_max, wait_ns);
 			__atomic_fetch_add(&T->wait_count, 1, __ATOMIC_RELAXED);
-			struct trace_event *ev = new_event(EV_WAIT);
+			struct trace_event *ev = new_event(EV_WAIT, wait_ns);
 			if (ev) {
 				ev->start_ns = t0;
 				ev->dur_ns = wait_ns;
@@ -360,7 +380,7 @@ void trace_released(const void *lock, enum trace_kind kind, enum trace_op op, co
 			__atomic_fetch_add(&s->hold_hist[bucket(hold)], 1, __ATOMIC_RELAXED);
 			atomic_max(&s->hold_max, hold);
 			record_op(s->id, op, pc);
-			struct trace_event *ev = tt.held[i].in_cuda ? new_event(EV_HOLD) : NULL;
+			struct trace_event *ev = tt.held[i].in_cuda ? new_event(EV_HOLD, hold) : NULL;
 			if (ev) {
 				ev->start_ns = tt.held[i].since_ns;
 				ev->dur_ns = hold;
@@ -393,7 +413,7 @@ void trace_cuda_call(int api, uint64_t t0, uint64_t dur_ns, uint32_t lock_ops, u
 	__atomic_fetch_add(&a->total_ns, dur_ns, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&a->lock_ops, lock_ops, __ATOMIC_RELAXED);
 	atomic_max(&a->max_ns, dur_ns);
-	struct trace_event *ev = new_event(EV_CUDA);
+	struct trace_event *ev = new_event(EV_CUDA, dur_ns);
 	if (ev) {
 		ev->start_ns = t0;
 		ev->dur_ns = dur_ns;
@@ -405,7 +425,7 @@ void trace_cuda_call(int api, uint64_t t0, uint64_t dur_ns, uint32_t lock_ops, u
 
 void trace_gpu_segment(uint64_t number, uint64_t start_ns, uint64_t dur_ns)
 {
-	struct trace_event *ev = T ? new_event(EV_SEGMENT) : NULL;
+	struct trace_event *ev = T ? new_event(EV_SEGMENT, dur_ns) : NULL;
 	if (ev) {
 		ev->start_ns = start_ns;
 		ev->dur_ns = dur_ns;
@@ -671,10 +691,12 @@ void trace_write_report(void)
 		w_printf("\"start_ns\": %llu,\n\"end_ns\": %llu,\n",
 			 (unsigned long long)T->start_ns, (unsigned long long)end_ns);
 		uint64_t events = T->event_count;
+		uint64_t in_timeline = (events < MAX_EVENTS ? events : MAX_EVENTS) + long_events_kept();
 		w_printf("\"wait_events\": %llu,\n\"timeline_events\": %llu,\n"
-			 "\"dropped_timeline_events\": %llu,\n",
+			 "\"dropped_timeline_events\": %llu,\n\"late_long_events\": %llu,\n",
 			 (unsigned long long)T->wait_count, (unsigned long long)events,
-			 (unsigned long long)(events > MAX_EVENTS ? events - MAX_EVENTS : 0));
+			 (unsigned long long)(events - in_timeline),
+			 (unsigned long long)long_events_kept());
 		write_cuda();
 		w_printf("\"untracked_ops\": %llu,\n\"locks\": [\n",
 			 (unsigned long long)T->untracked_ops);
@@ -727,6 +749,8 @@ void trace_write_report(void)
 			 "\"rtaccel shim\"}}", (int)getpid());
 		for (uint64_t i = 0; i < n; i++)
 			write_event(&T->events[i]);
+		for (uint64_t i = 0; i < long_events_kept(); i++)
+			write_event(&T->long_events[i]);
 		w_printf("\n]}\n");
 		w_flush();
 		close(W.fd);
