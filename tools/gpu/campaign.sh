@@ -135,8 +135,13 @@ case $PART in
 		step inversion_pi_boost_$run 30 rtaccel shim --pi --boost -- "$LIB/rtaccel-cuda-inversion" --seconds 15
 	done
 	# which lock the launching thread waited on, and for how long
-	step inversion_traced 45 "rtaccel shim --trace --out $W/trace-inversion -- $LIB/rtaccel-cuda-inversion --seconds 15 && rtaccel lockstat $W/trace-inversion --json --top 8"
-	step inversion_traced_pi_boost 45 "rtaccel shim --trace --pi --boost --out $W/trace-inversion-boost -- $LIB/rtaccel-cuda-inversion --seconds 15 && rtaccel lockstat $W/trace-inversion-boost --json --top 8"
+	step inversion_traced 60 "rtaccel shim --trace --out $W/trace-inversion -- $LIB/rtaccel-cuda-inversion --seconds 30 && rtaccel lockstat $W/trace-inversion --json --top 8"
+	step inversion_traced_pi 60 "rtaccel shim --trace --pi --out $W/trace-inversion-pi -- $LIB/rtaccel-cuda-inversion --seconds 30 && rtaccel lockstat $W/trace-inversion-pi --json --top 8"
+	step inversion_traced_pi_boost 60 "rtaccel shim --trace --pi --boost --out $W/trace-inversion-boost -- $LIB/rtaccel-cuda-inversion --seconds 30 && rtaccel lockstat $W/trace-inversion-boost --json --top 8"
+	for run in 1 2; do
+		step inversion_traced_pi_long_$run 100 "rtaccel shim --trace --pi --out $W/trace-inversion-pi-long-$run -- $LIB/rtaccel-cuda-inversion --seconds 75 && rtaccel lockstat $W/trace-inversion-pi-long-$run --json --top 8"
+	done
+	step inversion_traced_pi_boost_2 60 "rtaccel shim --trace --pi --boost --out $W/trace-inversion-boost-2 -- $LIB/rtaccel-cuda-inversion --seconds 30 && rtaccel lockstat $W/trace-inversion-boost-2 --json --top 8"
 	# the long waits are rare: a minute each, with twice the copiers
 	step inversion_long_plain 75 rtaccel shim -- "$LIB/rtaccel-cuda-inversion" --seconds 60 --copiers 8
 	step inversion_long_pi 75 rtaccel shim --pi -- "$LIB/rtaccel-cuda-inversion" --seconds 60 --copiers 8
