@@ -217,7 +217,8 @@ int main(int argc, char** argv) {
                          {"core", required_argument, nullptr, 'c'},
                          {nullptr, 0, nullptr, 0}};
   optind = 2;
-  for (int o; (o = getopt_long(argc, argv, "", opts, nullptr)) != -1;) {
+  int index = -1;
+  for (int o; (o = getopt_long(argc, argv, "", opts, &index)) != -1; index = -1) {
     bool good = false;
     switch (o) {
       case 't': good = launch && parse_int(optarg, 1, 1024, &threads); break;
@@ -229,7 +230,11 @@ int main(int argc, char** argv) {
       default: break;
     }
     if (!good) {
-      fprintf(stderr, "rtaccel-cuda-bench: %s: bad or misplaced option '%s'\n%s", argv[1], argv[optind - 1], kUsage);
+      if (index >= 0)
+        fprintf(stderr, "rtaccel-cuda-bench: %s: --%s: '%s' is out of range, or not an option of %s\n%s", argv[1],
+                opts[index].name, optarg, argv[1], kUsage);
+      else
+        fputs(kUsage, stderr);
       return 2;
     }
   }

@@ -15,6 +15,7 @@ the kernel checks them:
 
 from __future__ import annotations
 
+import gzip
 import os
 import resource
 import sys
@@ -67,13 +68,12 @@ def _own_cgroup2() -> str | None:
 
 def _rt_group_sched() -> bool:
     """Whether the kernel has RT group scheduling (its cgroup v1 file, or the config)."""
-    if any(Path("/sys/fs/cgroup").glob("**/cpu.rt_runtime_us")):
+    if any(p.exists() for p in (CGROUP2_ROOT / "cpu.rt_runtime_us",
+                                CGROUP2_ROOT / "cpu" / "cpu.rt_runtime_us")):
         return True
     for config in (Path("/proc/config.gz"), Path(f"/boot/config-{os.uname().release}")):
         try:
             if config.suffix == ".gz":
-                import gzip
-
                 text = gzip.decompress(config.read_bytes()).decode()
             else:
                 text = config.read_text()

@@ -145,3 +145,30 @@ def test_the_inversion_experiment_needs_a_gpu_and_says_so():
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["device"] and doc["cuda_runtime"] > 0 and doc["copiers"] >= 1
+    assert doc["launches_over_half_burst"] <= doc["launches_over_1ms"] <= doc["launches"]
+
+
+@pytest.mark.parametrize("args", [["jobs", "--mb", "0"], ["launch", "--mb", "8"], ["jobs", "--threads", "2"],
+                                  ["launch", "--iterations", "many"], ["neither"], []])
+def test_the_cuda_benchmark_refuses_bad_arguments(args):
+    program = LIB / "rtaccel-cuda-bench"
+    if not program.exists():
+        pytest.skip("not built (no nvcc)")
+    bad = subprocess.run([str(program), *args], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "usage: rtaccel-cuda-bench" in bad.stderr, bad.stderr
+
+
+@pytest.mark.parametrize("mode", [["launch", "--iterations", "100"], ["jobs", "--seconds", "1", "--mb", "1"]])
+def test_the_cuda_benchmark_runs_or_says_why_not(mode):
+    program = LIB / "rtaccel-cuda-bench"
+    if not program.exists():
+        pytest.skip("not built (no nvcc)")
+    r = subprocess.run([str(program), *mode], capture_output=True, text=True, timeout=120)
+    if not cuda_device_found():
+        assert r.returncode == 77 and r.stdout.startswith("SKIP: no CUDA device"), r.stdout
+        return
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    phases = ("launch", "memcpy_async") if mode[0] == "launch" else ("h2d", "kernel", "d2h", "job")
+    for phase in phases:
+        assert doc[phase]["n"] > 0 and 0 < doc[phase]["p50_us"] <= doc[phase]["max_us"]
