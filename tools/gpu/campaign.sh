@@ -8,11 +8,14 @@
 #
 # PART 1: the cuda backend's tests, the runtime's locks per call and under
 #         contention, the interposer's cost per launch, priority inversion
-#         plain and under --pi, cross-priority preemption (PAAM Table I)
+#         plain, under --pi and --pi --boost, and traced, cross-priority
+#         preemption (PAAM Table I)
 # PART 2: request overhead cuda beside cpu, case study 1 under ros2, picas
 #         and paam with the bound, CUDA graphs against eager launches
 #         (PyTorch), BWLOCK++ on the GPU (copies and kernels beside memory
 #         hogs, unregulated and under the bandwidth lock)
+# PART 3: (when there is time) the inversion in depth: longer runs, traced
+#         under --pi and --pi --boost, and untraced with more copiers
 #
 # CAMPAIGN_STEPS="NAME ..." runs those steps of the part alone (a re-run).
 # OUT gets partPART.tar.gz (every step's JSON and files), summary-partPART.md
@@ -137,15 +140,6 @@ case $PART in
 	# which lock the launching thread waited on, and for how long
 	step inversion_traced 60 "rtaccel shim --trace --out $W/trace-inversion -- $LIB/rtaccel-cuda-inversion --seconds 30 && rtaccel lockstat $W/trace-inversion --json --top 8"
 	step inversion_traced_pi 60 "rtaccel shim --trace --pi --out $W/trace-inversion-pi -- $LIB/rtaccel-cuda-inversion --seconds 30 && rtaccel lockstat $W/trace-inversion-pi --json --top 8"
-	step inversion_traced_pi_boost 60 "rtaccel shim --trace --pi --boost --out $W/trace-inversion-boost -- $LIB/rtaccel-cuda-inversion --seconds 30 && rtaccel lockstat $W/trace-inversion-boost --json --top 8"
-	for run in 1 2; do
-		step inversion_traced_pi_long_$run 100 "rtaccel shim --trace --pi --out $W/trace-inversion-pi-long-$run -- $LIB/rtaccel-cuda-inversion --seconds 75 && rtaccel lockstat $W/trace-inversion-pi-long-$run --json --top 8"
-	done
-	step inversion_traced_pi_boost_2 60 "rtaccel shim --trace --pi --boost --out $W/trace-inversion-boost-2 -- $LIB/rtaccel-cuda-inversion --seconds 30 && rtaccel lockstat $W/trace-inversion-boost-2 --json --top 8"
-	# the long waits are rare: a minute each, with twice the copiers
-	step inversion_long_plain 75 rtaccel shim -- "$LIB/rtaccel-cuda-inversion" --seconds 60 --copiers 8
-	step inversion_long_pi 75 rtaccel shim --pi -- "$LIB/rtaccel-cuda-inversion" --seconds 60 --copiers 8
-	step inversion_long_pi_boost 75 rtaccel shim --pi --boost -- "$LIB/rtaccel-cuda-inversion" --seconds 60 --copiers 8
 	step preemption 150 rtaccel bench preemption --backend cuda --iterations 200 --json
 	;;
 2)
@@ -157,7 +151,20 @@ case $PART in
 	step bwlock_corun 40 bwlock_corun
 	step bwlock_regulated 45 bwlock_regulated
 	;;
-*) echo "campaign.sh: PART is 1 or 2" >&2; exit 2 ;;
+3)
+	# the inversion in depth: the rare burst-long launches under --pi, traced
+	for run in 1 2; do
+		step inversion_traced_pi_long_$run 100 "rtaccel shim --trace --pi --out $W/trace-inversion-pi-long-$run -- $LIB/rtaccel-cuda-inversion --seconds 75 && rtaccel lockstat $W/trace-inversion-pi-long-$run --json --top 8"
+	done
+	for run in 1 2; do
+		step inversion_traced_pi_boost_$run 60 "rtaccel shim --trace --pi --boost --out $W/trace-inversion-boost-$run -- $LIB/rtaccel-cuda-inversion --seconds 30 && rtaccel lockstat $W/trace-inversion-boost-$run --json --top 8"
+	done
+	# a minute each, untraced, with twice the copiers
+	step inversion_long_plain 75 rtaccel shim -- "$LIB/rtaccel-cuda-inversion" --seconds 60 --copiers 8
+	step inversion_long_pi 75 rtaccel shim --pi -- "$LIB/rtaccel-cuda-inversion" --seconds 60 --copiers 8
+	step inversion_long_pi_boost 75 rtaccel shim --pi --boost -- "$LIB/rtaccel-cuda-inversion" --seconds 60 --copiers 8
+	;;
+*) echo "campaign.sh: PART is 1, 2 or 3" >&2; exit 2 ;;
 esac
 
 python3 "$ROOT/tools/gpu/record.py" summary "$W" "rtaccel GPU campaign, part $PART"
