@@ -95,6 +95,7 @@ struct sender {
 	size_t len;
 	int count;
 	pthread_t thread;
+	volatile int done;
 };
 
 static uint8_t *payload;
@@ -104,6 +105,7 @@ static void *send_loop(void *arg)
 	struct sender *s = arg;
 	for (int i = 0; i < s->count; i++)
 		CHECK_EQ(rtaccel_net_send(s->ch, payload, s->len, 0, 30 * SEC), 0);
+	s->done = 1;
 	return NULL;
 }
 
@@ -114,6 +116,7 @@ static void start_sender(struct sender *s, rtaccel_net_link_t *link, uint32_t id
 	CHECK_EQ(rtaccel_net_channel_open(link, &a, &s->ch), 0);
 	s->len = len;
 	s->count = count;
+	s->done = 0;
 	CHECK_EQ(pthread_create(&s->thread, NULL, send_loop, s), 0);
 }
 
@@ -169,7 +172,11 @@ static uint64_t bytes_before(int index, uint32_t channel)
 	return b;
 }
 
-#define LOW_SIZE (2u << 20)
+/* Larger than any transport can take in without the receiver reading
+ * (rdma: 16 receive slots of 128 KiB; tcp: the socket buffers, which do
+ * not grow while the receiver reads nothing), so that the low sender is
+ * stuck mid-transfer, not done. */
+#define LOW_SIZE (8u << 20)
 #define HIGH_SIZE (256u << 10)
 
 /* Returns the bytes of the low-priority transfer that went out between the
@@ -182,6 +189,8 @@ static uint64_t high_behind_low(uint32_t chunk)
 	struct sender low, high;
 	start_sender(&low, link, 1, 10, LOW_SIZE, 1);
 	until_stuck(low.ch);
+	/* stuck, not finished: the transport could not take it all in */
+	CHECK(!low.done);
 	start_sender(&high, link, 2, 200, HIGH_SIZE, 1);
 	until_waiting(link, 1);
 	/* the high transfer waits now: the low one has finished STUCK chunks
