@@ -32,6 +32,8 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/percentile.h"
+#include "cuda_device.h"
 
 namespace {
 
@@ -47,7 +49,7 @@ struct Summary {
   double mean = 0, p50 = 0, p99 = 0, max = 0;
 };
 
-// Nearest-rank quantiles of samples in microseconds.
+// Samples in microseconds, summarised.
 Summary summarise(std::vector<double> v) {
   Summary s;
   s.n = v.size();
@@ -55,10 +57,9 @@ Summary summarise(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   double sum = 0;
   for (double x : v) sum += x;
-  auto at = [&](double q) { return v[std::min(v.size() - 1, size_t(q * double(v.size())))]; };
   s.mean = sum / double(v.size());
-  s.p50 = at(0.5);
-  s.p99 = at(0.99);
+  s.p50 = rtaccel_percentile_sorted(v.data(), v.size(), 0.5);
+  s.p99 = rtaccel_percentile_sorted(v.data(), v.size(), 0.99);
   s.max = v.back();
   return s;
 }
@@ -242,12 +243,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "rtaccel-cuda-bench: unexpected argument '%s'\n%s", argv[optind], kUsage);
     return 2;
   }
-  int devices = 0;
-  const cudaError_t err = cudaGetDeviceCount(&devices);
-  if (err != cudaSuccess || devices == 0) {
-    printf("SKIP: no CUDA device: %s\n", err == cudaSuccess ? "none found" : cudaGetErrorString(err));
-    return 77;
-  }
+  if (!cuda_device_here()) return kNoCudaDevice;
   const int rc = launch ? run_launch(threads, iterations) : run_jobs(seconds, mb, period_ms, core);
   if (rc == 0) {
     cudaDeviceProp prop{};

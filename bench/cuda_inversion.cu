@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "cuda_device.h"
 
 namespace {
 
@@ -98,12 +99,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "rtaccel-cuda-inversion: an argument is out of range\n");
     return 2;
   }
-  int devices = 0;
-  const cudaError_t err = cudaGetDeviceCount(&devices);
-  if (err != cudaSuccess || devices == 0) {
-    printf("SKIP: no CUDA device: %s\n", err == cudaSuccess ? "none found" : cudaGetErrorString(err));
-    return 77;
-  }
+  if (!cuda_device_here()) return kNoCudaDevice;
   if (!place(core, 90)) {
     fprintf(stderr, "rtaccel-cuda-inversion: needs SCHED_FIFO (root or CAP_SYS_NICE)\n");
     return 1;

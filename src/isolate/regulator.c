@@ -38,6 +38,7 @@
 
 #include "core/clock.h"
 #include "core/futex.h"
+#include "core/percentile.h"
 #include "core/thread.h"
 #include "isolate/cgroup.h"
 #include "isolate/shm.h"
@@ -771,8 +772,7 @@ double reg_percentile(double *v, size_t n, double q)
 	if (!n)
 		return 0;
 	qsort(v, n, sizeof(*v), cmp_double);
-	size_t i = (size_t)ceil(q * (double)n);
-	return v[i ? i - 1 : 0];
+	return rtaccel_percentile_sorted(v, n, q);
 }
 
 void regulator_write_summary(const struct regulator *reg, FILE *out)

@@ -324,6 +324,17 @@ static struct names snapshot(void)
 	return s;
 }
 
+/* Whether the symbolic link LINK points at WANT. */
+static bool link_names(const char *link, const char *want)
+{
+	char target[PATH_MAX];
+	ssize_t len = readlink(link, target, sizeof(target) - 1);
+	if (len <= 0)
+		return false;
+	target[len] = 0;
+	return strcmp(target, want) == 0;
+}
+
 /* Whether any process has PATH open or mapped (a /proc/PID/fd link or a
  * line of /proc/PID/maps that names it). */
 static bool path_in_use(const char *path)
@@ -336,18 +347,14 @@ static bool path_in_use(const char *path)
 	while (!used && (e = readdir(d)) != NULL) {
 		if (e->d_name[0] < '1' || e->d_name[0] > '9')
 			continue;
-		char p[PATH_MAX], target[PATH_MAX];
+		char p[PATH_MAX];
 		snprintf(p, sizeof(p), "/proc/%s/fd", e->d_name);
 		DIR *fds = opendir(p);
 		struct dirent *f;
 		while (fds && !used && (f = readdir(fds)) != NULL) {
 			char link[PATH_MAX + 300];
 			snprintf(link, sizeof(link), "%s/%s", p, f->d_name);
-			ssize_t len = readlink(link, target, sizeof(target) - 1);
-			if (len > 0) {
-				target[len] = 0;
-				used = strcmp(target, path) == 0;
-			}
+			used = link_names(link, path);
 		}
 		if (fds)
 			closedir(fds);
@@ -401,13 +408,9 @@ static bool netns_in_use(const char *path)
 	while (d && !used && (e = readdir(d)) != NULL) {
 		if (e->d_name[0] < '1' || e->d_name[0] > '9')
 			continue;
-		char p[300], target[64];
+		char p[300];
 		snprintf(p, sizeof(p), "/proc/%s/ns/net", e->d_name);
-		ssize_t len = readlink(p, target, sizeof(target) - 1);
-		if (len > 0) {
-			target[len] = 0;
-			used = strcmp(target, want) == 0;
-		}
+		used = link_names(p, want);
 	}
 	if (d)
 		closedir(d);

@@ -11,17 +11,7 @@
 
 #include "rtaccel/isolate.h"
 
-typedef int cudaError_t;
-typedef struct stream *cudaStream_t;
-typedef struct {
-	unsigned x, y, z;
-} dim3;
-
-cudaError_t __cudaLaunchKernel(const void *, dim3, dim3, void **, size_t, cudaStream_t);
-cudaError_t cudaStreamSynchronize(cudaStream_t);
-cudaError_t cudaDeviceSynchronize(void);
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *, unsigned);
-cudaError_t cudaStreamDestroy(cudaStream_t);
+#include "cudart_abi.h"
 
 static rtaccel_bwlock_t *lock;
 static unsigned threshold;

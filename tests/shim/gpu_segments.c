@@ -19,29 +19,7 @@
 
 #include "rtaccel/shim.h"
 
-typedef int cudaError_t;
-typedef struct stream *cudaStream_t;
-typedef struct event *cudaEvent_t;
-typedef void *cudaGraph_t;
-typedef struct {
-	unsigned x, y, z;
-} dim3;
-
-cudaError_t __cudaLaunchKernel(const void *, dim3, dim3, void **, size_t, cudaStream_t);
-cudaError_t cudaGraphLaunch(cudaGraph_t, cudaStream_t);
-cudaError_t cudaMemcpy(void *, const void *, size_t, int);
-cudaError_t cudaMemcpyAsync(void *, const void *, size_t, int, cudaStream_t);
-cudaError_t cudaStreamSynchronize(cudaStream_t);
-cudaError_t cudaDeviceSynchronize(void);
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *, unsigned);
-cudaError_t cudaStreamDestroy(cudaStream_t);
-cudaError_t cudaEventCreate(cudaEvent_t *);
-cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t);
-cudaError_t cudaEventSynchronize(cudaEvent_t);
-cudaError_t cudaEventQuery(cudaEvent_t);
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned);
-cudaError_t cudaStreamBeginCapture(cudaStream_t, int);
-cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t *);
+#include "cudart_abi.h"
 
 #define PER_THREAD ((cudaStream_t)2)
 #define BAD_STREAM ((cudaStream_t)0xbad0)

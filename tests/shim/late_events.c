@@ -5,16 +5,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-typedef int cudaError_t;
-typedef struct stream *cudaStream_t;
-typedef struct {
-	unsigned x, y, z;
-} dim3;
-
-cudaError_t __cudaLaunchKernel(const void *, dim3, dim3, void **, size_t, cudaStream_t);
-cudaError_t cudaStreamSynchronize(cudaStream_t);
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *, unsigned);
-cudaError_t cudaStreamDestroy(cudaStream_t);
+#include "cudart_abi.h"
 
 int main(void)
 {
