@@ -36,19 +36,24 @@ build-fuzz: setup
 run: build
 	$(VENV)/bin/rtaccel demo
 
+# Every skip is listed with its reason (tools/test-skips.sh): ctest shows
+# a skipped test's name, not why.
 test-unit: build
 	ctest --test-dir build --output-on-failure -j $(JOBS)
+	tools/test-skips.sh build
 
 # The edit-build-test loop: the unit and integration tests that are not
 # slow (ctest labels; pytest's slow marker), about three minutes here.
 # `make test` stays the complete check CI runs.
 check: build
 	ctest --test-dir build --output-on-failure -j $(JOBS) -L 'unit|integration' -LE slow
+	tools/test-skips.sh build
 	cd tests/python && $(PYTHON) -m pytest -q -rs -m 'not slow'
 
 test-asan: build-asan
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir build-asan --output-on-failure -j $(JOBS)
+	tools/test-skips.sh build-asan
 
 # Replays the regression corpora, then fuzzes the workload loader, the
 # server's decoders (registration, request entries, policy, remote requests) and the net

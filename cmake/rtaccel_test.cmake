@@ -80,6 +80,7 @@ function(rtaccel_discover_gtests target)
   endif()
   gtest_discover_tests(${target} DISCOVERY_TIMEOUT 60
                        PROPERTIES TIMEOUT ${backstop} RUN_SERIAL ${serial} SKIP_RETURN_CODE 77
+                                  SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]"
                                   FIXTURES_REQUIRED leftovers)
   # PROPERTIES flattens a list value, so the labels come from a file ctest
   # reads after the discovered tests (named in ${target}_TESTS).

@@ -41,6 +41,15 @@
 #include "accel/test_descs.h"
 #include "rtaccel/accel.h"
 #include "rtaccel/net.h"
+#include "../harness/skip.h"
+
+// Skips the test for want of NEED (tests/harness/skip.h), or fails it where
+// RTACCEL_TEST_REQUIRE says this machine has NEED.
+#define SKIP_WITHOUT(need, why)                                                          \
+  do {                                                                                   \
+    if (test_required(need)) GTEST_FAIL() << "required " << (need) << ": " << why;      \
+    GTEST_SKIP() << "needs " << (need) << ": " << why;                                   \
+  } while (0)
 
 namespace rtaccel::accel {
 namespace {
@@ -740,7 +749,7 @@ TEST(Server, SubmitAndSpinCompletionMakeNoSystemCall) {
   }
   int status;
   ASSERT_EQ(waitpid(child, &status, 0), child);
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 2) GTEST_SKIP() << "seccomp unavailable";
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 2) SKIP_WITHOUT("seccomp", "no seccomp filter here");
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
       << (WIFSIGNALED(status) ? "killed by seccomp: the hot path made a system call" : "failed");
 }
@@ -825,7 +834,7 @@ bool opencl_device_found() {
 }
 
 TEST(OpenCl, ServerServicesAreCorrect) {
-  if (!opencl_device_found()) GTEST_SKIP() << "no OpenCL device (install pocl-opencl-icd)";
+  if (!opencl_device_found()) SKIP_WITHOUT("opencl", "no OpenCL device (install pocl-opencl-icd)");
   ServerProcess server({"--backend", "opencl", "--device", "0"});
   ASSERT_TRUE(server.ready());
   Client client(server);
@@ -950,7 +959,7 @@ TEST(Cuda, TheBackendIsBuiltAndSaysWhatItFound) {
 }
 
 TEST(Cuda, ServerServicesAreCorrect) {
-  if (!cuda_device_found()) GTEST_SKIP() << "no CUDA device: " << cuda_line();
+  if (!cuda_device_found()) SKIP_WITHOUT("cuda", "no CUDA device: " << cuda_line());
   ServerProcess server({"--backend", "cuda", "--device", "0", "--levels", "2"});
   ASSERT_TRUE(server.ready());
   Client client(server);
@@ -1023,7 +1032,7 @@ TEST(Cuda, ServerServicesAreCorrect) {
 }
 
 TEST(Cuda, HigherStreamPriorityOvertakesALowerBucket) {
-  if (!cuda_device_found()) GTEST_SKIP() << "no CUDA device: " << cuda_line();
+  if (!cuda_device_found()) SKIP_WITHOUT("cuda", "no CUDA device: " << cuda_line());
   ServerProcess server({"--backend", "cuda", "--device", "0", "--levels", "2"});
   ASSERT_TRUE(server.ready());
   Client client(server);
@@ -1048,7 +1057,7 @@ TEST(Cuda, HigherStreamPriorityOvertakesALowerBucket) {
 }
 
 TEST(Direct, CudaRunsServicesInTheCallingProcess) {
-  if (!cuda_device_found()) GTEST_SKIP() << "no CUDA device: " << cuda_line();
+  if (!cuda_device_found()) SKIP_WITHOUT("cuda", "no CUDA device: " << cuda_line());
   rtaccel_direct* d;
   ASSERT_EQ(rtaccel_direct_open("cuda", 0, 0, &d), 0);
   std::vector<float> req(2 + 2 * 1000), resp(1000);

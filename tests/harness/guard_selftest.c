@@ -6,7 +6,8 @@
  *
  *   guard_selftest GUARD          the checks (ctest runs this)
  *   guard_selftest misbehave N    leave everything behind, then exit N
- *   guard_selftest hang           start a child, then wait for ever */
+ *   guard_selftest hang           start a child, then wait for ever
+ *   guard_selftest skip NEED      skip for want of NEED (tests/harness/skip.h) */
 #include "../lock/test_util.h"
 
 #include <fcntl.h>
@@ -170,8 +171,10 @@ int main(int argc, char **argv)
 		return misbehave(atoi(argv[2]));
 	if (argc == 2 && strcmp(argv[1], "hang") == 0)
 		hang();
+	if (argc == 3 && strcmp(argv[1], "skip") == 0)
+		test_skip(argv[2], "this machine has no %s", argv[2]);
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s GUARD | misbehave N | hang\n", argv[0]);
+		fprintf(stderr, "usage: %s GUARD | misbehave N | hang | skip NEED\n", argv[0]);
 		return 2;
 	}
 	watchdog(120);
@@ -179,8 +182,10 @@ int main(int argc, char **argv)
 	static char out[16384];
 	char args[512];
 	double took;
-	if (getuid() != 0)
-		printf("# not root: network namespaces, veth and cgroups not checked\n");
+	/* Without root the misbehaving child cannot make namespaces, links or
+	 * cgroups: the rest is checked, and the test ends as a skip. */
+	const int result = getuid() == 0 ? T_PASS
+					 : test_skip_part("root", "network namespaces, veth and cgroups not checked");
 
 	snprintf(args, sizeof(args), "--resources /proc/%d/exe misbehave 1", (int)getpid());
 	int status = guarded(guard, args, out, sizeof(out), &took);
@@ -210,5 +215,26 @@ int main(int argc, char **argv)
 	CHECK_EQ(status, 0);
 	CHECK_EQ(out[0], 0);
 	printf("a skip and a clean pass go through unchanged\n");
-	return T_PASS;
+
+	/* A skip for want of what RTACCEL_TEST_REQUIRE says is here fails. */
+	snprintf(args, sizeof(args), "/proc/%d/exe skip qemu", (int)getpid());
+	static const struct {
+		const char *require;
+		int status;
+		const char *says;
+	} skips[] = {{NULL, 77, "SKIP: needs qemu: this machine has no qemu\n"},
+		     {"root,cores2", 77, "SKIP: needs qemu: "},
+		     {"root,qemu", 1, "FAIL: required qemu: this machine has no qemu (RTACCEL_TEST_REQUIRE"},
+		     {"all", 1, "FAIL: required qemu: "}};
+	for (size_t i = 0; i < sizeof(skips) / sizeof(skips[0]); i++) {
+		if (skips[i].require)
+			setenv("RTACCEL_TEST_REQUIRE", skips[i].require, 1);
+		else
+			unsetenv("RTACCEL_TEST_REQUIRE");
+		status = guarded(guard, args, out, sizeof(out), &took);
+		CHECK_EQ(status, skips[i].status);
+		CHECK(strncmp(out, skips[i].says, strlen(skips[i].says)) == 0);
+	}
+	printf("a skip is a failure where RTACCEL_TEST_REQUIRE names what it lacks\n");
+	return result;
 }

@@ -179,10 +179,8 @@ static void *timed_waiter(void *arg)
 int main(void)
 {
 	watchdog(60);
-	if (!can_use_fifo()) {
-		puts("SKIP: boosting needs SCHED_FIFO rights (root or CAP_SYS_NICE)");
-		return T_SKIP;
-	}
+	if (!can_use_fifo())
+		test_skip("fifo", "boosting needs SCHED_FIFO rights (root or CAP_SYS_NICE)");
 	struct rtaccel_lock_attr a = {RTACCEL_LOCK_BOOST, CEILING};
 	CHECK_EQ(rtaccel_rwlock_init(&l1, &a), 0);
 	CHECK_EQ(rtaccel_rwlock_init(&l2, &a), 0);

@@ -120,10 +120,8 @@ static void scenario(uint32_t flags)
 int main(void)
 {
 	watchdog(60);
-	if (!can_use_fifo()) {
-		puts("rwlock_rt_readers: skipped: SCHED_FIFO not permitted (root or CAP_SYS_NICE)");
-		return T_SKIP;
-	}
+	if (!can_use_fifo())
+		test_skip("fifo", "SCHED_FIFO not permitted (root or CAP_SYS_NICE)");
 	scenario(0);
 	scenario(RTACCEL_LOCK_BOOST);
 	scenario(RTACCEL_LOCK_PSHARED);

@@ -20,9 +20,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../harness/skip.h"
+
 #define T_PASS 0
 #define T_FAIL 1
-#define T_SKIP 77
 
 #define CHECK(cond)                                                                   \
 	do {                                                                          \
@@ -153,7 +154,7 @@ static inline int forbid_syscalls(void)
 
 /* Runs prepare (system calls allowed), then body under forbid_syscalls(), in
  * a child; either may _exit(T_FAIL). The test's result: T_PASS, T_SKIP
- * without seccomp, T_FAIL when body made a system call (the filter kills the
+ * without seccomp (T_FAIL where seccomp is required), T_FAIL when body made a system call (the filter kills the
  * child) or failed. what names the operations in the messages. */
 static inline int run_without_syscalls(void (*prepare)(void), void (*body)(void), const char *what)
 {
@@ -161,10 +162,8 @@ static inline int run_without_syscalls(void (*prepare)(void), void (*body)(void)
 	CHECK(pid >= 0);
 	if (pid == 0) {
 		prepare();
-		if (forbid_syscalls() < 0) {
-			perror("seccomp");
-			_exit(T_SKIP);
-		}
+		if (forbid_syscalls() < 0)
+			_exit(test_skip_part("seccomp", "no seccomp filter here: %s", strerror(errno)));
 		body();
 		static const char ok[] = "uncontended fast paths made no system call\n";
 		if (write(1, ok, sizeof(ok) - 1) < 0)

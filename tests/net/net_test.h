@@ -31,10 +31,8 @@ static inline const char *transport_of(int argc, char **argv)
 		const char *allow[] = {rdma_addr()};
 		rtaccel_net_listener_t *l;
 		int err = rtaccel_net_listen(want, allow, 1, "probe", NULL, &l);
-		if (err) {
-			printf("skipped: no RDMA device serves %s (%s)\n", want, strerror(-err));
-			exit(T_SKIP);
-		}
+		if (err)
+			test_skip("rdma", "no RDMA device serves %s (%s)", want, strerror(-err));
 		rtaccel_net_listener_close(l);
 	}
 	return argv[1];

@@ -28,6 +28,8 @@ from multiprocessing import resource_tracker
 
 import pytest
 
+import needs
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GUARD = ROOT / "build" / "rtaccel-test-guard"
 PR_SET_CHILD_SUBREAPER = 36
@@ -36,6 +38,8 @@ PR_SET_CHILD_SUBREAPER = 36
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: over about ten seconds; make check leaves it out")
     config.addinivalue_line("markers", "root: needs root (namespaces, cgroups, SCHED_FIFO)")
+    config.addinivalue_line("markers", "needs(need, missing, why): skipped, or failed where required "
+                            "(needs.py)")
     if not GUARD.exists():
         raise pytest.UsageError(f"{GUARD} is missing: build the tests first (make build)")
     libc = ctypes.CDLL(None, use_errno=True)
@@ -105,6 +109,10 @@ def nothing_left_behind(request):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         os.unlink(snapshot)
+
+
+def pytest_runtest_setup(item):
+    needs.check_marks(item)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -3,6 +3,7 @@ them and the GPU segments (through the stand-in runtime of
 tests/shim/cudart_standin.c where there is no GPU), the report of a statically
 linked runtime, and what the cuda backend says about the machine."""
 
+import ctypes
 import json
 import os
 import subprocess
@@ -10,14 +11,15 @@ import sys
 
 import pytest
 
+import needs
 from conftest import ROOT
 
 RTACCEL = [sys.executable, "-m", "rtaccel.cli"]
 BUILD = ROOT / "build"
 LIB = ROOT / "python" / "rtaccel" / "lib"
 
-pytestmark = pytest.mark.skipif(not (LIB / "librtaccel_shim.so").exists(),
-                                reason="librtaccel_shim.so not built (make build)")
+pytestmark = needs.mark("build", not (LIB / "librtaccel_shim.so").exists(),
+                        "librtaccel_shim.so not built (make build)")
 
 
 def rtaccel(*args):
@@ -28,7 +30,7 @@ def rtaccel(*args):
 
 def traced(tmp_path, program, *args):
     if not program.exists():
-        pytest.skip(f"{program.name} not built")
+        needs.skip("build", f"{program.name} not built")
     out = tmp_path / "trace"
     r = rtaccel("shim", "--trace", "--out", str(out), "--", str(program), *args)
     reports = sorted(out.glob("rtaccel-shim.*[0-9].json"))
@@ -98,18 +100,40 @@ def test_the_cuda_backend_says_what_it_found():
                          timeout=60).stdout
     line = next(l for l in out.splitlines() if l.startswith("cuda"))
     if not (LIB / "librtaccel_cuda.so").exists():
-        pytest.skip("the cuda backend is not built (no nvcc): " + line)
-    if cuda_device_found():
+        needs.skip("build", "the cuda backend is not built (no nvcc): " + line)
+    # What the backend says, against what the driver says without it.
+    names = driver_devices()
+    if names:
         assert "device found" in line and "no CUDA device" not in line, line
+        for i, name in enumerate(names):
+            assert f"{i}: {name}, " in line and "stream priorities" in line, (line, names)
     else:
-        assert "no CUDA device" in line, line
+        assert "no device" in line and "no CUDA device: " in line, line
         print("no GPU here:", line)
 
 
+def driver_devices() -> list[str]:
+    """The names of the CUDA devices, asked of the driver (libcuda) directly,
+    not through rtaccel; none where there is no driver."""
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return []
+    count = ctypes.c_int(0)
+    if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return []
+    names = []
+    for i in range(count.value):
+        device = ctypes.c_int(0)
+        name = ctypes.create_string_buffer(256)
+        assert cuda.cuDeviceGet(ctypes.byref(device), i) == 0
+        assert cuda.cuDeviceGetName(name, len(name), device) == 0
+        names.append(name.value.decode())
+    return names
+
+
 def cuda_device_found() -> bool:
-    out = subprocess.run([str(LIB / "rtaccel-server"), "--list-backends"], capture_output=True,
-                         text=True, timeout=60).stdout
-    return any(l.startswith("cuda") and "device found" in l for l in out.splitlines())
+    return bool(driver_devices())
 
 
 # ros2 and picas open the device in every executor, which the runner forks
@@ -134,7 +158,7 @@ def test_a_cuda_workload_runs_or_says_why_not(tmp_path, policy):
 def test_the_inversion_experiment_needs_a_gpu_and_says_so():
     program = LIB / "rtaccel-cuda-inversion"
     if not program.exists():
-        pytest.skip("not built (no nvcc)")
+        needs.skip("build", "not built (no nvcc)")
     bad = subprocess.run([str(program), "--copiers", "-1"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "out of range" in bad.stderr
     r = subprocess.run([str(program), "--seconds", "1"], capture_output=True, text=True, timeout=120)
@@ -153,7 +177,7 @@ def test_the_inversion_experiment_needs_a_gpu_and_says_so():
 def test_the_cuda_benchmark_refuses_bad_arguments(args):
     program = LIB / "rtaccel-cuda-bench"
     if not program.exists():
-        pytest.skip("not built (no nvcc)")
+        needs.skip("build", "not built (no nvcc)")
     bad = subprocess.run([str(program), *args], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "usage: rtaccel-cuda-bench" in bad.stderr, bad.stderr
 
@@ -162,7 +186,7 @@ def test_the_cuda_benchmark_refuses_bad_arguments(args):
 def test_the_cuda_benchmark_runs_or_says_why_not(mode):
     program = LIB / "rtaccel-cuda-bench"
     if not program.exists():
-        pytest.skip("not built (no nvcc)")
+        needs.skip("build", "not built (no nvcc)")
     r = subprocess.run([str(program), *mode], capture_output=True, text=True, timeout=120)
     if not cuda_device_found():
         assert r.returncode == 77 and r.stdout.startswith("SKIP: no CUDA device"), r.stdout

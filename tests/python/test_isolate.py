@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+import needs
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLE = str(ROOT / "examples" / "gang_pipeline.yaml")
 ENV = {"PYTHONPATH": str(ROOT / "python"), "PATH": f"{ROOT / '.venv' / 'bin'}:/usr/bin:/bin",
@@ -40,7 +42,7 @@ def test_analyze_uses_the_gang_analysis():
     assert "one gang at a time" in table
 
 
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the example needs two cores")
+@needs.mark("cores2", len(os.sched_getaffinity(0)) < 2, "the example needs two cores")
 def test_run_under_gang_scheduling_with_best_effort_corunners(tmp_path):
     out = tmp_path / "out"
     rtaccel("run", EXAMPLE, "--policy", "picas", "--duration", "2", "--out", str(out), "--quiet",
@@ -89,8 +91,8 @@ def test_gang_preemption_bench_contract():
     assert bad.returncode == 2
 
 
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the experiment needs two cores")
-@pytest.mark.skipif(os.geteuid() != 0, reason="the real-time tasks need SCHED_FIFO (root)")
+@needs.mark("cores2", len(os.sched_getaffinity(0)) < 2, "the experiment needs two cores")
+@needs.mark("root", os.geteuid() != 0, "the real-time tasks need SCHED_FIFO (root)")
 def test_gang_synthetic_experiment_keeps_the_two_tasks_apart(tmp_path):
     # A small working set keeps it quick; the full run is in docs/benchmarks.md.
     out = tmp_path / "gs"
@@ -118,8 +120,8 @@ def test_gang_synthetic_experiment_keeps_the_two_tasks_apart(tmp_path):
     assert bad.returncode == 2 and "split must be in" in bad.stderr
 
 
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the experiment needs two cores")
-@pytest.mark.skipif(os.geteuid() != 0, reason="the real-time tasks need SCHED_FIFO (root)")
+@needs.mark("cores2", len(os.sched_getaffinity(0)) < 2, "the experiment needs two cores")
+@needs.mark("root", os.geteuid() != 0, "the real-time tasks need SCHED_FIFO (root)")
 def test_gang_dnn_experiment_runs_the_three_configurations(tmp_path):
     out = tmp_path / "dnn"
     proc = rtaccel("bench", "gang-dnn", "--duration", "1", "--json", "--out", str(out), timeout=300)

@@ -9,14 +9,16 @@ import sys
 
 import pytest
 
+import needs
+
 from conftest import ROOT
 
 RTACCEL = [sys.executable, "-m", "rtaccel.cli"]
 LIB = ROOT / "python" / "rtaccel" / "lib"
 LOCKDEMO = LIB / "rtaccel-lockdemo"
 
-pytestmark = pytest.mark.skipif(not (LIB / "librtaccel_shim.so").exists(),
-                                reason="librtaccel_shim.so not built (make build)")
+pytestmark = needs.mark("build", not (LIB / "librtaccel_shim.so").exists(),
+                        "librtaccel_shim.so not built (make build)")
 
 
 def rtaccel(*args, **kw):
@@ -30,7 +32,7 @@ def lockdemo(scenario, *shim_flags):
             "--hog-ms", "60", "--rounds", "2"]
     r = rtaccel(*args)
     if r.returncode == 77:
-        pytest.skip(r.stderr.strip())
+        needs.skip("fifo", r.stderr.strip())
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -151,7 +153,7 @@ MODES = [[], ["--trace"], ["--pi"], ["--phase-fair"], ["--boost"],
          ["--trace", "--pi", "--boost"]]
 
 
-@pytest.mark.skipif(shutil.which("xz") is None, reason="xz not installed")
+@needs.mark("setup", shutil.which("xz") is None, "xz not installed (xz-utils)")
 @pytest.mark.parametrize("flags", MODES, ids=lambda f: "+".join(f) or "none")
 def test_transparent_for_multithreaded_xz(tmp_path, flags):
     data = tmp_path / "data"

@@ -15,15 +15,17 @@ import time
 
 import pytest
 
+import needs
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXEC = ROOT / "python" / "rtaccel" / "lib" / "rtaccel-exec"
 ENV = {"PYTHONPATH": str(ROOT / "python"), "PATH": "/usr/bin:/bin",
        "RTACCEL_CALIBRATION": "/nonexistent/calibration.json"}
 
 pytestmark = [
-    pytest.mark.skipif(not EXEC.exists(), reason="rtaccel-exec not built (make build)"),
-    pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2,
-                       reason="rtaccel run needs two cores: one is the accelerator"),
+    needs.mark("build", not EXEC.exists(), "rtaccel-exec not built (make build)"),
+    needs.mark("cores2", len(os.sched_getaffinity(0)) < 2,
+               "rtaccel run needs two cores: one is the accelerator"),
 ]
 
 # A camera on soc1 publishes 512 KiB of features every 100 ms to a detector on
@@ -90,8 +92,7 @@ def namespaces_possible():
     return None
 
 
-needs_namespaces = pytest.mark.skipif(namespaces_possible() is not None,
-                                      reason=str(namespaces_possible()))
+needs_namespaces = needs.mark("netns", namespaces_possible() is not None, str(namespaces_possible()))
 
 
 def transfers(folder):

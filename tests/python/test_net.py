@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+import needs
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BENCH = ROOT / "python" / "rtaccel" / "lib" / "rtaccel-net-bench"
 ENV = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
@@ -19,7 +21,7 @@ sys.path.insert(0, str(ROOT / "python"))
 
 from rtaccel import _core  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not BENCH.exists(), reason="rtaccel-net-bench not built (make build)")
+pytestmark = needs.mark("build", not BENCH.exists(), "rtaccel-net-bench not built (make build)")
 
 
 def rtaccel(*args, timeout=180):
@@ -30,7 +32,7 @@ def rtaccel(*args, timeout=180):
 def bench_json(*args):
     proc = rtaccel("bench", *args, "--json")
     if proc.returncode == 77:
-        pytest.skip(proc.stderr.strip())
+        needs.skip_program(proc.stderr.strip() or proc.stdout.strip())
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 

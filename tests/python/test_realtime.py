@@ -11,13 +11,15 @@ import sys
 
 import pytest
 
+import needs
+
 from conftest import ROOT
 
 RTACCEL = [sys.executable, "-m", "rtaccel.cli"]
 
-pytestmark = [pytest.mark.root, pytest.mark.skipif(
-    os.geteuid() != 0 or not shutil.which("setpriv") or not shutil.which("prlimit"),
-    reason="needs root, setpriv and prlimit to take the privileges away")]
+pytestmark = [pytest.mark.root, needs.mark(
+    "root", os.geteuid() != 0 or not shutil.which("setpriv") or not shutil.which("prlimit"),
+    "needs root, setpriv and prlimit to take the privileges away")]
 
 
 def unprivileged(args, home, env_extra=None, timeout=120):

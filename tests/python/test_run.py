@@ -11,15 +11,15 @@ import subprocess
 import sys
 import time
 
-import pytest
+import needs
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXEC = ROOT / "python" / "rtaccel" / "lib" / "rtaccel-exec"
 ENV = {"PYTHONPATH": str(ROOT / "python"), "PATH": "/usr/bin:/bin",
        "RTACCEL_CALIBRATION": "/nonexistent/calibration.json"}
 
-pytestmark = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2,
-                                reason="rtaccel run needs two cores: one is the accelerator")
+pytestmark = needs.mark("cores2", len(os.sched_getaffinity(0)) < 2,
+                        "rtaccel run needs two cores: one is the accelerator")
 
 # Timers on this 2-core VM wake up to about 1 ms late at worst: the analysis
 # must know (rtaccel calibrate measures the p99 for the shipped examples).

@@ -14,7 +14,8 @@
 #   --out     kernel, initramfs and logs (build/testbed)
 #
 # Exit: 0 every test passed; 1 one failed; 77 skipped, with the reason (no
-# QEMU and no way to install it, no guest kernel to be had, not root).
+# QEMU and no way to install it, no guest kernel to be had, not root), or 1
+# where RTACCEL_TEST_REQUIRE names qemu (tests/harness/skip.h).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=build OUT=build/testbed BENCH=0
@@ -32,7 +33,12 @@ OUT=$(realpath "$OUT")
 BUILD=$(realpath "$BUILD")
 LIBDIR=$(realpath python/rtaccel/lib)
 say() { echo "# rdma test bed: $*"; }
-skip() { say "skipped: $*"; exit 77; }
+skip() {
+  if [[ ",${RTACCEL_TEST_REQUIRE:-}," =~ ,(qemu|all), ]]; then
+    say "FAIL: required qemu: $* (RTACCEL_TEST_REQUIRE says this machine has it)"; exit 1
+  fi
+  say "SKIP: needs qemu: $*"; exit 77
+}
 
 # ---- the host's packages ----
 PKGS=(qemu-system-x86 busybox-static rdma-core ibverbs-providers iproute2 kmod cpio zstd)
