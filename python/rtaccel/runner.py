@@ -193,11 +193,20 @@ def format_compare(summaries: list[dict]) -> str:
                 lines.append(f"# {_label(s)}: link {link['link']} lost {lost} messages from {first:.1f} s on "
                              f"(counted in drop; see {s['folder']}/summary.json)")
     for s in summaries:
+        for c in s["chains"]:
+            if c["critical"] and c["bound_held"] is False:
+                over = c.get("over_bound")
+                lines.append(f"# {_label(s)}: {c['chain']}: "
+                             f"{'' if over is None else f'{over} of '}{c['count']} instances over its "
+                             f"bound of {c['wcrt_us'] / 1000:.1f} ms (max {c['max_us'] / 1000:.1f} ms)")
+    for s in summaries:
         if s["policy"] == "paam":
             lines.append("# paam: every critical chain's maximum is within its bound"
                          if s.get("critical_bounds_held") else
-                         "# paam: A CRITICAL CHAIN EXCEEDED ITS BOUND (marked '!'): a bug in the "
-                         "model or the runtime")
+                         "# paam: A CRITICAL CHAIN EXCEEDED ITS BOUND (marked '!'): an assumption of "
+                         "the analysis did not hold in this run (a host stall or steal time, the "
+                         "kernel's work on the executors' cores, a callback over its WCET) or the "
+                         "model is wrong; docs/run.md says how to find which")
         if not s.get("realtime", True):
             lines.append(f"# {_label(s)}: executors ran without SCHED_FIFO (refused): "
                          "no real-time priority, the bounds do not apply to this run")

@@ -188,8 +188,6 @@ class ServerPath final : public AccelPath {
 
   Status open() override {
     const auto& w = *config_.workload;
-    if (int err = rtaccel_client_connect(config_.socket.c_str(), &client_))
-      return Status::os_error("cannot connect to rtaccel-server at " + config_.socket, -err);
     std::vector<rtaccel_registration_desc> descs;
     std::vector<size_t> callbacks;
     for (size_t cb = 0; cb < w.callbacks.size(); ++cb) {
@@ -201,6 +199,9 @@ class ServerPath final : public AccelPath {
       callbacks.push_back(cb);
     }
     registrations_.resize(w.callbacks.size());
+    if (descs.empty()) return Status();  // nothing of this executor's goes to the server
+    if (int err = rtaccel_client_connect(config_.socket.c_str(), &client_))
+      return Status::os_error("cannot connect to rtaccel-server at " + config_.socket, -err);
     std::vector<rtaccel_registration*> regs(descs.size());
     char reason[256] = "";
     if (int err = rtaccel_client_register_all(client_, descs.data(), descs.size(), regs.data(), reason,

@@ -459,8 +459,11 @@ TEST(Server, HigherBucketPreemptsALowerOne) {
   ASSERT_EQ(rtaccel_wait(high, &th, 10 * kSecond, nullptr), 0);
   ASSERT_EQ(rtaccel_wait(low, &tl, 10 * kSecond, nullptr), 0);
   const rtaccel_request_times h = times_of(high, th), l = times_of(low, tl);
-  EXPECT_LT(h.end_ns, l.end_ns);  // it did not wait for the 200 ms kernel
-  EXPECT_LT(h.end_ns - h.submit_ns, 100 * kMs);
+  // It did not wait for the 200 ms kernel: it ended first, and took less
+  // than half the time that waiting would have taken (a host stall lengthens
+  // both alike).
+  EXPECT_LT(h.end_ns, l.end_ns);
+  EXPECT_LT(h.end_ns - h.submit_ns, (l.end_ns - h.submit_ns) / 2);
 }
 
 TEST(Server, RefusesForgedRequestsAndKeepsServingOthers) {
@@ -624,14 +627,17 @@ TEST(Server, WorstFitDecreasingAcrossDevices) {
   EXPECT_EQ(info[0].device, info[2].device);  // small joins mid (15% < 40%)
 }
 
-TEST(Server, ADeadClientsQueueIsDroppedAndItsMemoryReleasedWithin100ms) {
+// The bad case is a server that drains a dead client's queue: its memory
+// would be released, and the next request would start, only after the dead
+// client's 600 ms of work. Both are compared with that, in the same run.
+TEST(Server, ADeadClientsQueueIsDroppedAndItsMemoryReleasedAtOnce) {
   ServerProcess server(cpu_args({"--levels", "1"}));
   ASSERT_TRUE(server.ready());
   Client client(server);
-  rtaccel_registration* blocker = client.reg(busy_chain("blocker", 1, 300 * kMs));
+  rtaccel_registration* blocker = client.reg(busy_chain("blocker", 1, 600 * kMs));
   ASSERT_TRUE(blocker);
   rtaccel_ticket tb;
-  ASSERT_EQ(submit_busy(blocker, 300 * kMs, &tb), 0);
+  ASSERT_EQ(submit_busy(blocker, 600 * kMs, &tb), 0);
   ASSERT_TRUE(wait_started(blocker, tb));
   const size_t regions_before = server.maps_containing("rtaccel-region");
 
@@ -642,11 +648,11 @@ TEST(Server, ADeadClientsQueueIsDroppedAndItsMemoryReleasedWithin100ms) {
     rtaccel_client* c;
     rtaccel_registration* r;
     if (rtaccel_client_connect(server.socket(), &c) ||
-        register_desc(c, busy_chain("doomed", 9, 50 * kMs), &r, nullptr, 0))
+        register_desc(c, busy_chain("doomed", 9, 150 * kMs), &r, nullptr, 0))
       _exit(1);
-    for (int i = 0; i < 4; i++) {  // 200 ms of work queued behind the blocker
+    for (int i = 0; i < 4; i++) {  // 600 ms of work queued behind the blocker
       rtaccel_ticket t;
-      if (submit_busy(r, 50 * kMs, &t)) _exit(1);
+      if (submit_busy(r, 150 * kMs, &t)) _exit(1);
     }
     char ok = 1;
     if (write(ready[1], &ok, 1) != 1) _exit(1);
@@ -659,18 +665,23 @@ TEST(Server, ADeadClientsQueueIsDroppedAndItsMemoryReleasedWithin100ms) {
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
   const uint64_t killed = core::monotonic_ns();
-  while (server.maps_containing("rtaccel-region") > regions_before && core::monotonic_ns() - killed < kSecond) usleep(1000);
-  const uint64_t released = core::monotonic_ns() - killed;
-  EXPECT_LT(released, 100 * kMs) << "region of the dead client released after " << released / 1000 << " us";
+  while (server.maps_containing("rtaccel-region") > regions_before && core::monotonic_ns() - killed < 10 * kSecond)
+    usleep(1000);
+  const uint64_t released = core::monotonic_ns();
+  EXPECT_EQ(server.maps_containing("rtaccel-region"), regions_before) << "the dead client's region is still mapped";
 
-  // Its queued 200 ms of requests never run: a request of equal priority
-  // submitted now starts right after the blocker.
+  // Its queued 600 ms of requests never run: a request of equal priority
+  // submitted now starts right after the blocker, long before they would
+  // have ended; and its region went while the blocker still ran.
   rtaccel_registration* next = client.reg(busy_chain("next", 9));
   rtaccel_ticket tn;
   ASSERT_EQ(submit_busy(next, 1 * kMs, &tn), 0);
   ASSERT_EQ(rtaccel_wait(next, &tn, 10 * kSecond, nullptr), 0);
   ASSERT_EQ(rtaccel_wait(blocker, &tb, 10 * kSecond, nullptr), 0);
-  EXPECT_LT(times_of(next, tn).start_ns - times_of(blocker, tb).end_ns, 100 * kMs);
+  const uint64_t blocker_end = times_of(blocker, tb).end_ns;
+  EXPECT_LT(times_of(next, tn).start_ns - blocker_end, 300 * kMs);
+  EXPECT_LT(released, blocker_end) << "the region went " << (released - blocker_end) / 1000
+                                   << " us after the blocker, as if the server drained the queue";
 }
 
 TEST(Server, ADeadServerFailsWaitingClientsInsteadOfHangingThem) {

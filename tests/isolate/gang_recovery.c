@@ -1,14 +1,17 @@
 /* A member killed inside a job does not stall the others: a gang waiting
  * behind it, and a gang parked under it, get the lock soon after the kill,
  * and the removal is reported. Blocked threads look for dead members every
- * 20 ms (docs/isolate.md, where the measured times are): the test allows
- * two seconds, a hundred times that, so that a loaded host cannot fail it;
+ * 20 ms (docs/isolate.md, where the measured times are). A member is
+ * killed only once the lock shows the other gang blocked behind it or parked
+ * under it, so the recovery is what lets it go on. The test allows two
+ * seconds, a hundred times the poll, so that a loaded host cannot fail it;
  * without recovery the lock would never come. */
 #define RECOVERED_WITHIN_NS (2000ull * 1000 * 1000)
 #include "rtaccel/isolate.h"
 #include "test_util.h"
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 
@@ -39,26 +42,36 @@ static pid_t spawn_holder(const char *gang, int prio)
 
 static uint64_t kill_at;
 
+/* Kills PID once the lock shows a thread blocked behind it (WAITING) or
+ * parked under it: the dead member is found by the recovery, never by a
+ * job_begin that came late. */
+struct kill_plan {
+	pid_t pid;
+	bool parked; /* wait for a parked thread, else for a waiting one */
+};
+
 static void *killer(void *arg)
 {
-	pid_t pid = (pid_t)(intptr_t)arg;
-	sleep_ns(50 * 1000 * 1000);
+	const struct kill_plan *plan = arg;
+	bool seen = false;
+	for (int i = 0; i < 30000 && !seen; i++) {
+		struct rtaccel_gang_status st;
+		CHECK_EQ(rtaccel_gang_lock_status(lock, &st), 0);
+		seen = atomic_load(&sh->in_job) && (plan->parked ? st.parked : st.waiting) >= 1;
+		if (!seen)
+			sleep_ns(1000 * 1000);
+	}
+	CHECK(seen);
 	kill_at = now_ns(CLOCK_MONOTONIC);
-	kill(pid, SIGKILL);
+	kill(plan->pid, SIGKILL);
 	return NULL;
-}
-
-static void *killer_when_in_job(void *arg)
-{
-	while (!atomic_load(&sh->in_job))
-		sleep_ns(1000 * 1000);
-	return killer(arg);
 }
 
 static uint64_t begin_after_kill_of(pid_t pid)
 {
 	pthread_t t;
-	CHECK_EQ(pthread_create(&t, NULL, killer, (void *)(intptr_t)pid), 0);
+	struct kill_plan plan = {pid, false};
+	CHECK_EQ(pthread_create(&t, NULL, killer, &plan), 0);
 	CHECK_EQ(rtaccel_gang_job_begin(), 0);
 	uint64_t granted = now_ns(CLOCK_MONOTONIC);
 	CHECK_EQ(pthread_join(t, NULL), 0);
@@ -100,7 +113,8 @@ int main(void)
 			;
 	}
 	pthread_t t;
-	CHECK_EQ(pthread_create(&t, NULL, killer_when_in_job, (void *)(intptr_t)holder), 0);
+	struct kill_plan plan = {holder, true};
+	CHECK_EQ(pthread_create(&t, NULL, killer, &plan), 0);
 	struct rtaccel_gang_thread_stats ts;
 	do
 		CHECK_EQ(rtaccel_gang_self_stats(&ts), 0);

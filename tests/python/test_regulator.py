@@ -48,8 +48,10 @@ def test_a_hog_gets_its_budget_per_period_and_not_much_more():
     # Unregulated, the hog would run the whole period: 1 / 0.3 = 3.3 budgets.
     assert core["throttled_periods"] >= 0.8 * core["periods"]
     assert 0.9 <= core["budget_ratio_p50"] < 2.0
-    assert core["onset_p50_us"] > 0
-    assert core["late_p50_us"] < 200
+    # The median period starts within a fifth of a period of its time (a
+    # tail of late periods is what host stalls make).
+    assert 0 < core["onset_p50_us"] < doc["regulator"]["period_us"]
+    assert core["late_p50_us"] < 0.2 * doc["regulator"]["period_us"]
     assert 0 < core["overhead_cpu"] < 0.25
     assert doc["freeze_p50_us"] > 0
 
