@@ -609,25 +609,23 @@ def _split(text: str) -> float:
     return value
 
 
-def _kernel_us(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number of microseconds: {text!r}") from None
-    if not 0 <= value <= 1000000:
-        raise argparse.ArgumentTypeError("a kernel of 0..1000000 us")
-    return value
+def _whole_number(low: int, high: int, what: str, unit: str = ""):
+    """An argparse type: a whole number in LOW..HIGH; WHAT names the range
+    in the message ("a kernel of 0..1000000 us")."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number{unit}: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(what.format(low=low, high=high))
+        return value
+    return parse
 
 
-def _net_samples(text: str) -> int:
-    """rtaccel-net-bench's --samples: 20..1000 (its MAX_SAMPLES)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if not 20 <= value <= 1000:
-        raise argparse.ArgumentTypeError("20..1000 transfers per size")
-    return value
+_kernel_us = _whole_number(0, 1000000, "a kernel of {low}..{high} us", " of microseconds")
+# rtaccel-net-bench's --samples: its MAX_SAMPLES is 1000.
+_net_samples = _whole_number(20, 1000, "{low}..{high} transfers per size")
 
 
 def _ceiling(text: str) -> int:

@@ -12,6 +12,7 @@
 
 import argparse
 import contextlib
+import functools
 import io
 import os
 import pathlib
@@ -76,6 +77,7 @@ LIB = ROOT / "python" / "rtaccel" / "lib"
 PASSED_ON = {"server": ["rtaccel-server", "--help"], "isolate": ["rtaccel-isolate", "--help"]}
 
 
+@functools.cache
 def program_options(command):
     """The options the program behind COMMAND lists in its usage."""
     program, *args = PASSED_ON[command]
