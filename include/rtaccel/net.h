@@ -87,6 +87,31 @@ struct rtaccel_net_options {
  * well under a millisecond). */
 RTACCEL_API void rtaccel_net_options_default(struct rtaccel_net_options *o);
 
+/* What rtaccel knows of a transport besides how it moves bytes, for the
+ * layers above the net layer: a workload's links name it, the runner forms
+ * its addresses, the analysis bounds a transfer over it with its figures.
+ * The wire carries WIRE_PAYLOAD bytes of payload in every WIRE_FRAME bytes
+ * it sends (tcp: 1448 in a 1514-byte Ethernet frame). */
+struct rtaccel_net_transport {
+	const char *name;	/* "tcp": its addresses begin "tcp:" */
+	int one_machine;	/* 1: NAME:KEY between processes of one machine,
+				   peers named "uid:N"; 0: NAME:HOST:PORT between
+				   hosts, peers named by IP address */
+	int rdma_device;	/* 1: each end's interface needs an RDMA device */
+	uint32_t wire_payload, wire_frame;
+	uint32_t window_chunks; /* the default window: so many chunks, */
+	uint32_t window_bytes;	/* or these bytes where window_chunks is 0 */
+	uint32_t beyond_window; /* what one write may queue past the window */
+};
+
+/* The transport NAME names ("tcp", or an address "tcp:..."), or NULL. */
+RTACCEL_API const struct rtaccel_net_transport *rtaccel_net_transport_find(const char *name);
+/* The Ith transport (0, 1, ...), or NULL past the last. */
+RTACCEL_API const struct rtaccel_net_transport *rtaccel_net_transport_at(int i);
+/* The window a link over T gets when options leave it 0, for CHUNK. */
+RTACCEL_API uint32_t rtaccel_net_default_window(const struct rtaccel_net_transport *t,
+						uint32_t chunk);
+
 /* Listens on ADDRESS (a tcp: or rdma: port 0 picks one; see
  * rtaccel_net_listener_address) for the peers in ALLOW: IP addresses for
  * tcp and rdma ("10.0.0.2"), user ids for shm ("uid:1000", checked with

@@ -21,14 +21,13 @@
 #include <string_view>
 #include <vector>
 
+#include "rtaccel/net.h"
 #include "rtaccel/status.hpp"
 
 namespace rtaccel::workload {
 
 enum class Backend { kCpu, kOpenCl, kCuda };
 enum class WaitMode { kSuspend, kSpin };
-enum class LinkTransport { kTcp, kRdma, kShm };
-inline constexpr std::string_view kLinkTransportNames[] = {"tcp", "rdma", "shm"};
 
 // The backends' names, as the workload, rtaccel-server and direct invocation
 // spell them ("cpu", "opencl", "cuda"). Header-only: the client library uses
@@ -61,7 +60,9 @@ struct Node {
 struct Link {
   std::string name;
   size_t a = 0, b = 0;  // indices into Workload::nodes
-  LinkTransport transport = LinkTransport::kTcp;
+  // The net layer's description of the transport: its name, the form of
+  // its addresses and the figures the analysis takes from it.
+  const rtaccel_net_transport* transport = rtaccel_net_transport_find("tcp");
   uint64_t rate_bytes_per_s = 0;
   uint64_t chunk_bytes = 64 << 10;
   uint64_t window_bytes = 0;  // 0: the net layer's default for the transport

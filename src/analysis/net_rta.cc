@@ -24,18 +24,10 @@ uint64_t bytes_ns(const NetLink& link, uint64_t bytes) {
 
 std::string ms_text(uint64_t ns) { return std::to_string(ns / 1000) + " us"; }
 
-// The share of a link's rate (what its wire carries, Ethernet frames) left
-// for payload. tcp: 1448 bytes in each 1514-byte frame at an MTU of 1500
-// (IPv4, TCP with timestamps). rdma: RoCE v2 with Soft-RoCE's 1024-byte MTU
-// on such a link, 1024 bytes in 1082 (Ethernet, IPv4, UDP, BTH, ICRC). shm:
-// the rate is the payload's.
-double payload_share(workload::LinkTransport transport) {
-  switch (transport) {
-    case workload::LinkTransport::kTcp: return 1448.0 / 1514.0;
-    case workload::LinkTransport::kRdma: return 1024.0 / 1082.0;
-    case workload::LinkTransport::kShm: break;
-  }
-  return 1.0;
+// The share of a link's rate (what its wire carries) left for payload, as
+// the net layer describes the transport.
+double payload_share(const rtaccel_net_transport& transport) {
+  return static_cast<double>(transport.wire_payload) / static_cast<double>(transport.wire_frame);
 }
 
 }  // namespace
@@ -185,15 +177,11 @@ NetworkTerms::NetworkTerms(const workload::Workload& w) {
         if (flows[i].link == static_cast<long>(l) && flows[i].to_node == to) mine.push_back(i);
       if (mine.empty()) continue;
       NetLink link;
-      link.bytes_per_s = static_cast<double>(wl.rate_bytes_per_s) * payload_share(wl.transport);
+      link.bytes_per_s = static_cast<double>(wl.rate_bytes_per_s) * payload_share(*wl.transport);
       link.chunk_bytes = wl.chunk_bytes;
-      // the net layer's defaults: two chunks of socket buffer or sends, a 4 MiB ring
-      link.window_bytes = wl.window_bytes ? wl.window_bytes
-                          : wl.transport == workload::LinkTransport::kShm ? 4u << 20
-                                                                           : 2 * wl.chunk_bytes;
-      // A TCP socket takes a write while its send buffer has room, and the
-      // write may queue one packet of up to 64 KiB (GSO) beyond it.
-      if (wl.transport == workload::LinkTransport::kTcp) link.window_bytes += 64u << 10;
+      link.window_bytes = add(wl.window_bytes ? wl.window_bytes
+                                              : rtaccel_net_default_window(wl.transport, static_cast<uint32_t>(wl.chunk_bytes)),
+                              wl.transport->beyond_window);
       link.per_chunk_ns = wl.per_chunk_ns;
       std::vector<NetFlow> set;
       for (size_t i : mine) set.push_back(flows[i].flow);

@@ -91,16 +91,18 @@ NodeNetwork::~NodeNetwork() {
 
 Status NodeNetwork::create(const workload::Workload& w) {
   w_ = &w;
-  bool shm = false, wire = false;
-  for (const auto& link : w.links) (link.transport == workload::LinkTransport::kShm ? shm : wire) = true;
-  if (!wire) return Status();
-  if (shm)
-    return Status::invalid("workload '" + w.name + "': rtaccel run puts the nodes of tcp and rdma links in "
-                           "network namespaces, where shm links cannot reach; make every link shm, or none");
+  std::string local, wire;  // a link of each kind, for the messages
+  for (const auto& link : w.links) (link.transport->one_machine ? local : wire) = link.transport->name;
+  if (wire.empty()) return Status();
+  if (!local.empty())
+    return Status::invalid("workload '" + w.name + "': rtaccel run puts the nodes of " + wire +
+                           " links in network namespaces, where " + local +
+                           " links cannot reach; make every link " + local + ", or none");
   if (w.links.size() > 250) return Status::invalid("rtaccel run joins at most 250 links");
   if (geteuid() != 0)
-    return Status::invalid("running nodes joined by tcp or rdma links makes network namespaces, which needs root "
-                           "(CAP_NET_ADMIN); or make the links shm");
+    return Status::invalid("running nodes joined by " + wire +
+                           " links makes network namespaces, which needs root (CAP_NET_ADMIN); or make the "
+                           "links shm");
   remove_stale_namespaces();
   const std::string run = std::to_string(getpid());
   for (const auto& node : w.nodes) {
@@ -133,7 +135,7 @@ Status NodeNetwork::create(const workload::Workload& w) {
       if (st)
         st = command({"tc", "-n", ns, "qdisc", "add", "dev", ends[e], "root", "tbf", "rate", rate, "burst", burst,
                       "latency", "50ms"});
-      if (st && link.transport == workload::LinkTransport::kRdma)
+      if (st && link.transport->rdma_device)
         st = command({"ip", "netns", "exec", ns, "rdma", "link", "add", "rxe" + ends[e], "type", "rxe", "netdev",
                       ends[e]})
                  .context("Soft-RoCE (the rdma_rxe module, and a kernel whose rxe works in namespaces)");
@@ -157,25 +159,17 @@ Status NodeNetwork::enter(size_t node) const {
 
 std::string NodeNetwork::listen_address(size_t link, size_t node, unsigned run_id) const {
   const auto& l = w_->links[link];
-  switch (l.transport) {
-    case workload::LinkTransport::kShm:
-      return "shm:rtaccel-run-" + std::to_string(run_id) + "-" + std::to_string(link);
-    case workload::LinkTransport::kRdma: return "rdma:" + host_of(link, node == l.a ? 0 : 1) + ":0";
-    case workload::LinkTransport::kTcp: break;
-  }
-  return "tcp:" + host_of(link, node == l.a ? 0 : 1) + ":0";
+  const std::string scheme = std::string(l.transport->name) + ":";
+  if (l.transport->one_machine) return scheme + "rtaccel-run-" + std::to_string(run_id) + "-" + std::to_string(link);
+  return scheme + host_of(link, node == l.a ? 0 : 1) + ":0";
 }
 
 std::string NodeNetwork::connect_address(size_t link, size_t node, unsigned port, unsigned run_id) const {
   const auto& l = w_->links[link];
+  if (l.transport->one_machine) return listen_address(link, node, run_id);
   // The other end: the one that listens.
   const size_t end = node == l.a ? 1 : 0;
-  switch (l.transport) {
-    case workload::LinkTransport::kShm: return listen_address(link, node, run_id);
-    case workload::LinkTransport::kRdma: return "rdma:" + host_of(link, end) + ":" + std::to_string(port);
-    case workload::LinkTransport::kTcp: break;
-  }
-  return "tcp:" + host_of(link, end) + ":" + std::to_string(port);
+  return std::string(l.transport->name) + ":" + host_of(link, end) + ":" + std::to_string(port);
 }
 
 std::vector<std::string> NodeNetwork::run_in(size_t node) const {

@@ -273,15 +273,22 @@ Status prepare(const RunOptions& o, Setup* s) {
   // Accelerator requests between nodes go to the server's gateway over the
   // link: under paam by priority, under ros2 and picas in arrival order (a
   // callback on a node without the accelerator cannot invoke it directly).
+  const rtaccel_net_transport* gateway = nullptr;
   for (const auto& cb : w.callbacks)
     for (const auto& seg : cb.segments) {
       const size_t here = w.executors[cb.executor].node, there = w.accelerators[seg.accelerator].node;
       if (here == there) continue;
       const std::string what = "callback '" + cb.name + "' on node '" + w.nodes[here].name + "' uses accelerator '" +
                                w.accelerators[seg.accelerator].name + "' on node '" + w.nodes[there].name + "'";
-      if (w.links[static_cast<size_t>(w.link_between(here, there))].transport == workload::LinkTransport::kShm)
-        return Status::invalid(what + " over an shm link: the server's gateway for other nodes listens on tcp or "
-                               "rdma links");
+      const auto* transport = w.links[static_cast<size_t>(w.link_between(here, there))].transport;
+      if (transport->one_machine)
+        return Status::invalid(what + " over an " + transport->name +
+                               " link: the server's gateway for other nodes listens on links between hosts "
+                               "(tcp, rdma)");
+      if (gateway && gateway != transport)
+        return Status::invalid(what + " over " + transport->name + ", and another callback over " + gateway->name +
+                               ": the server's gateway listens on one transport");
+      gateway = transport;
     }
   for (const auto& failure : o.link_failures) {
     const std::string& name = failure.first;  // a plain name: clang's lambdas take no structured binding
@@ -291,8 +298,9 @@ Status prepare(const RunOptions& o, Setup* s) {
     if (link == w.links.end())
       return Status::invalid("--fail-link: workload '" + w.name + "' has no link '" + name + "'" +
                              (known.empty() ? " (it has no links)" : " (its links: " + known + ")"));
-    if (link->transport == workload::LinkTransport::kShm)
-      return Status::invalid("--fail-link: link '" + name + "' is shared memory; only tcp and rdma links go down");
+    if (link->transport->one_machine)
+      return Status::invalid("--fail-link: link '" + name + "' is " + link->transport->name +
+                             ", between processes of one machine; only links between hosts (tcp, rdma) go down");
     s->link_failures.push_back({static_cast<size_t>(link - w.links.begin()),
                                 static_cast<uint64_t>(failure.second * 1e9)});
   }
@@ -504,7 +512,7 @@ json trace_events(const Setup& s, const SharedRun& shared, uint64_t t0) {
   for (size_t l = 0; l < s.w.links.size(); ++l) {
     const auto& link = s.w.links[l];
     meta("process_name", link_pid + static_cast<int>(l), -1,
-         "link " + link.name + " (" + std::string(workload::kLinkTransportNames[static_cast<size_t>(link.transport)]) +
+         "link " + link.name + " (" + std::string(link.transport->name) +
              ", " + std::to_string(link.rate_bytes_per_s * 8 / 1000000) + " Mbit/s)");
   }
   for (size_t h = 0; h < s.plan.hops.size(); ++h)
@@ -617,8 +625,8 @@ std::string Run::server_address(size_t e) const {
   const size_t here = s_.w.executors[e].node, there = s_.w.accelerators.front().node;
   if (here == there) return socket_;
   const auto link = static_cast<size_t>(s_.w.link_between(here, there));
-  const char* transport = s_.w.links[link].transport == workload::LinkTransport::kRdma ? "rdma:" : "tcp:";
-  return transport + nodes_.host(link, there) + ":" + std::to_string(kGatewayPort);
+  return std::string(s_.w.links[link].transport->name) + ":" + nodes_.host(link, there) + ":" +
+         std::to_string(kGatewayPort);
 }
 
 // paam without a socket: a private rtaccel-server, logging to the result
@@ -652,11 +660,13 @@ Status Run::start_private_server() {
     }
     const std::string policy_path = server_dir_ + "/policy.yaml";
     if (Status st = write_file(policy_path, policy); !st) return st;
-    const char* transport = "tcp:";
-    for (const auto& link : s_.w.links)
-      if (link.transport == workload::LinkTransport::kRdma && (link.a == there || link.b == there)) transport = "rdma:";
+    // The gateway listens on the one transport the remote callbacks use
+    // (checked when the run was planned).
+    std::string transport;
+    for (size_t e = 0; e < s_.w.executors.size() && transport.empty(); ++e)
+      if (const std::string address = server_address(e); address != socket_) transport = address.substr(0, address.find(':'));
     args.insert(args.end(), {"--policy", policy_path, "--listen",
-                             transport + std::string("0.0.0.0:") + std::to_string(kGatewayPort)});
+                             transport + ":0.0.0.0:" + std::to_string(kGatewayPort)});
     const auto prefix = nodes_.run_in(there);
     args.insert(args.begin(), prefix.begin(), prefix.end());
   }
@@ -723,14 +733,14 @@ Status Run::start_bridges() {
     config.shared = &shared_;
     config.bridge = b;
     config.flow_control = o_.flow_control;
-    config.connect_needs_port = link.transport != workload::LinkTransport::kShm;
+    config.connect_needs_port = !link.transport->one_machine;
     config.listen_address = nodes_.listen_address(bp.link, bp.node, run_id);
     const size_t other = bp.node == link.a ? link.b : link.a;
     config.connect_address = nodes_.connect_address(bp.link, bp.node, 0, run_id);
     if (config.connect_needs_port) config.connect_address.resize(config.connect_address.rfind(':') + 1);
     // The one peer the listening end admits: the other end's address.
     const std::string peer = nodes_.listen_address(bp.link, other, run_id);
-    config.allow = link.transport == workload::LinkTransport::kShm
+    config.allow = link.transport->one_machine
                        ? "uid:" + std::to_string(geteuid())
                        : peer.substr(peer.find(':') + 1, peer.rfind(':') - peer.find(':') - 1);
     const pid_t pid = fork();
@@ -807,7 +817,7 @@ json Run::link_summary() const {
     }
     links.push_back({{"link", link.name},
                      {"between", {s_.w.nodes[link.a].name, s_.w.nodes[link.b].name}},
-                     {"transport", std::string(workload::kLinkTransportNames[static_cast<size_t>(link.transport)])},
+                     {"transport", std::string(link.transport->name)},
                      {"rate_mbps", static_cast<double>(link.rate_bytes_per_s) * 8 / 1e6},
                      {"flow_control", o_.flow_control},
                      {"namespaces", {nodes_.namespace_of(link.a), nodes_.namespace_of(link.b)}},

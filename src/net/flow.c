@@ -138,21 +138,19 @@ static int check_options(const struct rtaccel_net_options *o)
 	return 0;
 }
 
-static void limits_of(const struct rtaccel_net_options *o, struct net_limits *l)
+/* The window is the transport's default unless told (rtaccel/net.h). */
+static int limits_of(const struct rtaccel_net_options *o, const char *address,
+		     struct net_limits *l)
 {
+	const struct rtaccel_net_transport *t = rtaccel_net_transport_find(address);
+	if (!t)
+		return -EINVAL;
 	net_limits_defaults(l);
 	l->frame.max_chunk = o->chunk;
 	l->frame.max_transfer = o->max_transfer;
 	l->handshake_ns = o->handshake_ns;
-	/* tcp and rdma: two chunks unless told; shm: a 4 MiB ring unless told,
-	 * as memory drains it in well under a millisecond */
-	l->window = o->window ? o->window : 2 * o->chunk;
-	if (o->window) {
-		uint32_t ring = 4096;
-		while (ring < o->window && ring < (1u << 30))
-			ring <<= 1;
-		l->shm_ring = ring;
-	}
+	l->window = o->window ? o->window : rtaccel_net_default_window(t, o->chunk);
+	return 0;
 }
 
 static int pi_mutex_init(pthread_mutex_t *m)
@@ -667,9 +665,10 @@ int rtaccel_net_listen(const char *address, const char *const *allow, int nallow
 		a.peers[i] = strcpy(l->peers[i], allow[i]); /* the listener keeps its own */
 	}
 	struct net_limits limits;
-	limits_of(o, &limits);
+	int err = limits_of(o, address, &limits);
 	l->opt = *o;
-	int err = net_listen(address, &a, name, &limits, &l->l);
+	if (!err)
+		err = net_listen(address, &a, name, &limits, &l->l);
 	if (!err)
 		err = net_listener_address(&l->l, address, l->address, sizeof(l->address));
 	if (err) {
@@ -713,9 +712,10 @@ int rtaccel_net_connect(const char *address, const char *name, const struct rtac
 	if (!address || !name || check_options(o))
 		return -EINVAL;
 	struct net_limits limits;
-	limits_of(o, &limits);
+	int err = limits_of(o, address, &limits);
 	struct net_link t;
-	int err = net_connect(address, name, &limits, timeout_ns, &t);
+	if (!err)
+		err = net_connect(address, name, &limits, timeout_ns, &t);
 	return err ? err : make_link(&t, o, out);
 }
 

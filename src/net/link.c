@@ -19,7 +19,6 @@ void net_limits_defaults(struct net_limits *limits)
 	limits->frame.max_chunk = 1u << 20;
 	limits->frame.max_transfer = 256ull << 20;
 	limits->handshake_ns = 5ull * 1000 * 1000 * 1000;
-	limits->shm_ring = 4u << 20;
 	limits->window = 0;
 }
 
@@ -69,28 +68,12 @@ int net_wait_fds(int fd, short events, int fd2, short events2, uint64_t deadline
 
 static int stream_write(struct net_link *link, struct iovec *iov, int iovcnt, uint64_t deadline)
 {
-	switch (link->kind) {
-	case NET_TCP:
-		return net_tcp_write(link, iov, iovcnt, deadline);
-	case NET_SHM:
-		return net_shm_write(link, iov, iovcnt, deadline);
-	case NET_RDMA:
-		return net_rdma_write(link, iov, iovcnt, deadline);
-	}
-	return -EBADF;
+	return link->transport ? link->transport->ops->write(link, iov, iovcnt, deadline) : -EBADF;
 }
 
 static int stream_read(struct net_link *link, void *buf, size_t len, uint64_t deadline)
 {
-	switch (link->kind) {
-	case NET_TCP:
-		return net_tcp_read(link, buf, len, deadline);
-	case NET_SHM:
-		return net_shm_read(link, buf, len, deadline);
-	case NET_RDMA:
-		return net_rdma_read(link, buf, len, deadline);
-	}
-	return -EBADF;
+	return link->transport ? link->transport->ops->read(link, buf, len, deadline) : -EBADF;
 }
 
 int net_link_send(struct net_link *link, const struct net_frame *f, const struct iovec *iov,
@@ -148,7 +131,7 @@ int net_link_recv(struct net_link *link, struct net_frame *f, void *buf, size_t 
 }
 
 /* HELLO both ways: each end learns the other's name. */
-int net_link_handshake(struct net_link *link, const char *name)
+static int handshake(struct net_link *link, const char *name)
 {
 	const uint64_t deadline = net_deadline_after(link->limits.handshake_ns);
 	size_t len = strnlen(name, NET_NAME_MAX - 1);
@@ -230,39 +213,71 @@ bool net_allowed(const struct net_allow *allow, const char *peer)
 int net_listen(const char *address, const struct net_allow *allow, const char *name,
 	       const struct net_limits *limits, struct net_listener *out)
 {
-	if (address && strncmp(address, "shm:", 4) == 0)
-		return net_shm_listen(address, allow, name, limits, out);
-	if (address && strncmp(address, "rdma:", 5) == 0)
-		return net_rdma_listen(address, allow, name, limits, out);
-	return net_tcp_listen(address, allow, name, limits, out);
+	memset(out, 0, sizeof(*out));
+	const struct net_transport *t = net_transport_of(address);
+	if (!t || !allow || allow->count < 0 || allow->count > NET_ALLOW_MAX || !name)
+		return -EINVAL;
+	out->limits = *limits;
+	out->allow = *allow;
+	snprintf(out->name, sizeof(out->name), "%s", name);
+	int err = t->ops->listen(out, address);
+	if (!err)
+		out->transport = t;
+	return err;
 }
 
 int net_accept(struct net_listener *l, uint64_t timeout_ns, struct net_link *out, char *refused,
 	       size_t refused_len)
 {
-	switch (l->kind) {
-	case NET_SHM:
-		return net_shm_accept(l, timeout_ns, out, refused, refused_len);
-	case NET_RDMA:
-		return net_rdma_accept(l, timeout_ns, out, refused, refused_len);
-	default:
-		return net_tcp_accept(l, timeout_ns, out, refused, refused_len);
+	memset(out, 0, sizeof(*out));
+	if (!l->transport)
+		return -EBADF;
+	out->limits = l->limits;
+	char who[96] = "";
+	int err = l->transport->ops->accept(l, net_deadline_after(timeout_ns), out, who, sizeof(who));
+	if (err) {
+		if (refused && who[0])
+			snprintf(refused, refused_len, "%s (%s%s)", who,
+				 err == -EACCES ? "not on the allow-list" : "setup: ",
+				 err == -EACCES ? "" : err == -EPROTO ? out->why : strerror(-err));
+		return err;
 	}
+	out->transport = l->transport;
+	err = handshake(out, l->name);
+	if (err) {
+		if (refused)
+			snprintf(refused, refused_len, "%s (handshake: %s)", who,
+				 err == -EPROTO ? out->why : strerror(-err));
+		net_link_close(out);
+	}
+	return err;
 }
 
 int net_connect(const char *address, const char *name, const struct net_limits *limits,
 		uint64_t timeout_ns, struct net_link *out)
 {
-	if (address && strncmp(address, "shm:", 4) == 0)
-		return net_shm_connect(address, name, limits, timeout_ns, out);
-	if (address && strncmp(address, "rdma:", 5) == 0)
-		return net_rdma_connect(address, name, limits, timeout_ns, out);
-	return net_tcp_connect(address, name, limits, timeout_ns, out);
+	memset(out, 0, sizeof(*out));
+	const struct net_transport *t = net_transport_of(address);
+	if (!t || !name)
+		return -EINVAL;
+	out->limits = *limits;
+	int err = t->ops->connect(out, address, net_deadline_after(timeout_ns));
+	if (err)
+		return err;
+	out->transport = t;
+	snprintf(out->peer_addr, sizeof(out->peer_addr), "%s", address);
+	if ((err = handshake(out, name))) {
+		t->ops->close(out); /* no goodbye: there was no hello */
+		out->transport = NULL;
+	}
+	return err;
 }
 
 int net_listener_address(const struct net_listener *l, const char *address, char *out, size_t n)
 {
-	int port = l->kind == NET_TCP ? net_tcp_port(l) : l->kind == NET_RDMA ? net_rdma_port(l) : 0;
+	if (!l->transport)
+		return -EBADF;
+	int port = l->transport->ops->port ? l->transport->ops->port(l) : 0;
 	if (port < 0)
 		return port;
 	if (!port) {
@@ -280,63 +295,47 @@ int net_link_register(struct net_link *link, const void *buf, size_t len)
 {
 	if (!buf || !len)
 		return -EINVAL;
-	return link->kind == NET_RDMA ? net_rdma_register(link, buf, len) : 0;
+	if (!link->transport)
+		return -EBADF;
+	const struct net_transport_ops *ops = link->transport->ops;
+	return ops->register_region ? ops->register_region(link, buf, len) : 0;
 }
 
 int net_link_drain(struct net_link *link, uint64_t timeout_ns)
 {
-	return link->kind == NET_RDMA ? net_rdma_drain(link, net_deadline_after(timeout_ns)) : 0;
+	if (!link->transport)
+		return -EBADF;
+	const struct net_transport_ops *ops = link->transport->ops;
+	return ops->drain ? ops->drain(link, net_deadline_after(timeout_ns)) : 0;
 }
 
 uint64_t net_link_zero_copy_sends(const struct net_link *link)
 {
-	return link->kind == NET_RDMA ? net_rdma_zero_copy_sends(link) : 0;
+	const struct net_transport_ops *ops = link->transport ? link->transport->ops : NULL;
+	return ops && ops->zero_copy_sends ? ops->zero_copy_sends(link) : 0;
 }
 
 void net_link_shutdown(struct net_link *link)
 {
-	switch (link->kind) {
-	case NET_TCP:
-		if (link->fd >= 0)
-			shutdown(link->fd, SHUT_RDWR);
-		break;
-	case NET_SHM:
-		net_shm_shutdown(link);
-		break;
-	case NET_RDMA:
-		net_rdma_shutdown(link);
-		break;
-	}
+	if (link->transport)
+		link->transport->ops->shutdown(link);
 }
 
 void net_link_close(struct net_link *link)
 {
-	if (!link->kind)
+	if (!link->transport)
 		return;
 	struct net_frame bye = {.type = NET_FRAME_BYE};
 	net_link_send(link, &bye, NULL, 0, 0); /* best effort: the peer may be gone */
-	switch (link->kind) {
-	case NET_TCP:
-		if (link->fd >= 0)
-			close(link->fd);
-		link->fd = -1;
-		break;
-	case NET_SHM:
-		net_shm_close(link);
-		break;
-	case NET_RDMA:
-		net_rdma_close(link);
-		break;
-	}
-	link->kind = 0;
+	link->transport->ops->close(link);
+	link->transport = NULL;
+	link->priv = NULL;
 }
 
 void net_listener_close(struct net_listener *l)
 {
-	if (l->kind == NET_RDMA)
-		net_rdma_listener_close(l);
-	else if (l->fd >= 0)
-		close(l->fd);
-	l->fd = -1;
-	l->kind = 0;
+	if (l->transport)
+		l->transport->ops->close_listener(l);
+	l->transport = NULL;
+	l->priv = NULL;
 }

@@ -17,6 +17,7 @@
  * (-ECONNRESET) and a deadline ends it (-ETIMEDOUT). The connection manager
  * gives the peer's IP address before we accept: a stranger is rejected
  * before any memory of ours is registered for it. */
+#include "net/rdma.h"
 #include "net/transport.h"
 
 #include <arpa/inet.h>
@@ -229,7 +230,7 @@ static void conn_param(struct rdma_conn_param *p)
 /* Reads pending connection events: a disconnect marks the link down. */
 static void check_cm(struct net_link *link)
 {
-	struct net_rdma *r = link->rdma;
+	struct net_rdma *r = link->priv;
 	pthread_mutex_lock(&r->cm_mu);
 	struct rdma_cm_event *ev;
 	while (rdma_get_cm_event(r->ec, &ev) == 0) {
@@ -243,37 +244,34 @@ static void check_cm(struct net_link *link)
 	pthread_mutex_unlock(&r->cm_mu);
 }
 
+/* A completion that failed fails the link. */
+static int completed(struct net_link *link, const struct ibv_wc *wc)
+{
+	if (wc->status == IBV_WC_SUCCESS)
+		return 0;
+	struct net_rdma *r = link->priv;
+	snprintf(link->why, sizeof(link->why), "%s", ibv_wc_status_str(wc->status));
+	atomic_store(&r->down, true);
+	return -ECONNRESET;
+}
+
 /* The next completion on CQ (through CC), or a deadline, or the link down. */
 static int next_completion(struct net_link *link, struct ibv_cq *cq, struct ibv_comp_channel *cc,
 			   struct ibv_wc *wc, uint64_t deadline)
 {
-	struct net_rdma *r = link->rdma;
+	struct net_rdma *r = link->priv;
 	for (;;) {
 		int n = ibv_poll_cq(cq, 1, wc);
 		if (n < 0)
 			return -EIO;
-		if (n == 1) {
-			if (wc->status != IBV_WC_SUCCESS) {
-				snprintf(link->why, sizeof(link->why), "%s", ibv_wc_status_str(wc->status));
-				atomic_store(&r->down, true);
-				return -ECONNRESET;
-			}
-			return 0;
-		}
+		if (n == 1)
+			return completed(link, wc);
 		if (atomic_load(&r->down))
 			return -ECONNRESET;
 		if (ibv_req_notify_cq(cq, 0))
 			return -EIO;
-		if ((n = ibv_poll_cq(cq, 1, wc)) != 0) { /* arrived before the notification was armed */
-			if (n < 0)
-				return -EIO;
-			if (wc->status != IBV_WC_SUCCESS) {
-				snprintf(link->why, sizeof(link->why), "%s", ibv_wc_status_str(wc->status));
-				atomic_store(&r->down, true);
-				return -ECONNRESET;
-			}
-			return 0;
-		}
+		if ((n = ibv_poll_cq(cq, 1, wc)) != 0) /* arrived before the notification was armed */
+			return n < 0 ? -EIO : completed(link, wc);
 		int err = net_wait_fds(cc->fd, POLLIN, r->ec->fd, POLLIN, deadline);
 		if (err)
 			return err;
@@ -298,7 +296,7 @@ static void reap_send(struct net_rdma *r, const struct ibv_wc *wc)
 /* A free send slot, waiting for a completion while the window is full. */
 static int free_send_slot(struct net_link *link, uint64_t deadline, int *slot)
 {
-	struct net_rdma *r = link->rdma;
+	struct net_rdma *r = link->priv;
 	while (r->send_free == 0) {
 		struct ibv_wc wc;
 		int err = next_completion(link, r->send_cq, r->send_cc, &wc, deadline);
@@ -336,9 +334,9 @@ static struct ibv_mr *region_of(struct net_rdma *r, const void *p, size_t len)
 	return NULL;
 }
 
-int net_rdma_write(struct net_link *link, struct iovec *iov, int iovcnt, uint64_t deadline)
+static int rc_write(struct net_link *link, struct iovec *iov, int iovcnt, uint64_t deadline)
 {
-	struct net_rdma *r = link->rdma;
+	struct net_rdma *r = link->priv;
 	if (atomic_load(&r->down))
 		return -ECONNRESET;
 	/* a frame whose payload lies in a registered region: the header from
@@ -396,9 +394,9 @@ int net_rdma_write(struct net_link *link, struct iovec *iov, int iovcnt, uint64_
 	return 0;
 }
 
-int net_rdma_register(struct net_link *link, const void *buf, size_t len)
+static int rc_register(struct net_link *link, const void *buf, size_t len)
 {
-	struct net_rdma *r = link->rdma;
+	struct net_rdma *r = link->priv;
 	if (region_of(r, buf, len))
 		return 0;
 	if (r->nregions == REGIONS)
@@ -410,9 +408,9 @@ int net_rdma_register(struct net_link *link, const void *buf, size_t len)
 	return 0;
 }
 
-int net_rdma_drain(struct net_link *link, uint64_t deadline)
+static int rc_drain(struct net_link *link, uint64_t deadline)
 {
-	struct net_rdma *r = link->rdma;
+	struct net_rdma *r = link->priv;
 	while (r->zero_copy_outstanding > 0) {
 		struct ibv_wc wc;
 		int err = next_completion(link, r->send_cq, r->send_cc, &wc, deadline);
@@ -423,14 +421,14 @@ int net_rdma_drain(struct net_link *link, uint64_t deadline)
 	return 0;
 }
 
-uint64_t net_rdma_zero_copy_sends(const struct net_link *link)
+static uint64_t rc_zero_copy_sends(const struct net_link *link)
 {
-	return link->rdma->zero_copy_sends;
+	return ((const struct net_rdma *)link->priv)->zero_copy_sends;
 }
 
-int net_rdma_read(struct net_link *link, void *buf, size_t len, uint64_t deadline)
+static int rc_read(struct net_link *link, void *buf, size_t len, uint64_t deadline)
 {
-	struct net_rdma *r = link->rdma;
+	struct net_rdma *r = link->priv;
 	uint8_t *p = buf;
 	const size_t want = len;
 	while (len > 0) {
@@ -465,13 +463,8 @@ int net_rdma_read(struct net_link *link, void *buf, size_t len, uint64_t deadlin
 	return 0;
 }
 
-int net_rdma_listen(const char *address, const struct net_allow *allow, const char *name,
-		    const struct net_limits *limits, struct net_listener *out)
+static int rc_listen(struct net_listener *l, const char *address)
 {
-	memset(out, 0, sizeof(*out));
-	out->fd = -1;
-	if (!allow || allow->count < 0 || allow->count > NET_ALLOW_MAX || !name)
-		return -EINVAL;
 	struct addrinfo *ai;
 	int err = net_resolve(address, "rdma:", true, &ai);
 	if (err)
@@ -495,47 +488,42 @@ int net_rdma_listen(const char *address, const struct net_allow *allow, const ch
 		rdma_free(r);
 		return -ENODEV;
 	}
-	out->kind = NET_RDMA;
-	out->rdma = r;
-	out->fd = r->ec->fd;
-	out->limits = *limits;
-	out->allow = *allow;
-	snprintf(out->name, sizeof(out->name), "%s", name);
+	l->priv = r;
 	return 0;
 }
 
-int net_rdma_port(const struct net_listener *l) { return ntohs(rdma_get_src_port(l->rdma->id)); }
-
-int net_rdma_accept(struct net_listener *l, uint64_t timeout_ns, struct net_link *out,
-		    char *refused, size_t refused_len)
+static int rc_port(const struct net_listener *l)
 {
-	memset(out, 0, sizeof(*out));
-	out->fd = -1;
-	const uint64_t deadline = net_deadline_after(timeout_ns);
+	return ntohs(rdma_get_src_port(((const struct net_rdma *)l->priv)->id));
+}
+
+static int rc_accept(struct net_listener *l, uint64_t deadline, struct net_link *out, char *who,
+		       size_t who_len)
+{
+	struct net_rdma *listening = l->priv;
 	struct rdma_cm_event *ev;
 	int err;
 	for (;;) {
 		/* a peer that gave up between its request and our accept leaves
 		 * other events behind on the listener's channel: not ours to fail on */
-		while ((err = rdma_get_cm_event(l->rdma->ec, &ev)) == 0 &&
+		while ((err = rdma_get_cm_event(listening->ec, &ev)) == 0 &&
 		       ev->event != RDMA_CM_EVENT_CONNECT_REQUEST)
 			rdma_ack_cm_event(ev);
 		if (!err)
 			break;
 		if (errno != EAGAIN)
 			return -errno;
-		if ((err = net_wait_fds(l->rdma->ec->fd, POLLIN, -1, 0, deadline)))
+		if ((err = net_wait_fds(listening->ec->fd, POLLIN, -1, 0, deadline)))
 			return err;
 	}
 	struct rdma_cm_id *id = ev->id;
 	char addr[64];
 	net_numeric_address(rdma_get_peer_addr(id), addr, sizeof(addr));
+	snprintf(who, who_len, "rdma:%s", addr);
 	if (!net_allowed(&l->allow, addr)) {
 		rdma_reject(id, NULL, 0);
 		rdma_ack_cm_event(ev);
 		rdma_destroy_id(id);
-		if (refused)
-			snprintf(refused, refused_len, "rdma:%s (not on the allow-list)", addr);
 		return -EACCES;
 	}
 	rdma_ack_cm_event(ev);
@@ -558,35 +546,18 @@ int net_rdma_accept(struct net_listener *l, uint64_t timeout_ns, struct net_link
 	}
 	if ((err = setup_resources(r, &l->limits)) || (rdma_accept(id, &param) && (err = -errno)) ||
 	    (err = wait_event(r->ec, RDMA_CM_EVENT_ESTABLISHED, deadline, NULL))) {
-		if (refused)
-			snprintf(refused, refused_len, "rdma:%s (setup: %s)", addr, strerror(-err));
 		rdma_reject(id, NULL, 0);
 		rdma_free(r);
 		return err;
 	}
 	r->connected = true;
-	out->kind = NET_RDMA;
-	out->rdma = r;
-	out->limits = l->limits;
+	out->priv = r;
 	snprintf(out->peer_addr, sizeof(out->peer_addr), "rdma:%s", addr);
-	err = net_link_handshake(out, l->name);
-	if (err) {
-		if (refused)
-			snprintf(refused, refused_len, "rdma:%s (handshake: %s)", addr,
-				 err == -EPROTO ? out->why : strerror(-err));
-		net_link_close(out);
-	}
-	return err;
+	return 0;
 }
 
-int net_rdma_connect(const char *address, const char *name, const struct net_limits *limits,
-		     uint64_t timeout_ns, struct net_link *out)
+static int rc_connect(struct net_link *link, const char *address, uint64_t deadline)
 {
-	memset(out, 0, sizeof(*out));
-	out->fd = -1;
-	if (!name)
-		return -EINVAL;
-	const uint64_t deadline = net_deadline_after(timeout_ns);
 	struct addrinfo *ai;
 	int err = net_resolve(address, "rdma:", false, &ai);
 	if (err)
@@ -612,7 +583,7 @@ int net_rdma_connect(const char *address, const char *name, const struct net_lim
 		goto fail;
 	}
 	if ((err = wait_event(r->ec, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, NULL)) ||
-	    (err = setup_resources(r, limits)))
+	    (err = setup_resources(r, &link->limits)))
 		goto fail;
 	if (rdma_connect(r->id, &param)) {
 		err = -errno;
@@ -622,26 +593,17 @@ int net_rdma_connect(const char *address, const char *name, const struct net_lim
 		goto fail;
 	freeaddrinfo(ai);
 	r->connected = true;
-	out->kind = NET_RDMA;
-	out->rdma = r;
-	out->limits = *limits;
-	snprintf(out->peer_addr, sizeof(out->peer_addr), "%s", address);
-	if ((err = net_link_handshake(out, name))) {
-		net_rdma_close(out);
-		out->kind = 0;
-	}
-	return err;
+	link->priv = r;
+	return 0;
 fail:
 	freeaddrinfo(ai);
 	rdma_free(r);
 	return err;
 }
 
-void net_rdma_shutdown(struct net_link *link)
+static void rc_shutdown(struct net_link *link)
 {
-	struct net_rdma *r = link->rdma;
-	if (!r)
-		return;
+	struct net_rdma *r = link->priv;
 	/* what was posted (a BYE, typically) goes out before the queue pair
 	 * stops: disconnecting flushes sends that have not */
 	const uint64_t deadline = net_deadline_after(200 * 1000 * 1000);
@@ -658,14 +620,22 @@ void net_rdma_shutdown(struct net_link *link)
 	}
 }
 
-void net_rdma_close(struct net_link *link)
-{
-	rdma_free(link->rdma);
-	link->rdma = NULL;
-}
+static void rc_close(struct net_link *link) { rdma_free(link->priv); }
+static void rc_close_listener(struct net_listener *l) { rdma_free(l->priv); }
 
-void net_rdma_listener_close(struct net_listener *l)
-{
-	rdma_free(l->rdma);
-	l->rdma = NULL;
-}
+static const struct net_transport_ops rdma_ops = {
+	.listen = rc_listen,
+	.accept = rc_accept,
+	.connect = rc_connect,
+	.write = rc_write,
+	.read = rc_read,
+	.shutdown = rc_shutdown,
+	.close = rc_close,
+	.close_listener = rc_close_listener,
+	.port = rc_port,
+	.register_region = rc_register,
+	.drain = rc_drain,
+	.zero_copy_sends = rc_zero_copy_sends,
+};
+
+const struct net_transport net_rdma_transport = {.info = NET_RDMA_INFO, .ops = &rdma_ops};

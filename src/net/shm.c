@@ -33,6 +33,7 @@
 #define SHM_HEAD 4096	      /* the control page before the rings' bytes */
 #define SHM_RING_MIN 4096u
 #define SHM_RING_MAX (1u << 30)
+#define SHM_RING_DEFAULT (4u << 20)
 
 /* One direction. Indices count bytes since the link began; the ring's
  * position is the index modulo its size. */
@@ -60,7 +61,12 @@ struct net_shm {
 	int my_reader, my_writer;     /* eventfds I sleep on */
 	int peer_reader, peer_writer; /* eventfds the peer sleeps on */
 	int efd[EFD_COUNT];
+	int sock; /* the Unix socket: its hang-up is the peer's death */
 	atomic_bool down;
+};
+
+struct shm_listener {
+	int fd;
 };
 
 struct shm_setup {
@@ -95,6 +101,8 @@ static void shm_free(struct net_shm *s)
 	for (int i = 0; i < EFD_COUNT; i++)
 		if (s->efd[i] >= 0)
 			close(s->efd[i]);
+	if (s->sock >= 0)
+		close(s->sock);
 	free(s);
 }
 
@@ -105,6 +113,7 @@ static struct net_shm *shm_new(void)
 		return NULL;
 	for (int i = 0; i < EFD_COUNT; i++)
 		s->efd[i] = -1;
+	s->sock = -1;
 	return s;
 }
 
@@ -150,13 +159,13 @@ static void drain(int efd)
 static int sleep_until(struct net_link *link, int efd, _Atomic uint32_t *sleeps,
 		       bool (*ready)(const struct net_shm *), uint64_t deadline)
 {
-	struct net_shm *s = link->shm;
+	struct net_shm *s = link->priv;
 	atomic_store(sleeps, 1);
 	if (ready(s)) {
 		atomic_store(sleeps, 0);
 		return 0;
 	}
-	int err = net_wait_fds(efd, POLLIN, link->fd, POLLIN | POLLRDHUP, deadline);
+	int err = net_wait_fds(efd, POLLIN, s->sock, POLLIN | POLLRDHUP, deadline);
 	atomic_store(sleeps, 0);
 	drain(efd);
 	if (atomic_load(&s->down))
@@ -165,7 +174,7 @@ static int sleep_until(struct net_link *link, int efd, _Atomic uint32_t *sleeps,
 		return err;
 	if (ready(s))
 		return 0;
-	struct pollfd p = {.fd = link->fd, .events = POLLIN | POLLRDHUP};
+	struct pollfd p = {.fd = s->sock, .events = POLLIN | POLLRDHUP};
 	if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLIN))) {
 		snprintf(link->why, sizeof(link->why), "the peer is gone");
 		return -ECONNRESET;
@@ -183,9 +192,9 @@ static bool has_data(const struct net_shm *s)
 	return atomic_load(&s->rx->head) != atomic_load(&s->rx->tail);
 }
 
-int net_shm_write(struct net_link *link, struct iovec *iov, int iovcnt, uint64_t deadline)
+static int shm_write(struct net_link *link, struct iovec *iov, int iovcnt, uint64_t deadline)
 {
-	struct net_shm *s = link->shm;
+	struct net_shm *s = link->priv;
 	const uint64_t mask = s->size - 1;
 	for (int i = 0; i < iovcnt; i++) {
 		const uint8_t *p = iov[i].iov_base;
@@ -223,9 +232,9 @@ int net_shm_write(struct net_link *link, struct iovec *iov, int iovcnt, uint64_t
 	return 0;
 }
 
-int net_shm_read(struct net_link *link, void *buf, size_t len, uint64_t deadline)
+static int shm_read(struct net_link *link, void *buf, size_t len, uint64_t deadline)
 {
-	struct net_shm *s = link->shm;
+	struct net_shm *s = link->priv;
 	const uint64_t mask = s->size - 1;
 	uint8_t *p = buf;
 	const size_t want = len;
@@ -262,29 +271,34 @@ int net_shm_read(struct net_link *link, void *buf, size_t len, uint64_t deadline
 	return 0;
 }
 
-int net_shm_listen(const char *address, const struct net_allow *allow, const char *name,
-		   const struct net_limits *limits, struct net_listener *out)
+static int shm_listen(struct net_listener *l, const char *address)
 {
-	memset(out, 0, sizeof(*out));
-	out->fd = -1;
-	out->kind = NET_SHM;
 	struct sockaddr_un sa;
 	socklen_t len;
-	if (!allow || allow->count < 0 || allow->count > NET_ALLOW_MAX || !name ||
-	    socket_address(address, &sa, &len) < 0)
+	if (socket_address(address, &sa, &len) < 0)
 		return -EINVAL;
+	struct shm_listener *sl = malloc(sizeof(*sl));
+	if (!sl)
+		return -ENOMEM;
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, len) < 0 || listen(fd, 64) < 0) {
 		int err = -errno;
 		if (fd >= 0)
 			close(fd);
+		free(sl);
 		return err;
 	}
-	out->fd = fd;
-	out->limits = *limits;
-	out->allow = *allow;
-	snprintf(out->name, sizeof(out->name), "%s", name);
+	sl->fd = fd;
+	l->priv = sl;
 	return 0;
+}
+
+static void shm_close_listener(struct net_listener *l)
+{
+	struct shm_listener *sl = l->priv;
+	if (sl)
+		close(sl->fd);
+	free(sl);
 }
 
 /* The connector's setup message and its memfd and eventfds. */
@@ -352,22 +366,20 @@ static int check_memfd(int memfd, uint32_t ring_size, char *why, size_t why_len)
 	return 0;
 }
 
-int net_shm_accept(struct net_listener *l, uint64_t timeout_ns, struct net_link *out,
-		   char *refused, size_t refused_len)
+static int shm_accept(struct net_listener *l, uint64_t deadline, struct net_link *out, char *who,
+		      size_t who_len)
 {
-	memset(out, 0, sizeof(*out));
-	out->fd = -1;
-	const uint64_t deadline = net_deadline_after(timeout_ns);
+	const int lfd = ((const struct shm_listener *)l->priv)->fd;
 	int fd;
 	for (;;) {
-		fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (fd >= 0)
 			break;
 		if (errno == EINTR || errno == ECONNABORTED)
 			continue;
 		if (errno != EAGAIN)
 			return -errno;
-		int err = net_wait_fds(l->fd, POLLIN, -1, 0, deadline);
+		int err = net_wait_fds(lfd, POLLIN, -1, 0, deadline);
 		if (err)
 			return err;
 	}
@@ -380,11 +392,9 @@ int net_shm_accept(struct net_listener *l, uint64_t timeout_ns, struct net_link 
 	}
 	char peer[32];
 	snprintf(peer, sizeof(peer), "uid:%u", (unsigned)cred.uid);
+	snprintf(who, who_len, "shm:uid:%u pid %d", (unsigned)cred.uid, (int)cred.pid);
 	if (!net_allowed(&l->allow, peer)) {
 		close(fd);
-		if (refused)
-			snprintf(refused, refused_len, "shm:uid:%u pid %d (not on the allow-list)",
-				 (unsigned)cred.uid, (int)cred.pid);
 		return -EACCES;
 	}
 	struct net_shm *s = shm_new();
@@ -392,38 +402,23 @@ int net_shm_accept(struct net_listener *l, uint64_t timeout_ns, struct net_link 
 		close(fd);
 		return -ENOMEM;
 	}
+	s->sock = fd;
 	int memfd = -1;
 	uint32_t ring_size = 0;
-	char why[128] = "";
-	int err = receive_setup(fd, s, &memfd, &ring_size, deadline, why, sizeof(why));
+	int err = receive_setup(fd, s, &memfd, &ring_size, deadline, out->why, sizeof(out->why));
 	if (!err)
-		err = check_memfd(memfd, ring_size, why, sizeof(why));
+		err = check_memfd(memfd, ring_size, out->why, sizeof(out->why));
 	if (!err)
 		err = shm_attach(s, memfd, ring_size, false);
 	if (memfd >= 0)
 		close(memfd);
 	if (err) {
-		if (refused)
-			snprintf(refused, refused_len, "shm:uid:%u pid %d (setup: %s)",
-				 (unsigned)cred.uid, (int)cred.pid, err == -EPROTO ? why : strerror(-err));
 		shm_free(s);
-		close(fd);
 		return err;
 	}
-	out->kind = NET_SHM;
-	out->fd = fd;
-	out->shm = s;
-	out->limits = l->limits;
-	snprintf(out->peer_addr, sizeof(out->peer_addr), "shm:uid:%u", (unsigned)cred.uid);
-	err = net_link_handshake(out, l->name);
-	if (err) {
-		if (refused)
-			snprintf(refused, refused_len, "shm:uid:%u pid %d (handshake: %s)",
-				 (unsigned)cred.uid, (int)cred.pid,
-				 err == -EPROTO ? out->why : strerror(-err));
-		net_link_close(out);
-	}
-	return err;
+	out->priv = s;
+	snprintf(out->peer_addr, sizeof(out->peer_addr), "shm:%s", peer);
+	return 0;
 }
 
 /* The memfd with its control page set up, sealed against resizing. */
@@ -441,18 +436,24 @@ static int make_memfd(uint32_t ring_size)
 	return memfd;
 }
 
-int net_shm_connect(const char *address, const char *name, const struct net_limits *limits,
-		    uint64_t timeout_ns, struct net_link *out)
+/* The ring a link's window asks for: a power of 2 at least as large. */
+static uint32_t ring_size(const struct net_limits *limits)
 {
-	memset(out, 0, sizeof(*out));
-	out->fd = -1;
+	if (!limits->window)
+		return SHM_RING_DEFAULT;
+	uint32_t ring = SHM_RING_MIN;
+	while (ring < limits->window && ring < SHM_RING_MAX)
+		ring <<= 1;
+	return ring;
+}
+
+static int shm_connect(struct net_link *link, const char *address, uint64_t deadline)
+{
 	struct sockaddr_un sa;
 	socklen_t salen;
-	uint32_t ring = limits->shm_ring;
-	if (!name || socket_address(address, &sa, &salen) < 0 || ring < SHM_RING_MIN ||
-	    ring > SHM_RING_MAX || (ring & (ring - 1)))
+	const uint32_t ring = ring_size(&link->limits);
+	if (socket_address(address, &sa, &salen) < 0)
 		return -EINVAL;
-	const uint64_t deadline = net_deadline_after(timeout_ns);
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
@@ -473,6 +474,7 @@ int net_shm_connect(const char *address, const char *name, const struct net_limi
 		close(fd);
 		return -ENOMEM;
 	}
+	s->sock = fd;
 	for (int i = 0; i < EFD_COUNT; i++)
 		if ((s->efd[i] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
 			err = -errno;
@@ -513,40 +515,40 @@ int net_shm_connect(const char *address, const char *name, const struct net_limi
 			goto fail;
 	}
 	close(memfd);
-	memfd = -1;
-	out->kind = NET_SHM;
-	out->fd = fd;
-	out->shm = s;
-	out->limits = *limits;
-	snprintf(out->peer_addr, sizeof(out->peer_addr), "%s", address);
-	if ((err = net_link_handshake(out, name))) {
-		net_shm_close(out);
-		out->kind = 0;
-	}
-	return err;
+	link->priv = s;
+	return 0;
 fail:
 	if (memfd >= 0)
 		close(memfd);
 	shm_free(s);
-	close(fd);
 	return err;
 }
 
-void net_shm_shutdown(struct net_link *link)
+static void shm_shutdown(struct net_link *link)
 {
-	struct net_shm *s = link->shm;
-	if (!s)
-		return;
+	struct net_shm *s = link->priv;
 	atomic_store(&s->down, true);
 	poke(s->my_reader);
 	poke(s->my_writer);
 }
 
-void net_shm_close(struct net_link *link)
-{
-	shm_free(link->shm);
-	link->shm = NULL;
-	if (link->fd >= 0)
-		close(link->fd);
-	link->fd = -1;
-}
+static void shm_close(struct net_link *link) { shm_free(link->priv); }
+
+static const struct net_transport_ops shm_ops = {
+	.listen = shm_listen,
+	.accept = shm_accept,
+	.connect = shm_connect,
+	.write = shm_write,
+	.read = shm_read,
+	.shutdown = shm_shutdown,
+	.close = shm_close,
+	.close_listener = shm_close_listener,
+};
+
+/* The rate a shm link declares is the payload's; its window is the ring,
+ * 4 MiB unless told (memory drains it in well under a millisecond). */
+const struct net_transport net_shm_transport = {
+	.info = {.name = "shm", .one_machine = 1, .wire_payload = 1, .wire_frame = 1,
+		 .window_bytes = SHM_RING_DEFAULT},
+	.ops = &shm_ops,
+};

@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -19,22 +20,51 @@
 
 #include "core/clock.h"
 
+/* A link's or a listener's socket. */
+struct tcp_socket {
+	int fd;
+};
+
+static int fd_of(const struct net_link *link) { return ((const struct tcp_socket *)link->priv)->fd; }
+
 static int wait_fd(int fd, short events, uint64_t deadline)
 {
 	return net_wait_fds(fd, events, -1, 0, deadline);
 }
 
-int net_tcp_write(struct net_link *link, struct iovec *iov, int iovcnt, uint64_t deadline)
+/* Takes FD into LINK's or a listener's PRIV; closes it if it cannot. */
+static int adopt(void **priv, int fd)
+{
+	struct tcp_socket *s = malloc(sizeof(*s));
+	if (!s) {
+		close(fd);
+		return -ENOMEM;
+	}
+	s->fd = fd;
+	*priv = s;
+	return 0;
+}
+
+static void release(void **priv)
+{
+	struct tcp_socket *s = *priv;
+	if (s)
+		close(s->fd);
+	free(s);
+	*priv = NULL;
+}
+
+static int tcp_write(struct net_link *link, struct iovec *iov, int iovcnt, uint64_t deadline)
 {
 	while (iovcnt > 0) {
 		struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)iovcnt};
-		ssize_t n = sendmsg(link->fd, &m, MSG_NOSIGNAL);
+		ssize_t n = sendmsg(fd_of(link), &m, MSG_NOSIGNAL);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			if (errno != EAGAIN)
 				return errno == EPIPE ? -ECONNRESET : -errno;
-			int err = wait_fd(link->fd, POLLOUT, deadline);
+			int err = wait_fd(fd_of(link), POLLOUT, deadline);
 			if (err)
 				return err;
 			continue;
@@ -52,14 +82,14 @@ int net_tcp_write(struct net_link *link, struct iovec *iov, int iovcnt, uint64_t
 	return 0;
 }
 
-int net_tcp_read(struct net_link *link, void *buf, size_t len, uint64_t deadline)
+static int tcp_read(struct net_link *link, void *buf, size_t len, uint64_t deadline)
 {
 	char sink[4096];
 	char *p = buf;
 	const size_t want = len;
 	while (len > 0) {
-		ssize_t n = p ? recv(link->fd, p, len, 0)
-			      : recv(link->fd, sink, len < sizeof(sink) ? len : sizeof(sink), 0);
+		ssize_t n = p ? recv(fd_of(link), p, len, 0)
+			      : recv(fd_of(link), sink, len < sizeof(sink) ? len : sizeof(sink), 0);
 		if (n == 0)
 			return -ECONNRESET;
 		if (n < 0) {
@@ -68,7 +98,7 @@ int net_tcp_read(struct net_link *link, void *buf, size_t len, uint64_t deadline
 			if (errno != EAGAIN)
 				return -errno;
 			bool started = len < want;
-			int err = wait_fd(link->fd, POLLIN, net_read_deadline(deadline, started));
+			int err = wait_fd(fd_of(link), POLLIN, net_read_deadline(deadline, started));
 			if (err)
 				return net_read_failed(err, started);
 			continue;
@@ -102,14 +132,8 @@ static void set_window(int fd, const struct net_limits *limits)
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &w, sizeof(w));
 }
 
-int net_tcp_listen(const char *address, const struct net_allow *allow, const char *name,
-		   const struct net_limits *limits, struct net_listener *out)
+static int tcp_listen(struct net_listener *l, const char *address)
 {
-	memset(out, 0, sizeof(*out));
-	out->fd = -1;
-	out->kind = NET_TCP;
-	if (!allow || allow->count < 0 || allow->count > NET_ALLOW_MAX || !name)
-		return -EINVAL;
 	struct addrinfo *ai;
 	int err = net_resolve(address, "tcp:", true, &ai);
 	if (err)
@@ -117,7 +141,7 @@ int net_tcp_listen(const char *address, const struct net_allow *allow, const cha
 	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	int one = 1;
 	if (fd >= 0)
-		set_window(fd, limits);
+		set_window(fd, &l->limits);
 	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
 	    bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 64) < 0) {
 		err = -errno;
@@ -127,77 +151,53 @@ int net_tcp_listen(const char *address, const struct net_allow *allow, const cha
 		return err;
 	}
 	freeaddrinfo(ai);
-	out->fd = fd;
-	out->limits = *limits;
-	out->allow = *allow;
-	snprintf(out->name, sizeof(out->name), "%s", name);
-	return 0;
+	return adopt(&l->priv, fd);
 }
 
-int net_tcp_port(const struct net_listener *l)
+static int tcp_port(const struct net_listener *l)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
-	if (getsockname(l->fd, (struct sockaddr *)&ss, &len) < 0)
+	if (getsockname(((const struct tcp_socket *)l->priv)->fd, (struct sockaddr *)&ss, &len) < 0)
 		return -errno;
 	if (ss.ss_family == AF_INET)
 		return ntohs(((struct sockaddr_in *)&ss)->sin_port);
 	return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
 }
 
-int net_tcp_accept(struct net_listener *l, uint64_t timeout_ns, struct net_link *out, char *refused,
-		   size_t refused_len)
+static int tcp_accept(struct net_listener *l, uint64_t deadline, struct net_link *out, char *who,
+		      size_t who_len)
 {
-	memset(out, 0, sizeof(*out));
-	out->fd = -1;
-	const uint64_t deadline = net_deadline_after(timeout_ns);
+	const int lfd = ((const struct tcp_socket *)l->priv)->fd;
 	for (;;) {
 		struct sockaddr_storage ss;
 		socklen_t len = sizeof(ss);
-		int fd = accept4(l->fd, (struct sockaddr *)&ss, &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		int fd = accept4(lfd, (struct sockaddr *)&ss, &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
 			if (errno != EAGAIN)
 				return -errno;
-			int err = wait_fd(l->fd, POLLIN, deadline);
+			int err = wait_fd(lfd, POLLIN, deadline);
 			if (err)
 				return err;
 			continue;
 		}
 		char addr[64];
 		net_numeric_address((const struct sockaddr *)&ss, addr, sizeof(addr));
+		snprintf(who, who_len, "tcp:%s", addr);
 		if (!net_allowed(&l->allow, addr)) {
 			close(fd);
-			if (refused)
-				snprintf(refused, refused_len, "tcp:%s (not on the allow-list)", addr);
 			return -EACCES;
 		}
 		set_nodelay(fd);
-		out->kind = NET_TCP;
-		out->fd = fd;
-		out->limits = l->limits;
 		snprintf(out->peer_addr, sizeof(out->peer_addr), "tcp:%s", addr);
-		int err = net_link_handshake(out, l->name);
-		if (err) {
-			if (refused)
-				snprintf(refused, refused_len, "tcp:%s (handshake: %s)", addr,
-					 err == -EPROTO ? out->why : strerror(-err));
-			net_link_close(out);
-			return err;
-		}
-		return 0;
+		return adopt(&out->priv, fd);
 	}
 }
 
-int net_tcp_connect(const char *address, const char *name, const struct net_limits *limits,
-		    uint64_t timeout_ns, struct net_link *out)
+static int tcp_connect(struct net_link *link, const char *address, uint64_t deadline)
 {
-	memset(out, 0, sizeof(*out));
-	out->fd = -1;
-	if (!name)
-		return -EINVAL;
-	const uint64_t deadline = net_deadline_after(timeout_ns);
 	struct addrinfo *ai;
 	int err = net_resolve(address, "tcp:", false, &ai);
 	if (err)
@@ -208,7 +208,7 @@ int net_tcp_connect(const char *address, const char *name, const struct net_limi
 		freeaddrinfo(ai);
 		return err;
 	}
-	set_window(fd, limits);
+	set_window(fd, &link->limits);
 	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0 && errno != EINPROGRESS) {
 		err = -errno;
 		goto fail;
@@ -223,18 +223,35 @@ int net_tcp_connect(const char *address, const char *name, const struct net_limi
 	}
 	freeaddrinfo(ai);
 	set_nodelay(fd);
-	out->kind = NET_TCP;
-	out->fd = fd;
-	out->limits = *limits;
-	snprintf(out->peer_addr, sizeof(out->peer_addr), "%s", address);
-	if ((err = net_link_handshake(out, name))) {
-		close(fd);
-		out->fd = -1;
-		out->kind = 0;
-	}
-	return err;
+	return adopt(&link->priv, fd);
 fail:
 	close(fd);
 	freeaddrinfo(ai);
 	return err;
 }
+
+static void tcp_shutdown(struct net_link *link) { shutdown(fd_of(link), SHUT_RDWR); }
+static void tcp_close(struct net_link *link) { release(&link->priv); }
+static void tcp_close_listener(struct net_listener *l) { release(&l->priv); }
+
+static const struct net_transport_ops tcp_ops = {
+	.listen = tcp_listen,
+	.accept = tcp_accept,
+	.connect = tcp_connect,
+	.write = tcp_write,
+	.read = tcp_read,
+	.shutdown = tcp_shutdown,
+	.close = tcp_close,
+	.close_listener = tcp_close_listener,
+	.port = tcp_port,
+};
+
+/* 1448 bytes of payload in each 1514-byte Ethernet frame at an MTU of 1500
+ * (IPv4, TCP with timestamps). The window is the socket buffers (two chunks
+ * unless told); a write that finds room in them may still queue one packet
+ * of up to 64 KiB (GSO) beyond. */
+const struct net_transport net_tcp_transport = {
+	.info = {.name = "tcp", .wire_payload = 1448, .wire_frame = 1514, .window_chunks = 2,
+		 .beyond_window = 64u << 10},
+	.ops = &tcp_ops,
+};

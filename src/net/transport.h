@@ -1,12 +1,15 @@
 /* The net layer's transports (internal): a link carries frames (frame.h)
  * between two processes, in order, with every failure returned as a value.
  * The flow-control layer above (flow.c) schedules which frame goes next; a
- * transport only moves them. Three transports keep one contract:
+ * transport only moves them. Each transport is a table of operations
+ * (struct net_transport_ops) registered by its address scheme:
  *
  *   - tcp:HOST:PORT   a TCP connection (tcp.c);
  *   - shm:NAME        two byte rings in a memfd shared by two processes of
  *                     one machine, set up over a Unix socket (shm.c);
  *   - rdma:HOST:PORT  an RC queue pair through rdma-core (rdma.c).
+ *
+ * and link.c keeps the one contract for all of them:
  *
  *   - connect and accept exchange HELLO frames (each end's name), under a
  *     deadline;
@@ -25,6 +28,7 @@
 #include <sys/uio.h>
 
 #include "net/frame.h"
+#include "rtaccel/net.h"
 
 #define NET_NAME_MAX 256
 #define NET_IOV_MAX 15 /* payload pieces of one frame */
@@ -33,30 +37,25 @@
 struct net_limits {
 	struct net_frame_limits frame;
 	uint64_t handshake_ns; /* connect/accept: HELLO both ways */
-	uint32_t shm_ring;     /* shm: bytes of each direction's ring (a power of 2) */
-	uint32_t window;       /* tcp: SO_SNDBUF and SO_RCVBUF (0: the kernel's) */
+	uint32_t window;       /* bytes the transport may hold ahead of the
+				* receiver; 0: its own most (tcp: the
+				* kernel's buffers, rdma: every send slot,
+				* shm: its default ring) */
 };
 
 void net_limits_defaults(struct net_limits *limits);
 
-/* The peers a listener accepts: TCP by IP address ("10.0.0.2", "::1"),
- * shared memory by user id ("uid:1000"). An empty list accepts no one. The
- * listener keeps the pointers: the strings must outlive it. */
+/* The peers a listener accepts: TCP and RDMA by IP address ("10.0.0.2",
+ * "::1"), shared memory by user id ("uid:1000"). An empty list accepts no
+ * one. The listener keeps the pointers: the strings must outlive it. */
 struct net_allow {
 	const char *peers[NET_ALLOW_MAX];
 	int count;
 };
 
-enum net_kind { NET_TCP = 1, NET_SHM = 2, NET_RDMA = 3 };
-
-struct net_shm;
-struct net_rdma;
-
 struct net_link {
-	int kind;
-	int fd;			/* tcp: the socket; shm: the Unix socket (liveness) */
-	struct net_shm *shm;	/* shm: the rings */
-	struct net_rdma *rdma;	/* rdma: the queue pair and its buffers */
+	const struct net_transport *transport; /* NULL: not open */
+	void *priv;			       /* the transport's own state */
 	struct net_limits limits;
 	char peer_name[NET_NAME_MAX]; /* from the peer's HELLO */
 	char peer_addr[96];	      /* as the transport sees it */
@@ -64,27 +63,73 @@ struct net_link {
 };
 
 struct net_listener {
-	int kind;
-	int fd;
-	struct net_rdma *rdma; /* rdma: the listening id */
+	const struct net_transport *transport; /* NULL: not open */
+	void *priv;
 	struct net_limits limits;
 	struct net_allow allow;
 	char name[NET_NAME_MAX];
 };
 
-/* "tcp:HOST:PORT" (HOST a name, IPv4 or [IPv6]; PORT 0 picks one). */
-int net_tcp_listen(const char *address, const struct net_allow *allow, const char *name,
-		   const struct net_limits *limits, struct net_listener *out);
-/* The port a listener got (for "tcp:HOST:0"). */
-int net_tcp_port(const struct net_listener *l);
-/* -EACCES: a peer not on the list connected and was closed; REFUSED names
- * it. -ETIMEDOUT: no peer before the deadline. */
-int net_tcp_accept(struct net_listener *l, uint64_t timeout_ns, struct net_link *out, char *refused,
-		   size_t refused_len);
-int net_tcp_connect(const char *address, const char *name, const struct net_limits *limits,
-		    uint64_t timeout_ns, struct net_link *out);
+/* What a transport does, for the generic code in link.c, which runs the
+ * HELLO exchange, the allow-list's messages, the deadlines and the frames
+ * once for all of them. A transport moves bytes; it never sees a frame but
+ * as bytes, and never calls back into link.c but for the helpers below.
+ *
+ * listen	opens ADDRESS for L (limits, allow-list and name already set).
+ * accept	the next peer's connection into OUT (limits set), checked
+ *		against the allow-list: -EACCES for a stranger. WHO names the
+ *		peer, as refusals say it, as soon as it is known; a setup that
+ *		fails on what the peer sent is -EPROTO with OUT->why.
+ * connect	a connection to ADDRESS into LINK (limits set).
+ * write	every byte of IOV (the array may be changed), or an error.
+ * read		exactly LEN bytes into BUF (NULL: skip them), or an error;
+ *		net_read_deadline and net_read_failed say how a read that has
+ *		started ends.
+ * shutdown	wakes a blocked read or write with -ECONNRESET, and fails
+ *		every later one so.
+ * close	frees the link's state (after shutdown or not).
+ * close_listener frees the listener's state.
+ * port		the port a listener got (port 0 picks one); NULL: addresses
+ *		have no port.
+ * register_region, drain, zero_copy_sends: sends without a copy from a
+ *		registered region (see net_link_register); NULL: every send
+ *		copies, and there is nothing to register or drain.
+ */
+struct net_transport_ops {
+	int (*listen)(struct net_listener *l, const char *address);
+	int (*accept)(struct net_listener *l, uint64_t deadline, struct net_link *out, char *who,
+		      size_t who_len);
+	int (*connect)(struct net_link *link, const char *address, uint64_t deadline);
+	int (*write)(struct net_link *link, struct iovec *iov, int iovcnt, uint64_t deadline);
+	int (*read)(struct net_link *link, void *buf, size_t len, uint64_t deadline);
+	void (*shutdown)(struct net_link *link);
+	void (*close)(struct net_link *link);
+	void (*close_listener)(struct net_listener *l);
+	int (*port)(const struct net_listener *l);
+	int (*register_region)(struct net_link *link, const void *buf, size_t len);
+	int (*drain)(struct net_link *link, uint64_t deadline);
+	uint64_t (*zero_copy_sends)(const struct net_link *link);
+};
 
-/* Any transport, by the address's prefix (tcp:, shm:, rdma:). */
+/* A transport: what the layers above know of it (rtaccel/net.h), and its
+ * operations. One per file (tcp.c, shm.c, rdma.c), registered by its
+ * scheme in transports.c. */
+struct net_transport {
+	struct rtaccel_net_transport info; /* first: the public view points here */
+	const struct net_transport_ops *ops;
+};
+
+extern const struct net_transport net_tcp_transport;
+extern const struct net_transport net_rdma_transport;
+extern const struct net_transport net_shm_transport;
+
+/* The transport of ADDRESS ("tcp:..."), or NULL. */
+const struct net_transport *net_transport_of(const char *address);
+
+/* Any transport, by the address's scheme (tcp:, shm:, rdma:). Listen,
+ * accept and connect end with each side's HELLO: -EACCES from accept is a
+ * peer not on the list, which REFUSED names (and why: not on the list, its
+ * setup, its handshake); -ETIMEDOUT no peer before the deadline. */
 int net_listen(const char *address, const struct net_allow *allow, const char *name,
 	       const struct net_limits *limits, struct net_listener *out);
 int net_accept(struct net_listener *l, uint64_t timeout_ns, struct net_link *out, char *refused,
@@ -94,24 +139,6 @@ int net_connect(const char *address, const char *name, const struct net_limits *
 /* The address a peer connects to (a tcp: or rdma: listener on port 0 gets
  * its port filled in). */
 int net_listener_address(const struct net_listener *l, const char *address, char *out, size_t n);
-
-/* "shm:NAME": a Unix socket in the abstract namespace; peers by "uid:N". */
-int net_shm_listen(const char *address, const struct net_allow *allow, const char *name,
-		   const struct net_limits *limits, struct net_listener *out);
-int net_shm_accept(struct net_listener *l, uint64_t timeout_ns, struct net_link *out,
-		   char *refused, size_t refused_len);
-int net_shm_connect(const char *address, const char *name, const struct net_limits *limits,
-		    uint64_t timeout_ns, struct net_link *out);
-
-/* "rdma:HOST:PORT" (an IP address of an RDMA device's netdev): -ENOSYS when
- * rtaccel was built without rdma-core, -ENODEV when no device serves HOST. */
-int net_rdma_listen(const char *address, const struct net_allow *allow, const char *name,
-		    const struct net_limits *limits, struct net_listener *out);
-int net_rdma_accept(struct net_listener *l, uint64_t timeout_ns, struct net_link *out,
-		    char *refused, size_t refused_len);
-int net_rdma_connect(const char *address, const char *name, const struct net_limits *limits,
-		     uint64_t timeout_ns, struct net_link *out);
-int net_rdma_port(const struct net_listener *l);
 
 /* One frame: header F and its payload (F->length bytes in IOV). */
 int net_link_send(struct net_link *link, const struct net_frame *f, const struct iovec *iov,
@@ -139,9 +166,7 @@ void net_link_shutdown(struct net_link *link);
 void net_link_close(struct net_link *link);
 void net_listener_close(struct net_listener *l);
 
-/* Inside the transports: the byte streams under the frames (BUF NULL on a
- * read skips LEN bytes), deadlines in CLOCK_MONOTONIC ns, and the HELLO
- * exchange that ends every connect and accept.
+/* For the transports: deadlines in CLOCK_MONOTONIC ns.
  *
  * A read that has taken part of its LEN bytes is in the middle of a frame:
  * from then on, the rest gets NET_STALL_NS after each piece whatever the
@@ -151,21 +176,6 @@ void net_listener_close(struct net_listener *l);
 #define NET_STALL_NS (1000ull * 1000 * 1000)
 uint64_t net_read_deadline(uint64_t deadline, bool started);
 int net_read_failed(int err, bool started);
-int net_tcp_write(struct net_link *link, struct iovec *iov, int iovcnt, uint64_t deadline);
-int net_tcp_read(struct net_link *link, void *buf, size_t len, uint64_t deadline);
-int net_shm_write(struct net_link *link, struct iovec *iov, int iovcnt, uint64_t deadline);
-int net_shm_read(struct net_link *link, void *buf, size_t len, uint64_t deadline);
-int net_rdma_write(struct net_link *link, struct iovec *iov, int iovcnt, uint64_t deadline);
-int net_rdma_read(struct net_link *link, void *buf, size_t len, uint64_t deadline);
-void net_shm_shutdown(struct net_link *link);
-void net_shm_close(struct net_link *link);
-void net_rdma_shutdown(struct net_link *link);
-int net_rdma_register(struct net_link *link, const void *buf, size_t len);
-int net_rdma_drain(struct net_link *link, uint64_t deadline);
-uint64_t net_rdma_zero_copy_sends(const struct net_link *link);
-void net_rdma_close(struct net_link *link);
-void net_rdma_listener_close(struct net_listener *l);
-int net_link_handshake(struct net_link *link, const char *name);
 /* What tcp and rdma share: an address resolved for getaddrinfo (-EINVAL
  * when it is not SCHEME "HOST:PORT", -EHOSTUNREACH when HOST resolves to
  * nothing), a peer's numeric address as allow-lists name it (IPv4-mapped

@@ -372,8 +372,9 @@ class Loader {
     p.between = f.names("between", true, "node");
     if (between.IsDefined() && between.IsSequence() && between.size() != 2)
       ctx_.error(between, f.what() + ": between must name two nodes");
-    if (auto t = f.choice("transport", true, {std::begin(kLinkTransportNames), std::end(kLinkTransportNames)}))
-      l.transport = static_cast<LinkTransport>(*t);
+    std::vector<std::string> transports;
+    for (int i = 0; rtaccel_net_transport_at(i); ++i) transports.push_back(rtaccel_net_transport_at(i)->name);
+    if (auto t = f.choice("transport", true, transports)) l.transport = rtaccel_net_transport_at(static_cast<int>(*t));
     if (auto mbps = f.integer("rate_mbps", true, 1, 10000000)) l.rate_bytes_per_s = static_cast<uint64_t>(*mbps) * 125000;
     if (auto chunk = f.integer("chunk_kb", false, 1, 16384)) l.chunk_bytes = static_cast<uint64_t>(*chunk) << 10;
     if (auto window = f.integer("window_kb", false, 1, 1 << 20)) l.window_bytes = static_cast<uint64_t>(*window) << 10;

@@ -178,7 +178,7 @@ TEST(Loader, NodesAndLinks) {
   EXPECT_EQ(w.links[0].rate_bytes_per_s, 125'000'000u);
   EXPECT_EQ(w.links[0].chunk_bytes, 64u << 10);
   EXPECT_EQ(w.links[0].per_chunk_ns, 5000u);
-  EXPECT_EQ(w.links[0].transport, LinkTransport::kTcp);
+  EXPECT_STREQ(w.links[0].transport->name, "tcp");
   EXPECT_EQ(w.node_of_callback(0), 0u);
   EXPECT_EQ(w.node_of_callback(1), 1u);
   EXPECT_EQ(w.link_between(1, 0), 0);

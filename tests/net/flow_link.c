@@ -363,7 +363,9 @@ static int partial_frame_peer(const char *part, const char *address, int ready)
 	uint8_t frame[NET_FRAME_HEADER + 1000] = {0};
 	net_frame_encode(&f, frame);
 	size_t n = strcmp(part, "header") == 0 ? 20 : sizeof(frame);
-	if (write(t.fd, frame, n) != (ssize_t)n || write(ready, "r", 1) != 1)
+	struct iovec part_of_frame = {frame, n};
+	if (t.transport->ops->write(&t, &part_of_frame, 1, net_deadline_after(SEC)) ||
+	    write(ready, "r", 1) != 1)
 		return T_FAIL;
 	raise(SIGSTOP);
 	return T_FAIL; /* never continued */

@@ -68,7 +68,7 @@ static void start_receiver(pthread_t *t, int pause_after, uint64_t expect_bytes,
 	struct net_limits limits;
 	net_limits_defaults(&limits);
 	limits.frame.max_chunk = max_chunk;
-	limits.shm_ring = 1u << 16;
+	limits.window = 1u << 16; /* shm: a ring of 64 KiB */
 	static char uid[32]; /* the listener keeps the pointer */
 	snprintf(uid, sizeof(uid), "uid:%u", (unsigned)getuid());
 	const bool rdma = strcmp(transport, "rdma") == 0;

@@ -16,13 +16,13 @@ static struct net_listener listen_on(const char *who)
 {
 	struct net_allow allow = {.peers = {who}, .count = 1};
 	struct net_listener l;
-	CHECK_EQ(net_tcp_listen("tcp:127.0.0.1:0", &allow, "server", &limits, &l), 0);
+	CHECK_EQ(net_listen("tcp:127.0.0.1:0", &allow, "server", &limits, &l), 0);
 	return l;
 }
 
 static void address_of(const struct net_listener *l, char *out, size_t n)
 {
-	snprintf(out, n, "tcp:127.0.0.1:%d", net_tcp_port(l));
+	CHECK_EQ(net_listener_address(l, "tcp:127.0.0.1:0", out, n), 0);
 }
 
 /* A raw TCP connection, for peers that do not speak the protocol. */
@@ -81,7 +81,7 @@ static void frames_arrive_intact_and_in_order(void)
 	pid_t child = test_fork();
 	if (child == 0) {
 		struct net_link link;
-		if (net_tcp_connect(address, "client", &limits, 2000000000ull, &link))
+		if (net_connect(address, "client", &limits, 2000000000ull, &link))
 			_exit(T_FAIL);
 		static uint8_t data[CHUNK];
 		for (int i = 0; i < CHUNKS; i++) {
@@ -99,7 +99,7 @@ static void frames_arrive_intact_and_in_order(void)
 	}
 	struct net_link link;
 	char refused[128] = "";
-	CHECK_EQ(net_tcp_accept(&l, 5000000000ull, &link, refused, sizeof(refused)), 0);
+	CHECK_EQ(net_accept(&l, 5000000000ull, &link, refused, sizeof(refused)), 0);
 	CHECK(strcmp(link.peer_name, "client") == 0);
 	CHECK(strcmp(link.peer_addr, "tcp:127.0.0.1") == 0);
 	static uint8_t buf[CHUNK];
@@ -129,12 +129,12 @@ static void strangers_are_refused_and_named(void)
 	pid_t child = test_fork();
 	if (child == 0) {
 		struct net_link link;
-		int err = net_tcp_connect(address, "stranger", &limits, 2000000000ull, &link);
+		int err = net_connect(address, "stranger", &limits, 2000000000ull, &link);
 		_exit(err == -ECONNRESET || err == -EPIPE ? T_PASS : T_FAIL);
 	}
 	struct net_link link;
 	char refused[128] = "";
-	CHECK_EQ(net_tcp_accept(&l, 5000000000ull, &link, refused, sizeof(refused)), -EACCES);
+	CHECK_EQ(net_accept(&l, 5000000000ull, &link, refused, sizeof(refused)), -EACCES);
 	CHECK(strcmp(refused, "tcp:127.0.0.1 (not on the allow-list)") == 0);
 	int status;
 	waitpid(child, &status, 0);
@@ -149,7 +149,7 @@ static void deadlines_not_hangs(void)
 	address_of(&l, address, sizeof(address));
 	struct net_link link;
 	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
-	CHECK_EQ(net_tcp_accept(&l, 50000000ull, &link, NULL, 0), -ETIMEDOUT);
+	CHECK_EQ(net_accept(&l, 50000000ull, &link, NULL, 0), -ETIMEDOUT);
 	uint64_t waited = now_ns(CLOCK_MONOTONIC) - t0;
 	CHECK(waited >= 50000000ull && waited < 2000000000ull);
 
@@ -158,7 +158,7 @@ static void deadlines_not_hangs(void)
 	limits.handshake_ns = 100000000ull;
 	l.limits = limits;
 	char refused[128] = "";
-	CHECK_EQ(net_tcp_accept(&l, 5000000000ull, &link, refused, sizeof(refused)), -ETIMEDOUT);
+	CHECK_EQ(net_accept(&l, 5000000000ull, &link, refused, sizeof(refused)), -ETIMEDOUT);
 	CHECK(strstr(refused, "handshake") != NULL);
 	stop(child);
 	net_limits_defaults(&limits);
@@ -168,12 +168,12 @@ static void deadlines_not_hangs(void)
 	child = test_fork();
 	if (child == 0) {
 		struct net_link c;
-		if (net_tcp_connect(address, "quiet", &limits, 2000000000ull, &c))
+		if (net_connect(address, "quiet", &limits, 2000000000ull, &c))
 			_exit(T_FAIL);
 		pause();
 		_exit(T_PASS);
 	}
-	CHECK_EQ(net_tcp_accept(&l, 5000000000ull, &link, NULL, 0), 0);
+	CHECK_EQ(net_accept(&l, 5000000000ull, &link, NULL, 0), 0);
 	struct net_frame f;
 	uint8_t buf[16];
 	t0 = now_ns(CLOCK_MONOTONIC);
@@ -199,7 +199,7 @@ static void half_a_frame_then_death(void)
 	net_frame_encode(&half, bytes);
 	pid_t child = raw_peer(address, true, bytes, sizeof(bytes), true);
 	struct net_link link;
-	CHECK_EQ(net_tcp_accept(&l, 5000000000ull, &link, NULL, 0), 0);
+	CHECK_EQ(net_accept(&l, 5000000000ull, &link, NULL, 0), 0);
 	CHECK(strcmp(link.peer_name, "evil") == 0);
 	struct net_frame f;
 	static uint8_t buf[2000];
@@ -221,7 +221,7 @@ static void bytes_that_are_not_frames(void)
 	pid_t child = raw_peer(address, false, junk, sizeof(junk), false);
 	struct net_link link;
 	char refused[128] = "";
-	CHECK_EQ(net_tcp_accept(&l, 5000000000ull, &link, refused, sizeof(refused)), -EPROTO);
+	CHECK_EQ(net_accept(&l, 5000000000ull, &link, refused, sizeof(refused)), -EPROTO);
 	CHECK(strstr(refused, "bad magic") != NULL);
 	stop(child);
 
@@ -231,7 +231,7 @@ static void bytes_that_are_not_frames(void)
 	uint8_t h[NET_FRAME_HEADER];
 	net_frame_encode(&big, h);
 	child = raw_peer(address, true, h, sizeof(h), false);
-	CHECK_EQ(net_tcp_accept(&l, 5000000000ull, &link, NULL, 0), 0);
+	CHECK_EQ(net_accept(&l, 5000000000ull, &link, NULL, 0), 0);
 	struct net_frame f;
 	uint8_t buf[16];
 	CHECK_EQ(net_link_recv(&link, &f, buf, sizeof(buf), 5000000000ull), -EMSGSIZE);
@@ -243,7 +243,7 @@ static void bytes_that_are_not_frames(void)
 				 .length = 20, .flags = NET_FLAG_LAST};
 	net_frame_encode(&liar, h);
 	child = raw_peer(address, true, h, sizeof(h), false);
-	CHECK_EQ(net_tcp_accept(&l, 5000000000ull, &link, NULL, 0), 0);
+	CHECK_EQ(net_accept(&l, 5000000000ull, &link, NULL, 0), 0);
 	CHECK_EQ(net_link_recv(&link, &f, buf, sizeof(buf), 5000000000ull), -EPROTO);
 	CHECK(strcmp(link.why, "chunk outside its transfer") == 0);
 	net_link_close(&link);
@@ -259,15 +259,15 @@ static void bad_addresses(void)
 	static const char *const bad[] = {"tcp:nohost", "udp:127.0.0.1:5", "tcp:[::1:80",
 					  "tcp:127.0.0.1:", "tcp::80", "tcp:127.0.0.1:8x", NULL};
 	for (int i = 0; bad[i]; i++) {
-		CHECK_EQ(net_tcp_listen(bad[i], &none, "x", &limits, &l), -EINVAL);
-		CHECK_EQ(net_tcp_connect(bad[i], "x", &limits, 1000000ull, &link), -EINVAL);
+		CHECK_EQ(net_listen(bad[i], &none, "x", &limits, &l), -EINVAL);
+		CHECK_EQ(net_connect(bad[i], "x", &limits, 1000000ull, &link), -EINVAL);
 	}
 	/* Nobody listens: refused at once, not after the deadline. */
 	l = listen_on("127.0.0.1");
 	char address[64];
 	address_of(&l, address, sizeof(address));
 	net_listener_close(&l);
-	CHECK_EQ(net_tcp_connect(address, "x", &limits, 2000000000ull, &link), -ECONNREFUSED);
+	CHECK_EQ(net_connect(address, "x", &limits, 2000000000ull, &link), -ECONNREFUSED);
 }
 
 int main(void)

@@ -161,7 +161,7 @@ def test_a_link_going_down_mid_run_is_reported_and_nothing_hangs(tmp_path):
 
 @pytest.mark.parametrize("extra, message", [
     (["--fail-link", "eth9@1"], "has no link 'eth9' (its links: eth0)"),
-    (["--fail-link", "eth0@1"], "is shared memory"),
+    (["--fail-link", "eth0@1"], "is shm, between processes of one machine"),
     (["--fail-link", "eth0@9"], "within the run"),
 ])
 def test_bad_link_failures_are_refused(tmp_path, extra, message):
