@@ -25,7 +25,7 @@
 #include "core/clock.h"
 #include "core/fd.h"
 #include "core/futex.h"
-#include "core/mutex.h"
+#include "rtaccel/lock.hpp"
 #include "accel/gateway.h"
 #include "accel/policy.h"
 #include "accel/protocol.h"
@@ -107,7 +107,7 @@ struct Device {
   StatusPage* status = nullptr;
   // Priority-inheritance mutex: the workers of all buckets share the device
   // core at different SCHED_FIFO priorities and take it to pick requests.
-  core::PiMutex mu;
+  lock::PiMutex mu;
   std::vector<Region*> buckets[kMaxLevels] RTACCEL_GUARDED_BY(mu);
   Region* graveyard RTACCEL_GUARDED_BY(mu) = nullptr;  // dead regions whose last request finished
   // Doorbell value each bucket's workers last scanned at: a higher bucket that
@@ -382,7 +382,7 @@ void ServerImpl::worker(Device& d, uint32_t bucket, std::latch* prepared) {
 // then the earliest arrival (FIFO among equals). Requests are taken in ring
 // order within a region. Malformed entries are completed with an error here.
 bool ServerImpl::take(Device& d, uint32_t bucket, Job* job) {
-  core::MutexLock guard(d.mu);
+  lock::MutexLock guard(d.mu);
   for (;;) {
     const uint64_t now = core::monotonic_ns();
     Region* best = nullptr;
@@ -446,7 +446,7 @@ void ServerImpl::execute(Device& d, Job& job, rtaccel_bwlock_holder_t* bw) {
 
   bool notify = false;
   {
-    core::MutexLock guard(d.mu);
+    lock::MutexLock guard(d.mu);
     if (--r.inflight == 0 && r.dead) {
       r.next_dead = d.graveyard;
       d.graveyard = &r;
@@ -711,7 +711,7 @@ Status ServerImpl::create_region(Connection* c, const rtaccel_registration_desc&
     return Status::error(st.message(), ENOMEM);
   Region* region = r.release();
   {
-    core::MutexLock guard(d.mu);
+    lock::MutexLock guard(d.mu);
     region->priority = admitted.priority;
     region->bucket = 0;
     d.buckets[0].push_back(region);
@@ -750,7 +750,7 @@ void ServerImpl::reply(Connection* c, const RegisterReply& r, const Region* regi
 void ServerImpl::refresh_buckets(Device& d) {
   std::vector<std::pair<uint32_t, uint32_t>> moved;
   {
-    core::MutexLock guard(d.mu);
+    lock::MutexLock guard(d.mu);
     std::vector<Region*> all;
     for (uint32_t b = 0; b < d.levels; b++) {
       all.insert(all.end(), d.buckets[b].begin(), d.buckets[b].end());
@@ -776,7 +776,7 @@ void ServerImpl::unregister(Region* r) {
   Device& d = *devices_[r->device];
   bool free_now = false;
   {
-    core::MutexLock guard(d.mu);
+    lock::MutexLock guard(d.mu);
     auto& list = d.buckets[r->bucket];
     list.erase(std::remove(list.begin(), list.end(), r), list.end());
     r->dead = true;  // queued requests are dropped; one running finishes
@@ -808,7 +808,7 @@ void ServerImpl::reap() {
   for (auto& d : devices_) {
     Region* dead;
     {
-      core::MutexLock guard(d->mu);
+      lock::MutexLock guard(d->mu);
       dead = std::exchange(d->graveyard, nullptr);
     }
     while (dead) {

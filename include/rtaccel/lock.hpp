@@ -1,9 +1,9 @@
-// A priority-inheritance mutex with clang's thread-safety annotations (core,
-// internal). Fields declared RTACCEL_GUARDED_BY(mu) may only be touched with
+// The lock layer for C++: a priority-inheritance mutex (rtaccel/lock.h) with
+// clang's thread-safety annotations. Fields declared RTACCEL_GUARDED_BY(mu) may only be touched with
 // mu held; clang's -Wthread-safety (the clang builds) checks it at compile
 // time, other compilers ignore the annotations.
-#ifndef RTACCEL_CORE_MUTEX_H_
-#define RTACCEL_CORE_MUTEX_H_
+#ifndef RTACCEL_LOCK_HPP_
+#define RTACCEL_LOCK_HPP_
 
 #include <pthread.h>
 
@@ -21,7 +21,7 @@
 #define RTACCEL_ACQUIRE(...) RTACCEL_TS(acquire_capability(__VA_ARGS__))
 #define RTACCEL_RELEASE(...) RTACCEL_TS(release_capability(__VA_ARGS__))
 
-namespace rtaccel::core {
+namespace rtaccel::lock {
 
 class RTACCEL_CAPABILITY("mutex") PiMutex {
  public:
@@ -56,6 +56,6 @@ class RTACCEL_SCOPED_CAPABILITY MutexLock {
   PiMutex& mu_;
 };
 
-}  // namespace rtaccel::core
+}  // namespace rtaccel::lock
 
-#endif  // RTACCEL_CORE_MUTEX_H_
+#endif  // RTACCEL_LOCK_HPP_
