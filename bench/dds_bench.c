@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/percentile.h"
 #include "dds_blob.h"
 #include "net_common.h"
 
@@ -52,16 +53,10 @@ static void die(const char *what, dds_return_t rc)
 	exit(1);
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 static double pct(uint64_t *v, int n, double p)
 {
-	qsort(v, (size_t)n, sizeof(*v), cmp_u64);
-	return (double)v[(int)(p / 100.0 * (n - 1) + 0.5)] / 1000.0;
+	rtaccel_sort_u64(v, (size_t)n);
+	return (double)rtaccel_percentile_sorted_u64(v, (size_t)n, p / 100.0) / 1000.0;
 }
 
 /* Unicast between this process and its peer, over the given interface. */

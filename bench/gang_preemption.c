@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/percentile.h"
 #include "core/realtime.h"
 
 #define MAX_THREADS 8
@@ -229,23 +230,10 @@ struct result {
 	int available;
 };
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 static double us_at(const struct result *r, double p);
 static uint64_t pct(const struct result *r, double p)
 {
-	if (!r->n)
-		return 0;
-	int rank = (int)((p / 100.0) * r->n + 0.999999);
-	if (rank < 1)
-		rank = 1;
-	if (rank > r->n)
-		rank = r->n;
-	return r->ns[rank - 1];
+	return rtaccel_percentile_sorted_u64(r->ns, (size_t)r->n, p / 100.0);
 }
 
 /* One round: release at t0, preempt by `m`, run, give back. */
@@ -425,11 +413,11 @@ int main(int argc, char **argv)
 			memcpy(all[m].ns + all[m].n, res[s][m].ns, (size_t)res[s][m].n * sizeof(uint64_t));
 			all[m].n += res[s][m].n;
 			all[m].violations += res[s][m].violations;
-			qsort(res[s][m].ns, (size_t)res[s][m].n, sizeof(uint64_t), cmp_u64);
+			rtaccel_sort_u64(res[s][m].ns, (size_t)res[s][m].n);
 		}
 	}
 	for (int m = 0; m < M_COUNT; m++)
-		qsort(all[m].ns, (size_t)all[m].n, sizeof(uint64_t), cmp_u64);
+		rtaccel_sort_u64(all[m].ns, (size_t)all[m].n);
 	double job_ns, mutex_ns;
 	if (uncontended(&job_ns, &mutex_ns)) {
 		fprintf(stderr, "rtaccel-gang-bench: cannot join the gang lock\n");

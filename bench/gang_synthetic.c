@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/percentile.h"
 #include "core/size.h"
 
 #define CORES 2
@@ -304,15 +305,9 @@ static int calibrate(struct task *task, double split)
 
 /* --- results ----------------------------------------------------------------- */
 
-static int cmp_u64(const void *a, const void *b)
-{
-	const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 static double pct(const uint64_t *sorted, size_t n, double q)
 {
-	return n ? (double)sorted[(size_t)(q * (double)(n - 1))] : 0;
+	return (double)rtaccel_percentile_sorted_u64(sorted, n, q);
 }
 
 struct task_result {
@@ -343,8 +338,8 @@ static struct task_result summarise(struct thread threads[CORES])
 		resp[j] = end - threads[0].jobs[j].release;
 		r.misses += resp[j] > threads[0].task->period_ns;
 	}
-	qsort(exec, n, sizeof(*exec), cmp_u64);
-	qsort(resp, n, sizeof(*resp), cmp_u64);
+	rtaccel_sort_u64(exec, n);
+	rtaccel_sort_u64(resp, n);
 	r.jobs = n;
 	if (n) {
 		r.min_us = (double)exec[0] / 1e3;

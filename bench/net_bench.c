@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/percentile.h"
 #include "core/futex.h"
 #include "core/size.h"
 #include "net/transport.h"
@@ -241,19 +242,10 @@ static rtaccel_net_channel_t *open_channel(rtaccel_net_link_t *link, uint32_t id
 
 /* ---- statistics ---- */
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 static double pct(uint64_t *v, int n, double p)
 {
-	if (n == 0)
-		return 0;
-	qsort(v, (size_t)n, sizeof(*v), cmp_u64);
-	int i = (int)(p / 100.0 * (n - 1) + 0.5);
-	return (double)v[i] / 1000.0;
+	rtaccel_sort_u64(v, (size_t)n);
+	return (double)rtaccel_percentile_sorted_u64(v, (size_t)n, p / 100.0) / 1000.0;
 }
 
 static double max_us(const uint64_t *v, int n)

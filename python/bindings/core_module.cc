@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "core/percentile.h"
 #include "rtaccel/analysis.hpp"
 #include "rtaccel/isolate.h"
 #include "rtaccel/chainset.hpp"
@@ -366,6 +367,17 @@ PYBIND11_MODULE(_core, m) {
   m.def("arrivals", &analysis::arrivals, py::arg("window_ns"), py::arg("period_ns"),
         "Lemma 1: ceil(window / period) + 1.");
   m.def("bucket_of", &analysis::bucket_of, py::arg("priority"), py::arg("priorities"), py::arg("levels"));
+  m.def(
+      "percentile",
+      [](std::vector<double> values, double q) {
+        if (values.empty()) throw py::value_error("percentile of no values");
+        if (!(q >= 0 && q <= 1)) throw py::value_error("percentile: q must be in [0, 1]");
+        std::sort(values.begin(), values.end());
+        return rtaccel_percentile_sorted(values.data(), values.size(), q);
+      },
+      py::arg("values"), py::arg("q"),
+      "The Q-quantile (0..1) of VALUES as every rtaccel report computes it (core/percentile.h): "
+      "nearest rank, a value that was measured.");
 
   py::class_<analysis::ChainsetParams>(m, "ChainsetParams")
       .def(py::init<>())

@@ -30,6 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ._core import percentile
+
 DNN_PRIORITY = 60
 BWWRITE_PRIORITY = 50
 UTILISATION = 0.45  # of the network per core, as the paper picks its period
@@ -213,9 +215,8 @@ def _start_task(args: list) -> subprocess.Popen:
 
 
 def _percentiles(values: list) -> dict:
-    v = np.array(values)
-    return {"min": float(v.min()), "p50": float(np.percentile(v, 50)),
-            "p99": float(np.percentile(v, 99)), "max": float(v.max())}
+    return {"min": min(values), "p50": percentile(values, 0.5), "p99": percentile(values, 0.99),
+            "max": max(values)}
 
 
 def run(out: Path, seconds: float = 10.0, threads: int | None = None, membench: str | None = None,
@@ -235,7 +236,7 @@ def run(out: Path, seconds: float = 10.0, threads: int | None = None, membench: 
 
     # The network alone, back to back, fixes its period (45% of a core each).
     probe = _task(["dnn", model, threads, 1.0, 1.0, "-"], 120)["frame_ms"]
-    frame_ms = sorted(probe)[len(probe) // 2]
+    frame_ms = percentile(probe, 0.5)
     period_ms = frame_ms / UTILISATION
     # BwWrite: 2 x LLC, a job writing for about 40% of its period alone.
     size = 2 * llc

@@ -32,6 +32,7 @@
 #include "core/daemon.h"
 #include "exec/shared.h"
 #include "core/futex.h"
+#include "core/percentile.h"
 #include "core/realtime.h"
 #include "rtaccel/analysis.hpp"
 #include "rtaccel/exec.hpp"
@@ -49,11 +50,9 @@ constexpr uint64_t kSecond = 1000000000;
 
 double us(uint64_t ns) { return static_cast<double>(ns) / 1000.0; }
 
-// Nearest-rank percentile of sorted values.
+// The P-th percentile (core/percentile.h) of sorted values.
 uint64_t percentile(const std::vector<uint64_t>& sorted, double p) {
-  if (sorted.empty()) return 0;
-  auto rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
-  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
+  return rtaccel_percentile_sorted_u64(sorted.data(), sorted.size(), p / 100.0);
 }
 
 // In a forked child: dies with the runner, whatever kills it.

@@ -761,17 +761,11 @@ uint64_t regulator_wall_ns(const struct regulator *reg)
 
 /* ---- summary and trace ---------------------------------------------------- */
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
 double reg_percentile(double *v, size_t n, double q)
 {
 	if (!n)
 		return 0;
-	qsort(v, n, sizeof(*v), cmp_double);
+	rtaccel_sort_double(v, n);
 	return rtaccel_percentile_sorted(v, n, q);
 }
 

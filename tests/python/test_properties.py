@@ -156,3 +156,15 @@ def test_deadline_horizon_agrees_with_period_horizon_on_schedulable_chains(doc):
         if r.schedulable:
             assert by_period[name].schedulable
             assert by_period[name].wcrt_ns == r.wcrt_ns
+
+
+@given(st.lists(st.floats(-1e9, 1e9), min_size=1, max_size=200), st.floats(0, 1))
+@SETTINGS
+def test_percentile_is_the_nearest_rank(values, q):
+    """rtaccel's one percentile: the smallest measured value with at least
+    q x n of the values at or below it (the minimum for q 0)."""
+    p = _core.percentile(values, q)
+    assert p in values
+    at_or_below = sum(v <= p for v in values)
+    assert at_or_below >= q * len(values) - 1e-9
+    assert all(sum(w <= v for w in values) < q * len(values) - 1e-9 for v in values if v < p)

@@ -12,6 +12,7 @@ import sys
 import time
 
 import needs
+from rtaccel._core import percentile
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXEC = ROOT / "python" / "rtaccel" / "lib" / "rtaccel-exec"
@@ -123,11 +124,6 @@ chains:
   - {name: h, priority: 9, path: [h]}
   - {name: l, priority: 1, path: [l], critical: false}
 """
-
-
-def percentile(values, q):
-    values = sorted(values)
-    return values[int(q * (len(values) - 1))]
 
 
 def segment_events(folder, name):

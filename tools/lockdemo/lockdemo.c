@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/percentile.h"
 #include "core/realtime.h"
 
 #define MAX_SAMPLES 4096
@@ -65,12 +66,6 @@ static void add_sample(uint64_t wait_ns)
 {
 	if (nsamples < MAX_SAMPLES)
 		samples[nsamples++] = wait_ns;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
 }
 
 /* --- starvation ------------------------------------------------------------- */
@@ -298,7 +293,7 @@ int main(int argc, char **argv)
 		return usage();
 	if (r != 0)
 		return r;
-	qsort(samples, (size_t)nsamples, sizeof(samples[0]), cmp_u64);
+	rtaccel_sort_u64(samples, (size_t)nsamples);
 	uint64_t sum = 0;
 	for (int i = 0; i < nsamples; i++)
 		sum += samples[i];
@@ -307,7 +302,7 @@ int main(int argc, char **argv)
 	       "\"p50_wait_us\": %.1f, \"mean_wait_us\": %.1f}\n",
 	       scenario, mode && *mode ? mode : "default", nsamples,
 	       nsamples ? (double)samples[nsamples - 1] / 1000.0 : 0.0,
-	       nsamples ? (double)samples[nsamples / 2] / 1000.0 : 0.0,
+	       (double)rtaccel_percentile_sorted_u64(samples, (size_t)nsamples, 0.5) / 1000.0,
 	       nsamples ? (double)sum / nsamples / 1000.0 : 0.0);
 	return 0;
 }
