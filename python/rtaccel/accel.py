@@ -17,12 +17,15 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from rtaccel.errors import Error
+
 LIB_DIR = Path(os.environ.get("RTACCEL_LIB_DIR", Path(__file__).resolve().parent / "lib"))
 PR_SET_PDEATHSIG = 1
 
 
-class AccelError(Exception):
-    """A server or benchmark that could not run, with the reason."""
+class AccelError(Error):
+    """A server or benchmark that could not run, with the reason (a runtime
+    failure)."""
 
 
 def binary(name: str) -> Path:

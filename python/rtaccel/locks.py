@@ -15,6 +15,8 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from rtaccel.errors import Error
+
 LIB_DIR = Path(__file__).resolve().parent / "lib"
 LOCKDEMO_SCENARIOS = (
     ("reader-starvation", ("", "phase-fair")),
@@ -24,8 +26,9 @@ LOCKDEMO_SCENARIOS = (
 )
 
 
-class LockToolError(Exception):
-    """A user error: missing build product, unreadable trace file."""
+class LockToolError(Error):
+    """A program missing or failed (runtime), or a trace file or folder that
+    cannot be used (bad_input)."""
 
 
 def shim_library() -> Path:
@@ -79,11 +82,11 @@ def new_run_folder(command: list[str], out: str | None) -> Path:
     if out is not None:
         folder = Path(out)
         if folder.exists() and not folder.is_dir():
-            raise LockToolError(f"--out {out}: not a folder")
+            raise LockToolError(f"--out {out}: not a folder", bad_input=True)
         if folder.is_dir() and (traces_in(folder) or (folder / RUN_FILE).exists()):
             raise LockToolError(f"--out {out}: holds the traces of another run; name a new "
                                 f"folder, or leave --out out (each run gets its own folder "
-                                f"under {TRACE_BASE}/)")
+                                f"under {TRACE_BASE}/)", bad_input=True)
         folder.mkdir(parents=True, exist_ok=True)
         return folder
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -106,7 +109,7 @@ def run_under_shim(command: list[str], modes: list[str], out_dir: str | Path | N
     (new_run_folder): the traces of every process of the run, and run.json
     (the command, the modes, when it started, its exit status)."""
     if not command:
-        raise LockToolError("no command given (rtaccel shim [OPTIONS] -- CMD ...)")
+        raise LockToolError("no command given (rtaccel shim [OPTIONS] -- CMD ...)", bad_input=True)
     env = shim_environment(modes, out_dir, ceiling, bwlock=bwlock,
                            bwlock_threshold=bwlock_threshold)
     started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
@@ -164,19 +167,19 @@ def load_lockstat(paths: list[str]) -> list[dict]:
         else:
             files.append(p)
     if not files:
-        raise LockToolError("no rtaccel-shim.*.json files found in " + ", ".join(paths))
+        raise LockToolError("no rtaccel-shim.*.json files found in " + ", ".join(paths), bad_input=True)
     reports = []
     for f in files:
         try:
             data = json.loads(f.read_text())
         except (OSError, UnicodeDecodeError) as err:
-            raise LockToolError(f"{f}: cannot read: {err}") from None
+            raise LockToolError(f"{f}: cannot read: {err}", bad_input=True) from None
         except json.JSONDecodeError as err:
-            raise LockToolError(f"{f}:{err.lineno}: not valid JSON: {err.msg}") from None
+            raise LockToolError(f"{f}:{err.lineno}: not valid JSON: {err.msg}", bad_input=True) from None
         if not isinstance(data, dict) or data.get("format") != "rtaccel-lockstat":
-            raise LockToolError(f"{f}: not an rtaccel lockstat file")
+            raise LockToolError(f"{f}: not an rtaccel lockstat file", bad_input=True)
         if data.get("version") != 1:
-            raise LockToolError(f"{f}: unsupported lockstat version {data.get('version')}")
+            raise LockToolError(f"{f}: unsupported lockstat version {data.get('version')}", bad_input=True)
         data["_file"] = str(f)
         reports.append(data)
     return reports

@@ -17,12 +17,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from rtaccel import accel
+from rtaccel.errors import Error
 
 POLICIES = ("ros2", "picas", "paam")
 
 
-class RunError(Exception):
-    """A run that could not be made or a result folder that cannot be read."""
+class RunError(Error):
+    """A run that could not be made (runtime), or a result folder or
+    calibration that cannot be read (bad_input)."""
 
 
 # --- calibration -------------------------------------------------------------
@@ -56,9 +58,9 @@ def load_calibration() -> dict | None:
         jitter = float(doc["release_jitter_us"])
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise RunError(f"{path}: not a calibration written by `rtaccel calibrate` ({err}); "
-                       "run it again or remove the file") from err
+                       "run it again or remove the file", bad_input=True) from err
     if eps < 0 or kappa < 0 or jitter < 0:
-        raise RunError(f"{path}: negative overheads")
+        raise RunError(f"{path}: negative overheads", bad_input=True)
     return {"path": str(path), "epsilon_us": eps, "kappa_us": kappa, "release_jitter_us": jitter}
 
 
@@ -133,7 +135,7 @@ def load_summary(folder: str) -> dict:
         doc = json.loads(path.read_text())
         doc["chains"]
     except (OSError, ValueError, KeyError, TypeError) as err:
-        raise RunError(f"{path}: not the result of `rtaccel run` ({err})") from err
+        raise RunError(f"{path}: not the result of `rtaccel run` ({err})", bad_input=True) from err
     doc["folder"] = str(folder)
     return doc
 
@@ -260,7 +262,7 @@ def report(folders: list[str], out: str | None = None) -> tuple[str, list[str]]:
                 for row in csv.DictReader(fh):
                     per.setdefault(row["chain"], []).append(float(row["latency_us"]) / 1000.0)
         except (OSError, KeyError, ValueError) as err:
-            raise RunError(f"{f}/latency.csv: {err}") from err
+            raise RunError(f"{f}/latency.csv: {err}", bad_input=True) from err
         samples.append(per)
     pngs = []
     chains = [c for c in summaries[0]["chains"]]

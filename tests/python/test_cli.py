@@ -156,3 +156,29 @@ def test_server_passes_its_arguments_to_the_daemon():
     assert "--ready-fd" in rtaccel("server", "--help", check=0).stdout
     proc = rtaccel("server", "--levels", "99", check=2)
     assert "rtaccel-server: bad --levels (1..8) '99'" in proc.stderr
+
+
+def test_exit_statuses_are_the_ones_documented_for_the_command_and_its_programs():
+    """errors.py and src/core/exit.h name the same statuses."""
+    from rtaccel import errors
+    header = (ROOT / "src" / "core" / "exit.h").read_text()
+    for name, value in (("OK", 0), ("FAILS", 1), ("BAD_INPUT", 2), ("RUNTIME", 3), ("INTERRUPTED", 130)):
+        assert f"RTACCEL_EXIT_{name} = {value}," in header
+        assert getattr(errors, f"EXIT_{name}") == value
+
+
+@pytest.mark.parametrize("args, status, message", [
+    # bad input: a folder that is no run's result, a file that is no trace
+    (["compare", "/"], 2, "not the result of `rtaccel run`"),
+    (["lockstat", str(EXAMPLES / "quickstart.yaml")], 2, "not valid JSON"),
+    (["shim"], 2, "no command given"),
+    # runtime failures: the server cannot be reached, or cannot start
+    (["run", str(EXAMPLES / "quickstart.yaml"), "--socket", "/nonexistent/server.sock", "--duration", "1",
+      "--quiet", "--out", "{tmp}/run"], 3, "cannot connect to rtaccel-server"),
+    (["server", "--socket", "/proc/rtaccel-server.sock", "--no-fifo"], 3, "/proc/rtaccel-server.sock"),
+])
+def test_bad_input_exits_2_and_a_runtime_failure_exits_3(tmp_path, args, status, message):
+    proc = rtaccel(*[a.replace("{tmp}", str(tmp_path)) for a in args])
+    assert proc.returncode == status, proc.stdout + proc.stderr
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr

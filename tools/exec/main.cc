@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/exit.h"
 #include "rtaccel/exec.hpp"
 
 namespace {
@@ -48,7 +49,7 @@ bool parse_double(const char* text, double low, double high, double* out) {
 
 int bad(const char* what, const char* value) {
   fprintf(stderr, "rtaccel-exec: bad %s '%s'\n%s", what, value, kUsage);
-  return 2;
+  return RTACCEL_EXIT_BAD_INPUT;
 }
 
 }  // namespace
@@ -115,12 +116,12 @@ int main(int argc, char** argv) {
       }
       case 'q': o.progress = false; break;
       case 'h': fputs(kUsage, stdout); return 0;
-      default: fputs(kUsage, stderr); return 2;
+      default: fputs(kUsage, stderr); return RTACCEL_EXIT_BAD_INPUT;
     }
   }
   if (optind != argc - 1) {
     fputs(kUsage, stderr);
-    return 2;
+    return RTACCEL_EXIT_BAD_INPUT;
   }
   o.workload = argv[optind];
   // Ctrl-C and SIGTERM end the run early; the results are still written.
@@ -132,7 +133,7 @@ int main(int argc, char** argv) {
   const auto end = rtaccel::exec::run_workload(o);
   if (!end) {
     fprintf(stderr, "rtaccel-exec: %s\n", end.status().message().c_str());
-    return end.status().invalid_input() ? 2 : 1;
+    return end.status().invalid_input() ? RTACCEL_EXIT_BAD_INPUT : RTACCEL_EXIT_RUNTIME;
   }
-  return *end == rtaccel::exec::RunEnd::kInterrupted ? 130 : 0;
+  return *end == rtaccel::exec::RunEnd::kInterrupted ? RTACCEL_EXIT_INTERRUPTED : RTACCEL_EXIT_OK;
 }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/exit.h"
 #include "isolate/cgroup.h"
 #include "isolate/regulator.h"
 
@@ -52,7 +53,7 @@ static const char usage[] =
 static int bad(const char *what, const char *arg)
 {
 	fprintf(stderr, "rtaccel-isolate: %s: '%s'\n%s", what, arg, usage);
-	return 2;
+	return RTACCEL_EXIT_BAD_INPUT;
 }
 
 static int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
@@ -211,7 +212,7 @@ static int cmd_regulate(int argc, char **argv)
 		case O_SUMMARY: summary = optarg; break;
 		case O_TRACE: trace = optarg; break;
 		case O_QUIET: cfg.quiet = true; break;
-		default: fputs(usage, stderr); return 2;
+		default: fputs(usage, stderr); return RTACCEL_EXIT_BAD_INPUT;
 		}
 	}
 	if (optind != argc)
@@ -220,14 +221,14 @@ static int cmd_regulate(int argc, char **argv)
 		default_cores(&cfg);
 	if (cfg.ncores == 0) {
 		fprintf(stderr, "rtaccel-isolate: no core besides core 0 to regulate\n");
-		return 1;
+		return RTACCEL_EXIT_RUNTIME;
 	}
 	if (cgroup) {
 		int err = isolate_cgroup_make(cgroup, cfg.cgroup, sizeof(cfg.cgroup));
 		if (err) {
 			fprintf(stderr, "rtaccel-isolate: best-effort cgroup %s: %s\n", cgroup,
 				strerror(-err));
-			return 1;
+			return RTACCEL_EXIT_RUNTIME;
 		}
 	}
 	signal(SIGINT, on_signal);
@@ -237,7 +238,7 @@ static int cmd_regulate(int argc, char **argv)
 	int err = regulator_start(&cfg, &reg, why, sizeof(why));
 	if (err) {
 		fprintf(stderr, "rtaccel-isolate: %s\n", why);
-		return err == -EINVAL ? 2 : 1;
+		return err == -EINVAL ? RTACCEL_EXIT_BAD_INPUT : RTACCEL_EXIT_RUNTIME;
 	}
 	if (!cfg.quiet) {
 		fprintf(stderr, "rtaccel-isolate: regulating core(s)");
@@ -295,11 +296,11 @@ static int cmd_status(int argc, char **argv)
 	if (err == -ENOENT) {
 		fprintf(stderr, "rtaccel-isolate: no regulator has run for bandwidth lock '%s' "
 				"(start one with `rtaccel isolate regulate`)\n", name);
-		return 1;
+		return RTACCEL_EXIT_RUNTIME;
 	}
 	if (err) {
 		fprintf(stderr, "rtaccel-isolate: status of '%s': %s\n", name, strerror(-err));
-		return err == -EINVAL ? 2 : 1;
+		return err == -EINVAL ? RTACCEL_EXIT_BAD_INPUT : RTACCEL_EXIT_RUNTIME;
 	}
 	/* The bandwidth lock's holders. */
 	rtaccel_bwlock_t *bw;
@@ -350,7 +351,7 @@ static int cmd_run_be(int argc, char **argv)
 		err = isolate_cgroup_add(path, 0);
 	if (err) {
 		fprintf(stderr, "rtaccel-isolate: best-effort cgroup %s: %s\n", cgroup, strerror(-err));
-		return 1;
+		return RTACCEL_EXIT_RUNTIME;
 	}
 	execvp(argv[at], argv + at);
 	fprintf(stderr, "rtaccel-isolate: %s: %s\n", argv[at], strerror(errno));
@@ -387,7 +388,7 @@ static int cmd_hold(int argc, char **argv)
 		err = rtaccel_bwlock_holder_init(bw, "hold", (uint32_t)threshold, (int)ceiling, &h);
 	if (err) {
 		fprintf(stderr, "rtaccel-isolate: bandwidth lock '%s': %s\n", name, strerror(-err));
-		return err == -EINVAL ? 2 : 1;
+		return err == -EINVAL ? RTACCEL_EXIT_BAD_INPUT : RTACCEL_EXIT_RUNTIME;
 	}
 	rtaccel_bwlock_take(h);
 	pid_t child = fork();
@@ -402,7 +403,7 @@ static int cmd_hold(int argc, char **argv)
 	rtaccel_bwlock_holder_destroy(h);
 	rtaccel_bwlock_close(bw);
 	if (child < 0)
-		return 1;
+		return RTACCEL_EXIT_RUNTIME;
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 

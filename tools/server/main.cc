@@ -13,6 +13,7 @@
 
 #include "accel/server.h"
 #include "core/daemon.h"
+#include "core/exit.h"
 #include "core/realtime.h"
 #include "rtaccel/accel.h"
 
@@ -104,7 +105,7 @@ int main(int argc, char** argv) {
   };
   auto bad = [&](const char* what, const char* value) {
     fprintf(stderr, "rtaccel-server: bad %s '%s'\n%s", what, value, kUsage);
-    return 2;
+    return RTACCEL_EXIT_BAD_INPUT;
   };
   int opt;
   long v;
@@ -176,7 +177,7 @@ int main(int argc, char** argv) {
         break;
       case 'v': options.verbose = true; break;
       case 'h': fputs(kUsage, stdout); return 0;
-      default: fputs(kUsage, stderr); return 2;
+      default: fputs(kUsage, stderr); return RTACCEL_EXIT_BAD_INPUT;
     }
   }
   if (optind < argc) return bad("argument", argv[optind]);
@@ -198,7 +199,7 @@ int main(int argc, char** argv) {
   auto created = rtaccel::accel::Server::create(options);
   if (!created) {
     fprintf(stderr, "rtaccel-server: %s\n", created.status().message().c_str());
-    return 1;
+    return created.status().invalid_input() ? RTACCEL_EXIT_BAD_INPUT : RTACCEL_EXIT_RUNTIME;
   }
   auto server = created.take();
   g_server = server.get();
@@ -215,7 +216,7 @@ int main(int argc, char** argv) {
   g_server = nullptr;
   if (!served) {
     fprintf(stderr, "rtaccel-server: %s\n", served.message().c_str());
-    return 1;
+    return RTACCEL_EXIT_RUNTIME;
   }
   return 0;
 }

@@ -1,0 +1,1 @@
+"""The rtaccel command's families, one module each (see rtaccel/cli.py)."""

@@ -1,0 +1,410 @@
+"""The rtaccel benchmarks (bench): the server's overheads and preemption,
+the gang lock, the net layer, the regulator and the bandwidth lock."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from rtaccel import accel, isolate
+from rtaccel.commands import common
+from rtaccel.errors import EXIT_BAD_INPUT, EXIT_CANNOT_RUN_HERE, EXIT_OK, EXIT_RUNTIME
+
+
+def _bench(args, what: str, extra: list, formatter) -> int:
+    try:
+        result = accel.run_bench(what, extra, fifo=not args.no_fifo, backend=args.backend,
+                                 device=args.device)
+    except accel.AccelError as err:
+        return common.fail("rtaccel bench", err)
+    return common.print_result(result, args.json, formatter)
+
+
+def cmd_bench_request_overhead(args) -> int:
+    extra = ["--wait", args.wait, "--requests", str(args.requests), "--kernel-us", str(args.kernel_us)]
+    if not args.remote:
+        if args.dds:
+            print("rtaccel bench: --dds goes with --remote", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        return _bench(args, "request-overhead", extra, accel.format_overhead)
+    if args.backend != "cpu":
+        print("rtaccel bench: --remote runs the cpu backend", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        result = {"local": accel.run_bench("request-overhead", extra, fifo=not args.no_fifo),
+                  "remote": accel.run_remote_bench("request-overhead", extra, fifo=not args.no_fifo)}
+        if args.dds:
+            # the busy request's bytes, as the remote client sends them
+            result["dds"] = accel.run_dds_roundtrip(8, min(args.requests, 1000))
+    except accel.AccelError as err:
+        return common.fail("rtaccel bench", err)
+    return common.print_result(result, args.json, accel.format_overhead_paths)
+
+
+def cmd_bench_preemption(args) -> int:
+    return _bench(args, "preemption", ["--iterations", str(args.iterations)], accel.format_preemption)
+
+
+def cmd_bench_gang_preemption(args) -> int:
+    """Runs rtaccel-gang-bench: its table, or its JSON as it prints it."""
+    cmd = [str(accel.binary("rtaccel-gang-bench")), "--rounds", str(args.rounds),
+           "--threads", args.threads]
+    if args.json:
+        cmd.append("--json")
+    return common.exec_program(cmd)
+
+
+def cmd_bench_gang_synthetic(args) -> int:
+    """Runs rtaccel-gang-synthetic; with --out, keeps its JSON and traces there
+    and draws the timeline and the CDFs."""
+    cmd = [str(accel.binary("rtaccel-gang-synthetic")), "--duration", str(args.duration),
+           "--split", str(args.split)]
+    if args.llc:
+        cmd += ["--llc", args.llc]
+    if not args.out:
+        return common.exec_program(cmd + (["--json"] if args.json else []))
+    from rtaccel import isolate
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rc = subprocess.run(cmd + ["--trace", str(out)] + (["--json"] if args.json else []),
+                        preexec_fn=accel.stop_with_parent).returncode
+    if rc:
+        return rc
+    for png in isolate.synthetic_figures(out):
+        print(f"# {png}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_bench_gang_dnn(args) -> int:
+    from rtaccel import gang_dnn
+
+    try:
+        result = gang_dnn.run(Path(args.out), seconds=args.duration, threads=args.threads)
+    except gang_dnn.DnnBenchError as err:
+        return common.fail("rtaccel", err)
+    print(json.dumps(result, indent=1) if args.json else gang_dnn.format_result(result))
+    print(f"# {Path(args.out) / 'gang_dnn_cdf.png'}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _tool_json(tool: str, what: str, extra: list[str]) -> tuple[int, dict | None]:
+    """Runs one experiment of a benchmark program that prints one JSON
+    object; (exit status, the object): EXIT_CANNOT_RUN_HERE where it cannot
+    run here, and said why; EXIT_RUNTIME where it failed."""
+    proc = subprocess.run([str(accel.binary(tool)), what, *extra], capture_output=True, text=True,
+                          preexec_fn=accel.stop_with_parent)
+    if proc.returncode == 77:
+        print(f"rtaccel: {(proc.stderr or proc.stdout).strip()}", file=sys.stderr)
+        return EXIT_CANNOT_RUN_HERE, None
+    if proc.returncode != 0:
+        print(f"rtaccel: {tool} {what} failed: {proc.stderr.strip()}", file=sys.stderr)
+        return EXIT_RUNTIME, None
+    return EXIT_OK, json.loads(proc.stdout)
+
+
+def _regulator_bench(what: str, extra: list[str]) -> tuple[int, dict | None]:
+    return _tool_json("rtaccel-regulator-bench", what, extra)
+
+
+def cmd_bench_net_overhead(args) -> int:
+    """The flow-control layer against its raw transport, transfer by
+    transfer."""
+    extra = ["--transport", args.transport, "--rate", args.rate] + \
+        (["--sizes", args.sizes] if args.sizes else []) + (["--chunk", args.chunk] if args.chunk else []) + \
+        (["--samples", str(args.samples)] if args.samples else [])
+    rc, result = _tool_json("rtaccel-net-bench", "overhead", extra)
+    if rc:
+        return rc
+    if args.dds and (rc := _add_dds(result, "overhead", ["--sizes", ",".join(
+            _size_label(r["size"]) for r in result["sizes"])])):
+        return rc
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return EXIT_OK
+    print(f"one transfer at a time over {result['transport']} (link {result['link_rate']}), one-way, "
+          f"sender to consumer; chunk {result['chunk'] >> 10} KiB, window {result['window'] >> 10} KiB; "
+          "overhead: median of paired differences")
+    dds = " dds p50 us" if args.dds else ""
+    print(f"{'size':>8} {'raw p50 us':>11} {'flow p50 us':>12} {'overhead us':>12} {'%':>7} "
+          f"{'raw, open window':>17}{dds}")
+    for r in result["sizes"]:
+        print(f"{_size_label(r['size']):>8} {r['raw_p50_us']:11.1f} {r['flow_p50_us']:12.1f} "
+              f"{r['overhead_us']:12.1f} {r['overhead_pct']:7.2f} {r['raw_open_p50_us']:17.1f}"
+              + (f" {r['dds_p50_us']:11.1f}" if args.dds else ""))
+    return EXIT_OK
+
+
+def cmd_bench_net_priority(args) -> int:
+    """A high-priority flow under three lower ones, raw and with flow
+    control (Fig. 13), and the order of equal-priority flows (Fig. 12)."""
+    extra = ["--transport", args.transport, "--rate", args.rate] + \
+        (["--sizes", args.sizes] if args.sizes else [])
+    rc, result = _tool_json("rtaccel-net-bench", "priority", extra)
+    if rc:
+        return rc
+    if args.dds and (rc := _add_dds(result, "priority", ["--rate", args.rate, "--sizes", ",".join(
+            _size_label(r["size"]) for r in result["sizes"])])):
+        return rc
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return EXIT_OK
+    print(f"high-priority transfer under three lower-priority flows, {result['transport']}, "
+          f"link {result['link_rate']}, {result['samples']} samples; one {result['chunk'] >> 10} KiB "
+          f"chunk alone: {result['chunk_us']:.0f} us")
+    dds = f" {'dds solo':>9} {'dds p50':>8} {'dds max':>8}" if args.dds else ""
+    print(f"{'size':>8} {'solo ms':>8} {'raw min':>8} {'raw p50':>8} {'raw max':>8} "
+          f"{'flow min':>9} {'flow p50':>9} {'flow max':>9}{dds}")
+    for r in result["sizes"]:
+        print(f"{_size_label(r['size']):>8} {r['solo_us'] / 1e3:8.2f} {r['raw_min_us'] / 1e3:8.2f} "
+              f"{r['raw_p50_us'] / 1e3:8.2f} {r['raw_max_us'] / 1e3:8.2f} {r['flow_min_us'] / 1e3:9.2f} "
+              f"{r['flow_p50_us'] / 1e3:9.2f} {r['flow_max_us'] / 1e3:9.2f}"
+              + (f" {r['dds_solo_us'] / 1e3:9.2f} {r['dds_p50_us'] / 1e3:8.2f} {r['dds_max_us'] / 1e3:8.2f}"
+                 if args.dds else ""))
+    eq = result["equal_priority"]
+    print(f"{eq['flows']} flows of equal priority, {eq['transfers_each']} transfers each: arrived in the "
+          f"order sent: raw {eq['raw_in_order_pct']:.1f}%, flow control {eq['flow_in_order_pct']:.1f}%")
+    return EXIT_OK
+
+
+def _add_dds(result: dict, what: str, extra: list[str]) -> int:
+    """The same traffic over Cyclone DDS, merged into RESULT size by size."""
+    rc, dds = _tool_json("rtaccel-dds-bench", what, extra)
+    if rc:
+        return rc
+    result["dds"] = dds["middleware"]
+    by_size = {r["size"]: r for r in dds["sizes"]}
+    for r in result["sizes"]:
+        r.update({k: v for k, v in by_size[r["size"]].items() if k.startswith("dds_")})
+    return EXIT_OK
+
+
+def _size_label(n: int) -> str:
+    for unit, shift in (("M", 20), ("K", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return str(n)
+
+
+def _sizes(text: str) -> str:
+    for tok in text.split(","):
+        m = re.fullmatch(r"([1-9][0-9]*)([KkMm]?)", tok)
+        if not m:
+            raise argparse.ArgumentTypeError(f"expected sizes like 64K,1M,32M separated by commas, got {text!r}")
+        n = int(m.group(1)) << {"": 0, "k": 10, "m": 20}[m.group(2).lower()]
+        if n > 64 << 20:
+            raise argparse.ArgumentTypeError(f"size {tok} is larger than 64M")
+    return text
+
+
+def cmd_bench_regulator(args) -> int:
+    """The regulator's own figures: onset, budget ratio, period accuracy,
+    overhead; beside them the cgroup freeze it does not use and the
+    bandwidth lock's take + release."""
+    rc, run = _regulator_bench("regulator", ["--duration", str(args.duration),
+                                             "--threshold", str(args.threshold)])
+    if rc:
+        return rc
+    rc, lock = _regulator_bench("lock", [])
+    if rc:
+        return rc
+    core = run["regulator"]["cores"][0]
+    result = {
+        "meter": run["regulator"]["meter"],
+        "period_us": run["regulator"]["period_us"],
+        "threshold_mbps": run["threshold_mbps"],
+        "periods": core["periods"],
+        "throttled_periods": core["throttled_periods"],
+        "onset_p50_us": core["onset_p50_us"],
+        "onset_p99_us": core["onset_p99_us"],
+        "budget_ratio": core["budget_ratio_p50"],
+        "budget_ratio_p99": core["budget_ratio_p99"],
+        "late_p50_us": core["late_p50_us"],
+        "late_p99_us": core["late_p99_us"],
+        "overhead_cpu": core["overhead_cpu"],
+        "freeze_p50_us": run["freeze_p50_us"],
+        "freeze_p99_us": run["freeze_p99_us"],
+        "bwlock_take_release_ns": lock["take_release_ns"],
+    }
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return EXIT_OK
+    print(f"regulator on core {core['core']}, {result['meter']} meter, period {result['period_us']:.0f} us, "
+          f"threshold {result['threshold_mbps']} MB/s, {result['throttled_periods']}/{result['periods']} "
+          "periods throttled")
+    print(f"  throttle onset after the budget is spent: p50 {result['onset_p50_us']:.1f} us, "
+          f"p99 {result['onset_p99_us']:.1f} us")
+    print(f"  budget a hog got / its budget:            p50 {result['budget_ratio']:.3f}, "
+          f"p99 {result['budget_ratio_p99']:.3f}")
+    print(f"  period start late by:                     p50 {result['late_p50_us']:.1f} us, "
+          f"p99 {result['late_p99_us']:.1f} us")
+    print(f"  regulator CPU time (not parking):         {100 * result['overhead_cpu']:.2f}% of the core")
+    print(f"  freezing the cgroup instead (not used):   p50 {result['freeze_p50_us']:.1f} us, "
+          f"p99 {result['freeze_p99_us']:.1f} us")
+    print(f"  bandwidth lock take + release:            {result['bwlock_take_release_ns']:.1f} ns")
+    return EXIT_OK
+
+
+def cmd_bench_tfs(args) -> int:
+    rc, result = _regulator_bench("tfs", ["--duration", str(args.duration),
+                                          "--threshold", str(args.threshold)])
+    if rc:
+        return rc
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return EXIT_OK
+    print(f"memory-bound and CPU-bound best-effort tasks on a core regulated at "
+          f"{result['threshold_mbps']} MB/s")
+    print(f"{'scheduler':10} {'memory task':>12} {'CPU task':>10} {'throttled ms':>13}")
+    for r in result["runs"]:
+        name = "CFS" if r["rho"] == 0 else f"TFS rho={r['rho']:.0f}"
+        print(f"{name:10} {100 * r['mem_share']:11.1f}% {100 * r['cpu_share']:9.1f}% "
+              f"{r['throttled_ms']:13.1f}")
+    return EXIT_OK
+
+
+def cmd_bench_bwlock(args) -> int:
+    rc, result = _regulator_bench("bwlock", ["--duration", str(args.duration),
+                                             "--thresholds", args.thresholds])
+    if rc:
+        return rc
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return EXIT_OK
+    print("critical task (half the LLC, every 20 ms) beside a memory hog on the other core")
+    print(f"{'configuration':22} {'p50 ms':>8} {'p99 ms':>8}")
+    for r in result["runs"]:
+        name = r["config"] if r["threshold_mbps"] < 0 else f"bwlock {r['threshold_mbps']} MB/s"
+        print(f"{name:22} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f}")
+    return EXIT_OK
+
+
+_split = common.number(0.5, 0.95, "the split must be in [0.5, 0.95]")
+
+
+_kernel_us = common.whole_number(0, 1000000, "a kernel of {low}..{high} us", " of microseconds")
+
+
+# rtaccel-net-bench's --samples: its MAX_SAMPLES is 1000.
+_net_samples = common.whole_number(20, 1000, "{low}..{high} transfers per size")
+
+
+def register(sub) -> None:
+    """Adds the family's commands to the parser's SUB."""
+    p = sub.add_parser("bench", help="measure rtaccel-server on this machine")
+    bsub = p.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
+
+    def backend_options(b):
+        b.add_argument("--backend", choices=("cpu", "cuda"), default="cpu",
+                       help="the server's backend (cpu: the last core is the device)")
+        b.add_argument("--device", type=int, default=0, help="cuda: the GPU's number (0)")
+
+    b = bsub.add_parser("request-overhead",
+                        help="submit -> worker start -> kernel end -> client resumed, per request")
+    b.add_argument("--wait", choices=("suspend", "spin"), default="suspend",
+                   help="how the client waits for completion (suspend)")
+    b.add_argument("--requests", type=common.positive_int, default=20000, help="requests measured (20000)")
+    b.add_argument("--kernel-us", type=_kernel_us, default=100, metavar="US",
+                   help="length of each busy kernel, subtracted from the round trip (100)")
+    b.add_argument("--no-fifo", action="store_true",
+                   help="run server workers and client at SCHED_OTHER (no privilege needed)")
+    b.add_argument("--remote", action="store_true",
+                   help="also as a client on another node: the server in one network namespace with "
+                        "its gateway on tcp, the client in another (root)")
+    b.add_argument("--dds", action="store_true",
+                   help="with --remote: also a Cyclone DDS request and reply between the namespaces")
+    b.add_argument("--json", action="store_true", help="print JSON (keys p50_us, p99_us, max_us)")
+    backend_options(b)
+    b.set_defaults(func=cmd_bench_request_overhead)
+    b = bsub.add_parser("preemption",
+                        help="delay of a high-bucket request preempting a low-bucket kernel "
+                             "(PAAM Table I)")
+    b.add_argument("--iterations", type=common.positive_int, default=200, help="pairs per kernel (200)")
+    b.add_argument("--no-fifo", action="store_true",
+                   help="SCHED_OTHER workers: shows what is lost without real preemption")
+    b.add_argument("--json", action="store_true", help="print JSON")
+    backend_options(b)
+    b.set_defaults(func=cmd_bench_preemption)
+    b = bsub.add_parser("gang-preemption",
+                        help="release of a high gang until the lower gang is stopped on every core "
+                             "(RT-Gang Table III), beside plain SCHED_FIFO and other mechanisms")
+    b.add_argument("--rounds", type=common.positive_int, default=200, help="rounds per row (200)")
+    b.add_argument("--threads", type=common.thread_counts, default="1,2,4,8",
+                   help="lower gang sizes (1,2,4,8)")
+    b.add_argument("--json", action="store_true",
+                   help="print JSON (p50_us, p99_us, max_us; the same under baseline)")
+    b.set_defaults(func=cmd_bench_gang_preemption)
+
+    b = bsub.add_parser("gang-synthetic",
+                        help="two 2-thread periodic tasks over 3/4 of the LLC beside best-effort "
+                             "memory programs, plain SCHED_FIFO against the gang lock (RT-Gang Fig. 5)")
+    b.add_argument("--duration", type=common.seconds, default=10.0,
+                   help="seconds per co-scheduled phase (10; each task alone half of it)")
+    b.add_argument("--split", type=_split, default=2 / 3,
+                   help="share of a task's work on its first thread, 0.5..0.95 (0.667)")
+    b.add_argument("--llc", help="last-level cache size, e.g. 32M (default: from sysfs)")
+    b.add_argument("--json", action="store_true", help="print JSON")
+    b.add_argument("--out", help="folder for the traces (Perfetto), the timeline and the CDFs")
+    b.set_defaults(func=cmd_bench_gang_synthetic)
+
+    b = bsub.add_parser("gang-dnn",
+                        help="a small CNN's inference (ONNX Runtime) as the high gang beside a BwWrite "
+                             "task and best-effort programs: solo, co-scheduled, gang (RT-Gang Fig. 6)")
+    b.add_argument("--duration", type=common.seconds, default=10.0, help="seconds per configuration (10)")
+    b.add_argument("--threads", type=common.positive_int, help="inference threads (default: one per core)")
+    b.add_argument("--out", default="out/gang-dnn", help="folder for the model, JSON and CDF (out/gang-dnn)")
+    b.add_argument("--json", action="store_true", help="print JSON")
+    b.set_defaults(func=cmd_bench_gang_dnn)
+
+    b = bsub.add_parser("regulator",
+                        help="the memory-bandwidth regulator: throttle onset, budget kept, period "
+                             "accuracy, CPU overhead; cgroup freeze beside it; bandwidth lock cost")
+    b.add_argument("--duration", type=common.seconds, default=5.0, help="seconds of regulation (5)")
+    b.add_argument("--threshold", type=common.mbps, default=3000, help="threshold in force, MB/s (3000)")
+    b.add_argument("--json", action="store_true",
+                   help="print JSON (onset_p50_us, onset_p99_us, budget_ratio, ...)")
+    b.set_defaults(func=cmd_bench_regulator)
+    b = bsub.add_parser("net-overhead", help="the net layer's flow control against its raw transport, "
+                                             "64 KiB to 32 MiB, one transfer at a time")
+    b.add_argument("--transport", choices=("tcp", "shm", "rdma"), default="tcp", help="transport (tcp)")
+    b.add_argument("--sizes", type=_sizes, help="transfer sizes (64K,128K,...,32M)")
+    b.add_argument("--rate", default="none",
+                   help="tcp: 'none' for loopback, or the rate of a veth link between two namespaces "
+                        "as tc writes it (none)")
+    b.add_argument("--chunk", type=_sizes, help="the flow-control link's chunk (64K)")
+    b.add_argument("--samples", type=_net_samples,
+                   help="transfers per size at most, 20..1000 (fewer for the large sizes)")
+    b.add_argument("--dds", action="store_true",
+                   help="the same transfers over Cyclone DDS beside them (dds_p50_us)")
+    b.add_argument("--json", action="store_true",
+                   help="print JSON (per size: raw_p50_us, flow_p50_us, overhead_us)")
+    b.set_defaults(func=cmd_bench_net_overhead)
+    b = bsub.add_parser("net-priority", help="a high-priority flow under three lower ones, raw and with "
+                                             "flow control; equal-priority order (RDMA paper Fig. 12/13)")
+    b.add_argument("--transport", choices=("tcp", "shm", "rdma"), default="tcp", help="transport (tcp)")
+    b.add_argument("--rate", default="1gbit",
+                   help="tcp: the rate of the veth link between two namespaces, as tc writes it, or "
+                        "'none' for loopback (1gbit)")
+    b.add_argument("--sizes", type=_sizes, help="transfer sizes (1M,2M,...,32M)")
+    b.add_argument("--dds", action="store_true",
+                   help="the same flows over Cyclone DDS on the same link beside them (dds_max_us)")
+    b.add_argument("--json", action="store_true",
+                   help="print JSON (per size: raw_max_us, flow_max_us, solo_us, chunk_us)")
+    b.set_defaults(func=cmd_bench_net_priority)
+    b = bsub.add_parser("tfs", help="a memory-bound and a CPU-bound best-effort task on a throttled "
+                                    "core under CFS and TFS rho=1, 3 (BWLOCK++ Fig. 5/6)")
+    b.add_argument("--duration", type=common.seconds, default=5.0, help="seconds per scheduler (5)")
+    b.add_argument("--threshold", type=common.mbps, default=3000, help="threshold in force, MB/s (3000)")
+    b.add_argument("--json", action="store_true", help="print JSON")
+    b.set_defaults(func=cmd_bench_tfs)
+    b = bsub.add_parser("bwlock", help="a critical task holding the bandwidth lock beside a memory "
+                                       "hog: solo, co-run, regulated at each threshold (BWLOCK++ Fig. 7/8)")
+    b.add_argument("--duration", type=common.seconds, default=5.0, help="seconds per configuration (5)")
+    b.add_argument("--thresholds", default="4000,2000,1000,500,0",
+                   help="thresholds in MB/s, comma-separated (4000,2000,1000,500,0)")
+    b.add_argument("--json", action="store_true", help="print JSON")
+    b.set_defaults(func=cmd_bench_bwlock)

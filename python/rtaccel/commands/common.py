@@ -1,0 +1,119 @@
+"""What the command families share: argparse types that refuse bad values
+with a clear message, the one way an error is reported, and how a result
+is printed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from rtaccel import _core
+from rtaccel.errors import EXIT_OK, EXIT_RUNTIME, Error
+
+
+def fail(prog: str, err: Exception) -> int:
+    """Reports ERR in one line; the exit status its kind means (errors.py)."""
+    print(f"{prog}: {err}", file=sys.stderr)
+    return err.exit_code if isinstance(err, Error) else EXIT_RUNTIME
+
+
+def print_workload_error(err: Exception) -> None:
+    messages = err.args[0] if err.args and isinstance(err.args[0], list) else [str(err)]
+    for line in messages:
+        print(line, file=sys.stderr)
+    print(f"rtaccel: {len(messages)} error(s) in the workload", file=sys.stderr)
+
+
+def check_workload(path: str) -> bool:
+    """Loads the workload first so that its errors come as `file:line: what`."""
+    try:
+        _core.load_workload(path)
+    except _core.WorkloadError as err:
+        print_workload_error(err)
+        return False
+    return True
+
+
+def print_result(result, as_json: bool, formatter) -> int:
+    """Prints a command's result as JSON or through its table formatter."""
+    print(json.dumps(result, indent=1) if as_json else formatter(result))
+    return EXIT_OK
+
+
+def exec_program(cmd: list) -> int:
+    """Becomes the program (so that signals reach it: a best-effort co-runner
+    is stopped with SIGTERM and reports its bandwidth)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(cmd[0], cmd)
+    return EXIT_RUNTIME  # not reached
+
+
+def number(low: float, high: float, what: str):
+    """An argparse type: a number in LOW..HIGH; WHAT names the range in the
+    message ("the work fraction must be in [0.01, 1]")."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(what)
+        return value
+    return parse
+
+
+def whole_number(low: int, high: int, what: str, unit: str = ""):
+    """An argparse type: a whole number in LOW..HIGH; WHAT names the range
+    in the message ("a kernel of 0..1000000 us")."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number{unit}: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(what.format(low=low, high=high))
+        return value
+    return parse
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def thread_counts(text: str) -> str:
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected thread counts separated by commas, got {text!r}")
+    if not values or any(v < 1 or v > 8 for v in values):
+        raise argparse.ArgumentTypeError("thread counts must be in 1..8")
+    return ",".join(str(v) for v in values)
+
+
+def mbps(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of MB/s: {text!r}") from None
+    if not 0 <= value < 2**32 - 1:
+        raise argparse.ArgumentTypeError("a threshold is 0..4294967294 MB/s")
+    return value
+
+
+def seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not 0 < value <= 86400:
+        raise argparse.ArgumentTypeError("seconds must be in (0, 86400]")
+    return value

@@ -1,0 +1,168 @@
+"""The rtaccel commands of real runs of a workload (run, demo), of their
+comparison (compare, report) and of the machine's overheads (calibrate)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from rtaccel import accel, runner
+from rtaccel.commands import common
+from rtaccel.errors import EXIT_BAD_INPUT, EXIT_FAILS, EXIT_OK
+
+
+def _examples_dir() -> Path:
+    """The example workloads: inside an installed package, else in the checkout."""
+    package = Path(__file__).resolve().parents[1]
+    for candidate in (package / "examples", package.parents[1] / "examples"):
+        if candidate.is_dir():
+            return candidate
+    return package / "examples"
+
+
+EXAMPLES_DIR = _examples_dir()
+DEMO_WORKLOAD = "autoware_reference.yaml"
+
+
+def cmd_run(args) -> int:
+    if not common.check_workload(args.workload):
+        return EXIT_BAD_INPUT
+    try:
+        status = runner.run(args.workload, args.policy, args.duration, args.out, socket=args.socket,
+                            work_fraction=args.work_fraction, progress=not args.quiet,
+                            calibration=not args.no_calibration, gang=args.gang,
+                            best_effort=args.best_effort, flow_control=not args.no_flow_control,
+                            fail_links=args.fail_link)
+    except (runner.RunError, accel.AccelError) as err:
+        return common.fail("rtaccel", err)
+    if status in (0, 130) and (Path(args.out) / "summary.json").exists():
+        print(runner.format_compare([runner.load_summary(args.out)]))
+        print(f"# results: {args.out}/summary.json, {args.out}/trace.json (open in ui.perfetto.dev), "
+              f"{args.out}/latency.csv")
+    return status
+
+
+def cmd_compare(args) -> int:
+    try:
+        summaries = [runner.load_summary(f) for f in args.folders]
+    except runner.RunError as err:
+        return common.fail("rtaccel", err)
+    if args.json:
+        print(json.dumps({"runs": [{"folder": s["folder"], "policy": s["policy"]} for s in summaries],
+                          "paam_max_vs": runner.critical_ratios(summaries)}, indent=2))
+    else:
+        print(runner.format_compare(summaries))
+    # 1: the property the runs check does not hold, as for analyze.
+    over = any(s["policy"] == "paam" and s.get("critical_bounds_held") is False for s in summaries)
+    return EXIT_FAILS if over else EXIT_OK
+
+
+def cmd_report(args) -> int:
+    try:
+        table, pngs = runner.report(args.folders, args.out)
+    except runner.RunError as err:
+        return common.fail("rtaccel", err)
+    print(table)
+    print(f"# {len(pngs)} CDF plots: {Path(pngs[0]).parent}/cdf_*.png" if pngs else "# no chains")
+    return EXIT_OK
+
+
+def cmd_calibrate(args) -> int:
+    try:
+        doc = runner.calibrate(requests=args.requests, iterations=args.iterations)
+    except accel.AccelError as err:
+        return common.fail("rtaccel", err)
+    print(f"# this machine: epsilon (server overhead per request, p99) {doc['epsilon_us']:.1f} us, "
+          f"kappa (preemption cost, p99) {doc['kappa_us']:.1f} us, release jitter (timer "
+          f"wake-up, p99) {doc['release_jitter_us']:.1f} us")
+    print(f"# written to {doc['path']}: `rtaccel analyze` and `rtaccel run` now use at least these")
+    return EXIT_OK
+
+
+def cmd_demo(args) -> int:
+    workload = str(Path(args.examples) / DEMO_WORKLOAD)
+    if not common.check_workload(workload):
+        return EXIT_BAD_INPUT
+    print(f"# rtaccel demo: {DEMO_WORKLOAD} under ros2, picas and paam, {args.duration:g} s each")
+    try:
+        status, folders = runner.demo(workload, args.duration, args.out, progress=not args.quiet)
+        if status != 0:
+            return status
+        table, pngs = runner.report(folders)
+    except (runner.RunError, accel.AccelError) as err:
+        return common.fail("rtaccel", err)
+    print(table)
+    print(f"# report: {Path(pngs[0]).parent}/ (compare.txt, cdf_*.png); traces: "
+          f"{args.out}/<policy>/trace.json (open in ui.perfetto.dev)")
+    return EXIT_OK
+
+
+def _link_failure(text: str) -> str:
+    link, at, when = text.rpartition("@")[0], "@" in text, text.rpartition("@")[2]
+    try:
+        seconds = float(when)
+    except ValueError:
+        seconds = -1.0
+    if not at or not link or not 0 <= seconds <= 86400:
+        raise argparse.ArgumentTypeError(f"expected LINK@SECONDS (eth0@2.5), got {text!r}")
+    return text
+
+
+_fraction = common.number(0.01, 1, "the work fraction must be in [0.01, 1]")
+
+
+def register(sub) -> None:
+    """Adds the family's commands to the parser's SUB."""
+    p = sub.add_parser("run", help="run a workload for real and measure its chains")
+    p.add_argument("workload", help="workload YAML file")
+    p.add_argument("--policy", choices=runner.POLICIES, default="paam",
+                   help="executor policy: ros2, picas or paam (default paam)")
+    p.add_argument("--duration", type=common.seconds, default=10.0, help="seconds measured (10)")
+    p.add_argument("--out", default="out", help="result folder (out)")
+    p.add_argument("--socket", help="paam: a running rtaccel-server's socket (default: start one)")
+    p.add_argument("--work-fraction", type=_fraction, default=0.9,
+                   help="share of each WCET that callbacks really run (0.9)")
+    p.add_argument("--no-calibration", action="store_true",
+                   help="ignore this machine's `rtaccel calibrate` overheads")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--gang", dest="gang", action="store_const", const=True, default=None,
+                   help="one real-time gang at a time (default: the workload's gang_scheduling)")
+    g.add_argument("--no-gang", dest="gang", action="store_const", const=False,
+                   help="no gang scheduling, whatever the workload says")
+    p.add_argument("--best-effort", action="append", default=[], metavar="CMD",
+                   help="start CMD (a shell command line) beside the workload, SCHED_OTHER, stopped at "
+                        "the end; repeatable (e.g. 'rtaccel membench read --size 8M')")
+    p.add_argument("--no-flow-control", action="store_true",
+                   help="multi-node: topics between nodes without the net layer's flow control (a "
+                        "connection per topic, each message in one piece), the baseline")
+    p.add_argument("--fail-link", action="append", default=[], metavar="LINK@S", type=_link_failure,
+                   help="multi-node: take link LINK down S seconds into the run (fault injection); "
+                        "repeatable")
+    p.add_argument("--quiet", action="store_true", help="no progress line")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("compare", help="side-by-side table of `rtaccel run` results")
+    p.add_argument("folders", nargs="+", help="result folders")
+    p.add_argument("--json", action="store_true", help="print the paam ratios as JSON")
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("report", help="comparison table and CDF plots with the analysis bound")
+    p.add_argument("folders", nargs="+", help="result folders")
+    p.add_argument("--out", help="folder for the plots (default: report/ beside the first folder)")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("calibrate",
+                       help="measure this machine's server overhead and preemption cost")
+    p.add_argument("--requests", type=common.positive_int, default=5000, help="requests timed (5000)")
+    p.add_argument("--iterations", type=common.positive_int, default=100,
+                   help="preemptions per kernel (100)")
+    p.set_defaults(func=cmd_calibrate)
+
+    p = sub.add_parser("demo", help="the main job: the Autoware reference system under "
+                                    "ros2, picas and paam, compared")
+    p.add_argument("--duration", type=common.seconds, default=40.0, help="seconds per policy (40)")
+    p.add_argument("--out", default="out/demo", help="result folder (out/demo)")
+    p.add_argument("--examples", default=str(EXAMPLES_DIR), help="folder of the example workloads")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(func=cmd_demo)
