@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/percentile.h"
 #include "isolate/cgroup.h"
 #include "isolate/regulator.h"
 
@@ -184,12 +185,12 @@ static void stopped(int sig)
 	_exit(128 + sig);
 }
 
-static void config(struct reg_config *cfg, uint32_t threshold, double rho)
+static void config(struct regulator_config *cfg, uint32_t threshold, double rho)
 {
-	reg_config_defaults(cfg);
+	regulator_config_defaults(cfg);
 	cfg->cores[0] = BE_CORE;
 	cfg->ncores = 1;
-	cfg->meter = REG_METER_AUTO;
+	cfg->meter = REGULATOR_METER_AUTO;
 	snprintf(cfg->cgroup, sizeof(cfg->cgroup), "%s", be_cgroup);
 	snprintf(cfg->bwlock, sizeof(cfg->bwlock), "%s", lock_name);
 	cfg->threshold_mbps = threshold;
@@ -197,7 +198,7 @@ static void config(struct reg_config *cfg, uint32_t threshold, double rho)
 	cfg->quiet = true;
 }
 
-static struct regulator *start(const struct reg_config *cfg)
+static struct regulator *start(const struct regulator_config *cfg)
 {
 	struct regulator *reg;
 	char why[256];
@@ -241,15 +242,15 @@ static void freeze_cost(uint64_t *p50, uint64_t *p99, int rounds)
 		isolate_cgroup_write(be_cgroup, "cgroup.freeze", "0");
 		rtaccel_sleep_ns(2 * 1000 * 1000);
 	}
-	*p50 = (uint64_t)reg_percentile(t, (size_t)n, 0.5);
-	*p99 = (uint64_t)reg_percentile(t, (size_t)n, 0.99);
+	*p50 = (uint64_t)rtaccel_percentile_double(t, (size_t)n, 0.5);
+	*p99 = (uint64_t)rtaccel_percentile_double(t, (size_t)n, 0.99);
 	free(t);
 }
 
 static int bench_regulator(double duration, uint32_t threshold)
 {
 	pid_t hog = spawn(be_cgroup, BE_CORE, 2 * llc_bytes());
-	struct reg_config cfg;
+	struct regulator_config cfg;
 	config(&cfg, threshold, 0);
 	pin(RT_CORE);
 	struct regulator *reg = start(&cfg);
@@ -283,7 +284,7 @@ static int bench_tfs(double duration, uint32_t threshold)
 		 * meter: it spends no budget but is parked with the core. */
 		pid_t mem = spawn(be_cgroup, BE_CORE, 2 * llc_bytes());
 		pid_t cpu = spawn(cpu_cgroup, BE_CORE, 16 * 1024);
-		struct reg_config cfg;
+		struct regulator_config cfg;
 		config(&cfg, threshold, rhos[r]);
 		pin(RT_CORE);
 		fifo(50);
@@ -320,7 +321,7 @@ static int bench_tfs(double duration, uint32_t threshold)
 		reap(mem);
 		reap(cpu);
 		uint64_t n;
-		const struct reg_period *p = regulator_periods(reg, 0, &n);
+		const struct regulator_period *p = regulator_periods(reg, 0, &n);
 		uint64_t throttled = 0;
 		for (uint64_t k = 0; k < n; k++)
 			throttled += p[k].throttled_ns;
@@ -388,8 +389,8 @@ static void print_jobs(const char *name, long threshold, struct job_times *t, bo
 {
 	printf("%s{\"config\": \"%s\", \"threshold_mbps\": %ld, \"jobs\": %zu, \"p50_ms\": %.3f, "
 	       "\"p99_ms\": %.3f}",
-	       first ? "" : ", ", name, threshold, t->n, reg_percentile(t->ns, t->n, 0.5) / 1e6,
-	       reg_percentile(t->ns, t->n, 0.99) / 1e6);
+	       first ? "" : ", ", name, threshold, t->n, rtaccel_percentile_double(t->ns, t->n, 0.5) / 1e6,
+	       rtaccel_percentile_double(t->ns, t->n, 0.99) / 1e6);
 	fflush(stdout);
 }
 
@@ -410,7 +411,7 @@ static int bench_bwlock(double duration, const uint32_t *thresholds, int nthresh
 	rtaccel_bwlock_t *bw;
 	rtaccel_bwlock_holder_t *h;
 	for (int i = 0; i < nthresholds; i++) {
-		struct reg_config cfg;
+		struct regulator_config cfg;
 		config(&cfg, RTACCEL_BWLOCK_UNLIMITED, 0);
 		pin(RT_CORE);
 		struct regulator *reg = start(&cfg);

@@ -52,4 +52,11 @@ static inline void rtaccel_sort_double(double *v, size_t n)
 	qsort(v, n, sizeof(*v), rtaccel_cmp_double);
 }
 
+/* The Q-quantile of N values in any order, which it sorts. */
+static inline double rtaccel_percentile_double(double *v, size_t n, double q)
+{
+	rtaccel_sort_double(v, n);
+	return rtaccel_percentile_sorted(v, n, q);
+}
+
 #endif /* RTACCEL_CORE_PERCENTILE_H */

@@ -17,6 +17,7 @@
  * spinning costs no budget and generates no memory traffic.
  */
 #include "isolate/regulator.h"
+#include "isolate/regulator_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -38,91 +39,22 @@
 
 #include "core/clock.h"
 #include "core/futex.h"
-#include "core/percentile.h"
 #include "core/thread.h"
 #include "isolate/cgroup.h"
 #include "isolate/shm.h"
 
-#define STATUS_MAGIC 0x67657262u /* "breg" */
-#define STATUS_VERSION 1u
 #define RING_PAGES 2		/* the metadata page and one page of samples */
 #define MAX_DEBTORS 32
 #define LINE_BYTES 64
 /* perf clamps hrtimer-driven sample periods to this. */
 #define MIN_TIME_BUDGET_NS 10000ull
 
-struct status_core {
-	int32_t core;
-	uint32_t reserved;
-	_Atomic uint64_t periods;
-	_Atomic uint64_t throttled_periods;
-	_Atomic uint64_t throttled_ns;
-	_Atomic uint64_t budget;
-	_Atomic uint64_t used;
-	_Atomic uint64_t onset_ns;
-	_Atomic uint64_t charged;
-};
 
-struct status_region {
-	struct isolate_shm_header header;
-	_Atomic int32_t pid; /* 0 once the regulator stopped */
-	uint32_t ncores;
-	uint64_t period_ns;
-	uint64_t started_ns;
-	char meter[32];
-	_Atomic uint32_t threshold_mbps;
-	uint32_t be_peak_mbps;
-	_Atomic uint32_t bwlock_held;
-	_Atomic uint32_t gang_priority;
-	_Atomic uint64_t reaped;
-	struct status_core cores[REG_MAX_CORES];
-};
-
-struct debtor {
-	pid_t tid;
-	int policy; /* restored when the debt is paid */
-	int stat_fd;
-	int64_t debt_ns;
-	uint64_t last_run_ns;
-};
-
-struct core_ctx {
-	struct regulator *reg;
-	int index, core;
-	pthread_t thread;
-	bool started;
-	int meter_fd;
-	void *ring;
-	uint64_t ring_tail;
-	struct reg_period *periods;
-	uint64_t nperiods;
-	uint64_t parked_ns, cpu_ns;
-	struct debtor debtors[MAX_DEBTORS];
-	int ndebtors;
-	char error[200];
-	int ready; /* futex: 1 started, -1 failed */
-};
-
-struct regulator {
-	struct reg_config cfg;
-	enum reg_meter meter;
-	int cgroup_fd;
-	int signo;
-	rtaccel_bwlock_t *bwlock;
-	rtaccel_gang_lock_t *gang;
-	struct status_region *status;
-	char status_name[64];
-	_Atomic int stop;
-	uint32_t go; /* futex: set once every core is set up and the start is known */
-	uint64_t started_ns, stopped_ns;
-	struct core_ctx cores[REG_MAX_CORES];
-};
-
-void reg_config_defaults(struct reg_config *cfg)
+void regulator_config_defaults(struct regulator_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->period_ns = 1000 * 1000;
-	cfg->meter = REG_METER_AUTO;
+	cfg->meter = REGULATOR_METER_AUTO;
 	cfg->threshold_mbps = RTACCEL_BWLOCK_UNLIMITED;
 	cfg->be_peak_mbps = 10000;
 	cfg->control_priority = 99;
@@ -141,17 +73,17 @@ static int perf_open(struct perf_event_attr *attr, int pid, int cpu, unsigned lo
 	return (int)syscall(SYS_perf_event_open, attr, pid, cpu, -1, flags | PERF_FLAG_FD_CLOEXEC);
 }
 
-static void meter_attr(const struct regulator *reg, enum reg_meter meter,
+static void meter_attr(const struct regulator *reg, enum regulator_meter meter,
 		       struct perf_event_attr *a)
 {
 	memset(a, 0, sizeof(*a));
 	a->size = sizeof(*a);
 	switch (meter) {
-	case REG_METER_LLC:
+	case REGULATOR_METER_LLC:
 		a->type = PERF_TYPE_HARDWARE;
 		a->config = PERF_COUNT_HW_CACHE_MISSES;
 		break;
-	case REG_METER_RAW:
+	case REGULATOR_METER_RAW:
 		a->type = reg->cfg.raw_type;
 		a->config = reg->cfg.raw_config;
 		break;
@@ -166,7 +98,7 @@ static void meter_attr(const struct regulator *reg, enum reg_meter meter,
 	a->clockid = CLOCK_MONOTONIC;
 }
 
-static int open_meter(struct regulator *reg, int core, enum reg_meter meter)
+static int open_meter(struct regulator *reg, int core, enum regulator_meter meter)
 {
 	struct perf_event_attr a;
 	meter_attr(reg, meter, &a);
@@ -179,13 +111,13 @@ static int open_meter(struct regulator *reg, int core, enum reg_meter meter)
  * hardware one. */
 static int choose_meter(struct regulator *reg, char *err, size_t len)
 {
-	if (reg->cfg.meter != REG_METER_AUTO) {
+	if (reg->cfg.meter != REGULATOR_METER_AUTO) {
 		reg->meter = reg->cfg.meter;
 	} else {
-		int fd = open_meter(reg, reg->cfg.cores[0], REG_METER_LLC);
+		int fd = open_meter(reg, reg->cfg.cores[0], REGULATOR_METER_LLC);
 		if (fd >= 0) {
 			close(fd);
-			reg->meter = REG_METER_LLC;
+			reg->meter = REGULATOR_METER_LLC;
 		} else {
 			if (!reg->cfg.quiet)
 				fprintf(stderr,
@@ -193,10 +125,10 @@ static int choose_meter(struct regulator *reg, char *err, size_t len)
 					"(perf_event_open: %s); metering best-effort CPU time, "
 					"budget = threshold / %u MB/s of the period\n",
 					strerror(errno), reg->cfg.be_peak_mbps);
-			reg->meter = REG_METER_CPU_TIME;
+			reg->meter = REGULATOR_METER_CPU_TIME;
 		}
 	}
-	if (reg->meter == REG_METER_CPU_TIME && reg->cgroup_fd < 0) {
+	if (reg->meter == REGULATOR_METER_CPU_TIME && reg->cgroup_fd < 0) {
 		snprintf(err, len, "the cpu-time meter needs the best-effort cgroup (--cgroup): "
 				   "a per-core clock would count idle time too");
 		return -EINVAL;
@@ -210,7 +142,7 @@ static uint64_t budget_of(const struct regulator *reg, uint32_t threshold)
 	if (threshold == RTACCEL_BWLOCK_UNLIMITED)
 		return UINT64_MAX;
 	const uint64_t period = reg->cfg.period_ns;
-	if (reg->meter == REG_METER_CPU_TIME) {
+	if (reg->meter == REGULATOR_METER_CPU_TIME) {
 		if (threshold >= reg->cfg.be_peak_mbps)
 			return UINT64_MAX;
 		return period * threshold / reg->cfg.be_peak_mbps;
@@ -311,7 +243,7 @@ static void forgive(struct core_ctx *c, int i)
  * task starves: alone on the core, a debtor runs as before. */
 static void charge(struct core_ctx *c, int32_t tid, uint64_t throttled_ns)
 {
-	const struct reg_config *cfg = &c->reg->cfg;
+	const struct regulator_config *cfg = &c->reg->cfg;
 	if (cfg->rho <= 0 || tid <= 0)
 		return;
 	int policy = sched_getscheduler(tid);
@@ -431,7 +363,7 @@ static int setup_core(struct core_ctx *c)
 	return 0;
 }
 
-static void record(struct core_ctx *c, const struct reg_period *p)
+static void record(struct core_ctx *c, const struct regulator_period *p)
 {
 	struct status_core *sc = &c->reg->status->cores[c->index];
 	if (c->nperiods < c->reg->cfg.max_records)
@@ -443,6 +375,100 @@ static void record(struct core_ctx *c, const struct reg_period *p)
 		atomic_fetch_add_explicit(&sc->throttled_periods, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&sc->throttled_ns, p->throttled_ns, memory_order_relaxed);
 		atomic_store_explicit(&sc->onset_ns, p->onset_ns, memory_order_relaxed);
+	}
+}
+
+/* Parks the core until DEADLINE, from PARKED on: this thread spins at
+ * SCHED_FIFO, below the park priority where it differs (so that a gang's
+ * real-time threads still run), and the time counts as throttled. */
+static void park(struct core_ctx *c, struct regulator_period *p, uint64_t parked, uint64_t deadline)
+{
+	const struct regulator_config *cfg = &c->reg->cfg;
+	const bool drop = cfg->park_priority != cfg->control_priority;
+	if (drop)
+		set_fifo(cfg->park_priority);
+	park_until(deadline);
+	const uint64_t end = rtaccel_monotonic_ns();
+	p->throttled_ns = (uint32_t)(end - parked);
+	c->parked_ns += end - parked;
+	if (drop)
+		set_fifo(cfg->control_priority);
+}
+
+/* The leader's chore at each boundary: a holder of the bandwidth lock that
+ * died holding it no longer keeps best-effort cores throttled. */
+static void reap_dead_holders(struct regulator *reg)
+{
+	if (!reg->bwlock)
+		return;
+	int n = isolate_bwlock_reap_held(reg->bwlock);
+	if (n <= 0)
+		return;
+	atomic_fetch_add_explicit(&reg->status->reaped, (uint64_t)n, memory_order_relaxed);
+	if (!reg->cfg.quiet)
+		fprintf(stderr, "rtaccel-isolate: released the bandwidth lock of %d dead holder(s)\n",
+			n);
+}
+
+/* A new period from START: its threshold and budget, the meter armed with
+ * the budget (the overflow that ends it), and older overflows forgotten:
+ * their samples, and their signals, which would otherwise fill the queue
+ * until the kernel sends SIGIO. Returns the count the meter was armed at. */
+static uint64_t begin_period(struct core_ctx *c, struct regulator_period *p, uint64_t start,
+			     const sigset_t *wait_set)
+{
+	struct regulator *reg = c->reg;
+	const uint64_t now = rtaccel_monotonic_ns();
+	memset(p, 0, sizeof(*p));
+	p->start_ns = start;
+	p->late_ns = now > start ? (uint32_t)(now - start < UINT32_MAX ? now - start : UINT32_MAX) : 0;
+	p->threshold_mbps = threshold_now(reg, c->index == 0);
+	p->budget = budget_of(reg, p->threshold_mbps);
+	/* Budget 0 parks the whole period: nothing to meter. */
+	uint64_t sample_period = p->budget == UINT64_MAX || p->budget == 0 ? 1ull << 40 : p->budget;
+	if (reg->meter == REGULATOR_METER_CPU_TIME && sample_period < MIN_TIME_BUDGET_NS)
+		sample_period = MIN_TIME_BUDGET_NS;
+	if (sample_period == 0)
+		sample_period = 1;
+	/* Also restarts the countdown: the whole budget is this period's. */
+	ioctl(c->meter_fd, PERF_EVENT_IOC_PERIOD, &sample_period);
+	newest_sample(c, &(uint64_t){0}, &(int32_t){0});
+	siginfo_t stale;
+	while (sigtimedwait(wait_set, &stale, &(struct timespec){0, 0}) > 0)
+		;
+	return sample_period;
+}
+
+/* Waits for the budget's overflow signal until DEADLINE; on it, parks the
+ * core for the rest of the period. COUNT0 is the meter at the period's
+ * start, ARMED what the meter was armed with. */
+static void meter_period(struct core_ctx *c, struct regulator_period *p, uint64_t deadline,
+			 uint64_t count0, uint64_t armed, const sigset_t *wait_set)
+{
+	for (;;) {
+		const uint64_t t = rtaccel_monotonic_ns();
+		if (t >= deadline)
+			return;
+		struct timespec rel = rtaccel_timespec_of(deadline - t);
+		siginfo_t info;
+		if (sigtimedwait(wait_set, &info, &rel) < 0)
+			continue; /* EAGAIN: the boundary; EINTR: look again */
+		/* Running here at SCHED_FIFO, this thread keeps the core from
+		 * best-effort work from now on. */
+		const uint64_t parked = rtaccel_monotonic_ns();
+		if (p->budget == UINT64_MAX)
+			continue;
+		/* A late signal of an earlier period spent nothing. */
+		if (read_count(c->meter_fd) - count0 + armed / 16 < armed)
+			continue;
+		uint64_t overflow_ns = 0;
+		int32_t tid = 0;
+		if (newest_sample(c, &overflow_ns, &tid) && overflow_ns <= parked)
+			p->onset_ns = (uint32_t)(parked - overflow_ns < UINT32_MAX ? parked - overflow_ns
+										   : UINT32_MAX);
+		p->tid = tid;
+		park(c, p, parked, deadline);
+		return;
 	}
 }
 
@@ -464,102 +490,20 @@ static void *core_main(void *arg)
 		futex_wait(&reg->go, 0, false, CLOCK_MONOTONIC, NULL);
 
 	const uint64_t period = reg->cfg.period_ns;
-	const bool leader = c->index == 0;
-	const bool drop = reg->cfg.park_priority != reg->cfg.control_priority;
-	uint64_t start = reg->started_ns, count0 = read_count(c->meter_fd);
-	uint64_t cpu0 = 0;
-	{
-		struct timespec ts;
-		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-		cpu0 = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-	}
-	struct reg_period p = {0};
-	uint64_t armed = 0;
+	const uint64_t cpu0 = rtaccel_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	uint64_t start = reg->started_ns;
 	rtaccel_sleep_until(CLOCK_MONOTONIC, start); /* all cores begin together */
-	count0 = read_count(c->meter_fd);
+	uint64_t count0 = read_count(c->meter_fd);
+	struct regulator_period p;
 	while (!atomic_load_explicit(&reg->stop, memory_order_relaxed)) {
-		/* Boundary: the threshold and budget of the new period. */
-		const uint64_t now = rtaccel_monotonic_ns();
-		if (leader && reg->bwlock) {
-			int n = isolate_bwlock_reap_held(reg->bwlock);
-			if (n > 0) {
-				atomic_fetch_add_explicit(&reg->status->reaped, (uint64_t)n,
-							  memory_order_relaxed);
-				if (!reg->cfg.quiet)
-					fprintf(stderr, "rtaccel-isolate: released the bandwidth "
-							"lock of %d dead holder(s)\n", n);
-			}
-		}
-		memset(&p, 0, sizeof(p));
-		p.start_ns = start;
-		p.late_ns = now > start ? (uint32_t)(now - start < UINT32_MAX ? now - start : UINT32_MAX) : 0;
-		p.threshold_mbps = threshold_now(reg, leader);
-		p.budget = budget_of(reg, p.threshold_mbps);
-		/* Budget 0 parks the whole period: nothing to meter. */
-		uint64_t sample_period = p.budget == UINT64_MAX || p.budget == 0 ? 1ull << 40
-										 : p.budget;
-		if (reg->meter == REG_METER_CPU_TIME && sample_period < MIN_TIME_BUDGET_NS)
-			sample_period = MIN_TIME_BUDGET_NS;
-		if (sample_period == 0)
-			sample_period = 1;
-		/* Also restarts the countdown: the whole budget is this period's. */
-		ioctl(c->meter_fd, PERF_EVENT_IOC_PERIOD, &sample_period);
-		armed = sample_period;
-		/* Forget older overflows: their samples, and their signals, which
-		 * would otherwise fill the queue until the kernel sends SIGIO. */
-		newest_sample(c, &(uint64_t){0}, &(int32_t){0});
-		siginfo_t stale;
-		while (sigtimedwait(&wait_set, &stale, &(struct timespec){0, 0}) > 0)
-			;
+		if (c->index == 0)
+			reap_dead_holders(reg);
+		const uint64_t armed = begin_period(c, &p, start, &wait_set);
 		const uint64_t deadline = start + period;
-
-		if (p.budget == 0) {
-			/* No best-effort traffic at all: park for the whole period. */
-			if (drop)
-				set_fifo(reg->cfg.park_priority);
-			const uint64_t t0 = rtaccel_monotonic_ns();
-			park_until(deadline);
-			p.throttled_ns = (uint32_t)(rtaccel_monotonic_ns() - t0);
-			c->parked_ns += p.throttled_ns;
-			if (drop)
-				set_fifo(reg->cfg.control_priority);
-		} else {
-			for (;;) {
-				const uint64_t t = rtaccel_monotonic_ns();
-				if (t >= deadline)
-					break;
-				struct timespec rel = {(time_t)((deadline - t) / 1000000000ull),
-						       (long)((deadline - t) % 1000000000ull)};
-				siginfo_t info;
-				if (sigtimedwait(&wait_set, &info, &rel) < 0)
-					continue; /* EAGAIN: the boundary; EINTR: look again */
-				/* Running here at SCHED_FIFO, this thread keeps the core
-				 * from best-effort work from now on. */
-				const uint64_t parked = rtaccel_monotonic_ns();
-				if (p.budget == UINT64_MAX)
-					continue;
-				uint64_t used = read_count(c->meter_fd) - count0;
-				/* A late signal of an earlier period spent nothing. */
-				if (used + armed / 16 < armed)
-					continue;
-				uint64_t overflow_ns = 0;
-				int32_t tid = 0;
-				if (newest_sample(c, &overflow_ns, &tid) && overflow_ns <= parked)
-					p.onset_ns = (uint32_t)(parked - overflow_ns < UINT32_MAX
-									? parked - overflow_ns
-									: UINT32_MAX);
-				p.tid = tid;
-				if (drop)
-					set_fifo(reg->cfg.park_priority);
-				park_until(deadline);
-				const uint64_t end = rtaccel_monotonic_ns();
-				p.throttled_ns = (uint32_t)(end - parked);
-				c->parked_ns += end - parked;
-				if (drop)
-					set_fifo(reg->cfg.control_priority);
-				break;
-			}
-		}
+		if (p.budget == 0) /* no best-effort traffic at all */
+			park(c, &p, rtaccel_monotonic_ns(), deadline);
+		else
+			meter_period(c, &p, deadline, count0, armed, &wait_set);
 		const uint64_t count1 = read_count(c->meter_fd);
 		p.used = count1 - count0;
 		count0 = count1;
@@ -578,9 +522,7 @@ static void *core_main(void *arg)
 	fcntl(c->meter_fd, F_SETFL, O_NONBLOCK);
 	while (c->ndebtors)
 		forgive(c, c->ndebtors - 1);
-	struct timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	c->cpu_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec - cpu0;
+	c->cpu_ns = rtaccel_clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
 	return NULL;
 }
 
@@ -612,9 +554,10 @@ static int open_status(struct regulator *reg)
 	return 0;
 }
 
-int regulator_start(const struct reg_config *cfg, struct regulator **out, char *err, size_t len)
+int regulator_start(const struct regulator_config *cfg, struct regulator **out, char *err,
+		    size_t len)
 {
-	if (cfg->ncores < 1 || cfg->ncores > REG_MAX_CORES) {
+	if (cfg->ncores < 1 || cfg->ncores > REGULATOR_MAX_CORES) {
 		snprintf(err, len, "no core to regulate");
 		return -EINVAL;
 	}
@@ -724,7 +667,7 @@ void regulator_free(struct regulator *reg)
 	if (!reg)
 		return;
 	const long page = sysconf(_SC_PAGESIZE);
-	for (int i = 0; i < REG_MAX_CORES; i++) {
+	for (int i = 0; i < REGULATOR_MAX_CORES; i++) {
 		struct core_ctx *c = &reg->cores[i];
 		if (c->ring)
 			munmap(c->ring, (size_t)page * RING_PAGES);
@@ -741,7 +684,8 @@ void regulator_free(struct regulator *reg)
 	free(reg);
 }
 
-const struct reg_period *regulator_periods(const struct regulator *reg, int i, uint64_t *count)
+const struct regulator_period *regulator_periods(const struct regulator *reg, int i,
+						 uint64_t *count)
 {
 	*count = reg->cores[i].nperiods;
 	return reg->cores[i].periods;
@@ -759,174 +703,3 @@ uint64_t regulator_wall_ns(const struct regulator *reg)
 	return end > reg->started_ns ? end - reg->started_ns : 0;
 }
 
-/* ---- summary and trace ---------------------------------------------------- */
-
-double reg_percentile(double *v, size_t n, double q)
-{
-	if (!n)
-		return 0;
-	rtaccel_sort_double(v, n);
-	return rtaccel_percentile_sorted(v, n, q);
-}
-
-void regulator_write_summary(const struct regulator *reg, FILE *out)
-{
-	const uint64_t wall = regulator_wall_ns(reg);
-	fprintf(out, "{\"meter\": \"%s\", \"period_us\": %.1f, \"be_peak_mbps\": %u, "
-		     "\"rho\": %.2f, \"wall_s\": %.3f, \"cores\": [",
-		meter_names[reg->meter], (double)reg->cfg.period_ns / 1e3, reg->cfg.be_peak_mbps,
-		reg->cfg.rho, (double)wall / 1e9);
-	for (int i = 0; i < reg->cfg.ncores; i++) {
-		const struct core_ctx *c = &reg->cores[i];
-		double *onset = calloc(c->nperiods + 1, sizeof(double));
-		double *ratio = calloc(c->nperiods + 1, sizeof(double));
-		double *late = calloc(c->nperiods + 1, sizeof(double));
-		size_t no = 0, nr = 0, nl = 0, throttled = 0;
-		double throttled_ns = 0;
-		for (uint64_t k = 0; onset && ratio && late && k < c->nperiods; k++) {
-			const struct reg_period *p = &c->periods[k];
-			late[nl++] = p->late_ns / 1e3;
-			if (!p->throttled_ns)
-				continue;
-			throttled++;
-			throttled_ns += p->throttled_ns;
-			if (p->onset_ns)
-				onset[no++] = p->onset_ns / 1e3;
-			if (p->budget && p->budget != UINT64_MAX)
-				ratio[nr++] = (double)p->used / (double)p->budget;
-		}
-		const uint64_t overhead = regulator_overhead_ns(reg, i);
-		fprintf(out,
-			"%s{\"core\": %d, \"periods\": %llu, \"throttled_periods\": %zu, "
-			"\"throttled_ms\": %.3f, \"onset_p50_us\": %.2f, \"onset_p99_us\": %.2f, "
-			"\"budget_ratio_p50\": %.3f, \"budget_ratio_p99\": %.3f, "
-			"\"late_p50_us\": %.2f, \"late_p99_us\": %.2f, \"overhead_cpu\": %.4f}",
-			i ? ", " : "", c->core, (unsigned long long)c->nperiods, throttled,
-			throttled_ns / 1e6, reg_percentile(onset, no, 0.5), reg_percentile(onset, no, 0.99),
-			reg_percentile(ratio, nr, 0.5), reg_percentile(ratio, nr, 0.99), reg_percentile(late, nl, 0.5),
-			reg_percentile(late, nl, 0.99), wall ? (double)overhead / (double)wall : 0.0);
-		free(onset);
-		free(ratio);
-		free(late);
-	}
-	fprintf(out, "], \"bwlock_reaped\": %llu}\n",
-		reg->status ? (unsigned long long)atomic_load(&reg->status->reaped) : 0ull);
-}
-
-int regulator_write_trace(const struct regulator *reg, const char *path)
-{
-	FILE *f = fopen(path, "w");
-	if (!f)
-		return -errno;
-	const double t0 = (double)reg->started_ns / 1e3;
-	fprintf(f, "{\"displayTimeUnit\": \"ns\", \"traceEvents\": [\n"
-		   "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, "
-		   "\"args\": {\"name\": \"rtaccel regulator (%s meter)\"}}",
-		meter_names[reg->meter]);
-	for (int i = 0; i < reg->cfg.ncores; i++) {
-		const struct core_ctx *c = &reg->cores[i];
-		fprintf(f, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": %d, "
-			   "\"args\": {\"name\": \"core %d\"}}", c->core, c->core);
-		uint32_t last_threshold = 0;
-		for (uint64_t k = 0; k < c->nperiods; k++) {
-			const struct reg_period *p = &c->periods[k];
-			const double ts = (double)p->start_ns / 1e3 - t0;
-			if (k == 0 || p->threshold_mbps != last_threshold) {
-				fprintf(f, ",\n{\"name\": \"threshold MB/s core %d\", \"ph\": \"C\", "
-					   "\"pid\": 1, \"ts\": %.3f, \"args\": {\"MB/s\": %lld}}",
-					c->core, ts,
-					p->threshold_mbps == RTACCEL_BWLOCK_UNLIMITED
-						? -1ll : (long long)p->threshold_mbps);
-				last_threshold = p->threshold_mbps;
-			}
-			/* Budget used, per regulated period: the counter track that
-			 * shows a task spending its budget early or late. */
-			if (p->budget && p->budget != UINT64_MAX)
-				fprintf(f, ",\n{\"name\": \"budget used core %d\", \"ph\": \"C\", "
-					   "\"pid\": 1, \"ts\": %.3f, \"args\": {\"%%\": %.1f}}",
-					c->core, ts, 100.0 * (double)p->used / (double)p->budget);
-			if (!p->throttled_ns)
-				continue;
-			const double dur = p->throttled_ns / 1e3;
-			fprintf(f, ",\n{\"name\": \"throttled\", \"cat\": \"regulator\", \"ph\": \"X\", "
-				   "\"pid\": 1, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, "
-				   "\"args\": {\"task\": %d, \"onset_us\": %.2f, \"budget\": %llu, "
-				   "\"used\": %llu}}",
-				c->core, ts + (double)reg->cfg.period_ns / 1e3 - dur, dur, p->tid,
-				p->onset_ns / 1e3, (unsigned long long)p->budget,
-				(unsigned long long)p->used);
-		}
-	}
-	fprintf(f, "\n]}\n");
-	return fclose(f) == 0 ? 0 : -EIO;
-}
-
-/* ---- live status ---------------------------------------------------------- */
-
-int regulator_print_status(const char *name, bool json, FILE *out)
-{
-	char path[256];
-	if (!isolate_valid_name(name, 64))
-		return -EINVAL;
-	snprintf(path, sizeof(path), "/dev/shm/rtaccel-regulator.%s", name);
-	if (access(path, F_OK) < 0)
-		return -ENOENT;
-	void *region;
-	int err = isolate_shm_open("rtaccel-regulator", name, sizeof(struct status_region),
-				   STATUS_MAGIC, STATUS_VERSION, &region);
-	if (err)
-		return err;
-	const struct status_region *s = region;
-	const int32_t pid = atomic_load((_Atomic int32_t *)&s->pid);
-	const bool running = pid && isolate_thread_alive(pid, pid);
-	const uint32_t thr = atomic_load((_Atomic uint32_t *)&s->threshold_mbps);
-	const uint32_t n = s->ncores < REG_MAX_CORES ? s->ncores : REG_MAX_CORES;
-	if (json) {
-		fprintf(out, "{\"running\": %s, \"pid\": %d, \"meter\": \"%.31s\", \"period_us\": %.1f, "
-			     "\"threshold_mbps\": %lld, \"bwlock_held\": %u, \"gang_priority\": %u, "
-			     "\"reaped\": %llu, \"cores\": [",
-			running ? "true" : "false", pid, s->meter, (double)s->period_ns / 1e3,
-			thr == RTACCEL_BWLOCK_UNLIMITED ? -1ll : (long long)thr,
-			atomic_load((_Atomic uint32_t *)&s->bwlock_held),
-			atomic_load((_Atomic uint32_t *)&s->gang_priority),
-			(unsigned long long)atomic_load((_Atomic uint64_t *)&s->reaped));
-	} else {
-		fprintf(out, "regulator '%s': %s (pid %d), %.31s meter, period %.0f us\n", name,
-			running ? "running" : "stopped", pid, s->meter, (double)s->period_ns / 1e3);
-		if (thr == RTACCEL_BWLOCK_UNLIMITED)
-			fprintf(out, "threshold: unlimited (no holder, no gang)\n");
-		else
-			fprintf(out, "threshold: %u MB/s per best-effort core\n", thr);
-		fprintf(out, "%5s %10s %10s %10s %12s %12s %12s %8s\n", "core", "periods",
-			"throttled", "thr. ms", "budget", "used", "onset us", "charged");
-	}
-	for (uint32_t i = 0; i < n; i++) {
-		const struct status_core *c = &s->cores[i];
-		const uint64_t budget = atomic_load((_Atomic uint64_t *)&c->budget);
-		const unsigned long long periods = atomic_load((_Atomic uint64_t *)&c->periods),
-			throttled = atomic_load((_Atomic uint64_t *)&c->throttled_periods),
-			used = atomic_load((_Atomic uint64_t *)&c->used),
-			charged = atomic_load((_Atomic uint64_t *)&c->charged);
-		const double tms = (double)atomic_load((_Atomic uint64_t *)&c->throttled_ns) / 1e6,
-			     onset = (double)atomic_load((_Atomic uint64_t *)&c->onset_ns) / 1e3;
-		if (json) {
-			fprintf(out, "%s{\"core\": %d, \"periods\": %llu, \"throttled_periods\": %llu, "
-				     "\"throttled_ms\": %.3f, \"budget\": %lld, \"used\": %llu, "
-				     "\"onset_us\": %.2f, \"charged\": %llu}",
-				i ? ", " : "", c->core, periods, throttled, tms,
-				budget == UINT64_MAX ? -1ll : (long long)budget, used, onset, charged);
-		} else {
-			char b[24];
-			if (budget == UINT64_MAX)
-				snprintf(b, sizeof(b), "unlimited");
-			else
-				snprintf(b, sizeof(b), "%llu", (unsigned long long)budget);
-			fprintf(out, "%5d %10llu %10llu %10.1f %12s %12llu %12.1f %8llu\n", c->core,
-				periods, throttled, tms, b, used, onset, charged);
-		}
-	}
-	if (json)
-		fprintf(out, "]}\n");
-	munmap(region, sizeof(*s));
-	return 0;
-}

@@ -22,20 +22,20 @@
 extern "C" {
 #endif
 
-#define REG_MAX_CORES 64
+#define REGULATOR_MAX_CORES 64
 
-enum reg_meter {
-	REG_METER_AUTO,	    /* LLC misses if the machine counts them, else CPU time */
-	REG_METER_LLC,	    /* hardware cache misses, 64 bytes each */
-	REG_METER_RAW,	    /* perf type and config of the user's choice, 64 bytes each */
-	REG_METER_CPU_TIME, /* ns of best-effort execution (needs the cgroup) */
+enum regulator_meter {
+	REGULATOR_METER_AUTO,	    /* LLC misses if the machine counts them, else CPU time */
+	REGULATOR_METER_LLC,	    /* hardware cache misses, 64 bytes each */
+	REGULATOR_METER_RAW,	    /* perf type and config of the user's choice, 64 bytes each */
+	REGULATOR_METER_CPU_TIME, /* ns of best-effort execution (needs the cgroup) */
 };
 
-struct reg_config {
-	int cores[REG_MAX_CORES];
+struct regulator_config {
+	int cores[REGULATOR_MAX_CORES];
 	int ncores;
 	uint64_t period_ns;
-	enum reg_meter meter;
+	enum regulator_meter meter;
 	uint32_t raw_type;
 	uint64_t raw_config;
 	char cgroup[256];	      /* the best-effort cgroup; "" meters whole cores */
@@ -50,10 +50,10 @@ struct reg_config {
 	bool quiet;
 };
 
-void reg_config_defaults(struct reg_config *cfg);
+void regulator_config_defaults(struct regulator_config *cfg);
 
 /* One period of one core. */
-struct reg_period {
+struct regulator_period {
 	uint64_t start_ns;
 	uint64_t budget;	/* events or ns; UINT64_MAX: unlimited */
 	uint64_t used;
@@ -69,14 +69,16 @@ struct regulator;
 
 /* Starts the regulator threads. On failure returns -errno and writes one
  * line saying why to ERR. */
-int regulator_start(const struct reg_config *cfg, struct regulator **reg, char *err, size_t len);
+int regulator_start(const struct regulator_config *cfg, struct regulator **reg, char *err,
+		    size_t len);
 /* Stops and joins the threads, restores every task it charged. */
 void regulator_stop(struct regulator *reg);
 void regulator_free(struct regulator *reg);
 
 const char *regulator_meter_name(const struct regulator *reg);
 /* The periods of core index I (in cfg.cores order) recorded so far. */
-const struct reg_period *regulator_periods(const struct regulator *reg, int i, uint64_t *count);
+const struct regulator_period *regulator_periods(const struct regulator *reg, int i,
+						 uint64_t *count);
 /* After stop: regulator thread CPU time minus parked time, per core. */
 uint64_t regulator_overhead_ns(const struct regulator *reg, int i);
 uint64_t regulator_wall_ns(const struct regulator *reg);
@@ -88,10 +90,6 @@ int regulator_write_trace(const struct regulator *reg, const char *path);
 /* The live status region /dev/shm/rtaccel-regulator.NAME (NAME: the
  * bandwidth lock's name, or "default"), printed by `rtaccel isolate status`. */
 int regulator_print_status(const char *name, bool json, FILE *out);
-
-/* The Q-quantile (0..1) of N values, sorting them in place: the smallest
- * value with at least Q x N values at or below it. 0 when N is 0. */
-double reg_percentile(double *values, size_t n, double q);
 
 /* The bandwidth lock's threshold in force, cheap when no one holds it. */
 uint32_t isolate_bwlock_threshold(const rtaccel_bwlock_t *lock);

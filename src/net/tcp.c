@@ -25,7 +25,10 @@ struct tcp_socket {
 	int fd;
 };
 
-static int fd_of(const struct net_link *link) { return ((const struct tcp_socket *)link->priv)->fd; }
+static int fd_of(const struct net_link *link)
+{
+	return ((const struct tcp_socket *)link->priv)->fd;
+}
 
 static int wait_fd(int fd, short events, uint64_t deadline)
 {

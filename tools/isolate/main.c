@@ -67,7 +67,7 @@ static int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 	return 0;
 }
 
-static int parse_cores(const char *s, struct reg_config *cfg)
+static int parse_cores(const char *s, struct regulator_config *cfg)
 {
 	cfg->ncores = 0;
 	const char *p = s;
@@ -83,7 +83,7 @@ static int parse_cores(const char *s, struct reg_config *cfg)
 				return -1;
 		}
 		for (long c = a; c <= b; c++) {
-			if (cfg->ncores == REG_MAX_CORES || c >= CPU_SETSIZE)
+			if (cfg->ncores == REGULATOR_MAX_CORES || c >= CPU_SETSIZE)
 				return -1;
 			cfg->cores[cfg->ncores++] = (int)c;
 		}
@@ -96,20 +96,20 @@ static int parse_cores(const char *s, struct reg_config *cfg)
 	return cfg->ncores ? 0 : -1;
 }
 
-static void default_cores(struct reg_config *cfg)
+static void default_cores(struct regulator_config *cfg)
 {
 	cpu_set_t set;
 	sched_getaffinity(0, sizeof(set), &set);
 	cfg->ncores = 0;
-	for (int c = 1; c < CPU_SETSIZE && cfg->ncores < REG_MAX_CORES; c++)
+	for (int c = 1; c < CPU_SETSIZE && cfg->ncores < REGULATOR_MAX_CORES; c++)
 		if (CPU_ISSET(c, &set))
 			cfg->cores[cfg->ncores++] = c;
 }
 
 static int cmd_regulate(int argc, char **argv)
 {
-	struct reg_config cfg;
-	reg_config_defaults(&cfg);
+	struct regulator_config cfg;
+	regulator_config_defaults(&cfg);
 	snprintf(cfg.bwlock, sizeof(cfg.bwlock), "default");
 	const char *cgroup = DEFAULT_CGROUP, *summary = NULL, *trace = NULL;
 	uint64_t v, duration_ms = 0;
@@ -149,18 +149,18 @@ static int cmd_regulate(int argc, char **argv)
 			break;
 		case O_METER:
 			if (!strcmp(optarg, "auto")) {
-				cfg.meter = REG_METER_AUTO;
+				cfg.meter = REGULATOR_METER_AUTO;
 			} else if (!strcmp(optarg, "llc")) {
-				cfg.meter = REG_METER_LLC;
+				cfg.meter = REGULATOR_METER_LLC;
 			} else if (!strcmp(optarg, "cpu-time")) {
-				cfg.meter = REG_METER_CPU_TIME;
+				cfg.meter = REGULATOR_METER_CPU_TIME;
 			} else if (!strncmp(optarg, "raw:", 4)) {
 				unsigned type;
 				long long config;
 				char extra;
 				if (sscanf(optarg + 4, "%u:%lli%c", &type, &config, &extra) != 2)
 					return bad("raw meter is raw:TYPE:CONFIG", optarg);
-				cfg.meter = REG_METER_RAW;
+				cfg.meter = REGULATOR_METER_RAW;
 				cfg.raw_type = type;
 				cfg.raw_config = (uint64_t)config;
 			} else {
@@ -296,7 +296,7 @@ static int cmd_status(int argc, char **argv)
 	if (err == -ENOENT) {
 		fprintf(stderr, "rtaccel-isolate: no regulator has run for bandwidth lock '%s' "
 				"(start one with `rtaccel isolate regulate`)\n", name);
-		return RTACCEL_EXIT_RUNTIME;
+		return RTACCEL_EXIT_BAD_INPUT; /* the name names nothing */
 	}
 	if (err) {
 		fprintf(stderr, "rtaccel-isolate: status of '%s': %s\n", name, strerror(-err));
