@@ -556,35 +556,59 @@ class Loader {
 
   // Second pass: names, topics, priorities and cores across the workload.
   void check_whole() {
-    long online = sysconf(_SC_NPROCESSORS_CONF);
-    int machine = options_.machine_cores > 0 ? options_.machine_cores : static_cast<int>(online > 0 ? online : 1);
-    w_.cores = declared_cores_ ? *declared_cores_ : machine;
-    const std::string cores_text = std::to_string(w_.cores) + (declared_cores_ ? " (platform.cores)" : " on this machine");
-    auto check_core = [&](int core, SourceLocation where, const std::string& what) {
-      if (core >= w_.cores) {
-        ctx_.error(where, what + ": core " + std::to_string(core) + " does not exist: there are " + cores_text);
-      }
-    };
-
-    auto index_names = [&](auto& items, const char* kind) {
-      std::map<std::string, size_t> index;
-      for (size_t i = 0; i < items.size(); ++i) {
-        if (items[i].name.empty()) continue;  // already reported
-        auto [it, fresh] = index.emplace(items[i].name, i);
-        if (!fresh) {
-          ctx_.error(items[i].where, std::string(kind) + " '" + items[i].name + "' is defined twice (first at line " +
-                                         std::to_string(items[it->second].where.line) + ")");
-        }
-      }
-      return index;
-    };
     auto accelerators = index_names(w_.accelerators, "accelerator");
     auto executors = index_names(w_.executors, "executor");
     auto callbacks = index_names(w_.callbacks, "callback");
     index_names(w_.chains, "chain");
     check_nodes(index_names(w_.nodes, "node"));
     index_names(w_.links, "link");
+    check_cores();
+    w_.communication_ns = communication_ns_ ? *communication_ns_ : (w_.server ? w_.server->overhead_ns : 0);
+    const auto publisher = index_topics();
+    resolve_callbacks(executors, publisher, accelerators);
+    check_crossings(publisher, accelerators);
+    std::vector<bool> in_chain(w_.callbacks.size(), false);
+    std::map<int, size_t> priorities;
+    for (size_t c = 0; c < w_.chains.size(); ++c) resolve_chain(c, callbacks, priorities, in_chain);
+    check_gangs(executors);
+    // After other errors a chain may be missing, so this would only mislead.
+    for (size_t i = 0; i < w_.callbacks.size() && !ctx_.failed(); ++i) {
+      if (!in_chain[i]) {
+        ctx_.error(w_.callbacks[i].where, "callback '" + w_.callbacks[i].name +
+                                              "' is in no chain; put it in one (a best-effort chain with a low "
+                                              "priority will do) so that its priority and interference are known");
+      }
+    }
+  }
 
+  // Name -> index of ITEMS, each name once.
+  template <typename Items>
+  std::map<std::string, size_t> index_names(const Items& items, const char* kind) {
+    std::map<std::string, size_t> index;
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (items[i].name.empty()) continue;  // already reported
+      auto [it, fresh] = index.emplace(items[i].name, i);
+      if (!fresh) {
+        ctx_.error(items[i].where, std::string(kind) + " '" + items[i].name + "' is defined twice (first at line " +
+                                       std::to_string(items[it->second].where.line) + ")");
+      }
+    }
+    return index;
+  }
+
+  // Every core named exists, and a cpu accelerator's core (its device) is
+  // nobody else's.
+  void check_cores() {
+    const long online = sysconf(_SC_NPROCESSORS_CONF);
+    const int machine =
+        options_.machine_cores > 0 ? options_.machine_cores : static_cast<int>(online > 0 ? online : 1);
+    w_.cores = declared_cores_ ? *declared_cores_ : machine;
+    const std::string cores_text =
+        std::to_string(w_.cores) + (declared_cores_ ? " (platform.cores)" : " on this machine");
+    auto check_core = [&](int core, SourceLocation where, const std::string& what) {
+      if (core >= w_.cores)
+        ctx_.error(where, what + ": core " + std::to_string(core) + " does not exist: there are " + cores_text);
+    };
     std::map<int, size_t> device_cores;  // core -> cpu accelerator using it
     for (size_t i = 0; i < w_.accelerators.size(); ++i) {
       const Accelerator& a = w_.accelerators[i];
@@ -597,8 +621,6 @@ class Loader {
       }
     }
     if (w_.server) check_core(w_.server->core, w_.server->where, "server");
-    w_.communication_ns = communication_ns_ ? *communication_ns_ : (w_.server ? w_.server->overhead_ns : 0);
-
     for (const Executor& e : w_.executors) {
       check_core(e.core, e.where, "executor '" + e.name + "'");
       if (auto it = device_cores.find(e.core); it != device_cores.end()) {
@@ -607,8 +629,10 @@ class Loader {
                                 "' (cpu backend); give the executor another core");
       }
     }
+  }
 
-    // Topics: one publisher each; every subscribed or read topic is published.
+  // Topic -> the one callback that publishes it.
+  std::map<std::string, size_t> index_topics() {
     std::map<std::string, size_t> publisher;
     for (size_t i = 0; i < w_.callbacks.size(); ++i) {
       const Callback& cb = w_.callbacks[i];
@@ -619,7 +643,14 @@ class Loader {
                                  "' is already published by callback '" + w_.callbacks[it->second].name + "'");
       }
     }
+    return publisher;
+  }
 
+  // Each callback's executor and accelerators by name; every topic it
+  // subscribes to or reads is published, and not by itself.
+  void resolve_callbacks(const std::map<std::string, size_t>& executors,
+                         const std::map<std::string, size_t>& publisher,
+                         const std::map<std::string, size_t>& accelerators) {
     for (size_t i = 0; i < w_.callbacks.size(); ++i) {
       Callback& cb = w_.callbacks[i];
       PendingCallback& p = pending_callbacks_[i];
@@ -630,9 +661,9 @@ class Loader {
         ctx_.error(p.executor_where, what + ": no executor named '" + p.executor + "'");
       }
       for (const std::string& topic : cb.trigger.topics) {
-        if (!publisher.count(topic)) {
+        if (auto it = publisher.find(topic); it == publisher.end()) {
           ctx_.error(p.trigger_where, what + ": topic '" + topic + "' is published by no callback");
-        } else if (publisher[topic] == i) {
+        } else if (it->second == i) {
           ctx_.error(p.trigger_where, what + ": triggers itself through topic '" + topic + "'");
         }
       }
@@ -651,79 +682,79 @@ class Loader {
         ctx_.error(cb.where, what + ": uses an accelerator, so the workload needs a server: {core, overhead_us}");
       }
     }
+  }
 
-    check_crossings(publisher, accelerators);
-
-    std::map<int, size_t> priorities;
-    std::vector<bool> in_chain(w_.callbacks.size(), false);
-    for (size_t c = 0; c < w_.chains.size(); ++c) {
-      Chain& chain = w_.chains[c];
-      PendingChain& p = pending_chains_[c];
-      const std::string what = "chain '" + chain.name + "'";
-      if (!p.priority_valid) {
-        // already reported
-      } else if (auto [pit, fresh] = priorities.emplace(chain.priority, c); !fresh) {
-        ctx_.error(p.priority_where, what + ": priority " + std::to_string(chain.priority) +
-                                         " is already taken by chain '" + w_.chains[pit->second].name +
-                                         "' (chain priorities must be distinct)");
-      }
-      bool resolved = true;
-      for (const auto& [name, where] : p.path) {
-        auto it = callbacks.find(name);
-        if (it == callbacks.end()) {
-          ctx_.error(where, what + ": no callback named '" + name + "'");
-          resolved = false;
-          continue;
-        }
-        if (std::find(chain.path.begin(), chain.path.end(), it->second) != chain.path.end()) {
-          ctx_.error(where, what + ": callback '" + name + "' appears twice in the path");
-          resolved = false;
-        }
-        chain.path.push_back(it->second);
-        in_chain[it->second] = true;
-      }
-      if (!resolved || chain.path.empty()) continue;
-      for (size_t k = 1; k < chain.path.size(); ++k) {
-        const Callback& prev = w_.callbacks[chain.path[k - 1]];
-        const Callback& next = w_.callbacks[chain.path[k]];
-        const auto& topics = next.trigger.topics;
-        bool follows = !prev.publishes.empty() &&
-                       std::find(topics.begin(), topics.end(), prev.publishes) != topics.end();
-        if (!follows) {
-          std::string published = prev.publishes.empty() ? "publishes nothing" : "publishes '" + prev.publishes + "'";
-          std::string triggered = next.trigger.timer_ns ? "is triggered by its timer" : "is not triggered by that topic";
-          ctx_.error(p.path[k].second, what + ": '" + next.name + "' does not follow '" + prev.name + "' ('" +
-                                           prev.name + "' " + published + ", '" + next.name + "' " + triggered + ")");
-        }
-      }
-      const Callback& first = w_.callbacks[chain.path.front()];
-      if (first.trigger.timer_ns) {
-        chain.period_ns = first.trigger.timer_ns;
-        if (p.period_ns && *p.period_ns != chain.period_ns) {
-          ctx_.error(chain.where, what + ": period_ms disagrees with the timer of its first callback '" + first.name + "'");
-        }
-      } else if (p.period_ns) {
-        chain.period_ns = *p.period_ns;
-      } else {
-        ctx_.error(chain.where, what + ": its first callback '" + first.name +
-                                    "' has no timer, so the chain needs period_ms (the rate it is activated at)");
+  // Chain C: a priority of its own, a path of callbacks each triggered by
+  // the one before, and its period and deadline.
+  void resolve_chain(size_t c, const std::map<std::string, size_t>& callbacks, std::map<int, size_t>& priorities,
+                     std::vector<bool>& in_chain) {
+    Chain& chain = w_.chains[c];
+    PendingChain& p = pending_chains_[c];
+    const std::string what = "chain '" + chain.name + "'";
+    if (!p.priority_valid) {
+      // already reported
+    } else if (auto [pit, fresh] = priorities.emplace(chain.priority, c); !fresh) {
+      ctx_.error(p.priority_where, what + ": priority " + std::to_string(chain.priority) +
+                                       " is already taken by chain '" + w_.chains[pit->second].name +
+                                       "' (chain priorities must be distinct)");
+    }
+    bool resolved = true;
+    for (const auto& [name, where] : p.path) {
+      auto it = callbacks.find(name);
+      if (it == callbacks.end()) {
+        ctx_.error(where, what + ": no callback named '" + name + "'");
+        resolved = false;
         continue;
       }
-      chain.deadline_ns = p.deadline_ns ? *p.deadline_ns : chain.period_ns;
-      if (chain.deadline_ns > chain.period_ns) {
-        ctx_.error(chain.where, what + ": deadline_ms exceeds the chain's period; rtaccel's analysis needs "
-                                       "constrained deadlines (deadline <= period)");
+      if (std::find(chain.path.begin(), chain.path.end(), it->second) != chain.path.end()) {
+        ctx_.error(where, what + ": callback '" + name + "' appears twice in the path");
+        resolved = false;
+      }
+      chain.path.push_back(it->second);
+      in_chain[it->second] = true;
+    }
+    if (!resolved || chain.path.empty()) return;
+    check_path_follows(chain, p, what);
+    chain_timing(chain, p, what);
+  }
+
+  // Each callback of the path is triggered by the topic of the one before.
+  void check_path_follows(const Chain& chain, const PendingChain& p, const std::string& what) {
+    for (size_t k = 1; k < chain.path.size(); ++k) {
+      const Callback& prev = w_.callbacks[chain.path[k - 1]];
+      const Callback& next = w_.callbacks[chain.path[k]];
+      const auto& topics = next.trigger.topics;
+      const bool follows =
+          !prev.publishes.empty() && std::find(topics.begin(), topics.end(), prev.publishes) != topics.end();
+      if (!follows) {
+        std::string published = prev.publishes.empty() ? "publishes nothing" : "publishes '" + prev.publishes + "'";
+        std::string triggered = next.trigger.timer_ns ? "is triggered by its timer" : "is not triggered by that topic";
+        ctx_.error(p.path[k].second, what + ": '" + next.name + "' does not follow '" + prev.name + "' ('" +
+                                         prev.name + "' " + published + ", '" + next.name + "' " + triggered + ")");
       }
     }
-    check_gangs(executors);
+  }
 
-    // After other errors a chain may be missing, so this would only mislead.
-    for (size_t i = 0; i < w_.callbacks.size() && !ctx_.failed(); ++i) {
-      if (!in_chain[i]) {
-        ctx_.error(w_.callbacks[i].where, "callback '" + w_.callbacks[i].name +
-                                              "' is in no chain; put it in one (a best-effort chain with a low "
-                                              "priority will do) so that its priority and interference are known");
+  // The period: the first callback's timer, or the chain's period_ms where
+  // it has none; the deadline: the period unless given, never past it.
+  void chain_timing(Chain& chain, const PendingChain& p, const std::string& what) {
+    const Callback& first = w_.callbacks[chain.path.front()];
+    if (first.trigger.timer_ns) {
+      chain.period_ns = first.trigger.timer_ns;
+      if (p.period_ns && *p.period_ns != chain.period_ns) {
+        ctx_.error(chain.where, what + ": period_ms disagrees with the timer of its first callback '" + first.name + "'");
       }
+    } else if (p.period_ns) {
+      chain.period_ns = *p.period_ns;
+    } else {
+      ctx_.error(chain.where, what + ": its first callback '" + first.name +
+                                  "' has no timer, so the chain needs period_ms (the rate it is activated at)");
+      return;
+    }
+    chain.deadline_ns = p.deadline_ns ? *p.deadline_ns : chain.period_ns;
+    if (chain.deadline_ns > chain.period_ns) {
+      ctx_.error(chain.where, what + ": deadline_ms exceeds the chain's period; rtaccel's analysis needs "
+                                     "constrained deadlines (deadline <= period)");
     }
   }
 
