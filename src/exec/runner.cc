@@ -155,86 +155,56 @@ class Reader {
   const char* end_;
 };
 
-// Times the kernels of every segment on its device and sizes them. It runs
-// in a child process that exits when done: a device runtime that was
-// initialised in a process does not survive a fork of it (CUDA says so), and
-// the runner forks the executors afterwards, which open the device
-// themselves. The table comes back through a pipe.
-Status size_kernels_in_child(const workload::Workload& w, double work_fraction, SegmentTable* out) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) < 0) return Status::os_error("pipe", errno);
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid < 0) {
-    const int err = errno;
-    close(fds[0]);
-    close(fds[1]);
-    return Status::os_error("fork", err);
-  }
-  if (pid == 0) {
-    close(fds[0]);
-    die_with_parent(parent);
-    std::string error;
-    bool invalid = false;  // the workload's fault (a service rtaccel run cannot size)
-    SegmentTable table(w.callbacks.size());
-    std::vector<std::unique_ptr<KernelSizer>> sizers(w.accelerators.size());
-    for (size_t cb = 0; cb < w.callbacks.size() && error.empty(); ++cb) {
-      for (const auto& seg : w.callbacks[cb].segments) {
-        auto& sizer = sizers[seg.accelerator];
-        if (!sizer) {
-          sizer = std::make_unique<KernelSizer>();
-          if (Status st = sizer->open(w.accelerators[seg.accelerator].backend, device_of(w, seg.accelerator)); !st) {
-            error = st.message();
-            break;
-          }
-        }
-        SegmentRequest req;
-        const auto target = static_cast<uint64_t>(static_cast<double>(seg.wcet_ns) * work_fraction);
-        if (Status st = sizer->size(seg.service, target, &req); !st) {
-          error = "callback '" + w.callbacks[cb].name + "': " + st.message();
-          invalid = st.invalid_input();
-          break;
-        }
-        table[cb].push_back(std::move(req));
+// Times the kernels of every segment on its device and sizes them: the
+// table, or the first error (INVALID: the workload's fault, a service
+// rtaccel run cannot size).
+std::string size_kernels(const workload::Workload& w, double work_fraction, SegmentTable* table, bool* invalid) {
+  table->assign(w.callbacks.size(), {});
+  std::vector<std::unique_ptr<KernelSizer>> sizers(w.accelerators.size());
+  for (size_t cb = 0; cb < w.callbacks.size(); ++cb) {
+    for (const auto& seg : w.callbacks[cb].segments) {
+      auto& sizer = sizers[seg.accelerator];
+      if (!sizer) {
+        sizer = std::make_unique<KernelSizer>();
+        if (Status st = sizer->open(w.accelerators[seg.accelerator].backend, device_of(w, seg.accelerator)); !st)
+          return st.message();
       }
-    }
-    std::string reply;
-    if (!error.empty()) {
-      put_u32(&reply, invalid ? kInvalid : kFailed);
-      put_bytes(&reply, error.data(), error.size());
-    } else {
-      put_u32(&reply, kSized);
-      for (const auto& segments : table) {
-        put_u32(&reply, static_cast<uint32_t>(segments.size()));
-        for (const auto& r : segments) {
-          put_bytes(&reply, r.service.data(), r.service.size());
-          put_u64(&reply, r.response_max);
-          put_bytes(&reply, r.bytes.data(), r.bytes.size());
-        }
+      SegmentRequest req;
+      const auto target = static_cast<uint64_t>(static_cast<double>(seg.wcet_ns) * work_fraction);
+      if (Status st = sizer->size(seg.service, target, &req); !st) {
+        *invalid = st.invalid_input();
+        return "callback '" + w.callbacks[cb].name + "': " + st.message();
       }
-    }
-    for (size_t done = 0; done < reply.size();) {
-      const ssize_t n = write(fds[1], reply.data() + done, reply.size() - done);
-      if (n <= 0 && errno != EINTR) _exit(1);
-      if (n > 0) done += static_cast<size_t>(n);
-    }
-    _exit(0);  // no exit handlers: the device runtime's belong to this child only
-  }
-  close(fds[1]);
-  std::string text;
-  char buf[65536];
-  for (;;) {
-    const ssize_t n = read(fds[0], buf, sizeof(buf));
-    if (n > 0) {
-      text.append(buf, static_cast<size_t>(n));
-    } else if (n == 0 || errno != EINTR) {
-      break;
+      (*table)[cb].push_back(std::move(req));
     }
   }
-  close(fds[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  return "";
+}
+
+// What the sizing process sends back: kSized and the table, or kFailed or
+// kInvalid and the error.
+std::string encode_sizing(const SegmentTable& table, const std::string& error, bool invalid) {
+  std::string reply;
+  if (!error.empty()) {
+    put_u32(&reply, invalid ? kInvalid : kFailed);
+    put_bytes(&reply, error.data(), error.size());
+    return reply;
   }
+  put_u32(&reply, kSized);
+  for (const auto& segments : table) {
+    put_u32(&reply, static_cast<uint32_t>(segments.size()));
+    for (const auto& r : segments) {
+      put_bytes(&reply, r.service.data(), r.service.size());
+      put_u64(&reply, r.response_max);
+      put_bytes(&reply, r.bytes.data(), r.bytes.size());
+    }
+  }
+  return reply;
+}
+
+// The sizing process's reply; BROKEN where it is not one, or the process
+// did not exit cleanly (STATUS).
+Status decode_sizing(const std::string& text, int status, const workload::Workload& w, SegmentTable* out) {
   const Status broken =
       Status::error("sizing the kernels failed (the sizing process " + core::describe_wait_status(status) + ")");
   Reader in(text);
@@ -262,6 +232,58 @@ Status size_kernels_in_child(const workload::Workload& w, double work_fraction, 
     }
   }
   return in.done() ? Status() : broken;
+}
+
+std::string read_to_end(int fd) {
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = read(fd, buf, sizeof(buf));
+    if (n > 0) {
+      text.append(buf, static_cast<size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      return text;
+    }
+  }
+}
+
+// Sizes the kernels (size_kernels) in a child process that exits when
+// done: a device runtime that was initialised in a process does not survive
+// a fork of it (CUDA says so), and the runner forks the executors
+// afterwards, which open the device themselves. The table comes back
+// through a pipe.
+Status size_kernels_in_child(const workload::Workload& w, double work_fraction, SegmentTable* out) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) < 0) return Status::os_error("pipe", errno);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    const int err = errno;
+    close(fds[0]);
+    close(fds[1]);
+    return Status::os_error("fork", err);
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    die_with_parent(parent);
+    SegmentTable table;
+    bool invalid = false;
+    const std::string error = size_kernels(w, work_fraction, &table, &invalid);
+    const std::string reply = encode_sizing(table, error, invalid);
+    for (size_t done = 0; done < reply.size();) {
+      const ssize_t n = write(fds[1], reply.data() + done, reply.size() - done);
+      if (n <= 0 && errno != EINTR) _exit(1);
+      if (n > 0) done += static_cast<size_t>(n);
+    }
+    _exit(0);  // no exit handlers: the device runtime's belong to this child only
+  }
+  close(fds[1]);
+  const std::string text = read_to_end(fds[0]);
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return decode_sizing(text, status, w, out);
 }
 
 Status prepare(const RunOptions& o, Setup* s) {
