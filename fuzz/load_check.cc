@@ -21,7 +21,7 @@ int check(const std::string& path, bool expect_valid) {
   auto result = rtaccel::workload::load_file(path, options);
   if (result) {
     auto chains = rtaccel::analysis::analyze(*result);
-    std::printf("# %s: loads, %zu chains analysed\n", path.c_str(), chains.size());
+    std::printf("# %s: loads, %zu chains analyzed\n", path.c_str(), chains.size());
     return 0;
   }
   const auto errors = result.status().lines();

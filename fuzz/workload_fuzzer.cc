@@ -21,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& e : errors)
       if (e.rfind("fuzz.yaml", 0) != 0 || e.size() <= std::string("fuzz.yaml: ").size()) std::abort();
   }
-  // A workload that loads must also analyse without trouble.
+  // A workload that loads must also analyze without trouble.
   if (result) (void)rtaccel::analysis::analyze(*result);
   return 0;
 }

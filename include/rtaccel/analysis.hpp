@@ -84,7 +84,7 @@ struct ChainResult {
   const char* dominant_term() const;
 };
 
-// Analyses every chain of `workload`, in the workload's chain order.
+// Analyzes every chain of `workload`, in the workload's chain order.
 std::vector<ChainResult> analyze(const workload::Workload& workload, const Options& options = {});
 
 // True when every critical chain is schedulable.

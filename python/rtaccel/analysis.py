@@ -64,7 +64,7 @@ def chain_to_dict(r) -> dict:
 
 def analyze_file(path: str, horizon: str = "period", paper_blocking: bool = False,
                  machine_cores: int = 0, calibration: dict | None = None, gang: bool | None = None):
-    """Loads and analyses a workload file; returns (workload, results). A
+    """Loads and analyzes a workload file; returns (workload, results). A
     calibration (``rtaccel calibrate``) raises the workload's overheads to the
     machine's."""
     workload = _core.load_workload(path, machine_cores=machine_cores)

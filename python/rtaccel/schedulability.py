@@ -2,7 +2,7 @@
 
 Random chainsets (4 callbacks per chain, one accelerator, UUniFast
 utilisations, log-uniform periods, rate-monotonic priorities) are generated
-and analysed in C++; this module chooses the points, runs them on all cores and
+and analyzed in C++; this module chooses the points, runs them on all cores and
 writes the acceptance-ratio curves as CSV and PNG.
 
 - ``vary="chains"``: the number of chains per set varies, accelerator:CPU

@@ -1,6 +1,6 @@
 // PAAM response-time analysis (Enright et al., RTAS 2024, Sec. IV-F).
 //
-// Notation follows the paper: a chain Gamma_c is analysed per sub-chain (its
+// Notation follows the paper: a chain Gamma_c is analyzed per sub-chain (its
 // callbacks on one executor); tau_{i,j} is the j-th accelerator segment of
 // callback tau_i; A*_{i,j} = A_{i,j} + 2 kappa; epsilon is the server overhead
 // per segment. Arithmetic is exact in integer nanoseconds and saturates at
@@ -68,51 +68,51 @@ struct Subchain {
 
 class Analysis {
  public:
-  Analysis(const Workload& w, const Options& options) : w_(w), options_(options), network_(w) {
-    epsilon_ = w_.server ? w_.server->overhead_ns : 0;
-    for (const Chain& chain : w_.chains) max_period_ = std::max(max_period_, chain.period_ns);
+  Analysis(const Workload& w, const Options& options) : workload_(w), options_(options), network_(w) {
+    epsilon_ = workload_.server ? workload_.server->overhead_ns : 0;
+    for (const Chain& chain : workload_.chains) max_period_ = std::max(max_period_, chain.period_ns);
     build_entries();
     for (Entry& e : entries_) e.lemma2 = lemma2(e, max_period_);
     build_subchains();
   }
 
   std::vector<ChainResult> run() {
-    std::vector<size_t> order(w_.chains.size());
+    std::vector<size_t> order(workload_.chains.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::sort(order.begin(), order.end(),
-              [&](size_t a, size_t b) { return w_.chains[a].priority > w_.chains[b].priority; });
+              [&](size_t a, size_t b) { return workload_.chains[a].priority > workload_.chains[b].priority; });
 
-    results_.resize(w_.chains.size());
-    depends_.resize(w_.chains.size());
+    results_.resize(workload_.chains.size());
+    depends_.resize(workload_.chains.size());
     for (size_t c : order) analyse_chain(c);
     propagate_validity();
     return std::move(results_);
   }
 
  private:
-  int priority(size_t chain) const { return w_.chains[chain].priority; }
-  uint64_t period(size_t chain) const { return w_.chains[chain].period_ns; }
+  int priority(size_t chain) const { return workload_.chains[chain].priority; }
+  uint64_t period(size_t chain) const { return workload_.chains[chain].period_ns; }
   // Activations of `chain` within a window: with release jitter J, a window of
   // length t sees the releases of a window of t + J.
   uint64_t released(uint64_t window_ns, size_t chain) const {
-    return arrivals(add(window_ns, w_.release_jitter_ns), period(chain));
+    return arrivals(add(window_ns, workload_.release_jitter_ns), period(chain));
   }
 
   void build_entries() {
     // Request priority of a segment = its callback's priority (CAPA); buckets
     // down-sample the distinct request priorities on each accelerator.
-    std::vector<std::vector<int>> request_priorities(w_.accelerators.size());
-    for (size_t i = 0; i < w_.callbacks.size(); ++i) {
-      for (const auto& seg : w_.callbacks[i].segments) {
+    std::vector<std::vector<int>> request_priorities(workload_.accelerators.size());
+    for (size_t i = 0; i < workload_.callbacks.size(); ++i) {
+      for (const auto& seg : workload_.callbacks[i].segments) {
         auto& list = request_priorities[seg.accelerator];
-        int p = w_.callback_priority(i);
+        int p = workload_.callback_priority(i);
         if (std::find(list.begin(), list.end(), p) == list.end()) list.push_back(p);
       }
     }
-    for (size_t c = 0; c < w_.chains.size(); ++c) {
-      for (size_t cb : w_.chains[c].path) {
-        for (const auto& seg : w_.callbacks[cb].segments) {
-          const auto& acc = w_.accelerators[seg.accelerator];
+    for (size_t c = 0; c < workload_.chains.size(); ++c) {
+      for (size_t cb : workload_.chains[c].path) {
+        for (const auto& seg : workload_.callbacks[cb].segments) {
+          const auto& acc = workload_.accelerators[seg.accelerator];
           Entry e;
           e.chain = c;
           e.callback = cb;
@@ -121,7 +121,7 @@ class Analysis {
           // exists between buckets; a one-level device never preempts.
           uint64_t kappa = acc.priority_levels > 1 ? acc.preemption_cost_ns : 0;
           e.a_star = add(seg.wcet_ns, mul(2, kappa));
-          e.bucket = bucket_of(w_.callback_priority(cb), request_priorities[seg.accelerator], acc.priority_levels);
+          e.bucket = bucket_of(workload_.callback_priority(cb), request_priorities[seg.accelerator], acc.priority_levels);
           entries_.push_back(e);
         }
       }
@@ -156,9 +156,9 @@ class Analysis {
   }
 
   void build_subchains() {
-    for (size_t c = 0; c < w_.chains.size(); ++c) {
-      for (size_t cb : w_.chains[c].path) {
-        size_t ex = w_.callbacks[cb].executor;
+    for (size_t c = 0; c < workload_.chains.size(); ++c) {
+      for (size_t cb : workload_.chains[c].path) {
+        size_t ex = workload_.callbacks[cb].executor;
         if (subchains_of_.size() <= c) subchains_of_.resize(c + 1);
         auto& mine = subchains_of_[c];
         if (mine.empty() || subs_[mine.back()].executor != ex) {
@@ -170,10 +170,10 @@ class Analysis {
         }
         Subchain& s = subs_[mine.back()];
         s.callbacks.push_back(cb);
-        s.cpu_ns = add(s.cpu_ns, w_.callbacks[cb].cpu_ns);
+        s.cpu_ns = add(s.cpu_ns, workload_.callbacks[cb].cpu_ns);
       }
     }
-    subchains_of_.resize(w_.chains.size());
+    subchains_of_.resize(workload_.chains.size());
     for (size_t i = 0; i < entries_.size(); ++i) {
       const Entry& e = entries_[i];
       for (size_t s : subchains_of_[e.chain]) {
@@ -187,7 +187,7 @@ class Analysis {
     for (Subchain& s : subs_) {
       for (size_t i : s.entries) {
         const Entry& e = entries_[i];
-        bool spin = w_.callbacks[e.callback].wait == WaitMode::kSpin;
+        bool spin = workload_.callbacks[e.callback].wait == WaitMode::kSpin;
         s.spins = s.spins || spin;
         s.spin_ns = add(s.spin_ns, spin ? add(e.lemma2, epsilon_) : epsilon_);
       }
@@ -202,14 +202,14 @@ class Analysis {
   // Theorem 1 for one sub-chain. Returns false (and sets `why`) if no bound.
   bool analyse_subchain(Subchain& s, uint64_t limit, std::string& why) {
     const size_t c = s.chain;
-    const auto& ex = w_.executors[s.executor];
+    const auto& ex = workload_.executors[s.executor];
     s.computed = true;
     if (ex.threads != 1) {
       why = "executor '" + ex.name + "' has " + std::to_string(ex.threads) +
             " threads; the analysis covers single-threaded executors only";
       return false;
     }
-    if (w_.server && !entries_.empty() && w_.server->core == ex.core) {
+    if (workload_.server && !entries_.empty() && workload_.server->core == ex.core) {
       why = "the server shares core " + std::to_string(ex.core) + " with executor '" + ex.name +
             "'; the analysis needs the server on a core without executors (PAAM rule R1)";
       return false;
@@ -221,7 +221,7 @@ class Analysis {
     for (const Subchain& o : subs_) {
       if (o.executor != s.executor || priority(o.chain) >= priority(c)) continue;
       for (size_t cb : o.callbacks) {
-        uint64_t hold = w_.callbacks[cb].cpu_ns;
+        uint64_t hold = workload_.callbacks[cb].cpu_ns;
         if (options_.lp_blocking_includes_accelerator) {
           for (size_t i : o.entries) {
             if (entries_[i].callback != cb) continue;
@@ -252,11 +252,11 @@ class Analysis {
     std::vector<const Subchain*> hp, hpp;
     for (const Subchain& o : subs_) {
       if (o.chain == c) continue;
-      const auto& oex = w_.executors[o.executor];
+      const auto& oex = workload_.executors[o.executor];
       if (o.executor == s.executor) {
         if (priority(o.chain) < priority(c)) continue;
         if (!o.computed || !o.bounded) {
-          why = "relies on chain '" + w_.chains[o.chain].name + "', which has no bound";
+          why = "relies on chain '" + workload_.chains[o.chain].name + "', which has no bound";
           return false;
         }
         hp.push_back(&o);
@@ -265,7 +265,7 @@ class Analysis {
         hpp.push_back(&o);
         depends_[c].insert(o.chain);
         for (size_t i : o.entries) {
-          if (w_.callbacks[entries_[i].callback].wait == WaitMode::kSpin) depend_on_hps(c, entries_[i]);
+          if (workload_.callbacks[entries_[i].callback].wait == WaitMode::kSpin) depend_on_hps(c, entries_[i]);
         }
       }
     }
@@ -303,7 +303,7 @@ class Analysis {
   }
 
   void analyse_chain(size_t c) {
-    const Chain& chain = w_.chains[c];
+    const Chain& chain = workload_.chains[c];
     ChainResult& out = results_[c];
     out.chain = chain.name;
     out.priority = chain.priority;
@@ -322,7 +322,7 @@ class Analysis {
         if (out.reason.empty()) out.reason = why;
       }
       SubchainResult sr;
-      sr.executor = w_.executors[s.executor].name;
+      sr.executor = workload_.executors[s.executor].name;
       sr.bounded = s.bounded;
       sr.wcrt_ns = s.bounded ? s.wcrt_ns : 0;
       sr.handling_ns = s.handling_star_ns;
@@ -340,20 +340,20 @@ class Analysis {
     // A chain over several executors: R* = sum of sub-chain bounds plus one
     // hand-over per executor boundary.
     const uint64_t hops = subchains_of_[c].empty() ? 0 : subchains_of_[c].size() - 1;
-    out.breakdown.communication_ns = mul(hops, w_.communication_ns);
+    out.breakdown.communication_ns = mul(hops, workload_.communication_ns);
     total = add(total, out.breakdown.communication_ns);
     // Hops between nodes, and requests to an accelerator on another node:
     // the transfers' bounds on their links.
     for (size_t k = 0; k < chain.path.size(); ++k) {
       if (k > 0)
         out.breakdown.network_ns = add(out.breakdown.network_ns, network_.hop_ns(chain.path[k - 1], chain.path[k]));
-      for (size_t s = 0; s < w_.callbacks[chain.path[k]].segments.size(); ++s)
+      for (size_t s = 0; s < workload_.callbacks[chain.path[k]].segments.size(); ++s)
         out.breakdown.network_ns = add(out.breakdown.network_ns, network_.segment_ns(chain.path[k], s));
     }
     total = add(total, out.breakdown.network_ns);
     // Latency counts from the nominal release; the OS may start the chain late.
-    out.breakdown.release_jitter_ns = w_.release_jitter_ns;
-    total = add(total, w_.release_jitter_ns);
+    out.breakdown.release_jitter_ns = workload_.release_jitter_ns;
+    total = add(total, workload_.release_jitter_ns);
     if (bounded && total > limit) {
       bounded = false;
       out.reason = "the sum over its executors (" + us(total) + ") passes the " +
@@ -382,7 +382,7 @@ class Analysis {
           results_[c].bounded = false;
           results_[c].schedulable = false;
           results_[c].wcrt_ns = 0;
-          results_[c].reason = "relies on chain '" + w_.chains[d].name + "', which has no bound";
+          results_[c].reason = "relies on chain '" + workload_.chains[d].name + "', which has no bound";
           changed = true;
           break;
         }
@@ -390,7 +390,7 @@ class Analysis {
     }
   }
 
-  const Workload& w_;
+  const Workload& workload_;
   const Options& options_;
   const NetworkTerms network_;
   uint64_t epsilon_ = 0;

@@ -353,7 +353,7 @@ chains:
   EXPECT_NE(find(r, "B").reason.find("exceeds the deadline"), std::string::npos);
 }
 
-TEST(FailSafe, MultiThreadedExecutorIsNotAnalysed) {
+TEST(FailSafe, MultiThreadedExecutorIsNotAnalyzed) {
   auto w = load(R"(
 version: 1
 name: mt
@@ -366,7 +366,7 @@ chains: [{name: A, priority: 1, path: [a]}]
   EXPECT_NE(r[0].reason.find("single-threaded"), std::string::npos);
 }
 
-TEST(FailSafe, ServerSharingAnExecutorCoreIsNotAnalysed) {
+TEST(FailSafe, ServerSharingAnExecutorCoreIsNotAnalyzed) {
   auto w = load(R"(
 version: 1
 name: shared

@@ -36,8 +36,8 @@ timespec to_timespec(uint64_t ns) {
 class Bridge {
  public:
   explicit Bridge(const BridgeConfig& c)
-      : c_(c),
-        w_(*c.workload),
+      : config_(c),
+        workload_(*c.workload),
         plan_(*c.plan),
         me_(c.plan->bridges[c.bridge]),
         shared_(*c.shared),
@@ -60,8 +60,8 @@ class Bridge {
   void lose(uint32_t hop, const Message& message, int err);
   bool stopping() const { return shared_.header()->stop.load(std::memory_order_acquire) != 0; }
 
-  const BridgeConfig& c_;
-  const workload::Workload& w_;
+  const BridgeConfig& config_;
+  const workload::Workload& workload_;
   const Plan& plan_;
   const BridgePlan& me_;
   SharedRun& shared_;
@@ -89,7 +89,7 @@ Status Bridge::connect_all() {
   std::vector<uint32_t> hops = me_.sends;
   hops.insert(hops.end(), me_.receives.begin(), me_.receives.end());
   std::sort(hops.begin(), hops.end());
-  if (c_.flow_control) {
+  if (config_.flow_control) {
     connections_.push_back({hops, nullptr});
   } else {
     for (uint32_t h : hops) connections_.push_back({{h}, nullptr});
@@ -100,11 +100,11 @@ Status Bridge::connect_all() {
 
   rtaccel_net_options o;
   rtaccel_net_options_default(&o);
-  const auto& link = w_.links[me_.link];
+  const auto& link = workload_.links[me_.link];
   uint64_t largest = kWireHeaderBytes;
   for (uint32_t h : hops) largest = std::max(largest, plan_.hops[h].bytes);
   o.max_transfer = largest;
-  if (c_.flow_control) {
+  if (config_.flow_control) {
     o.chunk = static_cast<uint32_t>(link.chunk_bytes);
     o.window = static_cast<uint32_t>(link.window_bytes);
   } else {
@@ -116,19 +116,19 @@ Status Bridge::connect_all() {
     for (uint32_t h : hops) top = std::max(top, plan_.hops[h].executor_priority);
     o.rx_priority = std::min(top, 99);
   }
-  const std::string what = "link '" + link.name + "' on node '" + w_.nodes[me_.node].name + "'";
+  const std::string what = "link '" + link.name + "' on node '" + workload_.nodes[me_.node].name + "'";
   if (me_.listens) {
-    const char* allow[] = {c_.allow.c_str()};
+    const char* allow[] = {config_.allow.c_str()};
     rtaccel_net_listener_t* listener = nullptr;
-    if (int err = rtaccel_net_listen(c_.listen_address.c_str(), allow, 1, w_.nodes[me_.node].name.c_str(), &o,
+    if (int err = rtaccel_net_listen(config_.listen_address.c_str(), allow, 1, workload_.nodes[me_.node].name.c_str(), &o,
                                      &listener))
-      return Status::error(what + ": cannot listen on " + c_.listen_address + ": " + strerror(-err));
+      return Status::error(what + ": cannot listen on " + config_.listen_address + ": " + strerror(-err));
     char address[128];
     rtaccel_net_listener_address(listener, address, sizeof(address));
     // Published for the connecting end, which waits for it: a port on tcp
     // and rdma, 1 on shm (listening, no port).
     const char* colon = strrchr(address, ':');
-    const int port = c_.connect_needs_port && colon ? atoi(colon + 1) : 1;
+    const int port = config_.connect_needs_port && colon ? atoi(colon + 1) : 1;
     state_->port.store(static_cast<uint32_t>(std::max(port, 1)), std::memory_order_release);
     wake(state_);
     Status st;
@@ -154,14 +154,14 @@ Status Bridge::connect_all() {
     rtaccel_net_listener_close(listener);
     return st;
   }
-  std::string address = c_.connect_address;
+  std::string address = config_.connect_address;
   {
     // The listening end (the bridge of the same link on the other node)
     // publishes its port in its state once it listens.
     ExecutorState* peer = nullptr;
     for (size_t b = 0; b < plan_.bridges.size(); ++b)
-      if (b != c_.bridge && plan_.bridges[b].link == me_.link)
-        peer = shared_.executor(w_.executors.size() + b);
+      if (b != config_.bridge && plan_.bridges[b].link == me_.link)
+        peer = shared_.executor(workload_.executors.size() + b);
     const uint64_t deadline = core::monotonic_ns() + kConnectTimeout;
     uint32_t port = 0;
     while (peer && (port = peer->port.load(std::memory_order_acquire)) == 0) {
@@ -172,7 +172,7 @@ Status Bridge::connect_all() {
       const timespec abs = to_timespec(core::monotonic_ns() + 10 * kMs);
       futex_wait(reinterpret_cast<uint32_t*>(&peer->events), seen, true, CLOCK_MONOTONIC, &abs);
     }
-    if (c_.connect_needs_port) address += std::to_string(port);
+    if (config_.connect_needs_port) address += std::to_string(port);
   }
   for (size_t k = 0; k < connections_.size(); ++k) {
     const std::string name = "connection " + std::to_string(k);
@@ -229,7 +229,7 @@ void Bridge::send_loop(uint32_t h) {
   auto* outbox = shared_.queue(hop.outbox);
   // Long enough for the message at the link's rate behind the others, short
   // enough that a dead link frees the thread well within a run.
-  const uint64_t rate = std::max<uint64_t>(w_.links[hop.link].rate_bytes_per_s, 1);
+  const uint64_t rate = std::max<uint64_t>(workload_.links[hop.link].rate_bytes_per_s, 1);
   const uint64_t timeout = kSecond + 4 * (hop.bytes * kSecond / rate);
   HopState* st = shared_.hop(h);
   while (!stopping()) {
@@ -257,12 +257,12 @@ void Bridge::deliver_loop(uint32_t h) {
   const HopPlan& hop = plan_.hops[h];
   if (realtime_) {
     int top = 1;
-    for (uint32_t q : hop.queues) top = std::max(top, w_.executors[plan_.queues[q].executor].priority);
+    for (uint32_t q : hop.queues) top = std::max(top, workload_.executors[plan_.queues[q].executor].priority);
     sched_param p{};
     p.sched_priority = top;
     pthread_setschedparam(pthread_self(), SCHED_FIFO, &p);
   }
-  const size_t executor = w_.executors.size() + c_.bridge;
+  const size_t executor = workload_.executors.size() + config_.bridge;
   HopState* st = shared_.hop(h);
   uint64_t seen = 0;
   WireHeader header;

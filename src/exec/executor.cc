@@ -37,8 +37,8 @@ void fail(ExecutorState* state, const std::string& why) {
 class Executor {
  public:
   explicit Executor(const ExecutorConfig& config)
-      : c_(config),
-        w_(*config.workload),
+      : config_(config),
+        workload_(*config.workload),
         plan_(*config.plan),
         shared_(*config.shared),
         state_(config.shared->executor(config.executor)),
@@ -70,8 +70,8 @@ class Executor {
   void run_job(size_t thread, const Pick& pick, Scratch* scratch);
   void trace(const TraceEvent& event);
 
-  const ExecutorConfig& c_;
-  const workload::Workload& w_;
+  const ExecutorConfig& config_;
+  const workload::Workload& workload_;
   const Plan& plan_;
   SharedRun& shared_;
   ExecutorState* state_;
@@ -110,7 +110,7 @@ void Executor::take(size_t cb, uint64_t now, Pick* out) {
 
 Executor::Pick Executor::pick(uint64_t now) {
   Pick out;
-  if (c_.policy == Policy::kRos2) {
+  if (config_.policy == Policy::kRos2) {
     // A polling point: when the previous snapshot is used up, take a new one
     // of what is ready, timers first, then subscriptions, each in
     // registration order; run it in that order before looking again.
@@ -151,13 +151,13 @@ uint64_t Executor::next_timer() const {
 
 void Executor::trace(const TraceEvent& event) {
   const uint64_t i = state_->trace_used.fetch_add(1, std::memory_order_relaxed);
-  if (i < shared_.trace_capacity(c_.executor)) shared_.trace(c_.executor)[i] = event;
+  if (i < shared_.trace_capacity(config_.executor)) shared_.trace(config_.executor)[i] = event;
 }
 
 void Executor::run_callback(size_t thread, const Pick& pick, Scratch* scratch) {
   const size_t cb = pick.callback;
   const auto& p = plan_.callbacks[cb];
-  const auto& callback = w_.callbacks[cb];
+  const auto& callback = workload_.callbacks[cb];
   const uint64_t begin = core::monotonic_ns();
   uint64_t release = pick.release_ns;
   for (size_t i = 0; i < p.inputs.size(); ++i) {
@@ -171,7 +171,7 @@ void Executor::run_callback(size_t thread, const Pick& pick, Scratch* scratch) {
 
   // The callback's CPU work, split evenly around its accelerator segments:
   // preparation, then each segment followed by its share of post-processing.
-  const auto work = static_cast<uint64_t>(static_cast<double>(callback.cpu_ns) * c_.work_fraction);
+  const auto work = static_cast<uint64_t>(static_cast<double>(callback.cpu_ns) * config_.work_fraction);
   const uint64_t piece = work / (callback.segments.size() + 1);
   core::busy_for_ns(piece);
   for (size_t s = 0; s < callback.segments.size(); ++s) {
@@ -216,7 +216,7 @@ void Executor::run_callback(size_t thread, const Pick& pick, Scratch* scratch) {
 // A callback as a job of the executor's gang: waits for the gang lock, and
 // traces the wait, the hold and any preemption by a higher gang.
 void Executor::run_job(size_t thread, const Pick& pick, Scratch* scratch) {
-  if (!c_.gang) {
+  if (!config_.gang) {
     run_callback(thread, pick, scratch);
     return;
   }
@@ -254,11 +254,11 @@ void Executor::run_job(size_t thread, const Pick& pick, Scratch* scratch) {
 }
 
 void Executor::loop(size_t thread) {
-  if (c_.gang) {
-    const int err = rtaccel_gang_join(c_.gang_lock, c_.gang->name.c_str(), c_.gang->priority,
-                                      c_.gang->threshold_mbps);
+  if (config_.gang) {
+    const int err = rtaccel_gang_join(config_.gang_lock, config_.gang->name.c_str(), config_.gang->priority,
+                                      config_.gang->threshold_mbps);
     if (err) {
-      fail(state_, "executor '" + w_.executors[c_.executor].name + "': cannot join gang '" + c_.gang->name +
+      fail(state_, "executor '" + workload_.executors[config_.executor].name + "': cannot join gang '" + config_.gang->name +
                        "': " + strerror(-err));
       wake(state_);
       return;
@@ -280,17 +280,17 @@ void Executor::loop(size_t thread) {
       pthread_mutex_lock(&lock_);
       states_[p.callback].running = false;
       pthread_mutex_unlock(&lock_);
-      if (c_.workload->executors[c_.executor].threads > 1) wake(state_);
+      if (config_.workload->executors[config_.executor].threads > 1) wake(state_);
       continue;
     }
     const timespec abs = to_timespec(next == UINT64_MAX ? core::monotonic_ns() + 1000000000u : next);
     futex_wait(reinterpret_cast<uint32_t*>(&state_->events), events, true, CLOCK_MONOTONIC, &abs);
   }
-  if (c_.gang) rtaccel_gang_leave();
+  if (config_.gang) rtaccel_gang_leave();
 }
 
 Status Executor::run() {
-  const auto& ex = w_.executors[c_.executor];
+  const auto& ex = workload_.executors[config_.executor];
   state_->pid = getpid();
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -302,17 +302,17 @@ Status Executor::run() {
   rtaccel_lock_memory();  // where it cannot starve later allocations; the runner says what was refused
 
   PathConfig pc;
-  pc.workload = &w_;
-  pc.requests = c_.requests;
-  pc.executor = c_.executor;
+  pc.workload = &workload_;
+  pc.requests = config_.requests;
+  pc.executor = config_.executor;
   pc.threads = static_cast<size_t>(ex.threads);
-  pc.socket = c_.socket;
-  pc.best_effort = c_.policy != Policy::kPaam;
-  path_ = c_.policy == Policy::kPaam || c_.remote_accelerator ? make_server_path(pc) : make_direct_path(pc);
+  pc.socket = config_.socket;
+  pc.best_effort = config_.policy != Policy::kPaam;
+  path_ = config_.policy == Policy::kPaam || config_.remote_accelerator ? make_server_path(pc) : make_direct_path(pc);
   if (Status st = path_->open(); !st) return st.context("executor '" + ex.name + "'");
   if (int err = rtaccel_pi_mutex_init(&lock_, PTHREAD_MUTEX_NORMAL, false))
     return Status::os_error("executor '" + ex.name + "': cannot create its lock", -err);
-  states_.resize(w_.callbacks.size());
+  states_.resize(workload_.callbacks.size());
 
   state_->status.store(static_cast<uint32_t>(ExecutorStatus::kReady), std::memory_order_release);
   auto* header = shared_.header();

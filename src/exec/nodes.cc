@@ -90,7 +90,7 @@ NodeNetwork::~NodeNetwork() {
 }
 
 Status NodeNetwork::create(const workload::Workload& w) {
-  w_ = &w;
+  workload_ = &w;
   std::string local, wire;  // a link of each kind, for the messages
   for (const auto& link : w.links) (link.transport->one_machine ? local : wire) = link.transport->name;
   if (wire.empty()) return Status();
@@ -153,19 +153,19 @@ Status NodeNetwork::enter(size_t node) const {
   const int rc = setns(fd, CLONE_NEWNET);
   const int err = errno;
   close(fd);
-  if (rc < 0) return Status::os_error("cannot enter node '" + w_->nodes[node].name + "''s namespace", err);
+  if (rc < 0) return Status::os_error("cannot enter node '" + workload_->nodes[node].name + "''s namespace", err);
   return Status();
 }
 
 std::string NodeNetwork::listen_address(size_t link, size_t node, unsigned run_id) const {
-  const auto& l = w_->links[link];
+  const auto& l = workload_->links[link];
   const std::string scheme = std::string(l.transport->name) + ":";
   if (l.transport->one_machine) return scheme + "rtaccel-run-" + std::to_string(run_id) + "-" + std::to_string(link);
   return scheme + host_of(link, node == l.a ? 0 : 1) + ":0";
 }
 
 std::string NodeNetwork::connect_address(size_t link, size_t node, unsigned port, unsigned run_id) const {
-  const auto& l = w_->links[link];
+  const auto& l = workload_->links[link];
   if (l.transport->one_machine) return listen_address(link, node, run_id);
   // The other end: the one that listens.
   const size_t end = node == l.a ? 1 : 0;
@@ -178,13 +178,13 @@ std::vector<std::string> NodeNetwork::run_in(size_t node) const {
 }
 
 std::string NodeNetwork::host(size_t link, size_t node) const {
-  return host_of(link, node == w_->links[link].a ? 0 : 1);
+  return host_of(link, node == workload_->links[link].a ? 0 : 1);
 }
 
 Status NodeNetwork::take_down(size_t link) const {
   if (veth_.empty())
-    return Status::invalid("link '" + w_->links[link].name + "' is shared memory: only links over veth go down");
-  const auto& l = w_->links[link];
+    return Status::invalid("link '" + workload_->links[link].name + "' is shared memory: only links over veth go down");
+  const auto& l = workload_->links[link];
   Status st = command({"ip", "-n", ns_[l.a], "link", "set", veth_[link] + "a", "down"});
   if (st) st = command({"ip", "-n", ns_[l.b], "link", "set", veth_[link] + "b", "down"});
   return st;

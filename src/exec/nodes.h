@@ -56,7 +56,7 @@ class NodeNetwork {
   Status take_down(size_t link) const;
 
  private:
-  const workload::Workload* w_ = nullptr;
+  const workload::Workload* workload_ = nullptr;
   std::vector<std::string> ns_;     // per node; empty: one namespace
   std::vector<std::string> veth_;   // per link: its two ends, "NAMEa" / "NAMEb"
 };

@@ -31,20 +31,20 @@ class AutowarePlan : public ::testing::Test {
     options.machine_cores = 2;
     auto loaded = workload::load_file(RTACCEL_SOURCE_DIR "/examples/autoware_reference.yaml", options);
     ASSERT_TRUE(loaded) << loaded.status().message();
-    w_ = *loaded;
-    auto plan = make_plan(w_);
+    workload_ = *loaded;
+    auto plan = make_plan(workload_);
     ASSERT_TRUE(plan) << plan.status().message();
     plan_ = *plan;
   }
-  workload::Workload w_;
+  workload::Workload workload_;
   Plan plan_;
 };
 
 TEST_F(AutowarePlan, OneQueuePerSubscriptionInputAndFusionKeepsTheLatest) {
-  const auto& fusion = plan_.callbacks[index_of(w_, "point_cloud_fusion")];
+  const auto& fusion = plan_.callbacks[index_of(workload_, "point_cloud_fusion")];
   ASSERT_EQ(fusion.inputs.size(), 2u);
   for (uint32_t q : fusion.inputs) EXPECT_EQ(plan_.queues[q].depth, kFusionDepth);
-  const auto& filter = plan_.callbacks[index_of(w_, "ray_ground_filter")];
+  const auto& filter = plan_.callbacks[index_of(workload_, "ray_ground_filter")];
   ASSERT_EQ(filter.inputs.size(), 1u);
   EXPECT_EQ(plan_.queues[filter.inputs[0]].depth, kQueueDepth);
   // The fusion's topic feeds the filter and the voxel grid downsampler.
@@ -53,8 +53,8 @@ TEST_F(AutowarePlan, OneQueuePerSubscriptionInputAndFusionKeepsTheLatest) {
 }
 
 TEST_F(AutowarePlan, ChainStampsComeFromThePreviousCallbacksInput) {
-  const auto& fusion = plan_.callbacks[index_of(w_, "point_cloud_fusion")];
-  const size_t front = chain_of(w_, "hot_path_front"), rear = chain_of(w_, "hot_path_rear");
+  const auto& fusion = plan_.callbacks[index_of(workload_, "point_cloud_fusion")];
+  const size_t front = chain_of(workload_, "hot_path_front"), rear = chain_of(workload_, "hot_path_rear");
   ASSERT_EQ(fusion.roles.size(), 2u);
   for (const auto& role : fusion.roles) {
     const auto& topic = plan_.queues[fusion.inputs[static_cast<size_t>(role.input)]].topic;
@@ -62,14 +62,14 @@ TEST_F(AutowarePlan, ChainStampsComeFromThePreviousCallbacksInput) {
     EXPECT_TRUE(role.chain == front || role.chain == rear);
   }
   // A chain starts at its timer and ends at its last callback.
-  const auto& lidar = plan_.callbacks[index_of(w_, "front_lidar_driver")];
+  const auto& lidar = plan_.callbacks[index_of(workload_, "front_lidar_driver")];
   ASSERT_EQ(lidar.roles.size(), 1u);
   EXPECT_EQ(lidar.roles[0].input, -1);
   EXPECT_GE(lidar.timer, 0);
-  const auto& end = plan_.callbacks[index_of(w_, "object_collision_estimator")];
+  const auto& end = plan_.callbacks[index_of(workload_, "object_collision_estimator")];
   EXPECT_EQ(end.chain_ends.size(), 2u);
   // A chain that starts at a subscription has its start there.
-  const auto& voxel = plan_.callbacks[index_of(w_, "voxel_grid_downsampler")];
+  const auto& voxel = plan_.callbacks[index_of(workload_, "voxel_grid_downsampler")];
   ASSERT_EQ(voxel.roles.size(), 1u);
   EXPECT_EQ(voxel.roles[0].input, -1);
 }
@@ -77,8 +77,8 @@ TEST_F(AutowarePlan, ChainStampsComeFromThePreviousCallbacksInput) {
 TEST_F(AutowarePlan, QueuesKnowWhichChainsCrossThem) {
   // Dropping a message on the filter's input loses hot-path instances; on the
   // downsampler's input it loses none of them.
-  const auto& filter = plan_.callbacks[index_of(w_, "ray_ground_filter")];
-  const auto& voxel = plan_.callbacks[index_of(w_, "voxel_grid_downsampler")];
+  const auto& filter = plan_.callbacks[index_of(workload_, "ray_ground_filter")];
+  const auto& voxel = plan_.callbacks[index_of(workload_, "voxel_grid_downsampler")];
   EXPECT_EQ(plan_.queues[filter.inputs[0]].chains.size(), 2u);
   EXPECT_TRUE(plan_.queues[voxel.inputs[0]].chains.empty());
 }
@@ -89,7 +89,7 @@ TEST_F(AutowarePlan, CallbacksKeepRegistrationOrderPerExecutor) {
     EXPECT_TRUE(std::is_sorted(callbacks.begin(), callbacks.end()));
     total += callbacks.size();
   }
-  EXPECT_EQ(total, w_.callbacks.size());
+  EXPECT_EQ(total, workload_.callbacks.size());
   EXPECT_EQ(plan_.timers.size(), 7u);
 }
 

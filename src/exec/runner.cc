@@ -68,7 +68,7 @@ std::string self_dir() {
 }
 
 struct Setup {
-  workload::Workload w;
+  workload::Workload workload;
   Plan plan;
   SegmentTable requests;
   std::vector<analysis::ChainResult> bounds;
@@ -127,31 +127,31 @@ void put_bytes(std::string* out, const void* p, size_t n) {
 // Reads what put_* wrote; every read checks that the bytes are there.
 class Reader {
  public:
-  explicit Reader(const std::string& text) : p_(text.data()), end_(text.data() + text.size()) {}
+  explicit Reader(const std::string& text) : pos_(text.data()), end_(text.data() + text.size()) {}
   bool u32(uint32_t* v) { return take(v, sizeof(*v)); }
   bool u64(uint64_t* v) { return take(v, sizeof(*v)); }
   bool bytes(size_t n, std::string* out) {
-    if (static_cast<size_t>(end_ - p_) < n) return false;
-    out->assign(p_, n);
-    p_ += n;
+    if (static_cast<size_t>(end_ - pos_) < n) return false;
+    out->assign(pos_, n);
+    pos_ += n;
     return true;
   }
   bool bytes(size_t n, std::vector<unsigned char>* out) {
-    if (static_cast<size_t>(end_ - p_) < n) return false;
-    out->assign(p_, p_ + n);
-    p_ += n;
+    if (static_cast<size_t>(end_ - pos_) < n) return false;
+    out->assign(pos_, pos_ + n);
+    pos_ += n;
     return true;
   }
-  bool done() const { return p_ == end_; }
+  bool done() const { return pos_ == end_; }
 
  private:
   bool take(void* v, size_t n) {
-    if (static_cast<size_t>(end_ - p_) < n) return false;
-    memcpy(v, p_, n);
-    p_ += n;
+    if (static_cast<size_t>(end_ - pos_) < n) return false;
+    memcpy(v, pos_, n);
+    pos_ += n;
     return true;
   }
-  const char* p_;
+  const char* pos_;
   const char* end_;
 };
 
@@ -289,8 +289,8 @@ Status size_kernels_in_child(const workload::Workload& w, double work_fraction, 
 Status prepare(const RunOptions& o, Setup* s) {
   auto loaded = workload::load_file(o.workload);
   if (!loaded) return loaded.status();
-  s->w = loaded.take();
-  auto& w = s->w;
+  s->workload = loaded.take();
+  auto& w = s->workload;
   // Accelerator requests between nodes go to the server's gateway over the
   // link: under paam by priority, under ros2 and picas in arrival order (a
   // callback on a node without the accelerator cannot invoke it directly).
@@ -371,7 +371,7 @@ Status prepare(const RunOptions& o, Setup* s) {
   return Status();
 }
 json chain_summary(const Setup& s, const SharedRun& shared, size_t c, std::ofstream* csv, uint64_t t0) {
-  const auto& chain = s.w.chains[c];
+  const auto& chain = s.workload.chains[c];
   const auto* state = shared.chain(c);
   const uint64_t count = std::min(state->count.load(), shared.sample_capacity(c));
   std::vector<uint64_t> latency;
@@ -423,7 +423,7 @@ json chain_summary(const Setup& s, const SharedRun& shared, size_t c, std::ofstr
 
 json timer_summary(const Setup& s, const SharedRun& shared, size_t t) {
   const size_t cb = s.plan.timers[t];
-  const uint64_t period = s.w.callbacks[cb].trigger.timer_ns;
+  const uint64_t period = s.workload.callbacks[cb].trigger.timer_ns;
   const uint64_t count = std::min(shared.timer(t)->count.load(), shared.timer_capacity(t));
   const TimerRecord* r = shared.timer_records(t);
   // Period jitter: how far the time between two consecutive activations'
@@ -438,7 +438,7 @@ json timer_summary(const Setup& s, const SharedRun& shared, size_t t) {
   }
   std::sort(jitter.begin(), jitter.end());
   std::sort(delay.begin(), delay.end());
-  return {{"callback", s.w.callbacks[cb].name},
+  return {{"callback", s.workload.callbacks[cb].name},
           {"period_us", us(period)},
           {"activations", count},
           {"jitter_p50_us", us(percentile(jitter, 50))},
@@ -459,36 +459,36 @@ json trace_events(const Setup& s, const SharedRun& shared, uint64_t t0) {
     if (tid >= 0) e["tid"] = tid;
     events.push_back(std::move(e));
   };
-  const int accel_pid = static_cast<int>(s.w.executors.size()) + 1;
-  for (size_t e = 0; e < s.w.executors.size(); ++e) {
-    const auto& ex = s.w.executors[e];
+  const int accel_pid = static_cast<int>(s.workload.executors.size()) + 1;
+  for (size_t e = 0; e < s.workload.executors.size(); ++e) {
+    const auto& ex = s.workload.executors[e];
     meta("process_name", static_cast<int>(e) + 1, -1,
          "executor " + ex.name + " (core " + std::to_string(ex.core) + ", FIFO " + std::to_string(ex.priority) + ")");
     for (int t = 0; t < ex.threads; ++t) meta("thread_name", static_cast<int>(e) + 1, t, "thread " + std::to_string(t));
   }
-  for (size_t d = 0; d < s.w.accelerators.size(); ++d)
-    meta("process_name", accel_pid + static_cast<int>(d), -1, "accelerator " + s.w.accelerators[d].name);
+  for (size_t d = 0; d < s.workload.accelerators.size(); ++d)
+    meta("process_name", accel_pid + static_cast<int>(d), -1, "accelerator " + s.workload.accelerators[d].name);
   // The gang lock: a track per executor thread, named by its gang, with its
   // waits, its holds and, inside a hold, the time a higher gang stopped it.
-  const int gang_pid = accel_pid + static_cast<int>(s.w.accelerators.size());
+  const int gang_pid = accel_pid + static_cast<int>(s.workload.accelerators.size());
   if (s.gang) {
     meta("process_name", gang_pid, -1, "gang lock");
-    for (size_t e = 0; e < s.w.executors.size(); ++e) {
+    for (size_t e = 0; e < s.workload.executors.size(); ++e) {
       const auto& g = s.gangs[s.gang_of[e]];
-      for (int t = 0; t < s.w.executors[e].threads; ++t)
+      for (int t = 0; t < s.workload.executors[e].threads; ++t)
         meta("thread_name", gang_pid, static_cast<int>(e) * 1000 + t,
-             "gang " + g.name + " (" + std::to_string(g.priority) + "): " + s.w.executors[e].name + " thread " +
+             "gang " + g.name + " (" + std::to_string(g.priority) + "): " + s.workload.executors[e].name + " thread " +
                  std::to_string(t));
     }
   }
   uint64_t flow = 0;
   auto ts = [t0](uint64_t ns) { return ns >= t0 ? us(ns - t0) : -us(t0 - ns); };
-  for (size_t e = 0; e < s.w.executors.size(); ++e) {
+  for (size_t e = 0; e < s.workload.executors.size(); ++e) {
     const uint64_t n = std::min(shared.executor(e)->trace_used.load(), shared.trace_capacity(e));
     const int pid = static_cast<int>(e) + 1;
     for (uint64_t i = 0; i < n; ++i) {
       const TraceEvent& ev = shared.trace(e)[i];
-      const auto& cb = s.w.callbacks[ev.callback];
+      const auto& cb = s.workload.callbacks[ev.callback];
       if (ev.kind >= static_cast<uint32_t>(TraceKind::kGangWait)) {
         static const char* const kNames[] = {"wait", "hold", "preempted"};
         const char* what = kNames[ev.kind - static_cast<uint32_t>(TraceKind::kGangWait)];
@@ -530,8 +530,8 @@ json trace_events(const Setup& s, const SharedRun& shared, uint64_t t0) {
   // the sending bridge's send to its arrival on the other node, and before
   // it (async) the time it waited in the outbox.
   const int link_pid = gang_pid + 1;
-  for (size_t l = 0; l < s.w.links.size(); ++l) {
-    const auto& link = s.w.links[l];
+  for (size_t l = 0; l < s.workload.links.size(); ++l) {
+    const auto& link = s.workload.links[l];
     meta("process_name", link_pid + static_cast<int>(l), -1,
          "link " + link.name + " (" + std::string(link.transport->name) +
              ", " + std::to_string(link.rate_bytes_per_s * 8 / 1000000) + " Mbit/s)");
@@ -540,7 +540,7 @@ json trace_events(const Setup& s, const SharedRun& shared, uint64_t t0) {
     meta("thread_name", link_pid + static_cast<int>(s.plan.hops[h].link), static_cast<int>(h),
          s.plan.hops[h].name + " (priority " + std::to_string(s.plan.hops[h].priority) + ")");
   for (size_t b = 0; b < s.plan.bridges.size(); ++b) {
-    const size_t e = s.w.executors.size() + b;
+    const size_t e = s.workload.executors.size() + b;
     const uint64_t n = std::min(shared.executor(e)->trace_used.load(), shared.trace_capacity(e));
     for (uint64_t i = 0; i < n; ++i) {
       const TraceEvent& ev = shared.trace(e)[i];
@@ -560,8 +560,8 @@ json trace_events(const Setup& s, const SharedRun& shared, uint64_t t0) {
     }
   }
   // Name the accelerator tracks that appeared.
-  for (size_t d = 0; d < s.w.accelerators.size(); ++d)
-    for (int b = 0; b < s.w.accelerators[d].priority_levels; ++b)
+  for (size_t d = 0; d < s.workload.accelerators.size(); ++d)
+    for (int b = 0; b < s.workload.accelerators[d].priority_levels; ++b)
       meta("thread_name", accel_pid + static_cast<int>(d), b, "bucket " + std::to_string(b));
   return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
 }
@@ -576,11 +576,11 @@ Status write_file(const std::filesystem::path& path, const std::string& text) {
 // One run of a workload, from the set-up to the result files.
 class Run {
  public:
-  explicit Run(const RunOptions& o) : o_(o) {}
+  explicit Run(const RunOptions& o) : options_(o) {}
   Expected<RunEnd> execute();
 
  private:
-  bool stop_requested() const { return o_.stop && o_.stop->load(std::memory_order_relaxed); }
+  bool stop_requested() const { return options_.stop && options_.stop->load(std::memory_order_relaxed); }
   Status check_options() const;
   Status start_private_server();
   // Where executor `e` reaches the server: its socket, or from another node
@@ -590,7 +590,7 @@ class Run {
   Status start_executors();
   Status start_bridges();
   Status start_best_effort();
-  size_t processes() const { return s_.w.executors.size() + s_.plan.bridges.size(); }
+  size_t processes() const { return setup_.workload.executors.size() + setup_.plan.bridges.size(); }
   void fail_links(uint64_t now);
   json link_summary() const;
   json gang_summary() const;
@@ -602,8 +602,8 @@ class Run {
   void wind_down();
   Status write_results(uint64_t stopped_ns);
 
-  const RunOptions& o_;
-  Setup s_;
+  const RunOptions& options_;
+  Setup setup_;
   uint64_t duration_ns_ = 0;
   std::string socket_;
   std::string server_log_;
@@ -621,11 +621,11 @@ class Run {
 };
 
 Status Run::check_options() const {
-  if (!(o_.duration_s > 0) || o_.duration_s > 24 * 3600)
+  if (!(options_.duration_s > 0) || options_.duration_s > 24 * 3600)
     return Status::invalid("duration must be between 0 and 24 hours");
-  if (!(o_.work_fraction > 0) || o_.work_fraction > 1) return Status::invalid("work fraction must be in (0, 1]");
-  for (const auto& [name, at_s] : o_.link_failures)
-    if (!(at_s >= 0) || at_s > o_.duration_s)
+  if (!(options_.work_fraction > 0) || options_.work_fraction > 1) return Status::invalid("work fraction must be in (0, 1]");
+  for (const auto& [name, at_s] : options_.link_failures)
+    if (!(at_s >= 0) || at_s > options_.duration_s)
       return Status::invalid("link '" + name + "' is to go down within the run (0 to its duration)");
   return Status();
 }
@@ -633,20 +633,20 @@ Status Run::check_options() const {
 constexpr int kGatewayPort = 7411;  // in the accelerators' node's own namespace
 
 bool Run::remote_segments() const {
-  for (const auto& cb : s_.w.callbacks)
+  for (const auto& cb : setup_.workload.callbacks)
     for (const auto& seg : cb.segments)
-      if (s_.w.accelerators[seg.accelerator].node != s_.w.executors[cb.executor].node) return true;
+      if (setup_.workload.accelerators[seg.accelerator].node != setup_.workload.executors[cb.executor].node) return true;
   return false;
 }
 
 std::string Run::server_address(size_t e) const {
   bool segments = false;
-  for (size_t cb : s_.plan.by_executor[e]) segments = segments || !s_.w.callbacks[cb].segments.empty();
+  for (size_t cb : setup_.plan.by_executor[e]) segments = segments || !setup_.workload.callbacks[cb].segments.empty();
   if (!segments) return socket_;
-  const size_t here = s_.w.executors[e].node, there = s_.w.accelerators.front().node;
+  const size_t here = setup_.workload.executors[e].node, there = setup_.workload.accelerators.front().node;
   if (here == there) return socket_;
-  const auto link = static_cast<size_t>(s_.w.link_between(here, there));
-  return std::string(s_.w.links[link].transport->name) + ":" + nodes_.host(link, there) + ":" +
+  const auto link = static_cast<size_t>(setup_.workload.link_between(here, there));
+  return std::string(setup_.workload.links[link].transport->name) + ":" + nodes_.host(link, there) + ":" +
          std::to_string(kGatewayPort);
 }
 
@@ -660,21 +660,21 @@ Status Run::start_private_server() {
   if (!mkdtemp(dir)) return Status::os_error("cannot create a folder for the server's socket", errno);
   server_dir_ = dir;
   socket_ = server_dir_ + "/server.sock";
-  const std::string binary = o_.server_binary.empty() ? self_dir() + "/rtaccel-server" : o_.server_binary;
-  auto args = server_args(s_.w, socket_);
+  const std::string binary = options_.server_binary.empty() ? self_dir() + "/rtaccel-server" : options_.server_binary;
+  auto args = server_args(setup_.workload, socket_);
   args.insert(args.begin(), binary);
   if (!rtaccel_fifo_allowed(1)) args.push_back("--no-fifo");  // the server would say so, in its log
-  if (o_.policy != Policy::kPaam) {
+  if (options_.policy != Policy::kPaam) {
     // ros2 and picas: only requests from other nodes come here, served in
     // arrival order as a service node would serve them.
     *(std::find(args.begin(), args.end(), "--levels") + 1) = "1";
   }
   if (remote_segments()) {
-    const size_t there = s_.w.accelerators.front().node;
+    const size_t there = setup_.workload.accelerators.front().node;
     std::string policy = "allow:\n  - {user: root, priorities: [-2147483648, 2147483647]}\n  - {uid: " +
                          std::to_string(geteuid()) + ", priorities: [-2147483648, 2147483647]}\n";
-    for (size_t l = 0; l < s_.w.links.size(); ++l) {
-      const auto& link = s_.w.links[l];
+    for (size_t l = 0; l < setup_.workload.links.size(); ++l) {
+      const auto& link = setup_.workload.links[l];
       if (link.a != there && link.b != there) continue;
       policy += "  - {peer: " + nodes_.host(l, link.a == there ? link.b : link.a) +
                 ", priorities: [-2147483648, 2147483647]}\n";
@@ -684,14 +684,14 @@ Status Run::start_private_server() {
     // The gateway listens on the one transport the remote callbacks use
     // (checked when the run was planned).
     std::string transport;
-    for (size_t e = 0; e < s_.w.executors.size() && transport.empty(); ++e)
+    for (size_t e = 0; e < setup_.workload.executors.size() && transport.empty(); ++e)
       if (const std::string address = server_address(e); address != socket_) transport = address.substr(0, address.find(':'));
     args.insert(args.end(), {"--policy", policy_path, "--listen",
                              transport + ":0.0.0.0:" + std::to_string(kGatewayPort)});
     const auto prefix = nodes_.run_in(there);
     args.insert(args.begin(), prefix.begin(), prefix.end());
   }
-  server_log_ = (std::filesystem::path(o_.out_dir) / "server.log").string();
+  server_log_ = (std::filesystem::path(options_.out_dir) / "server.log").string();
   core::SpawnOptions options;
   options.log_path = server_log_;
   options.parent_death_signal = SIGTERM;
@@ -707,31 +707,31 @@ Status Run::start_private_server() {
 
 Status Run::start_executors() {
   const pid_t self = getpid();
-  for (size_t e = 0; e < s_.w.executors.size(); ++e) {
+  for (size_t e = 0; e < setup_.workload.executors.size(); ++e) {
     const pid_t pid = fork();
     if (pid < 0) return Status::os_error("fork", errno);
     if (pid == 0) {
       die_with_parent(self);
       signal(SIGINT, SIG_IGN);  // the runner stops the executors cleanly
       signal(SIGTERM, SIG_DFL);
-      if (Status st = nodes_.enter(s_.w.executors[e].node); !st) {
+      if (Status st = nodes_.enter(setup_.workload.executors[e].node); !st) {
         snprintf(shared_.executor(e)->error, sizeof(shared_.executor(e)->error), "%s", st.message().c_str());
         shared_.executor(e)->status.store(static_cast<uint32_t>(ExecutorStatus::kFailed));
         _exit(1);
       }
       ExecutorConfig config;
-      config.workload = &s_.w;
-      config.plan = &s_.plan;
-      config.requests = &s_.requests;
+      config.workload = &setup_.workload;
+      config.plan = &setup_.plan;
+      config.requests = &setup_.requests;
       config.shared = &shared_;
       config.executor = e;
-      config.policy = o_.policy;
-      config.work_fraction = o_.work_fraction;
+      config.policy = options_.policy;
+      config.work_fraction = options_.work_fraction;
       config.socket = server_address(e);
       config.remote_accelerator = config.socket != socket_;
-      if (s_.gang) {
+      if (setup_.gang) {
         config.gang_lock = gang_lock_;
-        config.gang = &s_.gangs[s_.gang_of[e]];
+        config.gang = &setup_.gangs[setup_.gang_of[e]];
       }
       _exit(run_executor(config).ok() ? 0 : 1);
     }
@@ -745,15 +745,15 @@ Status Run::start_executors() {
 Status Run::start_bridges() {
   const pid_t self = getpid();
   const auto run_id = static_cast<unsigned>(self);
-  for (size_t b = 0; b < s_.plan.bridges.size(); ++b) {
-    const BridgePlan& bp = s_.plan.bridges[b];
-    const auto& link = s_.w.links[bp.link];
+  for (size_t b = 0; b < setup_.plan.bridges.size(); ++b) {
+    const BridgePlan& bp = setup_.plan.bridges[b];
+    const auto& link = setup_.workload.links[bp.link];
     BridgeConfig config;
-    config.workload = &s_.w;
-    config.plan = &s_.plan;
+    config.workload = &setup_.workload;
+    config.plan = &setup_.plan;
     config.shared = &shared_;
     config.bridge = b;
-    config.flow_control = o_.flow_control;
+    config.flow_control = options_.flow_control;
     config.connect_needs_port = !link.transport->one_machine;
     config.listen_address = nodes_.listen_address(bp.link, bp.node, run_id);
     const size_t other = bp.node == link.a ? link.b : link.a;
@@ -770,7 +770,7 @@ Status Run::start_bridges() {
       die_with_parent(self);
       signal(SIGINT, SIG_IGN);
       signal(SIGTERM, SIG_DFL);
-      ExecutorState* state = shared_.executor(s_.w.executors.size() + b);
+      ExecutorState* state = shared_.executor(setup_.workload.executors.size() + b);
       if (Status st = nodes_.enter(bp.node); !st) {
         snprintf(state->error, sizeof(state->error), "%s", st.message().c_str());
         state->status.store(static_cast<uint32_t>(ExecutorStatus::kFailed));
@@ -785,13 +785,13 @@ Status Run::start_bridges() {
 
 // Fault injection: the links due to go down by now.
 void Run::fail_links(uint64_t now) {
-  for (const auto& [l, at_ns] : s_.link_failures) {
+  for (const auto& [l, at_ns] : setup_.link_failures) {
     if (link_down_ns_[l] || now < t0_ + at_ns) continue;
     link_down_ns_[l] = now;
-    const char* name = s_.w.links[l].name.c_str();
+    const char* name = setup_.workload.links[l].name.c_str();
     if (Status st = nodes_.take_down(l); !st)
       fprintf(stderr, "rtaccel run: cannot take link '%s' down: %s\n", name, st.message().c_str());
-    else if (o_.progress)
+    else if (options_.progress)
       fprintf(stderr, "%srtaccel run: link '%s' taken down at %.1f s\n", isatty(STDERR_FILENO) ? "\n" : "", name,
               static_cast<double>(now - t0_) / 1e9);
   }
@@ -800,14 +800,14 @@ void Run::fail_links(uint64_t now) {
 // Best-effort programs: plain SCHED_OTHER children, on any core, from a
 // shell so that a user writes them as on a command line.
 Status Run::start_best_effort() {
-  for (size_t i = 0; i < o_.best_effort.size(); ++i) {
+  for (size_t i = 0; i < options_.best_effort.size(); ++i) {
     core::SpawnOptions options;
-    options.log_path = (std::filesystem::path(o_.out_dir) / ("best_effort_" + std::to_string(i) + ".log")).string();
+    options.log_path = (std::filesystem::path(options_.out_dir) / ("best_effort_" + std::to_string(i) + ".log")).string();
     options.parent_death_signal = SIGTERM;
     options.ignore_sigint = true;
     options.own_process_group = true;  // SIGTERM reaches what the shell started
-    auto child = core::Child::spawn({"/bin/sh", "-c", o_.best_effort[i]}, options);
-    if (!child) return child.status().context("cannot start best-effort program '" + o_.best_effort[i] + "'");
+    auto child = core::Child::spawn({"/bin/sh", "-c", options_.best_effort[i]}, options);
+    if (!child) return child.status().context("cannot start best-effort program '" + options_.best_effort[i] + "'");
     best_effort_.push_back(child.take());
   }
   return Status();
@@ -818,11 +818,11 @@ Status Run::start_best_effort() {
 json Run::link_summary() const {
   json links = json::array();
   auto at = [this](uint64_t ns) { return ns ? json(static_cast<double>(ns - t0_) / 1e9) : json(nullptr); };
-  for (size_t l = 0; l < s_.w.links.size(); ++l) {
-    const auto& link = s_.w.links[l];
+  for (size_t l = 0; l < setup_.workload.links.size(); ++l) {
+    const auto& link = setup_.workload.links[l];
     json hops = json::array();
-    for (size_t h = 0; h < s_.plan.hops.size(); ++h) {
-      const HopPlan& hop = s_.plan.hops[h];
+    for (size_t h = 0; h < setup_.plan.hops.size(); ++h) {
+      const HopPlan& hop = setup_.plan.hops[h];
       if (hop.link != l) continue;
       const HopState* st = shared_.hop(h);
       json j = {{"topic", hop.name},
@@ -837,10 +837,10 @@ json Run::link_summary() const {
       hops.push_back(std::move(j));
     }
     links.push_back({{"link", link.name},
-                     {"between", {s_.w.nodes[link.a].name, s_.w.nodes[link.b].name}},
+                     {"between", {setup_.workload.nodes[link.a].name, setup_.workload.nodes[link.b].name}},
                      {"transport", std::string(link.transport->name)},
                      {"rate_mbps", static_cast<double>(link.rate_bytes_per_s) * 8 / 1e6},
-                     {"flow_control", o_.flow_control},
+                     {"flow_control", options_.flow_control},
                      {"namespaces", {nodes_.namespace_of(link.a), nodes_.namespace_of(link.b)}},
                      {"taken_down_s", at(link_down_ns_[l])},
                      {"topics", std::move(hops)}});
@@ -854,9 +854,9 @@ json Run::gang_summary() const {
     uint64_t jobs = 0, waits = 0, preempted = 0;
     std::vector<uint64_t> wait_ns;
   };
-  std::vector<Counts> counts(s_.gangs.size());
-  for (size_t e = 0; e < s_.w.executors.size(); ++e) {
-    Counts& c = counts[s_.gang_of[e]];
+  std::vector<Counts> counts(setup_.gangs.size());
+  for (size_t e = 0; e < setup_.workload.executors.size(); ++e) {
+    Counts& c = counts[setup_.gang_of[e]];
     const uint64_t n = std::min(shared_.executor(e)->trace_used.load(), shared_.trace_capacity(e));
     for (uint64_t i = 0; i < n; ++i) {
       const TraceEvent& ev = shared_.trace(e)[i];
@@ -869,14 +869,14 @@ json Run::gang_summary() const {
     }
   }
   json gangs = json::array();
-  for (size_t g = 0; g < s_.gangs.size(); ++g) {
+  for (size_t g = 0; g < setup_.gangs.size(); ++g) {
     auto& c = counts[g];
     std::sort(c.wait_ns.begin(), c.wait_ns.end());
     json executors = json::array();
-    for (size_t e : s_.gangs[g].executors) executors.push_back(s_.w.executors[e].name);
-    gangs.push_back({{"gang", s_.gangs[g].name},
-                     {"priority", s_.gangs[g].priority},
-                     {"threshold_mbps", s_.gangs[g].threshold_mbps},
+    for (size_t e : setup_.gangs[g].executors) executors.push_back(setup_.workload.executors[e].name);
+    gangs.push_back({{"gang", setup_.gangs[g].name},
+                     {"priority", setup_.gangs[g].priority},
+                     {"threshold_mbps", setup_.gangs[g].threshold_mbps},
                      {"executors", std::move(executors)},
                      {"jobs", c.jobs},
                      {"waits", c.waits},
@@ -889,7 +889,7 @@ json Run::gang_summary() const {
   return {{"gangs", std::move(gangs)},
           {"preemptions", st.preemptions},
           {"recoveries", st.recoveries},
-          {"preemption_cost_us", us(s_.w.gang_preemption_ns)}};
+          {"preemption_cost_us", us(setup_.workload.gang_preemption_ns)}};
 }
 
 // An executor that failed or any child that exited, as an error.
@@ -925,7 +925,7 @@ Status Run::wait_until_ready() {
     if (core::monotonic_ns() > deadline) return Status::error("the executors did not get ready in 30 s");
     core::sleep_ns(5 * kMs);
   }
-  for (size_t e = 0; e < s_.w.executors.size(); ++e) realtime_ = realtime_ && shared_.executor(e)->realtime;
+  for (size_t e = 0; e < setup_.workload.executors.size(); ++e) realtime_ = realtime_ && shared_.executor(e)->realtime;
   if (!realtime_)
     fprintf(stderr, "rtaccel run: no real-time priority (SCHED_FIFO refused): executors run at nice -20 where "
                     "allowed; the results are marked, and the analysis' bounds do not apply to them\n");
@@ -940,21 +940,21 @@ Status Run::wait_until_ready() {
 
 // A terminal gets one line rewritten every second, a log a line every ten.
 void Run::report_progress(uint64_t now) {
-  if (!o_.progress || now < next_report_) return;
+  if (!options_.progress || now < next_report_) return;
   const bool tty = isatty(STDERR_FILENO);
   uint64_t done = 0, misses = 0;
-  for (size_t c = 0; c < s_.w.chains.size(); ++c) {
+  for (size_t c = 0; c < setup_.workload.chains.size(); ++c) {
     done += shared_.chain(c)->count.load();
     const uint64_t n = std::min(shared_.chain(c)->count.load(), shared_.sample_capacity(c));
     for (uint64_t i = 0; i < n; ++i) {
       const Sample& x = shared_.samples(c)[i];
-      misses += x.end_ns - x.start_ns > s_.w.chains[c].deadline_ns;
+      misses += x.end_ns - x.start_ns > setup_.workload.chains[c].deadline_ns;
     }
   }
   const double elapsed = static_cast<double>(now - t0_) / 1e9;
   if (tty || (next_report_ - t0_) % (10 * kSecond) == 0)
     fprintf(stderr, "%srtaccel run: %s %5.0f/%.0f s, %llu chain instances, %llu deadline misses%s", tty ? "\r" : "",
-            std::string(to_string(o_.policy)).c_str(), elapsed, o_.duration_s, static_cast<unsigned long long>(done),
+            std::string(to_string(options_.policy)).c_str(), elapsed, options_.duration_s, static_cast<unsigned long long>(done),
             static_cast<unsigned long long>(misses), tty ? "   " : "\n");
   next_report_ += kSecond;
 }
@@ -969,7 +969,7 @@ Status Run::supervise() {
     report_progress(core::monotonic_ns());
     core::sleep_ns(20 * kMs);
   }
-  if (o_.progress && isatty(STDERR_FILENO)) fputc('\n', stderr);
+  if (options_.progress && isatty(STDERR_FILENO)) fputc('\n', stderr);
   return status;
 }
 
@@ -988,7 +988,7 @@ void Run::wind_down() {
   for (auto& child : best_effort_) child.terminate(2 * kSecond);
   stop_executors();
   uint64_t longest = 0;
-  for (const auto& cb : s_.w.callbacks) {
+  for (const auto& cb : setup_.workload.callbacks) {
     uint64_t t = cb.cpu_ns;
     for (const auto& seg : cb.segments) t += seg.wcet_ns;
     longest = std::max(longest, t);
@@ -1012,15 +1012,15 @@ void Run::wind_down() {
 }
 
 Status Run::write_results(uint64_t stopped_ns) {
-  const auto& w = s_.w;
-  const std::filesystem::path out(o_.out_dir);
+  const auto& w = setup_.workload;
+  const std::filesystem::path out(options_.out_dir);
   std::ofstream csv(out / "latency.csv");
   csv << "chain,start_us,latency_us\n";
   json chains = json::array();
-  for (size_t c = 0; c < w.chains.size(); ++c) chains.push_back(chain_summary(s_, shared_, c, &csv, t0_));
+  for (size_t c = 0; c < w.chains.size(); ++c) chains.push_back(chain_summary(setup_, shared_, c, &csv, t0_));
   csv.close();
   json timers = json::array();
-  for (size_t t = 0; t < s_.plan.timers.size(); ++t) timers.push_back(timer_summary(s_, shared_, t));
+  for (size_t t = 0; t < setup_.plan.timers.size(); ++t) timers.push_back(timer_summary(setup_, shared_, t));
   json execs = json::array();
   for (size_t e = 0; e < w.executors.size(); ++e) {
     const auto* st = shared_.executor(e);
@@ -1032,12 +1032,12 @@ Status Run::write_results(uint64_t stopped_ns) {
                      {"trace_events_lost", st->trace_used.load() - kept}});
   }
   json queues = json::array();
-  for (size_t q = 0; q < s_.plan.queues.size(); ++q) {
+  for (size_t q = 0; q < setup_.plan.queues.size(); ++q) {
     const auto* st = shared_.queue(q);
-    const QueuePlan& qp = s_.plan.queues[q];
+    const QueuePlan& qp = setup_.plan.queues[q];
     std::string subscriber = w.callbacks[qp.consumer].name;
     if (qp.executor >= w.executors.size()) {  // an outbox: the link's bridge takes from it
-      const BridgePlan& b = s_.plan.bridges[qp.executor - w.executors.size()];
+      const BridgePlan& b = setup_.plan.bridges[qp.executor - w.executors.size()];
       subscriber = "link " + w.links[b.link].name + " (outbox on " + w.nodes[b.node].name + ")";
     }
     queues.push_back({{"topic", qp.topic},
@@ -1049,71 +1049,71 @@ Status Run::write_results(uint64_t stopped_ns) {
   for (const auto& c : chains)
     if (c["critical"].get<bool>() && c["bound_held"].is_boolean()) held = held && c["bound_held"].get<bool>();
   json summary = {{"format_version", 1},
-                  {"workload", {{"file", o_.workload}, {"name", w.name}}},
-                  {"policy", std::string(to_string(o_.policy))},
+                  {"workload", {{"file", options_.workload}, {"name", w.name}}},
+                  {"policy", std::string(to_string(options_.policy))},
                   {"duration_s", static_cast<double>(stopped_ns - t0_) / 1e9},
                   {"interrupted", stop_requested()},
                   {"realtime", realtime_},
-                  {"work_fraction", o_.work_fraction},
+                  {"work_fraction", options_.work_fraction},
                   {"epsilon_us", us(w.server ? w.server->overhead_ns : 0)},
                   {"kappa_us", us(w.accelerators.empty() ? 0 : w.accelerators.front().preemption_cost_ns)},
                   {"release_jitter_us", us(w.release_jitter_ns)},
                   {"critical_bounds_held", held},
-                  {"gang_scheduling", s_.gang},
+                  {"gang_scheduling", setup_.gang},
                   {"chains", std::move(chains)},
                   {"timers", std::move(timers)},
                   {"executors", std::move(execs)},
                   {"queues", std::move(queues)}};
-  if (s_.gang) summary["gang"] = gang_summary();
-  if (!s_.w.links.empty()) {
+  if (setup_.gang) summary["gang"] = gang_summary();
+  if (!setup_.workload.links.empty()) {
     summary["links"] = link_summary();
-    for (size_t h = 0; h < s_.plan.hops.size(); ++h) {
+    for (size_t h = 0; h < setup_.plan.hops.size(); ++h) {
       const HopState* st = shared_.hop(h);
       if (st->lost.load())
         fprintf(stderr, "rtaccel run: warning: %llu messages of '%s' lost on link '%s' from %.1f s on: %s\n",
-                static_cast<unsigned long long>(st->lost.load()), s_.plan.hops[h].name.c_str(),
-                w.links[s_.plan.hops[h].link].name.c_str(), static_cast<double>(st->failed_ns.load() - t0_) / 1e9,
+                static_cast<unsigned long long>(st->lost.load()), setup_.plan.hops[h].name.c_str(),
+                w.links[setup_.plan.hops[h].link].name.c_str(), static_cast<double>(st->failed_ns.load() - t0_) / 1e9,
                 st->error);
     }
   }
-  if (!o_.best_effort.empty()) {
+  if (!options_.best_effort.empty()) {
     json be = json::array();
-    for (size_t i = 0; i < o_.best_effort.size(); ++i)
-      be.push_back({{"command", o_.best_effort[i]}, {"log", "best_effort_" + std::to_string(i) + ".log"}});
+    for (size_t i = 0; i < options_.best_effort.size(); ++i)
+      be.push_back({{"command", options_.best_effort[i]}, {"log", "best_effort_" + std::to_string(i) + ".log"}});
     summary["best_effort"] = std::move(be);
   }
   if (Status st = write_file(out / "summary.json", summary.dump(2) + "\n"); !st) return st;
-  if (Status st = write_file(out / "trace.json", trace_events(s_, shared_, t0_).dump() + "\n"); !st) return st;
+  if (Status st = write_file(out / "trace.json", trace_events(setup_, shared_, t0_).dump() + "\n"); !st) return st;
   if (!csv) return Status::error("cannot write " + (out / "latency.csv").string());
   return Status();
 }
 
 Expected<RunEnd> Run::execute() {
   if (Status st = check_options(); !st) return st;
-  if (Status st = prepare(o_, &s_); !st) return st;
-  duration_ns_ = static_cast<uint64_t>(o_.duration_s * 1e9);
+  if (Status st = prepare(options_, &setup_); !st) return st;
+  duration_ns_ = static_cast<uint64_t>(options_.duration_s * 1e9);
   std::error_code ec;
-  std::filesystem::create_directories(o_.out_dir, ec);
-  if (ec) return Status::invalid("cannot create " + o_.out_dir + ": " + ec.message());
+  std::filesystem::create_directories(options_.out_dir, ec);
+  if (ec) return Status::invalid("cannot create " + options_.out_dir + ": " + ec.message());
 
-  socket_ = o_.socket;
+  socket_ = options_.socket;
   struct DirCleanup {
     std::string* dir;
     ~DirCleanup() {
       if (!dir->empty()) std::filesystem::remove_all(*dir);
     }
   } cleanup{&server_dir_};
-  link_down_ns_.assign(s_.w.links.size(), 0);
-  if (Status st = nodes_.create(s_.w); !st) return st;
+  link_down_ns_.assign(setup_.workload.links.size(), 0);
+  if (Status st = nodes_.create(setup_.workload); !st) return st;
   // A workload without accelerators has nothing for a server to serve.
-  if ((o_.policy == Policy::kPaam || remote_segments()) && socket_.empty() && !s_.w.accelerators.empty())
+  if ((options_.policy == Policy::kPaam || remote_segments()) && socket_.empty() && !setup_.workload.accelerators.empty())
     if (Status st = start_private_server(); !st) return st;
-  if (Status st = shared_.create(s_.plan, capacity_for(s_.w, s_.plan, duration_ns_)); !st) return st;
+  if (Status st = shared_.create(setup_.plan, capacity_for(setup_.workload, setup_.plan, duration_ns_)); !st) return st;
   struct GangLockCleanup {
     rtaccel_gang_lock_t** lock;
     ~GangLockCleanup() { rtaccel_gang_lock_close(*lock); }
   } gang_cleanup{&gang_lock_};
-  if (s_.gang) {
+  if (setup_.gang) {
     // Private to the run: the executors inherit it through fork.
     if (int err = rtaccel_gang_lock_create_private(&gang_lock_))
       return Status::os_error("cannot create the run's gang lock", -err);

@@ -89,7 +89,7 @@ std::unique_ptr<AccelPath> make_server_path(const PathConfig& config);
 std::unique_ptr<AccelPath> make_direct_path(const PathConfig& config);
 
 // The registration of one callback under its most critical chain (what the
-// server's admission control analyses). An error if a name or a count is
+// server's admission control analyzes). An error if a name or a count is
 // past the protocol's limits.
 Expected<rtaccel_registration_desc> registration_for(const workload::Workload& w, size_t callback,
                                                      const SegmentTable& requests);

@@ -287,7 +287,7 @@ class Loader {
       ctx_.error(top.get("version", true), "workload: version " + std::to_string(*v) +
                                                " is not supported (this rtaccel reads version 1)");
     }
-    if (auto name = top.name("name", true)) w_.name = *name;
+    if (auto name = top.name("name", true)) workload_.name = *name;
     read_list(top.list("nodes", false), "nodes", [&](const YAML::Node& n, size_t i) {
       read_node(n, i);
     });
@@ -315,7 +315,7 @@ class Loader {
     // read, so that one round shows every problem.
     check_whole();
     if (ctx_.failed()) return std::nullopt;
-    return std::move(w_);
+    return std::move(workload_);
   }
 
  private:
@@ -342,8 +342,8 @@ class Loader {
     if (!f.valid()) return;
     if (auto cores = f.integer("cores", false, 1, 4096)) declared_cores_ = static_cast<int>(*cores);
     communication_ns_ = f.duration("communication_us", false, kNsPerUs, true);
-    if (auto jitter = f.duration("release_jitter_us", false, kNsPerUs, true)) w_.release_jitter_ns = *jitter;
-    if (auto delta = f.duration("gang_preemption_us", false, kNsPerUs, true)) w_.gang_preemption_ns = *delta;
+    if (auto jitter = f.duration("release_jitter_us", false, kNsPerUs, true)) workload_.release_jitter_ns = *jitter;
+    if (auto delta = f.duration("gang_preemption_us", false, kNsPerUs, true)) workload_.gang_preemption_ns = *delta;
     YAML::Node list = f.list("accelerators", false);
     if (list.IsDefined()) {
       for (size_t i = 0; i < list.size(); ++i) read_accelerator(list[i], i);
@@ -358,7 +358,7 @@ class Loader {
     n.where = f.where();
     if (auto name = f.name("name", true)) n.name = *name;
     f.finish();
-    w_.nodes.push_back(std::move(n));
+    workload_.nodes.push_back(std::move(n));
   }
 
   void read_link(const YAML::Node& node, size_t index) {
@@ -380,7 +380,7 @@ class Loader {
     if (auto window = f.integer("window_kb", false, 1, 1 << 20)) l.window_bytes = static_cast<uint64_t>(*window) << 10;
     if (auto cost = f.duration("per_chunk_us", false, kNsPerUs, true)) l.per_chunk_ns = *cost;
     f.finish();
-    w_.links.push_back(std::move(l));
+    workload_.links.push_back(std::move(l));
     pending_links_.push_back(std::move(p));
   }
 
@@ -413,7 +413,7 @@ class Loader {
                  ": the opencl backend has one in-order, non-preemptive queue; priority_levels must be 1");
     }
     f.finish();
-    w_.accelerators.push_back(std::move(a));
+    workload_.accelerators.push_back(std::move(a));
   }
 
   void read_server(const YAML::Node& node) {
@@ -425,7 +425,7 @@ class Loader {
     if (auto core = f.integer("core", true, 0, 4095)) s.core = static_cast<int>(*core);
     if (auto eps = f.duration("overhead_us", true, kNsPerUs, true)) s.overhead_ns = *eps;
     f.finish();
-    w_.server = s;
+    workload_.server = s;
   }
 
   void read_executor(const YAML::Node& node, size_t index) {
@@ -439,7 +439,7 @@ class Loader {
     if (auto threads = f.integer("threads", false, 1, 1024)) e.threads = static_cast<int>(*threads);
     pending_executor_nodes_.push_back(node_name(f));
     f.finish();
-    w_.executors.push_back(std::move(e));
+    workload_.executors.push_back(std::move(e));
   }
 
   void read_gang(const YAML::Node& node, size_t index) {
@@ -456,7 +456,7 @@ class Loader {
     if (auto mbps = f.integer("threshold_mbps", false, 0, 1 << 30)) g.threshold_mbps = static_cast<uint32_t>(*mbps);
     pending_gangs_.push_back(f.names("executors", true, "executor"));
     f.finish();
-    w_.gangs.push_back(std::move(g));
+    workload_.gangs.push_back(std::move(g));
   }
 
   void read_trigger(const YAML::Node& node, const std::string& what, Callback& cb) {
@@ -529,7 +529,7 @@ class Loader {
     }
     if (auto wait = f.choice("wait", false, {"suspend", "spin"})) cb.wait = static_cast<WaitMode>(*wait);
     f.finish();
-    w_.callbacks.push_back(std::move(cb));
+    workload_.callbacks.push_back(std::move(cb));
     pending_callbacks_.push_back(std::move(pending));
   }
 
@@ -550,31 +550,31 @@ class Loader {
     pending.deadline_ns = f.duration("deadline_ms", false, kNsPerMs, false);
     if (auto critical = f.boolean("critical", false)) chain.critical = *critical;
     f.finish();
-    w_.chains.push_back(std::move(chain));
+    workload_.chains.push_back(std::move(chain));
     pending_chains_.push_back(std::move(pending));
   }
 
   // Second pass: names, topics, priorities and cores across the workload.
   void check_whole() {
-    auto accelerators = index_names(w_.accelerators, "accelerator");
-    auto executors = index_names(w_.executors, "executor");
-    auto callbacks = index_names(w_.callbacks, "callback");
-    index_names(w_.chains, "chain");
-    check_nodes(index_names(w_.nodes, "node"));
-    index_names(w_.links, "link");
+    auto accelerators = index_names(workload_.accelerators, "accelerator");
+    auto executors = index_names(workload_.executors, "executor");
+    auto callbacks = index_names(workload_.callbacks, "callback");
+    index_names(workload_.chains, "chain");
+    check_nodes(index_names(workload_.nodes, "node"));
+    index_names(workload_.links, "link");
     check_cores();
-    w_.communication_ns = communication_ns_ ? *communication_ns_ : (w_.server ? w_.server->overhead_ns : 0);
+    workload_.communication_ns = communication_ns_ ? *communication_ns_ : (workload_.server ? workload_.server->overhead_ns : 0);
     const auto publisher = index_topics();
     resolve_callbacks(executors, publisher, accelerators);
     check_crossings(publisher, accelerators);
-    std::vector<bool> in_chain(w_.callbacks.size(), false);
+    std::vector<bool> in_chain(workload_.callbacks.size(), false);
     std::map<int, size_t> priorities;
-    for (size_t c = 0; c < w_.chains.size(); ++c) resolve_chain(c, callbacks, priorities, in_chain);
+    for (size_t c = 0; c < workload_.chains.size(); ++c) resolve_chain(c, callbacks, priorities, in_chain);
     check_gangs(executors);
     // After other errors a chain may be missing, so this would only mislead.
-    for (size_t i = 0; i < w_.callbacks.size() && !ctx_.failed(); ++i) {
+    for (size_t i = 0; i < workload_.callbacks.size() && !ctx_.failed(); ++i) {
       if (!in_chain[i]) {
-        ctx_.error(w_.callbacks[i].where, "callback '" + w_.callbacks[i].name +
+        ctx_.error(workload_.callbacks[i].where, "callback '" + workload_.callbacks[i].name +
                                               "' is in no chain; put it in one (a best-effort chain with a low "
                                               "priority will do) so that its priority and interference are known");
       }
@@ -602,30 +602,30 @@ class Loader {
     const long online = sysconf(_SC_NPROCESSORS_CONF);
     const int machine =
         options_.machine_cores > 0 ? options_.machine_cores : static_cast<int>(online > 0 ? online : 1);
-    w_.cores = declared_cores_ ? *declared_cores_ : machine;
+    workload_.cores = declared_cores_ ? *declared_cores_ : machine;
     const std::string cores_text =
-        std::to_string(w_.cores) + (declared_cores_ ? " (platform.cores)" : " on this machine");
+        std::to_string(workload_.cores) + (declared_cores_ ? " (platform.cores)" : " on this machine");
     auto check_core = [&](int core, SourceLocation where, const std::string& what) {
-      if (core >= w_.cores)
+      if (core >= workload_.cores)
         ctx_.error(where, what + ": core " + std::to_string(core) + " does not exist: there are " + cores_text);
     };
     std::map<int, size_t> device_cores;  // core -> cpu accelerator using it
-    for (size_t i = 0; i < w_.accelerators.size(); ++i) {
-      const Accelerator& a = w_.accelerators[i];
+    for (size_t i = 0; i < workload_.accelerators.size(); ++i) {
+      const Accelerator& a = workload_.accelerators[i];
       if (a.backend != Backend::kCpu) continue;
       check_core(a.core, a.where, "accelerator '" + a.name + "'");
       auto [it, fresh] = device_cores.emplace(a.core, i);
       if (!fresh) {
         ctx_.error(a.where, "accelerator '" + a.name + "': core " + std::to_string(a.core) +
-                                " is already the device of accelerator '" + w_.accelerators[it->second].name + "'");
+                                " is already the device of accelerator '" + workload_.accelerators[it->second].name + "'");
       }
     }
-    if (w_.server) check_core(w_.server->core, w_.server->where, "server");
-    for (const Executor& e : w_.executors) {
+    if (workload_.server) check_core(workload_.server->core, workload_.server->where, "server");
+    for (const Executor& e : workload_.executors) {
       check_core(e.core, e.where, "executor '" + e.name + "'");
       if (auto it = device_cores.find(e.core); it != device_cores.end()) {
         ctx_.error(e.where, "executor '" + e.name + "': core " + std::to_string(e.core) +
-                                " is the device of accelerator '" + w_.accelerators[it->second].name +
+                                " is the device of accelerator '" + workload_.accelerators[it->second].name +
                                 "' (cpu backend); give the executor another core");
       }
     }
@@ -634,13 +634,13 @@ class Loader {
   // Topic -> the one callback that publishes it.
   std::map<std::string, size_t> index_topics() {
     std::map<std::string, size_t> publisher;
-    for (size_t i = 0; i < w_.callbacks.size(); ++i) {
-      const Callback& cb = w_.callbacks[i];
+    for (size_t i = 0; i < workload_.callbacks.size(); ++i) {
+      const Callback& cb = workload_.callbacks[i];
       if (cb.publishes.empty()) continue;
       auto [it, fresh] = publisher.emplace(cb.publishes, i);
       if (!fresh) {
         ctx_.error(cb.where, "callback '" + cb.name + "': topic '" + cb.publishes +
-                                 "' is already published by callback '" + w_.callbacks[it->second].name + "'");
+                                 "' is already published by callback '" + workload_.callbacks[it->second].name + "'");
       }
     }
     return publisher;
@@ -651,8 +651,8 @@ class Loader {
   void resolve_callbacks(const std::map<std::string, size_t>& executors,
                          const std::map<std::string, size_t>& publisher,
                          const std::map<std::string, size_t>& accelerators) {
-    for (size_t i = 0; i < w_.callbacks.size(); ++i) {
-      Callback& cb = w_.callbacks[i];
+    for (size_t i = 0; i < workload_.callbacks.size(); ++i) {
+      Callback& cb = workload_.callbacks[i];
       PendingCallback& p = pending_callbacks_[i];
       const std::string what = "callback '" + cb.name + "'";
       if (auto it = executors.find(p.executor); it != executors.end()) {
@@ -678,7 +678,7 @@ class Loader {
           ctx_.error(ps.where, what + ": no accelerator named '" + ps.accelerator + "'");
         }
       }
-      if (!cb.segments.empty() && !w_.server) {
+      if (!cb.segments.empty() && !workload_.server) {
         ctx_.error(cb.where, what + ": uses an accelerator, so the workload needs a server: {core, overhead_us}");
       }
     }
@@ -688,14 +688,14 @@ class Loader {
   // the one before, and its period and deadline.
   void resolve_chain(size_t c, const std::map<std::string, size_t>& callbacks, std::map<int, size_t>& priorities,
                      std::vector<bool>& in_chain) {
-    Chain& chain = w_.chains[c];
+    Chain& chain = workload_.chains[c];
     PendingChain& p = pending_chains_[c];
     const std::string what = "chain '" + chain.name + "'";
     if (!p.priority_valid) {
       // already reported
     } else if (auto [pit, fresh] = priorities.emplace(chain.priority, c); !fresh) {
       ctx_.error(p.priority_where, what + ": priority " + std::to_string(chain.priority) +
-                                       " is already taken by chain '" + w_.chains[pit->second].name +
+                                       " is already taken by chain '" + workload_.chains[pit->second].name +
                                        "' (chain priorities must be distinct)");
     }
     bool resolved = true;
@@ -721,8 +721,8 @@ class Loader {
   // Each callback of the path is triggered by the topic of the one before.
   void check_path_follows(const Chain& chain, const PendingChain& p, const std::string& what) {
     for (size_t k = 1; k < chain.path.size(); ++k) {
-      const Callback& prev = w_.callbacks[chain.path[k - 1]];
-      const Callback& next = w_.callbacks[chain.path[k]];
+      const Callback& prev = workload_.callbacks[chain.path[k - 1]];
+      const Callback& next = workload_.callbacks[chain.path[k]];
       const auto& topics = next.trigger.topics;
       const bool follows =
           !prev.publishes.empty() && std::find(topics.begin(), topics.end(), prev.publishes) != topics.end();
@@ -738,7 +738,7 @@ class Loader {
   // The period: the first callback's timer, or the chain's period_ms where
   // it has none; the deadline: the period unless given, never past it.
   void chain_timing(Chain& chain, const PendingChain& p, const std::string& what) {
-    const Callback& first = w_.callbacks[chain.path.front()];
+    const Callback& first = workload_.callbacks[chain.path.front()];
     if (first.trigger.timer_ns) {
       chain.period_ns = first.trigger.timer_ns;
       if (p.period_ns && *p.period_ns != chain.period_ns) {
@@ -761,42 +761,42 @@ class Loader {
   // Nodes, where executors and accelerators are, and the links.
   void check_nodes(const std::map<std::string, size_t>& nodes) {
     std::string listed;
-    for (size_t i = 0; i < w_.nodes.size(); ++i)  // in file order, each once
-      if (auto it = nodes.find(w_.nodes[i].name); it != nodes.end() && it->second == i)
-        listed += (listed.empty() ? "" : ", ") + w_.nodes[i].name;
+    for (size_t i = 0; i < workload_.nodes.size(); ++i)  // in file order, each once
+      if (auto it = nodes.find(workload_.nodes[i].name); it != nodes.end() && it->second == i)
+        listed += (listed.empty() ? "" : ", ") + workload_.nodes[i].name;
     auto resolve = [&](const PendingName& p, const std::string& what, SourceLocation where) -> size_t {
       if (p.name.empty()) {
-        if (!w_.nodes.empty()) ctx_.error(where, what + ": the workload has nodes, so it needs node: (one of " + listed + ")");
+        if (!workload_.nodes.empty()) ctx_.error(where, what + ": the workload has nodes, so it needs node: (one of " + listed + ")");
         return 0;
       }
       auto it = nodes.find(p.name);
       if (it == nodes.end()) {
         ctx_.error(p.where, what + ": no node named '" + p.name + "'" +
-                                (w_.nodes.empty() ? " (the workload declares no nodes)" : " (nodes: " + listed + ")"));
+                                (workload_.nodes.empty() ? " (the workload declares no nodes)" : " (nodes: " + listed + ")"));
         return 0;
       }
       return it->second;
     };
-    for (size_t i = 0; i < w_.executors.size(); ++i)
-      w_.executors[i].node = resolve(pending_executor_nodes_[i], "executor '" + w_.executors[i].name + "'",
-                                     w_.executors[i].where);
-    for (size_t i = 0; i < w_.accelerators.size(); ++i)
-      w_.accelerators[i].node = resolve(pending_accelerator_nodes_[i],
-                                        "accelerator '" + w_.accelerators[i].name + "'", w_.accelerators[i].where);
+    for (size_t i = 0; i < workload_.executors.size(); ++i)
+      workload_.executors[i].node = resolve(pending_executor_nodes_[i], "executor '" + workload_.executors[i].name + "'",
+                                     workload_.executors[i].where);
+    for (size_t i = 0; i < workload_.accelerators.size(); ++i)
+      workload_.accelerators[i].node = resolve(pending_accelerator_nodes_[i],
+                                        "accelerator '" + workload_.accelerators[i].name + "'", workload_.accelerators[i].where);
     // One accelerator server per workload, on the node of its accelerators.
-    for (size_t i = 1; i < w_.accelerators.size() && !w_.nodes.empty(); ++i) {
-      const Accelerator& a = w_.accelerators[i];
-      const Accelerator& first = w_.accelerators[0];
+    for (size_t i = 1; i < workload_.accelerators.size() && !workload_.nodes.empty(); ++i) {
+      const Accelerator& a = workload_.accelerators[i];
+      const Accelerator& first = workload_.accelerators[0];
       if (a.node != first.node) {
         ctx_.error(pending_accelerator_nodes_[i].where,
-                   "accelerator '" + a.name + "' is on node '" + w_.nodes[a.node].name + "', but accelerator '" +
-                       first.name + "' is on node '" + w_.nodes[first.node].name +
+                   "accelerator '" + a.name + "' is on node '" + workload_.nodes[a.node].name + "', but accelerator '" +
+                       first.name + "' is on node '" + workload_.nodes[first.node].name +
                        "': the workload's one server serves accelerators of one node");
       }
     }
     std::map<std::pair<size_t, size_t>, size_t> joined;
-    for (size_t i = 0; i < w_.links.size(); ++i) {
-      Link& l = w_.links[i];
+    for (size_t i = 0; i < workload_.links.size(); ++i) {
+      Link& l = workload_.links[i];
       const PendingLink& p = pending_links_[i];
       const std::string what = "link '" + l.name + "'";
       if (p.between.size() != 2) {  // reported
@@ -809,7 +809,7 @@ class Loader {
         auto it = nodes.find(p.between[k].first);
         if (it == nodes.end()) {
           ctx_.error(p.between[k].second, what + ": no node named '" + p.between[k].first + "'" +
-                                              (w_.nodes.empty() ? " (the workload declares no nodes)" : ""));
+                                              (workload_.nodes.empty() ? " (the workload declares no nodes)" : ""));
           known = false;
         } else {
           ends[k] = it->second;
@@ -829,7 +829,7 @@ class Loader {
       auto key = std::minmax(l.a, l.b);
       if (auto [it, fresh] = joined.emplace(key, i); !fresh) {
         ctx_.error(l.where, what + ": nodes '" + p.between[0].first + "' and '" + p.between[1].first +
-                                "' are already joined by link '" + w_.links[it->second].name + "'");
+                                "' are already joined by link '" + workload_.links[it->second].name + "'");
       }
     }
   }
@@ -838,19 +838,19 @@ class Loader {
   // link that could not be read, "no link joins" would only mislead.
   void check_crossings(const std::map<std::string, size_t>& publisher,
                        const std::map<std::string, size_t>& accelerators) {
-    if (w_.nodes.empty() || links_broken_) return;
-    auto node = [&](size_t n) { return "'" + w_.nodes[n].name + "'"; };
-    for (size_t i = 0; i < w_.callbacks.size(); ++i) {
-      const Callback& cb = w_.callbacks[i];
+    if (workload_.nodes.empty() || links_broken_) return;
+    auto node = [&](size_t n) { return "'" + workload_.nodes[n].name + "'"; };
+    for (size_t i = 0; i < workload_.callbacks.size(); ++i) {
+      const Callback& cb = workload_.callbacks[i];
       const PendingCallback& p = pending_callbacks_[i];
-      if (p.executor.empty() || cb.executor >= w_.executors.size()) continue;
-      const size_t here = w_.node_of_callback(i);
+      if (p.executor.empty() || cb.executor >= workload_.executors.size()) continue;
+      const size_t here = workload_.node_of_callback(i);
       const std::string what = "callback '" + cb.name + "' on node " + node(here);
       auto check_topic = [&](const std::string& topic, SourceLocation where) {
         auto it = publisher.find(topic);
         if (it == publisher.end()) return;  // reported
-        const size_t there = w_.node_of_callback(it->second);
-        if (there != here && w_.link_between(here, there) < 0) {
+        const size_t there = workload_.node_of_callback(it->second);
+        if (there != here && workload_.link_between(here, there) < 0) {
           ctx_.error(where, what + ": topic '" + topic + "' comes from node " + node(there) +
                                 ", and no link joins " + node(there) + " and " + node(here));
         }
@@ -859,8 +859,8 @@ class Loader {
       for (const auto& [topic, where] : p.reads) check_topic(topic, where);
       for (size_t s = 0; s < cb.segments.size(); ++s) {
         if (!accelerators.count(p.segments[s].accelerator)) continue;  // reported
-        const Accelerator& a = w_.accelerators[cb.segments[s].accelerator];
-        if (a.node != here && w_.link_between(here, a.node) < 0) {
+        const Accelerator& a = workload_.accelerators[cb.segments[s].accelerator];
+        if (a.node != here && workload_.link_between(here, a.node) < 0) {
           ctx_.error(p.segments[s].where, what + ": accelerator '" + a.name + "' is on node " + node(a.node) +
                                               ", and no link joins " + node(here) + " and " + node(a.node));
         }
@@ -871,13 +871,13 @@ class Loader {
   void check_gangs(const std::map<std::string, size_t>& executors) {
     std::map<std::string, size_t> names;
     std::map<size_t, size_t> gang_of;  // executor -> gang
-    for (size_t g = 0; g < w_.gangs.size(); ++g) {
-      Gang& gang = w_.gangs[g];
+    for (size_t g = 0; g < workload_.gangs.size(); ++g) {
+      Gang& gang = workload_.gangs[g];
       const std::string what = "gang '" + gang.name + "'";
       if (!gang.name.empty()) {
         if (auto [it, fresh] = names.emplace(gang.name, g); !fresh) {
           ctx_.error(gang.where, what + " is defined twice (first at line " +
-                                     std::to_string(w_.gangs[it->second].where.line) + ")");
+                                     std::to_string(workload_.gangs[it->second].where.line) + ")");
         }
       }
       for (const auto& [name, where] : pending_gangs_[g]) {
@@ -888,31 +888,31 @@ class Loader {
         }
         if (auto [git, fresh] = gang_of.emplace(it->second, g); !fresh) {
           ctx_.error(where, what + ": executor '" + name + "' is already in gang '" +
-                                w_.gangs[git->second].name + "' (an executor belongs to one gang)");
+                                workload_.gangs[git->second].name + "' (an executor belongs to one gang)");
           continue;
         }
         gang.executors.push_back(it->second);
       }
     }
     // An executor left out of every gang becomes a gang of its own name.
-    for (size_t e = 0; e < w_.executors.size(); ++e) {
-      const Executor& ex = w_.executors[e];
+    for (size_t e = 0; e < workload_.executors.size(); ++e) {
+      const Executor& ex = workload_.executors[e];
       if (gang_of.count(e) || ex.name.empty()) continue;
       if (auto it = names.find(ex.name); it != names.end()) {
-        ctx_.error(w_.gangs[it->second].where,
+        ctx_.error(workload_.gangs[it->second].where,
                    "gang '" + ex.name + "': executor '" + ex.name +
                        "' is in no gang, so it forms a gang of its own name; rename one of them");
-      } else if (ex.name.size() > 31 && (gang_scheduling_.value_or(false) || !w_.gangs.empty())) {
+      } else if (ex.name.size() > 31 && (gang_scheduling_.value_or(false) || !workload_.gangs.empty())) {
         ctx_.error(ex.where, "executor '" + ex.name + "' is in no gang and its name, the name of its own gang, "
                              "is longer than 31 characters");
       }
     }
-    w_.gang_scheduling = gang_scheduling_ ? *gang_scheduling_ : !w_.gangs.empty();
+    workload_.gang_scheduling = gang_scheduling_ ? *gang_scheduling_ : !workload_.gangs.empty();
   }
 
   Context& ctx_;
   const LoadOptions& options_;
-  Workload w_;
+  Workload workload_;
   std::optional<bool> gang_scheduling_;
   std::vector<std::vector<std::pair<std::string, SourceLocation>>> pending_gangs_;
   std::optional<int> declared_cores_;

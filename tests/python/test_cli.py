@@ -109,7 +109,7 @@ def test_demo_runs_the_three_policies_and_reports(tmp_path):
 def test_schedulability_experiment_writes_csv_and_png(tmp_path):
     proc = rtaccel("experiment", "schedulability", "--vary", "ratio", "--sets", "30",
                    "--utilization", "0.5,1.5", "--out", str(tmp_path), "--quiet", check=0)
-    assert "chainsets analysed" in proc.stdout
+    assert "chainsets analyzed" in proc.stdout
     rows = list(csv.DictReader(open(tmp_path / "schedulability_ratio.csv")))
     assert len(rows) == 2 * 7
     assert {r["label"] for r in rows} == {"1:9", "2:8", "3:7", "4:6", "5:5", "6:4", "7:3"}

@@ -76,6 +76,6 @@ def test_changed_numbers_reach_the_analysis(tmp_path):
                           with_numbers([int(m.group()) * rng.choice((1, 2, 5, 20)) // rng.choice((1, 4))
                                         for m in TIMES], TIMES))
              for _ in range(60)]
-    analysed = sum(code in (0, 1) for code in codes)
-    assert analysed >= 20, codes
+    analyzed = sum(code in (0, 1) for code in codes)
+    assert analyzed >= 20, codes
     assert 1 in codes and 0 in codes, codes

@@ -51,7 +51,7 @@ def workloads(draw, levels=None):
     return doc
 
 
-def analyse(doc, **kw):
+def analyze(doc, **kw):
     w = _core.load_workload_string(yaml.safe_dump(doc), "prop.yaml", machine_cores=4)
     return {r.chain: r for r in _core.analyze(w, **kw)}
 
@@ -68,7 +68,7 @@ def own_execution_ns(doc, chain):
 @SETTINGS
 @given(workloads())
 def test_bound_covers_the_chains_own_execution(doc):
-    for name, r in analyse(doc).items():
+    for name, r in analyze(doc).items():
         if r.bounded:
             assert r.wcrt_ns >= own_execution_ns(doc, name)
             b = r.breakdown
@@ -79,7 +79,7 @@ def test_bound_covers_the_chains_own_execution(doc):
 @SETTINGS
 @given(workloads(), st.data())
 def test_bound_never_decreases_when_a_wcet_grows(doc, data):
-    before = analyse(doc)
+    before = analyze(doc)
     grown = copy.deepcopy(doc)
     cb = data.draw(st.sampled_from(grown["callbacks"]))
     if cb.get("segments") and data.draw(st.booleans()):
@@ -87,7 +87,7 @@ def test_bound_never_decreases_when_a_wcet_grows(doc, data):
         seg["wcet_us"] += data.draw(st.integers(1, 5000))
     else:
         cb["cpu_us"] += data.draw(st.integers(1, 5000))
-    after = analyse(grown)
+    after = analyze(grown)
     for name, r in after.items():
         if r.bounded:
             assert before[name].bounded, name
@@ -100,7 +100,7 @@ def test_bound_never_decreases_when_a_wcet_grows(doc, data):
 @SETTINGS
 @given(st.sampled_from([1, 8]).flatmap(lambda levels: workloads(levels=levels)), st.data())
 def test_bound_never_decreases_when_a_higher_priority_chain_is_added(doc, data):
-    before = analyse(doc)
+    before = analyze(doc)
     bigger = copy.deepcopy(doc)
     top = max(c["priority"] for c in doc["chains"]) + 1
     ex = data.draw(st.sampled_from([e["name"] for e in doc["executors"]]))
@@ -110,7 +110,7 @@ def test_bound_never_decreases_when_a_higher_priority_chain_is_added(doc, data):
         cb["segments"] = [{"accelerator": "acc", "service": "busy", "wcet_us": data.draw(st.integers(1, 4000))}]
     bigger["callbacks"].append(cb)
     bigger["chains"].append({"name": "intruder", "priority": top, "path": ["intruder"]})
-    after = analyse(bigger)
+    after = analyze(bigger)
     for name, r in before.items():
         if after[name].bounded:
             assert r.bounded, name
@@ -123,7 +123,7 @@ def test_handling_time_is_the_minimum_of_lemma_2_and_lemma_3(doc):
     # H* = min(Lemma 2, Lemma 3) + delta * epsilon: what is added is whole
     # server overheads, never a negative amount.
     epsilon = doc["server"]["overhead_us"] * 1000
-    for r in analyse(doc).values():
+    for r in analyze(doc).values():
         if not r.bounded:
             continue
         for s in r.subchains:
@@ -139,8 +139,8 @@ def test_handling_time_is_the_minimum_of_lemma_2_and_lemma_3(doc):
 @SETTINGS
 @given(workloads())
 def test_paper_blocking_is_never_above_rtaccels(doc):
-    ours = analyse(doc)
-    paper = analyse(doc, lp_blocking_includes_accelerator=False)
+    ours = analyze(doc)
+    paper = analyze(doc, lp_blocking_includes_accelerator=False)
     for name, r in ours.items():
         if r.bounded:
             assert paper[name].bounded
@@ -150,8 +150,8 @@ def test_paper_blocking_is_never_above_rtaccels(doc):
 @SETTINGS
 @given(workloads())
 def test_deadline_horizon_agrees_with_period_horizon_on_schedulable_chains(doc):
-    by_period = analyse(doc, horizon="period")
-    by_deadline = analyse(doc, horizon="deadline")
+    by_period = analyze(doc, horizon="period")
+    by_deadline = analyze(doc, horizon="deadline")
     for name, r in by_deadline.items():
         if r.schedulable:
             assert by_period[name].schedulable

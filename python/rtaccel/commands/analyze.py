@@ -66,7 +66,7 @@ def cmd_experiment_schedulability(args) -> int:
     points, seconds, paths = sched.experiment(args.vary, settings, args.out,
                                               None if args.quiet else progress)
     count = sum(p.sets for p in points)
-    print(f"# {len(points)} points, {count} chainsets analysed in {seconds:.1f} s "
+    print(f"# {len(points)} points, {count} chainsets analyzed in {seconds:.1f} s "
           f"({count / seconds:.0f} sets/s)")
     for path in paths:
         print(path)
@@ -87,9 +87,9 @@ def register(sub) -> None:
                    help="ignore this machine's `rtaccel calibrate` overheads")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--gang", dest="gang", action="store_const", const=True, default=None,
-                   help="analyse under one-gang-at-a-time (default: the workload's gang_scheduling)")
+                   help="analyze under one-gang-at-a-time (default: the workload's gang_scheduling)")
     g.add_argument("--no-gang", dest="gang", action="store_const", const=False,
-                   help="analyse without gang scheduling")
+                   help="analyze without gang scheduling")
     p.add_argument("--cores", type=common.positive_int, default=0,
                    help="cores of the target machine when the workload does not say "
                         "(default: this machine's)")
