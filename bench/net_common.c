@@ -4,12 +4,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "core/netns.h"
 #include "core/size.h"
 
 int bench_parse_sizes(const char *program, const char *list, uint64_t *out)
@@ -37,46 +37,35 @@ char bench_ns_a[64], bench_ns_b[64];
 static int home_ns = -1;
 static bool made_link;
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-	char cmd[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	return system(cmd);
-}
-
 static void link_down(void)
 {
-	if (made_link)
-		sh("ip netns del %s 2>/dev/null; ip netns del %s 2>/dev/null", bench_ns_a, bench_ns_b);
+	if (made_link) {
+		rtaccel_netns_del(bench_ns_a);
+		rtaccel_netns_del(bench_ns_b);
+	}
 	made_link = false;
 }
 
 const char *bench_link_up(const char *rate)
 {
+	static char why[768];
 	int pid = (int)getpid();
 	snprintf(bench_ns_a, sizeof(bench_ns_a), "rtaccel-bench-a-%d", pid);
 	snprintf(bench_ns_b, sizeof(bench_ns_b), "rtaccel-bench-b-%d", pid);
 	atexit(link_down);
 	made_link = true;
-	if (sh("ip netns add %s && ip netns add %s", bench_ns_a, bench_ns_b))
-		return "cannot make network namespaces (needs root and iproute2)";
-	if (sh("ip link add rtbA%d type veth peer name rtbB%d && ip link set rtbA%d netns %s && "
-	       "ip link set rtbB%d netns %s",
-	       pid, pid, pid, bench_ns_a, pid, bench_ns_b))
-		return "cannot make a veth pair";
-	if (sh("ip -n %s addr add " BENCH_NS_A_ADDR "/24 dev rtbA%d && ip -n %s link set rtbA%d up && "
-	       "ip -n %s link set lo up && ip -n %s addr add " BENCH_NS_B_ADDR "/24 dev rtbB%d && "
-	       "ip -n %s link set rtbB%d up && ip -n %s link set lo up",
-	       bench_ns_a, pid, bench_ns_a, pid, bench_ns_a, bench_ns_b, pid, bench_ns_b, pid,
-	       bench_ns_b))
-		return "cannot address the veth pair";
-	if (sh("tc -n %s qdisc add dev rtbA%d root tbf rate %s burst 64kb latency 20ms", bench_ns_a,
-	       pid, rate))
-		return "cannot rate-limit the link (tc tbf)";
+	char dev_a[16], dev_b[16];
+	snprintf(dev_a, sizeof(dev_a), "rtbA%d", pid);
+	snprintf(dev_b, sizeof(dev_b), "rtbB%d", pid);
+	/* the sending end only: the receiver's acknowledgements go unshaped */
+	const struct rtaccel_veth_end ends[2] = {
+		{bench_ns_a, dev_a, BENCH_NS_A_ADDR "/24", rate, 64 << 10, 20},
+		{bench_ns_b, dev_b, BENCH_NS_B_ADDR "/24", NULL, 0, 0},
+	};
+	if (rtaccel_netns_add(bench_ns_a, why, sizeof(why)) ||
+	    rtaccel_netns_add(bench_ns_b, why, sizeof(why)) ||
+	    rtaccel_veth_join(ends, why, sizeof(why)))
+		return why;
 	home_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 	return NULL;
 }

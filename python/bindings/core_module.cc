@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "core/netns.h"
 #include "core/percentile.h"
 #include "rtaccel/analysis.hpp"
 #include "rtaccel/isolate.h"
@@ -367,6 +368,29 @@ PYBIND11_MODULE(_core, m) {
   m.def("arrivals", &analysis::arrivals, py::arg("window_ns"), py::arg("period_ns"),
         "Lemma 1: ceil(window / period) + 1.");
   m.def("bucket_of", &analysis::bucket_of, py::arg("priority"), py::arg("priorities"), py::arg("levels"));
+  // Network namespaces and veth pairs, as rtaccel run makes them (core/netns.h).
+  m.def(
+      "netns_add",
+      [](const std::string& ns) {
+        char why[768];
+        if (rtaccel_netns_add(ns.c_str(), why, sizeof(why))) throw std::runtime_error(why);
+      },
+      py::arg("ns"), "ip netns add NS, its loopback up; RuntimeError says what failed.");
+  m.def(
+      "netns_del", [](const std::string& ns) { rtaccel_netns_del(ns.c_str()); }, py::arg("ns"),
+      "ip netns del NS, best effort.");
+  m.def(
+      "veth_join",
+      [](std::tuple<std::string, std::string, std::string> a, std::tuple<std::string, std::string, std::string> b) {
+        const rtaccel_veth_end ends[2] = {
+            {std::get<0>(a).c_str(), std::get<1>(a).c_str(), std::get<2>(a).c_str(), nullptr, 0, 0},
+            {std::get<0>(b).c_str(), std::get<1>(b).c_str(), std::get<2>(b).c_str(), nullptr, 0, 0}};
+        char why[768];
+        if (rtaccel_veth_join(ends, why, sizeof(why))) throw std::runtime_error(why);
+      },
+      py::arg("a"), py::arg("b"),
+      "A veth pair between A and B, each (namespace, interface, address/prefix), up; RuntimeError "
+      "says what failed.");
   m.def(
       "percentile",
       [](std::vector<double> values, double q) {

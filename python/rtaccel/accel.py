@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from rtaccel import _core
 from rtaccel.errors import Error
 
 LIB_DIR = Path(os.environ.get("RTACCEL_LIB_DIR", Path(__file__).resolve().parent / "lib"))
@@ -117,36 +118,26 @@ SERVER_NODE_ADDR, CLIENT_NODE_ADDR = "10.206.0.1", "10.206.0.2"
 GATEWAY_ADDRESS = f"tcp:{SERVER_NODE_ADDR}:7411"
 
 
-def _ip(*args: str) -> None:
-    proc = subprocess.run(["ip", *args], capture_output=True, text=True,
-                          env=dict(os.environ, PATH=SBIN_PATH))
-    if proc.returncode != 0:
-        raise AccelError(f"'ip {' '.join(args)}' failed: {proc.stderr.strip()} "
-                         "(two nodes on one machine need root and iproute2)")
-
-
 @contextlib.contextmanager
 def node_pair():
     """Two network namespaces joined by a veth pair, as a server's node
-    (SERVER_NODE_ADDR) and a client's (CLIENT_NODE_ADDR); removed after."""
+    (SERVER_NODE_ADDR) and a client's (CLIENT_NODE_ADDR); removed after.
+    Made as `rtaccel run` makes its nodes (core/netns.h)."""
     tag = f"rtaccel-bench-{os.getpid()}"
     server_ns, client_ns = f"{tag}-server", f"{tag}-client"
     made = []
     try:
         for ns in (server_ns, client_ns):
-            _ip("netns", "add", ns)
+            _core.netns_add(ns)
             made.append(ns)
-        _ip("link", "add", f"rtg{os.getpid()}a", "type", "veth", "peer", "name", f"rtg{os.getpid()}b")
-        for ns, end, addr in ((server_ns, "a", SERVER_NODE_ADDR), (client_ns, "b", CLIENT_NODE_ADDR)):
-            dev = f"rtg{os.getpid()}{end}"
-            _ip("link", "set", dev, "netns", ns)
-            _ip("-n", ns, "addr", "add", f"{addr}/24", "dev", dev)
-            _ip("-n", ns, "link", "set", dev, "up")
-            _ip("-n", ns, "link", "set", "lo", "up")
+        _core.veth_join((server_ns, f"rtg{os.getpid()}a", f"{SERVER_NODE_ADDR}/24"),
+                        (client_ns, f"rtg{os.getpid()}b", f"{CLIENT_NODE_ADDR}/24"))
         yield server_ns, client_ns
+    except RuntimeError as err:
+        raise AccelError(f"{err} (two nodes on one machine need root and iproute2)") from None
     finally:
         for ns in made:
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True, env=dict(os.environ, PATH=SBIN_PATH))
+            _core.netns_del(ns)
 
 
 def run_remote_bench(what: str, extra: list[str], levels: int = 4, fifo: bool = True) -> dict:

@@ -11,60 +11,26 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/netns.h"
+
 namespace rtaccel::exec {
 namespace {
 
 constexpr const char* kPrefix = "rtaccel-run-";
 
-// iproute2 lives in sbin, which a user's PATH may not name.
 std::string tool_path(const std::string& name) {
-  for (const char* dir : {"/usr/sbin/", "/sbin/", "/usr/bin/", "/bin/"}) {
-    const std::string path = dir + name;
-    if (access(path.c_str(), X_OK) == 0) return path;
-  }
-  return name;
+  char buf[256];
+  return rtaccel_tool_path(name.c_str(), buf, sizeof(buf));
 }
 
-// Runs a program (iproute2's ip, tc, rdma) and waits for it; its stderr,
+// Runs a program (iproute2's ip, tc, rdma) and waits for it; what it said,
 // when it fails, becomes the error.
 Status command(const std::vector<std::string>& argv) {
-  int err_pipe[2];
-  if (pipe2(err_pipe, O_CLOEXEC) < 0) return Status::os_error("pipe", errno);
-  const pid_t pid = fork();
-  if (pid < 0) {
-    const int err = errno;
-    close(err_pipe[0]);
-    close(err_pipe[1]);
-    return Status::os_error("fork", err);
-  }
-  if (pid == 0) {
-    dup2(err_pipe[1], STDERR_FILENO);
-    const int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-    if (null >= 0) dup2(null, STDOUT_FILENO);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    const std::string path = tool_path(argv[0]);
-    execvp(path.c_str(), args.data());
-    dprintf(STDERR_FILENO, "%s not found (install iproute2)", args[0]);
-    _exit(127);
-  }
-  close(err_pipe[1]);
-  std::string text;
-  char buf[512];
-  for (ssize_t n; (n = read(err_pipe[0], buf, sizeof(buf))) != 0;) {
-    if (n > 0) text.append(buf, static_cast<size_t>(n));
-    else if (errno != EINTR) break;
-  }
-  close(err_pipe[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return Status();
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  std::string line;
-  for (const auto& a : argv) line += (line.empty() ? "" : " ") + a;
-  return Status::error("'" + line + "' failed" + (text.empty() ? "" : ": " + text));
+  std::vector<const char*> args;
+  for (const auto& a : argv) args.push_back(a.c_str());
+  args.push_back(nullptr);
+  char why[768];
+  return rtaccel_tool(args.data(), why, sizeof(why)) ? Status::error(why) : Status();
 }
 
 std::string host_of(size_t link, size_t end) {
@@ -79,14 +45,14 @@ void remove_stale_namespaces() {
     if (name.rfind(kPrefix, 0) != 0) continue;
     const long pid = strtol(name.c_str() + strlen(kPrefix), nullptr, 10);
     if (pid > 0 && kill(static_cast<pid_t>(pid), 0) < 0 && errno == ESRCH)
-      (void)command({"ip", "netns", "del", name});  // best effort: another run may race for it
+      rtaccel_netns_del(name.c_str());  // best effort: another run may race for it
   }
 }
 
 }  // namespace
 
 NodeNetwork::~NodeNetwork() {
-  for (const auto& ns : ns_) (void)command({"ip", "netns", "del", ns});
+  for (const auto& ns : ns_) rtaccel_netns_del(ns.c_str());
 }
 
 Status NodeNetwork::create(const workload::Workload& w) {
@@ -107,39 +73,35 @@ Status NodeNetwork::create(const workload::Workload& w) {
   const std::string run = std::to_string(getpid());
   for (const auto& node : w.nodes) {
     ns_.push_back(kPrefix + run + "-" + std::to_string(ns_.size()));
-    if (Status st = command({"ip", "netns", "add", ns_.back()}); !st)
-      return st.context("cannot make node '" + node.name + "''s network namespace");
-    if (Status st = command({"ip", "-n", ns_.back(), "link", "set", "lo", "up"}); !st) return st;
+    char why[768];
+    if (rtaccel_netns_add(ns_.back().c_str(), why, sizeof(why)))
+      return Status::error(why).context("cannot make node '" + node.name + "''s network namespace");
   }
   for (size_t l = 0; l < w.links.size(); ++l) {
     const auto& link = w.links[l];
     // Interface names have at most 15 characters, and both ends are made in
     // this namespace first: the run's pid keeps them apart from another run's.
     veth_.push_back("rt" + run + "l" + std::to_string(l));
-    const std::string ends[2] = {veth_.back() + "a", veth_.back() + "b"};
+    const std::string devs[2] = {veth_.back() + "a", veth_.back() + "b"};
+    const std::string addresses[2] = {host_of(l, 0) + "/24", host_of(l, 1) + "/24"};
     const size_t nodes[2] = {link.a, link.b};
-    const std::string what = "link '" + link.name + "'";
-    if (Status st = command({"ip", "link", "add", ends[0], "type", "veth", "peer", "name", ends[1]}); !st)
-      return st.context("cannot make " + what);
+    // The rate on each end's egress: a link is full duplex. The bucket
+    // holds 4 ms at the rate (at least 64 KiB): tbf refills it from a
+    // timer, and a smaller one leaves the link idle whenever a busy machine
+    // runs that timer late.
     const std::string rate = std::to_string(link.rate_bytes_per_s * 8) + "bit";
-    for (int e = 0; e < 2; ++e) {
-      const std::string& ns = ns_[nodes[e]];
-      Status st = command({"ip", "link", "set", ends[e], "netns", ns});
-      if (st) st = command({"ip", "-n", ns, "addr", "add", host_of(l, e) + "/24", "dev", ends[e]});
-      if (st) st = command({"ip", "-n", ns, "link", "set", ends[e], "up"});
-      // The rate on each end's egress: a link is full duplex. The bucket
-      // holds 4 ms at the rate (at least 64 KiB): tbf refills it from a
-      // timer, and a smaller one leaves the link idle whenever a busy
-      // machine runs that timer late.
-      const std::string burst = std::to_string(std::max<uint64_t>(link.rate_bytes_per_s / 250, 64 << 10));
-      if (st)
-        st = command({"tc", "-n", ns, "qdisc", "add", "dev", ends[e], "root", "tbf", "rate", rate, "burst", burst,
-                      "latency", "50ms"});
-      if (st && link.transport->rdma_device)
-        st = command({"ip", "netns", "exec", ns, "rdma", "link", "add", "rxe" + ends[e], "type", "rxe", "netdev",
-                      ends[e]})
-                 .context("Soft-RoCE (the rdma_rxe module, and a kernel whose rxe works in namespaces)");
-      if (!st) return st.context("cannot set up " + what + " on node '" + w.nodes[nodes[e]].name + "'");
+    const uint64_t burst = std::max<uint64_t>(link.rate_bytes_per_s / 250, 64 << 10);
+    rtaccel_veth_end ends[2];
+    for (int e = 0; e < 2; ++e)
+      ends[e] = {ns_[nodes[e]].c_str(), devs[e].c_str(), addresses[e].c_str(), rate.c_str(), burst, 50};
+    char why[768];
+    if (rtaccel_veth_join(ends, why, sizeof(why)))
+      return Status::error(why).context("cannot make link '" + link.name + "'");
+    for (int e = 0; e < 2 && link.transport->rdma_device; ++e) {
+      Status st = command({"ip", "netns", "exec", ns_[nodes[e]], "rdma", "link", "add", "rxe" + devs[e], "type", "rxe",
+                           "netdev", devs[e]})
+                      .context("Soft-RoCE (the rdma_rxe module, and a kernel whose rxe works in namespaces)");
+      if (!st) return st.context("cannot set up link '" + link.name + "' on node '" + w.nodes[nodes[e]].name + "'");
     }
   }
   return Status();
