@@ -29,10 +29,6 @@ constexpr uint64_t kConnectTimeout = 10 * kSecond;
 constexpr uint64_t kAckTimeout = 250 * kMs;
 constexpr uint32_t kRetries = 1;
 
-timespec to_timespec(uint64_t ns) {
-  return {static_cast<time_t>(ns / kSecond), static_cast<long>(ns % kSecond)};
-}
-
 class Bridge {
  public:
   explicit Bridge(const BridgeConfig& c)
@@ -169,7 +165,7 @@ Status Bridge::connect_all() {
         return Status::error(what + ": the other end did not listen in time");
       const uint32_t seen = peer->events.load(std::memory_order_acquire);
       if (peer->port.load(std::memory_order_acquire)) continue;
-      const timespec abs = to_timespec(core::monotonic_ns() + 10 * kMs);
+      const timespec abs = rtaccel_timespec_of(core::monotonic_ns() + 10 * kMs);
       futex_wait(reinterpret_cast<uint32_t*>(&peer->events), seen, true, CLOCK_MONOTONIC, &abs);
     }
     if (config_.connect_needs_port) address += std::to_string(port);
@@ -235,7 +231,7 @@ void Bridge::send_loop(uint32_t h) {
   while (!stopping()) {
     const uint32_t seen = state_->events.load(std::memory_order_acquire);
     if (__atomic_load_n(&outbox->count, __ATOMIC_ACQUIRE) == 0) {
-      const timespec abs = to_timespec(core::monotonic_ns() + 100 * kMs);
+      const timespec abs = rtaccel_timespec_of(core::monotonic_ns() + 100 * kMs);
       futex_wait(reinterpret_cast<uint32_t*>(&state_->events), seen, true, CLOCK_MONOTONIC, &abs);
       continue;
     }

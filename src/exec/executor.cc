@@ -25,12 +25,11 @@ namespace {
 
 using core::monotonic_ns;
 
-timespec to_timespec(uint64_t ns) {
-  return {static_cast<time_t>(ns / 1000000000u), static_cast<long>(ns % 1000000000u)};
-}
-
-void fail(ExecutorState* state, const std::string& why) {
+// The executor failed: why, and its errno, which the runner's exit status
+// follows (an admission refusal, EDEADLK, is not a runtime failure).
+void fail(ExecutorState* state, const std::string& why, int err = 0) {
   snprintf(state->error, sizeof(state->error), "%s", why.c_str());
+  state->error_code = err;
   state->status.store(static_cast<uint32_t>(ExecutorStatus::kFailed), std::memory_order_release);
 }
 
@@ -283,7 +282,7 @@ void Executor::loop(size_t thread) {
       if (config_.workload->executors[config_.executor].threads > 1) wake(state_);
       continue;
     }
-    const timespec abs = to_timespec(next == UINT64_MAX ? core::monotonic_ns() + 1000000000u : next);
+    const timespec abs = rtaccel_timespec_of(next == UINT64_MAX ? core::monotonic_ns() + 1000000000u : next);
     futex_wait(reinterpret_cast<uint32_t*>(&state_->events), events, true, CLOCK_MONOTONIC, &abs);
   }
   if (config_.gang) rtaccel_gang_leave();
@@ -334,7 +333,7 @@ Status Executor::run() {
 Status run_executor(const ExecutorConfig& config) {
   Executor executor(config);
   Status st = executor.run();
-  if (!st) fail(config.shared->executor(config.executor), st.message());
+  if (!st) fail(config.shared->executor(config.executor), st.message(), st.err());
   return st;
 }
 

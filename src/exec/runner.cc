@@ -896,7 +896,7 @@ json Run::gang_summary() const {
 Status Run::failure() {
   for (size_t e = 0; e < processes(); ++e)
     if (shared_.executor(e)->status.load() == static_cast<uint32_t>(ExecutorStatus::kFailed))
-      return Status::error(shared_.executor(e)->error);
+      return Status::error(shared_.executor(e)->error, shared_.executor(e)->error_code);
   int status;
   bool exited = server_.pid() > 0 && server_.exited(&status);
   std::string what = "rtaccel-server exited during the run";

@@ -53,6 +53,7 @@ struct alignas(64) ExecutorState {
   std::atomic<uint64_t> trace_used{0};
   std::atomic<uint64_t> overruns{0};  // timer activations skipped: executor too late
   char error[256] = {};
+  int32_t error_code = 0;           // the failure's errno, with error
   std::atomic<uint32_t> port{0};    // a listening bridge: its TCP/RDMA port, once it listens
 };
 
@@ -121,7 +122,8 @@ static_assert(sizeof(std::atomic<uint32_t>) == 4 && sizeof(std::atomic<uint64_t>
 static_assert(sizeof(Message) == 8 + 8 * kMaxChains && sizeof(QueueState) == 5312 &&
               offsetof(QueueState, slots) == 64);
 static_assert(sizeof(ExecutorState) == 320 && offsetof(ExecutorState, trace_used) == 16 &&
-              offsetof(ExecutorState, error) == 32 && offsetof(ExecutorState, port) == 288);
+              offsetof(ExecutorState, error) == 32 && offsetof(ExecutorState, error_code) == 288 &&
+              offsetof(ExecutorState, port) == 292);
 static_assert(sizeof(WireHeader) == kWireHeaderBytes && sizeof(HopState) == 256);
 static_assert(sizeof(ChainState) == 64 && sizeof(TimerState) == 64 && sizeof(RunHeader) == 64);
 static_assert(sizeof(Sample) == 16 && sizeof(TimerRecord) == 16 && sizeof(TraceEvent) == 48);

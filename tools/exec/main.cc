@@ -133,6 +133,9 @@ int main(int argc, char** argv) {
   const auto end = rtaccel::exec::run_workload(o);
   if (!end) {
     fprintf(stderr, "rtaccel-exec: %s\n", end.status().message().c_str());
+    // The server's admission control found a deadline miss (EDEADLK): the
+    // property the run rests on does not hold, as for rtaccel analyze.
+    if (end.status().err() == EDEADLK) return RTACCEL_EXIT_FAILS;
     return end.status().invalid_input() ? RTACCEL_EXIT_BAD_INPUT : RTACCEL_EXIT_RUNTIME;
   }
   return *end == rtaccel::exec::RunEnd::kInterrupted ? RTACCEL_EXIT_INTERRUPTED : RTACCEL_EXIT_OK;

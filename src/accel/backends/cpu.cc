@@ -68,7 +68,7 @@ class CpuBackend final : public Backend {
 Expected<std::unique_ptr<Backend>> make_cpu_backend(const BackendOptions& options, const ServiceTable* services) {
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
   if (options.device < 0 || options.device >= cores) {
-    return Status::error("core " + std::to_string(options.device) + " does not exist (this machine has " +
+    return Status::invalid("core " + std::to_string(options.device) + " does not exist (this machine has " +
            std::to_string(cores) + ")");
   }
   if (options.levels < 1 || options.levels > kMaxLevels) {

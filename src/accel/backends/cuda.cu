@@ -147,7 +147,7 @@ class CudaBackend final : public Backend {
     cudaError_t err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess) return fail("no CUDA device", err);
     if (device_ < 0 || device_ >= count) {
-      return Status::error("CUDA device " + std::to_string(device_) + " does not exist (found " + std::to_string(count) + ")");
+      return Status::invalid("CUDA device " + std::to_string(device_) + " does not exist (found " + std::to_string(count) + ")");
     }
     if ((err = cudaSetDevice(device_)) != cudaSuccess) return fail("cudaSetDevice", err);
     cudaDeviceProp prop{};

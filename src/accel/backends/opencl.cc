@@ -120,7 +120,7 @@ class OpenClBackend final : public Backend {
       return Status::error("no OpenCL platform or device (is an ICD such as pocl-opencl-icd installed?)");
     }
     if (options.device < 0 || size_t(options.device) >= devices.size()) {
-      return Status::error("OpenCL device " + std::to_string(options.device) + " does not exist (found " +
+      return Status::invalid("OpenCL device " + std::to_string(options.device) + " does not exist (found " +
              std::to_string(devices.size()) + ")");
     }
     device_ = devices[size_t(options.device)];
