@@ -305,7 +305,8 @@ int main(int argc, char** argv) {
   int count = 0;
   long kernel_us = 100;
   bool json = false, gpu = false;
-  const option longopts[] = {{"sizes", required_argument, nullptr, 'z'},{"socket", required_argument, nullptr, 's'},
+  const option longopts[] = {{"sizes", required_argument, nullptr, 'z'},
+                             {"socket", required_argument, nullptr, 's'},
                              {"wait", required_argument, nullptr, 'w'},
                              {"requests", required_argument, nullptr, 'n'},
                              {"iterations", required_argument, nullptr, 'n'},

@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/percentile.h"
 #include "dds_blob.h"
 #include "net_common.h"
@@ -39,13 +40,6 @@
 #define MAX_SAMPLES 1000
 #define FLOWS 4
 #define HIGH_SAMPLES 20
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void die(const char *what, dds_return_t rc)
 {
@@ -158,7 +152,7 @@ static void reader_main(int flows)
 			while (dds_take(readers[f], &sample, &info, 1, 1) == 1) {
 				rtaccel_bench_Blob *b = sample;
 				if (info.valid_data && f == 0) {
-					uint64_t lat = now_ns() - b->stamp_ns;
+					uint64_t lat = rtaccel_monotonic_ns() - b->stamp_ns;
 					rtaccel_bench_Blob r = {.seq = b->seq, .stamp_ns = lat};
 					dds_write(reply, &r);
 				}
@@ -194,7 +188,7 @@ static void writer_open(struct writer_side *w, int flows)
  * the one-way latency it measured. */
 static uint64_t round_once(struct writer_side *w, uint8_t *data, uint64_t size, uint64_t seq)
 {
-	rtaccel_bench_Blob b = {.seq = seq, .stamp_ns = now_ns()};
+	rtaccel_bench_Blob b = {.seq = seq, .stamp_ns = rtaccel_monotonic_ns()};
 	b.data._buffer = data;
 	b.data._length = b.data._maximum = (uint32_t)size;
 	dds_return_t rc = dds_write(w->writer[0], &b);
@@ -272,7 +266,7 @@ static void *write_loop(void *arg)
 	s.data._buffer = b->data;
 	s.data._length = s.data._maximum = (uint32_t)b->size;
 	while (*b->on) {
-		s.stamp_ns = now_ns();
+		s.stamp_ns = rtaccel_monotonic_ns();
 		s.seq++;
 		if (dds_write(b->writer, &s) < 0)
 			break;
@@ -358,10 +352,10 @@ static int roundtrip(uint64_t *sizes, int nsizes, int samples, const char *rate)
 	       DDS_VERSION, rate);
 	for (int s = 0; s < nsizes; s++) {
 		for (int i = -samples / 10; i < samples; i++) { /* the first tenth warms up */
-			uint64_t start = now_ns();
+			uint64_t start = rtaccel_monotonic_ns();
 			round_once(&w, data, sizes[s], ++seq);
 			if (i >= 0)
-				rtt[i] = now_ns() - start;
+				rtt[i] = rtaccel_monotonic_ns() - start;
 		}
 		printf("%s\n  {\"size\": %llu, \"samples\": %d, \"dds_rtt_p50_us\": %.1f, "
 		       "\"dds_rtt_p99_us\": %.1f, \"dds_rtt_max_us\": %.1f}",

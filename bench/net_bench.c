@@ -460,6 +460,8 @@ static int overhead(int argc, char **argv)
 
 static _Atomic bool background_on;
 
+/* The lower-priority background flows, raw and through the flow-control
+ * layer: two loops alike on purpose, each over the API it measures. */
 struct bg_raw {
 	int priority;
 	struct net_link *link;

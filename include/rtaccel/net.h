@@ -56,6 +56,7 @@
 extern "C" {
 #endif
 
+/* Each public header stands alone: whichever comes first defines this. */
 #ifndef RTACCEL_API
 #define RTACCEL_API __attribute__((visibility("default")))
 #endif

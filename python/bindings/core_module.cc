@@ -368,6 +368,14 @@ PYBIND11_MODULE(_core, m) {
   m.def("arrivals", &analysis::arrivals, py::arg("window_ns"), py::arg("period_ns"),
         "Lemma 1: ceil(window / period) + 1.");
   m.def("bucket_of", &analysis::bucket_of, py::arg("priority"), py::arg("priorities"), py::arg("levels"));
+  m.def(
+      "net_transports",
+      []() {
+        std::vector<std::string> names;
+        for (int i = 0; rtaccel_net_transport_at(i); ++i) names.push_back(rtaccel_net_transport_at(i)->name);
+        return names;
+      },
+      "The net layer's transports by name, as workloads and addresses spell them (rtaccel/net.h).");
   // Network namespaces and veth pairs, as rtaccel run makes them (core/netns.h).
   m.def(
       "netns_add",

@@ -1,4 +1,5 @@
 #include "accel/gateway.h"
+#include "accel/log.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -28,12 +29,10 @@ constexpr uint64_t kPoll = 100 * kMs;
 
 void log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 void log(const char* fmt, ...) {
-  char line[512];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(line, sizeof(line), fmt, ap);
+  vlog("gateway", fmt, ap);
   va_end(ap);
-  fprintf(stderr, "rtaccel-server: gateway: %s\n", line);
 }
 
 // One registration of a remote client.

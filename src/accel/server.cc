@@ -27,6 +27,7 @@
 #include "core/futex.h"
 #include "rtaccel/lock.hpp"
 #include "accel/gateway.h"
+#include "accel/log.h"
 #include "accel/policy.h"
 #include "accel/protocol.h"
 #include "accel/services.h"
@@ -204,12 +205,10 @@ class ServerImpl final : public Server {
 };
 
 void ServerImpl::log(const char* fmt, ...) {
-  char line[512];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(line, sizeof(line), fmt, ap);
+  vlog("", fmt, ap);
   va_end(ap);
-  fprintf(stderr, "rtaccel-server: %s\n", line);
 }
 
 Status ServerImpl::open() {

@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "analysis/results.h"
 #include "analysis/saturating.h"
 #include "rtaccel/analysis.hpp"
 
@@ -139,12 +140,7 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
 
   std::vector<ChainResult> results;
   for (const workload::Chain& chain : w.chains) {
-    ChainResult r;
-    r.chain = chain.name;
-    r.priority = chain.priority;
-    r.critical = chain.critical;
-    r.period_ns = chain.period_ns;
-    r.deadline_ns = chain.deadline_ns;
+    ChainResult r = result_for(chain);
     const uint64_t limit = options.horizon == Horizon::kDeadline ? chain.deadline_ns : chain.period_ns;
     uint64_t total = w.release_jitter_ns;
     r.breakdown.release_jitter_ns = w.release_jitter_ns;

@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 
+#include "analysis/results.h"
 #include "analysis/saturating.h"
 #include "rtaccel/analysis.hpp"
 
@@ -84,7 +85,7 @@ class Analysis {
 
     results_.resize(workload_.chains.size());
     depends_.resize(workload_.chains.size());
-    for (size_t c : order) analyse_chain(c);
+    for (size_t c : order) analyze_chain(c);
     propagate_validity();
     return std::move(results_);
   }
@@ -200,7 +201,7 @@ class Analysis {
   }
 
   // Theorem 1 for one sub-chain. Returns false (and sets `why`) if no bound.
-  bool analyse_subchain(Subchain& s, uint64_t limit, std::string& why) {
+  bool analyze_subchain(Subchain& s, uint64_t limit, std::string& why) {
     const size_t c = s.chain;
     const auto& ex = workload_.executors[s.executor];
     s.computed = true;
@@ -302,14 +303,10 @@ class Analysis {
     return true;
   }
 
-  void analyse_chain(size_t c) {
+  void analyze_chain(size_t c) {
     const Chain& chain = workload_.chains[c];
     ChainResult& out = results_[c];
-    out.chain = chain.name;
-    out.priority = chain.priority;
-    out.critical = chain.critical;
-    out.period_ns = chain.period_ns;
-    out.deadline_ns = chain.deadline_ns;
+    out = result_for(chain);
     const uint64_t limit = options_.horizon == Horizon::kDeadline ? chain.deadline_ns : chain.period_ns;
 
     bool bounded = true;
@@ -317,7 +314,7 @@ class Analysis {
     for (size_t idx : subchains_of_[c]) {
       Subchain& s = subs_[idx];
       std::string why;
-      if (!analyse_subchain(s, limit, why)) {
+      if (!analyze_subchain(s, limit, why)) {
         bounded = false;
         if (out.reason.empty()) out.reason = why;
       }

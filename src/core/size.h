@@ -1,5 +1,7 @@
-/* Byte counts on command lines (core, internal; C): "64", "48K", "32M",
- * "1G" (powers of 1024). */
+/* Numbers on command lines (core, internal; C and C++): whole numbers,
+ * decimals, and byte counts "64", "48K", "32M", "1G" (powers of 1024). Each
+ * is 0 with the value in *out when TEXT is one, whole, within [min, max];
+ * else -1. */
 #ifndef RTACCEL_CORE_SIZE_H
 #define RTACCEL_CORE_SIZE_H
 
@@ -29,6 +31,28 @@ static inline int rtaccel_parse_size(const char *text, uint64_t min, uint64_t ma
 	if (v < min || v > max)
 		return -1;
 	*out = (size_t)v;
+	return 0;
+}
+
+static inline int rtaccel_parse_long(const char *text, long min, long max, long *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(text, &end, 10);
+	if (errno || end == text || *end || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static inline int rtaccel_parse_double(const char *text, double min, double max, double *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(text, &end);
+	if (errno || end == text || *end || !(v >= min && v <= max))
+		return -1;
+	*out = v;
 	return 0;
 }
 

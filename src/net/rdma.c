@@ -463,20 +463,36 @@ static int rc_read(struct net_link *link, void *buf, size_t len, uint64_t deadli
 	return 0;
 }
 
-static int rc_listen(struct net_listener *l, const char *address)
+/* ADDRESS resolved, and a connection id on an event channel of its own. */
+static int rdma_open(const char *address, bool passive, struct addrinfo **ai, struct net_rdma **out)
 {
-	struct addrinfo *ai;
-	int err = net_resolve(address, "rdma:", true, &ai);
+	int err = net_resolve(address, "rdma:", passive, ai);
 	if (err)
 		return err;
 	struct net_rdma *r = rdma_new();
 	if (!r) {
-		freeaddrinfo(ai);
+		freeaddrinfo(*ai);
 		return -ENOMEM;
 	}
 	if (!(r->ec = rdma_create_event_channel()) || nonblocking(r->ec->fd) ||
-	    rdma_create_id(r->ec, &r->id, NULL, RDMA_PS_TCP) || rdma_bind_addr(r->id, ai->ai_addr) ||
-	    rdma_listen(r->id, 16)) {
+	    rdma_create_id(r->ec, &r->id, NULL, RDMA_PS_TCP)) {
+		err = errno ? -errno : -ENODEV;
+		freeaddrinfo(*ai);
+		rdma_free(r);
+		return err;
+	}
+	*out = r;
+	return 0;
+}
+
+static int rc_listen(struct net_listener *l, const char *address)
+{
+	struct addrinfo *ai;
+	struct net_rdma *r;
+	int err = rdma_open(address, true, &ai, &r);
+	if (err)
+		return err;
+	if (rdma_bind_addr(r->id, ai->ai_addr) || rdma_listen(r->id, 16)) {
 		err = errno ? -errno : -ENODEV;
 		freeaddrinfo(ai);
 		rdma_free(r);
@@ -559,19 +575,13 @@ static int rc_accept(struct net_listener *l, uint64_t deadline, struct net_link 
 static int rc_connect(struct net_link *link, const char *address, uint64_t deadline)
 {
 	struct addrinfo *ai;
-	int err = net_resolve(address, "rdma:", false, &ai);
+	struct net_rdma *r;
+	int err = rdma_open(address, false, &ai, &r);
 	if (err)
 		return err;
-	struct net_rdma *r = rdma_new();
-	if (!r) {
-		freeaddrinfo(ai);
-		return -ENOMEM;
-	}
 	struct rdma_conn_param param;
 	conn_param(&param);
-	if (!(r->ec = rdma_create_event_channel()) || nonblocking(r->ec->fd) ||
-	    rdma_create_id(r->ec, &r->id, NULL, RDMA_PS_TCP) ||
-	    rdma_resolve_addr(r->id, NULL, ai->ai_addr, RESOLVE_MS)) {
+	if (rdma_resolve_addr(r->id, NULL, ai->ai_addr, RESOLVE_MS)) {
 		err = errno ? -errno : -ENODEV;
 		goto fail;
 	}

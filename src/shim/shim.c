@@ -409,6 +409,10 @@ SHIM_EXPORT int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, cl
 
 /* --- reader-writer locks -------------------------------------------------------- */
 
+/* One entry point per POSIX function, each with glibc's exact signature: the
+ * timed and clock variants below are alike in shape on purpose, and what
+ * they share is in TRACED_ACQUIRE(_CHECKED) and pf_read. */
+
 /* Read holds of this thread on phase-fair locks, for recursion. */
 #define READ_HOLDS 64
 struct read_hold {

@@ -90,7 +90,7 @@ def test_bench_program_refuses_bad_input():
         assert proc.stderr
 
 
-def test_multi_node_workload_is_analysed_with_its_network_term():
+def test_multi_node_workload_is_analyzed_with_its_network_term():
     proc = rtaccel("analyze", str(ROOT / "examples" / "partitioned_pipeline.yaml"), "--json")
     assert proc.returncode == 0, proc.stderr
     chains = {c["chain"]: c for c in json.loads(proc.stdout)["chains"]}

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/exit.h"
+#include "core/size.h"
 #include "rtaccel/exec.hpp"
 
 namespace {
@@ -37,15 +38,6 @@ const char kUsage[] =
     "      --fail-link LINK@S   multi-node: take link LINK down S seconds into the run; repeatable\n"
     "  -q, --quiet              no progress line\n"
     "  -h, --help\n";
-
-bool parse_double(const char* text, double low, double high, double* out) {
-  char* end;
-  errno = 0;
-  double v = strtod(text, &end);
-  if (errno || end == text || *end || !(v >= low && v <= high)) return false;
-  *out = v;
-  return true;
-}
 
 int bad(const char* what, const char* value) {
   fprintf(stderr, "rtaccel-exec: bad %s '%s'\n%s", what, value, kUsage);
@@ -81,24 +73,24 @@ int main(int argc, char** argv) {
         break;
       }
       case 'd':
-        if (!parse_double(optarg, 0.001, 86400, &o.duration_s)) return bad("--duration (seconds)", optarg);
+        if (rtaccel_parse_double(optarg, 0.001, 86400, &o.duration_s)) return bad("--duration (seconds)", optarg);
         break;
       case 'o': o.out_dir = optarg; break;
       case 's': o.socket = optarg; break;
       case kServer: o.server_binary = optarg; break;
       case kFraction:
-        if (!parse_double(optarg, 0.01, 1, &o.work_fraction)) return bad("--work-fraction (0.01..1)", optarg);
+        if (rtaccel_parse_double(optarg, 0.01, 1, &o.work_fraction)) return bad("--work-fraction (0.01..1)", optarg);
         break;
       case kEpsilon:
-        if (!parse_double(optarg, 0, 1e7, &v)) return bad("--epsilon-floor-us", optarg);
+        if (rtaccel_parse_double(optarg, 0, 1e7, &v)) return bad("--epsilon-floor-us", optarg);
         o.epsilon_floor_ns = static_cast<uint64_t>(v * 1000);
         break;
       case kKappa:
-        if (!parse_double(optarg, 0, 1e7, &v)) return bad("--kappa-floor-us", optarg);
+        if (rtaccel_parse_double(optarg, 0, 1e7, &v)) return bad("--kappa-floor-us", optarg);
         o.kappa_floor_ns = static_cast<uint64_t>(v * 1000);
         break;
       case kJitter:
-        if (!parse_double(optarg, 0, 1e7, &v)) return bad("--jitter-floor-us", optarg);
+        if (rtaccel_parse_double(optarg, 0, 1e7, &v)) return bad("--jitter-floor-us", optarg);
         o.jitter_floor_ns = static_cast<uint64_t>(v * 1000);
         break;
       case 'g': o.gang = true; break;
@@ -110,7 +102,7 @@ int main(int argc, char** argv) {
       case kNoFlow: o.flow_control = false; break;
       case kFailLink: {
         const char* at = strrchr(optarg, '@');
-        if (!at || at == optarg || !parse_double(at + 1, 0, 86400, &v)) return bad("--fail-link (LINK@SECONDS)", optarg);
+        if (!at || at == optarg || rtaccel_parse_double(at + 1, 0, 86400, &v)) return bad("--fail-link (LINK@SECONDS)", optarg);
         o.link_failures.emplace_back(std::string(optarg, static_cast<size_t>(at - optarg)), v);
         break;
       }

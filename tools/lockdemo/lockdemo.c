@@ -28,6 +28,7 @@
 #include "core/clock.h"
 #include "core/percentile.h"
 #include "core/realtime.h"
+#include "core/size.h"
 
 #define MAX_SAMPLES 4096
 
@@ -246,13 +247,7 @@ static int usage(void)
 
 static int parse_positive(const char *s, long max, long *out)
 {
-	char *end;
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (errno || *end || v <= 0 || v > max)
-		return -1;
-	*out = v;
-	return 0;
+	return rtaccel_parse_long(s, 1, max, out);
 }
 
 int main(int argc, char **argv)

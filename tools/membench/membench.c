@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/size.h"
 
 #define LINE 64
@@ -31,13 +32,6 @@ static void on_signal(int sig)
 {
 	(void)sig;
 	stop = 1;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static const char usage[] =
@@ -108,10 +102,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	memset(buf, 1, size); /* fault every page in before measuring */
-	const uint64_t start = now_ns();
+	const uint64_t start = rtaccel_monotonic_ns();
 	const uint64_t end_ns = duration > 0 ? start + (uint64_t)(duration * 1e9) : UINT64_MAX;
 	uint64_t lines = 0, passes = 0, sum = 0;
-	while (!stop && now_ns() < end_ns) {
+	while (!stop && rtaccel_monotonic_ns() < end_ns) {
 		if (write_mode) {
 			for (size_t i = 0; i < size; i += LINE)
 				buf[i] = (uint8_t)i;
@@ -124,7 +118,7 @@ int main(int argc, char **argv)
 		lines += size / LINE;
 		passes++;
 	}
-	const double seconds = (double)(now_ns() - start) / 1e9;
+	const double seconds = (double)(rtaccel_monotonic_ns() - start) / 1e9;
 	const double mbps = seconds > 0 ? (double)lines * LINE / 1e6 / seconds : 0;
 	if (json)
 		printf("{\"benchmark\": \"%s\", \"size_bytes\": %zu, \"seconds\": %.3f, \"passes\": %llu, "

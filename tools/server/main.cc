@@ -14,6 +14,7 @@
 #include "accel/server.h"
 #include "core/daemon.h"
 #include "core/exit.h"
+#include "core/size.h"
 #include "core/realtime.h"
 #include "rtaccel/accel.h"
 
@@ -58,15 +59,6 @@ const char kUsage[] =
     "      --bwlock-bucket N    the lowest critical bucket (default 1: all but the lowest)\n"
     "  -v, --verbose            log registrations and departures\n"
     "  -h, --help\n";
-
-bool parse_number(const char* text, long low, long high, long* out) {
-  char* end;
-  errno = 0;
-  long v = strtol(text, &end, 10);
-  if (errno || end == text || *end || v < low || v > high) return false;
-  *out = v;
-  return true;
-}
 
 }  // namespace
 
@@ -119,42 +111,42 @@ int main(int argc, char** argv) {
         }
         return bad("--backend (cpu, opencl or cuda; see --list-backends)", optarg);
       case 'd':
-        if (!parse_number(optarg, 0, 4095, &v)) return bad("device", optarg);
+        if (rtaccel_parse_long(optarg, 0, 4095, &v)) return bad("device", optarg);
         if (!devices_given) options.devices.clear();
         devices_given = true;
         options.devices.push_back(int(v));
         break;
       case 'l':
-        if (!parse_number(optarg, 1, 8, &v)) return bad("--levels (1..8)", optarg);
+        if (rtaccel_parse_long(optarg, 1, 8, &v)) return bad("--levels (1..8)", optarg);
         options.levels = uint32_t(v);
         break;
       case kFifoBase:
-        if (!parse_number(optarg, 1, 98, &v)) return bad("--fifo-base (1..98)", optarg);
+        if (rtaccel_parse_long(optarg, 1, 98, &v)) return bad("--fifo-base (1..98)", optarg);
         options.fifo_base = int(v);
         break;
       case kNoFifo: options.fifo_base = 0; break;
       case 'c':
-        if (!parse_number(optarg, 0, 4095, &v)) return bad("--server-core", optarg);
+        if (rtaccel_parse_long(optarg, 0, 4095, &v)) return bad("--server-core", optarg);
         options.server_core = int(v);
         break;
       case kEpsilon:
-        if (!parse_number(optarg, 0, 1000000000, &v)) return bad("--epsilon-us", optarg);
+        if (rtaccel_parse_long(optarg, 0, 1000000000, &v)) return bad("--epsilon-us", optarg);
         options.epsilon_ns = uint64_t(v) * 1000;
         break;
       case kKappa:
-        if (!parse_number(optarg, 0, 1000000000, &v)) return bad("--kappa-us", optarg);
+        if (rtaccel_parse_long(optarg, 0, 1000000000, &v)) return bad("--kappa-us", optarg);
         options.kappa_ns = uint64_t(v) * 1000;
         break;
       case kJitter:
-        if (!parse_number(optarg, 0, 1000000000, &v)) return bad("--release-jitter-us", optarg);
+        if (rtaccel_parse_long(optarg, 0, 1000000000, &v)) return bad("--release-jitter-us", optarg);
         options.jitter_ns = uint64_t(v) * 1000;
         break;
       case kLowest:
-        if (!parse_number(optarg, 1, 16, &v)) return bad("--lowest-workers (1..16)", optarg);
+        if (rtaccel_parse_long(optarg, 1, 16, &v)) return bad("--lowest-workers (1..16)", optarg);
         options.lowest_bucket_workers = uint32_t(v);
         break;
       case kPoll:
-        if (!parse_number(optarg, 0, 10000000, &v)) return bad("--poll-us", optarg);
+        if (rtaccel_parse_long(optarg, 0, 10000000, &v)) return bad("--poll-us", optarg);
         options.poll_ns = uint64_t(v) * 1000;
         break;
       case 'p': options.policy_file = optarg; break;
@@ -162,17 +154,17 @@ int main(int argc, char** argv) {
       case kPlugin: options.plugins.push_back(optarg); break;
       case kList: fputs(rtaccel::accel::list_backends().c_str(), stdout); return 0;
       case kReadyFd:
-        if (!parse_number(optarg, 0, INT_MAX, &v) || fcntl(int(v), F_GETFD) < 0)
+        if (rtaccel_parse_long(optarg, 0, INT_MAX, &v) || fcntl(int(v), F_GETFD) < 0)
           return bad("--ready-fd (an open descriptor)", optarg);
         ready_fd = int(v);
         break;
       case kBwlock: options.bwlock = optarg; break;
       case kBwlockThreshold:
-        if (!parse_number(optarg, 0, 4294967294L, &v)) return bad("--bwlock-threshold (MB/s)", optarg);
+        if (rtaccel_parse_long(optarg, 0, 4294967294L, &v)) return bad("--bwlock-threshold (MB/s)", optarg);
         options.bwlock_threshold_mbps = uint32_t(v);
         break;
       case kBwlockBucket:
-        if (!parse_number(optarg, 0, 7, &v)) return bad("--bwlock-bucket (0..7)", optarg);
+        if (rtaccel_parse_long(optarg, 0, 7, &v)) return bad("--bwlock-bucket (0..7)", optarg);
         options.bwlock_bucket = uint32_t(v);
         break;
       case 'v': options.verbose = true; break;

@@ -85,11 +85,7 @@ def register(sub) -> None:
                    help="charge lower-priority blocking with CPU time only, as printed in the paper")
     p.add_argument("--no-calibration", action="store_true",
                    help="ignore this machine's `rtaccel calibrate` overheads")
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--gang", dest="gang", action="store_const", const=True, default=None,
-                   help="analyze under one-gang-at-a-time (default: the workload's gang_scheduling)")
-    g.add_argument("--no-gang", dest="gang", action="store_const", const=False,
-                   help="analyze without gang scheduling")
+    common.gang_options(p, "analyze")
     p.add_argument("--cores", type=common.positive_int, default=0,
                    help="cores of the target machine when the workload does not say "
                         "(default: this machine's)")

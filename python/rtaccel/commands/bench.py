@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rtaccel import accel, isolate
+from rtaccel import _core, accel, isolate
 from rtaccel.commands import common
 from rtaccel.errors import EXIT_BAD_INPUT, EXIT_CANNOT_RUN_HERE, EXIT_OK, EXIT_RUNTIME
 
@@ -370,7 +370,7 @@ def register(sub) -> None:
     b.set_defaults(func=cmd_bench_regulator)
     b = bsub.add_parser("net-overhead", help="the net layer's flow control against its raw transport, "
                                              "64 KiB to 32 MiB, one transfer at a time")
-    b.add_argument("--transport", choices=("tcp", "shm", "rdma"), default="tcp", help="transport (tcp)")
+    b.add_argument("--transport", choices=_core.net_transports(), default="tcp", help="transport (tcp)")
     b.add_argument("--sizes", type=_sizes, help="transfer sizes (64K,128K,...,32M)")
     b.add_argument("--rate", default="none",
                    help="tcp: 'none' for loopback, or the rate of a veth link between two namespaces "
@@ -385,7 +385,7 @@ def register(sub) -> None:
     b.set_defaults(func=cmd_bench_net_overhead)
     b = bsub.add_parser("net-priority", help="a high-priority flow under three lower ones, raw and with "
                                              "flow control; equal-priority order (RDMA paper Fig. 12/13)")
-    b.add_argument("--transport", choices=("tcp", "shm", "rdma"), default="tcp", help="transport (tcp)")
+    b.add_argument("--transport", choices=_core.net_transports(), default="tcp", help="transport (tcp)")
     b.add_argument("--rate", default="1gbit",
                    help="tcp: the rate of the veth link between two namespaces, as tc writes it, or "
                         "'none' for loopback (1gbit)")

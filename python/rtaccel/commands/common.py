@@ -109,6 +109,17 @@ def mbps(text: str) -> int:
     return value
 
 
+def gang_options(parser, what: str) -> None:
+    """--gang and --no-gang, as analyze and run take them: WHAT is what they
+    do ("analyze", "run")."""
+    g = parser.add_mutually_exclusive_group()
+    g.add_argument("--gang", dest="gang", action="store_const", const=True, default=None,
+                   help=f"{what} under one real-time gang at a time (default: the workload's "
+                        "gang_scheduling)")
+    g.add_argument("--no-gang", dest="gang", action="store_const", const=False,
+                   help=f"{what} without gang scheduling, whatever the workload says")
+
+
 def seconds(text: str) -> float:
     try:
         value = float(text)

@@ -125,11 +125,7 @@ def register(sub) -> None:
                    help="share of each WCET that callbacks really run (0.9)")
     p.add_argument("--no-calibration", action="store_true",
                    help="ignore this machine's `rtaccel calibrate` overheads")
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--gang", dest="gang", action="store_const", const=True, default=None,
-                   help="one real-time gang at a time (default: the workload's gang_scheduling)")
-    g.add_argument("--no-gang", dest="gang", action="store_const", const=False,
-                   help="no gang scheduling, whatever the workload says")
+    common.gang_options(p, "run")
     p.add_argument("--best-effort", action="append", default=[], metavar="CMD",
                    help="start CMD (a shell command line) beside the workload, SCHED_OTHER, stopped at "
                         "the end; repeatable (e.g. 'rtaccel membench read --size 8M')")
