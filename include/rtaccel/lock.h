@@ -120,6 +120,9 @@ typedef struct rtaccel_mutex {
 
 /* --- reader-writer lock ------------------------------------------------- */
 
+/* The calls mirror pthread's, variant by variant (try, timed, clock), so
+ * that the interposer maps each POSIX function to one of them. */
+
 /* Initialises l; attr NULL means private and no boosting. Does not allocate.
  * -EINVAL for unknown flags or a ceiling outside 1..99. */
 RTACCEL_API int rtaccel_rwlock_init(rtaccel_rwlock_t *l, const struct rtaccel_lock_attr *attr);

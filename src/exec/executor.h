@@ -12,9 +12,8 @@
 #include "exec/segments.h"
 #include "exec/shared.h"
 #include "rtaccel/isolate.h"
-#include "rtaccel/workload.hpp"
-
 #include "rtaccel/status.hpp"
+#include "rtaccel/workload.hpp"
 
 namespace rtaccel::exec {
 

@@ -628,6 +628,12 @@ SHIM_EXPORT cudaError_t cudaMemcpyPeer(void *d, int dd, const void *s, int sd, s
 
 /* --- synchronisation ------------------------------------------------------------ */
 
+/* Each family of CUDA entry points has one helper that does the bookkeeping
+ * around the real call (event_sync, event_record, begin_capture, ...);
+ * the helpers are alike in shape because every call is bracketed the same
+ * way (call_enter, the stream's entry, the real function, call_leave), but
+ * each calls a function of its own signature, so they stay apart. */
+
 static cudaError_t stream_sync(enum cuda_api api, cudaStream_t s, bool per_thread)
 {
 	struct call c;
