@@ -110,7 +110,10 @@ ext=$(ls python/rtaccel/_core.cpython-312-*.so)
 
 rm -rf "$OUT"
 mkdir -p "$OUT"/rtaccel/lib "$OUT"/libs "$OUT"/bin "$OUT"/tests "$OUT"/bench "$OUT"/examples
-cp python/rtaccel/*.py "$OUT"/rtaccel/
+# The package's Python files, its subpackages (commands/) included.
+(cd python && find rtaccel -name '*.py' -not -path 'rtaccel/lib/*') | while read -r f; do
+	mkdir -p "$OUT/$(dirname "$f")" && cp "python/$f" "$OUT/$f"
+done
 cp "$ext" "$OUT"/rtaccel/
 cp -P "$LIB"/* "$OUT"/rtaccel/lib/
 cp examples/*.yaml "$OUT"/examples/
