@@ -51,32 +51,29 @@ def exec_program(cmd: list) -> int:
     return EXIT_RUNTIME  # not reached
 
 
-def number(low: float, high: float, what: str):
-    """An argparse type: a number in LOW..HIGH; WHAT names the range in the
-    message ("the work fraction must be in [0.01, 1]")."""
-    def parse(text: str) -> float:
+def _in_range(convert, bad, low, high, what: str):
+    """An argparse type: TEXT as CONVERT makes it, within LOW..HIGH; BAD(TEXT)
+    says what is wrong with text CONVERT refuses, WHAT (formatted with low
+    and high) what is wrong with a value out of range."""
+    def parse(text: str):
         try:
-            value = float(text)
+            value = convert(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(what)
-        return value
-    return parse
-
-
-def whole_number(low: int, high: int, what: str, unit: str = ""):
-    """An argparse type: a whole number in LOW..HIGH; WHAT names the range
-    in the message ("a kernel of 0..1000000 us")."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a whole number{unit}: {text!r}") from None
+            raise argparse.ArgumentTypeError(bad(text)) from None
         if not low <= value <= high:
             raise argparse.ArgumentTypeError(what.format(low=low, high=high))
         return value
     return parse
+
+
+def number(low: float, high: float, what: str):
+    """A number in LOW..HIGH ("the work fraction must be in [0.01, 1]")."""
+    return _in_range(float, lambda text: f"expected a number, got {text!r}", low, high, what)
+
+
+def whole_number(low: int, high: int, what: str, unit: str = ""):
+    """A whole number in LOW..HIGH ("a kernel of {low}..{high} us")."""
+    return _in_range(int, lambda text: f"not a whole number{unit}: {text!r}", low, high, what)
 
 
 def positive_int(text: str) -> int:
@@ -99,14 +96,7 @@ def thread_counts(text: str) -> str:
     return ",".join(str(v) for v in values)
 
 
-def mbps(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number of MB/s: {text!r}") from None
-    if not 0 <= value < 2**32 - 1:
-        raise argparse.ArgumentTypeError("a threshold is 0..4294967294 MB/s")
-    return value
+mbps = whole_number(0, 2**32 - 2, "a threshold is 0..4294967294 MB/s", " of MB/s")
 
 
 def gang_options(parser, what: str) -> None:
