@@ -80,6 +80,9 @@ struct Setup {
     uint64_t at_ns;  // after the run's start
   };
   std::vector<LinkFailure> link_failures;  // --fail-link, resolved
+  // The transport of the server's gateway: the one the callbacks that use
+  // another node's accelerator reach it over; null when none does.
+  const rtaccel_net_transport* gateway = nullptr;
 };
 
 // The server's command line for the workload's accelerators.
@@ -294,7 +297,7 @@ Status prepare(const RunOptions& o, Setup* s) {
   // Accelerator requests between nodes go to the server's gateway over the
   // link: under paam by priority, under ros2 and picas in arrival order (a
   // callback on a node without the accelerator cannot invoke it directly).
-  const rtaccel_net_transport* gateway = nullptr;
+  const rtaccel_net_transport*& gateway = s->gateway;
   for (const auto& cb : w.callbacks)
     for (const auto& seg : cb.segments) {
       const size_t here = w.executors[cb.executor].node, there = w.accelerators[seg.accelerator].node;
@@ -586,7 +589,6 @@ class Run {
   // Where executor `e` reaches the server: its socket, or from another node
   // the gateway on the accelerators' node.
   std::string server_address(size_t e) const;
-  bool remote_segments() const;
   Status start_executors();
   Status start_bridges();
   Status start_best_effort();
@@ -632,13 +634,6 @@ Status Run::check_options() const {
 
 constexpr int kGatewayPort = 7411;  // in the accelerators' node's own namespace
 
-bool Run::remote_segments() const {
-  for (const auto& cb : setup_.workload.callbacks)
-    for (const auto& seg : cb.segments)
-      if (setup_.workload.accelerators[seg.accelerator].node != setup_.workload.executors[cb.executor].node) return true;
-  return false;
-}
-
 std::string Run::server_address(size_t e) const {
   bool segments = false;
   for (size_t cb : setup_.plan.by_executor[e]) segments = segments || !setup_.workload.callbacks[cb].segments.empty();
@@ -669,7 +664,7 @@ Status Run::start_private_server() {
     // arrival order as a service node would serve them.
     *(std::find(args.begin(), args.end(), "--levels") + 1) = "1";
   }
-  if (remote_segments()) {
+  if (setup_.gateway) {  // callbacks use an accelerator on another node
     const size_t there = setup_.workload.accelerators.front().node;
     std::string policy = "allow:\n  - {user: root, priorities: [-2147483648, 2147483647]}\n  - {uid: " +
                          std::to_string(geteuid()) + ", priorities: [-2147483648, 2147483647]}\n";
@@ -681,13 +676,8 @@ Status Run::start_private_server() {
     }
     const std::string policy_path = server_dir_ + "/policy.yaml";
     if (Status st = write_file(policy_path, policy); !st) return st;
-    // The gateway listens on the one transport the remote callbacks use
-    // (checked when the run was planned).
-    std::string transport;
-    for (size_t e = 0; e < setup_.workload.executors.size() && transport.empty(); ++e)
-      if (const std::string address = server_address(e); address != socket_) transport = address.substr(0, address.find(':'));
     args.insert(args.end(), {"--policy", policy_path, "--listen",
-                             transport + ":0.0.0.0:" + std::to_string(kGatewayPort)});
+                             std::string(setup_.gateway->name) + ":0.0.0.0:" + std::to_string(kGatewayPort)});
     const auto prefix = nodes_.run_in(there);
     args.insert(args.begin(), prefix.begin(), prefix.end());
   }
@@ -1106,7 +1096,7 @@ Expected<RunEnd> Run::execute() {
   link_down_ns_.assign(setup_.workload.links.size(), 0);
   if (Status st = nodes_.create(setup_.workload); !st) return st;
   // A workload without accelerators has nothing for a server to serve.
-  if ((options_.policy == Policy::kPaam || remote_segments()) && socket_.empty() && !setup_.workload.accelerators.empty())
+  if ((options_.policy == Policy::kPaam || setup_.gateway) && socket_.empty() && !setup_.workload.accelerators.empty())
     if (Status st = start_private_server(); !st) return st;
   if (Status st = shared_.create(setup_.plan, capacity_for(setup_.workload, setup_.plan, duration_ns_)); !st) return st;
   struct GangLockCleanup {
