@@ -127,14 +127,15 @@ def node_pair():
     server_ns, client_ns = f"{tag}-server", f"{tag}-client"
     made = []
     try:
-        for ns in (server_ns, client_ns):
-            _core.netns_add(ns)
-            made.append(ns)
-        _core.veth_join((server_ns, f"rtg{os.getpid()}a", f"{SERVER_NODE_ADDR}/24"),
-                        (client_ns, f"rtg{os.getpid()}b", f"{CLIENT_NODE_ADDR}/24"))
+        try:
+            for ns in (server_ns, client_ns):
+                _core.netns_add(ns)
+                made.append(ns)
+            _core.veth_join((server_ns, f"rtg{os.getpid()}a", f"{SERVER_NODE_ADDR}/24"),
+                            (client_ns, f"rtg{os.getpid()}b", f"{CLIENT_NODE_ADDR}/24"))
+        except RuntimeError as err:  # the set-up's, not the caller's
+            raise AccelError(f"{err} (two nodes on one machine need root and iproute2)") from None
         yield server_ns, client_ns
-    except RuntimeError as err:
-        raise AccelError(f"{err} (two nodes on one machine need root and iproute2)") from None
     finally:
         for ns in made:
             _core.netns_del(ns)

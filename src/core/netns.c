@@ -54,14 +54,17 @@ int rtaccel_tool(const char *const *argv, char *why, size_t why_len)
 		_exit(127);
 	}
 	close(err_pipe[1]);
-	char said[512];
+	/* Read to the end, keeping the first of it: a child that says more
+	 * than fits must not block on a full pipe while we wait for it. */
+	char said[512], rest[512];
 	size_t len = 0;
-	for (ssize_t n; len + 1 < sizeof(said) &&
-			(n = read(err_pipe[0], said + len, sizeof(said) - 1 - len)) != 0;) {
-		if (n > 0)
-			len += (size_t)n;
-		else if (errno != EINTR)
+	for (ssize_t n;;) {
+		char *to = len + 1 < sizeof(said) ? said + len : rest;
+		size_t room = len + 1 < sizeof(said) ? sizeof(said) - 1 - len : sizeof(rest);
+		if ((n = read(err_pipe[0], to, room)) == 0 || (n < 0 && errno != EINTR))
 			break;
+		if (n > 0 && to == said + len)
+			len += (size_t)n;
 	}
 	said[len] = 0;
 	close(err_pipe[0]);
