@@ -437,7 +437,7 @@ static int make_memfd(uint32_t ring_size)
 }
 
 /* The ring a link's window asks for: a power of 2 at least as large. */
-static uint32_t ring_size(const struct net_limits *limits)
+static uint32_t ring_for_window(const struct net_limits *limits)
 {
 	if (!limits->window)
 		return SHM_RING_DEFAULT;
@@ -451,7 +451,7 @@ static int shm_connect(struct net_link *link, const char *address, uint64_t dead
 {
 	struct sockaddr_un sa;
 	socklen_t salen;
-	const uint32_t ring = ring_size(&link->limits);
+	const uint32_t ring = ring_for_window(&link->limits);
 	if (socket_address(address, &sa, &salen) < 0)
 		return -EINVAL;
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
