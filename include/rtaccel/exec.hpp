@@ -65,6 +65,14 @@ struct RunOptions {
   // Gang scheduling (isolate layer, one real-time gang at a time): true or
   // false overrides the workload's gang_scheduling.
   std::optional<bool> gang;
+  // Memory-bandwidth regulation (the workload's isolation section): true or
+  // false overrides it being on when the workload declares it. On, the run
+  // starts the regulator (rtaccel-isolate, beside the running program), puts
+  // the best-effort programs in its cgroup, and has the chosen chains'
+  // callbacks and server buckets hold the bandwidth lock.
+  std::optional<bool> isolation;
+  // The rtaccel-isolate binary; empty: beside the running program.
+  std::string isolate_binary;
   // Best-effort programs started beside the workload (each a /bin/sh
   // command line; SCHED_OTHER, any core), stopped with SIGTERM at the end.
   // Their output goes to OUT/best_effort_N.log.

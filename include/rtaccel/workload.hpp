@@ -28,6 +28,10 @@ namespace rtaccel::workload {
 
 enum class Backend { kCpu, kOpenCl, kCuda };
 enum class WaitMode { kSuspend, kSpin };
+// How a callback's CPU work walks its working set: stream reads and writes
+// it line after line (a DNN layer's tensors), random follows a chain of
+// dependent loads through it (a point-cloud filter's neighbour look-ups).
+enum class MemoryPattern { kStream, kRandom };
 
 // The backends' names, as the workload, rtaccel-server and direct invocation
 // spell them ("cpu", "opencl", "cuda"). Header-only: the client library uses
@@ -40,6 +44,7 @@ inline std::optional<Backend> parse_backend(std::string_view name) {
   return std::nullopt;
 }
 std::string_view to_string(WaitMode mode);
+std::string_view to_string(MemoryPattern pattern);
 
 // 1-based line and column in the source file; 0 when the value was not read
 // from a file (generated workloads).
@@ -106,6 +111,27 @@ struct Gang {
   SourceLocation where;
 };
 
+// Memory-bandwidth regulation for a run (BWLOCK++ and MemGuard): the
+// regulator on the regulated cores meters the best-effort cgroup's work, and
+// the bandwidth lock, held by the chosen chains' callbacks and by the
+// server's buckets that serve them, lowers what best-effort work may use.
+struct Isolation {
+  bool declared = false;            // the workload has an isolation section
+  std::vector<int> cores;           // regulated cores; empty: every core
+  uint64_t period_ns = 1000000;     // regulation period
+  // Best-effort bandwidth per core in force always; kUnlimited: only while
+  // the lock is held.
+  static constexpr uint32_t kUnlimited = 0xffffffffu;
+  uint32_t threshold_mbps = kUnlimited;
+  uint32_t be_peak_mbps = 10000;    // cpu-time meter: what a core of best-effort work moves
+  // The regulator's own time per period on a regulated core (its thread at
+  // SCHED_FIFO 99 preempts everything there): the analysis charges it.
+  uint64_t cost_ns = 50000;
+  std::vector<size_t> bwlock_chains;   // indices into Workload::chains
+  uint32_t bwlock_threshold_mbps = 0;  // what they allow while they hold it
+  SourceLocation where;
+};
+
 struct Segment {
   size_t accelerator = 0;  // index into Workload::accelerators
   std::string service;     // kernel the server runs: busy, matmul, ...
@@ -133,6 +159,14 @@ struct Callback {
   uint64_t message_bytes = 4096;   // size of what it publishes (message_kb)
   std::vector<std::string> reads;  // latest-value inputs that do not trigger
   uint64_t cpu_ns = 0;             // E_i
+  // What its CPU work takes alone, as calibrated (work_us); 0: the run's
+  // work fraction of cpu_ns. The declared WCET must cover what the work
+  // takes beside everything else in the run: the run's monitor checks it.
+  uint64_t work_ns = 0;
+  // The working set its CPU work walks (memory.working_set_kb); 0: the work
+  // stays in registers, as a calibrated loop.
+  uint64_t working_set_bytes = 0;
+  MemoryPattern pattern = MemoryPattern::kStream;
   std::vector<Segment> segments;   // in execution order
   WaitMode wait = WaitMode::kSuspend;
   SourceLocation where;
@@ -166,6 +200,7 @@ struct Workload {
   std::vector<Callback> callbacks;
   std::vector<Chain> chains;
   std::vector<Gang> gangs;
+  Isolation isolation;
   // Run under one-gang-at-a-time: `gang_scheduling:` when given, else on
   // when the workload declares gangs.
   bool gang_scheduling = false;

@@ -97,7 +97,7 @@ def calibrate(requests: int = 5000, iterations: int = 100) -> dict:
 def run(workload: str, policy: str, duration_s: float, out: str, socket: str | None = None,
         work_fraction: float = 0.9, progress: bool = True, calibration: bool = True,
         gang: bool | None = None, best_effort: list[str] | tuple = (), flow_control: bool = True,
-        fail_links: list[str] | tuple = ()) -> int:
+        fail_links: list[str] | tuple = (), isolation: bool | None = None) -> int:
     """Runs rtaccel-exec; returns its exit status (0, or 130 when interrupted:
     the results up to then are written). Ctrl-C reaches rtaccel-exec too; it
     stops the executors and writes its results, which this waits for."""
@@ -111,6 +111,8 @@ def run(workload: str, policy: str, duration_s: float, out: str, socket: str | N
                 "--jitter-floor-us", str(cal["release_jitter_us"])]
     if gang is not None:
         cmd.append("--gang" if gang else "--no-gang")
+    if isolation is not None:
+        cmd.append("--isolation" if isolation else "--no-isolation")
     for command in best_effort:
         cmd += ["--best-effort", command]
     if not flow_control:
@@ -141,10 +143,13 @@ def load_summary(folder: str) -> dict:
 
 
 def _label(summary: dict) -> str:
+    label = summary["policy"]
     links = summary.get("links") or []
     if links and not links[0].get("flow_control", True):
-        return summary["policy"] + "-nofc"  # topics between nodes without flow control
-    return summary["policy"]
+        label += "-nofc"  # topics between nodes without flow control
+    if summary.get("isolation"):
+        label += "+iso"  # the regulator and the bandwidth lock
+    return label
 
 
 def _f(value, width: int = 9) -> str:
@@ -201,14 +206,24 @@ def format_compare(summaries: list[dict]) -> str:
                 lines.append(f"# {_label(s)}: {c['chain']}: "
                              f"{'' if over is None else f'{over} of '}{c['count']} instances over its "
                              f"bound of {c['wcrt_us'] / 1000:.1f} ms (max {c['max_us'] / 1000:.1f} ms)")
+                # What the run's monitor found broken in their time.
+                for why in c.get("explained_by", []):
+                    lines.append(f"#     {why}")
     for s in summaries:
         if s["policy"] == "paam":
-            lines.append("# paam: every critical chain's maximum is within its bound"
-                         if s.get("critical_bounds_held") else
-                         "# paam: A CRITICAL CHAIN EXCEEDED ITS BOUND (marked '!'): an assumption of "
-                         "the analysis did not hold in this run (a host stall or steal time, the "
-                         "kernel's work on the executors' cores, a callback over its WCET) or the "
-                         "model is wrong; docs/run.md says how to find which")
+            unexplained = sum(c.get("unexplained", 0) for c in s["chains"] if c["critical"])
+            if s.get("critical_bounds_held"):
+                lines.append(f"# {_label(s)}: every critical chain's maximum is within its bound")
+            elif "assumptions" not in s:
+                lines.append(f"# {_label(s)}: A CRITICAL CHAIN EXCEEDED ITS BOUND (marked '!')")
+            elif unexplained:
+                lines.append(f"# {_label(s)}: A CRITICAL CHAIN EXCEEDED ITS BOUND with no broken "
+                             "assumption in its time: the analysis does not hold for this run; that "
+                             "is a bug in rtaccel's analysis, please report it with this folder")
+            else:
+                lines.append(f"# {_label(s)}: A CRITICAL CHAIN EXCEEDED ITS BOUND (marked '!'), each "
+                             "time with an assumption of the analysis broken (listed under it; "
+                             "summary.json: assumptions)")
         if not s.get("realtime", True):
             lines.append(f"# {_label(s)}: executors ran without SCHED_FIFO (refused): "
                          "no real-time priority, the bounds do not apply to this run")

@@ -1,8 +1,12 @@
 #include "core/busy.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <mutex>
+#include <utility>
 
 #include "core/clock.h"
 
@@ -41,6 +45,93 @@ void calibrate_busy_loop() {
 void busy_for_ns(uint64_t ns) {
   calibrate_busy_loop();
   spin_iterations(uint64_t(double(ns) / 1000.0 * g_iterations_per_us.load(std::memory_order_relaxed)));
+}
+
+MemoryWalk::MemoryWalk(MemoryWalk&& other) noexcept { *this = std::move(other); }
+
+MemoryWalk& MemoryWalk::operator=(MemoryWalk&& other) noexcept {
+  if (this != &other) {
+    std::swap(base_, other.base_);
+    std::swap(lines_, other.lines_);
+    std::swap(random_, other.random_);
+    std::swap(at_, other.at_);
+  }
+  return *this;
+}
+
+MemoryWalk::~MemoryWalk() {
+  if (base_) munmap(base_, lines_ * kLine);
+}
+
+bool MemoryWalk::init(uint64_t bytes, bool random) {
+  const size_t lines = std::max<size_t>(1, (bytes + kLine - 1) / kLine);
+  void* p = mmap(nullptr, lines * kLine, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return false;
+  if (base_) munmap(base_, lines_ * kLine);
+  base_ = static_cast<unsigned char*>(p);
+  lines_ = lines;
+  random_ = random;
+  at_ = 0;
+  memset(base_, 0, lines * kLine);  // every page present before the run
+  if (random) {
+    // Sattolo's shuffle: a random permutation that is one cycle, so the
+    // chain visits every line before it repeats. Line i holds the index of
+    // the line after it. A fixed seed: runs walk the same chain.
+    uint64_t state = 0x9e3779b97f4a7c15ull;
+    auto next_random = [&state] {
+      state ^= state << 13;
+      state ^= state >> 7;
+      state ^= state << 17;
+      return state;
+    };
+    for (size_t i = 0; i < lines; ++i) line_next(i) = i;
+    for (size_t i = lines - 1; i > 0; --i) {
+      const size_t j = next_random() % i;
+      std::swap(line_next(i), line_next(j));
+    }
+  }
+  return true;
+}
+
+void MemoryWalk::walk(uint64_t lines) {
+  size_t at = at_;
+  if (random_) {
+    for (uint64_t i = 0; i < lines; ++i) at = line_next(at);
+  } else {
+    for (uint64_t i = 0; i < lines; ++i) {
+      auto* word = reinterpret_cast<uint64_t*>(base_ + at * kLine) + 1;
+      *word += 1;
+      __asm__ __volatile__("" : : "r"(word) : "memory");
+      if (++at == lines_) at = 0;
+    }
+  }
+  at_ = at;
+}
+
+void MemoryWalk::flush() {
+  for (size_t i = 0; i < lines_; ++i) __builtin_ia32_clflush(base_ + i * kLine);
+  __builtin_ia32_mfence();
+}
+
+double calibrate_walk(uint64_t bytes, bool random) {
+  MemoryWalk walk;
+  if (!walk.init(bytes, random)) return 0;
+  // Each trial starts from a cold cache (the set flushed to DRAM), as a
+  // callback does after the other callbacks of its core have walked their
+  // own sets, and walks the set once: at least 2^16 and at most 2^18
+  // lines. The median trial, not the fastest as for the busy loop: memory
+  // on a shared host is fast or slow by the second, and the fastest trial
+  // would size the work to a moment the run rarely sees again.
+  const uint64_t trial = std::min<uint64_t>(std::max<uint64_t>(walk.lines(), 1 << 16), 1 << 18);
+  double ns_per_line[7];
+  for (double& t : ns_per_line) {
+    walk.flush();
+    const uint64_t start = monotonic_ns();
+    walk.walk(trial);
+    t = double(std::max<uint64_t>(monotonic_ns() - start, 1)) / double(trial);
+  }
+  std::sort(std::begin(ns_per_line), std::end(ns_per_line));
+  return ns_per_line[3];
 }
 
 }  // namespace rtaccel::core

@@ -5,6 +5,7 @@
 #ifndef RTACCEL_CORE_BUSY_H_
 #define RTACCEL_CORE_BUSY_H_
 
+#include <cstddef>
 #include <cstdint>
 
 namespace rtaccel::core {
@@ -17,6 +18,47 @@ void calibrate_busy_loop();
 
 // Runs the busy loop for `ns` of execution.
 void busy_for_ns(uint64_t ns);
+
+// A working set that CPU work walks, so that the work meets the cache and
+// memory interference that a DNN layer or a point-cloud filter meets: a
+// co-runner that floods the shared cache or DRAM makes the same walk take
+// longer. Stream reads and writes one word per 64-byte line, line after
+// line; random follows a chain of dependent loads through every line in a
+// random order (one cycle). A walk goes on where the previous one stopped.
+class MemoryWalk {
+ public:
+  static constexpr size_t kLine = 64;
+
+  MemoryWalk() = default;
+  MemoryWalk(const MemoryWalk&) = delete;
+  MemoryWalk& operator=(const MemoryWalk&) = delete;
+  MemoryWalk(MemoryWalk&& other) noexcept;
+  MemoryWalk& operator=(MemoryWalk&& other) noexcept;
+  ~MemoryWalk();
+
+  // Maps and touches `bytes` (rounded up to whole lines, at least one) and,
+  // for random, links the lines; false, with errno, when it cannot map them.
+  bool init(uint64_t bytes, bool random);
+  void walk(uint64_t lines);
+  // Writes the set back to memory and out of every cache.
+  void flush();
+  size_t lines() const { return lines_; }
+  size_t position() const { return at_; }
+
+ private:
+  // Random: the first word of a line is the index of the next one.
+  size_t& line_next(size_t line) { return *reinterpret_cast<size_t*>(base_ + line * kLine); }
+
+  unsigned char* base_ = nullptr;
+  size_t lines_ = 0;
+  bool random_ = false;
+  size_t at_ = 0;  // stream: the next line; random: the line the chain is at
+};
+
+// Nanoseconds per line of walking a working set of `bytes` in that pattern
+// on this core, alone, from a cold cache: the median of several trials. 0
+// when the set cannot be mapped.
+double calibrate_walk(uint64_t bytes, bool random);
 
 }  // namespace rtaccel::core
 

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -67,6 +68,7 @@ class Executor {
   void loop(size_t thread);
   void run_callback(size_t thread, const Pick& pick, Scratch* scratch);
   void run_job(size_t thread, const Pick& pick, Scratch* scratch);
+  uint64_t work(size_t cb, uint64_t ns);
   void trace(const TraceEvent& event);
 
   const ExecutorConfig& config_;
@@ -79,6 +81,10 @@ class Executor {
   pthread_mutex_t lock_;  // guards states_ and snapshot_ between the threads
   std::vector<CallbackState> states_;
   std::deque<size_t> snapshot_;  // ros2: the callbacks of the current polling point
+  // Per callback of this executor with a working set: its walk (a callback
+  // never runs on two threads at once, so each has one position).
+  std::vector<core::MemoryWalk> walks_;
+  rtaccel_bwlock_t* bwlock_ = nullptr;  // isolation: the run's bandwidth lock
 };
 
 bool Executor::ready(size_t cb) const {
@@ -153,6 +159,27 @@ void Executor::trace(const TraceEvent& event) {
   if (i < shared_.trace_capacity(config_.executor)) shared_.trace(config_.executor)[i] = event;
 }
 
+uint64_t thread_cpu_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return rtaccel_ns_of(&ts);
+}
+
+// `ns` of the callback's work, as measured alone: a walk over its working
+// set, or the busy loop. Returns the CPU time it took, which interference
+// from other cores (a shared cache, DRAM) stretches. Two system calls (the
+// thread's CPU clock) per piece of work: the monitor's price, against the
+// hundreds of microseconds a piece lasts.
+uint64_t Executor::work(size_t cb, uint64_t ns) {
+  const uint64_t before = thread_cpu_ns();
+  const double per_line = config_.walk_ns_per_line ? (*config_.walk_ns_per_line)[cb] : 0;
+  if (per_line > 0 && walks_[cb].lines())
+    walks_[cb].walk(static_cast<uint64_t>(static_cast<double>(ns) / per_line));
+  else
+    core::busy_for_ns(ns);
+  return thread_cpu_ns() - before;
+}
+
 void Executor::run_callback(size_t thread, const Pick& pick, Scratch* scratch) {
   const size_t cb = pick.callback;
   const auto& p = plan_.callbacks[cb];
@@ -170,9 +197,10 @@ void Executor::run_callback(size_t thread, const Pick& pick, Scratch* scratch) {
 
   // The callback's CPU work, split evenly around its accelerator segments:
   // preparation, then each segment followed by its share of post-processing.
-  const auto work = static_cast<uint64_t>(static_cast<double>(callback.cpu_ns) * config_.work_fraction);
-  const uint64_t piece = work / (callback.segments.size() + 1);
-  core::busy_for_ns(piece);
+  const uint64_t worked = callback.work_ns ? callback.work_ns
+                                           : static_cast<uint64_t>(static_cast<double>(callback.cpu_ns) * config_.work_fraction);
+  const uint64_t piece = worked / (callback.segments.size() + 1);
+  uint64_t cpu = work(cb, piece);
   for (size_t s = 0; s < callback.segments.size(); ++s) {
     TraceEvent seg{};
     seg.kind = static_cast<uint32_t>(TraceKind::kSegment);
@@ -181,7 +209,7 @@ void Executor::run_callback(size_t thread, const Pick& pick, Scratch* scratch) {
     seg.segment = static_cast<uint32_t>(s);
     path_->run(thread, cb, s, &seg);
     trace(seg);
-    core::busy_for_ns(piece);
+    cpu += work(cb, piece);
   }
   const uint64_t end = core::monotonic_ns();
   out.publish_ns = end;
@@ -209,6 +237,7 @@ void Executor::run_callback(size_t thread, const Pick& pick, Scratch* scratch) {
   ev.begin_ns = begin;
   ev.end_ns = end;
   ev.bucket = -1;
+  ev.cpu_ns = cpu;
   trace(ev);
 }
 
@@ -263,6 +292,18 @@ void Executor::loop(size_t thread) {
       return;
     }
   }
+  // One bandwidth-lock holder per thread: a holder is one thread's at a time.
+  rtaccel_bwlock_holder_t* holder = nullptr;
+  if (bwlock_) {
+    // The lock's status names holders by label (at most 31 characters).
+    const std::string label = workload_.executors[config_.executor].name.substr(0, 24) + "." + std::to_string(thread);
+    if (int err = rtaccel_bwlock_holder_init(bwlock_, label.c_str(), config_.bwlock_threshold_mbps, 0, &holder)) {
+      fail(state_, "executor '" + workload_.executors[config_.executor].name + "': cannot hold bandwidth lock '" +
+                       config_.bwlock + "': " + strerror(-err));
+      wake(state_);
+      return;
+    }
+  }
   Scratch scratch;
   size_t inputs = 0;
   for (size_t cb : mine_) inputs = std::max(inputs, plan_.callbacks[cb].inputs.size());
@@ -275,7 +316,12 @@ void Executor::loop(size_t thread) {
     const uint64_t next = next_timer();
     pthread_mutex_unlock(&lock_);
     if (p.callback != SIZE_MAX) {
+      // A chain under the bandwidth lock holds it for the whole callback:
+      // its CPU work and its segments (two atomics each way).
+      const bool hold = holder && (*config_.holds_bwlock)[p.callback];
+      if (hold) rtaccel_bwlock_take(holder);
       run_job(thread, p, &scratch);
+      if (hold) rtaccel_bwlock_release(holder);
       pthread_mutex_lock(&lock_);
       states_[p.callback].running = false;
       pthread_mutex_unlock(&lock_);
@@ -286,6 +332,7 @@ void Executor::loop(size_t thread) {
     futex_wait(reinterpret_cast<uint32_t*>(&state_->events), events, true, CLOCK_MONOTONIC, &abs);
   }
   if (config_.gang) rtaccel_gang_leave();
+  rtaccel_bwlock_holder_destroy(holder);
 }
 
 Status Executor::run() {
@@ -312,6 +359,23 @@ Status Executor::run() {
   if (int err = rtaccel_pi_mutex_init(&lock_, PTHREAD_MUTEX_NORMAL, false))
     return Status::os_error("executor '" + ex.name + "': cannot create its lock", -err);
   states_.resize(workload_.callbacks.size());
+  // Working sets mapped and touched now, after the memory is locked: the
+  // run's work faults no page in.
+  walks_.resize(workload_.callbacks.size());
+  for (size_t cb : mine_) {
+    const auto& callback = workload_.callbacks[cb];
+    if (callback.working_set_bytes == 0) continue;
+    if (!walks_[cb].init(callback.working_set_bytes, callback.pattern == workload::MemoryPattern::kRandom))
+      return Status::os_error("executor '" + ex.name + "': cannot map the " +
+                                  std::to_string(callback.working_set_bytes >> 10) + " KiB working set of callback '" +
+                                  callback.name + "'",
+                              errno);
+  }
+
+  if (!config_.bwlock.empty()) {
+    if (int err = rtaccel_bwlock_open(config_.bwlock.c_str(), &bwlock_))
+      return Status::os_error("executor '" + ex.name + "': cannot open bandwidth lock '" + config_.bwlock + "'", -err);
+  }
 
   state_->status.store(static_cast<uint32_t>(ExecutorStatus::kReady), std::memory_order_release);
   auto* header = shared_.header();
@@ -324,6 +388,7 @@ Status Executor::run() {
   loop(0);
   for (auto& t : threads) t.join();
   path_.reset();
+  rtaccel_bwlock_close(bwlock_);
   state_->status.store(static_cast<uint32_t>(ExecutorStatus::kDone), std::memory_order_release);
   return Status();
 }

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "exec/plan.h"
 #include "exec/segments.h"
@@ -25,6 +26,9 @@ struct ExecutorConfig {
   size_t executor = 0;
   Policy policy = Policy::kPaam;
   double work_fraction = 0.9;  // share of each callback's CPU WCET actually worked
+  // Per callback: nanoseconds per line of its working set's walk, measured
+  // alone (core::calibrate_walk); 0 or absent: its work is the busy loop.
+  const std::vector<double>* walk_ns_per_line = nullptr;
   std::string socket;          // paam: rtaccel-server's socket, or its gateway from another node
   // Its accelerators are on another node: under ros2 and picas too, its
   // segments go to the server there, which serves them in arrival order.
@@ -33,6 +37,11 @@ struct ExecutorConfig {
   // without.
   rtaccel_gang_lock_t* gang_lock = nullptr;
   const workload::Gang* gang = nullptr;
+  // Isolation: the run's bandwidth lock, which the callbacks marked in
+  // `holds_bwlock` hold while they run; empty name: none.
+  std::string bwlock;
+  uint32_t bwlock_threshold_mbps = 0;
+  const std::vector<bool>* holds_bwlock = nullptr;  // per callback
 };
 
 // Runs the executor until the run stops; the body of a forked child. A

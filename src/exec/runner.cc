@@ -18,6 +18,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -26,6 +28,7 @@
 #include "core/fd.h"
 #include "exec/bridge.h"
 #include "exec/executor.h"
+#include "exec/monitor.h"
 #include "exec/nodes.h"
 #include "exec/plan.h"
 #include "exec/segments.h"
@@ -67,11 +70,19 @@ std::string self_dir() {
   return ec ? "." : exe.parent_path().string();
 }
 
+std::string isolate_binary(const RunOptions& o) {
+  return o.isolate_binary.empty() ? self_dir() + "/rtaccel-isolate" : o.isolate_binary;
+}
+
 struct Setup {
   workload::Workload workload;
   Plan plan;
   SegmentTable requests;
   std::vector<analysis::ChainResult> bounds;
+  std::vector<double> walk_ns_per_line;  // per callback; 0: no working set
+  bool isolation = false;                // the regulator, its cgroup and the bandwidth lock
+  std::vector<bool> holds_bwlock;        // per callback: in a chain under the bandwidth lock
+  int bwlock_bucket = -1;                // the lowest server bucket that holds it; -1: none
   bool gang = false;                  // one gang at a time
   std::vector<workload::Gang> gangs;  // the run's gangs, when gang
   std::vector<size_t> gang_of;        // executor -> gang
@@ -349,12 +360,48 @@ Status prepare(const RunOptions& o, Setup* s) {
         return Status::invalid("executor '" + g.name + "': its name, the name of its gang, is longer than " +
                                std::to_string(RTACCEL_GANG_NAME_MAX - 1) + " characters; put it in a gang");
   }
+  s->isolation = o.isolation.value_or(w.isolation.declared);
+  if (s->isolation && !w.isolation.declared)
+    return Status::invalid("--isolation: workload '" + w.name + "' has no isolation section to run with "
+                           "(docs/workload.md: isolation)");
+  if (!s->isolation) w.isolation = workload::Isolation();  // nor in the analysis
+  s->holds_bwlock.assign(w.callbacks.size(), false);
+  for (size_t c : w.isolation.bwlock_chains)
+    for (size_t cb : w.chains[c].path) {
+      s->holds_bwlock[cb] = true;
+      // The server's buckets from this callback's up hold it too: buckets
+      // are by priority, as the analysis and the server's admission form them.
+      for (const auto& seg : w.callbacks[cb].segments) {
+        std::vector<int> priorities;
+        for (size_t other = 0; other < w.callbacks.size(); ++other)
+          for (const auto& o2 : w.callbacks[other].segments)
+            if (o2.accelerator == seg.accelerator) priorities.push_back(w.callback_priority(other));
+        const int b = analysis::bucket_of(w.callback_priority(cb), priorities,
+                                          w.accelerators[seg.accelerator].priority_levels);
+        s->bwlock_bucket = s->bwlock_bucket < 0 ? b : std::min(s->bwlock_bucket, b);
+      }
+    }
   s->bounds = s->gang ? analysis::analyze_gangs(w) : analysis::analyze(w);
 
   // Kernels sized to their share of each segment's WCET, timed on the device.
   // The busy loop is calibrated here, before any fork, so that every process
   // of the run shares one calibration.
   core::calibrate_busy_loop();
+  // Working sets too, one calibration per size and pattern.
+  s->walk_ns_per_line.assign(w.callbacks.size(), 0);
+  std::map<std::pair<uint64_t, bool>, double> walks;
+  for (size_t cb = 0; cb < w.callbacks.size(); ++cb) {
+    const auto& callback = w.callbacks[cb];
+    if (!callback.working_set_bytes) continue;
+    const auto key = std::make_pair(callback.working_set_bytes, callback.pattern == workload::MemoryPattern::kRandom);
+    auto it = walks.find(key);
+    if (it == walks.end()) it = walks.emplace(key, core::calibrate_walk(key.first, key.second)).first;
+    if (it->second == 0)
+      return Status::os_error("callback '" + callback.name + "': cannot map its working set of " +
+                                  std::to_string(key.first >> 10) + " KiB",
+                              errno);
+    s->walk_ns_per_line[cb] = it->second;
+  }
   if (Status st = size_kernels_in_child(w, o.work_fraction, &s->requests); !st) return st;
   // A segment on another node's accelerator sends its sized request over
   // the link; the analysis counted request_kb for it.
@@ -455,7 +502,7 @@ json timer_summary(const Setup& s, const SharedRun& shared, size_t t) {
 // Perfetto: one process per executor (a thread per executor thread), one per
 // accelerator (a thread per bucket, or per client thread under direct
 // invocation). Queueing is an async slice, so that waiting requests overlap.
-json trace_events(const Setup& s, const SharedRun& shared, uint64_t t0) {
+json trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& cores, uint64_t t0) {
   json events = json::array();
   auto meta = [&events](const char* what, int pid, int tid, const std::string& name) {
     json e = {{"ph", "M"}, {"name", what}, {"pid", pid}, {"args", {{"name", name}}}};
@@ -506,7 +553,14 @@ json trace_events(const Setup& s, const SharedRun& shared, uint64_t t0) {
         events.push_back({{"ph", "X"}, {"cat", "callback"}, {"name", cb.name}, {"pid", pid}, {"tid", ev.thread},
                           {"ts", ts(ev.begin_ns)}, {"dur", us(ev.end_ns - ev.begin_ns)},
                           {"args", {{"priority", s.plan.callbacks[ev.callback].priority},
-                                    {"activation_delay_us", us(ev.begin_ns - ev.submit_ns)}}}});
+                                    {"activation_delay_us", us(ev.begin_ns - ev.submit_ns)},
+                                    {"cpu_us", us(ev.cpu_ns)},
+                                    {"wcet_us", us(cb.cpu_ns)}}}});
+        // A broken assumption is marked where it happened (the monitor).
+        if (ev.cpu_ns > cb.cpu_ns)
+          events.push_back({{"ph", "i"}, {"s", "t"}, {"cat", "assumption"}, {"name", "over WCET: " + cb.name},
+                            {"pid", pid}, {"tid", ev.thread}, {"ts", ts(ev.end_ns)},
+                            {"args", {{"cpu_us", us(ev.cpu_ns)}, {"wcet_us", us(cb.cpu_ns)}}}});
         continue;
       }
       const auto& seg = cb.segments[ev.segment];
@@ -562,11 +616,42 @@ json trace_events(const Setup& s, const SharedRun& shared, uint64_t t0) {
       }
     }
   }
+  // What the executors' cores lost to interrupts, softirqs and the
+  // hypervisor, per sampling interval: counters on a process of their own.
+  const int cores_pid = link_pid + static_cast<int>(s.workload.links.size());
+  std::set<int> executor_cores;
+  for (const auto& ex : s.workload.executors) executor_cores.insert(ex.core);
+  meta("process_name", cores_pid, -1, "cores (time lost, /proc/stat)");
+  for (int core : executor_cores)
+    for (const auto& [at, loss] : cores.intervals(core))
+      events.push_back({{"ph", "C"}, {"name", "core " + std::to_string(core) + " lost (us)"}, {"pid", cores_pid},
+                        {"ts", ts(at)},
+                        {"args", {{"irq", us(loss.irq_ns)}, {"softirq", us(loss.softirq_ns)}, {"steal", us(loss.steal_ns)}}}});
   // Name the accelerator tracks that appeared.
   for (size_t d = 0; d < s.workload.accelerators.size(); ++d)
     for (int b = 0; b < s.workload.accelerators[d].priority_levels; ++b)
       meta("thread_name", accel_pid + static_cast<int>(d), b, "bucket " + std::to_string(b));
   return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
+}
+
+// Another program's Perfetto trace (the regulator's) on the run's timeline:
+// its ts 0 is otherData.origin_us on CLOCK_MONOTONIC; its processes are
+// renumbered past the run's. A trace that is missing or not one is left out.
+void merge_trace(const std::filesystem::path& path, uint64_t t0, json* trace) {
+  std::ifstream in(path);
+  const json other = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!other.is_object() || !other.contains("traceEvents") || !other["traceEvents"].is_array()) return;
+  const json origin = other.contains("otherData") ? other["otherData"].value("origin_us", json()) : json();
+  if (!origin.is_number()) return;
+  const double shift = origin.get<double>() - us(t0);
+  int next_pid = 0;
+  for (const auto& e : (*trace)["traceEvents"]) next_pid = std::max(next_pid, e.value("pid", 0));
+  for (json e : other["traceEvents"]) {
+    if (!e.is_object()) continue;
+    e["pid"] = next_pid + e.value("pid", 0);
+    if (e.contains("ts") && e["ts"].is_number()) e["ts"] = e["ts"].get<double>() + shift;
+    (*trace)["traceEvents"].push_back(std::move(e));
+  }
 }
 
 Status write_file(const std::filesystem::path& path, const std::string& text) {
@@ -591,7 +676,10 @@ class Run {
   std::string server_address(size_t e) const;
   Status start_executors();
   Status start_bridges();
+  Status start_isolation();
+  void end_isolation();
   Status start_best_effort();
+  json isolation_summary() const;
   size_t processes() const { return setup_.workload.executors.size() + setup_.plan.bridges.size(); }
   void fail_links(uint64_t now);
   json link_summary() const;
@@ -613,10 +701,17 @@ class Run {
   core::Child server_;
   std::vector<core::Child> executors_;  // executors, then bridges
   std::vector<core::Child> best_effort_;
+  // Isolation: the regulator, and the names of what it and the run share
+  // (bandwidth lock, gang lock, regulator status: "run-PID"; the
+  // best-effort cgroup "rtaccel-run-PID").
+  core::Child regulator_;
+  std::string run_name_;
+  std::string cgroup_;
   NodeNetwork nodes_;
   std::vector<uint64_t> link_down_ns_;   // per link: when it was taken down (0: not)
   rtaccel_gang_lock_t* gang_lock_ = nullptr;
   SharedRun shared_;
+  CoreSampler cores_;  // interrupts, softirqs and steal on every core
   uint64_t t0_ = 0;
   uint64_t next_report_ = 0;
   bool realtime_ = true;
@@ -681,6 +776,10 @@ Status Run::start_private_server() {
     const auto prefix = nodes_.run_in(there);
     args.insert(args.begin(), prefix.begin(), prefix.end());
   }
+  if (setup_.isolation && setup_.bwlock_bucket >= 0 && options_.policy == Policy::kPaam)
+    args.insert(args.end(), {"--bwlock", run_name_, "--bwlock-threshold",
+                             std::to_string(setup_.workload.isolation.bwlock_threshold_mbps), "--bwlock-bucket",
+                             std::to_string(setup_.bwlock_bucket)});
   server_log_ = (std::filesystem::path(options_.out_dir) / "server.log").string();
   core::SpawnOptions options;
   options.log_path = server_log_;
@@ -717,11 +816,17 @@ Status Run::start_executors() {
       config.executor = e;
       config.policy = options_.policy;
       config.work_fraction = options_.work_fraction;
+      config.walk_ns_per_line = &setup_.walk_ns_per_line;
       config.socket = server_address(e);
       config.remote_accelerator = config.socket != socket_;
       if (setup_.gang) {
         config.gang_lock = gang_lock_;
         config.gang = &setup_.gangs[setup_.gang_of[e]];
+      }
+      if (setup_.isolation && !setup_.workload.isolation.bwlock_chains.empty()) {
+        config.bwlock = run_name_;
+        config.bwlock_threshold_mbps = setup_.workload.isolation.bwlock_threshold_mbps;
+        config.holds_bwlock = &setup_.holds_bwlock;
       }
       _exit(run_executor(config).ok() ? 0 : 1);
     }
@@ -787,6 +892,56 @@ void Run::fail_links(uint64_t now) {
   }
 }
 
+// The regulator for the run (rtaccel-isolate regulate): on the regulated
+// cores, metering the run's best-effort cgroup, which it makes and removes;
+// its bandwidth lock and gang lock are the run's. It writes its summary and
+// trace into the result folder when the runner stops it.
+Status Run::start_isolation() {
+  const auto& iso = setup_.workload.isolation;
+  if (!rtaccel_fifo_allowed(99))
+    return Status::error("isolation: the regulator needs SCHED_FIFO and perf events (root); run without it "
+                         "with --no-isolation");
+  std::string cores;
+  if (iso.cores.empty()) {
+    for (int c = 0; c < setup_.workload.cores; ++c) cores += (c ? "," : "") + std::to_string(c);
+  } else {
+    for (int c : iso.cores) cores += (cores.empty() ? "" : ",") + std::to_string(c);
+  }
+  const std::filesystem::path out(options_.out_dir);
+  std::vector<std::string> args = {isolate_binary(options_), "regulate", "--cores", cores, "--period-us",
+                                   std::to_string(iso.period_ns / 1000), "--cgroup", cgroup_, "--own-cgroup",
+                                   "--bwlock", run_name_, "--be-peak-mbps", std::to_string(iso.be_peak_mbps),
+                                   "--summary", (out / "regulator.json").string(),
+                                   "--trace", (out / "regulator.trace.json").string(), "--quiet"};
+  if (iso.threshold_mbps != workload::Isolation::kUnlimited)
+    args.insert(args.end(), {"--threshold", std::to_string(iso.threshold_mbps)});
+  if (setup_.gang) args.insert(args.end(), {"--gang", run_name_});
+  core::SpawnOptions options;
+  options.log_path = (out / "regulator.log").string();
+  options.parent_death_signal = SIGTERM;
+  options.ignore_sigint = true;
+  options.ready_handshake = true;
+  auto child = core::Child::spawn(args, options);
+  if (!child) return child.status().context("cannot start the regulator " + args[0]);
+  regulator_ = child.take();
+  if (Status ready = regulator_.wait_ready(10 * kSecond); !ready)
+    return Status::error("the regulator did not start: " + ready.message() + "; see " + options.log_path);
+  return Status();
+}
+
+// Whatever way the run ends: the best-effort programs, then the regulator
+// (which removes its cgroup once they are gone), then the shared-memory
+// objects named after the run. Nothing of it is left behind.
+void Run::end_isolation() {
+  if (!setup_.isolation) return;
+  for (auto& child : best_effort_) child.terminate(2 * kSecond);
+  regulator_.terminate(10 * kSecond);
+  rtaccel_bwlock_unlink(run_name_.c_str());
+  if (setup_.gang) rtaccel_gang_lock_unlink(run_name_.c_str());
+  std::error_code ec;
+  std::filesystem::remove("/dev/shm/rtaccel-regulator." + run_name_, ec);
+}
+
 // Best-effort programs: plain SCHED_OTHER children, on any core, from a
 // shell so that a user writes them as on a command line.
 Status Run::start_best_effort() {
@@ -796,7 +951,10 @@ Status Run::start_best_effort() {
     options.parent_death_signal = SIGTERM;
     options.ignore_sigint = true;
     options.own_process_group = true;  // SIGTERM reaches what the shell started
-    auto child = core::Child::spawn({"/bin/sh", "-c", options_.best_effort[i]}, options);
+    std::vector<std::string> argv = {"/bin/sh", "-c", options_.best_effort[i]};
+    // Under isolation the regulated cgroup is where best-effort work runs.
+    if (setup_.isolation) argv.insert(argv.begin(), {isolate_binary(options_), "run-be", "--cgroup", cgroup_, "--"});
+    auto child = core::Child::spawn(argv, options);
     if (!child) return child.status().context("cannot start best-effort program '" + options_.best_effort[i] + "'");
     best_effort_.push_back(child.take());
   }
@@ -882,6 +1040,24 @@ json Run::gang_summary() const {
           {"preemption_cost_us", us(setup_.workload.gang_preemption_ns)}};
 }
 
+// The run's isolation: what it was set to and what the regulator reports.
+json Run::isolation_summary() const {
+  const auto& iso = setup_.workload.isolation;
+  json chains = json::array();
+  for (size_t c : iso.bwlock_chains) chains.push_back(setup_.workload.chains[c].name);
+  std::ifstream in(std::filesystem::path(options_.out_dir) / "regulator.json");
+  json regulator = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return {{"cgroup", cgroup_},
+          {"period_us", us(iso.period_ns)},
+          {"threshold_mbps", iso.threshold_mbps == workload::Isolation::kUnlimited ? json(nullptr)
+                                                                                   : json(iso.threshold_mbps)},
+          {"bandwidth_lock", {{"chains", std::move(chains)},
+                              {"threshold_mbps", iso.bwlock_threshold_mbps},
+                              {"server_bucket", setup_.bwlock_bucket < 0 ? json(nullptr) : json(setup_.bwlock_bucket)}}},
+          {"regulator", regulator.is_discarded() ? json(nullptr) : std::move(regulator)},
+          {"regulator_log", "regulator.log"}};
+}
+
 // An executor that failed or any child that exited, as an error.
 Status Run::failure() {
   for (size_t e = 0; e < processes(); ++e)
@@ -890,6 +1066,11 @@ Status Run::failure() {
   int status;
   bool exited = server_.pid() > 0 && server_.exited(&status);
   std::string what = "rtaccel-server exited during the run";
+  if (!exited && regulator_.pid() > 0 && regulator_.exited(&status)) {
+    exited = true;
+    what = "the regulator exited during the run (" + core::describe_wait_status(status) + "); see " +
+           (std::filesystem::path(options_.out_dir) / "regulator.log").string();
+  }
   for (auto& child : executors_) {
     if (!exited && child.pid() > 0 && child.exited(&status)) {
       exited = true;
@@ -953,11 +1134,13 @@ void Run::report_progress(uint64_t now) {
 Status Run::supervise() {
   const uint64_t end = t0_ + duration_ns_;
   Status status;
+  cores_.sample(t0_);
   while (core::monotonic_ns() < end && !stop_requested()) {
     if (status = failure(); !status) break;
     fail_links(core::monotonic_ns());
     report_progress(core::monotonic_ns());
     core::sleep_ns(20 * kMs);
+    cores_.sample(core::monotonic_ns());
   }
   if (options_.progress && isatty(STDERR_FILENO)) fputc('\n', stderr);
   return status;
@@ -999,6 +1182,9 @@ void Run::wind_down() {
     while (child.pid() > 0 && !child.exited(&status) && core::monotonic_ns() < deadline) core::sleep_ns(5 * kMs);
     child.kill_now();
   }
+  // Last: it writes its summary and trace, and removes its cgroup, which
+  // the best-effort programs have left.
+  regulator_.terminate(10 * kSecond);
 }
 
 Status Run::write_results(uint64_t stopped_ns) {
@@ -1035,6 +1221,8 @@ Status Run::write_results(uint64_t stopped_ns) {
                       {"messages", st->pushed},
                       {"dropped", st->dropped}});
   }
+  MonitorInput monitor{&w, &setup_.plan, &setup_.bounds, &shared_, &cores_, t0_};
+  json assumptions = check_assumptions(monitor, &chains);
   bool held = true;
   for (const auto& c : chains)
     if (c["critical"].get<bool>() && c["bound_held"].is_boolean()) held = held && c["bound_held"].get<bool>();
@@ -1053,8 +1241,10 @@ Status Run::write_results(uint64_t stopped_ns) {
                   {"chains", std::move(chains)},
                   {"timers", std::move(timers)},
                   {"executors", std::move(execs)},
-                  {"queues", std::move(queues)}};
+                  {"queues", std::move(queues)},
+                  {"assumptions", std::move(assumptions)}};
   if (setup_.gang) summary["gang"] = gang_summary();
+  if (setup_.isolation) summary["isolation"] = isolation_summary();
   if (!setup_.workload.links.empty()) {
     summary["links"] = link_summary();
     for (size_t h = 0; h < setup_.plan.hops.size(); ++h) {
@@ -1073,7 +1263,9 @@ Status Run::write_results(uint64_t stopped_ns) {
     summary["best_effort"] = std::move(be);
   }
   if (Status st = write_file(out / "summary.json", summary.dump(2) + "\n"); !st) return st;
-  if (Status st = write_file(out / "trace.json", trace_events(setup_, shared_, t0_).dump() + "\n"); !st) return st;
+  json trace = trace_events(setup_, shared_, cores_, t0_);
+  if (setup_.isolation) merge_trace(out / "regulator.trace.json", t0_, &trace);
+  if (Status st = write_file(out / "trace.json", trace.dump() + "\n"); !st) return st;
   if (!csv) return Status::error("cannot write " + (out / "latency.csv").string());
   return Status();
 }
@@ -1087,6 +1279,8 @@ Expected<RunEnd> Run::execute() {
   if (ec) return Status::invalid("cannot create " + options_.out_dir + ": " + ec.message());
 
   socket_ = options_.socket;
+  run_name_ = "run-" + std::to_string(getpid());
+  cgroup_ = "rtaccel-" + run_name_;
   struct DirCleanup {
     std::string* dir;
     ~DirCleanup() {
@@ -1103,10 +1297,20 @@ Expected<RunEnd> Run::execute() {
     rtaccel_gang_lock_t** lock;
     ~GangLockCleanup() { rtaccel_gang_lock_close(*lock); }
   } gang_cleanup{&gang_lock_};
+  struct IsolationCleanup {
+    Run* run;
+    ~IsolationCleanup() { run->end_isolation(); }
+  } isolation_cleanup{this};
   if (setup_.gang) {
-    // Private to the run: the executors inherit it through fork.
-    if (int err = rtaccel_gang_lock_create_private(&gang_lock_))
-      return Status::os_error("cannot create the run's gang lock", -err);
+    // Private to the run: the executors inherit it through fork. Under
+    // isolation, named, so that the regulator enforces the running gang's
+    // threshold.
+    const int err = setup_.isolation ? rtaccel_gang_lock_open(run_name_.c_str(), &gang_lock_)
+                                     : rtaccel_gang_lock_create_private(&gang_lock_);
+    if (err) return Status::os_error("cannot create the run's gang lock", -err);
+  }
+  if (setup_.isolation) {
+    if (Status st = start_isolation(); !st) return st;
   }
   Status st = start_executors();
   if (st) st = start_bridges();

@@ -106,6 +106,7 @@ struct TraceEvent {
   int32_t bucket;      // segment: server bucket; -1: direct invocation
   uint32_t segment;
   int32_t status;      // segment: the service's status
+  uint64_t cpu_ns;     // callback: the thread's CPU time in its CPU work
 };
 
 struct alignas(64) RunHeader {
@@ -126,7 +127,7 @@ static_assert(sizeof(ExecutorState) == 320 && offsetof(ExecutorState, trace_used
               offsetof(ExecutorState, port) == 292);
 static_assert(sizeof(WireHeader) == kWireHeaderBytes && sizeof(HopState) == 256);
 static_assert(sizeof(ChainState) == 64 && sizeof(TimerState) == 64 && sizeof(RunHeader) == 64);
-static_assert(sizeof(Sample) == 16 && sizeof(TimerRecord) == 16 && sizeof(TraceEvent) == 48);
+static_assert(sizeof(Sample) == 16 && sizeof(TimerRecord) == 16 && sizeof(TraceEvent) == 56);
 
 // Capacities of the measurement arrays.
 struct Capacity {

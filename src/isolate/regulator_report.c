@@ -69,10 +69,13 @@ int regulator_write_trace(const struct regulator *reg, const char *path)
 	if (!f)
 		return -errno;
 	const double t0 = (double)reg->started_ns / 1e3;
-	fprintf(f, "{\"displayTimeUnit\": \"ns\", \"traceEvents\": [\n"
+	/* otherData: where ts 0 is on CLOCK_MONOTONIC, so that a tool can put
+	 * these events on another trace's timeline (rtaccel run does). */
+	fprintf(f, "{\"displayTimeUnit\": \"ns\", \"otherData\": {\"clock\": \"CLOCK_MONOTONIC\", "
+		   "\"origin_us\": %.3f}, \"traceEvents\": [\n"
 		   "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, "
 		   "\"args\": {\"name\": \"rtaccel regulator (%s meter)\"}}",
-		regulator_meter_name(reg));
+		t0, regulator_meter_name(reg));
 	for (int i = 0; i < reg->cfg.ncores; i++) {
 		const struct core_ctx *c = &reg->cores[i];
 		fprintf(f, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": %d, "

@@ -309,6 +309,7 @@ class Loader {
     read_list(top.list("gangs", false), "gangs", [&](const YAML::Node& n, size_t i) {
       read_gang(n, i);
     });
+    read_isolation(top.get("isolation", false));
     top.finish();
 
     // Cross-checks run even after field errors, skipping what could not be
@@ -482,6 +483,67 @@ class Loader {
     f.finish();
   }
 
+  void read_isolation(const YAML::Node& node) {
+    if (!node.IsDefined()) return;
+    Fields f(ctx_, node, "isolation");
+    if (!f.valid()) return;
+    Isolation& iso = workload_.isolation;
+    iso.declared = true;
+    iso.where = f.where();
+    YAML::Node regulator = f.get("regulator", false);
+    if (regulator.IsDefined()) {
+      Fields r(ctx_, regulator, "isolation: regulator");
+      if (r.valid()) {
+        YAML::Node cores = r.list("cores", false);
+        if (cores.IsDefined()) {
+          if (cores.size() == 0) ctx_.error(cores, "isolation: regulator: cores is empty");
+          for (const auto& item : cores) {
+            long long core = -1;
+            if (!item.IsScalar() || !YAML::convert<long long>::decode(item, core) || core < 0 || core > 4095) {
+              ctx_.error(item, "isolation: regulator: cores must hold core numbers (0..4095), got " + quoted(item));
+            } else if (std::find(iso.cores.begin(), iso.cores.end(), core) != iso.cores.end()) {
+              ctx_.error(item, "isolation: regulator: core " + std::to_string(core) + " is listed twice");
+            } else {
+              iso.cores.push_back(static_cast<int>(core));
+              pending_isolation_cores_.push_back(location_of(item));
+            }
+          }
+        }
+        // The regulator's own limits (rtaccel-isolate regulate).
+        if (auto period = r.duration("period_us", false, kNsPerUs, false)) {
+          iso.period_ns = *period;
+          if (iso.period_ns < 100 * kNsPerUs || iso.period_ns > 1000 * kNsPerMs)
+            ctx_.error(r.get("period_us", false), "isolation: regulator: period_us must be between 100 and 1000000");
+        }
+        if (auto t = r.integer("threshold_mbps", false, 0, 1000000)) iso.threshold_mbps = static_cast<uint32_t>(*t);
+        if (auto peak = r.integer("be_peak_mbps", false, 1, 1000000)) iso.be_peak_mbps = static_cast<uint32_t>(*peak);
+        if (auto cost = r.duration("cost_us", false, kNsPerUs, true)) iso.cost_ns = *cost;
+        if (iso.cost_ns >= iso.period_ns)
+          ctx_.error(regulator, "isolation: regulator: cost_us must be less than period_us");
+        r.finish();
+      }
+    }
+    YAML::Node lock = f.get("bandwidth_lock", false);
+    if (lock.IsDefined()) {
+      Fields b(ctx_, lock, "isolation: bandwidth_lock");
+      if (b.valid()) {
+        pending_bwlock_chains_ = b.names("chains", true, "chain");
+        if (auto t = b.integer("threshold_mbps", false, 0, 1000000)) iso.bwlock_threshold_mbps = static_cast<uint32_t>(*t);
+        b.finish();
+      }
+    }
+    f.finish();
+  }
+
+  void read_memory(const YAML::Node& node, const std::string& what, Callback& cb) {
+    Fields f(ctx_, node, what + ": memory");
+    if (!f.valid()) return;
+    // At most 1 GiB: an executor allocates and locks it before the run.
+    if (auto kb = f.integer("working_set_kb", true, 4, 1 << 20)) cb.working_set_bytes = static_cast<uint64_t>(*kb) << 10;
+    if (auto pattern = f.choice("pattern", false, {"stream", "random"})) cb.pattern = static_cast<MemoryPattern>(*pattern);
+    f.finish();
+  }
+
   void read_callback(const YAML::Node& node, size_t index) {
     Fields f(ctx_, node, item("callback", index, node));
     if (!f.valid()) return;
@@ -506,6 +568,13 @@ class Loader {
     pending.reads = f.names("reads", false, "topic", /*allow_empty=*/true);
     for (const auto& read : pending.reads) cb.reads.push_back(read.first);
     if (auto cpu = f.duration("cpu_us", true, kNsPerUs, true)) cb.cpu_ns = *cpu;
+    if (auto work = f.duration("work_us", false, kNsPerUs, true)) {
+      cb.work_ns = *work;
+      if (cb.work_ns > cb.cpu_ns)
+        ctx_.error(f.get("work_us", false), f.what() + ": work_us (" + std::to_string(cb.work_ns / kNsPerUs) +
+                                                 ") is more than cpu_us, its WCET (" +
+                                                 std::to_string(cb.cpu_ns / kNsPerUs) + ")");
+    }
     YAML::Node segments = f.list("segments", false);
     if (segments.IsDefined()) {
       for (size_t i = 0; i < segments.size(); ++i) {
@@ -528,6 +597,8 @@ class Loader {
       }
     }
     if (auto wait = f.choice("wait", false, {"suspend", "spin"})) cb.wait = static_cast<WaitMode>(*wait);
+    YAML::Node memory = f.get("memory", false);
+    if (memory.IsDefined()) read_memory(memory, f.what(), cb);
     f.finish();
     workload_.callbacks.push_back(std::move(cb));
     pending_callbacks_.push_back(std::move(pending));
@@ -571,6 +642,7 @@ class Loader {
     std::map<int, size_t> priorities;
     for (size_t c = 0; c < workload_.chains.size(); ++c) resolve_chain(c, callbacks, priorities, in_chain);
     check_gangs(executors);
+    check_isolation();
     // After other errors a chain may be missing, so this would only mislead.
     for (size_t i = 0; i < workload_.callbacks.size() && !ctx_.failed(); ++i) {
       if (!in_chain[i]) {
@@ -578,6 +650,27 @@ class Loader {
                                               "' is in no chain; put it in one (a best-effort chain with a low "
                                               "priority will do) so that its priority and interference are known");
       }
+    }
+  }
+
+  void check_isolation() {
+    Isolation& iso = workload_.isolation;
+    for (size_t i = 0; i < iso.cores.size(); ++i)
+      if (iso.cores[i] >= workload_.cores)
+        ctx_.error(pending_isolation_cores_[i], "isolation: regulator: core " + std::to_string(iso.cores[i]) +
+                                                    " does not exist: there are " + std::to_string(workload_.cores));
+    for (const auto& [name, where] : pending_bwlock_chains_) {
+      auto it = std::find_if(workload_.chains.begin(), workload_.chains.end(),
+                             [&](const Chain& c) { return c.name == name; });
+      if (it == workload_.chains.end()) {
+        ctx_.error(where, "isolation: bandwidth_lock: chain '" + name + "' is not defined");
+        continue;
+      }
+      const auto c = static_cast<size_t>(it - workload_.chains.begin());
+      if (std::find(iso.bwlock_chains.begin(), iso.bwlock_chains.end(), c) != iso.bwlock_chains.end())
+        ctx_.error(where, "isolation: bandwidth_lock: chain '" + name + "' is listed twice");
+      else
+        iso.bwlock_chains.push_back(c);
     }
   }
 
@@ -915,6 +1008,8 @@ class Loader {
   Workload workload_;
   std::optional<bool> gang_scheduling_;
   std::vector<std::vector<std::pair<std::string, SourceLocation>>> pending_gangs_;
+  std::vector<SourceLocation> pending_isolation_cores_;
+  std::vector<std::pair<std::string, SourceLocation>> pending_bwlock_chains_;
   std::optional<int> declared_cores_;
   std::optional<uint64_t> communication_ns_;
   std::vector<PendingCallback> pending_callbacks_;

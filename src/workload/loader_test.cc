@@ -138,8 +138,43 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"OpenClIsOneQueue", "backend: cpu, core: 1, priority_levels: 4", "backend: opencl, priority_levels: 4",
                 "priority_levels must be 1", 5},
         BadCase{"TopicFirstChainNeedsAPeriod", "path: [sensor, filter]", "path: [filter]", "needs period_ms", 19},
-        BadCase{"SyntaxError", "path: [sensor, filter]", "path: [sensor, filter", "YAML syntax error", 19}),
+        BadCase{"SyntaxError", "path: [sensor, filter]", "path: [sensor, filter", "YAML syntax error", 19},
+        BadCase{"WorkAboveWcet", "cpu_us: 1000.5}", "cpu_us: 1000.5, work_us: 1200}", "work_us (1200) is more than cpu_us", 17},
+        BadCase{"MemoryPattern", "cpu_us: 1000.5}", "cpu_us: 1000.5, memory: {working_set_kb: 64, pattern: zigzag}}",
+                "memory: pattern must be one of stream, random", 17},
+        BadCase{"MemoryNeedsASize", "cpu_us: 1000.5}", "cpu_us: 1000.5, memory: {pattern: random}}",
+                "memory: missing required key 'working_set_kb'", 17},
+        BadCase{"IsolationChain", "deadline_ms: 90}\n", "deadline_ms: 90}\nisolation: {bandwidth_lock: {chains: [cold]}}\n",
+                "bandwidth_lock: chain 'cold' is not defined", 20},
+        BadCase{"IsolationCore", "deadline_ms: 90}\n", "deadline_ms: 90}\nisolation: {regulator: {cores: [0, 9]}}\n",
+                "regulator: core 9 does not exist", 20},
+        BadCase{"IsolationKey", "deadline_ms: 90}\n", "deadline_ms: 90}\nisolation: {regulatr: {}}\n",
+                "isolation: unknown key 'regulatr' (expected regulator, bandwidth_lock)", 20}),
     [](const ::testing::TestParamInfo<BadCase>& param_info) { return std::string(param_info.param.name); });
+
+TEST(Loader, MemoryWorkAndIsolation) {
+  std::string text = replace(kValid, "cpu_us: 1000.5}",
+                             "cpu_us: 1000.5, work_us: 600, memory: {working_set_kb: 16384, pattern: random}}");
+  text += "isolation:\n  regulator: {cores: [1, 0], period_us: 500, threshold_mbps: 2000, be_peak_mbps: 8000, cost_us: 20}\n"
+          "  bandwidth_lock: {chains: [hot], threshold_mbps: 100}\n";
+  auto r = load(text);
+  ASSERT_TRUE(r.ok()) << r.errors[0];
+  const Callback& filter = r.workload->callbacks[1];
+  EXPECT_EQ(filter.work_ns, 600000u);
+  EXPECT_EQ(filter.working_set_bytes, 16384u << 10);
+  EXPECT_EQ(filter.pattern, MemoryPattern::kRandom);
+  EXPECT_EQ(r.workload->callbacks[0].working_set_bytes, 0u);  // no memory: the busy loop
+  const Isolation& iso = r.workload->isolation;
+  EXPECT_TRUE(iso.declared);
+  EXPECT_EQ(iso.cores, (std::vector<int>{1, 0}));
+  EXPECT_EQ(iso.period_ns, 500000u);
+  EXPECT_EQ(iso.threshold_mbps, 2000u);
+  EXPECT_EQ(iso.be_peak_mbps, 8000u);
+  EXPECT_EQ(iso.cost_ns, 20000u);
+  EXPECT_EQ(iso.bwlock_chains, (std::vector<size_t>{0}));
+  EXPECT_EQ(iso.bwlock_threshold_mbps, 100u);
+  EXPECT_FALSE(load(kValid).workload->isolation.declared);
+}
 
 // Two nodes and a link; the filter runs on the second node.
 const std::string kTwoNodes = R"(version: 1

@@ -9,6 +9,10 @@ std::string_view to_string(WaitMode mode) {
   return mode == WaitMode::kSpin ? "spin" : "suspend";
 }
 
+std::string_view to_string(MemoryPattern pattern) {
+  return pattern == MemoryPattern::kRandom ? "random" : "stream";
+}
+
 void raise_overheads(Workload* w, uint64_t epsilon_ns, uint64_t kappa_ns, uint64_t jitter_ns) {
   w->release_jitter_ns = std::max(w->release_jitter_ns, jitter_ns);
   if (w->server) {

@@ -287,3 +287,42 @@ chains:
     proc = rtaccel("run", path, "--duration", "1", "--out", str(tmp_path / "out"), "--quiet")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "refused" in proc.stderr and "chain '" in proc.stderr
+
+
+MEMORY = """executors:
+  - {name: ex, core: 0, priority: 50}
+callbacks:
+  # Its work is its whole WCET, calibrated as the fastest of several trials:
+  # it runs over the WCET in some instance of many, and the monitor says so.
+  - {name: tight, executor: ex, trigger: {timer_ms: 10}, cpu_us: 1000, work_us: 1000}
+  - {name: walker, executor: ex, trigger: {timer_ms: 20}, cpu_us: 20000, work_us: 1000,
+     memory: {working_set_kb: 4096, pattern: random}}
+chains:
+  - {name: tight, priority: 2, path: [tight]}
+  - {name: walker, priority: 1, path: [walker]}
+"""
+
+
+def test_the_monitor_checks_every_callback_against_its_wcet(tmp_path):
+    summary, _ = run(workload(tmp_path, "memory", MEMORY), "picas", tmp_path / "out")
+    a = summary["assumptions"]
+    cbs = {c["callback"]: c for c in a["callbacks"]}
+    assert cbs["walker"]["working_set_kb"] == 4096 and cbs["tight"]["working_set_kb"] == 0
+    # The walk's CPU time is about its work: far from its 20 ms WCET.
+    assert 0 < cbs["walker"]["max_us"] < 10000 and cbs["walker"]["over"] == 0
+    assert cbs["tight"]["count"] > 100 and cbs["tight"]["over"] > 0
+    assert any(b.startswith("callback tight ran up to") and "against a WCET of 1.0 ms" in b
+               for b in a["broken"]), a["broken"]
+    assert {c["core"] for c in a["cores"]} == {0}
+    assert a["unexplained_violations"] == 0
+    trace = json.loads((tmp_path / "out" / "trace.json").read_text())["traceEvents"]
+    slices = [e for e in trace if e.get("cat") == "callback" and e["name"] == "walker"]
+    assert slices and all(e["args"]["wcet_us"] == 20000 and e["args"]["cpu_us"] > 0 for e in slices)
+    assert any(e.get("cat") == "assumption" and e["name"] == "over WCET: tight" for e in trace)
+    assert any(e.get("ph") == "C" and e["name"] == "core 0 lost (us)" for e in trace)
+
+
+def test_isolation_without_a_section_is_refused(tmp_path):
+    proc = rtaccel("run", workload(tmp_path, "plain", TWO_TIMERS), "--isolation", "--duration", "1",
+                   "--out", str(tmp_path / "out"), check=2)
+    assert "has no isolation section" in proc.stderr

@@ -32,6 +32,9 @@ const char kUsage[] =
     "      --jitter-floor-us US   at least this timer release jitter in the analysis (calibration)\n"
     "  -g, --gang               one real-time gang at a time (isolate layer)\n"
     "      --no-gang            not, whatever the workload says\n"
+    "      --isolation          memory-bandwidth regulation: the regulator, the best-effort cgroup\n"
+    "                           and the bandwidth lock (default: on when the workload declares it)\n"
+    "      --no-isolation       not, whatever the workload says\n"
     "  -b, --best-effort CMD    start CMD (a shell command line) beside the workload, SCHED_OTHER;\n"
     "                           repeatable; stopped with SIGTERM at the end\n"
     "      --no-flow-control    multi-node: a connection per topic, each message in one piece\n"
@@ -48,7 +51,7 @@ int bad(const char* what, const char* value) {
 
 int main(int argc, char** argv) {
   rtaccel::exec::RunOptions o;
-  enum { kServer = 256, kFraction, kEpsilon, kKappa, kJitter, kNoGang, kNoFlow, kFailLink };
+  enum { kServer = 256, kFraction, kEpsilon, kKappa, kJitter, kNoGang, kNoFlow, kFailLink, kIsolation, kNoIsolation };
   const option longopts[] = {
       {"policy", required_argument, nullptr, 'p'},     {"duration", required_argument, nullptr, 'd'},
       {"out", required_argument, nullptr, 'o'},        {"socket", required_argument, nullptr, 's'},
@@ -58,6 +61,7 @@ int main(int argc, char** argv) {
       {"jitter-floor-us", required_argument, nullptr, kJitter},
       {"gang", no_argument, nullptr, 'g'},             {"no-gang", no_argument, nullptr, kNoGang},
       {"best-effort", required_argument, nullptr, 'b'},
+      {"isolation", no_argument, nullptr, kIsolation}, {"no-isolation", no_argument, nullptr, kNoIsolation},
       {"no-flow-control", no_argument, nullptr, kNoFlow},
       {"fail-link", required_argument, nullptr, kFailLink},
       {"quiet", no_argument, nullptr, 'q'},            {"help", no_argument, nullptr, 'h'},
@@ -95,6 +99,8 @@ int main(int argc, char** argv) {
         break;
       case 'g': o.gang = true; break;
       case kNoGang: o.gang = false; break;
+      case kIsolation: o.isolation = true; break;
+      case kNoIsolation: o.isolation = false; break;
       case 'b':
         if (!*optarg) return bad("--best-effort (a command)", optarg);
         o.best_effort.push_back(optarg);

@@ -37,7 +37,7 @@ static const char usage[] =
 	"                                [--cgroup PATH | --no-cgroup] [--bwlock NAME] [--gang NAME]\n"
 	"                                [--threshold MBPS] [--be-peak-mbps N] [--tfs RHO]\n"
 	"                                [--park-priority P] [--duration S] [--summary FILE]\n"
-	"                                [--trace FILE] [--quiet]\n"
+	"                                [--trace FILE] [--quiet] [--own-cgroup] [--ready-fd FD]\n"
 	"       rtaccel-isolate status [--bwlock NAME] [--json]\n"
 	"       rtaccel-isolate run-be [--cgroup PATH] -- PROGRAM [ARGS]\n"
 	"       rtaccel-isolate hold --threshold MBPS [--bwlock NAME] [--ceiling P] -- PROGRAM [ARGS]\n"
@@ -48,7 +48,9 @@ static const char usage[] =
 	"                     default " DEFAULT_CGROUP ", made if missing\n"
 	"  --threshold MBPS   regulate at MBPS always, beside the locks\n"
 	"  --be-peak-mbps N   cpu-time meter: MB/s a core of best-effort work moves (10000)\n"
-	"  --tfs RHO          charge throttled tasks RHO x their throttled time (0: off)\n";
+	"  --tfs RHO          charge throttled tasks RHO x their throttled time (0: off)\n"
+	"  --own-cgroup       the best-effort cgroup is this regulator's: removed when it stops\n"
+	"  --ready-fd FD      write \"ready\" to FD once regulating, and close it\n";
 
 static int bad(const char *what, const char *arg)
 {
@@ -113,9 +115,11 @@ static int cmd_regulate(int argc, char **argv)
 	snprintf(cfg.bwlock, sizeof(cfg.bwlock), "default");
 	const char *cgroup = DEFAULT_CGROUP, *summary = NULL, *trace = NULL;
 	uint64_t v, duration_ms = 0;
-	bool cores_given = false;
+	bool cores_given = false, own_cgroup = false;
+	int ready_fd = -1;
 	enum { O_CORES = 256, O_PERIOD, O_METER, O_CGROUP, O_NO_CGROUP, O_BWLOCK, O_GANG,
-	       O_THRESHOLD, O_PEAK, O_TFS, O_PARK, O_DURATION, O_SUMMARY, O_TRACE, O_QUIET };
+	       O_THRESHOLD, O_PEAK, O_TFS, O_PARK, O_DURATION, O_SUMMARY, O_TRACE, O_QUIET,
+	       O_OWN_CGROUP, O_READY_FD };
 	static const struct option opts[] = {
 		{"cores", required_argument, 0, O_CORES},
 		{"period-us", required_argument, 0, O_PERIOD},
@@ -132,6 +136,8 @@ static int cmd_regulate(int argc, char **argv)
 		{"summary", required_argument, 0, O_SUMMARY},
 		{"trace", required_argument, 0, O_TRACE},
 		{"quiet", no_argument, 0, O_QUIET},
+		{"own-cgroup", no_argument, 0, O_OWN_CGROUP},
+		{"ready-fd", required_argument, 0, O_READY_FD},
 		{0, 0, 0, 0}};
 	int opt;
 	optind = 1;
@@ -212,6 +218,12 @@ static int cmd_regulate(int argc, char **argv)
 		case O_SUMMARY: summary = optarg; break;
 		case O_TRACE: trace = optarg; break;
 		case O_QUIET: cfg.quiet = true; break;
+		case O_OWN_CGROUP: own_cgroup = true; break;
+		case O_READY_FD:
+			if (parse_u64(optarg, 0, 65535, &v) < 0)
+				return bad("bad file descriptor", optarg);
+			ready_fd = (int)v;
+			break;
 		default: fputs(usage, stderr); return RTACCEL_EXIT_BAD_INPUT;
 		}
 	}
@@ -238,7 +250,16 @@ static int cmd_regulate(int argc, char **argv)
 	int err = regulator_start(&cfg, &reg, why, sizeof(why));
 	if (err) {
 		fprintf(stderr, "rtaccel-isolate: %s\n", why);
+		if (own_cgroup && cfg.cgroup[0])
+			rmdir(cfg.cgroup);
 		return err == -EINVAL ? RTACCEL_EXIT_BAD_INPUT : RTACCEL_EXIT_RUNTIME;
+	}
+	if (ready_fd >= 0) {
+		ssize_t n;
+		do
+			n = write(ready_fd, "ready\n", 6);
+		while (n < 0 && errno == EINTR);
+		close(ready_fd);
 	}
 	if (!cfg.quiet) {
 		fprintf(stderr, "rtaccel-isolate: regulating core(s)");
@@ -270,6 +291,17 @@ static int cmd_regulate(int argc, char **argv)
 		rc = 1;
 	}
 	regulator_free(reg);
+	/* Empty once its owner has stopped the best-effort work: a task that
+	 * got SIGTERM may take a moment to exit, so EBUSY is tried again for up
+	 * to two seconds. A cgroup that still holds tasks stays, and says so. */
+	if (own_cgroup && cfg.cgroup[0]) {
+		int tries = 100;
+		while (rmdir(cfg.cgroup) < 0 && errno == EBUSY && --tries > 0)
+			rtaccel_sleep_ns(20 * 1000 * 1000);
+		if (access(cfg.cgroup, F_OK) == 0)
+			fprintf(stderr, "rtaccel-isolate: cannot remove best-effort cgroup %s: %s\n",
+				cfg.cgroup, strerror(errno));
+	}
 	return rc;
 }
 

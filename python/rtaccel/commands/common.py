@@ -110,6 +110,17 @@ def gang_options(parser, what: str) -> None:
                    help=f"{what} without gang scheduling, whatever the workload says")
 
 
+def isolation_options(parser, what: str) -> None:
+    """--isolation and --no-isolation, as analyze and run take them."""
+    g = parser.add_mutually_exclusive_group()
+    g.add_argument("--isolation", dest="isolation", action="store_const", const=True, default=None,
+                   help=f"{what} with memory-bandwidth regulation: the regulator, the best-effort "
+                        "cgroup and the bandwidth lock of the workload's isolation section (default: "
+                        "on when it has one)")
+    g.add_argument("--no-isolation", dest="isolation", action="store_const", const=False,
+                   help=f"{what} without it, whatever the workload says")
+
+
 def seconds(text: str) -> float:
     try:
         value = float(text)

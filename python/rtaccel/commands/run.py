@@ -32,7 +32,7 @@ def cmd_run(args) -> int:
         status = runner.run(args.workload, args.policy, args.duration, args.out, socket=args.socket,
                             work_fraction=args.work_fraction, progress=not args.quiet,
                             calibration=not args.no_calibration, gang=args.gang,
-                            best_effort=args.best_effort, flow_control=not args.no_flow_control,
+                            isolation=args.isolation, best_effort=args.best_effort, flow_control=not args.no_flow_control,
                             fail_links=args.fail_link)
     except (runner.RunError, accel.AccelError) as err:
         return common.fail("rtaccel", err)
@@ -126,9 +126,10 @@ def register(sub) -> None:
     p.add_argument("--no-calibration", action="store_true",
                    help="ignore this machine's `rtaccel calibrate` overheads")
     common.gang_options(p, "run")
+    common.isolation_options(p, "run")
     p.add_argument("--best-effort", action="append", default=[], metavar="CMD",
-                   help="start CMD (a shell command line) beside the workload, SCHED_OTHER, stopped at "
-                        "the end; repeatable (e.g. 'rtaccel membench read --size 8M')")
+                   help="start CMD (a shell command line) beside the workload, SCHED_OTHER (in the "
+                        "regulated cgroup under isolation), stopped at the end; repeatable (e.g. 'rtaccel membench read --size 8M')")
     p.add_argument("--no-flow-control", action="store_true",
                    help="multi-node: topics between nodes without the net layer's flow control (a "
                         "connection per topic, each message in one piece), the baseline")

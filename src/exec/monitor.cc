@@ -1,0 +1,333 @@
+#include "exec/monitor.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <string>
+
+#include "core/percentile.h"
+
+namespace rtaccel::exec {
+namespace {
+
+using nlohmann::json;
+
+double us(uint64_t ns) { return static_cast<double>(ns) / 1000.0; }
+
+std::string ms(uint64_t ns) {
+  char text[32];
+  snprintf(text, sizeof(text), "%.1f ms", static_cast<double>(ns) / 1e6);
+  return text;
+}
+
+std::string count_of(uint64_t n, const char* what) {
+  return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+}
+
+// A piece of work that took longer than the analysis allowed it.
+struct Overrun {
+  enum Kind { kCpu, kSegment, kHop } kind;
+  size_t what;         // kCpu: callback; kSegment: index into segments; kHop: hop
+  uint64_t begin_ns;   // when it ran
+  uint64_t end_ns;
+  uint64_t took_ns;    // measured
+  int core;            // kCpu: its executor's core
+};
+
+// Measured against allowed, per callback, segment or hop.
+struct Tally {
+  uint64_t count = 0;
+  uint64_t over = 0;
+  uint64_t allowed_ns = 0;
+  std::vector<uint64_t> took_ns;
+
+  void add(uint64_t took) {
+    ++count;
+    over += took > allowed_ns;
+    took_ns.push_back(took);
+  }
+  json to_json(const char* allowed_key) {
+    std::sort(took_ns.begin(), took_ns.end());
+    return {{allowed_key, us(allowed_ns)},
+            {"count", count},
+            {"p99_us", us(rtaccel_percentile_sorted_u64(took_ns.data(), took_ns.size(), 0.99))},
+            {"max_us", took_ns.empty() ? 0.0 : us(took_ns.back())},
+            {"over", over}};
+  }
+};
+
+// What explains one chain's instances over its bound.
+struct Explanation {
+  struct Seen {
+    uint64_t instances = 0;
+    uint64_t max_ns = 0;
+  };
+  std::map<std::pair<int, size_t>, Seen> overruns;  // (kind, what)
+  std::map<int, CoreLoss> cores;
+  uint64_t unexplained = 0;
+};
+
+}  // namespace
+
+void CoreSampler::sample(uint64_t now_ns) {
+  FILE* f = fopen("/proc/stat", "re");
+  if (!f) return;
+  static const double ns_per_tick = 1e9 / static_cast<double>(sysconf(_SC_CLK_TCK));
+  Sample s;
+  s.at_ns = now_ns;
+  char line[512];
+  while (fgets(line, sizeof(line), f)) {
+    int core;
+    unsigned long long user, nice, system, idle, iowait, irq, softirq, steal;
+    if (sscanf(line, "cpu%d %llu %llu %llu %llu %llu %llu %llu %llu", &core, &user, &nice, &system, &idle, &iowait,
+               &irq, &softirq, &steal) != 9 ||
+        core < 0 || core > 65535)
+      continue;
+    if (s.cumulative.size() <= static_cast<size_t>(core)) s.cumulative.resize(static_cast<size_t>(core) + 1);
+    auto to_ns = [](unsigned long long ticks) { return static_cast<uint64_t>(static_cast<double>(ticks) * ns_per_tick); };
+    s.cumulative[static_cast<size_t>(core)] = {to_ns(irq), to_ns(softirq), to_ns(steal)};
+  }
+  fclose(f);
+  samples_.push_back(std::move(s));
+}
+
+void CoreSampler::record(uint64_t now_ns, std::vector<CoreLoss> cumulative) {
+  samples_.push_back({now_ns, std::move(cumulative)});
+}
+
+CoreLoss CoreSampler::delta(const Sample& a, const Sample& b, int core) {
+  const auto c = static_cast<size_t>(core);
+  if (core < 0 || c >= a.cumulative.size() || c >= b.cumulative.size()) return {};
+  const CoreLoss& x = a.cumulative[c];
+  const CoreLoss& y = b.cumulative[c];
+  return {y.irq_ns - x.irq_ns, y.softirq_ns - x.softirq_ns, y.steal_ns - x.steal_ns};
+}
+
+CoreLoss CoreSampler::lost(int core, uint64_t from_ns, uint64_t to_ns,
+                           std::vector<std::vector<bool>>* counted) const {
+  CoreLoss sum;
+  std::vector<bool> none;
+  if (counted && counted->size() <= static_cast<size_t>(core)) counted->resize(static_cast<size_t>(core) + 1);
+  auto& done = counted ? (*counted)[static_cast<size_t>(core)] : none;
+  done.resize(samples_.size());
+  // Interval k is (samples_[k-1], samples_[k]]: the first one that ends at
+  // or after FROM, up to the first that ends at or after TO.
+  auto first = std::lower_bound(samples_.begin(), samples_.end(), from_ns,
+                                [](const Sample& s, uint64_t t) { return s.at_ns < t; });
+  for (auto k = static_cast<size_t>(std::max<ptrdiff_t>(first - samples_.begin(), 1)); k < samples_.size(); ++k) {
+    if (samples_[k - 1].at_ns > to_ns) break;
+    if (done[k]) continue;
+    done[k] = true;
+    const CoreLoss d = delta(samples_[k - 1], samples_[k], core);
+    sum.irq_ns += d.irq_ns;
+    sum.softirq_ns += d.softirq_ns;
+    sum.steal_ns += d.steal_ns;
+  }
+  return sum;
+}
+
+CoreLoss CoreSampler::lost(int core) const {
+  if (samples_.size() < 2) return {};
+  return delta(samples_.front(), samples_.back(), core);
+}
+
+std::vector<std::pair<uint64_t, CoreLoss>> CoreSampler::intervals(int core) const {
+  std::vector<std::pair<uint64_t, CoreLoss>> out;
+  for (size_t k = 1; k < samples_.size(); ++k) out.emplace_back(samples_[k - 1].at_ns, delta(samples_[k - 1], samples_[k], core));
+  return out;
+}
+
+json check_assumptions(const MonitorInput& in, json* chains) {
+  const auto& w = *in.workload;
+  const auto& plan = *in.plan;
+  const SharedRun& shared = *in.shared;
+
+  // Every piece of work against what the analysis allowed it.
+  std::vector<Tally> callbacks(w.callbacks.size());
+  for (size_t cb = 0; cb < w.callbacks.size(); ++cb) callbacks[cb].allowed_ns = w.callbacks[cb].cpu_ns;
+  std::vector<std::pair<size_t, size_t>> segment_of;  // (callback, segment)
+  std::map<std::pair<size_t, size_t>, size_t> segment_index;
+  for (size_t cb = 0; cb < w.callbacks.size(); ++cb)
+    for (size_t k = 0; k < w.callbacks[cb].segments.size(); ++k) {
+      segment_index[{cb, k}] = segment_of.size();
+      segment_of.emplace_back(cb, k);
+    }
+  std::vector<Tally> segments(segment_of.size());
+  for (size_t i = 0; i < segment_of.size(); ++i)
+    segments[i].allowed_ns = w.callbacks[segment_of[i].first].segments[segment_of[i].second].wcet_ns;
+  std::vector<Tally> hops(plan.hops.size());
+  if (!w.links.empty()) {
+    const analysis::NetworkTerms net(w);
+    for (size_t h = 0; h < plan.hops.size(); ++h)
+      for (uint32_t q : plan.hops[h].queues)
+        hops[h].allowed_ns = std::max(hops[h].allowed_ns, net.hop_ns(plan.hops[h].publisher, plan.queues[q].consumer));
+  }
+
+  std::vector<Overrun> overruns;
+  for (size_t e = 0; e < w.executors.size() + plan.bridges.size(); ++e) {
+    const uint64_t n = std::min(shared.executor(e)->trace_used.load(), shared.trace_capacity(e));
+    for (uint64_t i = 0; i < n; ++i) {
+      const TraceEvent& ev = shared.trace(e)[i];
+      if (ev.kind == static_cast<uint32_t>(TraceKind::kCallback)) {
+        Tally& t = callbacks[ev.callback];
+        t.add(ev.cpu_ns);
+        if (ev.cpu_ns > t.allowed_ns)
+          overruns.push_back({Overrun::kCpu, ev.callback, ev.begin_ns, ev.end_ns, ev.cpu_ns,
+                              w.executors[w.callbacks[ev.callback].executor].core});
+      } else if (ev.kind == static_cast<uint32_t>(TraceKind::kSegment) && ev.bucket >= 0) {
+        // Under direct invocation a segment's time includes its wait for the
+        // device, which no declared time covers; only served kernels count.
+        const size_t s = segment_index[{ev.callback, ev.segment}];
+        segments[s].add(ev.end_ns - ev.begin_ns);
+        if (ev.end_ns - ev.begin_ns > segments[s].allowed_ns)
+          overruns.push_back({Overrun::kSegment, s, ev.begin_ns, ev.end_ns, ev.end_ns - ev.begin_ns, -1});
+      } else if (ev.kind == static_cast<uint32_t>(TraceKind::kTransfer) && hops[ev.segment].allowed_ns) {
+        // From the publish to the arrival, as the analysis bounds a hop.
+        hops[ev.segment].add(ev.end_ns - ev.submit_ns);
+        if (ev.end_ns - ev.submit_ns > hops[ev.segment].allowed_ns)
+          overruns.push_back({Overrun::kHop, ev.segment, ev.submit_ns, ev.end_ns, ev.end_ns - ev.submit_ns, -1});
+      }
+    }
+  }
+  std::sort(overruns.begin(), overruns.end(), [](const Overrun& a, const Overrun& b) { return a.begin_ns < b.begin_ns; });
+  uint64_t longest_overrun = 0;
+  for (const auto& o : overruns) longest_overrun = std::max(longest_overrun, o.end_ns - o.begin_ns);
+
+  auto overrun_text = [&](int kind, size_t what, uint64_t max_ns, uint64_t n, const std::string& of) {
+    if (kind == Overrun::kCpu)
+      return "callback " + w.callbacks[what].name + " ran up to " + ms(max_ns) + " of CPU against a WCET of " +
+             ms(callbacks[what].allowed_ns) + " in " + count_of(n, "instance") + of;
+    if (kind == Overrun::kSegment) {
+      const auto [cb, k] = segment_of[what];
+      return "segment " + std::to_string(k + 1) + " of callback " + w.callbacks[cb].name + " (" +
+             w.callbacks[cb].segments[k].service + ") ran up to " + ms(max_ns) + " on the accelerator against " +
+             ms(segments[what].allowed_ns) + " in " + count_of(n, "instance") + of;
+    }
+    return "hop " + plan.hops[what].name + " took up to " + ms(max_ns) + " against its bound of " +
+           ms(hops[what].allowed_ns) + " in " + count_of(n, "message") + of;
+  };
+  auto loss_text = [](int core, const CoreLoss& loss, const std::string& when) {
+    std::string parts;
+    auto part = [&parts](uint64_t ns, const char* what) {
+      if (!ns) return;
+      parts += (parts.empty() ? "" : ", ") + ms(ns) + " to " + what;
+    };
+    part(loss.softirq_ns, "softirqs");
+    part(loss.irq_ns, "interrupts");
+    part(loss.steal_ns, "the hypervisor (steal)");
+    return "core " + std::to_string(core) + " lost " + parts + when;
+  };
+
+  // Each chain over its bound: what broke in the time of its instances over
+  // it, on its executors' cores for CPU work and losses.
+  uint64_t unexplained = 0;
+  for (size_t c = 0; c < w.chains.size(); ++c) {
+    json& summary = (*chains)[c];
+    if (!summary["over_bound"].is_number() || summary["over_bound"].get<uint64_t>() == 0) continue;
+    const uint64_t bound = static_cast<uint64_t>(summary["wcrt_us"].get<double>() * 1000.0 + 0.5);
+    std::set<int> cores;
+    for (size_t cb : w.chains[c].path) cores.insert(w.executors[w.callbacks[cb].executor].core);
+    Explanation why;
+    std::vector<std::vector<bool>> counted;
+    uint64_t over = 0;
+    const uint64_t n = std::min(shared.chain(c)->count.load(), shared.sample_capacity(c));
+    for (uint64_t i = 0; i < n; ++i) {
+      const Sample& x = shared.samples(c)[i];
+      if (x.end_ns - x.start_ns <= bound) continue;
+      ++over;
+      bool explained = false;
+      std::set<std::pair<int, size_t>> seen;
+      // Overruns that overlap the instance: sorted by start, so from the
+      // first that could still be running at its start.
+      auto it = std::lower_bound(overruns.begin(), overruns.end(), x.start_ns - std::min(x.start_ns, longest_overrun),
+                                 [](const Overrun& o, uint64_t t) { return o.begin_ns < t; });
+      for (; it != overruns.end() && it->begin_ns <= x.end_ns; ++it) {
+        if (it->end_ns < x.start_ns || (it->kind == Overrun::kCpu && !cores.count(it->core))) continue;
+        explained = true;
+        auto& s = why.overruns[{it->kind, it->what}];
+        s.max_ns = std::max(s.max_ns, it->took_ns);
+        if (seen.insert({it->kind, it->what}).second) ++s.instances;
+      }
+      for (int core : cores) {
+        const CoreLoss loss = in.cores->lost(core, x.start_ns, x.end_ns, &counted);
+        CoreLoss& sum = why.cores[core];
+        sum.irq_ns += loss.irq_ns;
+        sum.softirq_ns += loss.softirq_ns;
+        sum.steal_ns += loss.steal_ns;
+        // A loss in an interval counted for an earlier instance explains
+        // this one too; what counts is whether the core lost time then.
+        explained = explained || loss.total() > 0 || in.cores->lost(core, x.start_ns, x.end_ns, nullptr).total() > 0;
+      }
+      why.unexplained += !explained;
+    }
+    const std::string of = " of the " + std::to_string(over) + " over the bound";
+    json explained_by = json::array();
+    for (const auto& [key, s] : why.overruns) explained_by.push_back(overrun_text(key.first, key.second, s.max_ns, s.instances, of));
+    for (const auto& [core, loss] : why.cores)
+      if (loss.total()) explained_by.push_back(loss_text(core, loss, " in the time of the instances over the bound"));
+    if (why.unexplained)
+      explained_by.push_back(count_of(why.unexplained, "instance") + " over the bound with no assumption broken in " +
+                             (why.unexplained == 1 ? "its" : "their") +
+                             " time: the analysis does not hold for this run (a bug in rtaccel's analysis)");
+    summary["explained_by"] = std::move(explained_by);
+    summary["unexplained"] = why.unexplained;
+    unexplained += why.unexplained;
+  }
+
+  // The run as a whole.
+  json broken = json::array();
+  json cb_json = json::array(), seg_json = json::array(), hop_json = json::array(), core_json = json::array();
+  for (size_t cb = 0; cb < callbacks.size(); ++cb) {
+    const uint64_t over = callbacks[cb].over, count = callbacks[cb].count;
+    uint64_t max = 0;
+    for (uint64_t t : callbacks[cb].took_ns) max = std::max(max, t);
+    if (over) broken.push_back(overrun_text(Overrun::kCpu, cb, max, over, " of " + std::to_string(count)));
+    json j = callbacks[cb].to_json("wcet_us");
+    j["callback"] = w.callbacks[cb].name;
+    j["working_set_kb"] = w.callbacks[cb].working_set_bytes >> 10;
+    cb_json.push_back(std::move(j));
+  }
+  for (size_t s = 0; s < segments.size(); ++s) {
+    if (!segments[s].count) continue;
+    uint64_t max = 0;
+    for (uint64_t t : segments[s].took_ns) max = std::max(max, t);
+    if (segments[s].over)
+      broken.push_back(overrun_text(Overrun::kSegment, s, max, segments[s].over, " of " + std::to_string(segments[s].count)));
+    json j = segments[s].to_json("wcet_us");
+    j["callback"] = w.callbacks[segment_of[s].first].name;
+    j["segment"] = segment_of[s].second + 1;
+    seg_json.push_back(std::move(j));
+  }
+  for (size_t h = 0; h < hops.size(); ++h) {
+    if (!hops[h].count) continue;
+    uint64_t max = 0;
+    for (uint64_t t : hops[h].took_ns) max = std::max(max, t);
+    if (hops[h].over)
+      broken.push_back(overrun_text(Overrun::kHop, h, max, hops[h].over, " of " + std::to_string(hops[h].count)));
+    json j = hops[h].to_json("bound_us");
+    j["hop"] = plan.hops[h].name;
+    hop_json.push_back(std::move(j));
+  }
+  std::set<int> executor_cores;
+  for (const auto& ex : w.executors) executor_cores.insert(ex.core);
+  for (int core : executor_cores) {
+    const CoreLoss loss = in.cores->lost(core);
+    if (loss.total()) broken.push_back(loss_text(core, loss, " in the run"));
+    core_json.push_back({{"core", core},
+                         {"irq_ms", static_cast<double>(loss.irq_ns) / 1e6},
+                         {"softirq_ms", static_cast<double>(loss.softirq_ns) / 1e6},
+                         {"steal_ms", static_cast<double>(loss.steal_ns) / 1e6}});
+  }
+  return {{"callbacks", std::move(cb_json)},
+          {"segments", std::move(seg_json)},
+          {"hops", std::move(hop_json)},
+          {"cores", std::move(core_json)},
+          {"broken", std::move(broken)},
+          {"unexplained_violations", unexplained}};
+}
+
+}  // namespace rtaccel::exec

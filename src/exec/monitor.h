@@ -1,0 +1,82 @@
+// The run's monitor (internal): checks, from what a run recorded, each
+// assumption that a chain's bound rests on, and says which one broke when a
+// chain went over its bound.
+//
+// The assumptions: every callback's CPU work within its declared WCET (the
+// thread's CPU time, which a co-runner that floods the cache or DRAM
+// stretches); every accelerator segment's kernel within its declared time;
+// every hop between nodes within its link's bound; and the executors' cores
+// serving the executors, not interrupts, softirqs or the hypervisor (steal),
+// beyond what the release jitter covers. A chain instance over its bound
+// with none of them broken in its time is a fault of the analysis, and the
+// run says so.
+#ifndef RTACCEL_EXEC_MONITOR_H_
+#define RTACCEL_EXEC_MONITOR_H_
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "exec/plan.h"
+#include "exec/shared.h"
+#include "rtaccel/analysis.hpp"
+#include "rtaccel/workload.hpp"
+
+namespace rtaccel::exec {
+
+// Time a core gave to interrupts, softirqs and the hypervisor.
+struct CoreLoss {
+  uint64_t irq_ns = 0;
+  uint64_t softirq_ns = 0;
+  uint64_t steal_ns = 0;
+  uint64_t total() const { return irq_ns + softirq_ns + steal_ns; }
+};
+
+// /proc/stat's per-core irq, softirq and steal, sampled during the run. The
+// kernel counts them in ticks (10 ms at USER_HZ 100), so a window's loss is
+// known to a tick per sample it spans.
+class CoreSampler {
+ public:
+  // Reads /proc/stat (about 20 us); `now_ns` is CLOCK_MONOTONIC.
+  void sample(uint64_t now_ns);
+  // A sample taken another way (tests): each core's totals so far.
+  void record(uint64_t now_ns, std::vector<CoreLoss> cumulative);
+  // Core `core`'s loss in the sampling intervals that overlap [from, to];
+  // with `counted` (per core and interval), each interval once across the
+  // calls that share it, so that overlapping windows do not add twice.
+  CoreLoss lost(int core, uint64_t from_ns, uint64_t to_ns, std::vector<std::vector<bool>>* counted) const;
+  // Its loss from the first sample to the last.
+  CoreLoss lost(int core) const;
+  // The loss of each interval, for the trace's counters: [at, loss].
+  std::vector<std::pair<uint64_t, CoreLoss>> intervals(int core) const;
+
+ private:
+  struct Sample {
+    uint64_t at_ns = 0;
+    std::vector<CoreLoss> cumulative;  // by core number
+  };
+  static CoreLoss delta(const Sample& a, const Sample& b, int core);
+  std::vector<Sample> samples_;
+};
+
+struct MonitorInput {
+  const workload::Workload* workload = nullptr;
+  const Plan* plan = nullptr;
+  const std::vector<analysis::ChainResult>* bounds = nullptr;
+  const SharedRun* shared = nullptr;
+  const CoreSampler* cores = nullptr;
+  uint64_t t0_ns = 0;
+};
+
+// summary.json's "assumptions": per callback its CPU time against its WCET,
+// per segment its kernel time against its declared time, per hop its time
+// against its bound, per executor core its losses, and `broken`, one
+// sentence per assumption that did not hold. Each chain of `chains` (the
+// summary's, in workload order) that went over its bound gets
+// `explained_by` (sentences) and `unexplained` (instances over the bound in
+// whose time no assumption broke).
+nlohmann::json check_assumptions(const MonitorInput& in, nlohmann::json* chains);
+
+}  // namespace rtaccel::exec
+
+#endif  // RTACCEL_EXEC_MONITOR_H_

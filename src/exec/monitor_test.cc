@@ -1,0 +1,160 @@
+// The run's monitor: which broken assumption explains a chain instance over
+// its bound, from trace events and core samples made for the purpose; and
+// the memory walk a callback's work makes.
+#include "exec/monitor.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "core/busy.h"
+
+namespace rtaccel::exec {
+namespace {
+
+using nlohmann::json;
+
+constexpr uint64_t kMs = 1000000;
+
+// Two callbacks on core 0, a chain each: `a` (WCET 2 ms, bound 10 ms here)
+// and `b` (WCET 1 ms).
+const char kWorkload[] = R"(
+version: 1
+name: monitored
+platform: {cores: 2}
+executors:
+  - {name: ex, core: 0, priority: 80}
+callbacks:
+  - {name: a, executor: ex, trigger: {timer_ms: 100}, cpu_us: 2000}
+  - {name: b, executor: ex, trigger: {timer_ms: 100}, cpu_us: 1000}
+chains:
+  - {name: ca, priority: 2, path: [a]}
+  - {name: cb, priority: 1, path: [b]}
+)";
+
+class Monitor : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto loaded = workload::load_string(kWorkload, "monitored.yaml");
+    ASSERT_TRUE(loaded) << loaded.status().message();
+    workload_ = *loaded;
+    auto plan = make_plan(workload_);
+    ASSERT_TRUE(plan) << plan.status().message();
+    plan_ = *plan;
+    ASSERT_TRUE(shared_.create(plan_, Capacity{{16, 16}, {16, 16}, {64}}));
+  }
+
+  // Chain C's instance [start, end].
+  void instance(size_t c, uint64_t start, uint64_t end) {
+    auto* state = shared_.chain(c);
+    const uint64_t i = state->count.load();
+    shared_.samples(c)[i] = {start, end};
+    state->count.store(i + 1);
+  }
+  // Callback CB ran [begin, end] with CPU time CPU.
+  void callback(size_t cb, uint64_t begin, uint64_t end, uint64_t cpu) {
+    TraceEvent ev{};
+    ev.kind = static_cast<uint32_t>(TraceKind::kCallback);
+    ev.callback = static_cast<uint32_t>(cb);
+    ev.submit_ns = ev.begin_ns = begin;
+    ev.end_ns = end;
+    ev.cpu_ns = cpu;
+    const uint64_t i = shared_.executor(0)->trace_used.fetch_add(1);
+    shared_.trace(0)[i] = ev;
+  }
+  // The summary's chains as the runner makes them, bound 10 ms each, over
+  // it as many as the samples say.
+  json check(json* chains) {
+    *chains = json::array();
+    for (size_t c = 0; c < workload_.chains.size(); ++c) {
+      uint64_t over = 0;
+      for (uint64_t i = 0; i < shared_.chain(c)->count.load(); ++i)
+        over += shared_.samples(c)[i].end_ns - shared_.samples(c)[i].start_ns > 10 * kMs;
+      chains->push_back({{"chain", workload_.chains[c].name}, {"wcrt_us", 10000.0}, {"over_bound", over}});
+    }
+    MonitorInput in{&workload_, &plan_, nullptr, &shared_, &cores_, 0};
+    return check_assumptions(in, chains);
+  }
+
+  workload::Workload workload_;
+  Plan plan_;
+  SharedRun shared_;
+  CoreSampler cores_;
+};
+
+TEST_F(Monitor, AnInstanceOverItsBoundIsExplainedByTheCallbackOverItsWcetInItsTime) {
+  cores_.record(0, {{}, {}});
+  cores_.record(100 * kMs, {{}, {}});
+  instance(0, 10 * kMs, 14 * kMs);   // within
+  instance(0, 50 * kMs, 62 * kMs);   // over, while b overran
+  callback(0, 10 * kMs, 12 * kMs, 1900000);
+  callback(1, 50 * kMs, 55 * kMs, 4500000);  // b: 4.5 ms against 1 ms
+  callback(0, 55 * kMs, 62 * kMs, 1900000);
+  json chains;
+  const json a = check(&chains);
+  ASSERT_EQ(chains[0]["explained_by"].size(), 1u) << chains[0].dump();
+  EXPECT_EQ(chains[0]["explained_by"][0], "callback b ran up to 4.5 ms of CPU against a WCET of 1.0 ms in "
+                                          "1 instance of the 1 over the bound");
+  EXPECT_EQ(chains[0]["unexplained"], 0);
+  EXPECT_EQ(a["unexplained_violations"], 0);
+  ASSERT_EQ(a["broken"].size(), 1u);
+  EXPECT_EQ(a["broken"][0], "callback b ran up to 4.5 ms of CPU against a WCET of 1.0 ms in 1 instance of 1");
+  EXPECT_EQ(a["callbacks"][1]["over"], 1);
+  EXPECT_DOUBLE_EQ(a["callbacks"][1]["max_us"].get<double>(), 4500.0);
+}
+
+TEST_F(Monitor, CoreLossesInAnInstancesTimeExplainItAndLossesElsewhereDoNot) {
+  // Core 0 loses 20 ms to softirqs between 40 and 60 ms and 10 ms to steal
+  // between 80 and 100 ms; core 1, which runs no executor, loses more.
+  cores_.record(0, {{0, 0, 0}, {0, 0, 0}});
+  cores_.record(40 * kMs, {{0, 0, 0}, {0, 50 * kMs, 0}});
+  cores_.record(60 * kMs, {{0, 20 * kMs, 0}, {0, 90 * kMs, 0}});
+  cores_.record(80 * kMs, {{0, 20 * kMs, 0}, {0, 90 * kMs, 0}});
+  cores_.record(100 * kMs, {{0, 20 * kMs, 10 * kMs}, {0, 90 * kMs, 0}});
+  instance(0, 45 * kMs, 58 * kMs);  // over, in the softirq interval
+  instance(0, 46 * kMs, 59 * kMs);  // over, the same interval: counted once
+  instance(1, 62 * kMs, 75 * kMs);  // over, in an interval without loss
+  json chains;
+  const json a = check(&chains);
+  ASSERT_EQ(chains[0]["explained_by"].size(), 1u) << chains[0].dump();
+  EXPECT_EQ(chains[0]["explained_by"][0], "core 0 lost 20.0 ms to softirqs in the time of the instances over the bound");
+  EXPECT_EQ(chains[0]["unexplained"], 0);
+  // Nothing broke in cb's time: the run says the analysis is at fault.
+  EXPECT_EQ(chains[1]["unexplained"], 1);
+  ASSERT_EQ(chains[1]["explained_by"].size(), 1u);
+  EXPECT_NE(chains[1]["explained_by"][0].get<std::string>().find("a bug in rtaccel's analysis"), std::string::npos);
+  EXPECT_EQ(a["unexplained_violations"], 1);
+  ASSERT_EQ(a["cores"].size(), 1u);  // the executors' cores only
+  EXPECT_DOUBLE_EQ(a["cores"][0]["softirq_ms"].get<double>(), 20.0);
+  EXPECT_DOUBLE_EQ(a["cores"][0]["steal_ms"].get<double>(), 10.0);
+  EXPECT_EQ(a["broken"][0], "core 0 lost 20.0 ms to softirqs, 10.0 ms to the hypervisor (steal) in the run");
+}
+
+TEST(MemoryWalk, RandomVisitsEveryLineOnceBeforeItRepeats) {
+  core::MemoryWalk walk;
+  ASSERT_TRUE(walk.init(64 * 1000, /*random=*/true));
+  ASSERT_EQ(walk.lines(), 1000u);
+  // One cycle through all lines: after `lines` steps it is back where it
+  // started, and not before.
+  std::set<size_t> seen;
+  for (size_t i = 0; i < walk.lines(); ++i) {
+    walk.walk(1);
+    seen.insert(walk.position());
+  }
+  EXPECT_EQ(seen.size(), walk.lines());
+  EXPECT_EQ(walk.position(), 0u);
+}
+
+TEST(MemoryWalk, StreamGoesOnWhereItStoppedAndWrapsAround) {
+  core::MemoryWalk walk;
+  ASSERT_TRUE(walk.init(100, /*random=*/false));  // rounded up to 2 lines
+  ASSERT_EQ(walk.lines(), 2u);
+  walk.walk(3);
+  EXPECT_EQ(walk.position(), 1u);
+  EXPECT_GT(core::calibrate_walk(1 << 20, false), 0.0);
+  EXPECT_GT(core::calibrate_walk(1 << 20, true), 0.0);
+}
+
+}  // namespace
+}  // namespace rtaccel::exec
