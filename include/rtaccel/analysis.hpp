@@ -52,7 +52,18 @@ struct Breakdown {
   uint64_t communication_ns = 0;  // hand-overs between executors
   uint64_t network_ns = 0;        // transfers over links between nodes
   uint64_t release_jitter_ns = 0; // the chain's first callback started late by the OS
+  // Isolation: the memory-bandwidth regulator's own time on the chain's
+  // executor cores (its thread preempts everything there once a period).
+  uint64_t regulator_ns = 0;
 };
+
+// The regulator's time on CORE within a window of WINDOW_NS: a cost per
+// period, in every period the window touches (Lemma 1's count); 0 when the
+// workload's isolation does not regulate CORE.
+uint64_t regulator_ns(const workload::Workload& workload, int core, uint64_t window_ns);
+// A segment of WCET_NS on ACCELERATOR, stretched by the regulator when the
+// accelerator is a core (the cpu backend) that it regulates.
+uint64_t regulated_segment_ns(const workload::Workload& workload, size_t accelerator, uint64_t wcet_ns);
 
 // A maximal run of a chain's callbacks on one executor (Gamma_c in the paper).
 struct SubchainResult {

@@ -74,7 +74,33 @@ PYBIND11_MODULE(_core, m) {
                              })
       .def_readonly("gang_scheduling", &workload::Workload::gang_scheduling)
       .def_readonly("gang_preemption_ns", &workload::Workload::gang_preemption_ns)
+      // The isolation section as a dict, or None without one.
+      .def_property_readonly("isolation",
+                             [](const workload::Workload& w) -> py::object {
+                               const auto& iso = w.isolation;
+                               if (!iso.declared) return py::none();
+                               py::list chains;
+                               for (size_t c : iso.bwlock_chains) chains.append(w.chains[c].name);
+                               py::dict d;
+                               d["cores"] = iso.cores;
+                               d["period_ns"] = iso.period_ns;
+                               d["cost_ns"] = iso.cost_ns;
+                               d["threshold_mbps"] = iso.threshold_mbps == workload::Isolation::kUnlimited
+                                                         ? py::object(py::none())
+                                                         : py::object(py::int_(iso.threshold_mbps));
+                               d["bwlock_chains"] = chains;
+                               d["bwlock_threshold_mbps"] = iso.bwlock_threshold_mbps;
+                               return d;
+                             })
       .def("callback_priority", &workload::Workload::callback_priority);
+
+  m.def(
+      "without_isolation",
+      [](workload::Workload w) {
+        w.isolation = workload::Isolation();
+        return w;
+      },
+      py::arg("workload"), "A copy of the workload without its isolation section (rtaccel analyze --no-isolation).");
 
   m.def(
       "load_workload",
@@ -114,7 +140,8 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("interference_ns", &analysis::Breakdown::interference_ns)
       .def_readonly("communication_ns", &analysis::Breakdown::communication_ns)
       .def_readonly("network_ns", &analysis::Breakdown::network_ns)
-      .def_readonly("release_jitter_ns", &analysis::Breakdown::release_jitter_ns);
+      .def_readonly("release_jitter_ns", &analysis::Breakdown::release_jitter_ns)
+      .def_readonly("regulator_ns", &analysis::Breakdown::regulator_ns);
 
   py::class_<analysis::SubchainResult>(m, "SubchainResult")
       .def_readonly("executor", &analysis::SubchainResult::executor)

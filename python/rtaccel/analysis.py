@@ -31,6 +31,7 @@ def _breakdown(b) -> dict:
         "communication_us": _us(b.communication_ns),
         "network_us": _us(b.network_ns),
         "release_jitter_us": _us(b.release_jitter_ns),
+        "regulator_us": _us(b.regulator_ns),
     }
 
 
@@ -63,11 +64,17 @@ def chain_to_dict(r) -> dict:
 
 
 def analyze_file(path: str, horizon: str = "period", paper_blocking: bool = False,
-                 machine_cores: int = 0, calibration: dict | None = None, gang: bool | None = None):
+                 machine_cores: int = 0, calibration: dict | None = None, gang: bool | None = None,
+                 isolation: bool | None = None):
     """Loads and analyzes a workload file; returns (workload, results). A
     calibration (``rtaccel calibrate``) raises the workload's overheads to the
-    machine's."""
+    machine's. ISOLATION False analyzes it without its isolation section, as
+    `rtaccel run --no-isolation` runs it."""
     workload = _core.load_workload(path, machine_cores=machine_cores)
+    if isolation is False:
+        workload = _core.without_isolation(workload)
+    elif isolation and workload.isolation is None:
+        raise _core.WorkloadError(f"{path}: --isolation: the workload has no isolation section")
     if calibration:
         workload = _core.raise_overheads(workload, int(calibration["epsilon_us"] * 1000),
                                          int(calibration["kappa_us"] * 1000),
@@ -118,8 +125,19 @@ def format_table(path: str, workload, results, options: dict) -> str:
           if options.get("calibration") else []),
         f"{'chain':<24} {'prio':>5} {'crit':>4} {'period_us':>10} {'deadline_us':>11} "
         f"{'wcrt_us':>10} {'sched':>5}  {'dominant':<12} {'blocking':>9} {'cpu':>9} "
-        f"{'accel':>9} {'interf':>9} {'comm':>7} {'net':>9}",
+        f"{'accel':>9} {'interf':>9} {'comm':>7} {'net':>9} {'regul':>7}",
     ]
+    iso = workload.isolation
+    if iso is not None:
+        # Which terms isolation brought, and what it promises in exchange.
+        cores = ("core(s) " + ",".join(str(c) for c in iso["cores"])) if iso["cores"] else "every core"
+        lines.insert(2, f"# isolation: the regulator on {cores}, {iso['cost_ns'] / 1000:.0f} us "
+                        f"every {iso['period_ns'] / 1000:.0f} us: 'regul' on the executors' cores, and "
+                        "in 'accel' on a regulated cpu accelerator's core; WCETs are to be measured "
+                        "under regulation (rtaccel run reports them)"
+                        + (f"; bandwidth lock held by {', '.join(iso['bwlock_chains'])} at "
+                           f"{iso['bwlock_threshold_mbps']} MB/s per best-effort core"
+                           if iso["bwlock_chains"] else ""))
     for r in results:
         d = chain_to_dict(r)
         # Terms of a chain without a bound are partial sums: show none.
@@ -129,7 +147,8 @@ def format_table(path: str, workload, results, options: dict) -> str:
             f"{_fmt(d['period_us']):>10} {_fmt(d['deadline_us']):>11} {_fmt(d['wcrt_us']):>10} "
             f"{'yes' if r.schedulable else 'NO':>5}  {d['dominant'] or '-':<12} "
             f"{_fmt(b['blocking_us']):>9} {_fmt(b['cpu_us']):>9} {_fmt(b['accelerator_us']):>9} "
-            f"{_fmt(b['interference_us']):>9} {_fmt(b['communication_us']):>7} {_fmt(b['network_us']):>9}"
+            f"{_fmt(b['interference_us']):>9} {_fmt(b['communication_us']):>7} {_fmt(b['network_us']):>9} "
+            f"{_fmt(b['regulator_us']):>7}"
         )
     for r in results:
         if r.reason:

@@ -133,7 +133,8 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
     j.priority = gangs[gang_of[cb.executor]].priority;
     j.core = w.executors[cb.executor].core;
     j.cpu_ns = cb.cpu_ns;
-    for (const workload::Segment& s : cb.segments) j.accelerator_ns = add(j.accelerator_ns, add(s.wcet_ns, epsilon));
+    for (const workload::Segment& s : cb.segments)
+      j.accelerator_ns = add(j.accelerator_ns, add(regulated_segment_ns(w, s.accelerator, s.wcet_ns), epsilon));
   }
   for (const workload::Chain& c : w.chains)
     for (size_t k : c.path) jobs[k].period_ns = std::min(jobs[k].period_ns, c.period_ns);
@@ -156,17 +157,30 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
         if (o.priority > me.priority) sources.push_back({add(c, two_delta), o.period_ns, two_delta});
         else if (o.priority == me.priority && o.core == me.core) sources.push_back({c, o.period_ns, 0});
       }
+      // A job that arrives while a lower gang runs waits for it to stop on
+      // every core: one gang preemption, delta, once per job.
+      bool lower = false;
+      for (const Job& o : jobs) lower = lower || o.priority < me.priority;
+      const uint64_t blocking = lower ? w.gang_preemption_ns : 0;
+      // Isolation: the regulator's thread on the job's core, above every
+      // gang, once per period the job's window touches (Lemma 1's count:
+      // one more than the ceiling, which solve() gives).
+      const uint64_t regulator_once = regulator_ns(w, me.core, 0);  // one period's cost, or 0
+      if (regulator_once) sources.push_back({regulator_once, w.isolation.period_ns, 0});
       const uint64_t own = add(me.cpu_ns, me.accelerator_ns);
-      const Fixpoint f = solve(own, sources, limit);
+      const Fixpoint f = solve(add(add(own, blocking), regulator_once), sources, limit);
       if (!f.bounded) {
         bounded = false;
         r.reason = "callback '" + w.callbacks[k].name + "' has no bound within the chain's " +
                    (options.horizon == Horizon::kDeadline ? "deadline" : "period");
         break;
       }
+      const uint64_t regulator = regulator_ns(w, me.core, f.wcrt_ns);
       r.breakdown.cpu_ns = add(r.breakdown.cpu_ns, me.cpu_ns);
       r.breakdown.accelerator_ns = add(r.breakdown.accelerator_ns, me.accelerator_ns);
-      r.breakdown.interference_ns = add(r.breakdown.interference_ns, f.wcrt_ns - own);
+      r.breakdown.blocking_ns = add(r.breakdown.blocking_ns, blocking);
+      r.breakdown.regulator_ns = add(r.breakdown.regulator_ns, regulator);
+      r.breakdown.interference_ns = add(r.breakdown.interference_ns, f.wcrt_ns - own - blocking - regulator);
       total = add(total, f.wcrt_ns);
       if (i > 0 && w.callbacks[chain.path[i - 1]].executor != w.callbacks[k].executor) {
         r.breakdown.communication_ns = add(r.breakdown.communication_ns, w.communication_ns);

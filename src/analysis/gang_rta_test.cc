@@ -106,15 +106,58 @@ TEST(GangWorkload, ChainsByHand) {
   EXPECT_EQ(gangs[1].threshold_mbps, 300u);
   auto r = analyze_gangs(wl);
   ASSERT_EQ(r.size(), 3u);
-  // C (gang 60): nothing above it; nothing of its priority on core 0.
-  EXPECT_EQ(r[2].wcrt_ns, 1 * kMs);
-  // A (gang 20): c above, 1 + 0.2 per 20 ms: 2 + 1.2 = 3.2 ms.
-  EXPECT_EQ(r[0].wcrt_ns, 3200 * kUs);
-  // B (gang 10): a and c above: 5 -> 5 + 2.2 + 1.2 = 8.4 -> 8.4.
+  // A job waits up to delta (0.1 ms) for a lower gang to stop, when there
+  // is one. C (gang 60): nothing above it, nothing of its priority on core
+  // 0: 1 + 0.1.
+  EXPECT_EQ(r[2].wcrt_ns, 1100 * kUs);
+  EXPECT_EQ(r[2].breakdown.blocking_ns, 100 * kUs);
+  // A (gang 20): c above, 1 + 0.2 per 20 ms: 2 + 0.1 + 1.2 = 3.3 ms.
+  EXPECT_EQ(r[0].wcrt_ns, 3300 * kUs);
+  // B (gang 10), the lowest, stops nobody: a and c above: 5 -> 5 + 2.2 +
+  // 1.2 = 8.4 -> 8.4.
   EXPECT_EQ(r[1].wcrt_ns, 8400 * kUs);
   EXPECT_EQ(r[1].breakdown.cpu_ns, 5 * kMs);
+  EXPECT_EQ(r[1].breakdown.blocking_ns, 0u);
   EXPECT_EQ(r[1].breakdown.interference_ns, 3400 * kUs);
   for (const auto& x : r) EXPECT_TRUE(x.schedulable) << x.chain << ": " << x.reason;
+}
+
+// The regulator's thread, 0.1 ms every 1 ms on core 0, in both analyses:
+// a callback of 2 ms alone on core 0 takes 2 + 0.1 x (ceil(R / 1) + 1):
+// 2 -> 2.3 -> 2.4 -> 2.4 ms. Without isolation, 2 ms.
+TEST(Isolation, TheRegulatorIsChargedOnTheCoresItRegulates) {
+  const std::string base = R"(version: 1
+name: regulated
+platform: {cores: 2}
+executors:
+  - {name: ex, core: 0, priority: 50}
+  - {name: other, core: 1, priority: 50}
+callbacks:
+  - {name: a, executor: ex, trigger: {timer_ms: 10}, cpu_us: 2000}
+  - {name: b, executor: other, trigger: {timer_ms: 10}, cpu_us: 2000}
+chains:
+  - {name: A, priority: 2, path: [a]}
+  - {name: B, priority: 1, path: [b]}
+)";
+  for (bool gang : {false, true}) {
+    std::string text = base + "gang_scheduling: " + (gang ? "true" : "false") + "\n";
+    auto plain = workload::load_string(text, "r.yaml", {});
+    ASSERT_TRUE(plain) << plain.status().message();
+    text += "isolation: {regulator: {cores: [0], period_us: 1000, cost_us: 100}}\n";
+    auto regulated = workload::load_string(text, "r.yaml", {});
+    ASSERT_TRUE(regulated) << regulated.status().message();
+    const auto before = gang ? analyze_gangs(*plain) : analyze(*plain);
+    const auto after = gang ? analyze_gangs(*regulated) : analyze(*regulated);
+    // Under gangs the two executors' gangs have one priority: one virtual
+    // gang, on two cores, so neither delays the other.
+    EXPECT_EQ(before[0].wcrt_ns, 2 * kMs) << (gang ? "gang" : "paam");
+    EXPECT_EQ(after[0].wcrt_ns, 2400 * kUs) << (gang ? "gang" : "paam");
+    EXPECT_EQ(after[0].breakdown.regulator_ns, 400 * kUs) << (gang ? "gang" : "paam");
+    // Core 1 is not regulated.
+    EXPECT_EQ(after[1].breakdown.regulator_ns, 0u);
+    EXPECT_EQ(regulator_ns(*regulated, 1, 5 * kMs), 0u);
+    EXPECT_EQ(regulator_ns(*regulated, 0, 5 * kMs), 600 * kUs);
+  }
 }
 
 std::vector<std::string> errors_of(const std::string& text) {

@@ -121,7 +121,7 @@ class Analysis {
           // Preemption (and its cost kappa, before and after the segment) only
           // exists between buckets; a one-level device never preempts.
           uint64_t kappa = acc.priority_levels > 1 ? acc.preemption_cost_ns : 0;
-          e.a_star = add(seg.wcet_ns, mul(2, kappa));
+          e.a_star = add(regulated_segment_ns(workload_, seg.accelerator, seg.wcet_ns), mul(2, kappa));
           e.bucket = bucket_of(workload_.callback_priority(cb), request_priorities[seg.accelerator], acc.priority_levels);
           entries_.push_back(e);
         }
@@ -287,9 +287,12 @@ class Analysis {
       for (const Subchain* h : hpp) {
         interference = add(interference, mul(released(r, h->chain), add(h->cpu_ns, h->spin_ns)));
       }
-      const uint64_t next = add(add(blocking, s.cpu_ns), add(handling_star, interference));
+      // Isolation: the regulator's thread on this core, above every executor.
+      const uint64_t regulator = regulator_ns(workload_, ex.core, r);
+      const uint64_t next = add(add(add(blocking, s.cpu_ns), add(handling_star, interference)), regulator);
       s.handling_star_ns = handling_star;
       s.breakdown = {blocking, s.cpu_ns, handling_star, interference, 0};
+      s.breakdown.regulator_ns = regulator;
       if (next > limit) {
         why = "no bound within the " + std::string(options_.horizon == Horizon::kDeadline ? "deadline" : "period") +
               " (" + us(limit) + "): the recurrence on executor '" + ex.name + "' passed it";
@@ -333,6 +336,7 @@ class Analysis {
       out.breakdown.cpu_ns = add(out.breakdown.cpu_ns, s.breakdown.cpu_ns);
       out.breakdown.accelerator_ns = add(out.breakdown.accelerator_ns, s.breakdown.accelerator_ns);
       out.breakdown.interference_ns = add(out.breakdown.interference_ns, s.breakdown.interference_ns);
+      out.breakdown.regulator_ns = add(out.breakdown.regulator_ns, s.breakdown.regulator_ns);
     }
     // A chain over several executors: R* = sum of sub-chain bounds plus one
     // hand-over per executor boundary.
@@ -406,6 +410,26 @@ uint64_t arrivals(uint64_t window_ns, uint64_t period_ns) {
   return window_ns / period_ns + (window_ns % period_ns ? 1 : 0) + 1;
 }
 
+uint64_t regulator_ns(const workload::Workload& workload, int core, uint64_t window_ns) {
+  const auto& iso = workload.isolation;
+  if (!iso.declared || iso.cost_ns == 0) return 0;
+  if (!iso.cores.empty() && std::find(iso.cores.begin(), iso.cores.end(), core) == iso.cores.end()) return 0;
+  return mul(arrivals(window_ns, iso.period_ns), iso.cost_ns);
+}
+
+uint64_t regulated_segment_ns(const workload::Workload& workload, size_t accelerator, uint64_t wcet_ns) {
+  const auto& acc = workload.accelerators[accelerator];
+  if (acc.backend != workload::Backend::kCpu) return wcet_ns;  // a device the regulator does not run on
+  // The kernel and the regulator share the device's core: the fixed point
+  // of A' = A + regulator(A'), which converges since cost < period.
+  uint64_t a = wcet_ns;
+  for (;;) {
+    const uint64_t next = add(wcet_ns, regulator_ns(workload, acc.core, a));
+    if (next == a || next == kUnbounded) return next;
+    a = next;
+  }
+}
+
 int bucket_of(int priority, const std::vector<int>& priorities, int levels) {
   std::vector<int> sorted(priorities);
   std::sort(sorted.begin(), sorted.end());
@@ -424,6 +448,7 @@ const char* ChainResult::dominant_term() const {
       {breakdown.blocking_ns, "blocking"},       {breakdown.cpu_ns, "cpu"},
       {breakdown.accelerator_ns, "accelerator"}, {breakdown.interference_ns, "interference"},
       {breakdown.communication_ns, "communication"}, {breakdown.network_ns, "network"},
+      {breakdown.regulator_ns, "regulator"},
   };
   const auto* best = &terms[0];
   for (const auto& t : terms) {

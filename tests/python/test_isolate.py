@@ -32,9 +32,10 @@ def test_analyze_uses_the_gang_analysis():
     doc = json.loads(rtaccel("analyze", EXAMPLE, "--json").stdout)
     assert doc["options"]["gang"] is True
     bounds = {c["chain"]: c["wcrt_us"] for c in doc["chains"]}
-    # By hand, delta = 200 us: camera 6 ms alone; plan 8 + 2 x (6 + 0.4);
-    # log 10 + 2 x 6.4 + 8.4.
-    assert bounds == {"camera": 6000, "lidar": 6000, "plan": 20800, "log": 31200}
+    # By hand, delta = 200 us, which a job also waits once for a lower gang
+    # to stop: camera 6 + 0.2 ms; plan 8 + 0.2 + 2 x (6 + 0.4); log, the
+    # lowest, 10 + 2 x 6.4 + 8.4.
+    assert bounds == {"camera": 6200, "lidar": 6200, "plan": 21000, "log": 31200}
     plain = json.loads(rtaccel("analyze", EXAMPLE, "--json", "--no-gang").stdout)
     assert plain["options"]["gang"] is False
     assert {c["chain"]: c["wcrt_us"] for c in plain["chains"]}["plan"] == 20000
@@ -255,3 +256,19 @@ def test_run_with_isolation_starts_and_stops_the_regulator_and_leaves_nothing(tm
 def test_isolation_flags_exclude_each_other():
     proc = rtaccel("run", EXAMPLE, "--isolation", "--no-isolation", check=False)
     assert proc.returncode == 2 and "not allowed with" in proc.stderr
+
+
+def test_analyze_charges_the_regulator_where_isolation_is_on(tmp_path):
+    path = tmp_path / "isolated.yaml"
+    path.write_text(ISOLATED)
+    on = json.loads(rtaccel("analyze", str(path), "--json", check=False).stdout)
+    off = json.loads(rtaccel("analyze", str(path), "--json", "--no-isolation", check=False).stdout)
+    assert on["options"]["isolation"] is True and off["options"]["isolation"] is False
+    hot_on, hot_off = on["chains"][0], off["chains"][0]
+    # 50 us a period (the default cost) in every 1 ms period the bound touches.
+    assert hot_off["breakdown"]["regulator_us"] == 0
+    assert hot_on["breakdown"]["regulator_us"] > 0
+    assert hot_on["wcrt_us"] - hot_off["wcrt_us"] >= hot_on["breakdown"]["regulator_us"]
+    assert "# isolation: the regulator on every core" in rtaccel("analyze", str(path), check=False).stdout
+    proc = rtaccel("analyze", EXAMPLE, "--isolation", check=False)
+    assert proc.returncode == 2 and "no isolation section" in proc.stderr

@@ -23,11 +23,12 @@ def cmd_analyze(args) -> int:
     try:
         workload, results = rta.analyze_file(args.workload, args.horizon, args.paper_blocking,
                                              machine_cores=args.cores, calibration=calibration,
-                                             gang=args.gang)
+                                             gang=args.gang, isolation=args.isolation)
     except _core.WorkloadError as err:
         common.print_workload_error(err)
         return EXIT_BAD_INPUT
     options["gang"] = rta.workload_gang_scheduled(workload, args.gang)
+    options["isolation"] = workload.isolation is not None
     if args.json:
         print(rta.to_json(args.workload, workload, results, options))
     else:
@@ -86,6 +87,7 @@ def register(sub) -> None:
     p.add_argument("--no-calibration", action="store_true",
                    help="ignore this machine's `rtaccel calibrate` overheads")
     common.gang_options(p, "analyze")
+    common.isolation_options(p, "analyze")
     p.add_argument("--cores", type=common.positive_int, default=0,
                    help="cores of the target machine when the workload does not say "
                         "(default: this machine's)")
