@@ -26,6 +26,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -73,6 +74,11 @@ struct RunOptions {
   std::optional<bool> isolation;
   // The rtaccel-isolate binary; empty: beside the running program.
   std::string isolate_binary;
+  // Working sets' walks at these speeds (ns per line, by size in bytes and
+  // pattern: true for random) instead of timing them at the start of the
+  // run: runs that are to be compared do the same work (summary.json's
+  // "walks" says what a run used).
+  std::map<std::pair<uint64_t, bool>, double> walk_ns_per_line;
   // Best-effort programs started beside the workload (each a /bin/sh
   // command line; SCHED_OTHER, any core), stopped with SIGTERM at the end.
   // Their output goes to OUT/best_effort_N.log.

@@ -97,7 +97,8 @@ def calibrate(requests: int = 5000, iterations: int = 100) -> dict:
 def run(workload: str, policy: str, duration_s: float, out: str, socket: str | None = None,
         work_fraction: float = 0.9, progress: bool = True, calibration: bool = True,
         gang: bool | None = None, best_effort: list[str] | tuple = (), flow_control: bool = True,
-        fail_links: list[str] | tuple = (), isolation: bool | None = None) -> int:
+        fail_links: list[str] | tuple = (), isolation: bool | None = None,
+        walks: list[dict] | tuple = ()) -> int:
     """Runs rtaccel-exec; returns its exit status (0, or 130 when interrupted:
     the results up to then are written). Ctrl-C reaches rtaccel-exec too; it
     stops the executors and writes its results, which this waits for."""
@@ -113,6 +114,8 @@ def run(workload: str, policy: str, duration_s: float, out: str, socket: str | N
         cmd.append("--gang" if gang else "--no-gang")
     if isolation is not None:
         cmd.append("--isolation" if isolation else "--no-isolation")
+    for walk in walks:  # another run's "walks": the same work as that run
+        cmd += ["--walk", f"{walk['working_set_kb']}:{walk['pattern']}:{walk['ns_per_line']}"]
     for command in best_effort:
         cmd += ["--best-effort", command]
     if not flow_control:
@@ -193,6 +196,10 @@ def format_compare(summaries: list[dict]) -> str:
         lines.append("# '!': maximum above the bound; under ros2 and picas that is expected (the "
                      "bound is the paam system's)")
     for s in summaries:
+        moved = best_effort_mb_per_s(s)
+        if moved is not None:
+            lines.append(f"# {_label(s)}: best-effort programs moved {moved:.0f} MB/s")
+    for s in summaries:
         for link in s.get("links") or []:
             lost = sum(t["lost"] for t in link["topics"])
             if lost:
@@ -233,7 +240,8 @@ def format_compare(summaries: list[dict]) -> str:
 def critical_ratios(summaries: list[dict]) -> dict:
     """For each critical chain: paam's maximum over each other policy's, in
     one set of runs (the paper reports -91% against ROS 2, -51% against PiCAS)."""
-    by = {s["policy"]: {c["chain"]: c for c in s["chains"]} for s in summaries}
+    # By label: a paam run with isolation is another row than one without.
+    by = {_label(s): {c["chain"]: c for c in s["chains"]} for s in summaries}
     if "paam" not in by:
         return {}
     out = {}
@@ -307,14 +315,40 @@ def report(folders: list[str], out: str | None = None) -> tuple[str, list[str]]:
     return table, pngs
 
 
-def demo(workload: str, duration_s: float, out: str, progress: bool = True) -> tuple[int, list[str]]:
-    """The workload under ros2, picas and paam, one after the other; returns
-    (status, result folders)."""
-    folders = []
-    for policy in POLICIES:
-        folder = str(Path(out) / policy)
-        status = run(workload, policy, duration_s, folder, progress=progress)
+def demo(workload: str, duration_s: float, out: str, progress: bool = True,
+         best_effort: list[str] | tuple = (), isolation: bool = False) -> tuple[int, list[str]]:
+    """The workload under ros2, picas and paam, one after the other, each
+    beside the same BEST_EFFORT programs, and with ISOLATION once more under
+    paam with the workload's isolation section (the others without it);
+    returns (status, result folders)."""
+    configs = [(policy, False) for policy in POLICIES] + ([("paam", True)] if isolation else [])
+    folders: list[str] = []
+    walks: list[dict] = []
+    for policy, isolated in configs:
+        folder = str(Path(out) / (policy + ("-isolation" if isolated else "")))
+        # Every run walks its working sets at the first run's speeds: the
+        # same work in each, whatever the memory of a shared host did
+        # between them.
+        status = run(workload, policy, duration_s, folder, progress=progress, best_effort=best_effort,
+                     isolation=isolated if isolation else None, walks=walks)
         if status != 0:
             return status, folders
+        if not folders:
+            walks = load_summary(folder).get("walks", [])
         folders.append(folder)
     return 0, folders
+
+
+def best_effort_mb_per_s(summary: dict) -> float | None:
+    """What the run's best-effort programs moved, summed, from the last JSON
+    line of their logs (`rtaccel membench --json` prints one when stopped);
+    None when none printed one."""
+    total, found = 0.0, False
+    for be in summary.get("best_effort") or []:
+        try:
+            last = (Path(summary["folder"]) / be["log"]).read_text().strip().splitlines()[-1]
+            total += float(json.loads(last)["mb_per_s"])
+            found = True
+        except (OSError, IndexError, ValueError, KeyError, TypeError):
+            continue
+    return total if found else None

@@ -80,6 +80,7 @@ struct Setup {
   SegmentTable requests;
   std::vector<analysis::ChainResult> bounds;
   std::vector<double> walk_ns_per_line;  // per callback; 0: no working set
+  std::map<std::pair<uint64_t, bool>, double> walks;  // the run's, by size and pattern
   bool isolation = false;                // the regulator, its cgroup and the bandwidth lock
   std::vector<bool> holds_bwlock;        // per callback: in a chain under the bandwidth lock
   int bwlock_bucket = -1;                // the lowest server bucket that holds it; -1: none
@@ -389,7 +390,7 @@ Status prepare(const RunOptions& o, Setup* s) {
   core::calibrate_busy_loop();
   // Working sets too, one calibration per size and pattern.
   s->walk_ns_per_line.assign(w.callbacks.size(), 0);
-  std::map<std::pair<uint64_t, bool>, double> walks;
+  std::map<std::pair<uint64_t, bool>, double> walks = o.walk_ns_per_line;
   for (size_t cb = 0; cb < w.callbacks.size(); ++cb) {
     const auto& callback = w.callbacks[cb];
     if (!callback.working_set_bytes) continue;
@@ -401,6 +402,7 @@ Status prepare(const RunOptions& o, Setup* s) {
                                   std::to_string(key.first >> 10) + " KiB",
                               errno);
     s->walk_ns_per_line[cb] = it->second;
+    s->walks[it->first] = it->second;
   }
   if (Status st = size_kernels_in_child(w, o.work_fraction, &s->requests); !st) return st;
   // A segment on another node's accelerator sends its sized request over
@@ -1243,6 +1245,11 @@ Status Run::write_results(uint64_t stopped_ns) {
                   {"executors", std::move(execs)},
                   {"queues", std::move(queues)},
                   {"assumptions", std::move(assumptions)}};
+  json walks = json::array();
+  for (const auto& [key, ns] : setup_.walks)
+    walks.push_back({{"working_set_kb", key.first >> 10}, {"pattern", key.second ? "random" : "stream"},
+                     {"ns_per_line", ns}});
+  summary["walks"] = std::move(walks);
   if (setup_.gang) summary["gang"] = gang_summary();
   if (setup_.isolation) summary["isolation"] = isolation_summary();
   if (!setup_.workload.links.empty()) {

@@ -35,6 +35,8 @@ const char kUsage[] =
     "      --isolation          memory-bandwidth regulation: the regulator, the best-effort cgroup\n"
     "                           and the bandwidth lock (default: on when the workload declares it)\n"
     "      --no-isolation       not, whatever the workload says\n"
+    "      --walk KB:PATTERN:NS a working set's walk at NS per line, not timed at the start\n"
+    "                           (summary.json's walks); repeatable\n"
     "  -b, --best-effort CMD    start CMD (a shell command line) beside the workload, SCHED_OTHER;\n"
     "                           repeatable; stopped with SIGTERM at the end\n"
     "      --no-flow-control    multi-node: a connection per topic, each message in one piece\n"
@@ -51,7 +53,7 @@ int bad(const char* what, const char* value) {
 
 int main(int argc, char** argv) {
   rtaccel::exec::RunOptions o;
-  enum { kServer = 256, kFraction, kEpsilon, kKappa, kJitter, kNoGang, kNoFlow, kFailLink, kIsolation, kNoIsolation };
+  enum { kServer = 256, kFraction, kEpsilon, kKappa, kJitter, kNoGang, kNoFlow, kFailLink, kIsolation, kNoIsolation, kWalk };
   const option longopts[] = {
       {"policy", required_argument, nullptr, 'p'},     {"duration", required_argument, nullptr, 'd'},
       {"out", required_argument, nullptr, 'o'},        {"socket", required_argument, nullptr, 's'},
@@ -61,6 +63,7 @@ int main(int argc, char** argv) {
       {"jitter-floor-us", required_argument, nullptr, kJitter},
       {"gang", no_argument, nullptr, 'g'},             {"no-gang", no_argument, nullptr, kNoGang},
       {"best-effort", required_argument, nullptr, 'b'},
+      {"walk", required_argument, nullptr, kWalk},
       {"isolation", no_argument, nullptr, kIsolation}, {"no-isolation", no_argument, nullptr, kNoIsolation},
       {"no-flow-control", no_argument, nullptr, kNoFlow},
       {"fail-link", required_argument, nullptr, kFailLink},
@@ -99,6 +102,17 @@ int main(int argc, char** argv) {
         break;
       case 'g': o.gang = true; break;
       case kNoGang: o.gang = false; break;
+      case kWalk: {
+        // KB:stream|random:NS
+        char pattern[16];
+        unsigned long kb = 0;
+        int used = 0;
+        if (sscanf(optarg, "%lu:%15[a-z]:%n", &kb, pattern, &used) != 2 || !used || kb == 0 || kb > (1ul << 20) ||
+            (strcmp(pattern, "stream") && strcmp(pattern, "random")) || rtaccel_parse_double(optarg + used, 0.001, 1e6, &v))
+          return bad("--walk (KB:stream|random:NS)", optarg);
+        o.walk_ns_per_line[{static_cast<uint64_t>(kb) << 10, strcmp(pattern, "random") == 0}] = v;
+        break;
+      }
       case kIsolation: o.isolation = true; break;
       case kNoIsolation: o.isolation = false; break;
       case 'b':

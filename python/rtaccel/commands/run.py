@@ -23,6 +23,7 @@ def _examples_dir() -> Path:
 
 EXAMPLES_DIR = _examples_dir()
 DEMO_WORKLOAD = "autoware_reference.yaml"
+ISOLATION_WORKLOAD = "autoware_memory.yaml"  # demo --isolation
 
 
 def cmd_run(args) -> int:
@@ -81,12 +82,21 @@ def cmd_calibrate(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    workload = str(Path(args.examples) / DEMO_WORKLOAD)
+    name = ISOLATION_WORKLOAD if args.isolation else DEMO_WORKLOAD
+    workload = str(Path(args.examples) / name)
     if not common.check_workload(workload):
         return EXIT_BAD_INPUT
-    print(f"# rtaccel demo: {DEMO_WORKLOAD} under ros2, picas and paam, {args.duration:g} s each")
+    # Under isolation, beside memory hogs: one that writes and one that
+    # reads 64 MiB, twice the shared cache, on any core.
+    membench = str(accel.binary("rtaccel-membench"))
+    corunners = [f"{membench} write --size 64M --json", f"{membench} read --size 64M --json"] \
+        if args.isolation else []
+    print(f"# rtaccel demo: {name} under ros2, picas and paam"
+          + (", and paam with isolation, each beside two memory hogs" if args.isolation else "")
+          + f", {args.duration:g} s each")
     try:
-        status, folders = runner.demo(workload, args.duration, args.out, progress=not args.quiet)
+        status, folders = runner.demo(workload, args.duration, args.out, progress=not args.quiet,
+                                      best_effort=corunners, isolation=args.isolation)
         if status != 0:
             return status
         table, pngs = runner.report(folders)
@@ -162,4 +172,8 @@ def register(sub) -> None:
     p.add_argument("--out", default="out/demo", help="result folder (out/demo)")
     p.add_argument("--examples", default=str(EXAMPLES_DIR), help="folder of the example workloads")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--isolation", action="store_true",
+                   help="the Autoware system with memory-bound stages beside two memory hogs: "
+                        "ros2, picas and paam without isolation, then paam with the regulator and "
+                        "the bandwidth lock (needs root)")
     p.set_defaults(func=cmd_demo)
