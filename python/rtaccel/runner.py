@@ -310,9 +310,40 @@ def report(folders: list[str], out: str | None = None) -> tuple[str, list[str]]:
         fig.savefig(path, dpi=110)
         plt.close(fig)
         pngs.append(str(path))
+    moved = [best_effort_mb_per_s(s) for s in summaries]
+    if any(m is not None for m in moved):
+        pngs.append(_plot_best_effort(summaries, moved, out_dir, plt))
     table = format_compare(summaries)
     (out_dir / "compare.txt").write_text(table + "\n")
     return table, pngs
+
+
+def _plot_best_effort(summaries: list[dict], moved: list, out_dir: Path, plt) -> str:
+    """What each run left the best-effort programs (MB/s) beside what it cost
+    the critical chains (instances over their bounds, deadline misses, and
+    callback instances over their WCETs): isolation's trade, one bar per run."""
+    labels = [_label(s) for s in summaries]
+    over = [sum(c.get("over_bound") or 0 for c in s["chains"] if c["critical"]) for s in summaries]
+    misses = [sum(c["deadline_misses"] for c in s["chains"] if c["critical"]) for s in summaries]
+    wcet = [sum(c["over"] for c in s.get("assumptions", {}).get("callbacks", [])) for s in summaries]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4))
+    left.bar(labels, [m or 0 for m in moved], color="tab:gray")
+    left.set_ylabel("best-effort MB/s")
+    x = range(len(labels))
+    right.bar([i - 0.25 for i in x], over, width=0.25, label="critical chains over bound")
+    right.bar(x, misses, width=0.25, label="critical deadline misses")
+    right.bar([i + 0.25 for i in x], wcet, width=0.25, label="callbacks over their WCET")
+    right.set_xticks(list(x), labels)
+    right.set_ylabel("instances")
+    right.legend(fontsize=8)
+    for ax in (left, right):
+        ax.grid(alpha=0.3, axis="y")
+    fig.suptitle(f"{summaries[0]['workload']['name']}: best-effort throughput and what it cost")
+    fig.tight_layout()
+    path = out_dir / "best_effort.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return str(path)
 
 
 def demo(workload: str, duration_s: float, out: str, progress: bool = True,

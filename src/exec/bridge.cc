@@ -288,6 +288,14 @@ void Bridge::deliver_loop(uint32_t h) {
     ev.end_ns = arrival;
     ev.bucket = -1;
     ev.status = stale;
+    // The most critical chain instance it carries, as the callbacks' events.
+    for (uint32_t q : hop.queues)
+      for (uint32_t c : plan_.queues[q].chains)
+        if (header.message.stamps[c] &&
+            (!ev.instance_ns || workload_.chains[c].priority > workload_.chains[ev.chain].priority)) {
+          ev.chain = c;
+          ev.instance_ns = header.message.stamps[c];
+        }
     const uint64_t i = state_->trace_used.fetch_add(1, std::memory_order_relaxed);
     if (i < shared_.trace_capacity(executor)) shared_.trace(executor)[i] = ev;
   }

@@ -194,6 +194,16 @@ void Executor::run_callback(size_t thread, const Pick& pick, Scratch* scratch) {
   std::fill(std::begin(out.stamps), std::end(out.stamps), 0);
   for (const auto& role : p.roles)
     out.stamps[role.chain] = role.input < 0 ? release : scratch->inputs[role.input].stamps[role.chain];
+  // The instance its trace events belong to: of its most critical chain
+  // that it carries one of (the trace's flow arrows follow it).
+  uint32_t traced_chain = 0;
+  uint64_t instance = 0;
+  for (const auto& role : p.roles)
+    if (out.stamps[role.chain] &&
+        (!instance || workload_.chains[role.chain].priority > workload_.chains[traced_chain].priority)) {
+      traced_chain = role.chain;
+      instance = out.stamps[role.chain];
+    }
 
   // The callback's CPU work, split evenly around its accelerator segments:
   // preparation, then each segment followed by its share of post-processing.
@@ -207,6 +217,8 @@ void Executor::run_callback(size_t thread, const Pick& pick, Scratch* scratch) {
     seg.callback = static_cast<uint32_t>(cb);
     seg.thread = static_cast<uint32_t>(thread);
     seg.segment = static_cast<uint32_t>(s);
+    seg.chain = traced_chain;
+    seg.instance_ns = instance;
     path_->run(thread, cb, s, &seg);
     trace(seg);
     cpu += work(cb, piece);
@@ -238,6 +250,8 @@ void Executor::run_callback(size_t thread, const Pick& pick, Scratch* scratch) {
   ev.end_ns = end;
   ev.bucket = -1;
   ev.cpu_ns = cpu;
+  ev.chain = traced_chain;
+  ev.instance_ns = instance;
   trace(ev);
 }
 

@@ -535,6 +535,16 @@ json trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
   }
   uint64_t flow = 0;
   auto ts = [t0](uint64_t ns) { return ns >= t0 ? us(ns - t0) : -us(t0 - ns); };
+  // Each chain instance's slices (callbacks, kernels, transfers), for the
+  // flow arrows from its start to its end: (chain, start stamp) -> slices.
+  struct FlowPoint {
+    uint64_t at_ns;
+    int pid, tid;
+  };
+  std::map<std::pair<uint32_t, uint64_t>, std::vector<FlowPoint>> instances;
+  auto on_path = [&instances](const TraceEvent& ev, uint64_t at_ns, int pid, int tid) {
+    if (ev.instance_ns) instances[{ev.chain, ev.instance_ns}].push_back({at_ns, pid, tid});
+  };
   for (size_t e = 0; e < s.workload.executors.size(); ++e) {
     const uint64_t n = std::min(shared.executor(e)->trace_used.load(), shared.trace_capacity(e));
     const int pid = static_cast<int>(e) + 1;
@@ -558,6 +568,7 @@ json trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
                                     {"activation_delay_us", us(ev.begin_ns - ev.submit_ns)},
                                     {"cpu_us", us(ev.cpu_ns)},
                                     {"wcet_us", us(cb.cpu_ns)}}}});
+        on_path(ev, ev.begin_ns, pid, static_cast<int>(ev.thread));
         // A broken assumption is marked where it happened (the monitor).
         if (ev.cpu_ns > cb.cpu_ns)
           events.push_back({{"ph", "i"}, {"s", "t"}, {"cat", "assumption"}, {"name", "over WCET: " + cb.name},
@@ -583,6 +594,7 @@ json trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
       events.push_back({{"ph", "X"}, {"cat", "kernel"}, {"name", name}, {"pid", dpid}, {"tid", dtid},
                         {"ts", ts(ev.begin_ns)}, {"dur", us(ev.end_ns - ev.begin_ns)},
                         {"args", {{"chain_priority", s.plan.callbacks[ev.callback].priority}}}});
+      on_path(ev, ev.begin_ns, dpid, dtid);
     }
   }
   // A process per link, a track per topic crossing it: each message from
@@ -609,6 +621,7 @@ json trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
       events.push_back({{"ph", "X"}, {"cat", "transfer"}, {"name", hop.name}, {"pid", pid}, {"tid", tid},
                         {"ts", ts(ev.begin_ns)}, {"dur", us(ev.end_ns - ev.begin_ns)},
                         {"args", {{"bytes", hop.bytes}, {"priority", hop.priority}, {"stale", ev.status}}}});
+      on_path(ev, ev.begin_ns, pid, tid);
       if (ev.begin_ns > ev.submit_ns) {
         ++flow;
         events.push_back({{"ph", "b"}, {"cat", "outbox"}, {"name", "outbox " + hop.name}, {"id", flow},
@@ -616,6 +629,22 @@ json trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
         events.push_back({{"ph", "e"}, {"cat", "outbox"}, {"name", "outbox " + hop.name}, {"id", flow},
                           {"pid", pid}, {"tid", tid}, {"ts", ts(ev.begin_ns)}});
       }
+    }
+  }
+  // A flow per chain instance through its slices in time order: Perfetto
+  // draws an arrow from each to the next ("s", "t" steps, "f" at the end,
+  // each bound to the slice that starts there).
+  uint64_t flow_id = 0;
+  for (auto& [key, points] : instances) {
+    if (points.size() < 2) continue;
+    std::sort(points.begin(), points.end(), [](const FlowPoint& a, const FlowPoint& b) { return a.at_ns < b.at_ns; });
+    ++flow_id;
+    const std::string name = "chain " + s.workload.chains[key.first].name;
+    for (size_t i = 0; i < points.size(); ++i) {
+      json e = {{"ph", i == 0 ? "s" : i + 1 == points.size() ? "f" : "t"}, {"cat", "chain"}, {"name", name},
+                {"id", flow_id}, {"pid", points[i].pid}, {"tid", points[i].tid}, {"ts", ts(points[i].at_ns)}};
+      if (i + 1 == points.size()) e["bp"] = "e";
+      events.push_back(std::move(e));
     }
   }
   // What the executors' cores lost to interrupts, softirqs and the

@@ -107,6 +107,11 @@ struct TraceEvent {
   uint32_t segment;
   int32_t status;      // segment: the service's status
   uint64_t cpu_ns;     // callback: the thread's CPU time in its CPU work
+  // The chain instance it belongs to (its most critical chain that it
+  // carries an instance of): the instance's start stamp, 0 for none.
+  uint64_t instance_ns;
+  uint32_t chain;
+  uint32_t unused;
 };
 
 struct alignas(64) RunHeader {
@@ -127,7 +132,7 @@ static_assert(sizeof(ExecutorState) == 320 && offsetof(ExecutorState, trace_used
               offsetof(ExecutorState, port) == 292);
 static_assert(sizeof(WireHeader) == kWireHeaderBytes && sizeof(HopState) == 256);
 static_assert(sizeof(ChainState) == 64 && sizeof(TimerState) == 64 && sizeof(RunHeader) == 64);
-static_assert(sizeof(Sample) == 16 && sizeof(TimerRecord) == 16 && sizeof(TraceEvent) == 56);
+static_assert(sizeof(Sample) == 16 && sizeof(TimerRecord) == 16 && sizeof(TraceEvent) == 72);
 
 // Capacities of the measurement arrays.
 struct Capacity {

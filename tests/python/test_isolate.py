@@ -13,6 +13,7 @@ import time
 import pytest
 
 import needs
+import trace_format
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLE = str(ROOT / "examples" / "gang_pipeline.yaml")
@@ -245,7 +246,9 @@ def test_run_with_isolation_starts_and_stops_the_regulator_and_leaves_nothing(tm
     cgroup = iso["cgroup"]
     assert cgroup.startswith("rtaccel-run-") and cgroup in where.read_text()
     # One timeline: the regulator's periods are on the run's trace.
-    trace = json.loads((out / "trace.json").read_text())["traceEvents"]
+    doc = json.loads((out / "trace.json").read_text())
+    assert trace_format.check(doc) == []
+    trace = doc["traceEvents"]
     names = [e["args"]["name"] for e in trace if e.get("ph") == "M" and e["name"] == "process_name"]
     assert any(n.startswith("rtaccel regulator") for n in names)
     throttled = [e for e in trace if e.get("name") == "throttled"]

@@ -12,6 +12,7 @@ import sys
 import time
 
 import needs
+import trace_format
 from rtaccel._core import percentile
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -326,3 +327,36 @@ def test_isolation_without_a_section_is_refused(tmp_path):
     proc = rtaccel("run", workload(tmp_path, "plain", TWO_TIMERS), "--isolation", "--duration", "1",
                    "--out", str(tmp_path / "out"), check=2)
     assert "has no isolation section" in proc.stderr
+
+
+PIPELINE = """executors:
+  - {name: ex, core: 0, priority: 50}
+callbacks:
+  - {name: sensor, executor: ex, trigger: {timer_ms: 20}, publishes: raw, cpu_us: 1000,
+     segments: [{accelerator: acc0, service: busy, wcet_us: 1000}]}
+  - {name: filter, executor: ex, trigger: {topic: raw}, cpu_us: 500}
+chains:
+  - {name: hot, priority: 2, path: [sensor, filter]}
+"""
+
+
+def test_one_timeline_a_flow_per_chain_instance_through_its_slices(tmp_path):
+    run(workload(tmp_path, "pipeline", PIPELINE), "paam", tmp_path / "out")
+    doc = json.loads((tmp_path / "out" / "trace.json").read_text())
+    assert trace_format.check(doc) == []
+    events = doc["traceEvents"]
+    slices = [e for e in events if e.get("ph") == "X"]
+    flows = {}
+    for e in events:
+        if e.get("ph") in ("s", "t", "f"):
+            flows.setdefault(e["id"], []).append(e)
+    assert len(flows) > 50  # one per instance of about 100 in 2 s
+    for steps in list(flows.values())[:20]:
+        assert all(s["name"] == "chain hot" for s in steps)
+        # From the sensor's callback through its kernel on the accelerator to
+        # the filter: the slice each step starts.
+        names = []
+        for s in steps:
+            at = [x for x in slices if x["pid"] == s["pid"] and x["tid"] == s["tid"] and x["ts"] == s["ts"]]
+            names.append((at[0]["cat"], at[0]["name"]))
+        assert names == [("callback", "sensor"), ("kernel", "sensor: busy"), ("callback", "filter")], names
