@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -178,14 +179,16 @@ json check_assumptions(const MonitorInput& in, json* chains) {
         if (ev.cpu_ns > t.allowed_ns)
           overruns.push_back({Overrun::kCpu, ev.callback, ev.begin_ns, ev.end_ns, ev.cpu_ns,
                               w.executors[w.callbacks[ev.callback].executor].core});
-      } else if (ev.kind == static_cast<uint32_t>(TraceKind::kSegment) && ev.bucket >= 0) {
+      } else if (ev.kind == static_cast<uint32_t>(TraceKind::kSegment) && ev.bucket >= 0 &&
+                 segment_index.count({ev.callback, ev.segment})) {
         // Under direct invocation a segment's time includes its wait for the
         // device, which no declared time covers; only served kernels count.
         const size_t s = segment_index[{ev.callback, ev.segment}];
         segments[s].add(ev.end_ns - ev.begin_ns);
         if (ev.end_ns - ev.begin_ns > segments[s].allowed_ns)
           overruns.push_back({Overrun::kSegment, s, ev.begin_ns, ev.end_ns, ev.end_ns - ev.begin_ns, -1});
-      } else if (ev.kind == static_cast<uint32_t>(TraceKind::kTransfer) && hops[ev.segment].allowed_ns) {
+      } else if (ev.kind == static_cast<uint32_t>(TraceKind::kTransfer) && ev.segment < hops.size() &&
+                 hops[ev.segment].allowed_ns) {
         // From the publish to the arrival, as the analysis bounds a hop.
         hops[ev.segment].add(ev.end_ns - ev.submit_ns);
         if (ev.end_ns - ev.submit_ns > hops[ev.segment].allowed_ns)
@@ -278,40 +281,34 @@ json check_assumptions(const MonitorInput& in, json* chains) {
     unexplained += why.unexplained;
   }
 
-  // The run as a whole.
+  // The run as a whole: per piece of work its figures, and a sentence for
+  // each that went over what it was allowed.
   json broken = json::array();
-  json cb_json = json::array(), seg_json = json::array(), hop_json = json::array(), core_json = json::array();
-  for (size_t cb = 0; cb < callbacks.size(); ++cb) {
-    const uint64_t over = callbacks[cb].over, count = callbacks[cb].count;
-    uint64_t max = 0;
-    for (uint64_t t : callbacks[cb].took_ns) max = std::max(max, t);
-    if (over) broken.push_back(overrun_text(Overrun::kCpu, cb, max, over, " of " + std::to_string(count)));
-    json j = callbacks[cb].to_json("wcet_us");
-    j["callback"] = w.callbacks[cb].name;
-    j["working_set_kb"] = w.callbacks[cb].working_set_bytes >> 10;
-    cb_json.push_back(std::move(j));
-  }
-  for (size_t s = 0; s < segments.size(); ++s) {
-    if (!segments[s].count) continue;
-    uint64_t max = 0;
-    for (uint64_t t : segments[s].took_ns) max = std::max(max, t);
-    if (segments[s].over)
-      broken.push_back(overrun_text(Overrun::kSegment, s, max, segments[s].over, " of " + std::to_string(segments[s].count)));
-    json j = segments[s].to_json("wcet_us");
-    j["callback"] = w.callbacks[segment_of[s].first].name;
-    j["segment"] = segment_of[s].second + 1;
-    seg_json.push_back(std::move(j));
-  }
-  for (size_t h = 0; h < hops.size(); ++h) {
-    if (!hops[h].count) continue;
-    uint64_t max = 0;
-    for (uint64_t t : hops[h].took_ns) max = std::max(max, t);
-    if (hops[h].over)
-      broken.push_back(overrun_text(Overrun::kHop, h, max, hops[h].over, " of " + std::to_string(hops[h].count)));
-    json j = hops[h].to_json("bound_us");
-    j["hop"] = plan.hops[h].name;
-    hop_json.push_back(std::move(j));
-  }
+  auto tallies = [&](int kind, std::vector<Tally>& all, const char* allowed_key, bool keep_unused,
+                     const std::function<void(size_t, json*)>& name) {
+    json out = json::array();
+    for (size_t i = 0; i < all.size(); ++i) {
+      Tally& t = all[i];
+      if (!t.count && !keep_unused) continue;
+      json j = t.to_json(allowed_key);  // sorts took_ns
+      if (t.over)
+        broken.push_back(overrun_text(kind, i, t.took_ns.back(), t.over, " of " + std::to_string(t.count)));
+      name(i, &j);
+      out.push_back(std::move(j));
+    }
+    return out;
+  };
+  json cb_json = tallies(Overrun::kCpu, callbacks, "wcet_us", true, [&](size_t cb, json* j) {
+    (*j)["callback"] = w.callbacks[cb].name;
+    (*j)["working_set_kb"] = w.callbacks[cb].working_set_bytes >> 10;
+  });
+  json seg_json = tallies(Overrun::kSegment, segments, "wcet_us", false, [&](size_t s, json* j) {
+    (*j)["callback"] = w.callbacks[segment_of[s].first].name;
+    (*j)["segment"] = segment_of[s].second + 1;
+  });
+  json hop_json = tallies(Overrun::kHop, hops, "bound_us", false,
+                          [&](size_t h, json* j) { (*j)["hop"] = plan.hops[h].name; });
+  json core_json = json::array();
   std::set<int> executor_cores;
   for (const auto& ex : w.executors) executor_cores.insert(ex.core);
   for (int core : executor_cores) {
