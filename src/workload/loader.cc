@@ -659,7 +659,9 @@ class Loader {
       if (iso.cores[i] >= workload_.cores)
         ctx_.error(pending_isolation_cores_[i], "isolation: regulator: core " + std::to_string(iso.cores[i]) +
                                                     " does not exist: there are " + std::to_string(workload_.cores));
-    for (const auto& [name, where] : pending_bwlock_chains_) {
+    for (const auto& pending : pending_bwlock_chains_) {
+      const std::string& name = pending.first;  // a plain name: clang's lambdas take no structured binding
+      const SourceLocation& where = pending.second;
       auto it = std::find_if(workload_.chains.begin(), workload_.chains.end(),
                              [&](const Chain& c) { return c.name == name; });
       if (it == workload_.chains.end()) {
