@@ -62,6 +62,11 @@ Expected<Child> Child::spawn(const std::vector<std::string>& argv, const SpawnOp
   std::vector<char*> cargv;
   for (auto& a : args) cargv.push_back(a.data());
   cargv.push_back(nullptr);
+  std::vector<std::string> env_strings = options.environment.value_or(std::vector<std::string>());
+  std::vector<char*> cenv;
+  for (auto& e : env_strings) cenv.push_back(e.data());
+  cenv.push_back(nullptr);
+  char** envp = options.environment ? cenv.data() : environ;
   const pid_t parent = getpid();
 
   const pid_t pid = fork();
@@ -85,7 +90,7 @@ Expected<Child> Child::spawn(const std::vector<std::string>& argv, const SpawnOp
     if (options.ignore_sigint) signal(SIGINT, SIG_IGN);
     if (options.own_process_group) setpgid(0, 0);
     if (options.ready_handshake) fcntl(ready[1], F_SETFD, 0);  // inherited by the program
-    execv(cargv[0], cargv.data());
+    execve(cargv[0], cargv.data(), envp);
     const char* why = strerror(errno);
     (void)!write(STDERR_FILENO, "cannot start ", 13);
     (void)!write(STDERR_FILENO, cargv[0], strlen(cargv[0]));

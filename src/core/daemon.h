@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,8 @@ struct SpawnOptions {
   // The child leads a process group of its own, and terminate() and
   // kill_now() signal the whole group: a shell and what it started.
   bool own_process_group = false;
+  // The child's environment (NAME=VALUE each); unset: the parent's.
+  std::optional<std::vector<std::string>> environment;
 };
 
 // A child process that is killed and reaped when its owner goes away.

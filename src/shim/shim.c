@@ -20,6 +20,7 @@
 #include "shim_internal.h"
 
 #include "rtaccel/lock.h"
+#include "rtaccel/shim.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -717,10 +718,16 @@ __attribute__((constructor)) static void shim_start(void)
 		shim_cuda_scan_static(warn_static_runtime, NULL);
 }
 
+SHIM_EXPORT int rtaccel_shim_write_report(void)
+{
+	if (!shim_cfg.trace)
+		return -1;
+	shim_cfg.trace = false;
+	trace_write_report();
+	return 0;
+}
+
 __attribute__((destructor)) static void shim_stop(void)
 {
-	if (shim_cfg.trace) {
-		shim_cfg.trace = false;
-		trace_write_report();
-	}
+	rtaccel_shim_write_report();
 }

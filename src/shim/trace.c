@@ -743,7 +743,10 @@ void trace_write_report(void)
 		close(W.fd);
 	}
 	if (open_output(".trace.json")) {
-		w_printf("{\"displayTimeUnit\": \"ns\", \"traceEvents\": [\n");
+		/* ts are CLOCK_MONOTONIC microseconds: a tool that merges this
+		 * timeline with others (rtaccel run) puts them on its clock. */
+		w_printf("{\"displayTimeUnit\": \"ns\", \"otherData\": {\"origin_us\": 0}, "
+			 "\"traceEvents\": [\n");
 		uint64_t n = T->event_count < MAX_EVENTS ? T->event_count : MAX_EVENTS;
 		w_printf("{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": "
 			 "\"rtaccel shim\"}}", (int)getpid());
