@@ -79,6 +79,13 @@ struct RunOptions {
   // run: runs that are to be compared do the same work (summary.json's
   // "walks" says what a run used).
   std::map<std::pair<uint64_t, bool>, double> walk_ns_per_line;
+  // Non-empty: the run's programs (server, executors, bridges) run under
+  // the pthread interposer (librtaccel_shim.so) in these modes, "trace"
+  // among them, and each one's lock events and CUDA calls go on the run's
+  // timeline (trace.json), its report to OUT/shim/. The interposer must be
+  // preloaded into this process in those modes, with RTACCEL_SHIM_OUT set:
+  // the executors are forks of it. rtaccel-exec --shim re-executes itself so.
+  std::string shim_modes;
   // Best-effort programs started beside the workload (each a /bin/sh
   // command line; SCHED_OTHER, any core), stopped with SIGTERM at the end.
   // Their output goes to OUT/best_effort_N.log.

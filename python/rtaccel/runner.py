@@ -98,7 +98,7 @@ def run(workload: str, policy: str, duration_s: float, out: str, socket: str | N
         work_fraction: float = 0.9, progress: bool = True, calibration: bool = True,
         gang: bool | None = None, best_effort: list[str] | tuple = (), flow_control: bool = True,
         fail_links: list[str] | tuple = (), isolation: bool | None = None,
-        walks: list[dict] | tuple = ()) -> int:
+        walks: list[dict] | tuple = (), shim: str | None = None) -> int:
     """Runs rtaccel-exec; returns its exit status (0, or 130 when interrupted:
     the results up to then are written). Ctrl-C reaches rtaccel-exec too; it
     stops the executors and writes its results, which this waits for."""
@@ -118,6 +118,8 @@ def run(workload: str, policy: str, duration_s: float, out: str, socket: str | N
         cmd += ["--walk", f"{walk['working_set_kb']}:{walk['pattern']}:{walk['ns_per_line']}"]
     for command in best_effort:
         cmd += ["--best-effort", command]
+    if shim:
+        cmd += ["--shim", shim]
     if not flow_control:
         cmd.append("--no-flow-control")
     for link in fail_links:

@@ -1,6 +1,7 @@
 // The workload runner: sets up the run (kernel sizes, server, shared memory),
 // forks the executors, watches them for the run's duration and writes the
 // measurements.
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -68,6 +69,40 @@ std::string self_dir() {
   std::error_code ec;
   auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   return ec ? "." : exe.parent_path().string();
+}
+
+// The interposer's report written now, when it is preloaded into this
+// process (rtaccel/shim.h): forked executors leave with _exit(), which skips
+// the report it writes at exit.
+void write_shim_report() {
+  using WriteReport = int (*)();
+  if (auto write = reinterpret_cast<WriteReport>(dlsym(RTLD_DEFAULT, "rtaccel_shim_write_report"))) write();
+}
+
+// This process's environment without the interposer, for the programs a run
+// starts beside the workload's (the regulator, best-effort load): their locks
+// are not the run's, and their reports would be mistaken for its programs'.
+std::vector<std::string> environment_without_shim() {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    const std::string_view var(*e);
+    if (var.starts_with("RTACCEL_SHIM")) continue;
+    if (!var.starts_with("LD_PRELOAD=")) {
+      env.emplace_back(var);
+      continue;
+    }
+    std::string kept;
+    std::string_view list = var.substr(strlen("LD_PRELOAD="));
+    while (!list.empty()) {
+      const size_t end = std::min(list.find_first_of(": "), list.size());
+      const std::string_view lib = list.substr(0, end);
+      if (!lib.empty() && lib.find("librtaccel_shim.so") == std::string_view::npos)
+        kept += (kept.empty() ? "" : ":") + std::string(lib);
+      list.remove_prefix(std::min(end + 1, list.size()));
+    }
+    if (!kept.empty()) env.push_back("LD_PRELOAD=" + kept);
+  }
+  return env;
 }
 
 std::string isolate_binary(const RunOptions& o) {
@@ -665,10 +700,11 @@ json trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
   return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
 }
 
-// Another program's Perfetto trace (the regulator's) on the run's timeline:
-// its ts 0 is otherData.origin_us on CLOCK_MONOTONIC; its processes are
-// renumbered past the run's. A trace that is missing or not one is left out.
-void merge_trace(const std::filesystem::path& path, uint64_t t0, json* trace) {
+// Another program's Perfetto trace (the regulator's, the interposer's) on
+// the run's timeline: its ts 0 is otherData.origin_us on CLOCK_MONOTONIC;
+// its processes are renumbered past the run's, and named process_name when
+// one is given. A trace that is missing or not one is left out.
+void merge_trace(const std::filesystem::path& path, uint64_t t0, json* trace, const std::string& process_name = {}) {
   std::ifstream in(path);
   const json other = json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (!other.is_object() || !other.contains("traceEvents") || !other["traceEvents"].is_array()) return;
@@ -677,9 +713,13 @@ void merge_trace(const std::filesystem::path& path, uint64_t t0, json* trace) {
   const double shift = origin.get<double>() - us(t0);
   int next_pid = 0;
   for (const auto& e : (*trace)["traceEvents"]) next_pid = std::max(next_pid, e.value("pid", 0));
+  std::map<int, int> pids;  // theirs -> the run's
   for (json e : other["traceEvents"]) {
     if (!e.is_object()) continue;
-    e["pid"] = next_pid + e.value("pid", 0);
+    const int pid = e.value("pid", 0);
+    e["pid"] = pids.emplace(pid, next_pid + 1 + static_cast<int>(pids.size())).first->second;
+    if (!process_name.empty() && e.value("ph", "") == "M" && e.value("name", "") == "process_name")
+      e["args"] = {{"name", process_name}};
     if (e.contains("ts") && e["ts"].is_number()) e["ts"] = e["ts"].get<double>() + shift;
     (*trace)["traceEvents"].push_back(std::move(e));
   }
@@ -711,6 +751,7 @@ class Run {
   void end_isolation();
   Status start_best_effort();
   json isolation_summary() const;
+  json shim_summary() const;
   size_t processes() const { return setup_.workload.executors.size() + setup_.plan.bridges.size(); }
   void fail_links(uint64_t now);
   json link_summary() const;
@@ -736,6 +777,10 @@ class Run {
   // (bandwidth lock, gang lock, regulator status: "run-PID"; the
   // best-effort cgroup "rtaccel-run-PID").
   core::Child regulator_;
+  // Under the interposer (RunOptions::shim_modes): where its reports go, and
+  // which of the run's processes each pid was.
+  std::string shim_dir_;
+  std::map<pid_t, std::string> shim_processes_;
   std::string run_name_;
   std::string cgroup_;
   NodeNetwork nodes_;
@@ -755,6 +800,15 @@ Status Run::check_options() const {
   for (const auto& [name, at_s] : options_.link_failures)
     if (!(at_s >= 0) || at_s > options_.duration_s)
       return Status::invalid("link '" + name + "' is to go down within the run (0 to its duration)");
+  if (!options_.shim_modes.empty()) {
+    const char* modes = getenv("RTACCEL_SHIM");
+    const char* dir = getenv("RTACCEL_SHIM_OUT");
+    if (!dlsym(RTLD_DEFAULT, "rtaccel_shim_write_report") || !modes || options_.shim_modes != modes || !dir || !*dir)
+      return Status::error("the interposer is not preloaded into the runner in modes '" + options_.shim_modes +
+                           "' with RTACCEL_SHIM_OUT set (rtaccel-exec --shim does that)");
+    if (("," + options_.shim_modes + ",").find(",trace,") == std::string::npos)
+      return Status::invalid("the interposer's modes must include trace in a run");
+  }
   return Status();
 }
 
@@ -820,6 +874,7 @@ Status Run::start_private_server() {
   auto child = core::Child::spawn(args, options);
   if (!child) return child.status().context("cannot start " + binary);
   server_ = child.take();
+  shim_processes_[server_.pid()] = "server";
   if (Status ready = server_.wait_ready(10 * kSecond); !ready)
     return Status::error("rtaccel-server did not start (" + binary + "): " + ready.message() + "; see " + server_log_);
   return Status();
@@ -859,8 +914,11 @@ Status Run::start_executors() {
         config.bwlock_threshold_mbps = setup_.workload.isolation.bwlock_threshold_mbps;
         config.holds_bwlock = &setup_.holds_bwlock;
       }
-      _exit(run_executor(config).ok() ? 0 : 1);
+      const bool ok = run_executor(config).ok();
+      write_shim_report();
+      _exit(ok ? 0 : 1);
     }
+    shim_processes_[pid] = "executor " + setup_.workload.executors[e].name;
     executors_.push_back(core::Child::adopt(pid));
   }
   return Status();
@@ -902,8 +960,11 @@ Status Run::start_bridges() {
         state->status.store(static_cast<uint32_t>(ExecutorStatus::kFailed));
         _exit(1);
       }
-      _exit(run_bridge(config).ok() ? 0 : 1);
+      const bool ok = run_bridge(config).ok();
+      write_shim_report();
+      _exit(ok ? 0 : 1);
     }
+    shim_processes_[pid] = "bridge " + link.name + "@" + setup_.workload.nodes[bp.node].name;
     executors_.push_back(core::Child::adopt(pid));
   }
   return Status();
@@ -952,6 +1013,7 @@ Status Run::start_isolation() {
   options.parent_death_signal = SIGTERM;
   options.ignore_sigint = true;
   options.ready_handshake = true;
+  options.environment = environment_without_shim();
   auto child = core::Child::spawn(args, options);
   if (!child) return child.status().context("cannot start the regulator " + args[0]);
   regulator_ = child.take();
@@ -982,6 +1044,7 @@ Status Run::start_best_effort() {
     options.parent_death_signal = SIGTERM;
     options.ignore_sigint = true;
     options.own_process_group = true;  // SIGTERM reaches what the shell started
+    options.environment = environment_without_shim();
     std::vector<std::string> argv = {"/bin/sh", "-c", options_.best_effort[i]};
     // Under isolation the regulated cgroup is where best-effort work runs.
     if (setup_.isolation) argv.insert(argv.begin(), {isolate_binary(options_), "run-be", "--cgroup", cgroup_, "--"});
@@ -1087,6 +1150,41 @@ json Run::isolation_summary() const {
                               {"server_bucket", setup_.bwlock_bucket < 0 ? json(nullptr) : json(setup_.bwlock_bucket)}}},
           {"regulator", regulator.is_discarded() ? json(nullptr) : std::move(regulator)},
           {"regulator_log", "regulator.log"}};
+}
+
+// The interposer in the run: per process, what its report says of the
+// pthread locks it took (rtaccel lockstat on the folder tells more).
+json Run::shim_summary() const {
+  const std::filesystem::path dir(shim_dir_);
+  json processes = json::array();
+  for (const auto& [pid, name] : shim_processes_) {
+    const std::string report = "rtaccel-shim." + std::to_string(pid) + ".json";
+    std::ifstream in(dir / report);
+    const json r = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    json entry = {{"process", name}, {"pid", pid}};
+    if (!r.is_object() || !r.contains("locks") || !r["locks"].is_array()) {
+      entry["report"] = nullptr;  // it died before writing one
+      processes.push_back(std::move(entry));
+      continue;
+    }
+    uint64_t acquisitions = 0, contended = 0, wait_max = 0, cuda_calls = 0;
+    for (const auto& lock : r["locks"]) {
+      acquisitions += lock.value("acquisitions", uint64_t{0});
+      contended += lock.value("contended", uint64_t{0});
+      wait_max = std::max(wait_max, lock.value("wait_ns_max", uint64_t{0}));
+    }
+    if (r.contains("cuda") && r["cuda"].contains("calls"))
+      for (const auto& api : r["cuda"]["calls"]) cuda_calls += api.value("calls", uint64_t{0});
+    entry["report"] = report;
+    entry["locks"] = r["locks"].size();
+    entry["acquisitions"] = acquisitions;
+    entry["contended"] = contended;
+    entry["wait_max_us"] = us(wait_max);
+    entry["cuda_calls"] = cuda_calls;
+    entry["timeline_events_dropped"] = r.value("dropped_timeline_events", uint64_t{0});
+    processes.push_back(std::move(entry));
+  }
+  return {{"modes", options_.shim_modes}, {"folder", shim_dir_}, {"processes", std::move(processes)}};
 }
 
 // An executor that failed or any child that exited, as an error.
@@ -1300,6 +1398,10 @@ Status Run::write_results(uint64_t stopped_ns) {
                 st->error);
     }
   }
+  if (!options_.shim_modes.empty()) {
+    write_shim_report();  // the runner's own, from here on nothing of interest
+    summary["shim"] = shim_summary();
+  }
   if (!options_.best_effort.empty()) {
     json be = json::array();
     for (size_t i = 0; i < options_.best_effort.size(); ++i)
@@ -1309,6 +1411,9 @@ Status Run::write_results(uint64_t stopped_ns) {
   if (Status st = write_file(out / "summary.json", summary.dump(2) + "\n"); !st) return st;
   json trace = trace_events(setup_, shared_, cores_, t0_);
   if (setup_.isolation) merge_trace(out / "regulator.trace.json", t0_, &trace);
+  for (const auto& [pid, name] : shim_processes_)
+    merge_trace(std::filesystem::path(shim_dir_) / ("rtaccel-shim." + std::to_string(pid) + ".trace.json"), t0_, &trace,
+                "shim: " + name + " (pid " + std::to_string(pid) + ")");
   if (Status st = write_file(out / "trace.json", trace.dump() + "\n"); !st) return st;
   if (!csv) return Status::error("cannot write " + (out / "latency.csv").string());
   return Status();
@@ -1323,6 +1428,10 @@ Expected<RunEnd> Run::execute() {
   if (ec) return Status::invalid("cannot create " + options_.out_dir + ": " + ec.message());
 
   socket_ = options_.socket;
+  if (!options_.shim_modes.empty()) {
+    shim_dir_ = getenv("RTACCEL_SHIM_OUT");
+    shim_processes_[getpid()] = "runner";
+  }
   run_name_ = "run-" + std::to_string(getpid());
   cgroup_ = "rtaccel-" + run_name_;
   struct DirCleanup {

@@ -374,3 +374,36 @@ def test_one_timeline_a_flow_per_chain_instance_through_its_slices(tmp_path):
             at = [x for x in slices if x["pid"] == s["pid"] and x["tid"] == s["tid"] and x["ts"] == s["ts"]]
             names.append((at[0]["cat"], at[0]["name"]))
         assert names == [("callback", "sensor"), ("kernel", "sensor: busy"), ("callback", "filter")], names
+
+
+def test_the_interposer_in_a_run_traces_its_programs_on_the_run_timeline(tmp_path):
+    out = tmp_path / "out"
+    rtaccel("run", workload(tmp_path, "pipeline", PIPELINE), "--duration", "2", "--out", str(out),
+            "--quiet", "--shim", "pi", "--best-effort", "env; exec sleep 60", check=0)
+    summary = json.loads((out / "summary.json").read_text())
+    shim = summary["shim"]
+    assert shim["modes"] == "trace,pi"
+    procs = {p["process"]: p for p in shim["processes"]}
+    assert set(procs) == {"runner", "server", "executor ex"}, procs
+    for p in procs.values():
+        assert (out / "shim" / p["report"]).is_file(), p
+    # The executor takes its queue's lock for every message it passes itself.
+    assert procs["executor ex"]["acquisitions"] >= 2 * summary["timers"][0]["activations"]
+    # Each program's timeline on the run's, under its own name, on its clock.
+    doc = json.loads((out / "trace.json").read_text())
+    assert trace_format.check(doc) == []
+    names = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"]
+             if e.get("ph") == "M" and e["name"] == "process_name"}
+    for name, p in procs.items():
+        assert f"shim: {name} (pid {p['pid']})" in names.values(), names
+    shim_pids = {pid for pid, name in names.items() if name.startswith("shim: ")}
+    end_us = (summary["duration_s"] + 30) * 1e6
+    assert all(-30e6 < e["ts"] < end_us for e in doc["traceEvents"]
+               if e["pid"] in shim_pids and "ts" in e)
+    # The load beside the workload is not the run's: it runs without the interposer.
+    env = (out / "best_effort_0.log").read_text()
+    assert "PATH=" in env and "RTACCEL_SHIM" not in env and "librtaccel_shim" not in env
+    # The reports are the interposer's own: lockstat reads the folder.
+    report = rtaccel("lockstat", str(out / "shim"), check=0)
+    assert "executor" in report.stdout or "rtaccel-exec" in report.stdout, report.stdout
+

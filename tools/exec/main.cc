@@ -2,12 +2,16 @@
 // (the engine behind `rtaccel run`).
 #include <getopt.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <set>
 #include <string>
 
 #include "core/exit.h"
@@ -39,6 +43,9 @@ const char kUsage[] =
     "                           (summary.json's walks); repeatable\n"
     "  -b, --best-effort CMD    start CMD (a shell command line) beside the workload, SCHED_OTHER;\n"
     "                           repeatable; stopped with SIGTERM at the end\n"
+    "      --shim MODES         the run's programs under the pthread interposer in MODES (trace, pi,\n"
+    "                           phase-fair, boost; trace is always on): their lock events and CUDA\n"
+    "                           calls on the run's timeline, their reports in OUT/shim/\n"
     "      --no-flow-control    multi-node: a connection per topic, each message in one piece\n"
     "      --fail-link LINK@S   multi-node: take link LINK down S seconds into the run; repeatable\n"
     "  -q, --quiet              no progress line\n"
@@ -49,11 +56,59 @@ int bad(const char* what, const char* value) {
   return RTACCEL_EXIT_BAD_INPUT;
 }
 
+// --shim's list, each mode once, trace added: the modes in the interposer's
+// own order.
+bool shim_modes(const char* list, std::string* modes) {
+  static const char* const kModes[] = {"trace", "pi", "phase-fair", "boost"};
+  std::set<std::string> given = {"trace"};
+  std::string word;
+  for (const char* p = list;; ++p) {
+    if (*p == ',' || *p == '\0') {
+      if (std::find(std::begin(kModes), std::end(kModes), word) == std::end(kModes)) return false;
+      given.insert(word);
+      word.clear();
+      if (!*p) break;
+    } else {
+      word += *p;
+    }
+  }
+  modes->clear();
+  for (const char* m : kModes)
+    if (given.count(m)) *modes += (modes->empty() ? "" : ",") + std::string(m);
+  return true;
+}
+
+// The executors are forks of this process, so the interposer must be in it:
+// unless it already is, in these modes, this program starts again under it.
+// Returns 0 when it is in place, else an exit status.
+int under_shim(const rtaccel::exec::RunOptions& o, char** argv) {
+  const char* modes = getenv("RTACCEL_SHIM");
+  if (modes && o.shim_modes == modes) return 0;  // started again; the runner checks it took
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const char* lib_env = getenv("RTACCEL_SHIM_LIB");
+  const std::string lib = lib_env && *lib_env ? lib_env : (self.parent_path() / "librtaccel_shim.so").string();
+  if (ec || access(lib.c_str(), R_OK) != 0) {
+    fprintf(stderr, "rtaccel-exec: --shim: cannot find the interposer %s (RTACCEL_SHIM_LIB names another)\n",
+            lib.c_str());
+    return RTACCEL_EXIT_RUNTIME;
+  }
+  const auto out = std::filesystem::absolute(o.out_dir, ec) / "shim";
+  const char* preload = getenv("LD_PRELOAD");
+  const std::string preloads = lib + (preload && *preload ? ":" + std::string(preload) : "");
+  setenv("LD_PRELOAD", preloads.c_str(), 1);
+  setenv("RTACCEL_SHIM", o.shim_modes.c_str(), 1);
+  setenv("RTACCEL_SHIM_OUT", out.c_str(), 1);
+  execv(self.c_str(), argv);
+  fprintf(stderr, "rtaccel-exec: --shim: cannot start again under the interposer: %s\n", strerror(errno));
+  return RTACCEL_EXIT_RUNTIME;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   rtaccel::exec::RunOptions o;
-  enum { kServer = 256, kFraction, kEpsilon, kKappa, kJitter, kNoGang, kNoFlow, kFailLink, kIsolation, kNoIsolation, kWalk };
+  enum { kServer = 256, kFraction, kEpsilon, kKappa, kJitter, kNoGang, kNoFlow, kFailLink, kIsolation, kNoIsolation, kWalk, kShim };
   const option longopts[] = {
       {"policy", required_argument, nullptr, 'p'},     {"duration", required_argument, nullptr, 'd'},
       {"out", required_argument, nullptr, 'o'},        {"socket", required_argument, nullptr, 's'},
@@ -65,6 +120,7 @@ int main(int argc, char** argv) {
       {"best-effort", required_argument, nullptr, 'b'},
       {"walk", required_argument, nullptr, kWalk},
       {"isolation", no_argument, nullptr, kIsolation}, {"no-isolation", no_argument, nullptr, kNoIsolation},
+      {"shim", required_argument, nullptr, kShim},
       {"no-flow-control", no_argument, nullptr, kNoFlow},
       {"fail-link", required_argument, nullptr, kFailLink},
       {"quiet", no_argument, nullptr, 'q'},            {"help", no_argument, nullptr, 'h'},
@@ -119,6 +175,9 @@ int main(int argc, char** argv) {
         if (!*optarg) return bad("--best-effort (a command)", optarg);
         o.best_effort.push_back(optarg);
         break;
+      case kShim:
+        if (!shim_modes(optarg, &o.shim_modes)) return bad("--shim (trace, pi, phase-fair, boost, comma-separated)", optarg);
+        break;
       case kNoFlow: o.flow_control = false; break;
       case kFailLink: {
         const char* at = strrchr(optarg, '@');
@@ -136,6 +195,9 @@ int main(int argc, char** argv) {
     return RTACCEL_EXIT_BAD_INPUT;
   }
   o.workload = argv[optind];
+  if (!o.shim_modes.empty()) {
+    if (const int status = under_shim(o, argv); status) return status;
+  }
   // Ctrl-C and SIGTERM end the run early; the results are still written.
   struct sigaction sa{};
   sa.sa_handler = [](int) { g_stop.store(true, std::memory_order_relaxed); };

@@ -26,6 +26,18 @@ DEMO_WORKLOAD = "autoware_reference.yaml"
 ISOLATION_WORKLOAD = "autoware_memory.yaml"  # demo --isolation
 
 
+SHIM_MODES = ("trace", "pi", "phase-fair", "boost")
+
+
+def _shim_modes(text: str) -> str:
+    words = text.split(",")
+    for word in words:
+        if word not in SHIM_MODES:
+            raise argparse.ArgumentTypeError(f"'{word}' is not a mode of the interposer "
+                                             f"({', '.join(SHIM_MODES)})")
+    return text
+
+
 def cmd_run(args) -> int:
     if not common.check_workload(args.workload):
         return EXIT_BAD_INPUT
@@ -34,13 +46,15 @@ def cmd_run(args) -> int:
                             work_fraction=args.work_fraction, progress=not args.quiet,
                             calibration=not args.no_calibration, gang=args.gang,
                             isolation=args.isolation, best_effort=args.best_effort, flow_control=not args.no_flow_control,
-                            fail_links=args.fail_link)
+                            fail_links=args.fail_link, shim=args.shim)
     except (runner.RunError, accel.AccelError) as err:
         return common.fail("rtaccel", err)
     if status in (0, 130) and (Path(args.out) / "summary.json").exists():
         print(runner.format_compare([runner.load_summary(args.out)]))
         print(f"# results: {args.out}/summary.json, {args.out}/trace.json (open in ui.perfetto.dev), "
               f"{args.out}/latency.csv")
+        if args.shim:
+            print(f"# the interposer's reports: {args.out}/shim/ (rtaccel lockstat {args.out}/shim)")
     return status
 
 
@@ -146,6 +160,10 @@ def register(sub) -> None:
     p.add_argument("--fail-link", action="append", default=[], metavar="LINK@S", type=_link_failure,
                    help="multi-node: take link LINK down S seconds into the run (fault injection); "
                         "repeatable")
+    p.add_argument("--shim", nargs="?", const="trace", default=None, type=_shim_modes, metavar="MODES",
+                   help="run the server and executors under rtaccel's pthread interposer in MODES "
+                        "(trace, pi, phase-fair, boost; comma-separated; trace is always on): their "
+                        "lock waits and CUDA calls on the run's trace.json, reports in OUT/shim/")
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.set_defaults(func=cmd_run)
 
