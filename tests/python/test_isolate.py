@@ -256,6 +256,40 @@ def test_run_with_isolation_starts_and_stops_the_regulator_and_leaves_nothing(tm
     assert run_leftovers(cgroup.split("-")[-1]) == []
 
 
+def gangs_isolated():
+    """The gang example with the regulator on: each gang's threshold holds
+    while it runs (RT-Gang); no threshold of its own otherwise."""
+    text = pathlib.Path(EXAMPLE).read_text()
+    return text + "isolation:\n  regulator: {period_us: 1000, be_peak_mbps: 10000}\n"
+
+
+@needs.mark("root", os.geteuid() != 0, "the regulator needs SCHED_FIFO and perf events")
+@needs.mark("cores2", len(os.sched_getaffinity(0)) < 2, "the regulator's cores")
+def test_gangs_under_isolation_set_the_regulators_threshold_and_leave_nothing(tmp_path):
+    path = tmp_path / "gangs_isolated.yaml"
+    path.write_text(gangs_isolated())
+    out = tmp_path / "out"
+    proc = rtaccel("run", str(path), "--policy", "picas", "--duration", "2", "--out", str(out), "--quiet",
+                   "--best-effort", "exec rtaccel membench write --size 8M", check=False)
+    if proc.returncode == 3 and "perf" in proc.stderr:
+        needs.skip("perf", proc.stderr.strip())
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["gang_scheduling"] is True and summary["gang"]["preemptions"] >= 0
+    # Through the run's named gang lock the regulator saw each gang run: the
+    # threshold in force went to perception's 0, planning's 200 and
+    # logging's 1000 MB/s, and back to none (-1) between them.
+    doc = json.loads((out / "trace.json").read_text())
+    assert trace_format.check(doc) == []
+    thresholds = {e["args"]["MB/s"] for e in doc["traceEvents"]
+                  if e.get("ph") == "C" and e["name"].startswith("threshold MB/s core")}
+    assert {0, 200, 1000, -1} <= thresholds, thresholds
+    # Under perception's 0 MB/s the co-runner was stopped in some periods.
+    regulator = summary["isolation"]["regulator"]
+    assert sum(c["throttled_periods"] for c in regulator["cores"]) > 0
+    assert run_leftovers(summary["isolation"]["cgroup"].split("-")[-1]) == []
+
+
 def test_isolation_flags_exclude_each_other():
     proc = rtaccel("run", EXAMPLE, "--isolation", "--no-isolation", check=False)
     assert proc.returncode == 2 and "not allowed with" in proc.stderr
