@@ -55,6 +55,10 @@ struct Breakdown {
   // Isolation: the memory-bandwidth regulator's own time on the chain's
   // executor cores (its thread preempts everything there once a period).
   uint64_t regulator_ns = 0;
+  // The kernel's work for the links' transfers (softirqs) on the chain's
+  // executor cores: Link::kernel_ns_per_kb of every message that can cross
+  // a link of their nodes within the window.
+  uint64_t network_kernel_ns = 0;
 };
 
 // The regulator's time on CORE within a window of WINDOW_NS: a cost per
@@ -249,8 +253,18 @@ class NetworkTerms {
   uint64_t segment_ns(size_t callback, size_t segment) const;
   // Each flow's result, for rtaccel analyze: "topic a->b over link".
   const std::vector<std::pair<std::string, NetFlowResult>>& flows() const { return flows_; }
+  // The kernel's work for the transfers on CORE within a window of
+  // WINDOW_NS: for every flow over a link with kernel_ns_per_kb whose ends'
+  // executors use CORE, its cost per message times the messages that can
+  // cross within the window (jitter included, as for a sporadic task).
+  uint64_t kernel_ns(int core, uint64_t window_ns) const;
 
  private:
+  struct KernelLoad {
+    std::vector<int> cores;  // the executor cores of the link's nodes
+    uint64_t ns_per_message, period_ns, jitter_ns;
+  };
+  std::vector<KernelLoad> kernel_;
   std::vector<std::pair<std::pair<size_t, size_t>, uint64_t>> hops_;
   std::vector<std::pair<std::pair<size_t, size_t>, uint64_t>> segments_;
   std::vector<std::pair<std::string, NetFlowResult>> flows_;

@@ -63,6 +63,7 @@ struct RunOptions {
   uint64_t epsilon_floor_ns = 0;
   uint64_t kappa_floor_ns = 0;
   uint64_t jitter_floor_ns = 0;
+  uint64_t link_kernel_floor_ns_per_kb = 0;  // every link's kernel work per KiB
   // Gang scheduling (isolate layer, one real-time gang at a time): true or
   // false overrides the workload's gang_scheduling.
   std::optional<bool> gang;

@@ -72,6 +72,10 @@ struct Link {
   uint64_t chunk_bytes = 64 << 10;
   uint64_t window_bytes = 0;  // 0: the net layer's default for the transport
   uint64_t per_chunk_ns = 0;  // the net layer's cost per chunk on this link
+  // The kernel's own work for what crosses the link (TCP/IP, the device,
+  // the copies: softirqs), per KiB of messages, on the cores of the
+  // executors at both ends: interference that no executor's priority stops.
+  uint64_t kernel_ns_per_kb = 0;
   SourceLocation where;
 };
 
@@ -225,12 +229,13 @@ struct Workload {
   long link_between(size_t a, size_t b) const;
 };
 
-// Raises the server overhead (epsilon) and every accelerator's preemption
-// cost (kappa) to at least the given values: the overheads measured on this
-// machine by `rtaccel calibrate`, and the release jitter. A bound computed with
-// smaller overheads than the machine's would not hold. 0 leaves a value as it is.
+// Raises the server overhead (epsilon), every accelerator's preemption cost
+// (kappa), the release jitter and every link's kernel work per KiB to at
+// least the given values: what `rtaccel calibrate` measured on this machine.
+// A bound computed with smaller overheads than the machine's would not hold.
+// 0 leaves a value as it is.
 void raise_overheads(Workload* workload, uint64_t epsilon_ns, uint64_t kappa_ns,
-                     uint64_t jitter_ns = 0);
+                     uint64_t jitter_ns = 0, uint64_t link_kernel_ns_per_kb = 0);
 
 // One problem found while loading: "file:line:col: message".
 struct Diagnostic {

@@ -125,13 +125,15 @@ PYBIND11_MODULE(_core, m) {
 
   m.def(
       "raise_overheads",
-      [](workload::Workload w, uint64_t epsilon_ns, uint64_t kappa_ns, uint64_t jitter_ns) {
-        workload::raise_overheads(&w, epsilon_ns, kappa_ns, jitter_ns);
+      [](workload::Workload w, uint64_t epsilon_ns, uint64_t kappa_ns, uint64_t jitter_ns,
+         uint64_t link_kernel_ns_per_kb) {
+        workload::raise_overheads(&w, epsilon_ns, kappa_ns, jitter_ns, link_kernel_ns_per_kb);
         return w;
       },
       py::arg("workload"), py::arg("epsilon_ns"), py::arg("kappa_ns"), py::arg("jitter_ns") = 0,
-      "A copy of the workload with its server overhead and preemption costs raised to at least "
-      "these (the machine's calibration).");
+      py::arg("link_kernel_ns_per_kb") = 0,
+      "A copy of the workload with its server overhead, preemption costs, release jitter and "
+      "links' kernel work raised to at least these (the machine's calibration).");
 
   py::class_<analysis::Breakdown>(m, "Breakdown")
       .def_readonly("blocking_ns", &analysis::Breakdown::blocking_ns)
@@ -141,7 +143,8 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("communication_ns", &analysis::Breakdown::communication_ns)
       .def_readonly("network_ns", &analysis::Breakdown::network_ns)
       .def_readonly("release_jitter_ns", &analysis::Breakdown::release_jitter_ns)
-      .def_readonly("regulator_ns", &analysis::Breakdown::regulator_ns);
+      .def_readonly("regulator_ns", &analysis::Breakdown::regulator_ns)
+      .def_readonly("network_kernel_ns", &analysis::Breakdown::network_kernel_ns);
 
   py::class_<analysis::SubchainResult>(m, "SubchainResult")
       .def_readonly("executor", &analysis::SubchainResult::executor)

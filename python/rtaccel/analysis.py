@@ -32,6 +32,7 @@ def _breakdown(b) -> dict:
         "network_us": _us(b.network_ns),
         "release_jitter_us": _us(b.release_jitter_ns),
         "regulator_us": _us(b.regulator_ns),
+        "network_kernel_us": _us(b.network_kernel_ns),
     }
 
 
@@ -78,7 +79,8 @@ def analyze_file(path: str, horizon: str = "period", paper_blocking: bool = Fals
     if calibration:
         workload = _core.raise_overheads(workload, int(calibration["epsilon_us"] * 1000),
                                          int(calibration["kappa_us"] * 1000),
-                                         int(calibration.get("release_jitter_us", 0) * 1000))
+                                         int(calibration.get("release_jitter_us", 0) * 1000),
+                                         int(calibration.get("link_kernel_ns_per_kb", 0)))
     if workload_gang_scheduled(workload, gang):
         return workload, _core.analyze_gangs(workload, horizon=horizon)
     results = _core.analyze(workload, horizon=horizon,
@@ -138,16 +140,20 @@ def format_table(path: str, workload, results, options: dict) -> str:
                         + (f"; bandwidth lock held by {', '.join(iso['bwlock_chains'])} at "
                            f"{iso['bwlock_threshold_mbps']} MB/s per best-effort core"
                            if iso["bwlock_chains"] else ""))
+    if any((r.breakdown.network_kernel_ns for r in results)):
+        lines.insert(2, "# links: 'net' holds the transfers' bounds and the kernel's work for them "
+                        "(softirqs, kernel_ns_per_kb) on the executors' cores at both ends")
     for r in results:
         d = chain_to_dict(r)
         # Terms of a chain without a bound are partial sums: show none.
         b = d["breakdown"] if r.bounded else dict.fromkeys(d["breakdown"])
+        net = None if b["network_us"] is None else b["network_us"] + b["network_kernel_us"]
         lines.append(
             f"{r.chain[:24]:<24} {r.priority:>5} {'yes' if r.critical else 'no':>4} "
             f"{_fmt(d['period_us']):>10} {_fmt(d['deadline_us']):>11} {_fmt(d['wcrt_us']):>10} "
             f"{'yes' if r.schedulable else 'NO':>5}  {d['dominant'] or '-':<12} "
             f"{_fmt(b['blocking_us']):>9} {_fmt(b['cpu_us']):>9} {_fmt(b['accelerator_us']):>9} "
-            f"{_fmt(b['interference_us']):>9} {_fmt(b['communication_us']):>7} {_fmt(b['network_us']):>9} "
+            f"{_fmt(b['interference_us']):>9} {_fmt(b['communication_us']):>7} {_fmt(net):>9} "
             f"{_fmt(b['regulator_us']):>7}"
         )
     for r in results:

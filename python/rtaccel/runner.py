@@ -11,8 +11,11 @@ from __future__ import annotations
 import json
 import os
 import platform
+import resource
 import signal
+import socket
 import subprocess
+import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -56,12 +59,52 @@ def load_calibration() -> dict | None:
         doc = json.loads(path.read_text())
         eps, kappa = float(doc["epsilon_us"]), float(doc["kappa_us"])
         jitter = float(doc["release_jitter_us"])
-    except (OSError, ValueError, KeyError, TypeError) as err:
+        kernel = float(doc.get("link_kernel_ns_per_kb", 0))  # absent from older files
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         raise RunError(f"{path}: not a calibration written by `rtaccel calibrate` ({err}); "
                        "run it again or remove the file", bad_input=True) from err
-    if eps < 0 or kappa < 0 or jitter < 0:
+    if eps < 0 or kappa < 0 or jitter < 0 or kernel < 0:
         raise RunError(f"{path}: negative overheads", bad_input=True)
-    return {"path": str(path), "epsilon_us": eps, "kappa_us": kappa, "release_jitter_us": jitter}
+    return {"path": str(path), "epsilon_us": eps, "kappa_us": kappa, "release_jitter_us": jitter,
+            "link_kernel_ns_per_kb": kernel}
+
+
+def link_kernel_ns_per_kb(total_mib: int = 256) -> float:
+    """The kernel's CPU time per KiB that crosses a TCP connection on this
+    machine: TOTAL_MIB sent over loopback, in 1 MiB writes, and the system
+    time of the sending and the receiving thread per KiB. On loopback, as over a
+    veth pair between namespaces, the receive path runs in softirqs within
+    those threads, so their time is the kernel's whole work for the data:
+    the system calls' copies and the protocol. A link costs more where a
+    device or a shaper adds to it, which a workload declares
+    (kernel_ns_per_kb)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    cpu_ns = [0, 0]
+    received = [0]
+
+    def thread_ns() -> int:  # in the kernel: the program's own time is not the link's
+        return int(resource.getrusage(resource.RUSAGE_THREAD).ru_stime * 1e9)
+
+    def drain():
+        conn, _ = listener.accept()
+        start = thread_ns()
+        with conn:
+            while chunk := conn.recv(1 << 20):
+                received[0] += len(chunk)
+        cpu_ns[1] = thread_ns() - start
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    block = bytes(1 << 20)
+    with socket.create_connection(("127.0.0.1", port)) as out:
+        start = thread_ns()
+        for _ in range(total_mib):
+            out.sendall(block)
+        cpu_ns[0] = thread_ns() - start
+    reader.join()
+    listener.close()
+    return sum(cpu_ns) / (received[0] / 1024)
 
 
 def calibrate(requests: int = 5000, iterations: int = 100) -> dict:
@@ -75,6 +118,7 @@ def calibrate(requests: int = 5000, iterations: int = 100) -> dict:
     eps = overhead["phases"]["overhead"]["p99_us"]
     kappa = max(k["delay_p99_us"] for k in preemption["kernels"].values())
     jitter = timer["p99_us"]
+    kernel = max(link_kernel_ns_per_kb() for _ in range(3))
     doc = {
         "format_version": 1,
         "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -82,6 +126,7 @@ def calibrate(requests: int = 5000, iterations: int = 100) -> dict:
         "epsilon_us": round(eps, 1),
         "kappa_us": round(kappa, 1),
         "release_jitter_us": round(jitter, 1),
+        "link_kernel_ns_per_kb": round(kernel),
         "measured": {"request_overhead": overhead["phases"]["overhead"], "timer_latency": timer,
                      "preemption": preemption["kernels"]},
     }
@@ -109,7 +154,8 @@ def run(workload: str, policy: str, duration_s: float, out: str, socket: str | N
     cal = load_calibration() if calibration else None
     if cal:
         cmd += ["--epsilon-floor-us", str(cal["epsilon_us"]), "--kappa-floor-us", str(cal["kappa_us"]),
-                "--jitter-floor-us", str(cal["release_jitter_us"])]
+                "--jitter-floor-us", str(cal["release_jitter_us"]),
+                "--link-kernel-floor-ns-per-kb", str(int(cal["link_kernel_ns_per_kb"]))]
     if gang is not None:
         cmd.append("--gang" if gang else "--no-gang")
     if isolation is not None:

@@ -186,8 +186,15 @@ NetworkTerms::NetworkTerms(const workload::Workload& w) {
       std::vector<NetFlow> set;
       for (size_t i : mine) set.push_back(flows[i].flow);
       const std::vector<NetFlowResult> results = analyze_net_link(link, set, Horizon::kPeriod);
+      std::vector<int> cores;
+      for (const workload::Executor& ex : w.executors)
+        if ((ex.node == wl.a || ex.node == wl.b) && std::find(cores.begin(), cores.end(), ex.core) == cores.end())
+          cores.push_back(ex.core);
       for (size_t k = 0; k < mine.size(); ++k) {
         const Flow& f = flows[mine[k]];
+        if (wl.kernel_ns_per_kb)
+          kernel_.push_back({cores, mul(wl.kernel_ns_per_kb, (f.flow.bytes + 1023) >> 10), f.flow.period_ns,
+                             f.flow.jitter_ns});
         const uint64_t ns = results[k].bounded ? results[k].wcrt_ns : kUnbounded;
         for (size_t s : f.subscribers) hops_.push_back({{f.publisher, s}, ns});
         if (f.segment >= 0) {  // request and response add up
@@ -203,6 +210,14 @@ NetworkTerms::NetworkTerms(const workload::Workload& w) {
       }
     }
   }
+}
+
+uint64_t NetworkTerms::kernel_ns(int core, uint64_t window_ns) const {
+  uint64_t total = 0;
+  for (const KernelLoad& k : kernel_)
+    if (std::find(k.cores.begin(), k.cores.end(), core) != k.cores.end())
+      total = add(total, mul(ceil_div(add(window_ns, k.jitter_ns), k.period_ns), k.ns_per_message));
+  return total;
 }
 
 uint64_t NetworkTerms::segment_ns(size_t callback, size_t segment) const {

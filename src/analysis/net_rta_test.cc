@@ -120,6 +120,30 @@ TEST(NetRta, ChainsAcrossNodesAddTheirLinkBound) {
   EXPECT_EQ(NetworkTerms(w).flows().size(), 2u);
 }
 
+TEST(NetRta, TheKernelsWorkForALinkIsChargedOnTheCoresOfItsEnds) {
+  workload::LoadOptions options;
+  options.machine_cores = 4;
+  auto loaded = workload::load_string(kTwoNodes, "two.yaml", options);
+  ASSERT_TRUE(loaded) << loaded.status().message();
+  const workload::Workload plain = loaded.take();
+  workload::Workload w = plain;
+  workload::raise_overheads(&w, 0, 0, 0, 100);  // 100 ns per KiB
+  const NetworkTerms terms(w);
+  // In 1 ms on a core of either node: raw (1 MiB, every 100 ms, jitter its
+  // chain's 100 ms deadline) twice, map (8 MiB, every 1000 ms, jitter 1000
+  // ms) twice, at 100 ns per KiB.
+  const uint64_t raw = 1024 * 100, map = 8192 * 100, window = 2 * raw + 2 * map;
+  for (int core : {0, 1, 2}) EXPECT_EQ(terms.kernel_ns(core, 1'000'000), window) << core;
+  EXPECT_EQ(terms.kernel_ns(3, 1'000'000), 0u);  // no executor of theirs there
+  EXPECT_EQ(NetworkTerms(plain).kernel_ns(0, 1'000'000), 0u);
+  // hot: sensor on core 0 and filter on core 1, 1 ms each alone; each
+  // window grows to 2.84 ms, where the counts are still two and two.
+  const auto before = analyze(plain), after = analyze(w);
+  EXPECT_EQ(before[0].breakdown.network_kernel_ns, 0u);
+  EXPECT_EQ(after[0].breakdown.network_kernel_ns, 2 * window);
+  EXPECT_EQ(after[0].wcrt_ns, before[0].wcrt_ns + 2 * window);
+}
+
 TEST(NetRta, RemoteAcceleratorRequestsAndResponses) {
   constexpr const char* kRemote = R"(version: 1
 name: remote

@@ -289,10 +289,14 @@ class Analysis {
       }
       // Isolation: the regulator's thread on this core, above every executor.
       const uint64_t regulator = regulator_ns(workload_, ex.core, r);
-      const uint64_t next = add(add(add(blocking, s.cpu_ns), add(handling_star, interference)), regulator);
+      // The kernel's work for the links, on this core at any priority.
+      const uint64_t kernel = network_.kernel_ns(ex.core, r);
+      const uint64_t next =
+          add(add(add(blocking, s.cpu_ns), add(handling_star, interference)), add(regulator, kernel));
       s.handling_star_ns = handling_star;
       s.breakdown = {blocking, s.cpu_ns, handling_star, interference, 0};
       s.breakdown.regulator_ns = regulator;
+      s.breakdown.network_kernel_ns = kernel;
       if (next > limit) {
         why = "no bound within the " + std::string(options_.horizon == Horizon::kDeadline ? "deadline" : "period") +
               " (" + us(limit) + "): the recurrence on executor '" + ex.name + "' passed it";
@@ -337,6 +341,7 @@ class Analysis {
       out.breakdown.accelerator_ns = add(out.breakdown.accelerator_ns, s.breakdown.accelerator_ns);
       out.breakdown.interference_ns = add(out.breakdown.interference_ns, s.breakdown.interference_ns);
       out.breakdown.regulator_ns = add(out.breakdown.regulator_ns, s.breakdown.regulator_ns);
+      out.breakdown.network_kernel_ns = add(out.breakdown.network_kernel_ns, s.breakdown.network_kernel_ns);
     }
     // A chain over several executors: R* = sum of sub-chain bounds plus one
     // hand-over per executor boundary.
@@ -448,7 +453,7 @@ const char* ChainResult::dominant_term() const {
       {breakdown.blocking_ns, "blocking"},       {breakdown.cpu_ns, "cpu"},
       {breakdown.accelerator_ns, "accelerator"}, {breakdown.interference_ns, "interference"},
       {breakdown.communication_ns, "communication"}, {breakdown.network_ns, "network"},
-      {breakdown.regulator_ns, "regulator"},
+      {breakdown.regulator_ns, "regulator"},     {breakdown.network_kernel_ns, "network kernel"},
   };
   const auto* best = &terms[0];
   for (const auto& t : terms) {

@@ -378,7 +378,7 @@ Status prepare(const RunOptions& o, Setup* s) {
   // Overheads measured on this machine (rtaccel calibrate) raise the
   // workload's: a bound computed with a smaller overhead than the machine's
   // would not hold.
-  workload::raise_overheads(&w, o.epsilon_floor_ns, o.kappa_floor_ns, o.jitter_floor_ns);
+  workload::raise_overheads(&w, o.epsilon_floor_ns, o.kappa_floor_ns, o.jitter_floor_ns, o.link_kernel_floor_ns_per_kb);
   for (const auto& acc : w.accelerators) {
     if (acc.backend != w.accelerators.front().backend || acc.priority_levels != w.accelerators.front().priority_levels)
       return Status::invalid("accelerator '" + acc.name + "': rtaccel run needs every accelerator on one backend "

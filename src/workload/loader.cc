@@ -380,6 +380,7 @@ class Loader {
     if (auto chunk = f.integer("chunk_kb", false, 1, 16384)) l.chunk_bytes = static_cast<uint64_t>(*chunk) << 10;
     if (auto window = f.integer("window_kb", false, 1, 1 << 20)) l.window_bytes = static_cast<uint64_t>(*window) << 10;
     if (auto cost = f.duration("per_chunk_us", false, kNsPerUs, true)) l.per_chunk_ns = *cost;
+    if (auto kernel = f.integer("kernel_ns_per_kb", false, 0, 1000000)) l.kernel_ns_per_kb = static_cast<uint64_t>(*kernel);
     f.finish();
     workload_.links.push_back(std::move(l));
     pending_links_.push_back(std::move(p));

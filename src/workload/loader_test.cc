@@ -183,7 +183,7 @@ nodes:
   - {name: soc1}
   - {name: soc2}
 links:
-  - {name: eth0, between: [soc1, soc2], transport: tcp, rate_mbps: 1000, chunk_kb: 64, per_chunk_us: 5}
+  - {name: eth0, between: [soc1, soc2], transport: tcp, rate_mbps: 1000, chunk_kb: 64, per_chunk_us: 5, kernel_ns_per_kb: 250}
 platform:
   accelerators:
     - {name: acc0, node: soc1, backend: cpu, core: 1, priority_levels: 4}
@@ -213,6 +213,7 @@ TEST(Loader, NodesAndLinks) {
   EXPECT_EQ(w.links[0].rate_bytes_per_s, 125'000'000u);
   EXPECT_EQ(w.links[0].chunk_bytes, 64u << 10);
   EXPECT_EQ(w.links[0].per_chunk_ns, 5000u);
+  EXPECT_EQ(w.links[0].kernel_ns_per_kb, 250u);
   EXPECT_STREQ(w.links[0].transport->name, "tcp");
   EXPECT_EQ(w.node_of_callback(0), 0u);
   EXPECT_EQ(w.node_of_callback(1), 1u);
@@ -238,13 +239,15 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadCase{"UnknownNode", "{name: ex2, node: soc2", "{name: ex2, node: soc3", "no node named 'soc3' (nodes: soc1, soc2)", 14},
         BadCase{"NodeMissing", "{name: ex2, node: soc2, ", "{name: ex2, ", "the workload has nodes, so it needs node: (one of soc1, soc2)", 14},
-        BadCase{"NoLink", "links:\n  - {name: eth0, between: [soc1, soc2], transport: tcp, rate_mbps: 1000, chunk_kb: 64, per_chunk_us: 5}\n", "",
+        BadCase{"NoLink", "links:\n  - {name: eth0, between: [soc1, soc2], transport: tcp, rate_mbps: 1000, chunk_kb: 64, per_chunk_us: 5, kernel_ns_per_kb: 250}\n", "",
                 "topic 'raw' comes from node 'soc1', and no link joins 'soc1' and 'soc2'", 21},
         BadCase{"LinkToUnknownNode", "between: [soc1, soc2]", "between: [soc1, soc9]", "link 'eth0': no node named 'soc9'", 7},
         BadCase{"LinkToItself", "between: [soc1, soc2]", "between: [soc1, soc1]", "joins node 'soc1' with itself", 7},
         BadCase{"LinkOfThree", "between: [soc1, soc2]", "between: [soc1, soc2, soc1]", "between must name two nodes", 7},
         BadCase{"BadTransport", "transport: tcp", "transport: carrier-pigeon", "transport must be one of tcp, rdma, shm", 7},
         BadCase{"NoRate", "rate_mbps: 1000, ", "", "missing required key 'rate_mbps'", 7},
+        BadCase{"NegativeKernelWork", "kernel_ns_per_kb: 250", "kernel_ns_per_kb: -1",
+                "link 'eth0': kernel_ns_per_kb must be between 0 and 1000000", 7},
         BadCase{"MessageWithoutTopic", "cpu_us: 1000}", "cpu_us: 1000, message_kb: 4}", "message_kb without publishes", 23}),
     [](const ::testing::TestParamInfo<BadCase>& param_info) { return std::string(param_info.param.name); });
 

@@ -13,7 +13,8 @@ std::string_view to_string(MemoryPattern pattern) {
   return pattern == MemoryPattern::kRandom ? "random" : "stream";
 }
 
-void raise_overheads(Workload* w, uint64_t epsilon_ns, uint64_t kappa_ns, uint64_t jitter_ns) {
+void raise_overheads(Workload* w, uint64_t epsilon_ns, uint64_t kappa_ns, uint64_t jitter_ns,
+                     uint64_t link_kernel_ns_per_kb) {
   w->release_jitter_ns = std::max(w->release_jitter_ns, jitter_ns);
   if (w->server) {
     // The hand-over cost between executors defaults to the server overhead.
@@ -21,6 +22,7 @@ void raise_overheads(Workload* w, uint64_t epsilon_ns, uint64_t kappa_ns, uint64
     w->server->overhead_ns = std::max(w->server->overhead_ns, epsilon_ns);
   }
   for (auto& acc : w->accelerators) acc.preemption_cost_ns = std::max(acc.preemption_cost_ns, kappa_ns);
+  for (auto& link : w->links) link.kernel_ns_per_kb = std::max(link.kernel_ns_per_kb, link_kernel_ns_per_kb);
 }
 
 int Workload::callback_priority(size_t callback) const {

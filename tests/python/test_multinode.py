@@ -100,6 +100,33 @@ def transfers(folder):
     return [e for e in events if e.get("cat") == "transfer"]
 
 
+def test_the_kernels_work_for_a_link_is_measured_and_charged(tmp_path):
+    # What calibrate measures: TCP's system time per KiB on this machine.
+    sys.path.insert(0, str(ROOT / "python"))
+    from rtaccel import runner
+    assert 0 < runner.link_kernel_ns_per_kb(128) < 100000
+    # A calibration that says 1000 ns per KiB: analyze (and run, which takes
+    # the same floors) charges it on the executors' core, in the net column.
+    path = workload(tmp_path, "tcp", rate=1000)
+    calibration = tmp_path / "calibration.json"
+    calibration.write_text(json.dumps({"epsilon_us": 0, "kappa_us": 0, "release_jitter_us": 0,
+                                       "link_kernel_ns_per_kb": 1000}))
+    plain = json.loads(rtaccel("analyze", path, "--json").stdout)["chains"][0]
+    env = {**ENV, "RTACCEL_CALIBRATION": str(calibration)}
+    proc = subprocess.run([sys.executable, "-m", "rtaccel.cli", "analyze", path, "--json"],
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
+    charged = json.loads(proc.stdout)["chains"][0]
+    assert plain["breakdown"]["network_kernel_us"] == 0
+    # At least one 512 KiB feature map and one 2 MiB map in each of
+    # perceive's two windows (camera on front, detect on back, both core 0).
+    kernel = charged["breakdown"]["network_kernel_us"]
+    assert kernel >= 2 * (512 + 2048) * 1000 / 1000, charged
+    assert charged["wcrt_us"] >= plain["wcrt_us"] + kernel
+    table = subprocess.run([sys.executable, "-m", "rtaccel.cli", "analyze", path], capture_output=True,
+                           text=True, cwd=ROOT, env=env, timeout=60).stdout
+    assert "# links: 'net' holds the transfers' bounds and the kernel's work" in table
+
+
 def test_shm_nodes_carry_their_chains_over_the_link(tmp_path):
     summary, chains, _ = run(workload(tmp_path, "shm", rate=8000), tmp_path / "out")
     assert chains["perceive"]["count"] >= 10

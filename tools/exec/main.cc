@@ -34,6 +34,7 @@ const char kUsage[] =
     "      --epsilon-floor-us US  at least this server overhead in the analysis (calibration)\n"
     "      --kappa-floor-us US    at least this preemption cost in the analysis (calibration)\n"
     "      --jitter-floor-us US   at least this timer release jitter in the analysis (calibration)\n"
+    "      --link-kernel-floor-ns-per-kb NS  at least this kernel work per KiB on every link (calibration)\n"
     "  -g, --gang               one real-time gang at a time (isolate layer)\n"
     "      --no-gang            not, whatever the workload says\n"
     "      --isolation          memory-bandwidth regulation: the regulator, the best-effort cgroup\n"
@@ -108,7 +109,7 @@ int under_shim(const rtaccel::exec::RunOptions& o, char** argv) {
 
 int main(int argc, char** argv) {
   rtaccel::exec::RunOptions o;
-  enum { kServer = 256, kFraction, kEpsilon, kKappa, kJitter, kNoGang, kNoFlow, kFailLink, kIsolation, kNoIsolation, kWalk, kShim };
+  enum { kServer = 256, kFraction, kEpsilon, kKappa, kJitter, kNoGang, kNoFlow, kFailLink, kIsolation, kNoIsolation, kWalk, kShim, kLinkKernel };
   const option longopts[] = {
       {"policy", required_argument, nullptr, 'p'},     {"duration", required_argument, nullptr, 'd'},
       {"out", required_argument, nullptr, 'o'},        {"socket", required_argument, nullptr, 's'},
@@ -116,6 +117,7 @@ int main(int argc, char** argv) {
       {"epsilon-floor-us", required_argument, nullptr, kEpsilon},
       {"kappa-floor-us", required_argument, nullptr, kKappa},
       {"jitter-floor-us", required_argument, nullptr, kJitter},
+      {"link-kernel-floor-ns-per-kb", required_argument, nullptr, kLinkKernel},
       {"gang", no_argument, nullptr, 'g'},             {"no-gang", no_argument, nullptr, kNoGang},
       {"best-effort", required_argument, nullptr, 'b'},
       {"walk", required_argument, nullptr, kWalk},
@@ -155,6 +157,10 @@ int main(int argc, char** argv) {
       case kJitter:
         if (rtaccel_parse_double(optarg, 0, 1e7, &v)) return bad("--jitter-floor-us", optarg);
         o.jitter_floor_ns = static_cast<uint64_t>(v * 1000);
+        break;
+      case kLinkKernel:
+        if (rtaccel_parse_double(optarg, 0, 1e6, &v)) return bad("--link-kernel-floor-ns-per-kb", optarg);
+        o.link_kernel_floor_ns_per_kb = static_cast<uint64_t>(v);
         break;
       case 'g': o.gang = true; break;
       case kNoGang: o.gang = false; break;

@@ -90,7 +90,8 @@ def cmd_calibrate(args) -> int:
         return common.fail("rtaccel", err)
     print(f"# this machine: epsilon (server overhead per request, p99) {doc['epsilon_us']:.1f} us, "
           f"kappa (preemption cost, p99) {doc['kappa_us']:.1f} us, release jitter (timer "
-          f"wake-up, p99) {doc['release_jitter_us']:.1f} us")
+          f"wake-up, p99) {doc['release_jitter_us']:.1f} us, the kernel's work for a link "
+          f"(softirqs) {doc['link_kernel_ns_per_kb']} ns per KiB")
     print(f"# written to {doc['path']}: `rtaccel analyze` and `rtaccel run` now use at least these")
     return EXIT_OK
 
