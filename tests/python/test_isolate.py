@@ -89,8 +89,25 @@ def test_gang_preemption_bench_contract():
     assert doc["violations"] == 0
     assert doc["by_threads"]["2"]["gang"]["violations"] == 0
     assert sum(doc["by_threads"][n]["demote"]["violations"] for n in ("1", "2")) > 0
+    # Judged against the baseline of the same run, with the kernel's
+    # real-time throttling named: it stalls rounds by ~50 ms.
+    goal = doc["goal"]
+    assert goal["p50_vs_baseline"] == pytest.approx(doc["p50_us"] / doc["baseline"]["p50_us"], rel=0.05)
+    assert goal["met"] == (goal["p50_vs_baseline"] <= 1.5 and goal["p99_vs_baseline"] <= 1.5
+                           and goal["rounds_over_2ms"] == 0)
+    assert doc["rt_throttling"]["period_us"] > 0
     bad = rtaccel("bench", "gang-preemption", "--threads", "9", check=False)
     assert bad.returncode == 2
+
+
+@needs.mark("root", os.geteuid() != 0, "sched_rt_runtime_us is root's to set")
+def test_gang_preemption_without_rt_throttling_puts_the_setting_back():
+    setting = pathlib.Path("/proc/sys/kernel/sched_rt_runtime_us")
+    before = setting.read_text()
+    proc = rtaccel("bench", "gang-preemption", "--rounds", "5", "--threads", "1", "--json",
+                   "--no-rt-throttling")
+    assert json.loads(proc.stdout)["rt_throttling"]["runtime_us"] == -1
+    assert setting.read_text() == before
 
 
 @needs.mark("cores2", len(os.sched_getaffinity(0)) < 2, "the experiment needs two cores")
