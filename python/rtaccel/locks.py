@@ -31,6 +31,10 @@ class LockToolError(Error):
     cannot be used (bad_input)."""
 
 
+# What RTACCEL_SHIM may name (shim.c reads them).
+SHIM_MODES = ("trace", "pi", "phase-fair", "boost")
+
+
 def shim_library() -> Path:
     path = Path(os.environ.get("RTACCEL_SHIM_LIB", LIB_DIR / "librtaccel_shim.so"))
     if not path.is_file():

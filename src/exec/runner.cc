@@ -801,13 +801,13 @@ Status Run::check_options() const {
     if (!(at_s >= 0) || at_s > options_.duration_s)
       return Status::invalid("link '" + name + "' is to go down within the run (0 to its duration)");
   if (!options_.shim_modes.empty()) {
+    if (("," + options_.shim_modes + ",").find(",trace,") == std::string::npos)
+      return Status::invalid("the interposer's modes must include trace in a run");
     const char* modes = getenv("RTACCEL_SHIM");
     const char* dir = getenv("RTACCEL_SHIM_OUT");
     if (!dlsym(RTLD_DEFAULT, "rtaccel_shim_write_report") || !modes || options_.shim_modes != modes || !dir || !*dir)
       return Status::error("the interposer is not preloaded into the runner in modes '" + options_.shim_modes +
                            "' with RTACCEL_SHIM_OUT set (rtaccel-exec --shim does that)");
-    if (("," + options_.shim_modes + ",").find(",trace,") == std::string::npos)
-      return Status::invalid("the interposer's modes must include trace in a run");
   }
   return Status();
 }
@@ -1399,7 +1399,7 @@ Status Run::write_results(uint64_t stopped_ns) {
     }
   }
   if (!options_.shim_modes.empty()) {
-    write_shim_report();  // the runner's own, from here on nothing of interest
+    write_shim_report();  // the runner's own: what it locked during the run
     summary["shim"] = shim_summary();
   }
   if (!options_.best_effort.empty()) {

@@ -287,6 +287,9 @@ def test_bad_arguments_are_refused():
     assert "seconds" in rtaccel("run", "x.yaml", "--duration", "-1", check=2).stderr
     proc = subprocess.run([str(EXEC), "x.yaml", "--policy", "fifo"], capture_output=True, text=True)
     assert proc.returncode == 2 and "bad --policy" in proc.stderr
+    assert "not a mode of the interposer" in rtaccel("run", "x.yaml", "--shim", "trace,fast", check=2).stderr
+    proc = subprocess.run([str(EXEC), "x.yaml", "--shim", "pi,,boost"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "bad --shim" in proc.stderr
 
 
 def test_admission_refusal_names_the_chain(tmp_path):

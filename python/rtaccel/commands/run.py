@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from rtaccel import accel, runner
+from rtaccel import accel, locks, runner
 from rtaccel.commands import common
 from rtaccel.errors import EXIT_BAD_INPUT, EXIT_FAILS, EXIT_OK
 
@@ -26,15 +26,11 @@ DEMO_WORKLOAD = "autoware_reference.yaml"
 ISOLATION_WORKLOAD = "autoware_memory.yaml"  # demo --isolation
 
 
-SHIM_MODES = ("trace", "pi", "phase-fair", "boost")
-
-
 def _shim_modes(text: str) -> str:
-    words = text.split(",")
-    for word in words:
-        if word not in SHIM_MODES:
+    for word in text.split(","):
+        if word not in locks.SHIM_MODES:
             raise argparse.ArgumentTypeError(f"'{word}' is not a mode of the interposer "
-                                             f"({', '.join(SHIM_MODES)})")
+                                             f"({', '.join(locks.SHIM_MODES)})")
     return text
 
 
