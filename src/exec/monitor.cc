@@ -19,9 +19,22 @@ using nlohmann::json;
 
 double us(uint64_t ns) { return static_cast<double>(ns) / 1000.0; }
 
+// What a callback's execution may take beyond its CPU time and waits before
+// its thread counts as kept off its core: the queue operations and wake-ups
+// around its work, which its CPU clock does not measure.
+constexpr uint64_t kOffCoreSlackNs = 200000;
+
 std::string ms(uint64_t ns) {
   char text[32];
   snprintf(text, sizeof(text), "%.1f ms", static_cast<double>(ns) / 1e6);
+  return text;
+}
+
+// ms, or us below a millisecond: a timer's lateness is microseconds.
+std::string short_time(uint64_t ns) {
+  if (ns >= 1000000) return ms(ns);
+  char text[32];
+  snprintf(text, sizeof(text), "%.0f us", static_cast<double>(ns) / 1e3);
   return text;
 }
 
@@ -31,12 +44,12 @@ std::string count_of(uint64_t n, const char* what) {
 
 // A piece of work that took longer than the analysis allowed it.
 struct Overrun {
-  enum Kind { kCpu, kSegment, kHop } kind;
-  size_t what;         // kCpu: callback; kSegment: index into segments; kHop: hop
+  enum Kind { kCpu, kSegment, kHop, kRelease, kOffCore } kind;
+  size_t what;         // kCpu, kOffCore: callback; kSegment: index into segments; kHop: hop; kRelease: timer
   uint64_t begin_ns;   // when it ran
   uint64_t end_ns;
   uint64_t took_ns;    // measured
-  int core;            // kCpu: its executor's core
+  int core;            // kCpu, kRelease, kOffCore: its executor's core; else -1
 };
 
 // Measured against allowed, per callback, segment or hop.
@@ -169,6 +182,9 @@ json check_assumptions(const MonitorInput& in, json* chains) {
   }
 
   std::vector<Overrun> overruns;
+  std::map<int, std::vector<std::pair<uint64_t, uint64_t>>> busy;  // per core: callbacks' [begin, end]
+  std::vector<const TraceEvent*> runs;                              // callbacks' executions
+  std::map<std::pair<size_t, uint32_t>, std::vector<std::pair<uint64_t, uint64_t>>> waits;  // per thread
   for (size_t e = 0; e < w.executors.size() + plan.bridges.size(); ++e) {
     const uint64_t n = std::min(shared.executor(e)->trace_used.load(), shared.trace_capacity(e));
     for (uint64_t i = 0; i < n; ++i) {
@@ -176,9 +192,22 @@ json check_assumptions(const MonitorInput& in, json* chains) {
       if (ev.kind == static_cast<uint32_t>(TraceKind::kCallback)) {
         Tally& t = callbacks[ev.callback];
         t.add(ev.cpu_ns);
+        busy[w.executors[w.callbacks[ev.callback].executor].core].emplace_back(ev.begin_ns, ev.end_ns);
+        runs.push_back(&ev);
         if (ev.cpu_ns > t.allowed_ns)
           overruns.push_back({Overrun::kCpu, ev.callback, ev.begin_ns, ev.end_ns, ev.cpu_ns,
                               w.executors[w.callbacks[ev.callback].executor].core});
+      }
+      // What an executor thread waited for, off its core by design: its
+      // accelerator segments, and under gangs the lock.
+      if (e < w.executors.size() && (ev.kind == static_cast<uint32_t>(TraceKind::kSegment) ||
+                                     ev.kind == static_cast<uint32_t>(TraceKind::kGangWait) ||
+                                     ev.kind == static_cast<uint32_t>(TraceKind::kGangPark)))
+        waits[{e, ev.thread}].emplace_back(ev.kind == static_cast<uint32_t>(TraceKind::kSegment) ? ev.submit_ns
+                                                                                                : ev.begin_ns,
+                                           ev.end_ns);
+      if (ev.kind == static_cast<uint32_t>(TraceKind::kCallback)) {
+        // counted above
       } else if (ev.kind == static_cast<uint32_t>(TraceKind::kSegment) && ev.bucket >= 0 &&
                  segment_index.count({ev.callback, ev.segment})) {
         // Under direct invocation a segment's time includes its wait for the
@@ -196,6 +225,76 @@ json check_assumptions(const MonitorInput& in, json* chains) {
       }
     }
   }
+  // A callback's thread kept off its core: the wall time of a callback's
+  // execution beyond its CPU time, its waits, and the callbacks that ran on
+  // its core meanwhile (which the bound covers) went to something the
+  // analysis does not know: the hypervisor (steal, which the thread's CPU
+  // clock does not count) or a thread outside the workload.
+  std::vector<Tally> off_core(w.callbacks.size());
+  for (auto& [core, spans] : busy) std::sort(spans.begin(), spans.end());
+  for (auto& [thread, spans] : waits) std::sort(spans.begin(), spans.end());
+  auto overlap = [](const std::vector<std::pair<uint64_t, uint64_t>>& spans, uint64_t from, uint64_t to,
+                    bool skip_self) {
+    uint64_t sum = 0;
+    auto it = std::lower_bound(spans.begin(), spans.end(), std::make_pair(from, uint64_t{0}));
+    // A span that began before FROM and is still running (its own, when
+    // skip_self, begins exactly at FROM).
+    if (it != spans.begin()) {
+      auto before = std::prev(it);
+      if (before->second > from) sum += std::min(before->second, to) - from;
+    }
+    for (; it != spans.end() && it->first < to; ++it) {
+      if (skip_self && it->first == from) {
+        skip_self = false;
+        continue;
+      }
+      sum += std::min(it->second, to) - it->first;
+    }
+    return sum;
+  };
+  for (const TraceEvent* ev : runs) {
+    const size_t e = w.callbacks[ev->callback].executor;
+    const int core = w.executors[e].core;
+    const uint64_t wall = ev->end_ns - ev->begin_ns;
+    const uint64_t accounted = ev->cpu_ns + overlap(busy[core], ev->begin_ns, ev->end_ns, true) +
+                               overlap(waits[{e, ev->thread}], ev->begin_ns, ev->end_ns, false);
+    const uint64_t off = wall > accounted ? wall - accounted : 0;
+    Tally& t = off_core[ev->callback];
+    t.allowed_ns = kOffCoreSlackNs;
+    t.add(off);
+    if (off > t.allowed_ns) overruns.push_back({Overrun::kOffCore, ev->callback, ev->begin_ns, ev->end_ns, off, core});
+  }
+
+  // Timer activations against the release jitter: how late each started
+  // after its release, counted where no callback ran on its core in
+  // between (else the wait was interference, which the bound covers).
+  std::vector<Tally> releases(plan.timers.size());
+  // Per core, by begin, and the latest end of the spans up to each.
+  std::map<int, std::vector<uint64_t>> ended_by;
+  for (const auto& [core, spans] : busy) {
+    auto& latest = ended_by[core];
+    for (const auto& s : spans) latest.push_back(std::max(latest.empty() ? 0 : latest.back(), s.second));
+  }
+  for (size_t t = 0; t < plan.timers.size(); ++t) {
+    Tally& tally = releases[t];
+    tally.allowed_ns = w.release_jitter_ns;
+    const size_t cb = plan.timers[t];
+    const int core = w.executors[w.callbacks[cb].executor].core;
+    const auto& spans = busy[core];
+    const auto& latest = ended_by[core];
+    const uint64_t n = std::min(shared.timer(t)->count.load(), shared.timer_capacity(t));
+    for (uint64_t i = 0; i < n; ++i) {
+      const TimerRecord& r = shared.timer_records(t)[i];
+      // Did a callback run on the core between the release and the start:
+      // one that began before the start and ended after the release?
+      const auto begun = std::lower_bound(spans.begin(), spans.end(), r.start_ns,
+                                          [](const auto& s, uint64_t at) { return s.first < at; }) - spans.begin();
+      if (begun > 0 && latest[static_cast<size_t>(begun - 1)] > r.release_ns) continue;
+      tally.add(r.start_ns - r.release_ns);
+      if (r.start_ns - r.release_ns > tally.allowed_ns)
+        overruns.push_back({Overrun::kRelease, t, r.release_ns, r.start_ns, r.start_ns - r.release_ns, core});
+    }
+  }
   std::sort(overruns.begin(), overruns.end(), [](const Overrun& a, const Overrun& b) { return a.begin_ns < b.begin_ns; });
   uint64_t longest_overrun = 0;
   for (const auto& o : overruns) longest_overrun = std::max(longest_overrun, o.end_ns - o.begin_ns);
@@ -210,6 +309,15 @@ json check_assumptions(const MonitorInput& in, json* chains) {
              w.callbacks[cb].segments[k].service + ") ran up to " + ms(max_ns) + " on the accelerator against " +
              ms(segments[what].allowed_ns) + " in " + count_of(n, "instance") + of;
     }
+    if (kind == Overrun::kOffCore)
+      return "callback " + w.callbacks[what].name + " was kept off core " +
+             std::to_string(w.executors[w.callbacks[what].executor].core) + " for up to " + short_time(max_ns) +
+             " while it ran (steal, or a thread outside the workload) in " + count_of(n, "instance") + of;
+    if (kind == Overrun::kRelease)
+      return "the timer of callback " + w.callbacks[plan.timers[what]].name + " started it up to " +
+             short_time(max_ns) + " after its release against a release jitter of " +
+             short_time(releases[what].allowed_ns) + " in " +
+             count_of(n, "activation") + of;
     return "hop " + plan.hops[what].name + " took up to " + ms(max_ns) + " against its bound of " +
            ms(hops[what].allowed_ns) + " in " + count_of(n, "message") + of;
   };
@@ -249,7 +357,7 @@ json check_assumptions(const MonitorInput& in, json* chains) {
       auto it = std::lower_bound(overruns.begin(), overruns.end(), x.start_ns - std::min(x.start_ns, longest_overrun),
                                  [](const Overrun& o, uint64_t t) { return o.begin_ns < t; });
       for (; it != overruns.end() && it->begin_ns <= x.end_ns; ++it) {
-        if (it->end_ns < x.start_ns || (it->kind == Overrun::kCpu && !cores.count(it->core))) continue;
+        if (it->end_ns < x.start_ns || (it->core >= 0 && !cores.count(it->core))) continue;
         explained = true;
         auto& s = why.overruns[{it->kind, it->what}];
         s.max_ns = std::max(s.max_ns, it->took_ns);
@@ -308,6 +416,10 @@ json check_assumptions(const MonitorInput& in, json* chains) {
   });
   json hop_json = tallies(Overrun::kHop, hops, "bound_us", false,
                           [&](size_t h, json* j) { (*j)["hop"] = plan.hops[h].name; });
+  json off_json = tallies(Overrun::kOffCore, off_core, "slack_us", false,
+                          [&](size_t cb, json* j) { (*j)["callback"] = w.callbacks[cb].name; });
+  json release_json = tallies(Overrun::kRelease, releases, "jitter_us", false,
+                              [&](size_t t, json* j) { (*j)["timer"] = w.callbacks[plan.timers[t]].name; });
   json core_json = json::array();
   std::set<int> executor_cores;
   for (const auto& ex : w.executors) executor_cores.insert(ex.core);
@@ -322,6 +434,8 @@ json check_assumptions(const MonitorInput& in, json* chains) {
   return {{"callbacks", std::move(cb_json)},
           {"segments", std::move(seg_json)},
           {"hops", std::move(hop_json)},
+          {"releases", std::move(release_json)},
+          {"off_core", std::move(off_json)},
           {"cores", std::move(core_json)},
           {"broken", std::move(broken)},
           {"unexplained_violations", unexplained}};

@@ -5,9 +5,11 @@
 // The assumptions: every callback's CPU work within its declared WCET (the
 // thread's CPU time, which a co-runner that floods the cache or DRAM
 // stretches); every accelerator segment's kernel within its declared time;
-// every hop between nodes within its link's bound; and the executors' cores
-// serving the executors, not interrupts, softirqs or the hypervisor (steal),
-// beyond what the release jitter covers. A chain instance over its bound
+// every hop between nodes within its link's bound; every timer starting its
+// callback within the release jitter of its release (where nothing else ran
+// on its core meanwhile); and the executors' cores serving the executors,
+// not interrupts, softirqs or the hypervisor (steal), beyond what the
+// release jitter covers. A chain instance over its bound
 // with none of them broken in its time is a fault of the analysis, and the
 // run says so.
 #ifndef RTACCEL_EXEC_MONITOR_H_

@@ -89,8 +89,8 @@ TEST_F(Monitor, AnInstanceOverItsBoundIsExplainedByTheCallbackOverItsWcetInItsTi
   instance(0, 10 * kMs, 14 * kMs);   // within
   instance(0, 50 * kMs, 62 * kMs);   // over, while b overran
   callback(0, 10 * kMs, 12 * kMs, 1900000);
-  callback(1, 50 * kMs, 55 * kMs, 4500000);  // b: 4.5 ms against 1 ms
-  callback(0, 55 * kMs, 62 * kMs, 1900000);
+  callback(1, 50 * kMs, 54500000, 4500000);  // b: 4.5 ms against 1 ms
+  callback(0, 54500000, 56500000, 1900000);
   json chains;
   const json a = check(&chains);
   ASSERT_EQ(chains[0]["explained_by"].size(), 1u) << chains[0].dump();
@@ -129,6 +129,55 @@ TEST_F(Monitor, CoreLossesInAnInstancesTimeExplainItAndLossesElsewhereDoNot) {
   EXPECT_DOUBLE_EQ(a["cores"][0]["softirq_ms"].get<double>(), 20.0);
   EXPECT_DOUBLE_EQ(a["cores"][0]["steal_ms"].get<double>(), 10.0);
   EXPECT_EQ(a["broken"][0], "core 0 lost 20.0 ms to softirqs, 10.0 ms to the hypervisor (steal) in the run");
+}
+
+TEST_F(Monitor, ATimerThatStartsLateOnAnIdleCoreBreaksTheReleaseJitter) {
+  // The workload declares no release jitter. a's timer released at 50 ms
+  // and started it at 53 ms with nothing else running on core 0: the OS was
+  // late. b, released at 50 ms too, waited for a until 55 ms: interference,
+  // which the bound covers, not jitter.
+  cores_.record(0, {{}, {}});
+  cores_.record(100 * kMs, {{}, {}});
+  shared_.timer_records(0)[0] = {50 * kMs, 53 * kMs};
+  shared_.timer(0)->count.store(1);
+  shared_.timer_records(1)[0] = {50 * kMs, 55 * kMs};
+  shared_.timer(1)->count.store(1);
+  callback(0, 53 * kMs, 55 * kMs, 1900000);
+  callback(1, 55 * kMs, 56 * kMs, 900000);
+  instance(0, 50 * kMs, 61 * kMs);  // over its 10 ms
+  json chains;
+  const json a = check(&chains);
+  // b's one activation waited for a's callback: it is not counted.
+  ASSERT_EQ(a["releases"].size(), 1u) << a.dump();
+  EXPECT_EQ(a["releases"][0]["timer"], "a");
+  EXPECT_EQ(a["releases"][0]["over"], 1);
+  ASSERT_EQ(chains[0]["explained_by"].size(), 1u) << chains[0].dump();
+  EXPECT_EQ(chains[0]["explained_by"][0], "the timer of callback a started it up to 3.0 ms after its release "
+                                          "against a release jitter of 0 us in 1 activation of the 1 over the bound");
+  EXPECT_EQ(a["unexplained_violations"], 0);
+}
+
+TEST_F(Monitor, ACallbackKeptOffItsCoreIsToldFromOneThatWaitedForAHigherOne) {
+  cores_.record(0, {{}, {}});
+  cores_.record(100 * kMs, {{}, {}});
+  // a: 1.9 ms of CPU in 5 ms, nothing else on core 0 then: 3.1 ms gone.
+  callback(0, 20 * kMs, 25 * kMs, 1900000);
+  instance(0, 20 * kMs, 31 * kMs);
+  // b: 0.9 ms of CPU in 4 ms, of which a ran 2 ms inside it: 1.1 ms gone.
+  callback(1, 40 * kMs, 44 * kMs, 900000);
+  callback(0, 41 * kMs, 43 * kMs, 1900000);
+  // b: 0.9 ms of CPU in 1.1 ms: within the slack for its queue work.
+  callback(1, 60 * kMs, 61100000, 900000);
+  json chains;
+  const json a = check(&chains);
+  ASSERT_EQ(a["off_core"].size(), 2u) << a.dump();
+  EXPECT_EQ(a["off_core"][0]["over"], 1);
+  EXPECT_DOUBLE_EQ(a["off_core"][0]["max_us"].get<double>(), 3100.0);
+  EXPECT_EQ(a["off_core"][1]["over"], 1);
+  EXPECT_DOUBLE_EQ(a["off_core"][1]["max_us"].get<double>(), 1100.0);
+  ASSERT_EQ(chains[0]["explained_by"].size(), 1u) << chains[0].dump();
+  EXPECT_EQ(chains[0]["explained_by"][0], "callback a was kept off core 0 for up to 3.1 ms while it ran (steal, "
+                                          "or a thread outside the workload) in 1 instance of the 1 over the bound");
 }
 
 TEST(MemoryWalk, RandomVisitsEveryLineOnceBeforeItRepeats) {

@@ -26,6 +26,18 @@ DEMO_WORKLOAD = "autoware_reference.yaml"
 ISOLATION_WORKLOAD = "autoware_memory.yaml"  # demo --isolation
 
 
+def _walk(text: str) -> dict:
+    """KB:stream|random:NS, as summary.json's walks (rtaccel-exec --walk)."""
+    try:
+        kb, pattern, ns = text.split(":")
+        walk = {"working_set_kb": int(kb), "pattern": pattern, "ns_per_line": float(ns)}
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not KB:PATTERN:NS") from None
+    if walk["working_set_kb"] <= 0 or pattern not in ("stream", "random") or not walk["ns_per_line"] > 0:
+        raise argparse.ArgumentTypeError(f"'{text}': KB and NS positive, PATTERN stream or random")
+    return walk
+
+
 def _shim_modes(text: str) -> str:
     for word in text.split(","):
         if word not in locks.SHIM_MODES:
@@ -42,7 +54,7 @@ def cmd_run(args) -> int:
                             work_fraction=args.work_fraction, progress=not args.quiet,
                             calibration=not args.no_calibration, gang=args.gang,
                             isolation=args.isolation, best_effort=args.best_effort, flow_control=not args.no_flow_control,
-                            fail_links=args.fail_link, shim=args.shim)
+                            fail_links=args.fail_link, shim=args.shim, walks=args.walk)
     except (runner.RunError, accel.AccelError) as err:
         return common.fail("rtaccel", err)
     if status in (0, 130) and (Path(args.out) / "summary.json").exists():
@@ -157,6 +169,10 @@ def register(sub) -> None:
     p.add_argument("--fail-link", action="append", default=[], metavar="LINK@S", type=_link_failure,
                    help="multi-node: take link LINK down S seconds into the run (fault injection); "
                         "repeatable")
+    p.add_argument("--walk", action="append", default=[], type=_walk, metavar="KB:PATTERN:NS",
+                   help="walk the working sets of KB (stream or random) at NS per line instead of "
+                        "timing them at the start, as another run's summary.json `walks` says: runs "
+                        "to be compared do the same work; repeatable")
     p.add_argument("--shim", nargs="?", const="trace", default=None, type=_shim_modes, metavar="MODES",
                    help="run the server and executors under rtaccel's pthread interposer in MODES "
                         "(trace, pi, phase-fair, boost; comma-separated; trace is always on): their "
