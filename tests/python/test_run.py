@@ -332,6 +332,10 @@ def test_the_monitor_checks_every_callback_against_its_wcet(tmp_path):
     assert any(b.startswith("callback tight ran up to") and "against a WCET of 1.0 ms" in b
                for b in a["broken"]), a["broken"]
     assert {c["core"] for c in a["cores"]} == {0}
+    # Timers against the declared 1 ms release jitter, where their core was
+    # free at the release; every callback's time off its core.
+    assert a["releases"] and all(r["jitter_us"] == 1000 and r["count"] > 0 for r in a["releases"]), a["releases"]
+    assert {o["callback"] for o in a["off_core"]} == {"walker", "tight"}
     assert a["unexplained_violations"] == 0
     trace = json.loads((tmp_path / "out" / "trace.json").read_text())["traceEvents"]
     slices = [e for e in trace if e.get("cat") == "callback" and e["name"] == "walker"]
