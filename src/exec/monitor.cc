@@ -189,15 +189,6 @@ json check_assumptions(const MonitorInput& in, json* chains) {
     const uint64_t n = std::min(shared.executor(e)->trace_used.load(), shared.trace_capacity(e));
     for (uint64_t i = 0; i < n; ++i) {
       const TraceEvent& ev = shared.trace(e)[i];
-      if (ev.kind == static_cast<uint32_t>(TraceKind::kCallback)) {
-        Tally& t = callbacks[ev.callback];
-        t.add(ev.cpu_ns);
-        busy[w.executors[w.callbacks[ev.callback].executor].core].emplace_back(ev.begin_ns, ev.end_ns);
-        runs.push_back(&ev);
-        if (ev.cpu_ns > t.allowed_ns)
-          overruns.push_back({Overrun::kCpu, ev.callback, ev.begin_ns, ev.end_ns, ev.cpu_ns,
-                              w.executors[w.callbacks[ev.callback].executor].core});
-      }
       // What an executor thread waited for, off its core by design: its
       // accelerator segments, and under gangs the lock.
       if (e < w.executors.size() && (ev.kind == static_cast<uint32_t>(TraceKind::kSegment) ||
@@ -207,7 +198,13 @@ json check_assumptions(const MonitorInput& in, json* chains) {
                                                                                                 : ev.begin_ns,
                                            ev.end_ns);
       if (ev.kind == static_cast<uint32_t>(TraceKind::kCallback)) {
-        // counted above
+        Tally& t = callbacks[ev.callback];
+        t.add(ev.cpu_ns);
+        busy[w.executors[w.callbacks[ev.callback].executor].core].emplace_back(ev.begin_ns, ev.end_ns);
+        runs.push_back(&ev);
+        if (ev.cpu_ns > t.allowed_ns)
+          overruns.push_back({Overrun::kCpu, ev.callback, ev.begin_ns, ev.end_ns, ev.cpu_ns,
+                              w.executors[w.callbacks[ev.callback].executor].core});
       } else if (ev.kind == static_cast<uint32_t>(TraceKind::kSegment) && ev.bucket >= 0 &&
                  segment_index.count({ev.callback, ev.segment})) {
         // Under direct invocation a segment's time includes its wait for the
@@ -233,31 +230,21 @@ json check_assumptions(const MonitorInput& in, json* chains) {
   std::vector<Tally> off_core(w.callbacks.size());
   for (auto& [core, spans] : busy) std::sort(spans.begin(), spans.end());
   for (auto& [thread, spans] : waits) std::sort(spans.begin(), spans.end());
-  auto overlap = [](const std::vector<std::pair<uint64_t, uint64_t>>& spans, uint64_t from, uint64_t to,
-                    bool skip_self) {
+  // The time of the spans that began within [from, to) (a callback that
+  // began before FROM and ran on was preempted by this one: it did not run
+  // meanwhile), after FROM itself when `after`.
+  auto within = [](const std::vector<std::pair<uint64_t, uint64_t>>& spans, uint64_t from, uint64_t to, bool after) {
     uint64_t sum = 0;
-    auto it = std::lower_bound(spans.begin(), spans.end(), std::make_pair(from, uint64_t{0}));
-    // A span that began before FROM and is still running (its own, when
-    // skip_self, begins exactly at FROM).
-    if (it != spans.begin()) {
-      auto before = std::prev(it);
-      if (before->second > from) sum += std::min(before->second, to) - from;
-    }
-    for (; it != spans.end() && it->first < to; ++it) {
-      if (skip_self && it->first == from) {
-        skip_self = false;
-        continue;
-      }
-      sum += std::min(it->second, to) - it->first;
-    }
+    auto it = std::lower_bound(spans.begin(), spans.end(), std::make_pair(from + after, uint64_t{0}));
+    for (; it != spans.end() && it->first < to; ++it) sum += std::min(it->second, to) - it->first;
     return sum;
   };
   for (const TraceEvent* ev : runs) {
     const size_t e = w.callbacks[ev->callback].executor;
     const int core = w.executors[e].core;
     const uint64_t wall = ev->end_ns - ev->begin_ns;
-    const uint64_t accounted = ev->cpu_ns + overlap(busy[core], ev->begin_ns, ev->end_ns, true) +
-                               overlap(waits[{e, ev->thread}], ev->begin_ns, ev->end_ns, false);
+    const uint64_t accounted = ev->cpu_ns + within(busy[core], ev->begin_ns, ev->end_ns, true) +
+                               within(waits[{e, ev->thread}], ev->begin_ns, ev->end_ns, false);
     const uint64_t off = wall > accounted ? wall - accounted : 0;
     Tally& t = off_core[ev->callback];
     t.allowed_ns = kOffCoreSlackNs;
