@@ -18,8 +18,11 @@
  *
  * Receiving. Every channel has slots; a transfer arrives into a free one
  * (no reader holds it and it is not the newest), and becomes the newest with
- * its last chunk. Readers of several channels sleep on one futex word that
- * every arrival bumps. */
+ * its last chunk. A reader of one channel sleeps on that channel's futex
+ * word, so that an arrival wakes its own readers and nobody else's: with a
+ * word for the whole process, the gateway's one thread per remote client
+ * all woke for every request (a herd that grew with the clients). Readers
+ * of several channels at once sleep on one word that every arrival bumps. */
 #include "rtaccel/net.h"
 
 #include <errno.h>
@@ -61,6 +64,9 @@ struct rtaccel_net_channel {
 	int filling;	     /* the slot of the transfer arriving, or -1 */
 	uint64_t filling_seq, filled;
 	uint64_t completed;  /* the newest whole transfer's number */
+	/* bumped by every arrival and by the link's failure; its readers sleep on it */
+	_Atomic uint32_t arrivals;
+	_Atomic uint32_t sleepers;
 	/* statistics, relaxed */
 	struct {
 		_Atomic uint64_t sent, bytes_sent, chunks_sent, preempted, stale_dropped,
@@ -110,16 +116,23 @@ struct rtaccel_net_listener {
 	char peers[RTACCEL_NET_ALLOW_MAX][64];
 };
 
-/* Every arrival and every link failure bumps this word; readers of any
- * channel sleep on it. */
-static _Atomic uint32_t arrivals;
-static _Atomic uint32_t sleepers;
+/* Every arrival and every link failure bumps this word too; readers of
+ * several channels sleep on it. */
+static _Atomic uint32_t any_arrivals;
+static _Atomic uint32_t any_sleepers;
 
-static void announce(void)
+static void bump(_Atomic uint32_t *word, _Atomic uint32_t *sleepers)
 {
-	atomic_fetch_add(&arrivals, 1);
-	if (atomic_load(&sleepers))
-		futex_wake((uint32_t *)&arrivals, INT_MAX, false);
+	atomic_fetch_add(word, 1);
+	if (atomic_load(sleepers))
+		futex_wake((uint32_t *)word, INT_MAX, false);
+}
+
+/* Something arrived on CH. */
+static void announce(rtaccel_net_channel_t *ch)
+{
+	bump(&ch->arrivals, &ch->sleepers);
+	bump(&any_arrivals, &any_sleepers);
 }
 
 void rtaccel_net_options_default(struct rtaccel_net_options *o)
@@ -198,7 +211,11 @@ static void fail(struct rtaccel_net_link *link, int err, const char *why)
 		pthread_cond_signal(&w->cv);
 	pthread_cond_broadcast(&link->ack_cv);
 	pthread_mutex_unlock(&link->mu);
-	announce();
+	/* Channels are only ever added until the link is closed. */
+	const int n = atomic_load(&link->nchannels);
+	for (int i = 0; i < n; i++)
+		bump(&link->channels[i]->arrivals, &link->channels[i]->sleepers);
+	bump(&any_arrivals, &any_sleepers);
 }
 
 static void fail_transport(struct rtaccel_net_link *link, int err, const char *doing)
@@ -546,7 +563,7 @@ static int receive_data(struct rtaccel_net_link *link, const struct net_frame *f
 		}
 		pthread_mutex_unlock(&ch->mu);
 		if (ack)
-			announce();
+			announce(ch);
 		if (ack && (f->flags & NET_FLAG_ACK))
 			queue_ack(link, f->channel, f->transfer);
 	} else if (s) {
@@ -860,16 +877,17 @@ static bool has_newer(rtaccel_net_channel_t *ch, uint64_t seen)
 	return r;
 }
 
-/* Sleeps until the next arrival anywhere after GEN, or DEADLINE. */
-static int sleep_arrival(uint32_t gen, uint64_t deadline)
+/* Sleeps until WORD moves on from GEN, or DEADLINE. */
+static int sleep_arrival(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, uint32_t gen,
+			 uint64_t deadline)
 {
 	if (rtaccel_monotonic_ns() >= deadline)
 		return -ETIMEDOUT;
 	struct timespec ts = rtaccel_timespec_of(deadline);
-	atomic_fetch_add(&sleepers, 1);
-	int err = futex_wait((uint32_t *)&arrivals, gen, false, CLOCK_MONOTONIC,
+	atomic_fetch_add(sleepers, 1);
+	int err = futex_wait((uint32_t *)word, gen, false, CLOCK_MONOTONIC,
 			     deadline == UINT64_MAX ? NULL : &ts);
-	atomic_fetch_sub(&sleepers, 1);
+	atomic_fetch_sub(sleepers, 1);
 	return err == -ETIMEDOUT ? -ETIMEDOUT : 0;
 }
 
@@ -902,8 +920,10 @@ int rtaccel_net_wait(struct rtaccel_net_input *in, int n, int when, uint64_t tim
 	if (n <= 0 || !in || (when != RTACCEL_NET_ANY && when != RTACCEL_NET_ALL))
 		return -EINVAL;
 	const uint64_t deadline = net_deadline_after(timeout_ns);
+	_Atomic uint32_t *word = n == 1 ? &in[0].ch->arrivals : &any_arrivals;
+	_Atomic uint32_t *sleepers = n == 1 ? &in[0].ch->sleepers : &any_sleepers;
 	for (;;) {
-		uint32_t gen = atomic_load(&arrivals);
+		uint32_t gen = atomic_load(word);
 		int ready = 0, failed = 0;
 		for (int i = 0; i < n; i++) {
 			in[i].ready = has_newer(in[i].ch, in[i].seen);
@@ -920,7 +940,7 @@ int rtaccel_net_wait(struct rtaccel_net_input *in, int n, int when, uint64_t tim
 		}
 		if (failed)
 			return failed;
-		int err = sleep_arrival(gen, deadline);
+		int err = sleep_arrival(word, sleepers, gen, deadline);
 		if (err)
 			return err;
 	}

@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 
 #include "net/flow.h"
 #include "net/transport.h"
@@ -325,6 +326,70 @@ static void and_or_activation(void)
 	printf("%s: OR wakes on one input, AND waits for all three\n", transport);
 }
 
+struct quiet_reader {
+	rtaccel_net_channel_t *ch;
+	_Atomic pid_t tid;
+	long woken; /* times it went to sleep and was woken in its take */
+	int err;
+};
+
+static void *read_quiet(void *arg)
+{
+	struct quiet_reader *q = arg;
+	struct rusage before, after;
+	getrusage(RUSAGE_THREAD, &before);
+	atomic_store(&q->tid, self_tid());
+	struct rtaccel_net_msg msg;
+	q->err = rtaccel_net_take(q->ch, &(uint64_t){0}, 30 * SEC, &msg);
+	getrusage(RUSAGE_THREAD, &after);
+	q->woken = after.ru_nvcsw - before.ru_nvcsw;
+	if (!q->err)
+		rtaccel_net_release(&msg);
+	return NULL;
+}
+
+/* A reader of one channel sleeps through the traffic of the others: the
+ * gateway serves each remote client with a thread of its own, and woken by
+ * every request of every client, they were a herd that grew with them. */
+static void a_reader_sleeps_through_other_channels(void)
+{
+	enum { ARRIVALS = 200 };
+	struct pair p = connect_pair();
+	rtaccel_net_channel_t *tx_busy = channel(p.a, 1, (struct rtaccel_net_channel_attr){0});
+	rtaccel_net_channel_t *tx_quiet = channel(p.a, 2, (struct rtaccel_net_channel_attr){0});
+	rtaccel_net_channel_t *rx_busy = channel(p.b, 1, (struct rtaccel_net_channel_attr){0});
+	struct quiet_reader q = {.ch = channel(p.b, 2, (struct rtaccel_net_channel_attr){0})};
+	pthread_t t;
+	CHECK_EQ(pthread_create(&t, NULL, read_quiet, &q), 0);
+	while (!atomic_load(&q.tid))
+		sleep_ns(MS);
+	until_asleep(atomic_load(&q.tid));
+	/* one at a time, each taken before the next is sent: every arrival
+	 * finds the quiet reader asleep */
+	uint64_t seen = 0;
+	for (uint32_t i = 0; i < ARRIVALS; i++) {
+		CHECK_EQ(rtaccel_net_send(tx_busy, &i, sizeof(i), 0, SEC), 0);
+		struct rtaccel_net_msg msg;
+		CHECK_EQ(rtaccel_net_take(rx_busy, &seen, 5 * SEC, &msg), 0);
+		CHECK_EQ(*(const uint32_t *)msg.data, i);
+		rtaccel_net_release(&msg);
+	}
+	CHECK_EQ(rtaccel_net_send(tx_quiet, "q", 1, 0, SEC), 0);
+	pthread_join(t, NULL);
+	CHECK_EQ(q.err, 0);
+	/* its own arrival, and a few the kernel may add (page faults, a
+	 * preemption); one per arrival on the other channel before */
+	if (q.woken > ARRIVALS / 10) {
+		fprintf(stderr, "%s: the quiet reader woke %ld times for %d arrivals elsewhere\n", transport,
+			q.woken, ARRIVALS);
+		exit(T_FAIL);
+	}
+	rtaccel_net_close(p.a);
+	rtaccel_net_close(p.b);
+	printf("%s: a reader slept through %d arrivals on another channel (woke %ld times)\n", transport,
+	       ARRIVALS, q.woken);
+}
+
 static void *kill_later(void *arg)
 {
 	sleep_ns(100 * MS);
@@ -577,6 +642,7 @@ int main(int argc, char **argv)
 	stale_data_is_dropped_or_flagged();
 	consumers_at_several_rates_share_slots();
 	and_or_activation();
+	a_reader_sleeps_through_other_channels();
 	a_peer_killed_mid_transfer();
 	a_peer_stopped_mid_frame();
 	strangers_are_refused_and_named();
