@@ -21,6 +21,7 @@
 // The client is pinned to the calling thread's current core set; run it on a
 // core other than the device's.
 #include <getopt.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
 
@@ -32,17 +33,46 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <latch>
+#include <map>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/clock.h"
+#include "core/percentile.h"
+#include "core/size.h"
 #include "core/realtime.h"
 #include "rtaccel/accel.h"
 #include "rtaccel/requests.h"
+#include "request_phases.h"
 
 namespace {
 
+using nlohmann::ordered_json;
 using rtaccel::core::monotonic_ns;
+using rtaccel::bench::Phases;
+using rtaccel::bench::Sample;
+using rtaccel::bench::split_phases;
+
+// Clients of one request-overhead run: threads of this process, each with a
+// connection of its own.
+constexpr int kMaxClients = 256;
+
+// COUNTS: whole numbers of 1..MOST separated by commas.
+bool parse_counts(const char* text, long most, std::vector<long>* out) {
+  out->clear();
+  std::string all(text);
+  for (size_t at = 0; at <= all.size();) {
+    const size_t comma = std::min(all.find(',', at), all.size());
+    long v;
+    if (rtaccel_parse_long(all.substr(at, comma - at).c_str(), 1, most, &v)) return false;
+    out->push_back(v);
+    at = comma + 1;
+  }
+  return true;
+}
 
 struct Stats {
   double p50 = 0, p99 = 0, max = 0, min = 0, mean = 0;
@@ -51,10 +81,9 @@ struct Stats {
 Stats stats_us(std::vector<double> ns) {
   Stats s;
   if (ns.empty()) return s;
-  std::sort(ns.begin(), ns.end());
-  auto pct = [&](double p) { return ns[std::min(ns.size() - 1, size_t(p * double(ns.size() - 1) + 0.5))] / 1000.0; };
-  s.p50 = pct(0.50);
-  s.p99 = pct(0.99);
+  rtaccel_sort_double(ns.data(), ns.size());
+  s.p50 = rtaccel_percentile_sorted(ns.data(), ns.size(), 0.50) / 1000.0;
+  s.p99 = rtaccel_percentile_sorted(ns.data(), ns.size(), 0.99) / 1000.0;
   s.max = ns.back() / 1000.0;
   s.min = ns.front() / 1000.0;
   double sum = 0;
@@ -100,61 +129,248 @@ void print_stats(const char* name, const Stats& s) {
          s.p99, s.max, s.mean);
 }
 
-void json_stats(const char* name, const Stats& s, bool last) {
-  printf("    \"%s\": {\"p50_us\": %.3f, \"p99_us\": %.3f, \"max_us\": %.3f, \"min_us\": %.3f, \"mean_us\": %.3f}%s\n",
-         name, s.p50, s.p99, s.max, s.min, s.mean, last ? "" : ",");
-}
+// --- request overhead ------------------------------------------------------
 
-int request_overhead(rtaccel_client* c, rtaccel_wait_mode wait, int requests, uint64_t kernel_ns, bool json) {
-  rtaccel_registration_desc d;
-  fill_desc(&d, wait == RTACCEL_WAIT_SPIN ? "overhead-spin" : "overhead-suspend", 50, "busy",
-            sizeof(rtaccel_busy_request), 0, wait, kernel_ns + 1000);
-  rtaccel_registration* reg;
-  if (register_one(c, d, &reg)) return 1;
-  const int busy = rtaccel_service_index(reg, "busy");
-  auto* req = static_cast<rtaccel_busy_request*>(rtaccel_request_buffer(reg, busy, nullptr));
-  req->ns = kernel_ns;
-  std::vector<double> overhead, to_start, kernel, to_resume;
-  overhead.reserve(size_t(requests));
-  for (int i = -requests / 10; i < requests; i++) {  // the first tenth warms up
+// A client of the overhead benchmark: its own connection and registration,
+// as each executor process of a run has.
+struct OverheadClient {
+  rtaccel_client* connection = nullptr;
+  rtaccel_registration* reg = nullptr;
+  int service = -1;
+  int priority = 0;
+  int requests = 0, warm_up = 0;
+  std::latch* start = nullptr;
+  std::vector<Sample> samples;  // reserved before the start: the loop allocates nothing
+  int error = 0;
+};
+
+void* overhead_client_main(void* arg) {
+  auto& c = *static_cast<OverheadClient*>(arg);
+  c.start->arrive_and_wait();
+  for (int i = 0; i < c.warm_up + c.requests; i++) {
     rtaccel_ticket t;
-    int err = rtaccel_submit(reg, busy, sizeof(*req), &t);
-    if (!err) err = rtaccel_wait(reg, &t, 5000000000ull, nullptr);
+    int err = rtaccel_submit(c.reg, c.service, sizeof(rtaccel_busy_request), &t);
+    if (!err) err = rtaccel_wait(c.reg, &t, 5000000000ull, nullptr);
     const uint64_t resumed = monotonic_ns();
     if (err) {
-      fprintf(stderr, "rtaccel-accel-bench: request failed: %s\n", strerror(-err));
-      return 1;
+      c.error = err;
+      return nullptr;
     }
     rtaccel_request_times times;
-    rtaccel_request_timestamps(reg, &t, &times);
-    if (i < 0) continue;
-    to_start.push_back(double(times.start_ns - times.submit_ns));
-    kernel.push_back(double(times.end_ns - times.start_ns));
-    to_resume.push_back(double(resumed - times.end_ns));
-    overhead.push_back(double((resumed - times.submit_ns) - (times.end_ns - times.start_ns)));
+    rtaccel_request_timestamps(c.reg, &t, &times);
+    c.samples.push_back({times.submit_ns, times.start_ns, times.end_ns, resumed, c.priority, i < c.warm_up});
   }
-  rtaccel_client_unregister(reg);
-  const char* mode = wait == RTACCEL_WAIT_SPIN ? "spin" : "suspend";
-  const Stats o = stats_us(overhead);
+  return nullptr;
+}
+
+// Spreads `clients` over `buckets` request priorities, 50 the lowest, so
+// that the server's down-sampling (one distinct priority per bucket when it
+// has at least as many levels) gives each group its own bucket. A remote
+// client's gateway thread runs at its priority.
+int client_priority(int index, int buckets) { return 50 + 5 * (buckets - 1 - index % buckets); }
+
+struct OverheadOptions {
+  std::string socket;  // a path, or tcp:HOST:PORT for the gateway
+  rtaccel_wait_mode wait = RTACCEL_WAIT_SUSPEND;
+  uint64_t kernel_ns = 100000;
+  const char* mode() const { return wait == RTACCEL_WAIT_SPIN ? "spin" : "suspend"; }
+  bool remote() const { return socket.find(':') != std::string::npos && socket[0] != '/'; }
+};
+
+struct Shape {
+  int clients, buckets;
+};
+
+// One shape's requests, over every round.
+struct ShapeRun {
+  Phases phases;
+  std::map<int, uint32_t> bucket_of_priority;
+  uint64_t measured_ns = 0;  // first submission to last resumption, summed over rounds
+};
+
+void append(std::vector<double>& to, const std::vector<double>& from) { to.insert(to.end(), from.begin(), from.end()); }
+
+// `requests` round trips by `shape.clients` clients at once, each with a
+// connection and registration of its own, added to `run`.
+int run_shape(const OverheadOptions& o, Shape shape, int requests, ShapeRun* run) {
+  std::vector<OverheadClient> clients(static_cast<size_t>(shape.clients));
+  std::latch start(shape.clients + 1);
+  const int per_client = (requests + shape.clients - 1) / shape.clients;
+  int status = 0;
+  for (int i = 0; i < shape.clients && !status; i++) {
+    OverheadClient& c = clients[size_t(i)];
+    if (int err = rtaccel_client_connect(o.socket.empty() ? nullptr : o.socket.c_str(), &c.connection)) {
+      fprintf(stderr, "rtaccel-accel-bench: client %d cannot connect to the server: %s\n", i, strerror(-err));
+      status = 1;
+      break;
+    }
+    char chain[RTACCEL_NAME_MAX];
+    snprintf(chain, sizeof(chain), "overhead-%s-%d", o.mode(), i);
+    c.priority = client_priority(i, shape.buckets);
+    rtaccel_registration_desc d;
+    fill_desc(&d, chain, c.priority, "busy", sizeof(rtaccel_busy_request), 0, o.wait, o.kernel_ns + 1000);
+    if (register_one(c.connection, d, &c.reg)) {
+      status = 1;
+      break;
+    }
+    c.service = rtaccel_service_index(c.reg, "busy");
+    static_cast<rtaccel_busy_request*>(rtaccel_request_buffer(c.reg, c.service, nullptr))->ns = o.kernel_ns;
+    c.requests = per_client;
+    c.warm_up = std::max(1, per_client / 10);
+    c.start = &start;
+    c.samples.reserve(size_t(c.warm_up + c.requests));
+  }
+  // Local registrations read their bucket as the server last moved it; a
+  // remote one knows it only as the gateway's registration found it.
+  for (const OverheadClient& c : clients) {
+    if (!c.reg) continue;
+    rtaccel_registration_info info;
+    rtaccel_registration_query(c.reg, &info);
+    run->bucket_of_priority[c.priority] = info.bucket;
+  }
+  if (!status && !o.remote()) {
+    std::map<uint32_t, int> seen;
+    for (const auto& [priority, bucket] : run->bucket_of_priority) seen[bucket]++;
+    if (int(seen.size()) != shape.buckets) {
+      fprintf(stderr, "rtaccel-accel-bench: %d request priorities landed in %zu buckets; the server needs %d levels\n",
+              shape.buckets, seen.size(), shape.buckets);
+      status = 1;
+    }
+  }
+  std::vector<pthread_t> threads;
+  if (!status) {
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    // Locked memory (rtaccel_lock_memory) holds every stack whole: keep them small.
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    pthread_attr_setinheritsched(&attr, PTHREAD_INHERIT_SCHED);
+    for (OverheadClient& c : clients) {
+      pthread_t t;
+      if (int err = pthread_create(&t, &attr, overhead_client_main, &c)) {
+        fprintf(stderr, "rtaccel-accel-bench: cannot start a client thread: %s\n", strerror(err));
+        status = 1;
+        break;
+      }
+      threads.push_back(t);
+    }
+    pthread_attr_destroy(&attr);
+  }
+  // The threads that started wait for the whole count: release them.
+  for (size_t i = threads.size(); i < clients.size() + 1; i++) start.count_down();
+  for (pthread_t t : threads) pthread_join(t, nullptr);
+  std::vector<Sample> all;
+  for (OverheadClient& c : clients) {
+    if (c.error && !status) {
+      fprintf(stderr, "rtaccel-accel-bench: request failed: %s\n", strerror(-c.error));
+      status = 1;
+    }
+    all.insert(all.end(), c.samples.begin(), c.samples.end());
+    if (c.reg) rtaccel_client_unregister(c.reg);
+    rtaccel_client_close(c.connection);
+  }
+  if (status) return status;
+  const Phases p = split_phases(all);  // per round: each round has a device timeline of its own
+  Phases& to = run->phases;
+  append(to.to_start, p.to_start);
+  append(to.queued, p.queued);
+  append(to.dispatch, p.dispatch);
+  append(to.kernel, p.kernel);
+  append(to.to_resume, p.to_resume);
+  append(to.overhead, p.overhead);
+  to.priority.insert(to.priority.end(), p.priority.begin(), p.priority.end());
+  uint64_t first = UINT64_MAX, last = 0;
+  for (const Sample& s : all)
+    if (!s.warm_up) first = std::min(first, s.submit), last = std::max(last, s.resumed);
+  run->measured_ns += last - first;
+  return 0;
+}
+
+ordered_json stats_json(const std::vector<double>& ns) {
+  const Stats s = stats_us(ns);
+  return {{"p50_us", s.p50}, {"p99_us", s.p99}, {"max_us", s.max}, {"min_us", s.min}, {"mean_us", s.mean}};
+}
+
+ordered_json shape_json(Shape shape, const ShapeRun& run) {
+  const Phases& p = run.phases;
+  const Stats o = stats_us(p.overhead);
+  ordered_json by_priority = ordered_json::array();
+  for (auto it = run.bucket_of_priority.rbegin(); it != run.bucket_of_priority.rend(); ++it) {
+    std::vector<double> group;
+    for (size_t k = 0; k < p.overhead.size(); k++)
+      if (p.priority[k] == it->first) group.push_back(p.overhead[k]);
+    const Stats g = stats_us(group);
+    by_priority.push_back({{"priority", it->first}, {"bucket", it->second}, {"requests", group.size()},
+                           {"p50_us", g.p50}, {"p99_us", g.p99}, {"max_us", g.max}});
+  }
+  return {{"clients", shape.clients},
+          {"buckets", shape.buckets},
+          {"requests", p.overhead.size()},
+          {"requests_per_s", double(p.overhead.size()) * 1e9 / double(std::max<uint64_t>(1, run.measured_ns))},
+          {"p50_us", o.p50},
+          {"p99_us", o.p99},
+          {"max_us", o.max},
+          {"phases",
+           {{"submit_to_start", stats_json(p.to_start)},
+            {"queued", stats_json(p.queued)},
+            {"dispatch", stats_json(p.dispatch)},
+            {"kernel", stats_json(p.kernel)},
+            {"end_to_resumed", stats_json(p.to_resume)},
+            {"overhead", stats_json(p.overhead)}}},
+          {"by_priority", by_priority}};
+}
+
+// One client, one bucket, one round: the server's overhead per request as
+// `rtaccel calibrate` takes it for epsilon.
+int request_overhead(const OverheadOptions& o, int requests, bool json) {
+  ShapeRun run;
+  if (int rc = run_shape(o, {1, 1}, requests, &run)) return rc;
   if (json) {
-    printf("{\n  \"version\": 1,\n  \"benchmark\": \"request-overhead\",\n  \"wait\": \"%s\",\n", mode);
-    printf("  \"kernel_us\": %.3f,\n", double(kernel_ns) / 1000.0);
-    printf("  \"requests\": %d,\n  \"p50_us\": %.3f,\n  \"p99_us\": %.3f,\n  \"max_us\": %.3f,\n", requests,
-           o.p50, o.p99, o.max);
-    printf("  \"phases\": {\n");
-    json_stats("submit_to_start", stats_us(to_start), false);
-    json_stats("kernel", stats_us(kernel), false);
-    json_stats("end_to_resumed", stats_us(to_resume), false);
-    json_stats("overhead", o, true);
-    printf("  }\n}\n");
-  } else {
-    printf("# request overhead, wait=%s, %d requests of busy(%.0f us)\n", mode, requests,
-           double(kernel_ns) / 1000.0);
-    print_stats("submit -> start", stats_us(to_start));
-    print_stats("start -> end (kernel)", stats_us(kernel));
-    print_stats("end -> resumed", stats_us(to_resume));
-    print_stats("overhead", o);
+    ordered_json out = {{"version", 1}, {"benchmark", "request-overhead"}, {"wait", o.mode()},
+                        {"kernel_us", double(o.kernel_ns) / 1000.0}};
+    out.update(shape_json({1, 1}, run));
+    printf("%s\n", out.dump(2).c_str());
+    return 0;
   }
+  const Phases& p = run.phases;
+  printf("# request overhead, wait=%s, %zu requests of busy(%.0f us)\n", o.mode(), p.overhead.size(),
+         double(o.kernel_ns) / 1000.0);
+  print_stats("submit -> start", stats_us(p.to_start));
+  print_stats("start -> end (kernel)", stats_us(p.kernel));
+  print_stats("end -> resumed", stats_us(p.to_resume));
+  print_stats("overhead", stats_us(p.overhead));
+  return 0;
+}
+
+// The one-client baseline, then every shape of `clients` x `buckets` that
+// has a client for each bucket, in `rounds` rounds that take each shape in
+// turn, so that the machine's changes over the run fall on every shape
+// alike; each shape's figures are over the requests of all its rounds.
+int request_overhead_at_scale(const OverheadOptions& o, const std::vector<long>& clients,
+                              const std::vector<long>& buckets, int rounds, int requests, bool json) {
+  std::vector<Shape> shapes = {{1, 1}};
+  for (long c : clients)
+    for (long b : buckets)
+      if (b <= c && !(c == 1 && b == 1)) shapes.push_back({int(c), int(b)});
+  std::vector<ShapeRun> runs(shapes.size());
+  const int per_round = std::max(1, requests / rounds);
+  for (int r = 0; r < rounds; r++)
+    for (size_t k = 0; k < shapes.size(); k++)
+      if (int rc = run_shape(o, shapes[k], std::max(per_round, shapes[k].clients), &runs[k])) return rc;
+  ordered_json rows = ordered_json::array();
+  for (size_t k = 0; k < shapes.size(); k++) rows.push_back(shape_json(shapes[k], runs[k]));
+  if (json) {
+    const ordered_json out = {{"version", 1}, {"benchmark", "request-overhead-scale"}, {"wait", o.mode()},
+                              {"kernel_us", double(o.kernel_ns) / 1000.0}, {"rounds", rounds},
+                              {"rows", rows}};
+    printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  printf("# request overhead (dispatch + end -> resumed), wait=%s, busy(%.0f us), %d rounds\n", o.mode(),
+         double(o.kernel_ns) / 1000.0, rounds);
+  for (const ordered_json& row : rows)
+    printf("%3d clients %d buckets: %6.0f requests/s  p50 %8.2f  p99 %8.2f  max %9.2f us\n",
+           row["clients"].get<int>(), row["buckets"].get<int>(), row["requests_per_s"].get<double>(),
+           row["p50_us"].get<double>(), row["p99_us"].get<double>(), row["max_us"].get<double>());
   return 0;
 }
 
@@ -289,7 +505,7 @@ int timer_latency(int iterations, bool json) {
 
 const char kUsage[] =
     "usage: rtaccel-accel-bench request-overhead --socket S --wait suspend|spin [--requests N]\n"
-    "                           [--kernel-us K] [--json]\n"
+    "                           [--kernel-us K] [--clients C] [--buckets B] [--json]\n"
     "       rtaccel-accel-bench preemption --socket S [--iterations N] [--sizes cpu|gpu] [--json]\n"
     "       rtaccel-accel-bench timer-latency [--iterations N] [--json]\n";
 
@@ -303,7 +519,8 @@ int main(int argc, char** argv) {
   const std::string what = argv[1];
   std::string socket_path, wait = "suspend";
   int count = 0;
-  long kernel_us = 100;
+  long kernel_us = 100, rounds = 0;
+  std::vector<long> clients, buckets;  // request-overhead at scale when either is given
   bool json = false, gpu = false;
   const option longopts[] = {{"sizes", required_argument, nullptr, 'z'},
                              {"socket", required_argument, nullptr, 's'},
@@ -312,6 +529,9 @@ int main(int argc, char** argv) {
                              {"iterations", required_argument, nullptr, 'n'},
                              {"json", no_argument, nullptr, 'j'},
                              {"kernel-us", required_argument, nullptr, 'k'},
+                             {"clients", required_argument, nullptr, 'c'},
+                             {"buckets", required_argument, nullptr, 'b'},
+                             {"rounds", required_argument, nullptr, 'r'},
                              {nullptr, 0, nullptr, 0}};
   optind = 2;
   int opt;
@@ -322,6 +542,25 @@ int main(int argc, char** argv) {
       case 'n': count = atoi(optarg); break;
       case 'j': json = true; break;
       case 'k': kernel_us = atol(optarg); break;
+      case 'c':
+        if (!parse_counts(optarg, kMaxClients, &clients)) {
+          fprintf(stderr, "rtaccel-accel-bench: --clients takes counts of 1..%d separated by commas\n", kMaxClients);
+          return 2;
+        }
+        break;
+      case 'b':
+        // The server refuses more levels than it has (8) when it starts.
+        if (!parse_counts(optarg, kMaxClients, &buckets)) {
+          fprintf(stderr, "rtaccel-accel-bench: --buckets takes counts of 1..%d separated by commas\n", kMaxClients);
+          return 2;
+        }
+        break;
+      case 'r':
+        if (rtaccel_parse_long(optarg, 1, 1000, &rounds)) {
+          fprintf(stderr, "rtaccel-accel-bench: --rounds must be 1..1000\n");
+          return 2;
+        }
+        break;
       case 'z':
         if (strcmp(optarg, "cpu") != 0 && strcmp(optarg, "gpu") != 0) {
           fprintf(stderr, "rtaccel-accel-bench: --sizes must be cpu or gpu\n");
@@ -340,18 +579,35 @@ int main(int argc, char** argv) {
     fprintf(stderr, "rtaccel-accel-bench: --wait must be suspend or spin\n");
     return 2;
   }
+  const bool at_scale = !clients.empty() || !buckets.empty() || rounds > 0;
+  if (clients.empty()) clients = {1};
+  if (buckets.empty()) buckets = {1};
+  const long most_clients = *std::max_element(clients.begin(), clients.end());
+  if (wait == "spin" && most_clients > 1) {
+    // Each would keep the clients' core until its own request ended.
+    fprintf(stderr, "rtaccel-accel-bench: --wait spin takes one client; clients that share a core suspend\n");
+    return 2;
+  }
+  if (*std::max_element(buckets.begin(), buckets.end()) > most_clients) {
+    fprintf(stderr, "rtaccel-accel-bench: --buckets must be at most the most --clients (each bucket needs one)\n");
+    return 2;
+  }
   rtaccel_lock_memory();  // where it cannot starve later thread stacks
   if (what == "timer-latency") return timer_latency(count > 0 ? count : 2000, json);
+  if (what == "request-overhead") {
+    const OverheadOptions o{socket_path, wait == "spin" ? RTACCEL_WAIT_SPIN : RTACCEL_WAIT_SUSPEND,
+                            uint64_t(kernel_us) * 1000};
+    const int requests = count > 0 ? count : 20000;
+    if (at_scale) return request_overhead_at_scale(o, clients, buckets, rounds > 0 ? int(rounds) : 1, requests, json);
+    return request_overhead(o, requests, json);
+  }
   rtaccel_client* c;
   if (int err = rtaccel_client_connect(socket_path.empty() ? nullptr : socket_path.c_str(), &c)) {
     fprintf(stderr, "rtaccel-accel-bench: cannot connect to the server: %s\n", strerror(-err));
     return 1;
   }
   int rc;
-  if (what == "request-overhead")
-    rc = request_overhead(c, wait == "spin" ? RTACCEL_WAIT_SPIN : RTACCEL_WAIT_SUSPEND, count > 0 ? count : 20000,
-                          uint64_t(kernel_us) * 1000, json);
-  else if (what == "preemption")
+  if (what == "preemption")
     rc = preemption(c, count > 0 ? count : 200, gpu, json);
   else {
     fputs(kUsage, stderr);

@@ -177,6 +177,55 @@ def run_dds_roundtrip(size: int, samples: int) -> dict:
     return json.loads(proc.stdout)["sizes"][0]
 
 
+# rtaccel's goal for the server at scale: the p99 overhead per request with
+# many clients over many buckets at most twice the one-client p99.
+SCALE_GOAL = 2.0
+
+
+def overhead_at_scale(runs: list, clients: list[int], buckets: list[int], rounds: int, wait: str,
+                      requests: int, kernel_us: int, fifo: bool = True) -> dict:
+    """request-overhead at every shape of CLIENTS x BUCKETS after the
+    one-client baseline, in ROUNDS interleaved rounds, on each path of RUNS
+    ((name, run_bench or run_remote_bench)), all against a server of the
+    same levels; each row's p99 as a ratio of its path's baseline p99."""
+    levels = max(4, *buckets)
+    extra = ["--wait", wait, "--requests", str(requests), "--kernel-us", str(kernel_us),
+             "--clients", ",".join(map(str, clients)), "--buckets", ",".join(map(str, buckets)),
+             "--rounds", str(rounds)]
+    rows = []
+    for path, run in runs:
+        result = run("request-overhead", extra, levels=levels, fifo=fifo)
+        baseline = result["rows"][0]
+        for row in result["rows"]:
+            rows.append({"path": path, **row, "p99_vs_baseline": round(row["p99_us"] / baseline["p99_us"], 2)})
+    largest = max((row for row in rows if row["path"] == "local"), key=lambda row: (row["clients"], row["buckets"]))
+    return {"version": 1, "benchmark": "request-overhead-scale", "wait": wait, "kernel_us": float(kernel_us),
+            "levels": levels, "rounds": rounds, "rows": rows,
+            "goal": {"path": "local", "clients": largest["clients"], "buckets": largest["buckets"],
+                     "p99_vs_baseline": largest["p99_vs_baseline"], "limit": SCALE_GOAL,
+                     "met": largest["p99_vs_baseline"] <= SCALE_GOAL}}
+
+
+def format_overhead_at_scale(result: dict) -> str:
+    """The rows of `rtaccel bench request-overhead --clients ... --buckets ...`."""
+    lines = [f"# request overhead per request (dispatch + end -> resumed), wait={result['wait']}, "
+             f"busy({result['kernel_us']:.0f} us) kernels, a server of {result['levels']} levels, "
+             f"{result['rounds']} rounds",
+             f"{'path':7s} {'clients':>7s} {'buckets':>7s} {'req/s':>8s} {'p50':>8s} {'p99':>8s} "
+             f"{'max':>8s} {'dispatch p99':>12s} {'resume p99':>10s} {'p99/base':>8s}  (us)"]
+    for row in result["rows"]:
+        ph = row["phases"]
+        lines.append(f"{row['path']:7s} {row['clients']:7d} {row['buckets']:7d} {row['requests_per_s']:8.0f} "
+                     f"{row['p50_us']:8.2f} {row['p99_us']:8.2f} {row['max_us']:8.2f} "
+                     f"{ph['dispatch']['p99_us']:12.2f} {ph['end_to_resumed']['p99_us']:10.2f} "
+                     f"{row['p99_vs_baseline']:8.2f}")
+    g = result["goal"]
+    lines.append(f"# goal: p99 at {g['clients']} clients over {g['buckets']} buckets at most "
+                 f"{g['limit']:.0f}x the one-client p99: {g['p99_vs_baseline']:.2f}x, "
+                 f"{'met' if g['met'] else 'NOT met'}")
+    return "\n".join(lines)
+
+
 def format_overhead_paths(result: dict) -> str:
     """The local, remote and DDS paths of `rtaccel bench request-overhead --remote`."""
     local = result["local"]

@@ -59,6 +59,56 @@ def test_request_overhead_table_and_bad_arguments():
     assert r.returncode == 2 and "0..1000000" in r.stderr
 
 
+def test_request_overhead_at_scale():
+    r = rtaccel("bench", "request-overhead", "--clients", "1,4", "--buckets", "1,2", "--requests", "400",
+                "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["benchmark"] == "request-overhead-scale" and out["levels"] == 4
+    rows = out["rows"]
+    # the one-client baseline first, then every shape a bucket has a client for
+    assert [(row["path"], row["clients"], row["buckets"]) for row in rows] == \
+        [("local", 1, 1), ("local", 4, 1), ("local", 4, 2)]
+    assert rows[0]["p99_vs_baseline"] == 1.0
+    for row in rows:
+        assert row["requests"] >= 400 and row["requests_per_s"] > 0
+        assert 0 < row["p50_us"] <= row["p99_us"] <= row["max_us"]
+        ph = row["phases"]
+        # overhead = dispatch + end -> resumed, request by request
+        assert ph["dispatch"]["min_us"] + ph["end_to_resumed"]["min_us"] <= ph["overhead"]["min_us"] + 0.01
+        assert ph["queued"]["min_us"] >= 0 and ph["kernel"]["min_us"] >= 90
+        assert sum(g["requests"] for g in row["by_priority"]) == row["requests"]
+        assert len({g["bucket"] for g in row["by_priority"]}) == row["buckets"]
+        assert round(row["p99_us"] / rows[0]["p99_us"], 2) == row["p99_vs_baseline"]
+    # four clients, one kernel at a time: requests wait behind each other
+    assert rows[1]["phases"]["queued"]["p50_us"] > 50
+    goal = out["goal"]
+    assert (goal["clients"], goal["buckets"], goal["limit"]) == (4, 2, 2.0)
+    assert goal["met"] == (goal["p99_vs_baseline"] <= 2.0) and goal["p99_vs_baseline"] == rows[2]["p99_vs_baseline"]
+    table = rtaccel("bench", "request-overhead", "--clients", "2", "--requests", "200")
+    assert table.returncode == 0, table.stderr
+    assert "dispatch p99" in table.stdout and "# goal: p99 at 2 clients over 1 buckets" in table.stdout
+
+
+def test_request_overhead_at_scale_refuses_what_it_cannot_measure():
+    for args, message in [(["--clients", "0"], "client counts must be in 1..256"),
+                          (["--buckets", "9"], "bucket counts must be in 1..8"),
+                          (["--clients", "4,x"], "expected client counts separated by commas"),
+                          (["--clients", "8", "--wait", "spin"], "--wait spin takes one client"),
+                          (["--clients", "2", "--buckets", "4"], "each of the --buckets needs a client"),
+                          (["--clients", "2", "--remote", "--dds"], "without --dds")]:
+        r = rtaccel("bench", "request-overhead", *args)
+        assert r.returncode == 2 and message in r.stderr, (args, r.stderr)
+    bench = str(LIB / "rtaccel-accel-bench")
+    for args, message in [(["--clients", "3", "--buckets", "4"], "--buckets must be at most the most --clients"),
+                          (["--clients", "257"], "--clients takes counts of 1..256"),
+                          (["--clients", "4,"], "--clients takes counts"),
+                          (["--rounds", "0"], "--rounds must be 1..1000"),
+                          (["--clients", "2", "--wait", "spin"], "--wait spin takes one client")]:
+        r = subprocess.run([bench, "request-overhead", *args], capture_output=True, text=True, timeout=30)
+        assert r.returncode == 2 and message in r.stderr, (args, r.stderr)
+
+
 @needs.mark("root", os.geteuid() != 0, "two nodes on one machine are network namespaces (root)")
 def test_request_overhead_of_a_client_on_another_node():
     r = rtaccel("bench", "request-overhead", "--remote", "--dds", "--requests", "300", "--json")
@@ -75,6 +125,15 @@ def test_request_overhead_of_a_client_on_another_node():
     table = rtaccel("bench", "request-overhead", "--remote", "--requests", "200")
     assert table.returncode == 0, table.stderr
     assert "remote client (tcp between namespaces, gateway)" in table.stdout
+    # many remote clients: a connection and a gateway session each
+    r = rtaccel("bench", "request-overhead", "--remote", "--clients", "4", "--buckets", "2", "--requests", "200",
+                "--json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)["rows"]
+    assert [(row["path"], row["clients"], row["buckets"]) for row in rows] == \
+        [("local", 1, 1), ("local", 4, 2), ("remote", 1, 1), ("remote", 4, 2)]
+    assert all(row["requests"] >= 200 for row in rows)
+    assert len(rows[3]["by_priority"]) == 2
 
 
 def test_dds_needs_remote():

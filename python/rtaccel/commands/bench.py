@@ -25,6 +25,8 @@ def _bench(args, what: str, extra: list, formatter) -> int:
 
 
 def cmd_bench_request_overhead(args) -> int:
+    if args.clients or args.buckets:
+        return _request_overhead_at_scale(args)
     extra = ["--wait", args.wait, "--requests", str(args.requests), "--kernel-us", str(args.kernel_us)]
     if not args.remote:
         if args.dds:
@@ -43,6 +45,28 @@ def cmd_bench_request_overhead(args) -> int:
     except accel.AccelError as err:
         return common.fail("rtaccel bench", err)
     return common.print_result(result, args.json, accel.format_overhead_paths)
+
+
+def _request_overhead_at_scale(args) -> int:
+    """Every combination of --clients and --buckets (a bucket needs a client)
+    beside the one-client baseline; with --remote, through the gateway too."""
+    clients, buckets = args.clients or [1], args.buckets or [1]
+    if args.wait == "spin" and max(clients) > 1:
+        print("rtaccel bench: --wait spin takes one client (clients sharing a core suspend)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if max(buckets) > max(clients):
+        print("rtaccel bench: each of the --buckets needs a client: at most the most --clients", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.dds or args.backend != "cpu":
+        print("rtaccel bench: --clients and --buckets run the cpu backend, without --dds", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    runs = [("local", accel.run_bench)] + ([("remote", accel.run_remote_bench)] if args.remote else [])
+    try:
+        result = accel.overhead_at_scale(runs, clients, buckets, args.rounds, args.wait, args.requests,
+                                         args.kernel_us, fifo=not args.no_fifo)
+    except accel.AccelError as err:
+        return common.fail("rtaccel bench", err)
+    return common.print_result(result, args.json, accel.format_overhead_at_scale)
 
 
 def cmd_bench_preemption(args) -> int:
@@ -335,6 +359,14 @@ def register(sub) -> None:
                         "its gateway on tcp, the client in another (root)")
     b.add_argument("--dds", action="store_true",
                    help="with --remote: also a Cyclone DDS request and reply between the namespaces")
+    b.add_argument("--clients", type=common.counts(1, 256, "client counts"), metavar="N[,N...]",
+                   help="clients at once, each a connection and registration of its own, e.g. 1,8,64; "
+                        "each count a row beside the one-client baseline of the same run")
+    b.add_argument("--buckets", type=common.counts(1, 8, "bucket counts"), metavar="B[,B...]",
+                   help="the clients' request priorities spread over B buckets (1..8), e.g. 1,8")
+    b.add_argument("--rounds", type=common.positive_int, default=4,
+                   help="with --clients/--buckets: rounds that take every shape in turn, the requests "
+                        "shared among them (4)")
     b.add_argument("--json", action="store_true", help="print JSON (keys p50_us, p99_us, max_us)")
     backend_options(b)
     b.set_defaults(func=cmd_bench_request_overhead)

@@ -86,14 +86,22 @@ def positive_int(text: str) -> int:
     return value
 
 
+def counts(low: int, high: int, what: str):
+    """An argparse type: whole numbers separated by commas, each within
+    LOW..HIGH, as a list; WHAT names them in the messages."""
+    def parse(text: str) -> list[int]:
+        try:
+            values = [int(v) for v in text.split(",")]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what} separated by commas, got {text!r}") from None
+        if any(v < low or v > high for v in values):
+            raise argparse.ArgumentTypeError(f"{what} must be in {low}..{high}")
+        return values
+    return parse
+
+
 def thread_counts(text: str) -> str:
-    try:
-        values = [int(v) for v in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected thread counts separated by commas, got {text!r}")
-    if not values or any(v < 1 or v > 8 for v in values):
-        raise argparse.ArgumentTypeError("thread counts must be in 1..8")
-    return ",".join(str(v) for v in values)
+    return ",".join(str(v) for v in counts(1, 8, "thread counts")(text))
 
 
 mbps = whole_number(0, 2**32 - 2, "a threshold is 0..4294967294 MB/s", " of MB/s")

@@ -1,0 +1,62 @@
+// How the request-overhead benchmark splits each request's time (header
+// only; bench/request_phases_test.cc works its cases by hand).
+#ifndef RTACCEL_BENCH_REQUEST_PHASES_H_
+#define RTACCEL_BENCH_REQUEST_PHASES_H_
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <utility>
+#include <vector>
+
+namespace rtaccel::bench {
+
+// One request as its client saw it, on the clock the server stamps with.
+struct Sample {
+  uint64_t submit, start, end, resumed;
+  int priority;  // its chain's
+  bool warm_up;
+};
+
+// What each request's time went to, in ns. The device runs one kernel at a
+// time (a higher bucket's preempting a lower one's), so a request that found
+// it busy waited `queued`, which the bucket order decides, not the server's
+// overhead; `dispatch` is the time from the later of its submission and the
+// device's last kernel end to its own start, the server's cost of finding
+// and starting it (the worker's wake-up, its scan of the buckets). With one
+// client nothing is queued and overhead = round trip - kernel, the figure
+// the analysis takes as epsilon.
+struct Phases {
+  std::vector<double> to_start, queued, dispatch, kernel, to_resume, overhead;
+  std::vector<int> priority;  // each measured request's
+};
+
+inline Phases split_phases(const std::vector<Sample>& all) {
+  std::vector<std::pair<uint64_t, size_t>> ends;  // the device's kernel ends, in order
+  ends.reserve(all.size());
+  for (size_t i = 0; i < all.size(); i++) ends.emplace_back(all[i].end, i);
+  std::sort(ends.begin(), ends.end());
+  Phases p;
+  for (size_t i = 0; i < all.size(); i++) {
+    const Sample& s = all[i];
+    if (s.warm_up) continue;
+    auto it = std::upper_bound(ends.begin(), ends.end(), std::make_pair(s.start, SIZE_MAX));
+    while (it != ends.begin() && std::prev(it)->second == i) --it;  // a kernel of 0 us ends as it starts
+    const uint64_t device_free = it == ends.begin() ? 0 : std::prev(it)->first;
+    const uint64_t ready = std::max(s.submit, device_free);
+    const double dispatch = double(s.start - std::min(ready, s.start));
+    p.to_start.push_back(double(s.start - s.submit));
+    p.queued.push_back(double(s.start - s.submit) - dispatch);
+    p.dispatch.push_back(dispatch);
+    p.kernel.push_back(double(s.end - s.start));
+    p.to_resume.push_back(double(s.resumed - s.end));
+    p.overhead.push_back(dispatch + double(s.resumed - s.end));
+    p.priority.push_back(s.priority);
+  }
+  return p;
+}
+
+}  // namespace rtaccel::bench
+
+#endif  // RTACCEL_BENCH_REQUEST_PHASES_H_
