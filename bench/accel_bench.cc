@@ -158,7 +158,15 @@ void* overhead_client_main(void* arg) {
     }
     rtaccel_request_times times;
     rtaccel_request_timestamps(c.reg, &t, &times);
-    c.samples.push_back({times.submit_ns, times.start_ns, times.end_ns, resumed, c.priority, i < c.warm_up});
+    Sample s{times.submit_ns, times.start_ns, times.end_ns, resumed, c.priority, i < c.warm_up};
+    rtaccel_remote_times hops;
+    if (rtaccel_request_remote_times(c.reg, &t, &hops) == 0) {
+      s.gateway_arrival = hops.gateway_arrival_ns;
+      s.gateway_taken = hops.gateway_taken_ns;
+      s.gateway_reply = hops.gateway_reply_ns;
+      s.arrival = hops.arrival_ns;
+    }
+    c.samples.push_back(s);
   }
   return nullptr;
 }
@@ -277,6 +285,12 @@ int run_shape(const OverheadOptions& o, Shape shape, int requests, ShapeRun* run
   append(to.kernel, p.kernel);
   append(to.to_resume, p.to_resume);
   append(to.overhead, p.overhead);
+  append(to.to_gateway, p.to_gateway);
+  append(to.gateway_wake, p.gateway_wake);
+  append(to.gateway_to_start, p.gateway_to_start);
+  append(to.end_to_reply, p.end_to_reply);
+  append(to.reply_to_client, p.reply_to_client);
+  append(to.client_wake, p.client_wake);
   to.priority.insert(to.priority.end(), p.priority.begin(), p.priority.end());
   uint64_t first = UINT64_MAX, last = 0;
   for (const Sample& s : all)
@@ -302,21 +316,31 @@ ordered_json shape_json(Shape shape, const ShapeRun& run) {
     by_priority.push_back({{"priority", it->first}, {"bucket", it->second}, {"requests", group.size()},
                            {"p50_us", g.p50}, {"p99_us", g.p99}, {"max_us", g.max}});
   }
-  return {{"clients", shape.clients},
-          {"buckets", shape.buckets},
-          {"requests", p.overhead.size()},
-          {"requests_per_s", double(p.overhead.size()) * 1e9 / double(std::max<uint64_t>(1, run.measured_ns))},
-          {"p50_us", o.p50},
-          {"p99_us", o.p99},
-          {"max_us", o.max},
-          {"phases",
-           {{"submit_to_start", stats_json(p.to_start)},
-            {"queued", stats_json(p.queued)},
-            {"dispatch", stats_json(p.dispatch)},
-            {"kernel", stats_json(p.kernel)},
-            {"end_to_resumed", stats_json(p.to_resume)},
-            {"overhead", stats_json(p.overhead)}}},
-          {"by_priority", by_priority}};
+  const double per_s = double(p.overhead.size()) * 1e9 / double(std::max<uint64_t>(1, run.measured_ns));
+  ordered_json out = {{"clients", shape.clients},
+                      {"buckets", shape.buckets},
+                      {"requests", p.overhead.size()},
+                      {"requests_per_s", per_s},
+                      {"p50_us", o.p50},
+                      {"p99_us", o.p99},
+                      {"max_us", o.max},
+                      {"phases",
+                       {{"submit_to_start", stats_json(p.to_start)},
+                        {"queued", stats_json(p.queued)},
+                        {"dispatch", stats_json(p.dispatch)},
+                        {"kernel", stats_json(p.kernel)},
+                        {"end_to_resumed", stats_json(p.to_resume)},
+                        {"overhead", stats_json(p.overhead)}}},
+                      {"by_priority", by_priority}};
+  if (!p.to_gateway.empty())
+    out["hops"] = {{"client_to_gateway", stats_json(p.to_gateway)},
+                   {"gateway_wake", stats_json(p.gateway_wake)},
+                   {"gateway_to_start", stats_json(p.gateway_to_start)},
+                   {"kernel", stats_json(p.kernel)},
+                   {"end_to_reply", stats_json(p.end_to_reply)},
+                   {"reply_to_client", stats_json(p.reply_to_client)},
+                   {"client_wake", stats_json(p.client_wake)}};
+  return out;
 }
 
 // One client, one bucket, one round: the server's overhead per request as

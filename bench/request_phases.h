@@ -17,6 +17,8 @@ struct Sample {
   uint64_t submit, start, end, resumed;
   int priority;  // its chain's
   bool warm_up;
+  // Through a gateway (rtaccel_remote_times), else 0.
+  uint64_t gateway_arrival = 0, gateway_taken = 0, gateway_reply = 0, arrival = 0;
 };
 
 // What each request's time went to, in ns. The device runs one kernel at a
@@ -30,6 +32,10 @@ struct Sample {
 struct Phases {
   std::vector<double> to_start, queued, dispatch, kernel, to_resume, overhead;
   std::vector<int> priority;  // each measured request's
+  // The hops of requests through a gateway: to its link, its thread's
+  // wake-up, from there to the kernel's start, from the kernel's end to the
+  // response sent, to the client's link, the client's wake-up.
+  std::vector<double> to_gateway, gateway_wake, gateway_to_start, end_to_reply, reply_to_client, client_wake;
 };
 
 inline Phases split_phases(const std::vector<Sample>& all) {
@@ -53,6 +59,13 @@ inline Phases split_phases(const std::vector<Sample>& all) {
     p.to_resume.push_back(double(s.resumed - s.end));
     p.overhead.push_back(dispatch + double(s.resumed - s.end));
     p.priority.push_back(s.priority);
+    if (!s.arrival) continue;
+    p.to_gateway.push_back(double(s.gateway_arrival - s.submit));
+    p.gateway_wake.push_back(double(s.gateway_taken - s.gateway_arrival));
+    p.gateway_to_start.push_back(double(s.start - s.gateway_taken));
+    p.end_to_reply.push_back(double(s.gateway_reply - s.end));
+    p.reply_to_client.push_back(double(s.arrival - s.gateway_reply));
+    p.client_wake.push_back(double(s.resumed - s.arrival));
   }
   return p;
 }

@@ -45,6 +45,26 @@ TEST(RequestPhases, AKernelOfNoTimeIsNotItsOwnReasonToWait) {
   EXPECT_EQ(p.overhead[0], 4 + 6);
 }
 
+TEST(RequestPhases, ARemoteRequestsHopsAddUpToItsRoundTrip) {
+  Sample s{1000, 1200, 1300, 1500, 10, false};
+  s.gateway_arrival = 1040;
+  s.gateway_taken = 1070;
+  s.gateway_reply = 1330;
+  s.arrival = 1450;
+  const Phases p = split_phases({s});
+  ASSERT_EQ(p.to_gateway.size(), 1u);
+  EXPECT_EQ(p.to_gateway[0], 40);
+  EXPECT_EQ(p.gateway_wake[0], 30);
+  EXPECT_EQ(p.gateway_to_start[0], 130);
+  EXPECT_EQ(p.end_to_reply[0], 30);
+  EXPECT_EQ(p.reply_to_client[0], 120);
+  EXPECT_EQ(p.client_wake[0], 50);
+  EXPECT_EQ(p.to_gateway[0] + p.gateway_wake[0] + p.gateway_to_start[0] + p.kernel[0] + p.end_to_reply[0] +
+                p.reply_to_client[0] + p.client_wake[0],
+            1500 - 1000);
+  EXPECT_TRUE(split_phases({{0, 1, 2, 3, 10, false}}).to_gateway.empty());  // a local request has no hops
+}
+
 TEST(RequestPhases, WarmUpRequestsShapeTheDeviceTimelineButAreNotMeasured) {
   const Phases p = split_phases({{0, 1, 101, 105, 10, true}, {50, 103, 203, 210, 10, false}});
   ASSERT_EQ(p.overhead.size(), 1u);

@@ -201,6 +201,23 @@ RTACCEL_API int rtaccel_request_timestamps(const struct rtaccel_registration *re
 				      const struct rtaccel_ticket *ticket,
 				      struct rtaccel_request_times *times);
 
+/* The hops of the last request through a server on another node (a client
+ * connected to "tcp:..."), beside rtaccel_request_timestamps' times:
+ * stamped on the server's node (gateway_*) and on the client's (arrival_ns,
+ * and submit_ns there), so comparable across the two only where they share
+ * a clock, as network namespaces of one machine do. */
+struct rtaccel_remote_times {
+	uint64_t gateway_arrival_ns; /* the gateway's link had the request whole */
+	uint64_t gateway_taken_ns;   /* the gateway's thread for the registration took it */
+	uint64_t gateway_reply_ns;   /* the gateway sent the response */
+	uint64_t arrival_ns;	     /* the client's link had the response whole */
+};
+/* 0 once the ticket's request completed; -EINVAL for a registration with a
+ * server on this node, -ESTALE for an older ticket, -EAGAIN while it runs. */
+RTACCEL_API int rtaccel_request_remote_times(const struct rtaccel_registration *reg,
+					const struct rtaccel_ticket *ticket,
+					struct rtaccel_remote_times *times);
+
 /* --- direct invocation (baseline) --------------------------------------- */
 
 /* Whether `backend` ("cpu", "opencl", "cuda") finds a device on this machine:

@@ -241,6 +241,14 @@ def format_overhead_paths(result: dict) -> str:
         d = result["dds"]
         lines.append(f"{'Cyclone DDS round trip, ' + str(d['size']) + ' B (no kernel)':48s} "
                      f"{d['dds_rtt_p50_us']:9.2f} {d['dds_rtt_p99_us']:9.2f} {d['dds_rtt_max_us']:9.2f}")
+    names = {"client_to_gateway": "client -> the gateway's link", "gateway_wake": "-> the gateway's thread",
+             "gateway_to_start": "-> the kernel's start", "kernel": "kernel",
+             "end_to_reply": "-> the response sent", "reply_to_client": "-> the client's link",
+             "client_wake": "-> the client"}
+    lines.append("# the remote round trip, hop by hop")
+    for key, label in names.items():
+        h = result["remote"]["hops"][key]
+        lines.append(f"  {label:46s} {h['p50_us']:9.2f} {h['p99_us']:9.2f} {h['max_us']:9.2f}")
     return "\n".join(lines)
 
 

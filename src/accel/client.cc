@@ -349,4 +349,14 @@ int rtaccel_request_timestamps(const rtaccel_registration* reg, const rtaccel_ti
   return 0;
 }
 
+int rtaccel_request_remote_times(const rtaccel_registration* reg, const rtaccel_ticket* ticket,
+                                 rtaccel_remote_times* times) {
+  if (!reg || !ticket || !times || !reg->remote) return -EINVAL;
+  const RemoteState& r = *reg->remote;
+  if (ticket->state != uint32_t(r.seq)) return -ESTALE;
+  if (r.in_flight) return -EAGAIN;
+  *times = r.hops;
+  return 0;
+}
+
 }  // extern "C"

@@ -50,6 +50,7 @@ struct RemoteState {
   int status = 0;          // of the last completed request
   size_t response_len = 0;
   rtaccel_request_times times{};
+  rtaccel_remote_times hops{};
 };
 
 struct rtaccel_registration {

@@ -284,6 +284,7 @@ int remote_wait(rtaccel_registration* reg, const rtaccel_ticket* ticket, uint64_
       return -EPROTO;
     }
     memcpy(r.responses[service].get(), static_cast<const unsigned char*>(msg.data) + sizeof(h), h.response_len);
+    r.hops = {h.gateway_arrival_ns, h.gateway_taken_ns, h.gateway_reply_ns, msg.arrival_ns};
     rtaccel_net_release(&msg);
     r.in_flight = false;
     r.status = h.status;

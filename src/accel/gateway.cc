@@ -192,6 +192,7 @@ void Session::serve(uint32_t k) {
     const int err = rtaccel_net_take(s.requests, &s.seen, kPoll, &msg);
     if (err == -ETIMEDOUT) continue;
     if (err) return;  // the link failed: the session ends
+    const uint64_t taken = core::monotonic_ns(), arrived = msg.arrival_ns;
     RemoteRequest h{};
     const bool ok = decode_remote_request(msg.data, msg.len, last, caps, nservices, &h);
     if (ok)
@@ -201,6 +202,8 @@ void Session::serve(uint32_t k) {
     *out = {};
     out->magic = kRemoteMagic;
     out->seq = h.seq;
+    out->gateway_arrival_ns = arrived;
+    out->gateway_taken_ns = taken;
     if (!ok) {
       log("peer %s: malformed request on slot %u refused", peer_.c_str(), k);
       out->status = -EINVAL;
@@ -219,6 +222,7 @@ void Session::serve(uint32_t k) {
         out->response_len = len;
       }
     }
+    out->gateway_reply_ns = core::monotonic_ns();
     if (rtaccel_net_send(s.responses, wire.data(), sizeof(*out) + out->response_len, 0, 5 * kSecond)) return;
   }
 }

@@ -75,6 +75,9 @@ struct RemoteResponse {
   uint64_t response_len;
   uint64_t start_ns;  // on the server's node (CLOCK_MONOTONIC)
   uint64_t end_ns;
+  uint64_t gateway_arrival_ns;  // the request's hops through the gateway, on that node too
+  uint64_t gateway_taken_ns;
+  uint64_t gateway_reply_ns;
 };
 
 // The sizes a slot's two channels get from the registration that opens them.

@@ -379,6 +379,8 @@ TEST(Server, BuiltinServicesGiveCorrectResults) {
   ASSERT_EQ(rtaccel_wait(r, &t, 5 * kSecond, nullptr), 0);
   const rtaccel_request_times times = times_of(r, t);
   EXPECT_GE(times.end_ns - times.start_ns, 1500 * 1000u);
+  rtaccel_remote_times hops;
+  EXPECT_EQ(rtaccel_request_remote_times(r, &t, &hops), -EINVAL);  // no gateway in between
   s = rtaccel_service_index(r, "vecadd");
   v = static_cast<rtaccel_vector_request*>(rtaccel_request_buffer(r, s, nullptr));
   v->n = 1u << 30;  // more than the request holds
@@ -1172,12 +1174,25 @@ TEST(Remote, AClientOnAnotherNodeIsServedAndAdmittedAsALocalOne) {
   ASSERT_EQ(submit_busy(r, 200 * kMs, &t), 0);
   EXPECT_EQ(submit_busy(r, kMs, &extra), -EBUSY);
   EXPECT_EQ(rtaccel_poll(r, &t, nullptr), -EAGAIN);
+  rtaccel_remote_times hops;
+  EXPECT_EQ(rtaccel_request_remote_times(r, &t, &hops), -EAGAIN);
   EXPECT_EQ(rtaccel_wait(r, &t, 10 * kMs, nullptr), -ETIMEDOUT);
   ASSERT_EQ(rtaccel_wait(r, &t, 10 * kSecond, nullptr), 0);
-  // the server's timestamps come across (one clock: both ends on this machine)
+  // the server's timestamps come across (one clock: both ends on this
+  // machine), and the gateway's hops fall in order around them
   const rtaccel_request_times times = times_of(r, t);
   EXPECT_GE(times.start_ns, times.submit_ns);
   EXPECT_GT(times.end_ns, times.start_ns);
+  ASSERT_EQ(rtaccel_request_remote_times(r, &t, &hops), 0);
+  EXPECT_LE(times.submit_ns, hops.gateway_arrival_ns);
+  EXPECT_LE(hops.gateway_arrival_ns, hops.gateway_taken_ns);
+  EXPECT_LE(hops.gateway_taken_ns, times.start_ns);
+  EXPECT_LE(times.end_ns, hops.gateway_reply_ns);
+  EXPECT_LE(hops.gateway_reply_ns, hops.arrival_ns);
+  const rtaccel_ticket first = t;
+  ASSERT_EQ(submit_busy(r, kMs, &t), 0);
+  ASSERT_EQ(rtaccel_wait(r, &t, 10 * kSecond, nullptr), 0);
+  EXPECT_EQ(rtaccel_request_remote_times(r, &first, &hops), -ESTALE);
   // the same callback cannot register twice, remote or local
   rtaccel_registration* again = nullptr;
   EXPECT_EQ(register_desc(c, d, &again, why, sizeof(why)), -EEXIST);

@@ -121,10 +121,20 @@ def test_request_overhead_of_a_client_on_another_node():
     # the same kernel ran on both paths; the remote one crossed the link twice
     assert remote["phases"]["kernel"]["p50_us"] >= 80
     assert remote["p50_us"] > local["p50_us"]
+    # the remote round trip hop by hop: with one client nothing queues, so
+    # each request's hops outside its kernel add up to its overhead
+    hops = remote["hops"]
+    assert list(hops) == ["client_to_gateway", "gateway_wake", "gateway_to_start", "kernel", "end_to_reply",
+                          "reply_to_client", "client_wake"]
+    assert "hops" not in local
+    assert all(0 <= h["min_us"] <= h["max_us"] < 10e6 for h in hops.values()), hops
+    outside = sum(h["min_us"] for key, h in hops.items() if key != "kernel")
+    assert 0 < outside <= remote["phases"]["overhead"]["min_us"] + 0.01
     assert out["dds"]["size"] == 8 and out["dds"]["dds_rtt_p50_us"] > 0
     table = rtaccel("bench", "request-overhead", "--remote", "--requests", "200")
     assert table.returncode == 0, table.stderr
     assert "remote client (tcp between namespaces, gateway)" in table.stdout
+    assert "-> the gateway's thread" in table.stdout
     # many remote clients: a connection and a gateway session each
     r = rtaccel("bench", "request-overhead", "--remote", "--clients", "4", "--buckets", "2", "--requests", "200",
                 "--json")
