@@ -196,8 +196,6 @@ struct ShapeRun {
   uint64_t measured_ns = 0;  // first submission to last resumption, summed over rounds
 };
 
-void append(std::vector<double>& to, const std::vector<double>& from) { to.insert(to.end(), from.begin(), from.end()); }
-
 // `requests` round trips by `shape.clients` clients at once, each with a
 // connection and registration of its own, added to `run`.
 int run_shape(const OverheadOptions& o, Shape shape, int requests, ShapeRun* run) {
@@ -277,21 +275,7 @@ int run_shape(const OverheadOptions& o, Shape shape, int requests, ShapeRun* run
     rtaccel_client_close(c.connection);
   }
   if (status) return status;
-  const Phases p = split_phases(all);  // per round: each round has a device timeline of its own
-  Phases& to = run->phases;
-  append(to.to_start, p.to_start);
-  append(to.queued, p.queued);
-  append(to.dispatch, p.dispatch);
-  append(to.kernel, p.kernel);
-  append(to.to_resume, p.to_resume);
-  append(to.overhead, p.overhead);
-  append(to.to_gateway, p.to_gateway);
-  append(to.gateway_wake, p.gateway_wake);
-  append(to.gateway_to_start, p.gateway_to_start);
-  append(to.end_to_reply, p.end_to_reply);
-  append(to.reply_to_client, p.reply_to_client);
-  append(to.client_wake, p.client_wake);
-  to.priority.insert(to.priority.end(), p.priority.begin(), p.priority.end());
+  rtaccel::bench::add_phases(all, &run->phases);  // a round at a time: each is a device timeline of its own
   uint64_t first = UINT64_MAX, last = 0;
   for (const Sample& s : all)
     if (!s.warm_up) first = std::min(first, s.submit), last = std::max(last, s.resumed);

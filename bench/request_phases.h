@@ -38,12 +38,14 @@ struct Phases {
   std::vector<double> to_gateway, gateway_wake, gateway_to_start, end_to_reply, reply_to_client, client_wake;
 };
 
-inline Phases split_phases(const std::vector<Sample>& all) {
+// Adds the phases of the measured requests of `all`, the requests of one
+// device timeline (one round), to `out`.
+inline void add_phases(const std::vector<Sample>& all, Phases* out) {
   std::vector<std::pair<uint64_t, size_t>> ends;  // the device's kernel ends, in order
   ends.reserve(all.size());
   for (size_t i = 0; i < all.size(); i++) ends.emplace_back(all[i].end, i);
   std::sort(ends.begin(), ends.end());
-  Phases p;
+  Phases& p = *out;
   for (size_t i = 0; i < all.size(); i++) {
     const Sample& s = all[i];
     if (s.warm_up) continue;
@@ -67,6 +69,11 @@ inline Phases split_phases(const std::vector<Sample>& all) {
     p.reply_to_client.push_back(double(s.arrival - s.gateway_reply));
     p.client_wake.push_back(double(s.resumed - s.arrival));
   }
+}
+
+inline Phases split_phases(const std::vector<Sample>& all) {
+  Phases p;
+  add_phases(all, &p);
   return p;
 }
 
