@@ -55,6 +55,21 @@ def test_net_overhead_reports_every_size(transport):
     for r in result["sizes"]:
         assert r["raw_p50_us"] > 0 and r["flow_p50_us"] > 0
         assert {"overhead_us", "overhead_pct", "raw_open_p50_us"} <= r.keys()
+    # the goal is judged size by size, the larger of its two limits
+    goal = result["goal"]
+    assert (goal["limit_pct"], goal["limit_us"]) == (2.0, 20.0)
+    over = [r["size"] for r in result["sizes"] if r["overhead_us"] > max(20.0, r["raw_p50_us"] * 0.02)]
+    assert goal["sizes_over"] == over and goal["met"] == (not over)
+
+
+def test_the_flow_control_goal_takes_the_larger_limit():
+    from rtaccel.commands.bench import net_overhead_goal
+
+    sizes = [{"size": 4096, "raw_p50_us": 20.0, "overhead_us": 19.0},        # 95%, under 20 us
+             {"size": 32 << 20, "raw_p50_us": 12000.0, "overhead_us": 230.0},  # 1.9%, over 20 us
+             {"size": 1 << 20, "raw_p50_us": 400.0, "overhead_us": 21.0}]      # over both
+    assert net_overhead_goal(sizes) == {"limit_pct": 2.0, "limit_us": 20.0, "sizes_over": [1 << 20], "met": False}
+    assert net_overhead_goal(sizes[:2])["met"]
 
 
 def test_net_priority_beats_sharing_a_link():

@@ -153,15 +153,29 @@ def _regulator_bench(what: str, extra: list[str]) -> tuple[int, dict | None]:
     return _tool_json("rtaccel-regulator-bench", what, extra)
 
 
+# rtaccel's goal for flow control: at most 2% or 20 us (the larger) over the
+# raw transport with the same window, at every size.
+NET_OVERHEAD_GOAL_PCT, NET_OVERHEAD_GOAL_US = 2.0, 20.0
+
+
+def net_overhead_goal(sizes: list[dict]) -> dict:
+    """Whether each size's overhead is within the goal, and all of them."""
+    over = [r["size"] for r in sizes
+            if r["overhead_us"] > max(NET_OVERHEAD_GOAL_US, r["raw_p50_us"] * NET_OVERHEAD_GOAL_PCT / 100)]
+    return {"limit_pct": NET_OVERHEAD_GOAL_PCT, "limit_us": NET_OVERHEAD_GOAL_US, "sizes_over": over,
+            "met": not over}
+
+
 def cmd_bench_net_overhead(args) -> int:
     """The flow-control layer against its raw transport, transfer by
-    transfer."""
+    transfer, and the goal judged against it."""
     extra = ["--transport", args.transport, "--rate", args.rate] + \
         (["--sizes", args.sizes] if args.sizes else []) + (["--chunk", args.chunk] if args.chunk else []) + \
         (["--samples", str(args.samples)] if args.samples else [])
     rc, result = _tool_json("rtaccel-net-bench", "overhead", extra)
     if rc:
         return rc
+    result["goal"] = net_overhead_goal(result["sizes"])
     if args.dds and (rc := _add_dds(result, "overhead", ["--sizes", ",".join(
             _size_label(r["size"]) for r in result["sizes"])])):
         return rc
@@ -178,6 +192,9 @@ def cmd_bench_net_overhead(args) -> int:
         print(f"{_size_label(r['size']):>8} {r['raw_p50_us']:11.1f} {r['flow_p50_us']:12.1f} "
               f"{r['overhead_us']:12.1f} {r['overhead_pct']:7.2f} {r['raw_open_p50_us']:17.1f}"
               + (f" {r['dds_p50_us']:11.1f}" if args.dds else ""))
+    goal = result["goal"]
+    print(f"# goal: at most {goal['limit_pct']:.0f}% or {goal['limit_us']:.0f} us (the larger) over raw at every "
+          "size: " + ("met" if goal["met"] else "NOT met at " + ", ".join(map(_size_label, goal["sizes_over"]))))
     return EXIT_OK
 
 
