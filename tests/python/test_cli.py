@@ -91,7 +91,7 @@ def test_missing_file_is_a_clean_error():
 
 
 def test_every_shipped_workload_is_schedulable():
-    for name in ("quickstart", "paam_case_study_1", "autoware_reference"):
+    for name in ("quickstart", "paam_case_study_1", "autoware_reference", "partitioned_pipeline_memory"):
         out = rtaccel("analyze", str(EXAMPLES / f"{name}.yaml"), check=0).stdout
         assert f"workload '{name}'" in out and "NOT schedulable" not in out
 
