@@ -1,10 +1,16 @@
 // rtaccel-accel-bench: measurements of rtaccel-server, run by `rtaccel bench`.
 //
-//   request-overhead --socket S --wait suspend|spin [--requests N] [--kernel-us K] [--json]
+//   request-overhead --socket S --wait suspend|spin [--requests N] [--kernel-us K]
+//                    [--clients C,...] [--buckets B,...] [--rounds R] [--json]
 //     Round trips of busy requests of K us (default 100: long enough that a
 //     suspending client really sleeps). Per request: submit -> worker start
 //     -> kernel end -> client resumed; the overhead is the round trip minus
-//     the kernel's own time (the PAAM paper's 198-391 us, Fig. 12).
+//     the kernel's own time (the PAAM paper's 198-391 us, Fig. 12). Through
+//     a gateway (S = tcp:HOST:PORT), each hop of the way too. With
+//     --clients, --buckets or --rounds: C clients at once over B buckets,
+//     each shape after the one-client baseline, in R rounds that take the
+//     shapes in turn (request_phases.h: what is overhead once requests
+//     queue).
 //   preemption --socket S [--iterations N] [--sizes cpu|gpu] [--json]
 //     Cross-bucket preemption delay (the paper's Table I): the response time
 //     of a small high-bucket request while a large low-bucket request of the
@@ -513,7 +519,7 @@ int timer_latency(int iterations, bool json) {
 
 const char kUsage[] =
     "usage: rtaccel-accel-bench request-overhead --socket S --wait suspend|spin [--requests N]\n"
-    "                           [--kernel-us K] [--clients C] [--buckets B] [--json]\n"
+    "                           [--kernel-us K] [--clients C,...] [--buckets B,...] [--rounds R] [--json]\n"
     "       rtaccel-accel-bench preemption --socket S [--iterations N] [--sizes cpu|gpu] [--json]\n"
     "       rtaccel-accel-bench timer-latency [--iterations N] [--json]\n";
 
