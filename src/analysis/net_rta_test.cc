@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "analysis/test_load.h"
 #include "rtaccel/analysis.hpp"
 #include "rtaccel/workload.hpp"
 
@@ -91,11 +92,8 @@ chains:
 )";
 
 TEST(NetRta, ChainsAcrossNodesAddTheirLinkBound) {
-  workload::LoadOptions options;
-  options.machine_cores = 4;
-  auto loaded = workload::load_string(kTwoNodes, "two.yaml", options);
-  ASSERT_TRUE(loaded) << loaded.status().message();
-  const workload::Workload w = loaded.take();
+  const workload::Workload w = load(kTwoNodes);
+  ASSERT_EQ(w.chains.size(), 2u);
   const auto results = analyze(w);
   ASSERT_EQ(results.size(), 2u);
   // hot: 1 MiB in 16 chunks at 1 Gbit/s, plus one chunk, the window (two
@@ -121,11 +119,8 @@ TEST(NetRta, ChainsAcrossNodesAddTheirLinkBound) {
 }
 
 TEST(NetRta, TheKernelsWorkForALinkIsChargedOnTheCoresOfItsEnds) {
-  workload::LoadOptions options;
-  options.machine_cores = 4;
-  auto loaded = workload::load_string(kTwoNodes, "two.yaml", options);
-  ASSERT_TRUE(loaded) << loaded.status().message();
-  const workload::Workload plain = loaded.take();
+  const workload::Workload plain = load(kTwoNodes);
+  ASSERT_EQ(plain.chains.size(), 2u);
   workload::Workload w = plain;
   workload::raise_overheads(&w, 0, 0, 0, 100);  // 100 ns per KiB
   const NetworkTerms terms(w);
@@ -159,11 +154,8 @@ callbacks:
 chains:
   - {name: c, priority: 1, path: [remote]}
 )";
-  workload::LoadOptions options;
-  options.machine_cores = 4;
-  auto loaded = workload::load_string(kRemote, "remote.yaml", options);
-  ASSERT_TRUE(loaded) << loaded.status().message();
-  const workload::Workload w = loaded.take();
+  const workload::Workload w = load(kRemote);
+  ASSERT_EQ(w.chains.size(), 1u);
   // 64 KiB there and 16 KiB back at 1 Gbit/s, nothing else on the link
   const uint64_t both = tcp_ns(64 << 10) + tcp_ns(16 << 10);
   EXPECT_EQ(NetworkTerms(w).segment_ns(0, 0), both);

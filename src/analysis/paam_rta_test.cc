@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "analysis/test_load.h"
 #include "rtaccel/analysis.hpp"
 
 namespace rtaccel::analysis {
@@ -11,14 +12,6 @@ namespace {
 
 constexpr uint64_t kMs = 1'000'000;
 constexpr uint64_t kUs = 1'000;
-
-workload::Workload load(const std::string& text) {
-  workload::LoadOptions options;
-  options.machine_cores = 4;
-  auto result = workload::load_string(text, "test.yaml", options);
-  if (!result) ADD_FAILURE() << result.status().message();
-  return result ? *result : workload::Workload{};
-}
 
 const ChainResult& find(const std::vector<ChainResult>& results, const std::string& name) {
   for (const auto& r : results) {
