@@ -752,6 +752,7 @@ class Run {
   Status start_best_effort();
   json isolation_summary() const;
   json shim_summary() const;
+  std::filesystem::path shim_file(pid_t pid, const char* suffix) const;
   size_t processes() const { return setup_.workload.executors.size() + setup_.plan.bridges.size(); }
   void fail_links(uint64_t now);
   json link_summary() const;
@@ -1152,14 +1153,19 @@ json Run::isolation_summary() const {
           {"regulator_log", "regulator.log"}};
 }
 
+// The interposer's file of process PID, as src/shim/trace.c names them
+// (SUFFIX ".json": its report; ".trace.json": its timeline).
+std::filesystem::path Run::shim_file(pid_t pid, const char* suffix) const {
+  return std::filesystem::path(shim_dir_) / ("rtaccel-shim." + std::to_string(pid) + suffix);
+}
+
 // The interposer in the run: per process, what its report says of the
 // pthread locks it took (rtaccel lockstat on the folder tells more).
 json Run::shim_summary() const {
-  const std::filesystem::path dir(shim_dir_);
   json processes = json::array();
   for (const auto& [pid, name] : shim_processes_) {
-    const std::string report = "rtaccel-shim." + std::to_string(pid) + ".json";
-    std::ifstream in(dir / report);
+    const std::filesystem::path report = shim_file(pid, ".json");
+    std::ifstream in(report);
     const json r = json::parse(in, nullptr, /*allow_exceptions=*/false);
     json entry = {{"process", name}, {"pid", pid}};
     if (!r.is_object() || !r.contains("locks") || !r["locks"].is_array()) {
@@ -1175,7 +1181,7 @@ json Run::shim_summary() const {
     }
     if (r.contains("cuda") && r["cuda"].contains("calls"))
       for (const auto& api : r["cuda"]["calls"]) cuda_calls += api.value("calls", uint64_t{0});
-    entry["report"] = report;
+    entry["report"] = report.filename().string();
     entry["locks"] = r["locks"].size();
     entry["acquisitions"] = acquisitions;
     entry["contended"] = contended;
@@ -1412,8 +1418,7 @@ Status Run::write_results(uint64_t stopped_ns) {
   json trace = trace_events(setup_, shared_, cores_, t0_);
   if (setup_.isolation) merge_trace(out / "regulator.trace.json", t0_, &trace);
   for (const auto& [pid, name] : shim_processes_)
-    merge_trace(std::filesystem::path(shim_dir_) / ("rtaccel-shim." + std::to_string(pid) + ".trace.json"), t0_, &trace,
-                "shim: " + name + " (pid " + std::to_string(pid) + ")");
+    merge_trace(shim_file(pid, ".trace.json"), t0_, &trace, "shim: " + name + " (pid " + std::to_string(pid) + ")");
   if (Status st = write_file(out / "trace.json", trace.dump() + "\n"); !st) return st;
   if (!csv) return Status::error("cannot write " + (out / "latency.csv").string());
   return Status();
