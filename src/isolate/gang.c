@@ -22,7 +22,17 @@
  * A parked thread sits in the signal handler, on a futex, until R is its
  * priority again. The handler never parks a thread that is in the slow path
  * (it would hold the region lock) or between preempt_disable and _enable: it
- * leaves a note that the thread acts on when it gets out.
+ * leaves a note that the thread acts on when it gets out, and the thread says
+ * in its slot that it defers.
+ *
+ * The preemptor does not wait for every lower thread to park. Once the park
+ * signal is pending, a thread runs no more of its own code before the
+ * handler: one that is not on a CPU is stopped already, and one that is stops
+ * at the next interrupt, which membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)
+ * sends to every CPU running a member process and waits for. So the preemptor
+ * waits for one inter-processor round trip, not for the lower threads to be
+ * scheduled and park, and then only for the threads that defer (and for all,
+ * where the kernel has no membarrier).
  *
  * The region lock is a PI futex (FUTEX_LOCK_PI), not a pthread mutex: the
  * signal handler may take it, and a dead owner is detected by the kernel
@@ -43,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/membarrier.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -53,7 +64,7 @@
 #include "isolate/shm.h"
 
 #define GANG_MAGIC 0x676e6167u /* "gang" */
-#define GANG_VERSION 1u
+#define GANG_VERSION 2u
 /* How often a blocked thread looks for dead members: recovery takes at most
  * this plus one arbitration. */
 #define REAP_PERIOD_NS (20ull * 1000 * 1000)
@@ -74,6 +85,12 @@ struct gang_def {
 	uint32_t reserved;
 };
 
+/* What a member thread that is in a job does with a park signal. */
+enum defer_bits {
+	DEFER_SLOW = 1,      /* in the lock's slow path: parks on the way out */
+	DEFER_NOPREEMPT = 2, /* between preempt_disable and _enable */
+};
+
 struct gang_slot {
 	_Atomic uint32_t state;
 	_Atomic uint32_t park_requested;
@@ -81,7 +98,9 @@ struct gang_slot {
 	int32_t tid;
 	int32_t priority;
 	int32_t gang;
-	uint64_t reserved[5];
+	_Atomic uint32_t defers; /* enum defer_bits, written by the thread itself */
+	uint32_t expedited;	 /* its process gets membarrier's interrupts */
+	uint64_t reserved[4];
 };
 
 struct gang_region {
@@ -91,6 +110,14 @@ struct gang_region {
 	_Alignas(64) _Atomic uint64_t word;
 	_Atomic uint32_t seq;  /* futex: bumped when R changes or a waiter is granted */
 	_Atomic uint32_t acks; /* futex: bumped by every thread that parks */
+	/* Threads asleep on seq and on acks, so that a bump with nobody
+	 * asleep makes no system call. A member that dies asleep leaves its
+	 * count behind: wake-ups for nobody, never one missed. */
+	_Atomic uint32_t seq_sleepers;
+	_Atomic uint32_t ack_sleepers;
+	/* Slots ever taken are below this (they are taken lowest first and
+	 * never moved): scans stop here instead of reading every slot. */
+	_Atomic uint32_t slots_used;
 	_Atomic uint64_t preemptions;
 	_Atomic uint64_t recoveries;
 	uint32_t threshold_at[RTACCEL_GANG_PRIORITY_MAX + 1];
@@ -123,6 +150,12 @@ struct member {
 static __thread struct member self;
 
 static inline void compiler_barrier(void) { atomic_signal_fence(memory_order_seq_cst); }
+
+static int slots_used(struct gang_region *r)
+{
+	uint32_t n = atomic_load_explicit(&r->slots_used, memory_order_acquire);
+	return n < RTACCEL_GANG_MAX_THREADS ? (int)n : RTACCEL_GANG_MAX_THREADS;
+}
 
 int rtaccel_gang_signal(void) { return SIGRTMAX - 2; }
 
@@ -206,10 +239,15 @@ static bool demands(uint32_t state)
 	return state == SLOT_WANT || state == SLOT_RUN || state == SLOT_PARKED;
 }
 
-static void wake_all(_Atomic uint32_t *word)
+/* Bumps a futex word and wakes its sleepers, if it has any. A sleeper counts
+ * itself before it first reads the word and until it is done waiting; the
+ * bump and the count's load are sequentially consistent with those, so
+ * either the waker sees the sleeper or the sleeper sees the bump. */
+static void wake_all(_Atomic uint32_t *word, _Atomic uint32_t *sleepers)
 {
-	atomic_fetch_add_explicit(word, 1, memory_order_release);
-	futex_wake((uint32_t *)word, INT_MAX, true);
+	atomic_fetch_add(word, 1);
+	if (atomic_load(sleepers))
+		futex_wake((uint32_t *)word, INT_MAX, true);
 }
 
 static int send_park(const struct gang_slot *s)
@@ -223,12 +261,12 @@ static void arbitrate(struct gang_region *r)
 	uint64_t frozen;
 	do
 		frozen = (w | W_CONTENDED) + W_GEN_ONE;
-	while (!atomic_compare_exchange_weak_explicit(&r->word, &w, frozen, memory_order_acq_rel,
-						      memory_order_relaxed));
+	while (!atomic_compare_exchange_weak(&r->word, &w, frozen));
 	const uint32_t old_prio = W_PRIO(w);
+	const int used = slots_used(r);
 
 	uint32_t top = 0;
-	for (int i = 0; i < RTACCEL_GANG_MAX_THREADS; i++) {
+	for (int i = 0; i < used; i++) {
 		struct gang_slot *s = &r->slots[i];
 		if (demands(atomic_load_explicit(&s->state, memory_order_acquire)) &&
 		    (uint32_t)s->priority > top)
@@ -238,7 +276,7 @@ static void arbitrate(struct gang_region *r)
 	bool contended = false, granted = false;
 	int targets[RTACCEL_GANG_MAX_THREADS];
 	int ntargets = 0;
-	for (int i = 0; i < RTACCEL_GANG_MAX_THREADS; i++) {
+	for (int i = 0; i < used; i++) {
 		struct gang_slot *s = &r->slots[i];
 		uint32_t st = atomic_load_explicit(&s->state, memory_order_acquire);
 		if (!demands(st))
@@ -259,14 +297,16 @@ static void arbitrate(struct gang_region *r)
 			      (frozen & W_GEN_MASK) | top | ((uint64_t)count << 8) |
 				      (contended ? W_CONTENDED : 0),
 			      memory_order_release);
-	if (top != old_prio || granted)
-		wake_all(&r->seq);
 	/* A preemption is the running priority rising over threads that ran;
 	 * re-signalling them later (recover) is not another one. */
 	if (ntargets && top > old_prio)
 		atomic_fetch_add_explicit(&r->preemptions, 1, memory_order_relaxed);
+	/* Signals before the grant's wake-up: a preemptor woken here counts on
+	 * the lower threads' signals being pending. */
 	for (int i = 0; i < ntargets; i++)
 		send_park(&r->slots[targets[i]]);
+	if (top != old_prio || granted)
+		wake_all(&r->seq, &r->seq_sleepers);
 }
 
 static const char *state_name(uint32_t st)
@@ -278,7 +318,8 @@ static const char *state_name(uint32_t st)
 /* Removes the slots of threads that no longer exist. */
 static void reap(struct gang_region *r)
 {
-	for (int i = 0; i < RTACCEL_GANG_MAX_THREADS; i++) {
+	const int used = slots_used(r);
+	for (int i = 0; i < used; i++) {
 		struct gang_slot *s = &r->slots[i];
 		uint32_t st = atomic_load_explicit(&s->state, memory_order_acquire);
 		if (st == SLOT_FREE)
@@ -303,37 +344,62 @@ static void recover(struct member *m)
 	struct gang_region *r = m->r;
 	region_lock(r, m->tid);
 	reap(r);
-	for (int i = 0; i < RTACCEL_GANG_MAX_THREADS; i++)
+	const int used = slots_used(r);
+	for (int i = 0; i < used; i++)
 		atomic_store_explicit(&r->slots[i].park_requested, 0, memory_order_relaxed);
 	arbitrate(r);
 	region_unlock(r, m->tid);
 }
 
+/* Sleeps while WORD still reads SEEN, at most until the next look for dead
+ * members. */
+static void sleep_on(struct member *m, _Atomic uint32_t *word, uint32_t seen)
+{
+	struct timespec until = rtaccel_deadline_in(CLOCK_MONOTONIC, REAP_PERIOD_NS);
+	if (futex_wait((uint32_t *)word, seen, true, CLOCK_MONOTONIC, &until) == -ETIMEDOUT)
+		recover(m);
+}
+
 /* ---- parking ------------------------------------------------------------ */
+
+/* Whether a park request still stands: another priority runs. The request
+ * is taken back first, so that an arbitration that finds it still set (and
+ * sends no signal of its own) has frozen the word before we read it; a word
+ * frozen mid-arbitration still shows the old priority, and then the
+ * arbitration's outcome is waited for under the region lock. Called outside
+ * the slow path only: this thread does not hold the region lock. */
+static bool park_stands(struct member *m)
+{
+	struct gang_region *r = m->r;
+	atomic_store(&m->slot->park_requested, 0);
+	uint64_t w = atomic_load(&r->word);
+	if (W_PRIO(w) == m->priority && (w & W_CONTENDED)) {
+		region_lock(r, m->tid);
+		w = atomic_load(&r->word);
+		region_unlock(r, m->tid);
+	}
+	return W_PRIO(w) != m->priority;
+}
 
 static void park(struct member *m)
 {
 	struct gang_region *r = m->r;
 	struct gang_slot *s = m->slot;
-	atomic_store_explicit(&s->park_requested, 0, memory_order_relaxed);
-	if (W_PRIO(atomic_load_explicit(&r->word, memory_order_acquire)) == m->priority)
+	if (!park_stands(m))
 		return; /* a stale request: our priority runs */
 	uint32_t run = SLOT_RUN;
 	if (!atomic_compare_exchange_strong(&s->state, &run, SLOT_PARKED))
 		return; /* not in a job */
 	const uint64_t begin = rtaccel_monotonic_ns();
-	wake_all(&r->acks);
+	wake_all(&r->acks, &r->ack_sleepers);
+	atomic_fetch_add(&r->seq_sleepers, 1);
 	for (;;) {
-		uint32_t seq = atomic_load_explicit(&r->seq, memory_order_acquire);
+		uint32_t seq = atomic_load(&r->seq);
 		if (W_PRIO(atomic_load_explicit(&r->word, memory_order_acquire)) == m->priority)
 			break;
-		struct timespec until = rtaccel_deadline_in(CLOCK_MONOTONIC, REAP_PERIOD_NS);
-		if (futex_wait((uint32_t *)&r->seq, seq, true, CLOCK_MONOTONIC, &until) == -ETIMEDOUT) {
-			/* The handler interrupted code outside the slow path, so
-			 * this thread does not hold the region lock. */
-			recover(m);
-		}
+		sleep_on(m, &r->seq, seq);
 	}
+	atomic_fetch_sub(&r->seq_sleepers, 1);
 	atomic_store_explicit(&s->state, SLOT_RUN, memory_order_release);
 	const uint64_t end = rtaccel_monotonic_ns();
 	m->stats.parks++;
@@ -358,8 +424,20 @@ static void on_park_signal(int sig, siginfo_t *info, void *context)
 	errno = saved;
 }
 
+/* The slot says that the thread defers a park before the thread starts to
+ * (a preemptor that read "does not defer" after membarrier knows the handler
+ * will park it), and stops saying so only once it no longer does. */
+static void publish_defers(struct member *m)
+{
+	if (m->slot)
+		atomic_store(&m->slot->defers, (m->in_slow ? DEFER_SLOW : 0) |
+						       (m->nopreempt ? DEFER_NOPREEMPT : 0));
+}
+
 static void enter_slow(struct member *m)
 {
+	if (m->slot)
+		atomic_store(&m->slot->defers, DEFER_SLOW | (m->nopreempt ? DEFER_NOPREEMPT : 0));
 	m->in_slow = 1;
 	compiler_barrier();
 }
@@ -370,14 +448,18 @@ static void leave_slow(struct member *m)
 	m->in_slow = 0;
 	compiler_barrier();
 	if (m->pending && !m->nopreempt) {
+		/* Out of a job too: park() takes the request back, so that the
+		 * next arbitration signals this thread again. */
 		m->pending = 0;
-		if (m->in_job)
-			park(m);
+		park(m);
 	}
+	publish_defers(m);
 }
 
 void rtaccel_gang_preempt_disable(void)
 {
+	if (!self.nopreempt && self.slot)
+		atomic_store(&self.slot->defers, DEFER_NOPREEMPT | (self.in_slow ? DEFER_SLOW : 0));
 	self.nopreempt++;
 	compiler_barrier();
 }
@@ -385,24 +467,58 @@ void rtaccel_gang_preempt_disable(void)
 void rtaccel_gang_preempt_enable(void)
 {
 	compiler_barrier();
-	if (--self.nopreempt == 0 && self.pending && !self.in_slow) {
-		self.pending = 0;
-		if (self.r && self.in_job)
-			park(&self);
+	if (--self.nopreempt == 0) {
+		if (self.pending && !self.in_slow) {
+			self.pending = 0;
+			if (self.r)
+				park(&self);
+		}
+		publish_defers(&self);
 	}
 }
 
 /* ---- jobs ---------------------------------------------------------------- */
 
-static bool lower_running(struct gang_region *r, uint32_t prio)
+enum lower_kind {
+	LOWER_IN_JOB,	  /* every lower thread in a job and not parked */
+	LOWER_UNSTOPPED, /* those of them a pending park signal does not stop */
+};
+
+static bool lower_running(struct gang_region *r, uint32_t prio, enum lower_kind kind)
 {
-	for (int i = 0; i < RTACCEL_GANG_MAX_THREADS; i++) {
+	const int used = slots_used(r);
+	for (int i = 0; i < used; i++) {
 		const struct gang_slot *s = &r->slots[i];
-		if ((uint32_t)s->priority < prio &&
-		    atomic_load_explicit(&s->state, memory_order_acquire) == SLOT_RUN)
+		if ((uint32_t)s->priority >= prio ||
+		    atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_RUN)
+			continue;
+		if (kind == LOWER_IN_JOB || atomic_load(&s->defers) || !s->expedited)
 			return true;
 	}
 	return false;
+}
+
+/* Whether this process asked for membarrier's interrupts: -1 not yet. */
+static _Atomic int process_expedited = -1;
+
+static bool register_expedited(void)
+{
+	int known = atomic_load(&process_expedited);
+	if (known < 0) {
+		known = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
+		atomic_store(&process_expedited, known);
+	}
+	return known;
+}
+
+/* Once every lower thread in a job has its park signal pending: an
+ * interrupt on every CPU that runs a member process, and back. After it no
+ * lower thread runs its own code, except those that defer. */
+static enum lower_kind stop_lower(void)
+{
+	if (syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) == 0)
+		return LOWER_UNSTOPPED;
+	return LOWER_IN_JOB;
 }
 
 static int begin_slow(struct member *m)
@@ -415,23 +531,27 @@ static int begin_slow(struct member *m)
 	region_unlock(r, m->tid);
 
 	bool waited = false;
+	atomic_fetch_add(&r->seq_sleepers, 1);
 	for (;;) {
-		uint32_t seq = atomic_load_explicit(&r->seq, memory_order_acquire);
+		uint32_t seq = atomic_load(&r->seq);
 		if (atomic_load_explicit(&m->slot->state, memory_order_acquire) == SLOT_RUN)
 			break;
 		waited = true;
-		struct timespec until = rtaccel_deadline_in(CLOCK_MONOTONIC, REAP_PERIOD_NS);
-		if (futex_wait((uint32_t *)&r->seq, seq, true, CLOCK_MONOTONIC, &until) == -ETIMEDOUT)
-			recover(m);
+		sleep_on(m, &r->seq, seq);
 	}
-	/* Granted: run once every lower thread has stopped. */
-	for (;;) {
-		uint32_t acks = atomic_load_explicit(&r->acks, memory_order_acquire);
-		if (!lower_running(r, m->priority))
-			break;
-		struct timespec until = rtaccel_deadline_in(CLOCK_MONOTONIC, REAP_PERIOD_NS);
-		if (futex_wait((uint32_t *)&r->acks, acks, true, CLOCK_MONOTONIC, &until) == -ETIMEDOUT)
-			recover(m);
+	atomic_fetch_sub(&r->seq_sleepers, 1);
+	/* Granted, and the arbitration that granted us signalled every lower
+	 * thread in a job: run once they have stopped. */
+	if (lower_running(r, m->priority, LOWER_IN_JOB)) {
+		const enum lower_kind kind = stop_lower();
+		atomic_fetch_add(&r->ack_sleepers, 1);
+		for (;;) {
+			uint32_t acks = atomic_load(&r->acks);
+			if (!lower_running(r, m->priority, kind))
+				break;
+			sleep_on(m, &r->acks, acks);
+		}
+		atomic_fetch_sub(&r->ack_sleepers, 1);
 	}
 	m->in_job = true;
 	m->stats.jobs++;
@@ -472,6 +592,9 @@ static void end_slow(struct member *m)
 	atomic_store_explicit(&m->slot->park_requested, 0, memory_order_relaxed);
 	arbitrate(m->r);
 	region_unlock(m->r, m->tid);
+	/* A preemptor may be waiting for this thread, which deferred its park
+	 * past the end of its job. */
+	wake_all(&m->r->acks, &m->r->ack_sleepers);
 	leave_slow(m);
 }
 
@@ -552,6 +675,7 @@ int rtaccel_gang_join(rtaccel_gang_lock_t *lock, const char *gang, int priority,
 		return err;
 	struct gang_region *r = lock->region;
 	const uint32_t tid = rtaccel_self_tid();
+	const bool expedited = register_expedited();
 	region_lock(r, tid);
 	int g = -1, free_gang = -1;
 	for (int i = 0; i < RTACCEL_GANG_MAX_GANGS; i++) {
@@ -590,6 +714,10 @@ int rtaccel_gang_join(rtaccel_gang_lock_t *lock, const char *gang, int priority,
 	s->tid = (int32_t)tid;
 	s->priority = priority;
 	s->gang = g;
+	s->expedited = expedited;
+	if ((uint32_t)slot >= atomic_load(&r->slots_used))
+		atomic_store_explicit(&r->slots_used, (uint32_t)slot + 1, memory_order_release);
+	atomic_store(&s->defers, 0);
 	atomic_store(&s->park_requested, 0);
 	atomic_store_explicit(&s->state, SLOT_IDLE, memory_order_release);
 	memset(m, 0, sizeof(*m));
@@ -686,7 +814,8 @@ int rtaccel_gang_lock_status(const rtaccel_gang_lock_t *lock, struct rtaccel_gan
 	uint64_t w = atomic_load_explicit(&r->word, memory_order_acquire);
 	out->running_priority = (int)W_PRIO(w);
 	out->threshold_mbps = r->threshold_at[W_PRIO(w)];
-	for (int i = 0; i < RTACCEL_GANG_MAX_THREADS; i++) {
+	const int used = slots_used(r);
+	for (int i = 0; i < used; i++) {
 		uint32_t st = atomic_load_explicit(&r->slots[i].state, memory_order_acquire);
 		out->members += st != SLOT_FREE;
 		out->waiting += st == SLOT_WANT;
