@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -82,8 +83,10 @@ static void *low_thread(void *arg)
 	atomic_fetch_add(&sh->ready, 1);
 	while (!atomic_load_explicit(&sh->quit, memory_order_relaxed))
 		atomic_store_explicit(&sh->stamp[i], rtaccel_monotonic_ns(), memory_order_relaxed);
-	if (use_gang_in_low)
+	if (use_gang_in_low) {
 		rtaccel_gang_job_end();
+		rtaccel_gang_leave();
+	}
 	return NULL;
 }
 
@@ -305,6 +308,22 @@ static void round_of(enum mech m, pid_t low, int threads, struct result *r)
 
 static double us_at(const struct result *r, double p) { return (double)pct(r, p) / 1e3; }
 
+/* The floor under any preemption that confirms the lower threads stopped on
+ * the other cores: one interrupt to them and back, as the gang lock sends it
+ * (membarrier, to every CPU running a member process), while the lower gang
+ * spins, at the rounds' pace (an interrupt sent after a sleep costs more in
+ * a VM than one of a quick series). */
+static void interrupt_round_trips(int n, struct result *r)
+{
+	for (int i = 0; i < n; i++) {
+		rtaccel_sleep_ns(GAP_NS);
+		const uint64_t t0 = rtaccel_monotonic_ns();
+		if (syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) != 0)
+			return;
+		r->ns[r->n++] = rtaccel_monotonic_ns() - t0;
+	}
+}
+
 static void print_stats(FILE *out, const struct result *r, int json)
 {
 	if (json)
@@ -410,6 +429,7 @@ int main(int argc, char **argv)
 	memset(all, 0, sizeof(all));
 	for (int m = 0; m < M_COUNT; m++)
 		all[m].ns = calloc((size_t)rounds * nsizes, sizeof(uint64_t));
+	struct result ipi = {.ns = calloc((size_t)rounds * nsizes, sizeof(uint64_t))};
 	for (int s = 0; s < nsizes; s++) {
 		for (int m = 0; m < M_COUNT; m++) {
 			res[s][m].ns = calloc((size_t)rounds, sizeof(uint64_t));
@@ -426,6 +446,7 @@ int main(int argc, char **argv)
 			round_of(M_BASELINE, low, sizes[s], &res[s][M_BASELINE]);
 			round_of(M_GANG, low, sizes[s], &res[s][M_GANG]);
 		}
+		interrupt_round_trips(rounds, &ipi);
 		rtaccel_gang_leave();
 		stop_low(low);
 		/* The other mechanisms over plain spinning threads. */
@@ -451,6 +472,7 @@ int main(int argc, char **argv)
 	}
 	for (int m = 0; m < M_COUNT; m++)
 		rtaccel_sort_u64(all[m].ns, (size_t)all[m].n);
+	rtaccel_sort_u64(ipi.ns, (size_t)ipi.n);
 	double job_ns, mutex_ns;
 	if (uncontended(&job_ns, &mutex_ns)) {
 		fprintf(stderr, "rtaccel-gang-bench: cannot join the gang lock\n");
@@ -473,6 +495,9 @@ int main(int argc, char **argv)
 		       p50_ratio, p99_ratio, slow, p50_ratio <= 1.5 && p99_ratio <= 1.5 && !slow ? "true" : "false");
 		printf(" \"rt_throttling\": {\"runtime_us\": %ld, \"period_us\": %ld},\n", rt_runtime_us,
 		       rt_period_us);
+		if (ipi.n)
+			printf(" \"interrupt_round_trip_us\": {\"p50\": %.2f, \"p99\": %.2f},\n",
+			       us_at(&ipi, 50), us_at(&ipi, 99));
 		printf(" \"uncontended_ns\": {\"job_begin_end\": %.1f, \"pthread_mutex_lock_unlock\": %.1f},\n",
 		       job_ns, mutex_ns);
 		printf(" \"baseline\": ");
@@ -507,6 +532,9 @@ int main(int argc, char **argv)
 		printf("# viol: rounds in which a lower thread ran beside the high gang\n");
 		printf("# uncontended job_begin + job_end: %.1f ns (pthread_mutex lock + unlock: %.1f ns)\n",
 		       job_ns, mutex_ns);
+		if (ipi.n)
+			printf("# an interrupt to the other cores and back (membarrier): p50 %.1f us, p99 %.1f us\n",
+			       us_at(&ipi, 50), us_at(&ipi, 99));
 		if (rt_runtime_us >= 0)
 			printf("# the kernel's real-time throttling was on (sched_rt_runtime_us %ld of %ld): a lower\n"
 			       "# gang spinning on every core reaches it, and a round then waits out the period's\n"
