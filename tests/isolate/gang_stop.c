@@ -49,11 +49,17 @@ static int set_fifo(int prio)
 	return pthread_setschedparam(pthread_self(), prio ? SCHED_FIFO : SCHED_OTHER, &sp);
 }
 
-static void record_parks(void)
+/* A lower thread in its job: spins, stamping its progress, until told to
+ * stop; then ends the job, says how often it parked, and leaves. */
+static void spin_then_leave(void)
 {
+	while (!atomic_load(&sh.stop))
+		atomic_store(&sh.stamp, now_ns(CLOCK_MONOTONIC));
+	CHECK_EQ(rtaccel_gang_job_end(), 0);
 	struct rtaccel_gang_thread_stats ts;
 	CHECK_EQ(rtaccel_gang_self_stats(&ts), 0);
 	atomic_store(&sh.parks, ts.parks);
+	CHECK_EQ(rtaccel_gang_leave(), 0);
 }
 
 /* ---- a thread in a preempt_disable section is waited for ---------------- */
@@ -69,11 +75,7 @@ static void *deferring_low(void *arg)
 		;
 	atomic_store(&sh.section_end, now_ns(CLOCK_MONOTONIC));
 	rtaccel_gang_preempt_enable();
-	while (!atomic_load(&sh.stop))
-		atomic_store(&sh.stamp, now_ns(CLOCK_MONOTONIC));
-	CHECK_EQ(rtaccel_gang_job_end(), 0);
-	record_parks();
-	CHECK_EQ(rtaccel_gang_leave(), 0);
+	spin_then_leave();
 	return NULL;
 }
 
@@ -122,11 +124,7 @@ static void *spinning_low(void *arg)
 	CHECK_EQ(rtaccel_gang_join(lock, "low", 10, 0), 0);
 	CHECK_EQ(rtaccel_gang_job_begin(), 0);
 	atomic_store(&sh.ready, 1);
-	while (!atomic_load(&sh.stop))
-		atomic_store(&sh.stamp, now_ns(CLOCK_MONOTONIC));
-	CHECK_EQ(rtaccel_gang_job_end(), 0);
-	record_parks();
-	CHECK_EQ(rtaccel_gang_leave(), 0);
+	spin_then_leave();
 	return NULL;
 }
 
