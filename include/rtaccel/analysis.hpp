@@ -41,6 +41,29 @@ struct Options {
   // waits for its accelerator segments, so by default rtaccel charges those
   // too. false reproduces the paper's term exactly.
   bool lp_blocking_includes_accelerator = true;
+  // A single-threaded executor holds its thread while a callback waits for
+  // its segment, so no other segment of the same executor is queued or
+  // running meanwhile: such segments are left out of a segment's hps and
+  // lps (Lemmas 2 and 3). A higher-priority chain's segments on the same
+  // executor are interference on the executor already. false: the paper's
+  // sets, every chain of higher (lower) priority on the accelerator.
+  bool one_segment_per_executor = true;
+  // Lemma 1 counts ceil(t/T) + 1 activations of a higher-priority chain in a
+  // window t (its release jitter added to t). Once that chain has a bound R
+  // (from its nominal release to its end, jitter included), all of an
+  // activation's work lies within R of the release, so at most
+  // ceil((t + R) / T) activations reach the window; the smaller count is
+  // taken. false: Lemma 1's count only.
+  bool jitter_from_bounds = true;
+
+  // The paper's analysis exactly: its Lemma 4 blocking and its hps and lps.
+  static Options paper() {
+    Options options;
+    options.lp_blocking_includes_accelerator = false;
+    options.one_segment_per_executor = false;
+    options.jitter_from_bounds = false;
+    return options;
+  }
 };
 
 // The terms of a chain's bound; they add up to wcrt_ns.

@@ -45,7 +45,7 @@ struct Entry {
   int bucket = 0;       // b(tau_{i,j}), from the request priority
   std::vector<size_t> hps;  // hps(tau_{i,j}): entries of HP chains, same accelerator
   uint64_t max_lp_same_bucket = 0;  // max over lps(tau_{i,j}) in b(tau_{i,j}) of A*
-  uint64_t lemma2 = kUnbounded;     // H_{c,i,j} of Lemma 2
+  uint64_t lemma2 = kUnbounded;     // H_{c,i,j} of Lemma 2 with Lemma 1's counts (no chain bounded yet)
 };
 
 struct Subchain {
@@ -94,9 +94,15 @@ class Analysis {
   int priority(size_t chain) const { return workload_.chains[chain].priority; }
   uint64_t period(size_t chain) const { return workload_.chains[chain].period_ns; }
   // Activations of `chain` within a window: with release jitter J, a window of
-  // length t sees the releases of a window of t + J.
+  // length t sees the releases of a window of t + J (Lemma 1). A chain already
+  // bounded by R does all of an activation's work within R of its nominal
+  // release: activations released in a span of t + R, at most ceil((t + R)/T).
   uint64_t released(uint64_t window_ns, size_t chain) const {
-    return arrivals(add(window_ns, workload_.release_jitter_ns), period(chain));
+    const uint64_t lemma1 = arrivals(add(window_ns, workload_.release_jitter_ns), period(chain));
+    if (!options_.jitter_from_bounds || chain >= results_.size() || !results_[chain].bounded) return lemma1;
+    const uint64_t span = add(window_ns, results_[chain].wcrt_ns);
+    const uint64_t by_bound = span / period(chain) + (span % period(chain) ? 1 : 0);
+    return std::min(lemma1, by_bound);
   }
 
   void build_entries() {
@@ -128,9 +134,14 @@ class Analysis {
       }
     }
     for (Entry& e : entries_) {
+      const size_t executor = workload_.callbacks[e.callback].executor;
+      const bool holds_executor = options_.one_segment_per_executor && workload_.executors[executor].threads == 1;
       for (size_t x = 0; x < entries_.size(); ++x) {
         const Entry& o = entries_[x];
         if (o.accelerator != e.accelerator || o.chain == e.chain) continue;
+        // While e's callback waits for e, its single-threaded executor runs
+        // nothing else: a segment issued there is neither queued nor running.
+        if (holds_executor && workload_.callbacks[o.callback].executor == executor) continue;
         if (priority(o.chain) > priority(e.chain)) {
           e.hps.push_back(x);
         } else if (o.bucket == e.bucket) {
@@ -226,7 +237,7 @@ class Analysis {
         if (options_.lp_blocking_includes_accelerator) {
           for (size_t i : o.entries) {
             if (entries_[i].callback != cb) continue;
-            hold = add(hold, add(entries_[i].lemma2, epsilon_));
+            hold = add(hold, add(lemma2(entries_[i], max_period_), epsilon_));
             depend_on_hps(c, entries_[i]);
           }
         }
@@ -240,7 +251,7 @@ class Analysis {
     std::set<size_t> lemma3_hps;
     for (size_t i : s.entries) {
       const Entry& e = entries_[i];
-      lemma2_sum = add(lemma2_sum, e.lemma2);
+      lemma2_sum = add(lemma2_sum, lemma2(e, max_period_));
       lemma3_base = add(lemma3_base, add(e.a_star, e.max_lp_same_bucket));
       lemma3_hps.insert(e.hps.begin(), e.hps.end());
       depend_on_hps(c, e);
