@@ -55,6 +55,21 @@ struct Options {
   // ceil((t + R) / T) activations reach the window; the smaller count is
   // taken. false: Lemma 1's count only.
   bool jitter_from_bounds = true;
+  // The blocking callback's segments and the sub-chain's own are issued one
+  // after another from one executor, within the sub-chain's window: one
+  // activation of a higher chain delays them all at most once. Their wait
+  // is bounded together by Lemma 3 over the union of their hps, when that
+  // is less than the blocking callback's Lemma 2 bounds plus the sub-chain's
+  // own handling time. Only with lp_blocking_includes_accelerator.
+  bool blocking_shares_arrivals = true;
+  // A callback that every firing of which belongs to an activation of a
+  // chain (the chain's head, or triggered by a topic only its predecessor on
+  // the path publishes: see owned_) is counted once, not once per chain that
+  // contains it: its segments' arrivals are at most those of the slowest
+  // owning chain, and it adds nothing to the interference on a chain that
+  // owns it, whose window holds only its own firing (the bound within the
+  // period). The Autoware hot paths share their tail this way.
+  bool shared_callbacks_once = true;
 
   // The paper's analysis exactly: its Lemma 4 blocking and its hps and lps.
   static Options paper() {
@@ -62,6 +77,8 @@ struct Options {
     options.lp_blocking_includes_accelerator = false;
     options.one_segment_per_executor = false;
     options.jitter_from_bounds = false;
+    options.blocking_shares_arrivals = false;
+    options.shared_callbacks_once = false;
     return options;
   }
 };

@@ -30,6 +30,8 @@ analysis::Options make_options(const std::string& horizon, bool paper, bool refi
   if (!paper && !refine) {
     options.one_segment_per_executor = false;
     options.jitter_from_bounds = false;
+    options.blocking_shares_arrivals = false;
+    options.shared_callbacks_once = false;
   }
   options.horizon = parse_horizon(horizon);
   return options;

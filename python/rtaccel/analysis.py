@@ -118,10 +118,10 @@ def format_table(path: str, workload, results, options: dict) -> str:
          f"{workload.gang_preemption_ns / 1000:.0f} us, charged twice per higher-priority job"
          if options.get("gang") else
          f"# horizon: {options['horizon']}; "
-         + ("the paper's analysis as printed (lower-priority blocking: CPU only)"
+         + ("analysis: the paper's as printed (lower-priority blocking: CPU only)"
             if options["paper_blocking"] else
-            "lower-priority blocking: CPU and accelerator; one segment per executor; "
-            "activations bounded by higher chains' bounds")),
+            "analysis: rtaccel's (lower-priority blocking: CPU and accelerator; "
+            "the refinements of docs/analysis.md)")),
         *([f"# overheads at least this machine's ({options['calibration']['path']}): "
            f"epsilon {options['calibration']['epsilon_us']:.0f} us, "
            f"kappa {options['calibration']['kappa_us']:.0f} us, release jitter "

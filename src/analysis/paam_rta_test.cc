@@ -30,6 +30,8 @@ Options unrefined() {
   Options options;
   options.one_segment_per_executor = false;
   options.jitter_from_bounds = false;
+  options.blocking_shares_arrivals = false;
+  options.shared_callbacks_once = false;
   return options;
 }
 
@@ -435,7 +437,94 @@ TEST(Refinements, AHigherChainsBoundLimitsItsActivationsInAWindow) {
   EXPECT_EQ(find(q, "log").subchains[0].lemma2_ns, 30200 * kUs);
 }
 
-// Both, as `rtaccel analyze` runs by default; the paper's analysis untouched.
+// The blocking callback's segment and ours wait in one window: H (T=100,
+// bound 1 + 10 = 11, on its own executor) releases once in it, and its
+// segment delays L's or C's, not both. C (E=1, A=2) above L (E=5, A=3) on
+// e0; three levels, no kappa, no epsilon.
+TEST(Refinements, ABlockingSegmentAndOursShareTheHigherActivations) {
+  auto w = load(R"(
+version: 1
+name: shared_window
+platform:
+  accelerators: [{name: acc, backend: cpu, core: 3, priority_levels: 3}]
+server: {core: 3, overhead_us: 0}
+executors:
+  - {name: e0, core: 0, priority: 50}
+  - {name: e1, core: 1, priority: 50}
+callbacks:
+  - {name: h, executor: e1, trigger: {timer_ms: 100}, cpu_us: 1000, segments: [{accelerator: acc, service: busy, wcet_us: 10000}]}
+  - {name: c, executor: e0, trigger: {timer_ms: 200}, cpu_us: 1000, segments: [{accelerator: acc, service: busy, wcet_us: 2000}]}
+  - {name: l, executor: e0, trigger: {timer_ms: 400}, cpu_us: 5000, segments: [{accelerator: acc, service: busy, wcet_us: 3000}]}
+chains:
+  - {name: H, priority: 3, path: [h]}
+  - {name: C, priority: 2, path: [c]}
+  - {name: L, priority: 1, path: [l]}
+)");
+  // Apart: L's segment, 3 + min(2, ceil((3 + 11)/100)) * 10 = 13 (C's own
+  // segment is of e0, left out), so B = 5 + 13 = 18; C's, 2 + 10 = 12.
+  // C = 18 + 1 + 12 = 31.
+  Options apart;
+  apart.blocking_shares_arrivals = false;
+  EXPECT_EQ(find(analyze(w, apart), "C").wcrt_ns, 31 * kMs);
+  // Together: R0 = 5 + 1 + 2 = 8; Lemma 3 over both segments, 3 + 2 + one
+  // H (ceil((8 + 11)/100) = 1) * 10 = 15, less C's own 12: L's segment adds
+  // 3, B = 8, R1 = 8 + 1 + 12 = 21; ceil((21 + 11)/100) = 1 again: 21. By
+  // hand: L starts just before C, H's segment queues before L's or C's.
+  const auto& c = find(analyze(w), "C");
+  EXPECT_EQ(c.wcrt_ns, 21 * kMs);
+  EXPECT_EQ(c.breakdown.blocking_ns, 8 * kMs);
+  EXPECT_EQ(c.breakdown.accelerator_ns, 12 * kMs);
+}
+
+// Two chains F and R fuse their sources into one callback and share its tail
+// (as the Autoware hot paths do); B on another core shares the accelerator.
+// Three levels, no kappa, no epsilon.
+TEST(Refinements, ASharedTailIsCountedOnce) {
+  auto w = load(R"(
+version: 1
+name: shared_tail
+platform:
+  accelerators: [{name: acc, backend: cpu, core: 3, priority_levels: 3}]
+server: {core: 3, overhead_us: 0}
+executors:
+  - {name: e0, core: 0, priority: 50}
+  - {name: e1, core: 1, priority: 50}
+callbacks:
+  - {name: f_src, executor: e0, trigger: {timer_ms: 100}, publishes: tf, cpu_us: 1000}
+  - {name: r_src, executor: e0, trigger: {timer_ms: 100}, publishes: tr, cpu_us: 1000}
+  - {name: fuse, executor: e0, trigger: {topics: [tf, tr]}, publishes: tt, cpu_us: 2000,
+     segments: [{accelerator: acc, service: busy, wcet_us: 4000}]}
+  - {name: tail, executor: e0, trigger: {topic: tt}, cpu_us: 1000}
+  - {name: b, executor: e1, trigger: {timer_ms: 100}, cpu_us: 1000, segments: [{accelerator: acc, service: busy, wcet_us: 2000}]}
+chains:
+  - {name: F, priority: 3, path: [f_src, fuse, tail]}
+  - {name: R, priority: 2, path: [r_src, fuse, tail]}
+  - {name: B, priority: 1, path: [b]}
+)");
+  // fuse fires once per pair of sources: each firing belongs to one F and
+  // one R activation (a topic each; the loader gives a topic one publisher).
+  // F: blocked by R's longest callback, fuse itself: 2 + 4 = 6; own 4 + 4:
+  // F = 14 either way.
+  Options apart;
+  apart.shared_callbacks_once = false;
+  auto a = analyze(w, apart);
+  auto r = analyze(w);
+  EXPECT_EQ(find(a, "F").wcrt_ns, 14 * kMs);
+  EXPECT_EQ(find(r, "F").wcrt_ns, 14 * kMs);
+  // R: own 4 + 4 = 8, and F's activation: apart, all of it again (4 + 4):
+  // 16. Once: fuse and tail of F's activation are R's own firings, only
+  // f_src (1) is F's: 9. By hand: both sources at 0, f_src 1, r_src 1,
+  // fuse 2 + 4, tail 1: R ends at 9.
+  EXPECT_EQ(find(a, "R").wcrt_ns, 16 * kMs);
+  EXPECT_EQ(find(r, "R").wcrt_ns, 9 * kMs);
+  EXPECT_EQ(find(r, "R").breakdown.interference_ns, 1 * kMs);
+  // B: its segment behind the fused one, once a period, not once per chain:
+  // 1 + 2 + 4 = 7 (apart, 1 + 2 + 4 + 4 = 11).
+  EXPECT_EQ(find(a, "B").wcrt_ns, 11 * kMs);
+  EXPECT_EQ(find(r, "B").wcrt_ns, 7 * kMs);
+}
+
+// All, as `rtaccel analyze` runs by default; the paper's analysis untouched.
 TEST(Refinements, TogetherByDefaultAndNeverInThePapersAnalysis) {
   auto r = analyze(load(kQuickstart));
   // hot 38.28 as with one segment per executor; log: R0 = 25.14, mu =
