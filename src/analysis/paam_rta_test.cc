@@ -437,20 +437,24 @@ TEST(Refinements, AHigherChainsBoundLimitsItsActivationsInAWindow) {
   EXPECT_EQ(find(q, "log").subchains[0].lemma2_ns, 30200 * kUs);
 }
 
-// The blocking callback's segment and ours wait in one window: H (T=100,
-// bound 1 + 10 = 11, on its own executor) releases once in it, and its
-// segment delays L's or C's, not both. C (E=1, A=2) above L (E=5, A=3) on
-// e0; three levels, no kappa, no epsilon.
-TEST(Refinements, ABlockingSegmentAndOursShareTheHigherActivations) {
-  auto w = load(R"(
-version: 1
-name: shared_window
+// Executors e0 and e1 on cores 0 and 1, one accelerator of three levels
+// (no kappa) with its server on core 3 (no epsilon).
+std::string two_executors(const char* name) {
+  return std::string("version: 1\nname: ") + name + R"(
 platform:
   accelerators: [{name: acc, backend: cpu, core: 3, priority_levels: 3}]
 server: {core: 3, overhead_us: 0}
 executors:
   - {name: e0, core: 0, priority: 50}
-  - {name: e1, core: 1, priority: 50}
+  - {name: e1, core: 1, priority: 50})";
+}
+
+// The blocking callback's segment and ours wait in one window: H (T=100,
+// bound 1 + 10 = 11, on its own executor) releases once in it, and its
+// segment delays L's or C's, not both. C (E=1, A=2) above L (E=5, A=3) on
+// e0; three levels, no kappa, no epsilon.
+TEST(Refinements, ABlockingSegmentAndOursShareTheHigherActivations) {
+  auto w = load(two_executors("shared_window") + R"(
 callbacks:
   - {name: h, executor: e1, trigger: {timer_ms: 100}, cpu_us: 1000, segments: [{accelerator: acc, service: busy, wcet_us: 10000}]}
   - {name: c, executor: e0, trigger: {timer_ms: 200}, cpu_us: 1000, segments: [{accelerator: acc, service: busy, wcet_us: 2000}]}
@@ -480,15 +484,7 @@ chains:
 // (as the Autoware hot paths do); B on another core shares the accelerator.
 // Three levels, no kappa, no epsilon.
 TEST(Refinements, ASharedTailIsCountedOnce) {
-  auto w = load(R"(
-version: 1
-name: shared_tail
-platform:
-  accelerators: [{name: acc, backend: cpu, core: 3, priority_levels: 3}]
-server: {core: 3, overhead_us: 0}
-executors:
-  - {name: e0, core: 0, priority: 50}
-  - {name: e1, core: 1, priority: 50}
+  auto w = load(two_executors("shared_tail") + R"(
 callbacks:
   - {name: f_src, executor: e0, trigger: {timer_ms: 100}, publishes: tf, cpu_us: 1000}
   - {name: r_src, executor: e0, trigger: {timer_ms: 100}, publishes: tr, cpu_us: 1000}
