@@ -474,7 +474,8 @@ chains:
   // H (ceil((8 + 11)/100) = 1) * 10 = 15, less C's own 12: L's segment adds
   // 3, B = 8, R1 = 8 + 1 + 12 = 21; ceil((21 + 11)/100) = 1 again: 21. By
   // hand: L starts just before C, H's segment queues before L's or C's.
-  const auto& c = find(analyze(w), "C");
+  const auto results = analyze(w);
+  const auto& c = find(results, "C");
   EXPECT_EQ(c.wcrt_ns, 21 * kMs);
   EXPECT_EQ(c.breakdown.blocking_ns, 8 * kMs);
   EXPECT_EQ(c.breakdown.accelerator_ns, 12 * kMs);
