@@ -23,17 +23,10 @@ analysis::Horizon parse_horizon(const std::string& text) {
   throw py::value_error("horizon must be 'deadline' or 'period', got '" + text + "'");
 }
 
-// paper: the printed analysis exactly (analysis::Options::paper()); else
-// rtaccel's, with its refinements unless refine is false.
-analysis::Options make_options(const std::string& horizon, bool paper, bool refine = true) {
-  analysis::Options options = paper ? analysis::Options::paper() : analysis::Options{};
-  if (!paper && !refine) {
-    options.one_segment_per_executor = false;
-    options.jitter_from_bounds = false;
-    options.blocking_shares_arrivals = false;
-    options.shared_callbacks_once = false;
-  }
+analysis::Options make_options(const std::string& horizon, bool lp_blocking_includes_accelerator) {
+  analysis::Options options;
   options.horizon = parse_horizon(horizon);
+  options.lp_blocking_includes_accelerator = lp_blocking_includes_accelerator;
   return options;
 }
 
@@ -179,10 +172,10 @@ PYBIND11_MODULE(_core, m) {
 
   m.def(
       "analyze",
-      [](const workload::Workload& w, const std::string& horizon, bool paper, bool refine) {
-        return analysis::analyze(w, make_options(horizon, paper, refine));
+      [](const workload::Workload& w, const std::string& horizon, bool lp_blocking_includes_accelerator) {
+        return analysis::analyze(w, make_options(horizon, lp_blocking_includes_accelerator));
       },
-      py::arg("workload"), py::arg("horizon") = "period", py::arg("paper") = false, py::arg("refine") = true,
+      py::arg("workload"), py::arg("horizon") = "period", py::arg("lp_blocking_includes_accelerator") = true,
       "PAAM response-time analysis of every chain (Theorem 1).");
   m.def(
       "analyze_gangs",
@@ -477,13 +470,13 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "acceptance",
       [](const analysis::ChainsetParams& params, int sets, uint64_t seed, const std::string& horizon,
-         bool paper) {
-        const auto options = make_options(horizon, paper);
+         bool lp_blocking_includes_accelerator) {
+        const auto options = make_options(horizon, lp_blocking_includes_accelerator);
         py::gil_scoped_release release;  // lets experiment points run on several threads
         auto a = analysis::acceptance(params, sets, seed, options);
         return std::make_pair(a.schedulable, a.sets);
       },
       py::arg("params"), py::arg("sets"), py::arg("seed"), py::arg("horizon") = "deadline",
-      py::arg("paper") = false,
+      py::arg("lp_blocking_includes_accelerator") = true,
       "Number of schedulable chainsets out of `sets` generated from `seed`: (schedulable, sets).");
 }
