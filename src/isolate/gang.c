@@ -427,17 +427,16 @@ static void on_park_signal(int sig, siginfo_t *info, void *context)
 /* The slot says that the thread defers a park before the thread starts to
  * (a preemptor that read "does not defer" after membarrier knows the handler
  * will park it), and stops saying so only once it no longer does. */
-static void publish_defers(struct member *m)
+static void publish_defers(struct member *m, bool in_slow, bool nopreempt)
 {
 	if (m->slot)
-		atomic_store(&m->slot->defers, (m->in_slow ? DEFER_SLOW : 0) |
-						       (m->nopreempt ? DEFER_NOPREEMPT : 0));
+		atomic_store(&m->slot->defers,
+			     (in_slow ? DEFER_SLOW : 0) | (nopreempt ? DEFER_NOPREEMPT : 0));
 }
 
 static void enter_slow(struct member *m)
 {
-	if (m->slot)
-		atomic_store(&m->slot->defers, DEFER_SLOW | (m->nopreempt ? DEFER_NOPREEMPT : 0));
+	publish_defers(m, true, m->nopreempt);
 	m->in_slow = 1;
 	compiler_barrier();
 }
@@ -453,13 +452,13 @@ static void leave_slow(struct member *m)
 		m->pending = 0;
 		park(m);
 	}
-	publish_defers(m);
+	publish_defers(m, false, m->nopreempt);
 }
 
 void rtaccel_gang_preempt_disable(void)
 {
-	if (!self.nopreempt && self.slot)
-		atomic_store(&self.slot->defers, DEFER_NOPREEMPT | (self.in_slow ? DEFER_SLOW : 0));
+	if (!self.nopreempt)
+		publish_defers(&self, self.in_slow, true);
 	self.nopreempt++;
 	compiler_barrier();
 }
@@ -473,7 +472,7 @@ void rtaccel_gang_preempt_enable(void)
 			if (self.r)
 				park(&self);
 		}
-		publish_defers(&self);
+		publish_defers(&self, self.in_slow, false);
 	}
 }
 
