@@ -15,8 +15,11 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/ucontext.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,6 +30,7 @@
 #include <cstddef>
 #include <cstring>
 #include <fstream>
+#include <new>
 #include <random>
 #include <sstream>
 #include <string>
@@ -735,11 +739,51 @@ TEST(Server, AsynchronousRequestsOverlapCpuWork) {
   EXPECT_EQ(rtaccel_wait(r, &timeout, 10 * kSecond, nullptr), 0);
 }
 
+// What the child of SubmitAndSpinCompletionMakeNoSystemCall saw, in memory
+// it shares with the test.
+struct SyscallCount {
+  uint32_t clean;       // iterations with no system call
+  uint32_t excused;     // with one, after a stall long enough to explain it
+  uint32_t unexcused;   // with one and no such stall: the defect looked for
+  int nr;               // the first unexcused system call's number
+  uint64_t stall_ns;    // how long that iteration had taken
+};
+
+volatile sig_atomic_t g_trapped;
+volatile sig_atomic_t g_trapped_nr;
+
+// The filter traps every system call but exit_group and rt_sigreturn; this
+// counts it and makes it fail with ENOSYS, which the client survives: a failed
+// liveness poll reads as a live server, and a failed futex wake-up leaves the
+// worker to its sleep's 50 ms limit.
+void count_syscall(int, siginfo_t* info, void* context) {
+  g_trapped = g_trapped + 1;
+  if (g_trapped == 1) g_trapped_nr = info->si_syscall;
+#if defined(__x86_64__)
+  static_cast<ucontext_t*>(context)->uc_mcontext.gregs[REG_RAX] = -ENOSYS;
+#elif defined(__aarch64__)
+  static_cast<ucontext_t*>(context)->uc_mcontext.regs[0] = uint64_t(-ENOSYS);
+#endif
+}
+
 // While the worker polls, a spinning client's submit and completion make no
-// system call: a child runs them under a seccomp filter that kills it on any.
+// system call. A child runs them under a seccomp filter that traps any. The
+// client does make two on purpose: a liveness poll after spinning 50 ms on one
+// request, and a wake-up of a worker that stopped polling (here after 10 s
+// without a request). Either needs the child to have gone 50 ms or more since
+// its last completion, which a loaded machine can do to it by descheduling the
+// child or the worker, so an iteration with a system call fails the test only
+// where it took less than that.
 TEST(Server, SubmitAndSpinCompletionMakeNoSystemCall) {
-  ServerProcess server(cpu_args({"--poll-us", "1000000"}));
+#if !defined(__x86_64__) && !defined(__aarch64__)
+  GTEST_SKIP() << "the SIGSYS handler sets the return register of x86-64 and arm64 only";
+#endif
+  ServerProcess server(cpu_args({"--levels", "1", "--poll-us", "10000000"}));
   ASSERT_TRUE(server.ready());
+  void* shared = mmap(nullptr, sizeof(SyscallCount), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(shared, MAP_FAILED);
+  auto* count = new (shared) SyscallCount{};
+  constexpr uint64_t kExcuseNs = 50 * kMs;  // client.cc's kLivenessCheckNs
   pid_t child = fork();
   if (child == 0) {
     rtaccel_client* c;
@@ -749,23 +793,49 @@ TEST(Server, SubmitAndSpinCompletionMakeNoSystemCall) {
       _exit(3);
     rtaccel_ticket t;
     if (submit_busy(r, 0, &t) || rtaccel_wait(r, &t, 0, nullptr)) _exit(3);  // wakes the worker
+    struct sigaction sa{};
+    sa.sa_sigaction = count_syscall;
+    sa.sa_flags = SA_SIGINFO;
+    if (sigaction(SIGSYS, &sa, nullptr)) _exit(3);
     sock_filter f[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_exit_group, 0, 1),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_exit_group, 2, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_rt_sigreturn, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
     };
     sock_fprog prog = {sizeof(f) / sizeof(f[0]), f};
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog)) _exit(2);
-    for (int i = 0; i < 20000; i++)
+    uint64_t last = core::monotonic_ns();
+    for (int i = 0; i < 20000; i++) {
+      const sig_atomic_t before = g_trapped;
       if (submit_busy(r, 0, &t) || rtaccel_wait(r, &t, 0, nullptr)) _exit(1);
+      const uint64_t now = core::monotonic_ns();
+      if (g_trapped == before) {
+        count->clean++;
+      } else if (now - last >= kExcuseNs) {
+        count->excused++;
+      } else if (count->unexcused++ == 0) {
+        count->nr = g_trapped_nr;
+        count->stall_ns = now - last;
+      }
+      g_trapped_nr = 0;
+      last = now;
+    }
     syscall(SYS_exit_group, 0);
   }
   int status;
   ASSERT_EQ(waitpid(child, &status, 0), child);
+  const SyscallCount seen = *count;
+  munmap(shared, sizeof(SyscallCount));
   if (WIFEXITED(status) && WEXITSTATUS(status) == 2) SKIP_WITHOUT("seccomp", "no seccomp filter here");
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-      << (WIFSIGNALED(status) ? "killed by seccomp: the hot path made a system call" : "failed");
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "the client failed: " << (WIFSIGNALED(status) ? strsignal(WTERMSIG(status)) : "exit status")
+      << " " << (WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+  EXPECT_EQ(seen.unexcused, 0u) << "the hot path made system call " << seen.nr << " in an iteration of "
+                                << seen.stall_ns / 1000 << " us";
+  EXPECT_GT(seen.clean, 0u) << "every iteration stalled " << kExcuseNs / kMs << " ms or more";
+  if (seen.excused) printf("%u of 20000 iterations stalled and made an expected system call\n", seen.excused);
 }
 
 TEST(Server, ThousandClientsDyingAtRandomLeakNothing) {
