@@ -95,20 +95,29 @@ Status KernelSizer::size(const std::string& service, uint64_t target_ns, Segment
     return build_request(service, it->second, out) ? Status() : unknown;
   uint64_t n = service == "matmul" ? 32 : 4096;
   if (!build_request(service, n, out)) return unknown;
-  // Two rounds of scaling by the kernel's growth law land within a few
-  // per cent; the kernel then runs at most about its target.
-  for (int round = 0; round < 3; ++round) {
+  // Scaling by the kernel's growth law lands near the target in two or
+  // three rounds, but the law is only approximate: the size kept is the
+  // largest one timed within the target, never one extrapolated to it.
+  uint64_t fits = 0, smallest = n;
+  for (int round = 0; round < 5; ++round) {
     const uint64_t t = time_once(*out);
     if (t == UINT64_MAX) return Status::error("service '" + service + "' failed on the device");
+    if (t <= target_ns) fits = std::max(fits, n);
+    smallest = std::min(smallest, n);
     const double scale = std::pow(static_cast<double>(target_ns) / static_cast<double>(std::max<uint64_t>(t, 1)),
                                   1.0 / growth(service));
-    const auto next = static_cast<uint64_t>(std::clamp(static_cast<double>(n) * scale, 1.0,
-                                                       static_cast<double>(max_size(service))));
-    if (next == n) break;
+    auto next = static_cast<uint64_t>(std::clamp(static_cast<double>(n) * scale, 1.0,
+                                                 static_cast<double>(max_size(service))));
+    if (next == n && t > target_ns && n > 1) next = n - 1;  // the law says stay; the clock says smaller
+    if (next == n || next == fits) break;
     n = next;
     build_request(service, n, out);
   }
-  sizes_[key] = n;
+  // Nothing fitted (a target below the smallest call, or every round over):
+  // the smallest size timed.
+  if (fits == 0) fits = smallest;
+  if (fits != n) build_request(service, fits, out);
+  sizes_[key] = fits;
   return Status();
 }
 
