@@ -41,6 +41,46 @@ struct Options {
   // waits for its accelerator segments, so by default rtaccel charges those
   // too. false reproduces the paper's term exactly.
   bool lp_blocking_includes_accelerator = true;
+  // A single-threaded executor holds its thread while a callback waits for
+  // its segment, so no other segment of the same executor is queued or
+  // running meanwhile: such segments are left out of a segment's hps and
+  // lps (Lemmas 2 and 3). A higher-priority chain's segments on the same
+  // executor are interference on the executor already. false: the paper's
+  // sets, every chain of higher (lower) priority on the accelerator.
+  bool one_segment_per_executor = true;
+  // Lemma 1 counts ceil(t/T) + 1 activations of a higher-priority chain in a
+  // window t (its release jitter added to t). Once that chain has a bound R
+  // (from its nominal release to its end, jitter included), all of an
+  // activation's work lies within R of the release, so at most
+  // ceil((t + R) / T) activations reach the window; the smaller count is
+  // taken. false: Lemma 1's count only.
+  bool jitter_from_bounds = true;
+  // The blocking callback's segments and the sub-chain's own are issued one
+  // after another from one executor, within the sub-chain's window: one
+  // activation of a higher chain delays them all at most once. Their wait
+  // is bounded together by Lemma 3 over the union of their hps, when that
+  // is less than the blocking callback's Lemma 2 bounds plus the sub-chain's
+  // own handling time. Only with lp_blocking_includes_accelerator.
+  bool blocking_shares_arrivals = true;
+  // A callback that every firing of which belongs to an activation of a
+  // chain (the chain's head, or triggered by a topic only its predecessor on
+  // the path publishes: see owned_) is counted once, not once per chain that
+  // contains it: its segments' arrivals are at most those of the slowest
+  // owning chain, and it adds nothing to the interference on a chain that
+  // owns it, whose window holds only its own firing (the bound within the
+  // period). The Autoware hot paths share their tail this way.
+  bool shared_callbacks_once = true;
+
+  // The paper's analysis exactly: its Lemma 4 blocking and its hps and lps.
+  static Options paper() {
+    Options options;
+    options.lp_blocking_includes_accelerator = false;
+    options.one_segment_per_executor = false;
+    options.jitter_from_bounds = false;
+    options.blocking_shares_arrivals = false;
+    options.shared_callbacks_once = false;
+    return options;
+  }
 };
 
 // The terms of a chain's bound; they add up to wcrt_ns.

@@ -23,10 +23,17 @@ analysis::Horizon parse_horizon(const std::string& text) {
   throw py::value_error("horizon must be 'deadline' or 'period', got '" + text + "'");
 }
 
-analysis::Options make_options(const std::string& horizon, bool lp_blocking_includes_accelerator) {
-  analysis::Options options;
+// paper: the printed analysis exactly (analysis::Options::paper()); else
+// rtaccel's, with its refinements unless refine is false.
+analysis::Options make_options(const std::string& horizon, bool paper, bool refine = true) {
+  analysis::Options options = paper ? analysis::Options::paper() : analysis::Options{};
+  if (!paper && !refine) {
+    options.one_segment_per_executor = false;
+    options.jitter_from_bounds = false;
+    options.blocking_shares_arrivals = false;
+    options.shared_callbacks_once = false;
+  }
   options.horizon = parse_horizon(horizon);
-  options.lp_blocking_includes_accelerator = lp_blocking_includes_accelerator;
   return options;
 }
 
@@ -172,10 +179,10 @@ PYBIND11_MODULE(_core, m) {
 
   m.def(
       "analyze",
-      [](const workload::Workload& w, const std::string& horizon, bool lp_blocking_includes_accelerator) {
-        return analysis::analyze(w, make_options(horizon, lp_blocking_includes_accelerator));
+      [](const workload::Workload& w, const std::string& horizon, bool paper, bool refine) {
+        return analysis::analyze(w, make_options(horizon, paper, refine));
       },
-      py::arg("workload"), py::arg("horizon") = "period", py::arg("lp_blocking_includes_accelerator") = true,
+      py::arg("workload"), py::arg("horizon") = "period", py::arg("paper") = false, py::arg("refine") = true,
       "PAAM response-time analysis of every chain (Theorem 1).");
   m.def(
       "analyze_gangs",
@@ -470,13 +477,13 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "acceptance",
       [](const analysis::ChainsetParams& params, int sets, uint64_t seed, const std::string& horizon,
-         bool lp_blocking_includes_accelerator) {
-        const auto options = make_options(horizon, lp_blocking_includes_accelerator);
+         bool paper) {
+        const auto options = make_options(horizon, paper);
         py::gil_scoped_release release;  // lets experiment points run on several threads
         auto a = analysis::acceptance(params, sets, seed, options);
         return std::make_pair(a.schedulable, a.sets);
       },
       py::arg("params"), py::arg("sets"), py::arg("seed"), py::arg("horizon") = "deadline",
-      py::arg("lp_blocking_includes_accelerator") = true,
+      py::arg("paper") = false,
       "Number of schedulable chainsets out of `sets` generated from `seed`: (schedulable, sets).");
 }

@@ -83,8 +83,7 @@ def analyze_file(path: str, horizon: str = "period", paper_blocking: bool = Fals
                                          int(calibration.get("link_kernel_ns_per_kb", 0)))
     if workload_gang_scheduled(workload, gang):
         return workload, _core.analyze_gangs(workload, horizon=horizon)
-    results = _core.analyze(workload, horizon=horizon,
-                            lp_blocking_includes_accelerator=not paper_blocking)
+    results = _core.analyze(workload, horizon=horizon, paper=paper_blocking)
     return workload, results
 
 
@@ -118,8 +117,11 @@ def format_table(path: str, workload, results, options: dict) -> str:
         (f"# one gang at a time (RT-Gang): gang preemption cost "
          f"{workload.gang_preemption_ns / 1000:.0f} us, charged twice per higher-priority job"
          if options.get("gang") else
-         f"# horizon: {options['horizon']}; lower-priority blocking: "
-         + ("CPU only (paper)" if options["paper_blocking"] else "CPU and accelerator")),
+         f"# horizon: {options['horizon']}; "
+         + ("analysis: the paper's as printed (lower-priority blocking: CPU only)"
+            if options["paper_blocking"] else
+            "analysis: rtaccel's (lower-priority blocking: CPU and accelerator; "
+            "the refinements of docs/analysis.md)")),
         *([f"# overheads at least this machine's ({options['calibration']['path']}): "
            f"epsilon {options['calibration']['epsilon_us']:.0f} us, "
            f"kappa {options['calibration']['kappa_us']:.0f} us, release jitter "

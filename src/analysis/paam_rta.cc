@@ -40,12 +40,22 @@ std::string us(uint64_t ns) {
 struct Entry {
   size_t chain = 0;
   size_t callback = 0;
+  size_t segment = 0;  // j, its index among the callback's segments
   size_t accelerator = 0;
   uint64_t a_star = 0;  // A*_{i,j}
   int bucket = 0;       // b(tau_{i,j}), from the request priority
   std::vector<size_t> hps;  // hps(tau_{i,j}): entries of HP chains, same accelerator
   uint64_t max_lp_same_bucket = 0;  // max over lps(tau_{i,j}) in b(tau_{i,j}) of A*
-  uint64_t lemma2 = kUnbounded;     // H_{c,i,j} of Lemma 2
+  uint64_t lemma2 = kUnbounded;     // H_{c,i,j} of Lemma 2 with Lemma 1's counts (no chain bounded yet)
+};
+
+// A lower-priority callback that may hold a sub-chain's executor at its
+// release (Lemma 4), and what its segments add to the hold.
+struct Blocker {
+  uint64_t cpu_ns = 0;          // its CPU WCET plus epsilon per segment
+  uint64_t lemma2_ns = 0;       // its segments' Lemma 2 bounds, summed
+  uint64_t lemma3_base_ns = 0;  // sum of A* + max lps in their bucket (Lemma 3's constant part)
+  std::set<size_t> hps;         // the entries that may delay them
 };
 
 struct Subchain {
@@ -72,6 +82,7 @@ class Analysis {
   Analysis(const Workload& w, const Options& options) : workload_(w), options_(options), network_(w) {
     epsilon_ = workload_.server ? workload_.server->overhead_ns : 0;
     for (const Chain& chain : workload_.chains) max_period_ = std::max(max_period_, chain.period_ns);
+    find_owned();
     build_entries();
     for (Entry& e : entries_) e.lemma2 = lemma2(e, max_period_);
     build_subchains();
@@ -93,10 +104,20 @@ class Analysis {
  private:
   int priority(size_t chain) const { return workload_.chains[chain].priority; }
   uint64_t period(size_t chain) const { return workload_.chains[chain].period_ns; }
+  // Where the iterations for a chain give up: its deadline or its period.
+  uint64_t limit(size_t chain) const {
+    return options_.horizon == Horizon::kDeadline ? workload_.chains[chain].deadline_ns : period(chain);
+  }
   // Activations of `chain` within a window: with release jitter J, a window of
-  // length t sees the releases of a window of t + J.
+  // length t sees the releases of a window of t + J (Lemma 1). A chain already
+  // bounded by R does all of an activation's work within R of its nominal
+  // release: activations released in a span of t + R, at most ceil((t + R)/T).
   uint64_t released(uint64_t window_ns, size_t chain) const {
-    return arrivals(add(window_ns, workload_.release_jitter_ns), period(chain));
+    const uint64_t lemma1 = arrivals(add(window_ns, workload_.release_jitter_ns), period(chain));
+    if (!options_.jitter_from_bounds || chain >= results_.size() || !results_[chain].bounded) return lemma1;
+    const uint64_t span = add(window_ns, results_[chain].wcrt_ns);
+    const uint64_t by_bound = span / period(chain) + (span % period(chain) ? 1 : 0);
+    return std::min(lemma1, by_bound);
   }
 
   void build_entries() {
@@ -112,11 +133,13 @@ class Analysis {
     }
     for (size_t c = 0; c < workload_.chains.size(); ++c) {
       for (size_t cb : workload_.chains[c].path) {
-        for (const auto& seg : workload_.callbacks[cb].segments) {
+        for (size_t j = 0; j < workload_.callbacks[cb].segments.size(); ++j) {
+          const auto& seg = workload_.callbacks[cb].segments[j];
           const auto& acc = workload_.accelerators[seg.accelerator];
           Entry e;
           e.chain = c;
           e.callback = cb;
+          e.segment = j;
           e.accelerator = seg.accelerator;
           // Preemption (and its cost kappa, before and after the segment) only
           // exists between buckets; a one-level device never preempts.
@@ -128,9 +151,14 @@ class Analysis {
       }
     }
     for (Entry& e : entries_) {
+      const size_t executor = workload_.callbacks[e.callback].executor;
+      const bool holds_executor = options_.one_segment_per_executor && workload_.executors[executor].threads == 1;
       for (size_t x = 0; x < entries_.size(); ++x) {
         const Entry& o = entries_[x];
         if (o.accelerator != e.accelerator || o.chain == e.chain) continue;
+        // While e's callback waits for e, its single-threaded executor runs
+        // nothing else: a segment issued there is neither queued nor running.
+        if (holds_executor && workload_.callbacks[o.callback].executor == executor) continue;
         if (priority(o.chain) > priority(e.chain)) {
           e.hps.push_back(x);
         } else if (o.bucket == e.bucket) {
@@ -142,14 +170,127 @@ class Analysis {
     }
   }
 
+  // owned_[c][k]: every firing of chain c's k-th callback belongs to an
+  // activation of c. True for the head; for a later callback, when its
+  // predecessor's firings all do and one of its trigger topics has that
+  // predecessor as its only publisher (a firing takes one message from each
+  // trigger topic).
+  void find_owned() {
+    std::map<std::string, std::vector<size_t>> publishers;
+    for (size_t i = 0; i < workload_.callbacks.size(); ++i) {
+      if (!workload_.callbacks[i].publishes.empty()) publishers[workload_.callbacks[i].publishes].push_back(i);
+    }
+    owned_.resize(workload_.chains.size());
+    for (size_t c = 0; c < workload_.chains.size(); ++c) {
+      const auto& path = workload_.chains[c].path;
+      owned_[c].assign(path.size(), false);
+      for (size_t k = 0; k < path.size(); ++k) {
+        if (k == 0) {
+          owned_[c][k] = true;
+          continue;
+        }
+        const std::string& topic = workload_.callbacks[path[k - 1]].publishes;
+        const auto& triggers = workload_.callbacks[path[k]].trigger.topics;
+        const bool sole = std::find(triggers.begin(), triggers.end(), topic) != triggers.end() &&
+                          publishers[topic] == std::vector<size_t>{path[k - 1]};
+        owned_[c][k] = owned_[c][k - 1] && sole;
+      }
+    }
+  }
+
+  bool owns(size_t chain, size_t callback) const {
+    if (!options_.shared_callbacks_once) return false;
+    const auto& path = workload_.chains[chain].path;
+    for (size_t k = 0; k < path.size(); ++k) {
+      if (path[k] == callback) return owned_[chain][k];
+    }
+    return false;
+  }
+
+  // The accelerator time of the segments in HPS (entries of higher chains)
+  // released within a window: mu(window) A* each (Lemmas 2 and 3). The
+  // entries of one segment of a callback that some of their chains own are
+  // one segment, as often as the slowest owning chain releases it.
+  template <class Entries>
+  uint64_t hp_segments_ns(const Entries& hps, uint64_t window) const {
+    uint64_t total = 0;
+    std::map<std::pair<size_t, size_t>, std::pair<uint64_t, uint64_t>> once;  // segment -> (mu, A*)
+    for (size_t x : hps) {
+      const Entry& o = entries_[x];
+      const uint64_t mu = released(window, o.chain);
+      if (!owns(o.chain, o.callback)) {
+        total = add(total, mul(mu, o.a_star));
+        continue;
+      }
+      auto [it, fresh] = once.try_emplace({o.callback, o.segment}, mu, o.a_star);
+      if (!fresh) it->second.first = std::min(it->second.first, mu);
+    }
+    for (const auto& [segment, charge] : once) total = add(total, mul(charge.first, charge.second));
+    return total;
+  }
+
+  // The interference on chain C's sub-chain within a window R from the
+  // higher sub-chains on its executor (HP: their CPU time and handling time
+  // per activation) and on other executors of its core (HPP: CPU time and
+  // spin). With shared callbacks counted once: a callback C owns is left out
+  // when C's window holds only C's own activation (its bound within the
+  // period), since its firings there are C's own, counted as C's, or fall
+  // outside this sub-chain's window; a callback that interfering chains own
+  // is charged once, as often as the slowest of them releases it.
+  uint64_t interference_ns(size_t c, const std::vector<const Subchain*>& hp,
+                           const std::vector<const Subchain*>& hpp, uint64_t window) const {
+    const bool once = options_.shared_callbacks_once && limit(c) <= period(c);
+    uint64_t plain = 0;  // every activation whole, as the paper charges it
+    uint64_t total = 0;
+    std::map<size_t, std::pair<uint64_t, uint64_t>> pool;  // callback -> (mu, its cost per firing)
+    for (const auto* list : {&hp, &hpp}) {
+      const bool same_executor = list == &hp;
+      for (const Subchain* h : *list) {
+        const uint64_t mu = released(window, h->chain);
+        const uint64_t full = add(h->cpu_ns, same_executor ? h->handling_star_ns : h->spin_ns);
+        plain = add(plain, mul(mu, full));
+        bool split = false;
+        for (size_t cb : h->callbacks) split = split || (once && (owns(c, cb) || owns(h->chain, cb)));
+        if (!split) {
+          total = add(total, mul(mu, full));
+          continue;
+        }
+        // Callback by callback: CPU time, and each segment's Lemma 2 bound
+        // plus epsilon (hp) or its spin (hpp).
+        uint64_t rest = 0;
+        for (size_t cb : h->callbacks) {
+          if (owns(c, cb)) continue;
+          uint64_t cost = workload_.callbacks[cb].cpu_ns;
+          for (size_t i : h->entries) {
+            const Entry& e = entries_[i];
+            if (e.callback != cb) continue;
+            const bool spins = workload_.callbacks[cb].wait == WaitMode::kSpin;
+            const uint64_t wait = same_executor || spins ? lemma2(e, max_period_) : 0;
+            cost = add(cost, add(wait, epsilon_));
+          }
+          if (!owns(h->chain, cb)) {
+            rest = add(rest, cost);
+            continue;
+          }
+          auto [it, fresh] = pool.try_emplace(cb, mu, cost);
+          if (!fresh) it->second = {std::min(it->second.first, mu), std::max(it->second.second, cost)};
+        }
+        total = add(total, mul(mu, rest));
+      }
+    }
+    for (const auto& [cb, charge] : pool) total = add(total, mul(charge.first, charge.second));
+    // Callback by callback loses Lemma 3 for the handling time: never more
+    // than the whole activations.
+    return std::min(total, plain);
+  }
+
   // Lemma 2, Eq. (3): H <- A* + max_lps A* + sum_hps mu(H) A*, from the first
   // two terms; kUnbounded once it passes `limit`.
   uint64_t lemma2(const Entry& e, uint64_t limit) const {
     const uint64_t base = add(e.a_star, e.max_lp_same_bucket);
     uint64_t h = base;
     while (true) {
-      uint64_t next = base;
-      for (size_t x : e.hps) next = add(next, mul(released(h, entries_[x].chain), entries_[x].a_star));
+      const uint64_t next = add(base, hp_segments_ns(e.hps, h));
       if (next > limit) return kUnbounded;
       if (next == h) return h;
       h = next;
@@ -217,20 +358,28 @@ class Analysis {
     }
 
     // B_c (Lemma 4): the longest callback of a lower-priority chain on this
-    // executor, which cannot be preempted once started.
-    uint64_t blocking = 0;
+    // executor, which cannot be preempted once started; each candidate with
+    // what its segments add (Blocker), taken at every step of the recurrence.
+    std::vector<Blocker> blockers;
+    uint64_t blocking_cpu = 0;
     for (const Subchain& o : subs_) {
       if (o.executor != s.executor || priority(o.chain) >= priority(c)) continue;
       for (size_t cb : o.callbacks) {
-        uint64_t hold = workload_.callbacks[cb].cpu_ns;
+        Blocker b;
+        b.cpu_ns = workload_.callbacks[cb].cpu_ns;
         if (options_.lp_blocking_includes_accelerator) {
           for (size_t i : o.entries) {
-            if (entries_[i].callback != cb) continue;
-            hold = add(hold, add(entries_[i].lemma2, epsilon_));
-            depend_on_hps(c, entries_[i]);
+            const Entry& e = entries_[i];
+            if (e.callback != cb) continue;
+            b.cpu_ns = add(b.cpu_ns, epsilon_);
+            b.lemma2_ns = add(b.lemma2_ns, lemma2(e, max_period_));
+            b.lemma3_base_ns = add(b.lemma3_base_ns, add(e.a_star, e.max_lp_same_bucket));
+            b.hps.insert(e.hps.begin(), e.hps.end());
+            depend_on_hps(c, e);
           }
         }
-        blocking = std::max(blocking, hold);
+        blocking_cpu = std::max(blocking_cpu, b.cpu_ns);
+        blockers.push_back(std::move(b));
       }
     }
 
@@ -240,7 +389,7 @@ class Analysis {
     std::set<size_t> lemma3_hps;
     for (size_t i : s.entries) {
       const Entry& e = entries_[i];
-      lemma2_sum = add(lemma2_sum, e.lemma2);
+      lemma2_sum = add(lemma2_sum, lemma2(e, max_period_));
       lemma3_base = add(lemma3_base, add(e.a_star, e.max_lp_same_bucket));
       lemma3_hps.insert(e.hps.begin(), e.hps.end());
       depend_on_hps(c, e);
@@ -271,22 +420,32 @@ class Analysis {
       }
     }
 
-    uint64_t r = add(add(blocking, s.cpu_ns), add(lemma3_base, overhead));
+    uint64_t r = add(add(blocking_cpu, s.cpu_ns), add(lemma3_base, overhead));
     while (true) {
       uint64_t lemma3 = lemma3_base;
-      for (size_t x : lemma3_hps) lemma3 = add(lemma3, mul(released(r, entries_[x].chain), entries_[x].a_star));
+      lemma3 = add(lemma3, hp_segments_ns(lemma3_hps, r));
       s.by_lemma3 = lemma3 < lemma2_sum;
       s.lemma2_ns = lemma2_sum;
       s.lemma3_ns = lemma3;
-      const uint64_t handling_star = add(std::min(lemma2_sum, lemma3), overhead);  // H_c^*, Eq. (1)
+      const uint64_t own_handling = std::min(lemma2_sum, lemma3);
+      const uint64_t handling_star = add(own_handling, overhead);  // H_c^*, Eq. (1)
 
-      uint64_t interference = 0;
-      for (const Subchain* h : hp) {
-        interference = add(interference, mul(released(r, h->chain), add(h->cpu_ns, h->handling_star_ns)));
+      uint64_t blocking = 0;
+      for (const Blocker& b : blockers) {
+        uint64_t waits = b.lemma2_ns;
+        if (options_.blocking_shares_arrivals && !b.hps.empty()) {
+          // Lemma 3 over the blocking segments and ours together, each
+          // higher activation in the window counted once.
+          uint64_t together = add(b.lemma3_base_ns, lemma3_base);
+          std::set<size_t> hps = lemma3_hps;
+          hps.insert(b.hps.begin(), b.hps.end());
+          together = add(together, hp_segments_ns(hps, r));
+          waits = std::min(waits, together - std::min(together, own_handling));
+        }
+        blocking = std::max(blocking, add(b.cpu_ns, waits));
       }
-      for (const Subchain* h : hpp) {
-        interference = add(interference, mul(released(r, h->chain), add(h->cpu_ns, h->spin_ns)));
-      }
+
+      const uint64_t interference = interference_ns(c, hp, hpp, r);
       // Isolation: the regulator's thread on this core, above every executor.
       const uint64_t regulator = regulator_ns(workload_, ex.core, r);
       // The kernel's work for the links, on this core at any priority.
@@ -314,7 +473,7 @@ class Analysis {
     const Chain& chain = workload_.chains[c];
     ChainResult& out = results_[c];
     out = result_for(chain);
-    const uint64_t limit = options_.horizon == Horizon::kDeadline ? chain.deadline_ns : chain.period_ns;
+    const uint64_t limit = this->limit(c);
 
     bool bounded = true;
     uint64_t total = 0;
@@ -406,6 +565,7 @@ class Analysis {
   std::vector<std::vector<size_t>> subchains_of_;
   std::vector<ChainResult> results_;
   std::vector<std::set<size_t>> depends_;
+  std::vector<std::vector<bool>> owned_;
 };
 
 }  // namespace

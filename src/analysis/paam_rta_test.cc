@@ -22,6 +22,19 @@ const ChainResult& find(const std::vector<ChainResult>& results, const std::stri
   return none;
 }
 
+// rtaccel's analysis without its two refinements (one segment per executor,
+// arrivals bounded by a higher chain's bound): the terms of the paper's
+// lemmas, which the tests below work out by hand; the refinements have tests
+// of their own at the end.
+Options unrefined() {
+  Options options;
+  options.one_segment_per_executor = false;
+  options.jitter_from_bounds = false;
+  options.blocking_shares_arrivals = false;
+  options.shared_callbacks_once = false;
+  return options;
+}
+
 TEST(Lemma1, ArrivalsAreCeilingPlusOne) {
   EXPECT_EQ(arrivals(0, 10), 1u);   // ceil(0/10) + 1
   EXPECT_EQ(arrivals(1, 10), 2u);   // ceil(1/10) + 1
@@ -45,11 +58,13 @@ TEST(Buckets, EvenGroupsWithTheMostCriticalOnTop) {
   EXPECT_EQ(bucket_of(8, {7}, 4), -1);
 }
 
-// Lemma 4 (no accelerator): one executor, chains A (T=10, E=1+1) and B (T=20, E=3).
-TEST(Lemma4, PicasChainsWithoutAccelerators) {
-  auto w = load(R"(
+// No accelerator: one executor, chains A (T=10, E=1+1) and B (T=20, E=3),
+// with release jitter J.
+std::string picas_chains(int jitter_us) {
+  return R"(
 version: 1
-name: lemma4
+name: picas
+platform: {release_jitter_us: )" + std::to_string(jitter_us) + R"(}
 executors: [{name: ex, core: 0, priority: 50}]
 callbacks:
   - {name: a1, executor: ex, trigger: {timer_ms: 10}, publishes: ta, cpu_us: 1000}
@@ -58,8 +73,11 @@ callbacks:
 chains:
   - {name: A, priority: 2, path: [a1, a2]}
   - {name: B, priority: 1, path: [b1]}
-)");
-  auto r = analyze(w);
+)";
+}
+
+TEST(Lemma4, PicasChainsWithoutAccelerators) {
+  auto r = analyze(load(picas_chains(0)), unrefined());
   // A: B_A = max LP callback = 3, E_A = 2, no HP: R = 5.
   EXPECT_EQ(find(r, "A").wcrt_ns, 5 * kMs);
   EXPECT_EQ(find(r, "A").breakdown.blocking_ns, 3 * kMs);
@@ -70,20 +88,7 @@ chains:
 }
 
 TEST(ReleaseJitter, AddsToTheBoundAndToHigherPriorityArrivals) {
-  auto w = load(R"(
-version: 1
-name: jitter
-platform: {release_jitter_us: 5000}
-executors: [{name: ex, core: 0, priority: 50}]
-callbacks:
-  - {name: a1, executor: ex, trigger: {timer_ms: 10}, publishes: ta, cpu_us: 1000}
-  - {name: a2, executor: ex, trigger: {topic: ta}, cpu_us: 1000}
-  - {name: b1, executor: ex, trigger: {timer_ms: 20}, cpu_us: 3000}
-chains:
-  - {name: A, priority: 2, path: [a1, a2]}
-  - {name: B, priority: 1, path: [b1]}
-)");
-  auto r = analyze(w);
+  auto r = analyze(load(picas_chains(5000)), unrefined());
   // The Lemma 4 system with J = 5. A: 5 as before, plus J = 10.
   EXPECT_EQ(find(r, "A").wcrt_ns, 10 * kMs);
   EXPECT_EQ(find(r, "A").breakdown.release_jitter_ns, 5 * kMs);
@@ -94,9 +99,9 @@ chains:
 }
 
 // The quickstart system (examples/quickstart.yaml): kappa = 50 us, epsilon = 40 us,
-// 4 levels, chain hot (T=100: E=2+1, A=10) above chain log (T=500: E=5, A=20).
-TEST(Theorem1, QuickstartByHand) {
-  auto w = load(R"(
+// 4 levels, chain hot (T=100: E=2+1, A=10) above chain log (T=500: E=5, A=20),
+// both on executor ex1.
+const char* kQuickstart = R"(
 version: 1
 name: quickstart
 platform:
@@ -112,8 +117,11 @@ callbacks:
 chains:
   - {name: hot, priority: 10, path: [sensor, filter], deadline_ms: 100}
   - {name: log, priority: 1, path: [logger], critical: false}
-)");
-  auto r = analyze(w);
+)";
+
+TEST(Theorem1, QuickstartByHand) {
+  auto w = load(kQuickstart);
+  auto r = analyze(w, unrefined());
   // A* = A + 2 kappa: hot 10.1, log 20.1. Buckets: hot 3, log 1: no same-bucket blocking.
   // Lemma 2 for log's segment: H = 20.1 + (ceil(H/100)+1) * 10.1 = 20.1 + 2 * 10.1 = 40.3.
   // hot: B = E_logger + H_logger + eps = 5 + 40.3 + 0.04 = 45.34 (LP callback waits on acc)
@@ -129,9 +137,7 @@ chains:
   EXPECT_EQ(log.breakdown.interference_ns, 26280 * kUs);
 
   // The paper's Lemma 4 term charges the blocking callback's CPU time only: 5 ms.
-  Options paper;
-  paper.lp_blocking_includes_accelerator = false;
-  auto p = analyze(w, paper);
+  auto p = analyze(w, Options::paper());
   EXPECT_EQ(find(p, "hot").breakdown.blocking_ns, 5 * kMs);
   EXPECT_EQ(find(p, "hot").wcrt_ns, (5000 + 3000 + 10140) * kUs);
 }
@@ -158,7 +164,7 @@ chains:
   - {name: H, priority: 2, path: [h1]}
   - {name: L, priority: 1, path: [l1, l2, l3, l4]}
 )");
-  auto r = analyze(w);
+  auto r = analyze(w, unrefined());
   // Lemma 2 per L segment: 1 + (ceil(H/1000)+1) * 5 = 11, four of them: 44.
   // Lemma 3: 4 * 1 + (ceil(R/1000)+1) * 5 = 14 for R < 1000. min = 14.
   const auto& low = find(r, "L");
@@ -189,7 +195,7 @@ chains:
   - {name: H, priority: 2, path: [h1]}
   - {name: L, priority: 1, path: [l1]}
 )");
-  auto r = analyze(w);
+  auto r = analyze(w, unrefined());
   // Lemma 2: H0 = 1; 1 + (ceil(1/10)+1) * 2 = 5; 1 + (ceil(5/10)+1) * 2 = 5.
   // Lemma 3 at R = 55: 1 + (ceil(55/10)+1) * 2 = 15. min = 5, R = 50 + 5 = 55.
   const auto& low = find(r, "L");
@@ -222,14 +228,14 @@ chains:
 }
 
 TEST(Theorem1, SuspendingHigherExecutorCostsEpsilonPerSegment) {
-  auto r = analyze(load(spin_workload("suspend")));
+  auto r = analyze(load(spin_workload("suspend")), unrefined());
   // spin(H) = delta * eps = 0.5. R0 = 10; 10 + (ceil(10/20)+1)(2 + 0.5) = 15;
   // 10 + (ceil(15/20)+1) * 2.5 = 15.
   EXPECT_EQ(find(r, "L").wcrt_ns, 15 * kMs);
 }
 
 TEST(Theorem1, SpinningHigherExecutorCostsItsHandlingTime) {
-  auto r = analyze(load(spin_workload("spin")));
+  auto r = analyze(load(spin_workload("spin")), unrefined());
   // spin(H) = H + eps = 5 + 0.5. R0 = 10; 10 + 2 * 7.5 = 25; 10 + 3 * 7.5 = 32.5;
   // 10 + (ceil(32.5/20)+1) * 7.5 = 32.5.
   EXPECT_EQ(find(r, "L").wcrt_ns, 32500 * kUs);
@@ -383,6 +389,152 @@ TEST(Examples, EveryCriticalChainOfTheShippedWorkloadsIsSchedulable) {
     ASSERT_TRUE(result) << name << ": " << result.status().message();
     EXPECT_TRUE(all_critical_schedulable(analyze(*result))) << name;
   }
+}
+
+// ---- rtaccel's refinements, each on a system worked out above ----------
+
+// One segment per executor: while log's callback waits for its segment on
+// ex1, hot's callbacks (also on ex1) cannot issue theirs, so hot's segment
+// is not in the hps of log's; hot's own segment time is interference on ex1.
+TEST(Refinements, ASegmentIsNotDelayedBySegmentsOfItsOwnExecutor) {
+  Options options = unrefined();
+  options.one_segment_per_executor = true;
+  auto r = analyze(load(kQuickstart), options);
+  // Lemma 2 for log's segment: 20.1 alone (was 20.1 + 2 * 10.1 = 40.3).
+  // hot: B = 5 + 20.1 + 0.04 = 25.14, E = 3, H* = 10.14: R = 38.28.
+  EXPECT_EQ(find(r, "hot").breakdown.blocking_ns, 25140 * kUs);
+  EXPECT_EQ(find(r, "hot").wcrt_ns, 38280 * kUs);
+  // log: H* = 20.1 + 0.04; R0 = 5 + 20.14 = 25.14; + 2 * (3 + 10.14) = 51.42,
+  // and mu(51.42, 100) = 2 again.
+  EXPECT_EQ(find(r, "log").breakdown.accelerator_ns, 20140 * kUs);
+  EXPECT_EQ(find(r, "log").wcrt_ns, 51420 * kUs);
+}
+
+// Arrivals bounded by a higher chain's bound: an activation of A released at
+// r does all its work in [r, r + R_A], so a window t meets the activations
+// released in a span of t + R_A: at most ceil((t + R_A) / T_A).
+TEST(Refinements, AHigherChainsBoundLimitsItsActivationsInAWindow) {
+  Options options = unrefined();
+  options.jitter_from_bounds = true;
+  // R_A = 5 as before. B: R0 = 3, min(ceil(3/10)+1, ceil(8/10)) = 1 activation:
+  // 3 + 2 = 5; min(2, ceil(10/10)) = 1: 5 (7 by Lemma 1). By hand: an A
+  // released at or before B's release ends within 5, so at most one meets B.
+  auto r = analyze(load(picas_chains(0)), options);
+  EXPECT_EQ(find(r, "B").wcrt_ns, 5 * kMs);
+  // With J = 5: R_A = 10. B: R0 = 3, min(ceil(8/10)+1, ceil(13/10)) = 2: 7;
+  // min(ceil(12/10)+1, ceil(17/10)) = 2: 7; plus J = 12 (14 by Lemma 1).
+  auto j = analyze(load(picas_chains(5000)), options);
+  EXPECT_EQ(find(j, "B").wcrt_ns, 12 * kMs);
+  // Quickstart, hot bounded by 58.48 (as in Theorem1.QuickstartByHand):
+  // log's own Lemma 2: 20.1 + min(2, ceil((20.1 + 58.48)/100)) * 10.1 = 30.2.
+  // R0 = 5 + 20.1 + 0.04 = 25.14: mu = min(2, ceil(83.62/100)) = 1, Lemma 3
+  // 20.1 + 10.1 = 30.2, H* = 30.24, R1 = 5 + 30.24 + 13.14 = 48.38; then
+  // mu = min(2, ceil(106.86/100)) = 2: Lemma 3 40.3, H* = 30.24,
+  // R2 = 5 + 30.24 + 26.28 = 61.52, a fixed point (71.62 by Lemma 1).
+  auto q = analyze(load(kQuickstart), options);
+  EXPECT_EQ(find(q, "hot").wcrt_ns, 58480 * kUs);
+  EXPECT_EQ(find(q, "log").wcrt_ns, 61520 * kUs);
+  EXPECT_EQ(find(q, "log").subchains[0].lemma2_ns, 30200 * kUs);
+}
+
+// Executors e0 and e1 on cores 0 and 1, one accelerator of three levels
+// (no kappa) with its server on core 3 (no epsilon).
+std::string two_executors(const char* name) {
+  return std::string("version: 1\nname: ") + name + R"(
+platform:
+  accelerators: [{name: acc, backend: cpu, core: 3, priority_levels: 3}]
+server: {core: 3, overhead_us: 0}
+executors:
+  - {name: e0, core: 0, priority: 50}
+  - {name: e1, core: 1, priority: 50})";
+}
+
+// The blocking callback's segment and ours wait in one window: H (T=100,
+// bound 1 + 10 = 11, on its own executor) releases once in it, and its
+// segment delays L's or C's, not both. C (E=1, A=2) above L (E=5, A=3) on
+// e0; three levels, no kappa, no epsilon.
+TEST(Refinements, ABlockingSegmentAndOursShareTheHigherActivations) {
+  auto w = load(two_executors("shared_window") + R"(
+callbacks:
+  - {name: h, executor: e1, trigger: {timer_ms: 100}, cpu_us: 1000, segments: [{accelerator: acc, service: busy, wcet_us: 10000}]}
+  - {name: c, executor: e0, trigger: {timer_ms: 200}, cpu_us: 1000, segments: [{accelerator: acc, service: busy, wcet_us: 2000}]}
+  - {name: l, executor: e0, trigger: {timer_ms: 400}, cpu_us: 5000, segments: [{accelerator: acc, service: busy, wcet_us: 3000}]}
+chains:
+  - {name: H, priority: 3, path: [h]}
+  - {name: C, priority: 2, path: [c]}
+  - {name: L, priority: 1, path: [l]}
+)");
+  // Apart: L's segment, 3 + min(2, ceil((3 + 11)/100)) * 10 = 13 (C's own
+  // segment is of e0, left out), so B = 5 + 13 = 18; C's, 2 + 10 = 12.
+  // C = 18 + 1 + 12 = 31.
+  Options apart;
+  apart.blocking_shares_arrivals = false;
+  EXPECT_EQ(find(analyze(w, apart), "C").wcrt_ns, 31 * kMs);
+  // Together: R0 = 5 + 1 + 2 = 8; Lemma 3 over both segments, 3 + 2 + one
+  // H (ceil((8 + 11)/100) = 1) * 10 = 15, less C's own 12: L's segment adds
+  // 3, B = 8, R1 = 8 + 1 + 12 = 21; ceil((21 + 11)/100) = 1 again: 21. By
+  // hand: L starts just before C, H's segment queues before L's or C's.
+  const auto results = analyze(w);
+  const auto& c = find(results, "C");
+  EXPECT_EQ(c.wcrt_ns, 21 * kMs);
+  EXPECT_EQ(c.breakdown.blocking_ns, 8 * kMs);
+  EXPECT_EQ(c.breakdown.accelerator_ns, 12 * kMs);
+}
+
+// Two chains F and R fuse their sources into one callback and share its tail
+// (as the Autoware hot paths do); B on another core shares the accelerator.
+// Three levels, no kappa, no epsilon.
+TEST(Refinements, ASharedTailIsCountedOnce) {
+  auto w = load(two_executors("shared_tail") + R"(
+callbacks:
+  - {name: f_src, executor: e0, trigger: {timer_ms: 100}, publishes: tf, cpu_us: 1000}
+  - {name: r_src, executor: e0, trigger: {timer_ms: 100}, publishes: tr, cpu_us: 1000}
+  - {name: fuse, executor: e0, trigger: {topics: [tf, tr]}, publishes: tt, cpu_us: 2000,
+     segments: [{accelerator: acc, service: busy, wcet_us: 4000}]}
+  - {name: tail, executor: e0, trigger: {topic: tt}, cpu_us: 1000}
+  - {name: b, executor: e1, trigger: {timer_ms: 100}, cpu_us: 1000, segments: [{accelerator: acc, service: busy, wcet_us: 2000}]}
+chains:
+  - {name: F, priority: 3, path: [f_src, fuse, tail]}
+  - {name: R, priority: 2, path: [r_src, fuse, tail]}
+  - {name: B, priority: 1, path: [b]}
+)");
+  // fuse fires once per pair of sources: each firing belongs to one F and
+  // one R activation (a topic each; the loader gives a topic one publisher).
+  // F: blocked by R's longest callback, fuse itself: 2 + 4 = 6; own 4 + 4:
+  // F = 14 either way.
+  Options apart;
+  apart.shared_callbacks_once = false;
+  auto a = analyze(w, apart);
+  auto r = analyze(w);
+  EXPECT_EQ(find(a, "F").wcrt_ns, 14 * kMs);
+  EXPECT_EQ(find(r, "F").wcrt_ns, 14 * kMs);
+  // R: own 4 + 4 = 8, and F's activation: apart, all of it again (4 + 4):
+  // 16. Once: fuse and tail of F's activation are R's own firings, only
+  // f_src (1) is F's: 9. By hand: both sources at 0, f_src 1, r_src 1,
+  // fuse 2 + 4, tail 1: R ends at 9.
+  EXPECT_EQ(find(a, "R").wcrt_ns, 16 * kMs);
+  EXPECT_EQ(find(r, "R").wcrt_ns, 9 * kMs);
+  EXPECT_EQ(find(r, "R").breakdown.interference_ns, 1 * kMs);
+  // B: its segment behind the fused one, once a period, not once per chain:
+  // 1 + 2 + 4 = 7 (apart, 1 + 2 + 4 + 4 = 11).
+  EXPECT_EQ(find(a, "B").wcrt_ns, 11 * kMs);
+  EXPECT_EQ(find(r, "B").wcrt_ns, 7 * kMs);
+}
+
+// All, as `rtaccel analyze` runs by default; the paper's analysis untouched.
+TEST(Refinements, TogetherByDefaultAndNeverInThePapersAnalysis) {
+  auto r = analyze(load(kQuickstart));
+  // hot 38.28 as with one segment per executor; log: R0 = 25.14, mu =
+  // min(2, ceil((25.14 + 38.28)/100)) = 1: 25.14 + 13.14 = 38.28, and
+  // ceil(76.56/100) = 1 again.
+  EXPECT_EQ(find(r, "hot").wcrt_ns, 38280 * kUs);
+  EXPECT_EQ(find(r, "log").wcrt_ns, 38280 * kUs);
+  EXPECT_EQ(find(r, "log").breakdown.interference_ns, 13140 * kUs);
+  auto paper = analyze(load(kQuickstart), Options::paper());
+  // The paper: hot blocked by the logger's CPU time only (5 + 3 + 10.14), log
+  // as Lemma 1 and all hps give it: 71.62.
+  EXPECT_EQ(find(paper, "hot").wcrt_ns, 18140 * kUs);
+  EXPECT_EQ(find(paper, "log").wcrt_ns, 71620 * kUs);
 }
 
 }  // namespace

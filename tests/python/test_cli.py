@@ -27,7 +27,7 @@ def test_analyze_prints_one_row_per_chain():
     out = rtaccel("analyze", str(EXAMPLES / "quickstart.yaml"), check=0).stdout
     rows = [line for line in out.splitlines() if line and not line.startswith("#")]
     assert rows[0].split()[:3] == ["chain", "prio", "crit"]
-    assert rows[1].split()[0] == "hot" and "58480" in rows[1]
+    assert rows[1].split()[0] == "hot" and "38280" in rows[1]  # Refinements.TogetherByDefault...
     assert "# all critical chains schedulable" in out
 
 
@@ -37,7 +37,7 @@ def test_analyze_json_carries_the_contract_keys():
     assert doc["all_critical_schedulable"] is True
     hot = doc["chains"][0]
     assert {"wcrt_us", "deadline_us", "schedulable", "dominant", "breakdown"} <= hot.keys()
-    assert hot["wcrt_us"] == pytest.approx(58480.0)
+    assert hot["wcrt_us"] == pytest.approx(38280.0)
     assert sum(hot["breakdown"].values()) == pytest.approx(hot["wcrt_us"])
 
 

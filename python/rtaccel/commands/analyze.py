@@ -83,7 +83,8 @@ def register(sub) -> None:
                    help="where the fixed-point iteration gives up (default: period, so a miss "
                         "is reported with its size)")
     p.add_argument("--paper-blocking", action="store_true",
-                   help="charge lower-priority blocking with CPU time only, as printed in the paper")
+                   help="the paper's analysis as printed: lower-priority blocking with CPU time "
+                        "only, and none of rtaccel's refinements (docs/analysis.md)")
     p.add_argument("--no-calibration", action="store_true",
                    help="ignore this machine's `rtaccel calibrate` overheads")
     common.gang_options(p, "analyze")
