@@ -16,6 +16,7 @@
 #define RTACCEL_EXEC_MONITOR_H_
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -68,6 +69,10 @@ struct MonitorInput {
   const SharedRun* shared = nullptr;
   const CoreSampler* cores = nullptr;
   uint64_t t0_ns = 0;
+  // The analysis the run's bounds came from, run again over the workload
+  // with the times the run measured; none: instances over their bound are
+  // explained by any assumption broken in their time.
+  std::function<std::vector<analysis::ChainResult>(const workload::Workload&)> analyze;
 };
 
 // summary.json's "assumptions": per callback its CPU time against its WCET,
@@ -75,8 +80,13 @@ struct MonitorInput {
 // against its bound, per executor core its losses, and `broken`, one
 // sentence per assumption that did not hold. Each chain of `chains` (the
 // summary's, in workload order) that went over its bound gets
-// `explained_by` (sentences) and `unexplained` (instances over the bound in
-// whose time no assumption broke).
+// `explained_by` (sentences) and `unexplained`. With `analyze`, the chain
+// also gets `measured_wcrt_us`, its bound with every callback's, kernel's and
+// release's longest time in the run in place of the declared one; an
+// instance is explained where it is within that bound, or over it by no more
+// than what its cores lost to interrupts, softirqs, steal and threads outside
+// the workload in its time. Without, where any assumption broke in its time.
+// `unexplained` counts the others: a run's evidence against the analysis.
 nlohmann::json check_assumptions(const MonitorInput& in, nlohmann::json* chains);
 
 }  // namespace rtaccel::exec

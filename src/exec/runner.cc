@@ -1364,7 +1364,10 @@ Status Run::write_results(uint64_t stopped_ns) {
                       {"messages", st->pushed},
                       {"dropped", st->dropped}});
   }
-  MonitorInput monitor{&w, &setup_.plan, &setup_.bounds, &shared_, &cores_, t0_};
+  MonitorInput monitor{&w, &setup_.plan, &setup_.bounds, &shared_, &cores_, t0_,
+                       [gang = setup_.gang](const workload::Workload& measured) {
+                         return gang ? analysis::analyze_gangs(measured) : analysis::analyze(measured);
+                       }};
   json assumptions = check_assumptions(monitor, &chains);
   bool held = true;
   for (const auto& c : chains)
