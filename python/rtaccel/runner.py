@@ -272,9 +272,10 @@ def format_compare(summaries: list[dict]) -> str:
             elif "assumptions" not in s:
                 lines.append(f"# {_label(s)}: A CRITICAL CHAIN EXCEEDED ITS BOUND (marked '!')")
             elif unexplained:
-                lines.append(f"# {_label(s)}: A CRITICAL CHAIN EXCEEDED ITS BOUND with no broken "
-                             "assumption in its time: the analysis does not hold for this run; that "
-                             "is a bug in rtaccel's analysis, please report it with this folder")
+                lines.append(f"# {_label(s)}: A CRITICAL CHAIN EXCEEDED ITS BOUND beyond what the "
+                             "assumptions broken in its time explain: the analysis does not hold for "
+                             "this run; that is a bug in rtaccel's analysis, please report it with "
+                             "this folder")
             else:
                 lines.append(f"# {_label(s)}: A CRITICAL CHAIN EXCEEDED ITS BOUND (marked '!'), each "
                              "time with an assumption of the analysis broken (listed under it; "

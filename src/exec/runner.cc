@@ -1364,10 +1364,13 @@ Status Run::write_results(uint64_t stopped_ns) {
                       {"messages", st->pushed},
                       {"dropped", st->dropped}});
   }
-  MonitorInput monitor{&w, &setup_.plan, &setup_.bounds, &shared_, &cores_, t0_,
-                       [gang = setup_.gang](const workload::Workload& measured) {
-                         return gang ? analysis::analyze_gangs(measured) : analysis::analyze(measured);
-                       }};
+  // The bounds are PAAM's: under ros2 and picas a chain over one is the
+  // policy's doing, not the analysis', and the monitor only lists what broke.
+  MonitorInput monitor{&w, &setup_.plan, &setup_.bounds, &shared_, &cores_, t0_, {}};
+  if (options_.policy == Policy::kPaam)
+    monitor.analyze = [gang = setup_.gang](const workload::Workload& measured) {
+      return gang ? analysis::analyze_gangs(measured) : analysis::analyze(measured);
+    };
   json assumptions = check_assumptions(monitor, &chains);
   bool held = true;
   for (const auto& c : chains)

@@ -196,7 +196,7 @@ def test_instances_over_the_bound_are_counted_and_compare_names_them(tmp_path):
     h["bound_held"] = False
     summary["critical_bounds_held"] = False
     assert 0 < h["over_bound"] < h["count"]
-    # First as if the monitor had found nothing broken in their time: the run
+    # First as if the monitor had found nothing to explain them: the run
     # calls that a bug of the analysis.
     h["explained_by"], h["unexplained"] = [], h["over_bound"]
     (tight / "summary.json").write_text(json.dumps(summary))
@@ -204,7 +204,7 @@ def test_instances_over_the_bound_are_counted_and_compare_names_them(tmp_path):
     assert r.returncode == 1, r.stdout + r.stderr
     assert f"paam: h: {h['over_bound']} of {h['count']} instances over its bound of " \
            f"{h['p50_us'] / 1000:.1f} ms" in r.stdout, r.stdout
-    assert "no broken assumption in its time" in r.stdout, r.stdout
+    assert "beyond what the assumptions broken in its time explain" in r.stdout, r.stdout
     assert "bug in rtaccel's analysis" in r.stdout, r.stdout
     # Then with every instance explained: the broken assumption is listed
     # under the chain, and no bug is claimed.
