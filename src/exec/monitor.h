@@ -9,9 +9,9 @@
 // callback within the release jitter of its release (where nothing else ran
 // on its core meanwhile); and the executors' cores serving the executors,
 // not interrupts, softirqs or the hypervisor (steal), beyond what the
-// release jitter covers. A chain instance over its bound
-// with none of them broken in its time is a fault of the analysis, and the
-// run says so.
+// release jitter covers. A chain instance over its bound by more than the
+// times the run measured and the cores' losses in its time account for is a
+// fault of the analysis, and the run says so.
 #ifndef RTACCEL_EXEC_MONITOR_H_
 #define RTACCEL_EXEC_MONITOR_H_
 
