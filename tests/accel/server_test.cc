@@ -758,7 +758,7 @@ volatile sig_atomic_t g_trapped_nr;
 // worker to its sleep's 50 ms limit.
 void count_syscall(int, siginfo_t* info, void* context) {
   g_trapped = g_trapped + 1;
-  if (g_trapped == 1) g_trapped_nr = info->si_syscall;
+  if (g_trapped_nr == 0) g_trapped_nr = info->si_syscall;  // the first in its iteration
 #if defined(__x86_64__)
   static_cast<ucontext_t*>(context)->uc_mcontext.gregs[REG_RAX] = -ENOSYS;
 #elif defined(__aarch64__)
