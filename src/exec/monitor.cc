@@ -393,7 +393,6 @@ json check_assumptions(const MonitorInput& in, json* chains) {
         // A loss in an interval counted for an earlier instance explains
         // this one too; what counts is what the core lost then.
         lost_ns += in.cores->lost(core, x.start_ns, x.end_ns, nullptr).total();
-        broke = broke || loss.total() > 0;
       }
       const uint64_t unmodelled_ns = std::max(off_core_ns, lost_ns);
       bool explained = broke || unmodelled_ns > 0;
@@ -423,14 +422,13 @@ json check_assumptions(const MonitorInput& in, json* chains) {
     for (const auto& [key, s] : why.overruns) explained_by.push_back(overrun_text(key.first, key.second, s.max_ns, s.instances, of));
     for (const auto& [core, loss] : why.cores)
       if (loss.total()) explained_by.push_back(loss_text(core, loss, " in the time of the instances over the bound"));
-    if (why.unexplained)
-      explained_by.push_back(
-          count_of(why.unexplained, "instance") +
-          (quantitative ? " beyond even that bound by more than " + std::string(why.unexplained == 1 ? "its" : "their") +
-                              " cores lost in " + (why.unexplained == 1 ? "its" : "their") + " time"
-                        : " over the bound with no assumption broken in " +
-                              std::string(why.unexplained == 1 ? "its" : "their") + " time") +
-          ": the analysis does not hold for this run (a bug in rtaccel's analysis)");
+    if (why.unexplained) {
+      const std::string its = why.unexplained == 1 ? "its" : "their";
+      explained_by.push_back(count_of(why.unexplained, "instance") +
+                             (quantitative ? " beyond even that bound by more than " + its + " cores lost in " + its
+                                           : " over the bound with no assumption broken in " + its) +
+                             " time: the analysis does not hold for this run (a bug in rtaccel's analysis)");
+    }
     summary["explained_by"] = std::move(explained_by);
     summary["unexplained"] = why.unexplained;
     unexplained += why.unexplained;
