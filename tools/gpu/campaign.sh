@@ -16,6 +16,11 @@
 #         hogs, unregulated and under the bandwidth lock)
 # PART 3: (when there is time) the inversion in depth: longer runs, traced
 #         under --pi and --pi --boost, and untraced with more copiers
+# PART 4: all five in one run: case study 1 on CUDA under paam, beside a
+#         memory hog on each hog core, with the interposer tracing the run's
+#         programs; with isolation (the regulator on the hogs' cores, the
+#         bandwidth lock for chains 1 and 2), with isolation and gangs, and
+#         without; each run's one timeline checked (tools/gpu/timeline.py)
 #
 # CAMPAIGN_STEPS="NAME ..." runs those steps of the part alone (a re-run).
 # OUT gets partPART.tar.gz (every step's JSON and files), summary-partPART.md
@@ -111,7 +116,32 @@ case_study() {
 	return $rc
 }
 
-export -f env_step hogs bwlock_corun bwlock_regulated case_study
+# Case study 1 on CUDA with an isolation section for this machine's hog cores.
+isolated_workload() {
+	cat "$B/examples/paam_case_study_1_cuda.yaml"
+	echo "isolation:"
+	echo "  regulator: {cores: [$(seq -s, "$HOG_FIRST" "$HOG_LAST")], period_us: 1000, be_peak_mbps: 10000, cost_us: 50}"
+	echo "  bandwidth_lock: {chains: [chain1, chain2], threshold_mbps: 0}"
+}
+
+# one_timeline NAME REQUIRE FLAGS...: a paam run of that workload under the
+# interposer, a memory hog on each hog core, and its timeline checked for
+# the event categories REQUIRE names.
+one_timeline() {
+	local name=$1 require=$2 rc=0
+	shift 2
+	local be=()
+	for c in $(seq "$HOG_FIRST" "$HOG_LAST"); do
+		be+=(--best-effort "taskset -c $c $LIB/rtaccel-membench write --size 64M")
+	done
+	rtaccel run "$W/case_study_1_cuda_isolated.yaml" --policy paam --duration 25 --shim trace "$@" \
+		"${be[@]}" --out "$W/timeline-$name" --quiet || rc=1
+	python3 "$ROOT/tools/gpu/timeline.py" "$W/timeline-$name" --require "$require" || rc=1
+	return $rc
+}
+
+export -f env_step hogs bwlock_corun bwlock_regulated case_study one_timeline
+export ROOT
 export B W LIB HOG_FIRST HOG_LAST
 
 echo "campaign part $PART: bundle $B, work folder $W"
@@ -164,7 +194,15 @@ case $PART in
 	step inversion_long_pi 75 rtaccel shim --pi -- "$LIB/rtaccel-cuda-inversion" --seconds 60 --copiers 8
 	step inversion_long_pi_boost 75 rtaccel shim --pi --boost -- "$LIB/rtaccel-cuda-inversion" --seconds 60 --copiers 8
 	;;
-*) echo "campaign.sh: PART is 1, 2 or 3" >&2; exit 2 ;;
+4)
+	isolated_workload >"$W/case_study_1_cuda_isolated.yaml"
+	step analyze_isolated 30 rtaccel analyze "$W/case_study_1_cuda_isolated.yaml"
+	step timeline_isolated 120 "one_timeline isolated cuda,gpu,callback,kernel,regulator"
+	step timeline_isolated_gang 120 "one_timeline gang cuda,gpu,callback,kernel,regulator,gang --gang"
+	step timeline_unisolated 120 "one_timeline unisolated cuda,gpu,callback,kernel --no-isolation"
+	step compare_timelines 30 rtaccel compare "$W/timeline-unisolated" "$W/timeline-isolated" "$W/timeline-gang"
+	;;
+*) echo "campaign.sh: PART is 1, 2, 3 or 4" >&2; exit 2 ;;
 esac
 
 python3 "$ROOT/tools/gpu/record.py" summary "$W" "rtaccel GPU campaign, part $PART"
