@@ -184,6 +184,7 @@ json check_assumptions(const MonitorInput& in, json* chains) {
   std::vector<Overrun> overruns;
   std::map<int, std::vector<std::pair<uint64_t, uint64_t>>> busy;  // per core: callbacks' [begin, end]
   std::vector<const TraceEvent*> runs;                              // callbacks' executions
+  std::vector<const TraceEvent*> kernels;                           // served segments' kernels
   std::map<std::pair<size_t, uint32_t>, std::vector<std::pair<uint64_t, uint64_t>>> waits;  // per thread
   for (size_t e = 0; e < w.executors.size() + plan.bridges.size(); ++e) {
     const uint64_t n = std::min(shared.executor(e)->trace_used.load(), shared.trace_capacity(e));
@@ -209,10 +210,7 @@ json check_assumptions(const MonitorInput& in, json* chains) {
                  segment_index.count({ev.callback, ev.segment})) {
         // Under direct invocation a segment's time includes its wait for the
         // device, which no declared time covers; only served kernels count.
-        const size_t s = segment_index[{ev.callback, ev.segment}];
-        segments[s].add(ev.end_ns - ev.begin_ns);
-        if (ev.end_ns - ev.begin_ns > segments[s].allowed_ns)
-          overruns.push_back({Overrun::kSegment, s, ev.begin_ns, ev.end_ns, ev.end_ns - ev.begin_ns, -1});
+        kernels.push_back(&ev);
       } else if (ev.kind == static_cast<uint32_t>(TraceKind::kTransfer) && ev.segment < hops.size() &&
                  hops[ev.segment].allowed_ns) {
         // From the publish to the arrival, as the analysis bounds a hop.
@@ -222,6 +220,42 @@ json check_assumptions(const MonitorInput& in, json* chains) {
       }
     }
   }
+  // A kernel's own time: its span less the time a higher bucket's kernels
+  // on its accelerator ran within it. The analysis charges those as
+  // interference of their own (a higher bucket's worker preempts a lower one
+  // on the cpu backend; on a GPU its stream's priority takes the SMs first):
+  // counted here too, they would make a kernel that only waited for them
+  // look over its declared time, as every low bucket's did on a GPU.
+  using Spans = std::vector<std::pair<uint64_t, uint64_t>>;
+  auto accelerator_of = [&](const TraceEvent& ev) { return w.callbacks[ev.callback].segments[ev.segment].accelerator; };
+  std::map<std::pair<size_t, int32_t>, Spans> by_bucket;  // (accelerator, bucket): its kernels' spans
+  for (const TraceEvent* ev : kernels) by_bucket[{accelerator_of(*ev), ev->bucket}].emplace_back(ev->begin_ns, ev->end_ns);
+  std::map<std::pair<size_t, int32_t>, Spans> above;  // the same: the union of every higher bucket's spans
+  for (const auto& [key, spans] : by_bucket) {
+    Spans all;
+    for (auto it = by_bucket.upper_bound(key); it != by_bucket.end() && it->first.first == key.first; ++it)
+      all.insert(all.end(), it->second.begin(), it->second.end());
+    std::sort(all.begin(), all.end());
+    Spans& merged = above[key];
+    for (const auto& s : all) {
+      if (!merged.empty() && s.first <= merged.back().second)
+        merged.back().second = std::max(merged.back().second, s.second);
+      else
+        merged.push_back(s);
+    }
+  }
+  for (const TraceEvent* ev : kernels) {
+    const Spans& higher = above[{accelerator_of(*ev), ev->bucket}];
+    uint64_t preempted = 0;
+    auto it = std::partition_point(higher.begin(), higher.end(), [&](const auto& s) { return s.second <= ev->begin_ns; });
+    for (; it != higher.end() && it->first < ev->end_ns; ++it)
+      preempted += std::min(it->second, ev->end_ns) - std::max(it->first, ev->begin_ns);
+    const uint64_t own = ev->end_ns - ev->begin_ns - preempted;
+    const size_t s = segment_index[{ev->callback, ev->segment}];
+    segments[s].add(own);
+    if (own > segments[s].allowed_ns) overruns.push_back({Overrun::kSegment, s, ev->begin_ns, ev->end_ns, own, -1});
+  }
+
   // A callback's thread kept off its core: the wall time of a callback's
   // execution beyond its CPU time, its waits, and the callbacks that ran on
   // its core meanwhile (which the bound covers) went to something the
@@ -322,9 +356,9 @@ json check_assumptions(const MonitorInput& in, json* chains) {
 
   // The bounds again, with each callback's, kernel's and release's longest
   // time in the run in place of the declared one where longer: what the
-  // analysis promises for the run as it happened. A kernel's measured time
-  // includes its preemption by higher buckets, which the analysis counts
-  // apart, so this bound is if anything larger than the run's own times
+  // analysis promises for the run as it happened. A kernel's own time still
+  // includes the cost of its preemptions, which the analysis also charges
+  // (kappa), so this bound is if anything larger than the run's own times
   // give, and an instance beyond it more surely the analysis' fault.
   std::map<std::string, uint64_t> measured_bound;  // bounded chains only
   if (in.analyze) {

@@ -4,7 +4,9 @@
 //
 // The assumptions: every callback's CPU work within its declared WCET (the
 // thread's CPU time, which a co-runner that floods the cache or DRAM
-// stretches); every accelerator segment's kernel within its declared time;
+// stretches); every accelerator segment's kernel within its declared time
+// (its span less the time higher buckets' kernels ran within it, which the
+// analysis charges apart);
 // every hop between nodes within its link's bound; every timer starting its
 // callback within the release jitter of its release (where nothing else ran
 // on its core meanwhile); and the executors' cores serving the executors,
@@ -76,7 +78,7 @@ struct MonitorInput {
 };
 
 // summary.json's "assumptions": per callback its CPU time against its WCET,
-// per segment its kernel time against its declared time, per hop its time
+// per segment its kernel's own time against its declared time, per hop its time
 // against its bound, per executor core its losses, and `broken`, one
 // sentence per assumption that did not hold. Each chain of `chains` (the
 // summary's, in workload order) that went over its bound gets

@@ -33,10 +33,32 @@ chains:
   - {name: cb, priority: 1, path: [b]}
 )";
 
+// Two callbacks on core 0 that call the accelerator: `hi` from the higher
+// chain, in the higher of its two buckets, and `lo`, each kernel declared at
+// 5 ms.
+const char kAcceleratorWorkload[] = R"(
+version: 1
+name: monitored
+platform:
+  cores: 2
+  accelerators:
+    - {name: acc0, backend: cpu, core: 1, priority_levels: 2}
+server: {core: 1, overhead_us: 50}
+executors:
+  - {name: ex, core: 0, priority: 80}
+callbacks:
+  - {name: hi, executor: ex, trigger: {timer_ms: 100}, cpu_us: 1000, segments: [{accelerator: acc0, service: busy, wcet_us: 5000}]}
+  - {name: lo, executor: ex, trigger: {timer_ms: 100}, cpu_us: 1000, segments: [{accelerator: acc0, service: busy, wcet_us: 5000}]}
+chains:
+  - {name: chi, priority: 2, path: [hi]}
+  - {name: clo, priority: 1, path: [lo]}
+)";
+
 class Monitor : public ::testing::Test {
  protected:
-  void SetUp() override {
-    auto loaded = workload::load_string(kWorkload, "monitored.yaml");
+  void SetUp() override { load(kWorkload); }
+  void load(const char* yaml) {
+    auto loaded = workload::load_string(yaml, "monitored.yaml");
     ASSERT_TRUE(loaded) << loaded.status().message();
     workload_ = *loaded;
     auto plan = make_plan(workload_);
@@ -60,6 +82,18 @@ class Monitor : public ::testing::Test {
     ev.submit_ns = ev.begin_ns = begin;
     ev.end_ns = end;
     ev.cpu_ns = cpu;
+    const uint64_t i = shared_.executor(0)->trace_used.fetch_add(1);
+    shared_.trace(0)[i] = ev;
+  }
+  // Callback CB's kernel ran [begin, end] in BUCKET of the server.
+  void kernel(size_t cb, int bucket, uint64_t begin, uint64_t end) {
+    TraceEvent ev{};
+    ev.kind = static_cast<uint32_t>(TraceKind::kSegment);
+    ev.callback = static_cast<uint32_t>(cb);
+    ev.bucket = bucket;
+    ev.submit_ns = begin;
+    ev.begin_ns = begin;
+    ev.end_ns = end;
     const uint64_t i = shared_.executor(0)->trace_used.fetch_add(1);
     shared_.trace(0)[i] = ev;
   }
@@ -239,6 +273,36 @@ TEST_F(Monitor, BeyondTheBoundOfItsOwnTimesAnInstanceIsTheAnalysisUnlessItsCoreL
   EXPECT_EQ(chains[0]["explained_by"].back(), "1 instance beyond even that bound by more than its cores lost in its "
                                               "time: the analysis does not hold for this run (a bug in rtaccel's "
                                               "analysis)");
+}
+
+// A kernel's time on the accelerator is its own: the higher bucket's kernels
+// that ran within its span are interference, which the analysis charges.
+class MonitorOfKernels : public Monitor {
+ protected:
+  void SetUp() override { load(kAcceleratorWorkload); }
+};
+
+TEST_F(MonitorOfKernels, AKernelsTimeLeavesOutTheHigherBucketsKernelsThatRanWithinIt) {
+  cores_.record(0, {{}, {}});
+  cores_.record(100 * kMs, {{}, {}});
+  kernel(1, 0, 10 * kMs, 20 * kMs);  // lo: 10 ms, of which hi ran 3 + 2
+  kernel(0, 1, 11 * kMs, 14 * kMs);
+  kernel(0, 1, 16 * kMs, 18 * kMs);
+  kernel(0, 1, 19 * kMs, 23 * kMs);  // hi again, 1 ms of it within lo's
+  kernel(1, 0, 30 * kMs, 36 * kMs);  // lo alone: 6 ms against 5
+  json chains;
+  const json a = check(&chains);
+  ASSERT_EQ(a["segments"].size(), 2u) << a.dump();
+  EXPECT_EQ(a["segments"][0]["callback"], "hi");
+  EXPECT_EQ(a["segments"][0]["over"], 0);
+  EXPECT_DOUBLE_EQ(a["segments"][0]["max_us"].get<double>(), 4000.0);
+  EXPECT_EQ(a["segments"][1]["callback"], "lo");
+  EXPECT_EQ(a["segments"][1]["count"], 2);
+  EXPECT_EQ(a["segments"][1]["over"], 1);
+  EXPECT_DOUBLE_EQ(a["segments"][1]["max_us"].get<double>(), 6000.0);
+  ASSERT_EQ(a["broken"].size(), 1u) << a.dump();
+  EXPECT_EQ(a["broken"][0], "segment 1 of callback lo (busy) ran up to 6.0 ms on the accelerator against 5.0 ms "
+                            "in 1 instance of 2");
 }
 
 TEST(MemoryWalk, RandomVisitsEveryLineOnceBeforeItRepeats) {
