@@ -132,9 +132,9 @@ one_timeline() {
 	shift 2
 	local be=()
 	for c in $(seq "$HOG_FIRST" "$HOG_LAST"); do
-		be+=(--best-effort "taskset -c $c $LIB/rtaccel-membench write --size 64M")
+		be+=(--best-effort "taskset -c $c $LIB/rtaccel-membench write --size 64M --json")
 	done
-	rtaccel run "$W/case_study_1_cuda_isolated.yaml" --policy paam --duration 25 --shim trace "$@" \
+	rtaccel run "$W/case_study_1_cuda_isolated.yaml" --policy paam --duration 40 --shim trace "$@" \
 		"${be[@]}" --out "$W/timeline-$name" --quiet || rc=1
 	python3 "$ROOT/tools/gpu/timeline.py" "$W/timeline-$name" --require "$require" || rc=1
 	return $rc
@@ -197,9 +197,9 @@ case $PART in
 4)
 	isolated_workload >"$W/case_study_1_cuda_isolated.yaml"
 	step analyze_isolated 30 rtaccel analyze "$W/case_study_1_cuda_isolated.yaml"
-	step timeline_isolated 120 "one_timeline isolated cuda,gpu,callback,kernel,regulator"
-	step timeline_isolated_gang 120 "one_timeline gang cuda,gpu,callback,kernel,regulator,gang --gang"
-	step timeline_unisolated 120 "one_timeline unisolated cuda,gpu,callback,kernel --no-isolation"
+	step timeline_isolated 100 "one_timeline isolated cuda,gpu,callback,kernel,regulator"
+	step timeline_isolated_gang 100 "one_timeline gang cuda,gpu,callback,kernel,regulator,gang --gang"
+	step timeline_unisolated 100 "one_timeline unisolated cuda,gpu,callback,kernel --no-isolation"
 	step compare_timelines 30 rtaccel compare "$W/timeline-unisolated" "$W/timeline-isolated" "$W/timeline-gang"
 	;;
 *) echo "campaign.sh: PART is 1, 2, 3 or 4" >&2; exit 2 ;;
