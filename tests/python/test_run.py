@@ -413,4 +413,12 @@ def test_the_interposer_in_a_run_traces_its_programs_on_the_run_timeline(tmp_pat
     # The reports are the interposer's own: lockstat reads the folder.
     report = rtaccel("lockstat", str(out / "shim"), check=0)
     assert "executor" in report.stdout or "rtaccel-exec" in report.stdout, report.stdout
+    # The GPU campaign's check of a run's one timeline: the run's own sources
+    # found, and one it asks for that a cpu run cannot have (CUDA) missed.
+    check = subprocess.run([sys.executable, str(ROOT / "tools" / "gpu" / "timeline.py"), str(out),
+                            "--require", "callback,kernel,cuda"], capture_output=True, text=True, timeout=120)
+    found = json.loads(check.stdout)
+    assert check.returncode == 1 and found["missing"] == ["cuda"], check.stdout + check.stderr
+    assert found["format_problems"] == 0 and found["chain_instances_with_flow"] > 0
+    assert set(found["shim_cuda_calls"]) == set(procs)
 
