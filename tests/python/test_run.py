@@ -292,6 +292,24 @@ def test_bad_arguments_are_refused():
     assert proc.returncode == 2 and "bad --shim" in proc.stderr
 
 
+def test_a_run_that_fails_under_the_interposer_says_why_and_nothing_else(tmp_path):
+    # The run stops while it sizes the kernels, before it has made its result
+    # folder; the interposer's report of the runner still has a place.
+    path = workload(tmp_path, "plugin", """executors:
+  - {name: ex, core: 0, priority: 50}
+callbacks:
+  - {name: a, executor: ex, trigger: {timer_ms: 100}, cpu_us: 1000, segments: [{accelerator: acc0, service: mine, wcet_us: 500}]}
+chains:
+  - {name: c, priority: 1, path: [a]}
+""")
+    out = tmp_path / "out"
+    proc = rtaccel("run", path, "--shim", "trace", "--duration", "1", "--out", str(out), "--quiet", check=2)
+    assert proc.stderr.strip().splitlines() == [
+        "rtaccel-exec: callback 'a': service 'mine': rtaccel run sizes only the built-in services busy, vecadd, "
+        "matmul, reduction, histogram"], proc.stderr
+    assert list((out / "shim").glob("rtaccel-shim.*.json"))
+
+
 def test_admission_refusal_names_the_chain(tmp_path):
     path = workload(tmp_path, "late", """executors:
   - {name: ex, core: 0, priority: 50}

@@ -94,7 +94,13 @@ int under_shim(const rtaccel::exec::RunOptions& o, char** argv) {
             lib.c_str());
     return RTACCEL_EXIT_RUNTIME;
   }
+  // Each program writes its report there when it exits, this one too, even
+  // when the run fails before it has made its result folder.
   const auto out = std::filesystem::absolute(o.out_dir, ec) / "shim";
+  if (std::filesystem::create_directories(out, ec); ec) {
+    fprintf(stderr, "rtaccel-exec: --shim: cannot create %s: %s\n", out.c_str(), ec.message().c_str());
+    return RTACCEL_EXIT_RUNTIME;
+  }
   const char* preload = getenv("LD_PRELOAD");
   const std::string preloads = lib + (preload && *preload ? ":" + std::string(preload) : "");
   setenv("LD_PRELOAD", preloads.c_str(), 1);
