@@ -4,6 +4,7 @@
 // segments as blocking. Integer nanoseconds, saturating.
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "analysis/results.h"
@@ -15,11 +16,14 @@ namespace {
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return b ? a / b + (a % b != 0) : kUnbounded; }
 
-// One interfering job source: cost per job and minimum inter-arrival time.
+// One interfering job source: cost per job and minimum inter-arrival time;
+// `offset_ns` widens the window its jobs are counted in (a job released
+// that long before the window can still run in it).
 struct Source {
   uint64_t cost_ns;
   uint64_t period_ns;
   uint64_t preemption_ns;  // part of cost_ns that is 2 delta
+  uint64_t offset_ns = 0;
 };
 
 struct Fixpoint {
@@ -28,7 +32,8 @@ struct Fixpoint {
   uint64_t preemption_ns = 0;
 };
 
-// R = own + sum ceil(R / T_j) * cost_j, from R = own, up to `limit`.
+// R = own + sum ceil((R + offset_j) / T_j) * cost_j, from R = own, up to
+// `limit`.
 Fixpoint solve(uint64_t own_ns, const std::vector<Source>& sources, uint64_t limit_ns) {
   Fixpoint out;
   uint64_t r = own_ns;
@@ -36,7 +41,7 @@ Fixpoint solve(uint64_t own_ns, const std::vector<Source>& sources, uint64_t lim
     if (r > limit_ns) return out;
     uint64_t next = own_ns, preemption = 0;
     for (const Source& s : sources) {
-      const uint64_t jobs = ceil_div(r, s.period_ns);
+      const uint64_t jobs = ceil_div(add(r, s.offset_ns), s.period_ns);
       next = add(next, mul(jobs, s.cost_ns));
       preemption = add(preemption, mul(jobs, s.preemption_ns));
     }
@@ -118,28 +123,137 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
   const uint64_t two_delta = mul(2, w.gang_preemption_ns);
   const NetworkTerms network(w);
 
-  // Each callback as a gang job.
+  // Each callback as a gang job. Its segments as the server runs them: in the
+  // bucket of its priority among the requests to its accelerator, each with a
+  // preemption and a resumption by a higher bucket (kappa) where the device
+  // has buckets to preempt, as in the PAAM analysis.
+  struct Kernel {
+    size_t accelerator = 0;
+    int bucket = 0;
+    uint64_t ns = 0;  // A + 2 kappa + epsilon
+  };
   struct Job {
     int priority = 0;
     int core = 0;
+    size_t executor = 0;
     uint64_t cpu_ns = 0;
     uint64_t accelerator_ns = 0;
     uint64_t period_ns = kUnbounded;
+    std::vector<Kernel> kernels;
   };
+  std::vector<std::vector<int>> request_priorities(w.accelerators.size());
+  for (size_t k = 0; k < w.callbacks.size(); ++k)
+    for (const workload::Segment& s : w.callbacks[k].segments) {
+      auto& list = request_priorities[s.accelerator];
+      if (std::find(list.begin(), list.end(), w.callback_priority(k)) == list.end())
+        list.push_back(w.callback_priority(k));
+    }
   std::vector<Job> jobs(w.callbacks.size());
   for (size_t k = 0; k < w.callbacks.size(); ++k) {
     const workload::Callback& cb = w.callbacks[k];
     Job& j = jobs[k];
     j.priority = gangs[gang_of[cb.executor]].priority;
     j.core = w.executors[cb.executor].core;
+    j.executor = cb.executor;
     j.cpu_ns = cb.cpu_ns;
-    for (const workload::Segment& s : cb.segments)
-      j.accelerator_ns = add(j.accelerator_ns, add(regulated_segment_ns(w, s.accelerator, s.wcet_ns), epsilon));
+    for (const workload::Segment& s : cb.segments) {
+      const auto& acc = w.accelerators[s.accelerator];
+      const uint64_t kappa = acc.priority_levels > 1 ? acc.preemption_cost_ns : 0;
+      Kernel kernel;
+      kernel.accelerator = s.accelerator;
+      kernel.bucket = bucket_of(w.callback_priority(k), request_priorities[s.accelerator], acc.priority_levels);
+      kernel.ns = add(add(regulated_segment_ns(w, s.accelerator, s.wcet_ns), mul(2, kappa)), epsilon);
+      j.accelerator_ns = add(j.accelerator_ns, kernel.ns);
+      j.kernels.push_back(kernel);
+    }
   }
   for (const workload::Chain& c : w.chains)
     for (size_t k : c.path) jobs[k].period_ns = std::min(jobs[k].period_ns, c.period_ns);
+  auto share_an_accelerator = [&](const Job& a, const Job& b) {
+    for (const Kernel& x : a.kernels)
+      for (const Kernel& y : b.kernels)
+        if (x.accelerator == y.accelerator) return true;
+    return false;
+  };
 
+  // What delays a callback's job: the jobs of higher gangs (each with a
+  // gang preemption, stop and resume), those of its own gang priority on its
+  // core, and the regulator's thread on its core, above every gang. The
+  // members of its virtual gang on other cores run beside it, but their
+  // kernels queue on a shared accelerator with its own.
+  auto delays = [&](size_t k, size_t other) {
+    const Job& me = jobs[k];
+    const Job& o = jobs[other];
+    return o.priority > me.priority || (o.priority == me.priority && o.core == me.core) ||
+           (o.priority == me.priority && share_an_accelerator(me, o));
+  };
+  auto cost_for = [&](size_t k, size_t other) {
+    const Job& me = jobs[k];
+    const Job& o = jobs[other];
+    if (o.priority == me.priority && o.core != me.core) return o.accelerator_ns;
+    const uint64_t c = add(o.cpu_ns, o.accelerator_ns);
+    return o.priority > me.priority ? add(c, two_delta) : c;
+  };
+  // A job that arrives while a lower gang runs waits for it to stop on
+  // every core: one gang preemption, delta, once per job. A stopped gang's
+  // threads keep their requests to the server, one each at most, which run
+  // on: one that is queued in the bucket of one of the job's kernels or above
+  // runs before it (one in a lower bucket is preempted, which the kernel's
+  // kappa covers). Each counts once per job: its thread cannot ask again
+  // until its gang runs, after the job.
+  auto blocking_of = [&](size_t k) {
+    const Job& me = jobs[k];
+    uint64_t blocking = 0;
+    bool lower = false;
+    for (size_t e = 0; e < w.executors.size(); ++e) {
+      if (gangs[gang_of[e]].priority >= me.priority) continue;
+      lower = true;
+      uint64_t longest = 0;
+      for (const Job& o : jobs) {
+        if (o.executor != e) continue;
+        for (const Kernel& theirs : o.kernels)
+          for (const Kernel& mine : me.kernels)
+            if (theirs.accelerator == mine.accelerator && theirs.bucket >= mine.bucket)
+              longest = std::max(longest, theirs.ns);
+      }
+      blocking = add(blocking, mul(static_cast<uint64_t>(w.executors[e].threads), longest));
+    }
+    return lower ? add(blocking, w.gang_preemption_ns) : blocking;
+  };
+  // Isolation: the regulator's thread on the job's core, above every gang,
+  // once per period the window touches (Lemma 1's count: one more than the
+  // ceiling).
+  auto regulator_source = [&](int core) -> std::optional<Source> {
+    const uint64_t once = regulator_ns(w, core, 0);  // one period's cost, or 0
+    if (!once) return std::nullopt;
+    return Source{once, w.isolation.period_ns, 0, w.isolation.period_ns};
+  };
+  // Callback K's job on its own: R = C + blocking + its delays, within `limit`.
+  auto job_bound = [&](size_t k, uint64_t limit) {
+    std::vector<Source> sources;
+    for (size_t j = 0; j < jobs.size(); ++j)
+      if (j != k && delays(k, j)) sources.push_back({cost_for(k, j), jobs[j].period_ns, jobs[k].priority < jobs[j].priority ? two_delta : 0});
+    if (auto reg = regulator_source(jobs[k].core)) sources.push_back(*reg);
+    return solve(add(add(jobs[k].cpu_ns, jobs[k].accelerator_ns), blocking_of(k)), sources, limit);
+  };
+  // Hand-overs between executors and hops between nodes on the way into
+  // callback I of CHAIN, and its remote accelerator requests.
+  auto passage_of = [&](const workload::Chain& chain, size_t i, uint64_t* communication, uint64_t* transfers) {
+    const size_t k = chain.path[i];
+    *communication = i > 0 && w.callbacks[chain.path[i - 1]].executor != w.callbacks[k].executor ? w.communication_ns : 0;
+    uint64_t hop = i > 0 ? network.hop_ns(chain.path[i - 1], k) : 0;
+    for (size_t s = 0; s < w.callbacks[k].segments.size(); ++s) hop = add(hop, network.segment_ns(k, s));
+    *transfers = hop;
+  };
+
+  // Every chain as the sum of its callbacks' jobs, each bounded on its own.
   std::vector<ChainResult> results;
+  std::vector<uint64_t> job_wcrt(jobs.size(), kUnbounded);  // within its period
+  std::vector<uint64_t> release_offset(jobs.size(), 0);     // latest release after its chain's
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    const Fixpoint f = job_bound(k, jobs[k].period_ns);
+    if (f.bounded) job_wcrt[k] = f.wcrt_ns;
+  }
   for (const workload::Chain& chain : w.chains) {
     ChainResult r = result_for(chain);
     const uint64_t limit = options.horizon == Horizon::kDeadline ? chain.deadline_ns : chain.period_ns;
@@ -149,57 +263,108 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
     for (size_t i = 0; i < chain.path.size() && bounded; ++i) {
       const size_t k = chain.path[i];
       const Job& me = jobs[k];
-      std::vector<Source> sources;
-      for (size_t j = 0; j < jobs.size(); ++j) {
-        if (j == k) continue;
-        const Job& o = jobs[j];
-        const uint64_t c = add(o.cpu_ns, o.accelerator_ns);
-        if (o.priority > me.priority) sources.push_back({add(c, two_delta), o.period_ns, two_delta});
-        else if (o.priority == me.priority && o.core == me.core) sources.push_back({c, o.period_ns, 0});
-      }
-      // A job that arrives while a lower gang runs waits for it to stop on
-      // every core: one gang preemption, delta, once per job.
-      bool lower = false;
-      for (const Job& o : jobs) lower = lower || o.priority < me.priority;
-      const uint64_t blocking = lower ? w.gang_preemption_ns : 0;
-      // Isolation: the regulator's thread on the job's core, above every
-      // gang, once per period the job's window touches (Lemma 1's count:
-      // one more than the ceiling, which solve() gives).
-      const uint64_t regulator_once = regulator_ns(w, me.core, 0);  // one period's cost, or 0
-      if (regulator_once) sources.push_back({regulator_once, w.isolation.period_ns, 0});
-      const uint64_t own = add(me.cpu_ns, me.accelerator_ns);
-      const Fixpoint f = solve(add(add(own, blocking), regulator_once), sources, limit);
+      uint64_t communication = 0, hop = 0;
+      passage_of(chain, i, &communication, &hop);
+      total = add(total, communication);
+      release_offset[k] = std::max(release_offset[k], add(total, hop));
+      const Fixpoint f = job_bound(k, limit);
       if (!f.bounded) {
         bounded = false;
         r.reason = "callback '" + w.callbacks[k].name + "' has no bound within the chain's " +
                    (options.horizon == Horizon::kDeadline ? "deadline" : "period");
         break;
       }
+      const uint64_t own = add(me.cpu_ns, me.accelerator_ns);
+      const uint64_t blocking = blocking_of(k);
       const uint64_t regulator = regulator_ns(w, me.core, f.wcrt_ns);
       r.breakdown.cpu_ns = add(r.breakdown.cpu_ns, me.cpu_ns);
       r.breakdown.accelerator_ns = add(r.breakdown.accelerator_ns, me.accelerator_ns);
       r.breakdown.blocking_ns = add(r.breakdown.blocking_ns, blocking);
       r.breakdown.regulator_ns = add(r.breakdown.regulator_ns, regulator);
       r.breakdown.interference_ns = add(r.breakdown.interference_ns, f.wcrt_ns - own - blocking - regulator);
-      total = add(total, f.wcrt_ns);
-      if (i > 0 && w.callbacks[chain.path[i - 1]].executor != w.callbacks[k].executor) {
-        r.breakdown.communication_ns = add(r.breakdown.communication_ns, w.communication_ns);
-        total = add(total, w.communication_ns);
-      }
-      // hops between nodes and remote accelerator requests: the transfers'
-      // bounds on their links
-      uint64_t hop = i > 0 ? network.hop_ns(chain.path[i - 1], k) : 0;
-      for (size_t s = 0; s < w.callbacks[k].segments.size(); ++s) hop = add(hop, network.segment_ns(k, s));
+      r.breakdown.communication_ns = add(r.breakdown.communication_ns, communication);
       r.breakdown.network_ns = add(r.breakdown.network_ns, hop);
-      total = add(total, hop);
+      total = add(total, add(f.wcrt_ns, hop));
+    }
+    if (!bounded) {
+      // a callback unbounded: its successors' releases are unknown
+      for (size_t k : chain.path) release_offset[k] = kUnbounded;
     }
     r.bounded = bounded && total <= limit;
     if (bounded && !r.bounded)
       r.reason = "no bound within the " + std::string(options.horizon == Horizon::kDeadline ? "deadline" : "period");
     r.wcrt_ns = r.bounded ? total : 0;
-    r.schedulable = r.bounded && total <= chain.deadline_ns;
-    if (r.bounded && !r.schedulable) r.reason = "bound " + us_text(total) + " exceeds the deadline " + us_text(chain.deadline_ns);
     results.push_back(std::move(r));
+  }
+
+  // The chain as one window, too. From its release to its end the gang lock
+  // serves the chain's own jobs, or a job that delays one of them, or the
+  // chain is between two callbacks (hand-overs and hops) or waits for a
+  // lower gang to stop: every instant is one of the terms below. So another
+  // chain's job counts once per window, however many of this chain's
+  // callbacks its window spans, where the sum above counts it in each. A job
+  // that runs in the window was released at most its release offset plus
+  // its own bound before the window began (else it had finished): that
+  // widens the count. The chain's own jobs are not counted again: its
+  // previous instance ended before this one began, since the bound is at
+  // most its period; a callback that can also fire for another chain's
+  // activation is, as theirs. Either bound holds, so the smaller is taken.
+  const std::vector<std::vector<bool>> owns = owned_callbacks(w);
+  for (size_t c = 0; c < w.chains.size(); ++c) {
+    const workload::Chain& chain = w.chains[c];
+    ChainResult& r = results[c];
+    if (!r.bounded) continue;
+    uint64_t base = w.release_jitter_ns, own_total = 0, blocking_total = 0, passage_total = 0;
+    std::vector<bool> counted(jobs.size(), false);
+    std::vector<int> cores;
+    for (size_t i = 0; i < chain.path.size(); ++i) {
+      const size_t k = chain.path[i];
+      uint64_t communication = 0, hop = 0;
+      passage_of(chain, i, &communication, &hop);
+      own_total = add(own_total, add(jobs[k].cpu_ns, jobs[k].accelerator_ns));
+      blocking_total = add(blocking_total, blocking_of(k));
+      passage_total = add(passage_total, add(communication, hop));
+      if (std::find(cores.begin(), cores.end(), jobs[k].core) == cores.end()) cores.push_back(jobs[k].core);
+    }
+    base = add(base, add(own_total, add(blocking_total, passage_total)));
+    std::vector<Source> sources;
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      bool on_path = false, owned = false;
+      for (size_t i = 0; i < chain.path.size(); ++i) {
+        on_path = on_path || chain.path[i] == j;
+        owned = owned || (chain.path[i] == j && owns[c][i]);
+      }
+      if (owned) continue;
+      // The job delays some callback of the chain: the dearest way it can.
+      // A callback of the chain that fires for others too delays itself.
+      bool delays_any = on_path;
+      uint64_t cost = on_path ? add(jobs[j].cpu_ns, jobs[j].accelerator_ns) : 0, preemption = 0;
+      for (size_t k : chain.path) {
+        if (k == j || !delays(k, j)) continue;
+        delays_any = true;
+        cost = std::max(cost, cost_for(k, j));
+        if (jobs[j].priority > jobs[k].priority) preemption = two_delta;
+      }
+      if (!delays_any) continue;
+      sources.push_back({cost, jobs[j].period_ns, preemption, add(release_offset[j], job_wcrt[j])});
+    }
+    std::vector<Source> regulators;
+    for (int core : cores)
+      if (auto reg = regulator_source(core)) regulators.push_back(*reg);
+    sources.insert(sources.end(), regulators.begin(), regulators.end());
+    const uint64_t limit = options.horizon == Horizon::kDeadline ? chain.deadline_ns : chain.period_ns;
+    const Fixpoint f = solve(base, sources, std::min(limit, r.wcrt_ns));
+    if (!f.bounded || f.wcrt_ns >= r.wcrt_ns) continue;
+    uint64_t regulator = 0;
+    for (const Source& s : regulators) regulator = add(regulator, mul(ceil_div(add(f.wcrt_ns, s.offset_ns), s.period_ns), s.cost_ns));
+    r.wcrt_ns = f.wcrt_ns;
+    r.breakdown.blocking_ns = blocking_total;
+    r.breakdown.regulator_ns = regulator;
+    r.breakdown.interference_ns = f.wcrt_ns - base - regulator;
+  }
+  for (ChainResult& r : results) {
+    r.schedulable = r.bounded && r.wcrt_ns <= r.deadline_ns;
+    if (r.bounded && !r.schedulable) r.reason = "bound " + us_text(r.wcrt_ns) + " exceeds the deadline " + us_text(r.deadline_ns);
   }
   return results;
 }

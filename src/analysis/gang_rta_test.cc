@@ -122,6 +122,110 @@ TEST(GangWorkload, ChainsByHand) {
   for (const auto& x : r) EXPECT_TRUE(x.schedulable) << x.chain << ": " << x.reason;
 }
 
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  text.replace(text.find(from), from.size(), to);
+  return text;
+}
+
+// A chain of two callbacks in the low gang, the high gang's job released
+// once per 100 ms. Callback by callback, each of a1 and a2 waits for h:
+// 2 + 3.2 twice, 10.4 ms. In one window of the chain h runs once at most:
+// 4 + ceil((L + 3.1) / 100) x 3.2 = 7.2 ms (3.1: h's own bound, 3 + delta,
+// how long before the window a job of h that runs in it can have come).
+TEST(GangWorkload, AJobOfAnotherChainCountsOncePerWindowOfTheChain) {
+  auto w = workload::load_string(R"(version: 1
+name: window
+platform: {cores: 2, gang_preemption_us: 100}
+executors:
+  - {name: hi, core: 0, priority: 80}
+  - {name: lo, core: 0, priority: 70}
+gang_scheduling: true
+callbacks:
+  - {name: h, executor: hi, trigger: {timer_ms: 100}, cpu_us: 3000}
+  - {name: a1, executor: lo, trigger: {timer_ms: 50}, publishes: t, cpu_us: 2000}
+  - {name: a2, executor: lo, trigger: {topic: t}, cpu_us: 2000}
+chains:
+  - {name: H, priority: 2, path: [h]}
+  - {name: A, priority: 1, path: [a1, a2]}
+)", "w.yaml", {});
+  ASSERT_TRUE(w) << w.status().message();
+  const auto r = analyze_gangs(*w);
+  EXPECT_EQ(r[0].wcrt_ns, 3100 * kUs);
+  EXPECT_EQ(r[1].wcrt_ns, 7200 * kUs);
+  EXPECT_EQ(r[1].breakdown.cpu_ns, 4 * kMs);
+  EXPECT_EQ(r[1].breakdown.blocking_ns, 0u);
+  EXPECT_EQ(r[1].breakdown.interference_ns, 3200 * kUs);
+  EXPECT_TRUE(r[1].schedulable) << r[1].reason;
+}
+
+// A stopped gang's request keeps its place at the server: the high gang's
+// job waits for a low gang's kernel in its bucket or above, not for one it
+// preempts (which costs kappa before and after its own kernel instead).
+TEST(GangWorkload, AStoppedGangsKernelInTheJobsBucketBlocksIt) {
+  const std::string text = R"(version: 1
+name: kernels
+platform:
+  cores: 2
+  gang_preemption_us: 100
+  accelerators:
+    - {name: acc0, backend: cpu, core: 1, priority_levels: LEVELS, preemption_cost_us: 50}
+server: {core: 1, overhead_us: 10}
+executors:
+  - {name: hi, core: 0, priority: 80}
+  - {name: lo, core: 0, priority: 70}
+gang_scheduling: true
+callbacks:
+  - {name: h, executor: hi, trigger: {timer_ms: 100}, cpu_us: 1000, segments: [{accelerator: acc0, service: busy, wcet_us: 2000}]}
+  - {name: l, executor: lo, trigger: {timer_ms: 100}, cpu_us: 1000, segments: [{accelerator: acc0, service: busy, wcet_us: 5000}]}
+chains:
+  - {name: H, priority: 2, path: [h]}
+  - {name: L, priority: 1, path: [l]}
+)";
+  // One bucket: h's kernel (2 + 0.01) queues behind l's (5.01), and delta.
+  auto one = workload::load_string(replaced(text, "LEVELS", "1"), "k.yaml", {});
+  ASSERT_TRUE(one) << one.status().message();
+  auto r = analyze_gangs(*one);
+  EXPECT_EQ(r[0].wcrt_ns, 8120 * kUs);
+  EXPECT_EQ(r[0].breakdown.blocking_ns, 5110 * kUs);
+  // Two: l's kernel is in the lower bucket; h's kernel costs 2 + 2 x 0.05
+  // + 0.01.
+  auto two = workload::load_string(replaced(text, "LEVELS", "2"), "k.yaml", {});
+  ASSERT_TRUE(two) << two.status().message();
+  r = analyze_gangs(*two);
+  EXPECT_EQ(r[0].wcrt_ns, 3210 * kUs);
+  EXPECT_EQ(r[0].breakdown.blocking_ns, 100 * kUs);
+}
+
+// Two executors of one gang on two cores run side by side, but their
+// kernels share the accelerator's one queue: each waits for the other's.
+TEST(GangWorkload, AVirtualGangsMembersWaitForEachOthersKernels) {
+  auto w = workload::load_string(R"(version: 1
+name: members
+platform:
+  cores: 3
+  accelerators:
+    - {name: acc0, backend: cpu, core: 2, priority_levels: 1}
+server: {core: 2, overhead_us: 10}
+executors:
+  - {name: ea, core: 0, priority: 80}
+  - {name: eb, core: 1, priority: 80}
+gangs:
+  - {name: g, priority: 50, executors: [ea, eb]}
+callbacks:
+  - {name: x, executor: ea, trigger: {timer_ms: 100}, cpu_us: 1000, segments: [{accelerator: acc0, service: busy, wcet_us: 2000}]}
+  - {name: y, executor: eb, trigger: {timer_ms: 100}, cpu_us: 1000, segments: [{accelerator: acc0, service: busy, wcet_us: 3000}]}
+chains:
+  - {name: X, priority: 2, path: [x]}
+  - {name: Y, priority: 1, path: [y]}
+)", "m.yaml", {});
+  ASSERT_TRUE(w) << w.status().message();
+  const auto r = analyze_gangs(*w);
+  // 1 + 2.01 of its own, 3.01 of y's kernel; y: 1 + 3.01 and 2.01 of x's.
+  EXPECT_EQ(r[0].wcrt_ns, 6020 * kUs);
+  EXPECT_EQ(r[1].wcrt_ns, 6020 * kUs);
+  EXPECT_EQ(r[0].breakdown.interference_ns, 3010 * kUs);
+}
+
 // The regulator's thread, 0.1 ms every 1 ms on core 0, in both analyses:
 // a callback of 2 ms alone on core 0 takes 2 + 0.1 x (ceil(R / 1) + 1):
 // 2 -> 2.3 -> 2.4 -> 2.4 ms. Without isolation, 2 ms.
@@ -164,11 +268,6 @@ std::vector<std::string> errors_of(const std::string& text) {
   auto w = workload::load_string(text, "g.yaml", {});
   if (w) return {};
   return w.status().lines();
-}
-
-std::string replaced(std::string text, const std::string& from, const std::string& to) {
-  text.replace(text.find(from), from.size(), to);
-  return text;
 }
 
 TEST(GangWorkload, RulesWithPositions) {

@@ -82,7 +82,7 @@ class Analysis {
   Analysis(const Workload& w, const Options& options) : workload_(w), options_(options), network_(w) {
     epsilon_ = workload_.server ? workload_.server->overhead_ns : 0;
     for (const Chain& chain : workload_.chains) max_period_ = std::max(max_period_, chain.period_ns);
-    find_owned();
+    owned_ = owned_callbacks(workload_);
     build_entries();
     for (Entry& e : entries_) e.lemma2 = lemma2(e, max_period_);
     build_subchains();
@@ -166,34 +166,6 @@ class Analysis {
           // preempted (R3). Lower buckets are preempted (R4) and do not block.
           e.max_lp_same_bucket = std::max(e.max_lp_same_bucket, o.a_star);
         }
-      }
-    }
-  }
-
-  // owned_[c][k]: every firing of chain c's k-th callback belongs to an
-  // activation of c. True for the head; for a later callback, when its
-  // predecessor's firings all do and one of its trigger topics has that
-  // predecessor as its only publisher (a firing takes one message from each
-  // trigger topic).
-  void find_owned() {
-    std::map<std::string, std::vector<size_t>> publishers;
-    for (size_t i = 0; i < workload_.callbacks.size(); ++i) {
-      if (!workload_.callbacks[i].publishes.empty()) publishers[workload_.callbacks[i].publishes].push_back(i);
-    }
-    owned_.resize(workload_.chains.size());
-    for (size_t c = 0; c < workload_.chains.size(); ++c) {
-      const auto& path = workload_.chains[c].path;
-      owned_[c].assign(path.size(), false);
-      for (size_t k = 0; k < path.size(); ++k) {
-        if (k == 0) {
-          owned_[c][k] = true;
-          continue;
-        }
-        const std::string& topic = workload_.callbacks[path[k - 1]].publishes;
-        const auto& triggers = workload_.callbacks[path[k]].trigger.topics;
-        const bool sole = std::find(triggers.begin(), triggers.end(), topic) != triggers.end() &&
-                          publishers[topic] == std::vector<size_t>{path[k - 1]};
-        owned_[c][k] = owned_[c][k - 1] && sole;
       }
     }
   }

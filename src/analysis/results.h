@@ -1,8 +1,13 @@
-// What every analysis fills in first (analysis, internal): a chain's result
+// What every analysis starts from (analysis, internal): a chain's result
 // with its name, priority, criticality, period and deadline, the bound to
-// come.
+// come; and which of a chain's callbacks fire for it alone.
 #ifndef RTACCEL_ANALYSIS_RESULTS_H_
 #define RTACCEL_ANALYSIS_RESULTS_H_
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "rtaccel/analysis.hpp"
 #include "rtaccel/workload.hpp"
@@ -17,6 +22,34 @@ inline ChainResult result_for(const workload::Chain& chain) {
   r.period_ns = chain.period_ns;
   r.deadline_ns = chain.deadline_ns;
   return r;
+}
+
+// owned[c][k]: every firing of chain c's k-th callback belongs to an
+// activation of c. True for the head; for a later callback, when its
+// predecessor's firings all do and one of its trigger topics has that
+// predecessor as its only publisher (a firing takes one message from each
+// trigger topic).
+inline std::vector<std::vector<bool>> owned_callbacks(const workload::Workload& w) {
+  std::map<std::string, std::vector<size_t>> publishers;
+  for (size_t i = 0; i < w.callbacks.size(); ++i)
+    if (!w.callbacks[i].publishes.empty()) publishers[w.callbacks[i].publishes].push_back(i);
+  std::vector<std::vector<bool>> owned(w.chains.size());
+  for (size_t c = 0; c < w.chains.size(); ++c) {
+    const auto& path = w.chains[c].path;
+    owned[c].assign(path.size(), false);
+    for (size_t k = 0; k < path.size(); ++k) {
+      if (k == 0) {
+        owned[c][k] = true;
+        continue;
+      }
+      const std::string& topic = w.callbacks[path[k - 1]].publishes;
+      const auto& triggers = w.callbacks[path[k]].trigger.topics;
+      const bool sole = std::find(triggers.begin(), triggers.end(), topic) != triggers.end() &&
+                        publishers[topic] == std::vector<size_t>{path[k - 1]};
+      owned[c][k] = owned[c][k - 1] && sole;
+    }
+  }
+  return owned;
 }
 
 }  // namespace rtaccel::analysis
