@@ -181,11 +181,30 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
   // core, and the regulator's thread on its core, above every gang. The
   // members of its virtual gang on other cores run beside it, but their
   // kernels queue on a shared accelerator with its own.
+  // Within a single-threaded executor the callbacks run one at a time, the
+  // highest callback priority first (picas and paam; the bound is paam's):
+  // one of lower priority delays a job only where it started first, and
+  // then once (blocking below), not as interference.
+  auto below_on_executor = [&](size_t k, size_t other) {
+    return jobs[k].executor == jobs[other].executor && w.executors[jobs[k].executor].threads == 1 &&
+           w.callback_priority(other) < w.callback_priority(k);
+  };
   auto delays = [&](size_t k, size_t other) {
     const Job& me = jobs[k];
     const Job& o = jobs[other];
+    if (below_on_executor(k, other)) return false;
     return o.priority > me.priority || (o.priority == me.priority && o.core == me.core) ||
            (o.priority == me.priority && share_an_accelerator(me, o));
+  };
+  // Callback I of CHAIN is triggered by its predecessor alone on the same
+  // single-threaded executor: ready when that one ends, it is the next the
+  // executor takes before any callback of lower priority.
+  auto follows_on_executor = [&](const workload::Chain& chain, size_t i) {
+    if (i == 0) return false;
+    const workload::Callback& before = w.callbacks[chain.path[i - 1]];
+    const workload::Callback& me = w.callbacks[chain.path[i]];
+    return before.executor == me.executor && w.executors[me.executor].threads == 1 &&
+           me.trigger.topics == std::vector<std::string>{before.publishes};
   };
   auto cost_for = [&](size_t k, size_t other) {
     const Job& me = jobs[k];
@@ -200,10 +219,15 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
   // on: one that is queued in the bucket of one of the job's kernels or above
   // runs before it (one in a lower bucket is preempted, which the kernel's
   // kappa covers). Each counts once per job: its thread cannot ask again
-  // until its gang runs, after the job.
-  auto blocking_of = [&](size_t k) {
+  // until its gang runs, after the job. And on its executor a callback of
+  // lower priority that started first, unless the job follows its
+  // predecessor there.
+  auto blocking_of = [&](size_t k, bool follows) {
     const Job& me = jobs[k];
     uint64_t blocking = 0;
+    if (!follows)
+      for (size_t j = 0; j < jobs.size(); ++j)
+        if (below_on_executor(k, j)) blocking = std::max(blocking, add(jobs[j].cpu_ns, jobs[j].accelerator_ns));
     bool lower = false;
     for (size_t e = 0; e < w.executors.size(); ++e) {
       if (gangs[gang_of[e]].priority >= me.priority) continue;
@@ -229,12 +253,12 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
     return Source{once, w.isolation.period_ns, 0, w.isolation.period_ns};
   };
   // Callback K's job on its own: R = C + blocking + its delays, within `limit`.
-  auto job_bound = [&](size_t k, uint64_t limit) {
+  auto job_bound = [&](size_t k, uint64_t limit, bool follows) {
     std::vector<Source> sources;
     for (size_t j = 0; j < jobs.size(); ++j)
       if (j != k && delays(k, j)) sources.push_back({cost_for(k, j), jobs[j].period_ns, jobs[k].priority < jobs[j].priority ? two_delta : 0});
     if (auto reg = regulator_source(jobs[k].core)) sources.push_back(*reg);
-    return solve(add(add(jobs[k].cpu_ns, jobs[k].accelerator_ns), blocking_of(k)), sources, limit);
+    return solve(add(add(jobs[k].cpu_ns, jobs[k].accelerator_ns), blocking_of(k, follows)), sources, limit);
   };
   // Hand-overs between executors and hops between nodes on the way into
   // callback I of CHAIN, and its remote accelerator requests.
@@ -251,7 +275,7 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
   std::vector<uint64_t> job_wcrt(jobs.size(), kUnbounded);  // within its period
   std::vector<uint64_t> release_offset(jobs.size(), 0);     // latest release after its chain's
   for (size_t k = 0; k < jobs.size(); ++k) {
-    const Fixpoint f = job_bound(k, jobs[k].period_ns);
+    const Fixpoint f = job_bound(k, jobs[k].period_ns, false);
     if (f.bounded) job_wcrt[k] = f.wcrt_ns;
   }
   for (const workload::Chain& chain : w.chains) {
@@ -267,7 +291,7 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
       passage_of(chain, i, &communication, &hop);
       total = add(total, communication);
       release_offset[k] = std::max(release_offset[k], add(total, hop));
-      const Fixpoint f = job_bound(k, limit);
+      const Fixpoint f = job_bound(k, limit, follows_on_executor(chain, i));
       if (!f.bounded) {
         bounded = false;
         r.reason = "callback '" + w.callbacks[k].name + "' has no bound within the chain's " +
@@ -275,7 +299,7 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
         break;
       }
       const uint64_t own = add(me.cpu_ns, me.accelerator_ns);
-      const uint64_t blocking = blocking_of(k);
+      const uint64_t blocking = blocking_of(k, follows_on_executor(chain, i));
       const uint64_t regulator = regulator_ns(w, me.core, f.wcrt_ns);
       r.breakdown.cpu_ns = add(r.breakdown.cpu_ns, me.cpu_ns);
       r.breakdown.accelerator_ns = add(r.breakdown.accelerator_ns, me.accelerator_ns);
@@ -322,7 +346,7 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
       uint64_t communication = 0, hop = 0;
       passage_of(chain, i, &communication, &hop);
       own_total = add(own_total, add(jobs[k].cpu_ns, jobs[k].accelerator_ns));
-      blocking_total = add(blocking_total, blocking_of(k));
+      blocking_total = add(blocking_total, blocking_of(k, follows_on_executor(chain, i)));
       passage_total = add(passage_total, add(communication, hop));
       if (std::find(cores.begin(), cores.end(), jobs[k].core) == cores.end()) cores.push_back(jobs[k].core);
     }

@@ -158,6 +158,35 @@ chains:
   EXPECT_TRUE(r[1].schedulable) << r[1].reason;
 }
 
+// One executor, one thread: the callbacks run one at a time, the highest
+// priority first. b (3 ms every 10 ms, chain priority 1) can only have
+// started before a1 and make it wait once; a2 follows a1 there and never
+// waits for b: 2 + 3 + 2 = 7 ms, where counting b as interference gave
+// 4 + ceil((L + 7) / 10) x 3 = 10 ms. b waits for a1 and a2: 3 + 4.
+TEST(GangWorkload, ALowerCallbackOfTheSameExecutorBlocksOnceAndNotAfterItsPredecessor) {
+  auto w = workload::load_string(R"(version: 1
+name: order
+platform: {cores: 2, gang_preemption_us: 100}
+executors:
+  - {name: ex, core: 0, priority: 80}
+gang_scheduling: true
+callbacks:
+  - {name: a1, executor: ex, trigger: {timer_ms: 100}, publishes: t, cpu_us: 2000}
+  - {name: a2, executor: ex, trigger: {topic: t}, cpu_us: 2000}
+  - {name: b, executor: ex, trigger: {timer_ms: 10}, cpu_us: 3000}
+chains:
+  - {name: A, priority: 2, path: [a1, a2]}
+  - {name: B, priority: 1, path: [b]}
+)", "o.yaml", {});
+  ASSERT_TRUE(w) << w.status().message();
+  const auto r = analyze_gangs(*w);
+  EXPECT_EQ(r[0].wcrt_ns, 7 * kMs);
+  EXPECT_EQ(r[0].breakdown.blocking_ns, 3 * kMs);
+  EXPECT_EQ(r[0].breakdown.interference_ns, 0u);
+  EXPECT_EQ(r[1].wcrt_ns, 7 * kMs);
+  EXPECT_EQ(r[1].breakdown.interference_ns, 4 * kMs);
+}
+
 // A stopped gang's request keeps its place at the server: the high gang's
 // job waits for a low gang's kernel in its bucket or above, not for one it
 // preempts (which costs kappa before and after its own kernel instead).
