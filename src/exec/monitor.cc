@@ -182,7 +182,7 @@ json check_assumptions(const MonitorInput& in, json* chains) {
   }
 
   std::vector<Overrun> overruns;
-  std::map<int, std::vector<std::pair<uint64_t, uint64_t>>> busy;  // per core: callbacks' [begin, end]
+  std::map<int, std::vector<const TraceEvent*>> busy;               // per core: callbacks' executions
   std::vector<const TraceEvent*> runs;                              // callbacks' executions
   std::vector<const TraceEvent*> kernels;                           // served segments' kernels
   std::map<std::pair<size_t, uint32_t>, std::vector<std::pair<uint64_t, uint64_t>>> waits;  // per thread
@@ -201,7 +201,7 @@ json check_assumptions(const MonitorInput& in, json* chains) {
       if (ev.kind == static_cast<uint32_t>(TraceKind::kCallback)) {
         Tally& t = callbacks[ev.callback];
         t.add(ev.cpu_ns);
-        busy[w.executors[w.callbacks[ev.callback].executor].core].emplace_back(ev.begin_ns, ev.end_ns);
+        busy[w.executors[w.callbacks[ev.callback].executor].core].push_back(&ev);
         runs.push_back(&ev);
         if (ev.cpu_ns > t.allowed_ns)
           overruns.push_back({Overrun::kCpu, ev.callback, ev.begin_ns, ev.end_ns, ev.cpu_ns,
@@ -257,19 +257,23 @@ json check_assumptions(const MonitorInput& in, json* chains) {
   }
 
   // A callback's thread kept off its core: the wall time of a callback's
-  // execution beyond its CPU time, its waits, and the callbacks that ran on
-  // its core meanwhile (which the bound covers) went to something the
-  // analysis does not know: the hypervisor (steal, which the thread's CPU
-  // clock does not count) or a thread outside the workload.
+  // execution beyond its CPU time, its waits, and the CPU time that the
+  // callbacks of its priority or above took on its core meanwhile (which the
+  // bound covers) went to something the analysis does not know: the
+  // hypervisor (steal, which the thread's CPU clock does not count) or a
+  // thread outside the workload. A lower executor's callback does not run
+  // while it is ready, and another's wait for the accelerator takes no core.
   std::vector<Tally> off_core(w.callbacks.size());
-  for (auto& [core, spans] : busy) std::sort(spans.begin(), spans.end());
+  std::map<int, uint64_t> longest_run;  // per core
+  for (auto& [core, spans] : busy) {
+    std::sort(spans.begin(), spans.end(), [](const TraceEvent* a, const TraceEvent* b) { return a->begin_ns < b->begin_ns; });
+    for (const TraceEvent* x : spans) longest_run[core] = std::max(longest_run[core], x->end_ns - x->begin_ns);
+  }
   for (auto& [thread, spans] : waits) std::sort(spans.begin(), spans.end());
-  // The time of the spans that began within [from, to) (a callback that
-  // began before FROM and ran on was preempted by this one: it did not run
-  // meanwhile), after FROM itself when `after`.
-  auto within = [](const std::vector<std::pair<uint64_t, uint64_t>>& spans, uint64_t from, uint64_t to, bool after) {
+  // The time of the waits that began within [from, to).
+  auto within = [](const std::vector<std::pair<uint64_t, uint64_t>>& spans, uint64_t from, uint64_t to) {
     uint64_t sum = 0;
-    auto it = std::lower_bound(spans.begin(), spans.end(), std::make_pair(from + after, uint64_t{0}));
+    auto it = std::lower_bound(spans.begin(), spans.end(), std::make_pair(from, uint64_t{0}));
     for (; it != spans.end() && it->first < to; ++it) sum += std::min(it->second, to) - it->first;
     return sum;
   };
@@ -277,8 +281,19 @@ json check_assumptions(const MonitorInput& in, json* chains) {
     const size_t e = w.callbacks[ev->callback].executor;
     const int core = w.executors[e].core;
     const uint64_t wall = ev->end_ns - ev->begin_ns;
-    const uint64_t accounted = ev->cpu_ns + within(busy[core], ev->begin_ns, ev->end_ns, true) +
-                               within(waits[{e, ev->thread}], ev->begin_ns, ev->end_ns, false);
+    uint64_t preempted = 0;
+    const auto& spans = busy[core];
+    auto it = std::lower_bound(spans.begin(), spans.end(), ev->begin_ns - std::min(ev->begin_ns, longest_run[core]),
+                               [](const TraceEvent* x, uint64_t at) { return x->begin_ns < at; });
+    for (; it != spans.end() && (*it)->begin_ns < ev->end_ns; ++it) {
+      const TraceEvent* other = *it;
+      if (other == ev || other->end_ns <= ev->begin_ns ||
+          w.executors[w.callbacks[other->callback].executor].priority < w.executors[e].priority)
+        continue;
+      const uint64_t overlap = std::min(other->end_ns, ev->end_ns) - std::max(other->begin_ns, ev->begin_ns);
+      preempted += std::min(other->cpu_ns, overlap);
+    }
+    const uint64_t accounted = ev->cpu_ns + preempted + within(waits[{e, ev->thread}], ev->begin_ns, ev->end_ns);
     const uint64_t off = wall > accounted ? wall - accounted : 0;
     Tally& t = off_core[ev->callback];
     t.allowed_ns = kOffCoreSlackNs;
@@ -287,33 +302,39 @@ json check_assumptions(const MonitorInput& in, json* chains) {
   }
 
   // Timer activations against the release jitter: how late each started
-  // after its release, counted where no callback ran on its core in
-  // between (else the wait was interference, which the bound covers).
+  // after its release, counted where no callback that could hold it back ran
+  // on its core in between: one of its own executor, or of an executor of
+  // its priority or above there (else the wait was interference, which the
+  // bound covers). A lower executor's callback cannot: the timer's executor
+  // preempts it.
   std::vector<Tally> releases(plan.timers.size());
-  // Per core, by begin, and the latest end of the spans up to each.
-  std::map<int, std::vector<uint64_t>> ended_by;
-  for (const auto& [core, spans] : busy) {
-    auto& latest = ended_by[core];
-    for (const auto& s : spans) latest.push_back(std::max(latest.empty() ? 0 : latest.back(), s.second));
-  }
   for (size_t t = 0; t < plan.timers.size(); ++t) {
     Tally& tally = releases[t];
     tally.allowed_ns = w.release_jitter_ns;
     const size_t cb = plan.timers[t];
-    const int core = w.executors[w.callbacks[cb].executor].core;
-    const auto& spans = busy[core];
-    const auto& latest = ended_by[core];
+    const workload::Executor& mine = w.executors[w.callbacks[cb].executor];
+    // The spans that could hold it back, by begin, and the latest end of
+    // the spans up to each.
+    std::vector<std::pair<uint64_t, uint64_t>> spans;
+    for (const TraceEvent* run : runs) {
+      const size_t e = w.callbacks[run->callback].executor;
+      if (w.executors[e].core == mine.core && (e == w.callbacks[cb].executor || w.executors[e].priority >= mine.priority))
+        spans.emplace_back(run->begin_ns, run->end_ns);
+    }
+    std::sort(spans.begin(), spans.end());
+    std::vector<uint64_t> latest;
+    for (const auto& s : spans) latest.push_back(std::max(latest.empty() ? 0 : latest.back(), s.second));
     const uint64_t n = std::min(shared.timer(t)->count.load(), shared.timer_capacity(t));
     for (uint64_t i = 0; i < n; ++i) {
       const TimerRecord& r = shared.timer_records(t)[i];
-      // Did a callback run on the core between the release and the start:
-      // one that began before the start and ended after the release?
+      // Did such a callback run between the release and the start: one that
+      // began before the start and ended after the release?
       const auto begun = std::lower_bound(spans.begin(), spans.end(), r.start_ns,
                                           [](const auto& s, uint64_t at) { return s.first < at; }) - spans.begin();
       if (begun > 0 && latest[static_cast<size_t>(begun - 1)] > r.release_ns) continue;
       tally.add(r.start_ns - r.release_ns);
       if (r.start_ns - r.release_ns > tally.allowed_ns)
-        overruns.push_back({Overrun::kRelease, t, r.release_ns, r.start_ns, r.start_ns - r.release_ns, core});
+        overruns.push_back({Overrun::kRelease, t, r.release_ns, r.start_ns, r.start_ns - r.release_ns, mine.core});
     }
   }
   std::sort(overruns.begin(), overruns.end(), [](const Overrun& a, const Overrun& b) { return a.begin_ns < b.begin_ns; });
