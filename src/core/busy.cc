@@ -28,18 +28,24 @@ inline void spin_iterations(uint64_t iterations) {
 
 }  // namespace
 
+double measure_busy_loop_rate(uint64_t iterations, int trials, clockid_t clock) {
+  double best = 0;
+  for (int trial = 0; trial < trials; trial++) {
+    const uint64_t start = rtaccel_clock_ns(clock);
+    spin_iterations(iterations);
+    const uint64_t took = std::max<uint64_t>(rtaccel_clock_ns(clock) - start, 1);
+    best = std::max(best, double(iterations) * 1000.0 / double(took));
+  }
+  return best;
+}
+
 void calibrate_busy_loop() {
-  std::call_once(g_calibrated, [] {
-    constexpr uint64_t kTrial = 200000;
-    double best = 0;
-    for (int trial = 0; trial < 7; trial++) {
-      const uint64_t start = monotonic_ns();
-      spin_iterations(kTrial);
-      const uint64_t took = std::max<uint64_t>(monotonic_ns() - start, 1);
-      best = std::max(best, double(kTrial) * 1000.0 / double(took));
-    }
-    g_iterations_per_us.store(best);
-  });
+  std::call_once(g_calibrated, [] { g_iterations_per_us.store(measure_busy_loop_rate(200000, 7)); });
+}
+
+double busy_loop_rate() {
+  calibrate_busy_loop();
+  return g_iterations_per_us.load(std::memory_order_relaxed);
 }
 
 void busy_for_ns(uint64_t ns) {

@@ -5,6 +5,8 @@
 #ifndef RTACCEL_CORE_BUSY_H_
 #define RTACCEL_CORE_BUSY_H_
 
+#include <time.h>
+
 #include <cstddef>
 #include <cstdint>
 
@@ -18,6 +20,14 @@ void calibrate_busy_loop();
 
 // Runs the busy loop for `ns` of execution.
 void busy_for_ns(uint64_t ns);
+
+// The rate the busy loop was calibrated at, in iterations per microsecond.
+double busy_loop_rate();
+
+// The loop's rate now on this core: the fastest of `trials` runs of
+// `iterations` (a disturbed trial only reads slower), timed on `clock`
+// (a thread's CPU clock leaves out the time the thread was preempted).
+double measure_busy_loop_rate(uint64_t iterations, int trials, clockid_t clock = CLOCK_MONOTONIC);
 
 // A working set that CPU work walks, so that the work meets the cache and
 // memory interference that a DNN layer or a point-cloud filter meets: a

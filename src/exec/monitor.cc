@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 
+#include "core/busy.h"
 #include "core/percentile.h"
 
 namespace rtaccel::exec {
@@ -82,6 +83,7 @@ struct Explanation {
   };
   std::map<std::pair<int, size_t>, Seen> overruns;  // (kind, what)
   std::map<int, CoreLoss> cores;
+  double slowest = 0;  // the machine's speed, the lowest in their time
   uint64_t unexplained = 0;
 };
 
@@ -153,6 +155,25 @@ std::vector<std::pair<uint64_t, CoreLoss>> CoreSampler::intervals(int core) cons
   std::vector<std::pair<uint64_t, CoreLoss>> out;
   for (size_t k = 1; k < samples_.size(); ++k) out.emplace_back(samples_[k - 1].at_ns, delta(samples_[k - 1], samples_[k], core));
   return out;
+}
+
+void SpeedSampler::sample(uint64_t now_ns) {
+  // On the thread's CPU clock: a probe preempted by the workload is not the
+  // machine running slow. The callbacks' CPU time is on the same clock.
+  record(now_ns, core::measure_busy_loop_rate(20000, 3, CLOCK_THREAD_CPUTIME_ID) / core::busy_loop_rate());
+}
+
+void SpeedSampler::record(uint64_t now_ns, double ratio) { samples_.emplace_back(now_ns, ratio); }
+
+double SpeedSampler::slowest(uint64_t from_ns, uint64_t to_ns) const {
+  double low = 0;
+  auto it = std::lower_bound(samples_.begin(), samples_.end(), std::make_pair(from_ns, 0.0));
+  if (it != samples_.begin()) --it;  // the probe just before
+  for (; it != samples_.end(); ++it) {
+    low = low == 0 ? it->second : std::min(low, it->second);
+    if (it->first >= to_ns) break;  // the probe just after
+  }
+  return low;
 }
 
 json check_assumptions(const MonitorInput& in, json* chains) {
@@ -363,6 +384,15 @@ json check_assumptions(const MonitorInput& in, json* chains) {
     return "hop " + plan.hops[what].name + " took up to " + ms(max_ns) + " against its bound of " +
            ms(hops[what].allowed_ns) + " in " + count_of(n, "message") + of;
   };
+  // The machine below the speed the work was sized for, at LOW at the
+  // slowest: a sentence, or empty.
+  auto speed_text = [&](double low, const std::string& when) -> std::string {
+    if (low <= 0 || low >= in.work_fraction) return {};
+    char text[160];
+    snprintf(text, sizeof(text), "the machine ran the calibrated CPU work at as little as %.2fx its speed at the "
+             "start%s, below the work fraction %.2f", low, when.c_str(), in.work_fraction);
+    return text;
+  };
   auto loss_text = [](int core, const CoreLoss& loss, const std::string& when) {
     std::string parts;
     auto part = [&parts](uint64_t ns, const char* what) {
@@ -449,6 +479,9 @@ json check_assumptions(const MonitorInput& in, json* chains) {
         // this one too; what counts is what the core lost then.
         lost_ns += in.cores->lost(core, x.start_ns, x.end_ns, nullptr).total();
       }
+      if (in.speed)
+        if (const double low = in.speed->slowest(x.start_ns, x.end_ns); low > 0)
+          why.slowest = why.slowest == 0 ? low : std::min(why.slowest, low);
       const uint64_t unmodelled_ns = std::max(off_core_ns, lost_ns);
       bool explained = broke || unmodelled_ns > 0;
       if (quantitative) {
@@ -477,6 +510,8 @@ json check_assumptions(const MonitorInput& in, json* chains) {
     for (const auto& [key, s] : why.overruns) explained_by.push_back(overrun_text(key.first, key.second, s.max_ns, s.instances, of));
     for (const auto& [core, loss] : why.cores)
       if (loss.total()) explained_by.push_back(loss_text(core, loss, " in the time of the instances over the bound"));
+    if (const std::string slow = speed_text(why.slowest, " in the time of the instances over the bound"); !slow.empty())
+      explained_by.push_back(slow);
     if (why.unexplained) {
       const std::string its = why.unexplained == 1 ? "its" : "their";
       explained_by.push_back(count_of(why.unexplained, "instance") +
@@ -531,12 +566,22 @@ json check_assumptions(const MonitorInput& in, json* chains) {
                          {"softirq_ms", static_cast<double>(loss.softirq_ns) / 1e6},
                          {"steal_ms", static_cast<double>(loss.steal_ns) / 1e6}});
   }
+  json speed = nullptr;
+  if (in.speed && !in.speed->samples().empty()) {
+    std::vector<double> ratios;
+    for (const auto& [at, ratio] : in.speed->samples()) ratios.push_back(ratio);
+    const double p50 = rtaccel_percentile_double(ratios.data(), ratios.size(), 0.5);  // sorts
+    const double low = ratios.front();
+    speed = {{"samples", ratios.size()}, {"slowest", low}, {"p50", p50}};
+    if (const std::string slow = speed_text(low, " in the run"); !slow.empty()) broken.push_back(slow);
+  }
   return {{"callbacks", std::move(cb_json)},
           {"segments", std::move(seg_json)},
           {"hops", std::move(hop_json)},
           {"releases", std::move(release_json)},
           {"off_core", std::move(off_json)},
           {"cores", std::move(core_json)},
+          {"speed", std::move(speed)},
           {"broken", std::move(broken)},
           {"unexplained_violations", unexplained}};
 }

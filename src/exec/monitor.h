@@ -64,6 +64,25 @@ class CoreSampler {
   std::vector<Sample> samples_;
 };
 
+// The machine's speed during the run: the calibrated busy loop's rate,
+// timed on the runner's thread's CPU clock every sample, against the rate
+// the run's CPU work was sized by. A virtual machine's host can slow every vCPU by a third
+// for minutes and count no steal; the callbacks' work then runs over their
+// WCETs.
+class SpeedSampler {
+ public:
+  // Times a short probe of the loop (three trials of about 20 us).
+  void sample(uint64_t now_ns);
+  // A ratio measured another way (tests).
+  void record(uint64_t now_ns, double ratio);
+  // The lowest ratio among the samples in [from, to]; 0 when none.
+  double slowest(uint64_t from_ns, uint64_t to_ns) const;
+  const std::vector<std::pair<uint64_t, double>>& samples() const { return samples_; }
+
+ private:
+  std::vector<std::pair<uint64_t, double>> samples_;  // (at, rate / calibrated rate)
+};
+
 struct MonitorInput {
   const workload::Workload* workload = nullptr;
   const Plan* plan = nullptr;
@@ -75,11 +94,17 @@ struct MonitorInput {
   // with the times the run measured; none: instances over their bound are
   // explained by any assumption broken in their time.
   std::function<std::vector<analysis::ChainResult>(const workload::Workload&)> analyze;
+  // The machine's speed; none: not sampled. The share of each WCET that the
+  // callbacks' work takes at the calibrated speed: below it, the work runs
+  // over.
+  const SpeedSampler* speed = nullptr;
+  double work_fraction = 1.0;
 };
 
 // summary.json's "assumptions": per callback its CPU time against its WCET,
 // per segment its kernel's own time against its declared time, per hop its time
-// against its bound, per executor core its losses, and `broken`, one
+// against its bound, per executor core its losses, the machine's speed, and
+// `broken`, one
 // sentence per assumption that did not hold. Each chain of `chains` (the
 // summary's, in workload order) that went over its bound gets
 // `explained_by` (sentences) and `unexplained`. With `analyze`, the chain

@@ -123,7 +123,7 @@ class Monitor : public ::testing::Test {
         over += shared_.samples(c)[i].end_ns - shared_.samples(c)[i].start_ns > 10 * kMs;
       chains->push_back({{"chain", workload_.chains[c].name}, {"wcrt_us", 10000.0}, {"over_bound", over}});
     }
-    MonitorInput in{&workload_, &plan_, nullptr, &shared_, &cores_, 0, {}};
+    MonitorInput in{&workload_, &plan_, nullptr, &shared_, &cores_, 0, {}, &speed_, 0.9};
     return check_assumptions(in, chains);
   }
   // The same with the analysis' own bounds, and the analysis to run again
@@ -148,6 +148,7 @@ class Monitor : public ::testing::Test {
   Plan plan_;
   SharedRun shared_;
   CoreSampler cores_;
+  SpeedSampler speed_;
 };
 
 TEST_F(Monitor, AnInstanceOverItsBoundIsExplainedByTheCallbackOverItsWcetInItsTime) {
@@ -246,6 +247,31 @@ TEST_F(Monitor, ACallbackKeptOffItsCoreIsToldFromOneThatWaitedForAHigherOne) {
   ASSERT_EQ(chains[0]["explained_by"].size(), 1u) << chains[0].dump();
   EXPECT_EQ(chains[0]["explained_by"][0], "callback a was kept off core 0 for up to 3.1 ms while it ran (steal, "
                                           "or a thread outside the workload) in 1 instance of the 1 over the bound");
+}
+
+// The machine ran the work at 0.7 of its calibrated speed at 50 ms: below
+// the work fraction (0.9), so that CPU work ran over; the probes around an
+// instance (every 20 ms here) say so for it.
+TEST_F(Monitor, AMachineSlowerThanTheWorkWasSizedForIsNamed) {
+  cores_.record(0, {{}, {}});
+  cores_.record(100 * kMs, {{}, {}});
+  for (uint64_t at = 0; at <= 100 * kMs; at += 20 * kMs) speed_.record(at, at == 60 * kMs ? 0.7 : 1.0);
+  callback(0, 50 * kMs, 52600000, 2200000);  // a: 2.2 ms against 2
+  instance(0, 50 * kMs, 61 * kMs);
+  instance(0, 90 * kMs, 95 * kMs);  // within its bound
+  json chains;
+  const json a = check(&chains);
+  EXPECT_DOUBLE_EQ(a["speed"]["slowest"].get<double>(), 0.7);
+  EXPECT_DOUBLE_EQ(a["speed"]["p50"].get<double>(), 1.0);
+  EXPECT_EQ(a["speed"]["samples"], 6);
+  EXPECT_EQ(a["broken"].back(), "the machine ran the calibrated CPU work at as little as 0.70x its speed at the start "
+                                "in the run, below the work fraction 0.90");
+  EXPECT_EQ(chains[0]["explained_by"].back(), "the machine ran the calibrated CPU work at as little as 0.70x its "
+                                              "speed at the start in the time of the instances over the bound, below "
+                                              "the work fraction 0.90");
+  // Unsampled, nothing is said of it.
+  speed_ = SpeedSampler();
+  EXPECT_TRUE(check(&chains)["speed"].is_null());
 }
 
 // The analysis bounds ca at 3 ms (a's 2 ms, and b's 1 ms ahead of it on the

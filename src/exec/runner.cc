@@ -539,7 +539,8 @@ json timer_summary(const Setup& s, const SharedRun& shared, size_t t) {
 // Perfetto: one process per executor (a thread per executor thread), one per
 // accelerator (a thread per bucket, or per client thread under direct
 // invocation). Queueing is an async slice, so that waiting requests overlap.
-json trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& cores, uint64_t t0) {
+json trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& cores, const SpeedSampler& speed,
+                  uint64_t t0) {
   json events = json::array();
   auto meta = [&events](const char* what, int pid, int tid, const std::string& name) {
     json e = {{"ph", "M"}, {"name", what}, {"pid", pid}, {"args", {{"name", name}}}};
@@ -683,16 +684,20 @@ json trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
     }
   }
   // What the executors' cores lost to interrupts, softirqs and the
-  // hypervisor, per sampling interval: counters on a process of their own.
+  // hypervisor, per sampling interval, and the machine's speed: counters on
+  // a process of their own.
   const int cores_pid = link_pid + static_cast<int>(s.workload.links.size());
   std::set<int> executor_cores;
   for (const auto& ex : s.workload.executors) executor_cores.insert(ex.core);
-  meta("process_name", cores_pid, -1, "cores (time lost, /proc/stat)");
+  meta("process_name", cores_pid, -1, "cores (time lost, /proc/stat; machine speed)");
   for (int core : executor_cores)
     for (const auto& [at, loss] : cores.intervals(core))
       events.push_back({{"ph", "C"}, {"name", "core " + std::to_string(core) + " lost (us)"}, {"pid", cores_pid},
                         {"ts", ts(at)},
                         {"args", {{"irq", us(loss.irq_ns)}, {"softirq", us(loss.softirq_ns)}, {"steal", us(loss.steal_ns)}}}});
+  for (const auto& [at, ratio] : speed.samples())
+    events.push_back({{"ph", "C"}, {"name", "machine speed (x calibrated)"}, {"pid", cores_pid}, {"ts", ts(at)},
+                      {"args", {{"speed", ratio}}}});
   // Name the accelerator tracks that appeared.
   for (size_t d = 0; d < s.workload.accelerators.size(); ++d)
     for (int b = 0; b < s.workload.accelerators[d].priority_levels; ++b)
@@ -789,6 +794,7 @@ class Run {
   rtaccel_gang_lock_t* gang_lock_ = nullptr;
   SharedRun shared_;
   CoreSampler cores_;  // interrupts, softirqs and steal on every core
+  SpeedSampler speed_;  // the calibrated busy loop's rate now against then
   uint64_t t0_ = 0;
   uint64_t next_report_ = 0;
   bool realtime_ = true;
@@ -1278,6 +1284,7 @@ Status Run::supervise() {
     const uint64_t now = core::monotonic_ns();
     if (now >= next_sample) {
       cores_.sample(now);
+      speed_.sample(now);
       next_sample = now + sample_every;
     }
     fail_links(now);
@@ -1366,7 +1373,7 @@ Status Run::write_results(uint64_t stopped_ns) {
   }
   // The bounds are PAAM's: under ros2 and picas a chain over one is the
   // policy's doing, not the analysis', and the monitor only lists what broke.
-  MonitorInput monitor{&w, &setup_.plan, &setup_.bounds, &shared_, &cores_, t0_, {}};
+  MonitorInput monitor{&w, &setup_.plan, &setup_.bounds, &shared_, &cores_, t0_, {}, &speed_, options_.work_fraction};
   if (options_.policy == Policy::kPaam)
     monitor.analyze = [gang = setup_.gang](const workload::Workload& measured) {
       return gang ? analysis::analyze_gangs(measured) : analysis::analyze(measured);
@@ -1421,7 +1428,7 @@ Status Run::write_results(uint64_t stopped_ns) {
     summary["best_effort"] = std::move(be);
   }
   if (Status st = write_file(out / "summary.json", summary.dump(2) + "\n"); !st) return st;
-  json trace = trace_events(setup_, shared_, cores_, t0_);
+  json trace = trace_events(setup_, shared_, cores_, speed_, t0_);
   if (setup_.isolation) merge_trace(out / "regulator.trace.json", t0_, &trace);
   for (const auto& [pid, name] : shim_processes_)
     merge_trace(shim_file(pid, ".trace.json"), t0_, &trace, "shim: " + name + " (pid " + std::to_string(pid) + ")");

@@ -362,6 +362,12 @@ def test_the_monitor_checks_every_callback_against_its_wcet(tmp_path):
     assert slices and all(e["args"]["wcet_us"] == 20000 and e["args"]["cpu_us"] > 0 for e in slices)
     assert any(e.get("cat") == "assumption" and e["name"] == "over WCET: tight" for e in trace)
     assert any(e.get("ph") == "C" and e["name"] == "core 0 lost (us)" for e in trace)
+    # The machine's speed, probed every 20 ms of the 2 s run, against the
+    # calibration at its start.
+    speed = a["speed"]
+    assert speed["samples"] >= 50 and 0 < speed["slowest"] <= speed["p50"] < 1.5, speed
+    probes = [e for e in trace if e.get("ph") == "C" and e["name"] == "machine speed (x calibrated)"]
+    assert len(probes) == speed["samples"]
 
 
 def test_isolation_without_a_section_is_refused(tmp_path):
