@@ -339,7 +339,6 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
     ChainResult& r = results[c];
     if (!r.bounded) continue;
     uint64_t base = w.release_jitter_ns, own_total = 0, blocking_total = 0, passage_total = 0;
-    std::vector<bool> counted(jobs.size(), false);
     std::vector<int> cores;
     for (size_t i = 0; i < chain.path.size(); ++i) {
       const size_t k = chain.path[i];

@@ -388,10 +388,11 @@ json check_assumptions(const MonitorInput& in, json* chains) {
   // slowest: a sentence, or empty.
   auto speed_text = [&](double low, const std::string& when) -> std::string {
     if (low <= 0 || low >= in.work_fraction) return {};
-    char text[160];
-    snprintf(text, sizeof(text), "the machine ran the calibrated CPU work at as little as %.2fx its speed at the "
-             "start%s, below the work fraction %.2f", low, when.c_str(), in.work_fraction);
-    return text;
+    char speed[32], fraction[32];
+    snprintf(speed, sizeof(speed), "%.2f", low);
+    snprintf(fraction, sizeof(fraction), "%.2f", in.work_fraction);
+    return std::string("the machine ran the calibrated CPU work at as little as ") + speed + "x its speed at the start" +
+           when + ", below the work fraction " + fraction;
   };
   auto loss_text = [](int core, const CoreLoss& loss, const std::string& when) {
     std::string parts;

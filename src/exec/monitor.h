@@ -71,7 +71,7 @@ class CoreSampler {
 // WCETs.
 class SpeedSampler {
  public:
-  // Times a short probe of the loop (three trials of about 20 us).
+  // Times a short probe of the loop (three trials of 20 000 iterations).
   void sample(uint64_t now_ns);
   // A ratio measured another way (tests).
   void record(uint64_t now_ns, double ratio);
