@@ -80,7 +80,10 @@ class Monitor : public ::testing::Test {
     auto plan = make_plan(workload_);
     ASSERT_TRUE(plan) << plan.status().message();
     plan_ = *plan;
-    ASSERT_TRUE(shared_.create(plan_, Capacity{{16, 16}, {16, 16}, {64}}));
+    // Room for every chain, timer and executor of the workload.
+    ASSERT_TRUE(shared_.create(plan_, Capacity{std::vector<uint64_t>(workload_.chains.size(), 16),
+                                               std::vector<uint64_t>(plan_.timers.size(), 16),
+                                               std::vector<uint64_t>(plan_.by_executor.size() + plan_.bridges.size(), 64)}));
   }
 
   // Chain C's instance [start, end].
