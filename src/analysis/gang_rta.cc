@@ -141,13 +141,7 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
     uint64_t period_ns = kUnbounded;
     std::vector<Kernel> kernels;
   };
-  std::vector<std::vector<int>> request_priorities(w.accelerators.size());
-  for (size_t k = 0; k < w.callbacks.size(); ++k)
-    for (const workload::Segment& s : w.callbacks[k].segments) {
-      auto& list = request_priorities[s.accelerator];
-      if (std::find(list.begin(), list.end(), w.callback_priority(k)) == list.end())
-        list.push_back(w.callback_priority(k));
-    }
+  const std::vector<std::vector<int>> requests = request_priorities(w);
   std::vector<Job> jobs(w.callbacks.size());
   for (size_t k = 0; k < w.callbacks.size(); ++k) {
     const workload::Callback& cb = w.callbacks[k];
@@ -161,7 +155,7 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
       const uint64_t kappa = acc.priority_levels > 1 ? acc.preemption_cost_ns : 0;
       Kernel kernel;
       kernel.accelerator = s.accelerator;
-      kernel.bucket = bucket_of(w.callback_priority(k), request_priorities[s.accelerator], acc.priority_levels);
+      kernel.bucket = bucket_of(w.callback_priority(k), requests[s.accelerator], acc.priority_levels);
       kernel.ns = add(add(regulated_segment_ns(w, s.accelerator, s.wcet_ns), mul(2, kappa)), epsilon);
       j.accelerator_ns = add(j.accelerator_ns, kernel.ns);
       j.kernels.push_back(kernel);

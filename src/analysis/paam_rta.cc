@@ -121,16 +121,7 @@ class Analysis {
   }
 
   void build_entries() {
-    // Request priority of a segment = its callback's priority (CAPA); buckets
-    // down-sample the distinct request priorities on each accelerator.
-    std::vector<std::vector<int>> request_priorities(workload_.accelerators.size());
-    for (size_t i = 0; i < workload_.callbacks.size(); ++i) {
-      for (const auto& seg : workload_.callbacks[i].segments) {
-        auto& list = request_priorities[seg.accelerator];
-        int p = workload_.callback_priority(i);
-        if (std::find(list.begin(), list.end(), p) == list.end()) list.push_back(p);
-      }
-    }
+    const std::vector<std::vector<int>> requests = request_priorities(workload_);
     for (size_t c = 0; c < workload_.chains.size(); ++c) {
       for (size_t cb : workload_.chains[c].path) {
         for (size_t j = 0; j < workload_.callbacks[cb].segments.size(); ++j) {
@@ -145,7 +136,7 @@ class Analysis {
           // exists between buckets; a one-level device never preempts.
           uint64_t kappa = acc.priority_levels > 1 ? acc.preemption_cost_ns : 0;
           e.a_star = add(regulated_segment_ns(workload_, seg.accelerator, seg.wcet_ns), mul(2, kappa));
-          e.bucket = bucket_of(workload_.callback_priority(cb), request_priorities[seg.accelerator], acc.priority_levels);
+          e.bucket = bucket_of(workload_.callback_priority(cb), requests[seg.accelerator], acc.priority_levels);
           entries_.push_back(e);
         }
       }

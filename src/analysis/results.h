@@ -1,6 +1,7 @@
 // What every analysis starts from (analysis, internal): a chain's result
 // with its name, priority, criticality, period and deadline, the bound to
-// come; and which of a chain's callbacks fire for it alone.
+// come; each accelerator's request priorities; and which of a chain's
+// callbacks fire for it alone.
 #ifndef RTACCEL_ANALYSIS_RESULTS_H_
 #define RTACCEL_ANALYSIS_RESULTS_H_
 
@@ -22,6 +23,20 @@ inline ChainResult result_for(const workload::Chain& chain) {
   r.period_ns = chain.period_ns;
   r.deadline_ns = chain.deadline_ns;
   return r;
+}
+
+// Per accelerator, the distinct request priorities of its segments (a
+// segment's is its callback's priority, CAPA): what bucket_of() down-samples
+// onto the accelerator's buckets, as the server does.
+inline std::vector<std::vector<int>> request_priorities(const workload::Workload& w) {
+  std::vector<std::vector<int>> out(w.accelerators.size());
+  for (size_t i = 0; i < w.callbacks.size(); ++i)
+    for (const auto& seg : w.callbacks[i].segments) {
+      auto& list = out[seg.accelerator];
+      const int p = w.callback_priority(i);
+      if (std::find(list.begin(), list.end(), p) == list.end()) list.push_back(p);
+    }
+  return out;
 }
 
 // owned[c][k]: every firing of chain c's k-th callback belongs to an
