@@ -395,12 +395,23 @@ static void park(struct member *m)
 	atomic_fetch_add(&r->seq_sleepers, 1);
 	for (;;) {
 		uint32_t seq = atomic_load(&r->seq);
-		if (W_PRIO(atomic_load_explicit(&r->word, memory_order_acquire)) == m->priority)
-			break;
+		/* Back in the job only under the region lock: an arbitration in
+		 * flight still shows our priority in the frozen word, and one that
+		 * scanned our slot as parked sent us no signal; running on from
+		 * there would run beside the gang it grants. Under the lock the
+		 * word is an arbitration's result, and the next one sees us run. */
+		if (W_PRIO(atomic_load_explicit(&r->word, memory_order_acquire)) == m->priority) {
+			region_lock(r, m->tid);
+			const bool ours = W_PRIO(atomic_load(&r->word)) == m->priority;
+			if (ours)
+				atomic_store_explicit(&s->state, SLOT_RUN, memory_order_release);
+			region_unlock(r, m->tid);
+			if (ours)
+				break;
+		}
 		sleep_on(m, &r->seq, seq);
 	}
 	atomic_fetch_sub(&r->seq_sleepers, 1);
-	atomic_store_explicit(&s->state, SLOT_RUN, memory_order_release);
 	const uint64_t end = rtaccel_monotonic_ns();
 	m->stats.parks++;
 	m->stats.parked_ns += end - begin;
