@@ -20,7 +20,7 @@
  * misses a thread that got in.
  *
  * A parked thread sits in the signal handler, on a futex, until R is its
- * priority again. The handler never parks a thread that is in the slow path
+ * priority again, which it confirms under the region lock. The handler never parks a thread that is in the slow path
  * (it would hold the region lock) or between preempt_disable and _enable: it
  * leaves a note that the thread acts on when it gets out, and the thread says
  * in its slot that it defers.
