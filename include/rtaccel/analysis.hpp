@@ -70,6 +70,20 @@ struct Options {
   // owns it, whose window holds only its own firing (the bound within the
   // period). The Autoware hot paths share their tail this way.
   bool shared_callbacks_once = true;
+  // A callback with several trigger topics (a fusion) fires once each has a
+  // message: a chain that reaches it on one topic waits there for the others.
+  // The chain's pieces between its fusions are bounded one by one, and each
+  // wait is bounded from the other topic's publisher: by the bound of its
+  // chain through it where that chain is released with this one, else by
+  // its period plus that bound (docs/analysis.md, "Fusions"). false: the
+  // paper's chains, which do not wait.
+  bool fusions_wait = true;
+  // Chains whose first callbacks are timers of one period on one node are
+  // released at the same instants. A lower one of them, bounded within the
+  // period, has ended its previous activation at the other's release and
+  // starts this one after it: its callbacks (those that fire only for it)
+  // do not block the other's first sub-chain (Lemma 4).
+  bool released_together = true;
 
   // The paper's analysis exactly: its Lemma 4 blocking and its hps and lps.
   static Options paper() {
@@ -79,6 +93,8 @@ struct Options {
     options.jitter_from_bounds = false;
     options.blocking_shares_arrivals = false;
     options.shared_callbacks_once = false;
+    options.fusions_wait = false;
+    options.released_together = false;
     return options;
   }
 };
@@ -99,6 +115,8 @@ struct Breakdown {
   // executor cores: Link::kernel_ns_per_kb of every message that can cross
   // a link of their nodes within the window.
   uint64_t network_kernel_ns = 0;
+  // Waits at fusions for their other trigger topics (Options::fusions_wait).
+  uint64_t fusion_wait_ns = 0;
 };
 
 // The regulator's time on CORE within a window of WINDOW_NS: a cost per
@@ -135,7 +153,8 @@ struct ChainResult {
   std::vector<SubchainResult> subchains;
 
   // The largest term of the breakdown: "blocking", "cpu", "accelerator",
-  // "interference", "communication" or "network".
+  // "interference", "communication", "network", "regulator", "network
+  // kernel" or "fusion wait".
   const char* dominant_term() const;
 };
 
@@ -318,7 +337,9 @@ class NetworkTerms {
 // the other callbacks of its own gang priority on its core (C_j each: its
 // executor, or another executor sharing the core). A chain's bound is its
 // release jitter plus the sum of its callbacks' bounds plus a hand-over cost
-// (communication) between executors.
+// (communication) between executors, plus its waits at fusions
+// (Options::fusions_wait); a chain without such waits is also bounded as one
+// window of the gang lock, and the smaller bound is taken.
 std::vector<ChainResult> analyze_gangs(const workload::Workload& workload, const Options& options = {});
 
 }  // namespace rtaccel::analysis

@@ -32,6 +32,7 @@ analysis::Options make_options(const std::string& horizon, bool paper, bool refi
     options.jitter_from_bounds = false;
     options.blocking_shares_arrivals = false;
     options.shared_callbacks_once = false;
+    options.released_together = false;
   }
   options.horizon = parse_horizon(horizon);
   return options;
@@ -151,7 +152,8 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("network_ns", &analysis::Breakdown::network_ns)
       .def_readonly("release_jitter_ns", &analysis::Breakdown::release_jitter_ns)
       .def_readonly("regulator_ns", &analysis::Breakdown::regulator_ns)
-      .def_readonly("network_kernel_ns", &analysis::Breakdown::network_kernel_ns);
+      .def_readonly("network_kernel_ns", &analysis::Breakdown::network_kernel_ns)
+      .def_readonly("fusion_wait_ns", &analysis::Breakdown::fusion_wait_ns);
 
   py::class_<analysis::SubchainResult>(m, "SubchainResult")
       .def_readonly("executor", &analysis::SubchainResult::executor)

@@ -33,6 +33,7 @@ def _breakdown(b) -> dict:
         "release_jitter_us": _us(b.release_jitter_ns),
         "regulator_us": _us(b.regulator_ns),
         "network_kernel_us": _us(b.network_kernel_ns),
+        "fusion_wait_us": _us(b.fusion_wait_ns),
     }
 
 
@@ -129,7 +130,7 @@ def format_table(path: str, workload, results, options: dict) -> str:
           if options.get("calibration") else []),
         f"{'chain':<24} {'prio':>5} {'crit':>4} {'period_us':>10} {'deadline_us':>11} "
         f"{'wcrt_us':>10} {'sched':>5}  {'dominant':<12} {'blocking':>9} {'cpu':>9} "
-        f"{'accel':>9} {'interf':>9} {'comm':>7} {'net':>9} {'regul':>7}",
+        f"{'accel':>9} {'interf':>9} {'comm':>7} {'net':>9} {'regul':>7} {'fusion':>7}",
     ]
     iso = workload.isolation
     if iso is not None:
@@ -142,6 +143,9 @@ def format_table(path: str, workload, results, options: dict) -> str:
                         + (f"; bandwidth lock held by {', '.join(iso['bwlock_chains'])} at "
                            f"{iso['bwlock_threshold_mbps']} MB/s per best-effort core"
                            if iso["bwlock_chains"] else ""))
+    if any((r.breakdown.fusion_wait_ns for r in results)):
+        lines.insert(2, "# fusions: 'fusion' is the wait at fusion callbacks for their other inputs "
+                        "(docs/analysis.md, \"Fusions\")")
     if any((r.breakdown.network_kernel_ns for r in results)):
         lines.insert(2, "# links: 'net' holds the transfers' bounds and the kernel's work for them "
                         "(softirqs, kernel_ns_per_kb) on the executors' cores at both ends")
@@ -156,7 +160,7 @@ def format_table(path: str, workload, results, options: dict) -> str:
             f"{'yes' if r.schedulable else 'NO':>5}  {d['dominant'] or '-':<12} "
             f"{_fmt(b['blocking_us']):>9} {_fmt(b['cpu_us']):>9} {_fmt(b['accelerator_us']):>9} "
             f"{_fmt(b['interference_us']):>9} {_fmt(b['communication_us']):>7} {_fmt(net):>9} "
-            f"{_fmt(b['regulator_us']):>7}"
+            f"{_fmt(b['regulator_us']):>7} {_fmt(b['fusion_wait_us']):>7}"
         )
     for r in results:
         if r.reason:

@@ -254,6 +254,11 @@ def format_compare(summaries: list[dict]) -> str:
                 first = min(t["first_loss_s"] for t in link["topics"] if t["first_loss_s"] is not None)
                 lines.append(f"# {_label(s)}: link {link['link']} lost {lost} messages from {first:.1f} s on "
                              f"(counted in drop; see {s['folder']}/summary.json)")
+    # Why a chain has no bound, once: the analysis is the workload's.
+    for name in names:
+        why = next((b[name].get("no_bound") for b in by if name in b and b[name].get("no_bound")), None)
+        if why:
+            lines.append(f"# {name}: no bound: {why}")
     for s in summaries:
         for c in s["chains"]:
             if c["critical"] and c["bound_held"] is False:

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "analysis/joins.h"
 #include "analysis/results.h"
 #include "analysis/saturating.h"
 #include "rtaccel/analysis.hpp"
@@ -264,18 +265,29 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
     *transfers = hop;
   };
 
-  // Every chain as the sum of its callbacks' jobs, each bounded on its own.
+  // Every chain as the sum of its callbacks' jobs, each bounded on its own,
+  // from the start of each piece between the fusions it waits at; the
+  // waits are added from the other chains' pieces (joins.h).
+  const Joins joins(w, network, options.fusions_wait);
   std::vector<ChainResult> results;
+  std::vector<Joins::Pieces> pieces(w.chains.size());
+  std::vector<std::vector<uint64_t>> release_in_piece(w.chains.size());  // each job's, from its piece's start
   std::vector<uint64_t> job_wcrt(jobs.size(), kUnbounded);  // within its period
-  std::vector<uint64_t> release_offset(jobs.size(), 0);     // latest release after its chain's
   for (size_t k = 0; k < jobs.size(); ++k) {
     const Fixpoint f = job_bound(k, jobs[k].period_ns, false);
     if (f.bounded) job_wcrt[k] = f.wcrt_ns;
   }
-  for (const workload::Chain& chain : w.chains) {
+  for (size_t c = 0; c < w.chains.size(); ++c) {
+    const workload::Chain& chain = w.chains[c];
     ChainResult r = result_for(chain);
     const uint64_t limit = options.horizon == Horizon::kDeadline ? chain.deadline_ns : chain.period_ns;
-    uint64_t total = w.release_jitter_ns;
+    Joins::Pieces& mine = pieces[c];
+    mine.known = true;
+    mine.limit_ns = limit;
+    mine.within.assign(chain.path.size(), kUnbounded);
+    mine.enter.assign(chain.path.size(), 0);
+    release_in_piece[c].assign(chain.path.size(), kUnbounded);
+    uint64_t run = w.release_jitter_ns;
     r.breakdown.release_jitter_ns = w.release_jitter_ns;
     bool bounded = true;
     for (size_t i = 0; i < chain.path.size() && bounded; ++i) {
@@ -283,8 +295,17 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
       const Job& me = jobs[k];
       uint64_t communication = 0, hop = 0;
       passage_of(chain, i, &communication, &hop);
-      total = add(total, communication);
-      release_offset[k] = std::max(release_offset[k], add(total, hop));
+      if (joins.waits_at(c, i)) {
+        // The way into a fusion comes before the wait, its remote requests
+        // after it.
+        const uint64_t into = network.hop_ns(chain.path[i - 1], k);
+        mine.enter[i] = add(communication, into);
+        run = 0;
+        for (size_t s = 0; s < w.callbacks[k].segments.size(); ++s) run = add(run, network.segment_ns(k, s));
+      } else {
+        run = add(run, add(communication, hop));
+      }
+      release_in_piece[c][i] = run;
       const Fixpoint f = job_bound(k, limit, follows_on_executor(chain, i));
       if (!f.bounded) {
         bounded = false;
@@ -302,17 +323,48 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
       r.breakdown.interference_ns = add(r.breakdown.interference_ns, f.wcrt_ns - own - blocking - regulator);
       r.breakdown.communication_ns = add(r.breakdown.communication_ns, communication);
       r.breakdown.network_ns = add(r.breakdown.network_ns, hop);
-      total = add(total, add(f.wcrt_ns, hop));
+      run = add(run, f.wcrt_ns);
+      mine.within[i] = run;
     }
-    if (!bounded) {
-      // a callback unbounded: its successors' releases are unknown
-      for (size_t k : chain.path) release_offset[k] = kUnbounded;
-    }
-    r.bounded = bounded && total <= limit;
-    if (bounded && !r.bounded)
-      r.reason = "no bound within the " + std::string(options.horizon == Horizon::kDeadline ? "deadline" : "period");
-    r.wcrt_ns = r.bounded ? total : 0;
     results.push_back(std::move(r));
+  }
+  // The waits, and each job's latest release after its chain's: what the
+  // window below widens the count of another chain's job by.
+  const std::vector<Joins::Composed> composed = joins.compose(pieces);
+  std::vector<uint64_t> release_offset(jobs.size(), 0);
+  for (size_t c = 0; c < w.chains.size(); ++c) {
+    ChainResult& r = results[c];
+    const auto& path = w.chains[c].path;
+    const uint64_t total = path.empty() ? 0 : composed[c].end.back();
+    r.breakdown.fusion_wait_ns = composed[c].wait_ns;
+    for (size_t i = 0; i < path.size(); ++i)
+      release_offset[path[i]] = std::max(release_offset[path[i]], add(composed[c].start[i], release_in_piece[c][i]));
+    if (!r.reason.empty()) continue;
+    const uint64_t limit = options.horizon == Horizon::kDeadline ? r.deadline_ns : r.period_ns;
+    r.bounded = total <= limit;
+    if (!r.bounded)
+      r.reason = total == kUnbounded && !composed[c].reason.empty()
+                     ? composed[c].reason
+                     : "no bound within the " + std::string(options.horizon == Horizon::kDeadline ? "deadline" : "period");
+    r.wcrt_ns = r.bounded ? total : 0;
+  }
+  // A wait rests on the bound of its sources' chains through their
+  // publishers, within their periods (checked in compose) and on their
+  // activations never running late past the period: a source chain without
+  // a bound leaves the waiting chain without one.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t c = 0; c < w.chains.size(); ++c) {
+      if (!results[c].bounded) continue;
+      for (size_t d : joins.sources_of(c)) {
+        if (results[d].bounded) continue;
+        results[c].bounded = false;
+        results[c].wcrt_ns = 0;
+        results[c].reason = "relies on chain '" + w.chains[d].name + "', which has no bound";
+        changed = true;
+        break;
+      }
+    }
   }
 
   // The chain as one window, too. From its release to its end the gang lock
@@ -331,7 +383,8 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
   for (size_t c = 0; c < w.chains.size(); ++c) {
     const workload::Chain& chain = w.chains[c];
     ChainResult& r = results[c];
-    if (!r.bounded) continue;
+    // A wait at a fusion is none of the terms: the sum above bounds it.
+    if (!r.bounded || !joins.sources_of(c).empty()) continue;
     uint64_t base = w.release_jitter_ns, own_total = 0, blocking_total = 0, passage_total = 0;
     std::vector<int> cores;
     for (size_t i = 0; i < chain.path.size(); ++i) {

@@ -345,6 +345,42 @@ TEST(GangWorkload, SchedulingSwitch) {
 
 // BWLOCK++ Eq. 4 by hand: E = C + G^m + G^e; B = the longest locked segment
 // of a lower-priority task; higher-priority jobs interfere with E each.
+// A fusion under gangs: a1 and f in the gang of exA (50, core 0), b0 and
+// b1 in exB's (40, core 1), no gang preemption cost. Jobs by hand: a1 = 1 +
+// f's 2 (its gang and core) = 3; f = 2 + a1's 1 = 3; b0 = 2 + a1 + f above
+// + b1 of its gang and core = 8; b1, after b0 on its executor, 3 + 1 + 2 + 2
+// = 8. A reaches f at 3 and waits for B's message of the same release, B's
+// bound through b1: 16; then f: A = 19, of which 13 is the wait. B: 16, A's
+// there; B = 19. Without the wait the chain as one window holds a1 and f
+// alone, 3, although f cannot start before b1 ends at 5 at the earliest.
+TEST(GangWorkload, AChainWaitsAtAFusionForTheOtherBranch) {
+  auto w = workload::load_string(R"(version: 1
+name: gang_fusion
+platform: {cores: 2, gang_preemption_us: 0, communication_us: 0}
+gang_scheduling: true
+executors:
+  - {name: exA, core: 0, priority: 50}
+  - {name: exB, core: 1, priority: 40}
+callbacks:
+  - {name: a1, executor: exA, trigger: {timer_ms: 100}, publishes: ta, cpu_us: 1000}
+  - {name: f, executor: exA, trigger: {topics: [ta, tb]}, cpu_us: 2000}
+  - {name: b0, executor: exB, trigger: {timer_ms: 100}, publishes: tb0, cpu_us: 2000}
+  - {name: b1, executor: exB, trigger: {topic: tb0}, publishes: tb, cpu_us: 3000}
+chains:
+  - {name: A, priority: 2, path: [a1, f]}
+  - {name: B, priority: 1, path: [b0, b1, f]}
+)", "g.yaml", {});
+  ASSERT_TRUE(w) << w.status().message();
+  auto r = analyze_gangs(*w);
+  EXPECT_EQ(r[0].wcrt_ns, 19 * kMs);
+  EXPECT_EQ(r[0].breakdown.fusion_wait_ns, 13 * kMs);
+  EXPECT_EQ(r[1].wcrt_ns, 19 * kMs);
+  EXPECT_EQ(r[1].breakdown.fusion_wait_ns, 0u);
+  Options no_wait;
+  no_wait.fusions_wait = false;
+  EXPECT_EQ(analyze_gangs(*w, no_wait)[0].wcrt_ns, 3 * kMs);
+}
+
 TEST(BwlockRta, Equation4ByHand) {
   constexpr uint64_t ms = 1000000;
   std::vector<BwlockTask> tasks = {

@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 
+#include "analysis/joins.h"
 #include "analysis/results.h"
 #include "analysis/saturating.h"
 #include "rtaccel/analysis.hpp"
@@ -61,6 +62,7 @@ struct Blocker {
 struct Subchain {
   size_t chain = 0;
   size_t executor = 0;
+  size_t first = 0;  // position of its first callback on the chain's path
   std::vector<size_t> callbacks;
   std::vector<size_t> entries;
   uint64_t cpu_ns = 0;  // E of the sub-chain
@@ -79,7 +81,8 @@ struct Subchain {
 
 class Analysis {
  public:
-  Analysis(const Workload& w, const Options& options) : workload_(w), options_(options), network_(w) {
+  Analysis(const Workload& w, const Options& options)
+      : workload_(w), options_(options), network_(w), joins_(w, network_, options.fusions_wait) {
     epsilon_ = workload_.server ? workload_.server->overhead_ns : 0;
     for (const Chain& chain : workload_.chains) max_period_ = std::max(max_period_, chain.period_ns);
     owned_ = owned_callbacks(workload_);
@@ -94,11 +97,42 @@ class Analysis {
     std::sort(order.begin(), order.end(),
               [&](size_t a, size_t b) { return workload_.chains[a].priority > workload_.chains[b].priority; });
 
-    results_.resize(workload_.chains.size());
-    depends_.resize(workload_.chains.size());
-    for (size_t c : order) analyze_chain(c);
-    propagate_validity();
-    return std::move(results_);
+    // A chain's waits at fusions rest on the bounds of other chains, lower
+    // ones among them, whose arrivals the recurrences count with this
+    // chain's bound (jitter_from_bounds). So the chains are analysed again,
+    // each wait from the pieces of the pass before, until the bounds that
+    // the recurrences used are the ones the waits give; from no wait at
+    // all, they only grow.
+    //
+    // A lower chain released together with a chain does not block it on the
+    // premise of its own bound (Options::released_together); where it turns
+    // out to have none, the analysis runs again with it as a blocker.
+    for (;;) {
+      pieces_.assign(workload_.chains.size(), {});
+      composed_total_.assign(workload_.chains.size(), 0);
+      constexpr int kPasses = 32;
+      for (int pass = 0;; ++pass) {
+        results_.assign(workload_.chains.size(), ChainResult{});
+        depends_.assign(workload_.chains.size(), {});
+        together_.assign(workload_.chains.size(), {});
+        for (Subchain& s : subs_) s.computed = s.bounded = false;
+        for (size_t c : order) analyze_chain(c);
+        if (!joins_.any() || settled()) break;
+        if (pass + 1 == kPasses) {
+          for (size_t c = 0; c < results_.size(); ++c) {
+            if (joins_.sources_of(c).empty()) continue;
+            withdraw(c, "its waits at fusions did not settle in " + std::to_string(kPasses) + " passes");
+          }
+          break;
+        }
+      }
+      propagate_validity();
+      bool again = false;
+      for (const std::set<size_t>& lower : together_)
+        for (size_t d : lower)
+          if (!results_[d].bounded && blocks_anyway_.insert(d).second) again = true;
+      if (!again) return std::move(results_);
+    }
   }
 
  private:
@@ -261,15 +295,20 @@ class Analysis {
   }
 
   void build_subchains() {
+    subchains_of_.resize(workload_.chains.size());
     for (size_t c = 0; c < workload_.chains.size(); ++c) {
-      for (size_t cb : workload_.chains[c].path) {
-        size_t ex = workload_.callbacks[cb].executor;
-        if (subchains_of_.size() <= c) subchains_of_.resize(c + 1);
+      const auto& path = workload_.chains[c].path;
+      for (size_t k = 0; k < path.size(); ++k) {
+        const size_t cb = path[k];
+        const size_t ex = workload_.callbacks[cb].executor;
         auto& mine = subchains_of_[c];
-        if (mine.empty() || subs_[mine.back()].executor != ex) {
+        // A fusion's wait breaks the executor's busy window: the part from
+        // the fusion on is released when its inputs are all there.
+        if (mine.empty() || subs_[mine.back()].executor != ex || joins_.waits_at(c, k)) {
           Subchain s;
           s.chain = c;
           s.executor = ex;
+          s.first = k;
           subs_.push_back(s);
           mine.push_back(subs_.size() - 1);
         }
@@ -278,7 +317,6 @@ class Analysis {
         s.cpu_ns = add(s.cpu_ns, workload_.callbacks[cb].cpu_ns);
       }
     }
-    subchains_of_.resize(workload_.chains.size());
     for (size_t i = 0; i < entries_.size(); ++i) {
       const Entry& e = entries_[i];
       for (size_t s : subchains_of_[e.chain]) {
@@ -297,6 +335,28 @@ class Analysis {
         s.spin_ns = add(s.spin_ns, spin ? add(e.lemma2, epsilon_) : epsilon_);
       }
     }
+  }
+
+  // Sub-chain O of another chain is done before sub-chain S of chain C
+  // begins, and the next activation's starts after S ends: C and O's chain
+  // are released together, S comes after a fusion that C waits at, O's
+  // chain passes that fusion after O, and O's callbacks fire only for their
+  // chain. The fusion takes the message of O's chain from the same release,
+  // and the next release comes after C's bound (at most the period). So O
+  // does not interfere with S.
+  bool done_before(size_t c, const Subchain& s, const Subchain& o) const {
+    if (!options_.released_together || !joins_.released_together(c, o.chain)) return false;
+    const auto& path = workload_.chains[c].path;
+    const auto& theirs = workload_.chains[o.chain].path;
+    const size_t o_end = o.first + o.callbacks.size();
+    for (size_t n = o.first; n < o_end; ++n)
+      if (!owned_[o.chain][n]) return false;
+    for (size_t k = 1; k <= s.first; ++k) {
+      if (!joins_.waits_at(c, k)) continue;
+      for (size_t q = o_end; q < theirs.size(); ++q)
+        if (theirs[q] == path[k]) return true;
+    }
+    return false;
   }
 
   // Chains whose arrivals Lemma 1 counts for entry `e` (its hps).
@@ -323,11 +383,26 @@ class Analysis {
     // B_c (Lemma 4): the longest callback of a lower-priority chain on this
     // executor, which cannot be preempted once started; each candidate with
     // what its segments add (Blocker), taken at every step of the recurrence.
+    // A sub-chain that starts at a fusion fed by its own executor alone
+    // starts as the executor ends the callback that fed it: no callback of
+    // lower priority is in progress then. At the chain's release, one of a
+    // lower chain released together with it (bounded within the period) is
+    // not either, where all its firings are that chain's: the chain's
+    // previous activation has ended and this one waits for higher work.
     std::vector<Blocker> blockers;
     uint64_t blocking_cpu = 0;
+    const bool fed_here = options_.fusions_wait && s.first > 0 && joins_.fed_by_own_executor(c, s.first);
     for (const Subchain& o : subs_) {
-      if (o.executor != s.executor || priority(o.chain) >= priority(c)) continue;
-      for (size_t cb : o.callbacks) {
+      if (fed_here || o.executor != s.executor || priority(o.chain) >= priority(c)) continue;
+      const bool together = options_.released_together && s.first == 0 && joins_.released_together(c, o.chain) &&
+                            !blocks_anyway_.count(o.chain);
+      for (size_t n = 0; n < o.callbacks.size(); ++n) {
+        const size_t cb = o.callbacks[n];
+        if (together && owned_[o.chain][o.first + n]) {
+          depends_[c].insert(o.chain);
+          together_[c].insert(o.chain);
+          continue;
+        }
         Blocker b;
         b.cpu_ns = workload_.callbacks[cb].cpu_ns;
         if (options_.lp_blocking_includes_accelerator) {
@@ -365,6 +440,10 @@ class Analysis {
     std::vector<const Subchain*> hp, hpp;
     for (const Subchain& o : subs_) {
       if (o.chain == c) continue;
+      if (done_before(c, s, o)) {
+        depends_[c].insert(o.chain);
+        continue;
+      }
       const auto& oex = workload_.executors[o.executor];
       if (o.executor == s.executor) {
         if (priority(o.chain) < priority(c)) continue;
@@ -434,14 +513,27 @@ class Analysis {
 
   void analyze_chain(size_t c) {
     const Chain& chain = workload_.chains[c];
+    const auto& path = chain.path;
     ChainResult& out = results_[c];
     out = result_for(chain);
     const uint64_t limit = this->limit(c);
 
+    // A chain over several executors: R* = sum of sub-chain bounds plus one
+    // hand-over per executor boundary, plus the transfers of hops between
+    // nodes and of requests to an accelerator on another node. Summed from
+    // the start of each piece between fusions; the first piece starts at
+    // the nominal release, and the OS may start the chain late.
+    Joins::Pieces& pieces = pieces_[c];
+    pieces.known = true;
+    pieces.limit_ns = limit;
+    pieces.within.assign(path.size(), 0);
+    pieces.enter.assign(path.size(), 0);
+    out.breakdown.release_jitter_ns = workload_.release_jitter_ns;
+    uint64_t run = workload_.release_jitter_ns;
     bool bounded = true;
-    uint64_t total = 0;
-    for (size_t idx : subchains_of_[c]) {
-      Subchain& s = subs_[idx];
+    const auto& mine = subchains_of_[c];
+    for (size_t n = 0; n < mine.size(); ++n) {
+      Subchain& s = subs_[mine[n]];
       std::string why;
       if (!analyze_subchain(s, limit, why)) {
         bounded = false;
@@ -457,34 +549,56 @@ class Analysis {
       sr.handling_by_lemma3 = s.by_lemma3;
       sr.breakdown = s.breakdown;
       out.subchains.push_back(sr);
-      total = add(total, s.bounded ? s.wcrt_ns : kUnbounded);
       out.breakdown.blocking_ns = add(out.breakdown.blocking_ns, s.breakdown.blocking_ns);
       out.breakdown.cpu_ns = add(out.breakdown.cpu_ns, s.breakdown.cpu_ns);
       out.breakdown.accelerator_ns = add(out.breakdown.accelerator_ns, s.breakdown.accelerator_ns);
       out.breakdown.interference_ns = add(out.breakdown.interference_ns, s.breakdown.interference_ns);
       out.breakdown.regulator_ns = add(out.breakdown.regulator_ns, s.breakdown.regulator_ns);
       out.breakdown.network_kernel_ns = add(out.breakdown.network_kernel_ns, s.breakdown.network_kernel_ns);
+
+      uint64_t enter = 0;
+      if (s.first > 0) {
+        if (workload_.callbacks[path[s.first - 1]].executor != s.executor) {
+          enter = workload_.communication_ns;
+          out.breakdown.communication_ns = add(out.breakdown.communication_ns, enter);
+        }
+        const uint64_t hop = network_.hop_ns(path[s.first - 1], path[s.first]);
+        out.breakdown.network_ns = add(out.breakdown.network_ns, hop);
+        enter = add(enter, hop);
+      }
+      const size_t end = n + 1 < mine.size() ? subs_[mine[n + 1]].first : path.size();
+      uint64_t requests = 0;
+      for (size_t k = s.first; k < end; ++k)
+        for (size_t j = 0; j < workload_.callbacks[path[k]].segments.size(); ++j)
+          requests = add(requests, network_.segment_ns(path[k], j));
+      out.breakdown.network_ns = add(out.breakdown.network_ns, requests);
+      if (joins_.waits_at(c, s.first)) {
+        pieces.enter[s.first] = enter;
+        run = 0;
+      } else {
+        run = add(run, enter);
+      }
+      run = add(run, add(s.bounded ? s.wcrt_ns : kUnbounded, requests));
+      for (size_t k = s.first; k < end; ++k) pieces.within[k] = run;
     }
-    // A chain over several executors: R* = sum of sub-chain bounds plus one
-    // hand-over per executor boundary.
-    const uint64_t hops = subchains_of_[c].empty() ? 0 : subchains_of_[c].size() - 1;
-    out.breakdown.communication_ns = mul(hops, workload_.communication_ns);
-    total = add(total, out.breakdown.communication_ns);
-    // Hops between nodes, and requests to an accelerator on another node:
-    // the transfers' bounds on their links.
-    for (size_t k = 0; k < chain.path.size(); ++k) {
-      if (k > 0)
-        out.breakdown.network_ns = add(out.breakdown.network_ns, network_.hop_ns(chain.path[k - 1], chain.path[k]));
-      for (size_t s = 0; s < workload_.callbacks[chain.path[k]].segments.size(); ++s)
-        out.breakdown.network_ns = add(out.breakdown.network_ns, network_.segment_ns(chain.path[k], s));
+
+    uint64_t total = run;
+    if (joins_.any()) {
+      const Joins::Composed composed = joins_.compose(pieces_)[c];
+      total = composed.end.empty() ? 0 : composed.end.back();
+      composed_total_[c] = total;
+      out.breakdown.fusion_wait_ns = composed.wait_ns;
+      if (bounded && total == kUnbounded && !composed.reason.empty()) {
+        bounded = false;
+        out.reason = composed.reason;
+      }
+      for (size_t d : joins_.sources_of(c)) depends_[c].insert(d);
     }
-    total = add(total, out.breakdown.network_ns);
-    // Latency counts from the nominal release; the OS may start the chain late.
-    out.breakdown.release_jitter_ns = workload_.release_jitter_ns;
-    total = add(total, workload_.release_jitter_ns);
     if (bounded && total > limit) {
       bounded = false;
-      out.reason = "the sum over its executors (" + us(total) + ") passes the " +
+      out.reason = std::string(out.breakdown.fusion_wait_ns ? "with its waits at fusions (" + us(out.breakdown.fusion_wait_ns) + "), "
+                                                            : "") +
+                   "the sum over its executors (" + us(total) + ") passes the " +
                    (options_.horizon == Horizon::kDeadline ? "deadline" : "period") + " (" + us(limit) + ")";
     }
     out.bounded = bounded;
@@ -493,6 +607,23 @@ class Analysis {
     if (bounded && !out.schedulable) {
       out.reason = "bound " + us(total) + " exceeds the deadline " + us(chain.deadline_ns);
     }
+  }
+
+  // Whether every bound of this pass is the one its pieces give now: the
+  // waits composed during the pass used the pieces of lower chains from the
+  // pass before.
+  bool settled() const {
+    const std::vector<Joins::Composed> now = joins_.compose(pieces_);
+    for (size_t c = 0; c < now.size(); ++c)
+      if ((now[c].end.empty() ? 0 : now[c].end.back()) != composed_total_[c]) return false;
+    return true;
+  }
+
+  void withdraw(size_t c, const std::string& why) {
+    results_[c].bounded = false;
+    results_[c].schedulable = false;
+    results_[c].wcrt_ns = 0;
+    results_[c].reason = why;
   }
 
   // Lemma 1 holds only for chains that are themselves schedulable (bounded
@@ -507,10 +638,7 @@ class Analysis {
         if (!results_[c].bounded) continue;
         for (size_t d : depends_[c]) {
           if (d == c || results_[d].bounded) continue;
-          results_[c].bounded = false;
-          results_[c].schedulable = false;
-          results_[c].wcrt_ns = 0;
-          results_[c].reason = "relies on chain '" + workload_.chains[d].name + "', which has no bound";
+          withdraw(c, "relies on chain '" + workload_.chains[d].name + "', which has no bound");
           changed = true;
           break;
         }
@@ -521,6 +649,9 @@ class Analysis {
   const Workload& workload_;
   const Options& options_;
   const NetworkTerms network_;
+  const Joins joins_;
+  std::vector<Joins::Pieces> pieces_;
+  std::vector<uint64_t> composed_total_;  // each chain's bound with its waits, as this pass used it
   uint64_t epsilon_ = 0;
   uint64_t max_period_ = 0;
   std::vector<Entry> entries_;
@@ -528,6 +659,8 @@ class Analysis {
   std::vector<std::vector<size_t>> subchains_of_;
   std::vector<ChainResult> results_;
   std::vector<std::set<size_t>> depends_;
+  std::vector<std::set<size_t>> together_;  // lower chains left out of blocking as released together
+  std::set<size_t> blocks_anyway_;          // ... and found without a bound
   std::vector<std::vector<bool>> owned_;
 };
 
@@ -577,6 +710,7 @@ const char* ChainResult::dominant_term() const {
       {breakdown.accelerator_ns, "accelerator"}, {breakdown.interference_ns, "interference"},
       {breakdown.communication_ns, "communication"}, {breakdown.network_ns, "network"},
       {breakdown.regulator_ns, "regulator"},     {breakdown.network_kernel_ns, "network kernel"},
+      {breakdown.fusion_wait_ns, "fusion wait"},
   };
   const auto* best = &terms[0];
   for (const auto& t : terms) {

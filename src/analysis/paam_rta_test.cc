@@ -32,6 +32,7 @@ Options unrefined() {
   options.jitter_from_bounds = false;
   options.blocking_shares_arrivals = false;
   options.shared_callbacks_once = false;
+  options.released_together = false;
   return options;
 }
 
@@ -500,25 +501,150 @@ chains:
 )");
   // fuse fires once per pair of sources: each firing belongs to one F and
   // one R activation (a topic each; the loader gives a topic one publisher).
-  // F: blocked by R's longest callback, fuse itself: 2 + 4 = 6; own 4 + 4:
-  // F = 14 either way.
+  // F waits at fuse for R's message of the same release. By hand: both
+  // sources at 0, f_src 1, r_src 1, fuse 2 + 4, tail 1: both end at 9.
+  // F: f_src alone, 1 (R's callbacks fire only for R, released with F: none
+  // is in progress at F's release); R's through r_src, 1 + F's f_src = 2;
+  // from there fuse and tail, 2 + 4 + 1, fed by e0 alone (nothing lower in
+  // progress when it becomes ready): F = 2 + 7 = 9, with a wait of 1.
+  // Apart, R's piece counts F's whole activation, 1 + 1 + 7 = 9: F = 16.
   Options apart;
   apart.shared_callbacks_once = false;
   auto a = analyze(w, apart);
   auto r = analyze(w);
-  EXPECT_EQ(find(a, "F").wcrt_ns, 14 * kMs);
-  EXPECT_EQ(find(r, "F").wcrt_ns, 14 * kMs);
-  // R: own 4 + 4 = 8, and F's activation: apart, all of it again (4 + 4):
-  // 16. Once: fuse and tail of F's activation are R's own firings, only
-  // f_src (1) is F's: 9. By hand: both sources at 0, f_src 1, r_src 1,
-  // fuse 2 + 4, tail 1: R ends at 9.
-  EXPECT_EQ(find(a, "R").wcrt_ns, 16 * kMs);
+  EXPECT_EQ(find(a, "F").wcrt_ns, 16 * kMs);
+  EXPECT_EQ(find(r, "F").wcrt_ns, 9 * kMs);
+  EXPECT_EQ(find(r, "F").breakdown.fusion_wait_ns, 1 * kMs);
+  // R: 2 to fuse, F's f_src there already; fuse and tail 7, where F's
+  // f_src of this release is done and the next comes after R's end: 9.
+  // Apart: 9 to fuse, then fuse and tail 7 and F's own firing of them 7: 23.
+  EXPECT_EQ(find(a, "R").wcrt_ns, 23 * kMs);
   EXPECT_EQ(find(r, "R").wcrt_ns, 9 * kMs);
   EXPECT_EQ(find(r, "R").breakdown.interference_ns, 1 * kMs);
+  EXPECT_EQ(find(r, "R").breakdown.fusion_wait_ns, 0u);
   // B: its segment behind the fused one, once a period, not once per chain:
   // 1 + 2 + 4 = 7 (apart, 1 + 2 + 4 + 4 = 11).
   EXPECT_EQ(find(a, "B").wcrt_ns, 11 * kMs);
   EXPECT_EQ(find(r, "B").wcrt_ns, 7 * kMs);
+}
+
+// A workload's head with one executor, ex on core 0, and no accelerator.
+std::string one_executor(const char* name) {
+  return std::string("version: 1\nname: ") + name + R"(
+platform: {cores: 2}
+executors: [{name: ex, core: 0, priority: 50}])";
+}
+
+// A and B start at timers of one period on one executor: at A's release,
+// B has ended its previous activation and waits for A, so b does not block
+// A. At another period it can be in progress: 1 + 3.
+TEST(Refinements, ALowerChainReleasedTogetherDoesNotBlock) {
+  const std::string text = one_executor("together") + R"(
+callbacks:
+  - {name: a, executor: ex, trigger: {timer_ms: 100}, cpu_us: 1000}
+  - {name: b, executor: ex, trigger: {timer_ms: 100}, cpu_us: 3000}
+chains:
+  - {name: A, priority: 2, path: [a]}
+  - {name: B, priority: 1, path: [b]}
+)";
+  EXPECT_EQ(find(analyze(load(text)), "A").wcrt_ns, 1 * kMs);
+  Options apart;
+  apart.released_together = false;
+  EXPECT_EQ(find(analyze(load(text), apart), "A").wcrt_ns, 4 * kMs);
+  std::string other = text;
+  other.replace(other.find("timer_ms: 100}, cpu_us: 3000"), 13, "timer_ms: 50");
+  EXPECT_EQ(find(analyze(load(other)), "A").wcrt_ns, 4 * kMs);
+}
+
+// Fusions. One executor, no accelerator; A and B start at timers of one
+// period, so they are released together, and fuse at f.
+const std::string kFusion = one_executor("fusion") + R"(
+callbacks:
+  - {name: a1, executor: ex, trigger: {timer_ms: 100}, publishes: ta, cpu_us: 1000}
+  - {name: b0, executor: ex, trigger: {timer_ms: 100}, publishes: tb0, cpu_us: 2000}
+  - {name: b1, executor: ex, trigger: {topic: tb0}, publishes: tb, cpu_us: 3000}
+  - {name: f, executor: ex, trigger: {topics: [ta, tb]}, cpu_us: 2000}
+chains:
+  - {name: A, priority: 2, path: [a1, f]}
+  - {name: B, priority: 1, path: [b0, b1, f]}
+)";
+
+// By hand, from the common release at 0: a1 ends at 1, b0 at 3, b1 at 6, f
+// at 8, for both chains. A: a1 alone, 1 (B's callbacks fire only for B,
+// released with A: none is in progress at A's release); f waits for B's
+// message of the same release, B's bound through b1, 2 + 3 + a1's 1 = 6;
+// f from 6, fed by ex alone (nothing lower in progress as it becomes
+// ready), 2: A = 8, of which 5 is the wait. B: 6 to f, A's a1 there
+// already; f 2, where a1 of this release is done and the next comes after
+// B's end: B = 8.
+TEST(Fusions, AChainWaitsForTheOtherBranchOfItsRelease) {
+  const auto r = analyze(load(kFusion));
+  EXPECT_EQ(find(r, "A").wcrt_ns, 8 * kMs);
+  EXPECT_EQ(find(r, "A").breakdown.fusion_wait_ns, 5 * kMs);
+  EXPECT_EQ(find(r, "A").breakdown.blocking_ns, 0u);
+  EXPECT_EQ(find(r, "B").wcrt_ns, 8 * kMs);
+  EXPECT_EQ(find(r, "B").breakdown.fusion_wait_ns, 0u);
+  EXPECT_EQ(find(r, "B").breakdown.interference_ns, 1 * kMs);
+  for (const auto& x : r) EXPECT_EQ(x.wcrt_ns, x.breakdown.blocking_ns + x.breakdown.cpu_ns +
+                                                   x.breakdown.interference_ns + x.breakdown.fusion_wait_ns);
+  // The paper's chain does not wait: a1 and f in one busy window, blocked
+  // by b1 once, 1 + 2 + 3 = 6, below what A takes by hand.
+  EXPECT_EQ(find(analyze(load(kFusion), Options::paper()), "A").wcrt_ns, 6 * kMs);
+}
+
+// D fuses its own message with C's, of another period: C publishes every
+// 30 ms, at most its bound through c1 late, so D's message waits at most
+// 30 + that after it arrived. D: d1 and c1 as blocking (C is released apart
+// from D), 2; C's bound: c1, d1 and g once each, 3; the wait 30 + 3 = 33;
+// g, fed by ex alone, 1: D = 36.
+TEST(Fusions, AnInputOfAnotherPeriodIsWaitedForAPeriodAndItsLateness) {
+  const auto r = analyze(load(one_executor("fusion") + R"(
+callbacks:
+  - {name: d1, executor: ex, trigger: {timer_ms: 100}, publishes: td, cpu_us: 1000}
+  - {name: c1, executor: ex, trigger: {timer_ms: 30}, publishes: tc, cpu_us: 1000}
+  - {name: g, executor: ex, trigger: {topics: [td, tc]}, cpu_us: 1000}
+chains:
+  - {name: D, priority: 2, path: [d1, g]}
+  - {name: C, priority: 1, path: [c1]}
+)"));
+  EXPECT_EQ(find(r, "C").wcrt_ns, 3 * kMs);
+  EXPECT_EQ(find(r, "D").wcrt_ns, 36 * kMs);
+  EXPECT_EQ(find(r, "D").breakdown.fusion_wait_ns, 33 * kMs);
+  EXPECT_EQ(find(r, "D").breakdown.blocking_ns, 1 * kMs);
+  EXPECT_EQ(std::string(find(r, "D").dominant_term()), "fusion wait");
+}
+
+// An input that no chain from a timer publishes has no bound on its wait.
+TEST(Fusions, AnInputWithoutAKnownRateLeavesTheChainWithoutABound) {
+  const auto r = analyze(load(one_executor("fusion") + R"(
+callbacks:
+  - {name: a1, executor: ex, trigger: {timer_ms: 100}, publishes: ta, cpu_us: 1000}
+  - {name: s, executor: ex, trigger: {timer_ms: 100}, publishes: ts, cpu_us: 1000}
+  - {name: h, executor: ex, trigger: {topic: ts}, publishes: th, cpu_us: 1000}
+  - {name: g, executor: ex, trigger: {topics: [ta, th]}, cpu_us: 1000}
+chains:
+  - {name: A, priority: 3, path: [a1, g]}
+  - {name: S, priority: 2, path: [s]}
+  - {name: H, priority: 1, period_ms: 100, path: [h]}
+)"));
+  EXPECT_FALSE(find(r, "A").bounded);
+  EXPECT_EQ(find(r, "A").reason, "waits at 'g' for 'th', whose publisher no chain from a timer reaches with a bound, and no fusion before it");
+}
+
+// A topic the chain itself published earlier on its path is there before
+// the chain reaches the fusion: no wait, and one busy window as before.
+TEST(Fusions, ATopicOfTheChainsOwnEarlierCallbackIsThereAlready) {
+  const std::string diamond = one_executor("diamond") + R"(
+callbacks:
+  - {name: p, executor: ex, trigger: {timer_ms: 100}, publishes: tp, cpu_us: 1000}
+  - {name: m, executor: ex, trigger: {topic: tp}, publishes: tm, cpu_us: 1000}
+  - {name: v, executor: ex, trigger: {topics: [tm, tp]}, cpu_us: 1000}
+chains:
+  - {name: P, priority: 1, path: [p, m, v]}
+)";
+  const auto r = analyze(load(diamond));
+  EXPECT_EQ(find(r, "P").wcrt_ns, 3 * kMs);
+  ASSERT_EQ(find(r, "P").subchains.size(), 1u);
 }
 
 // All, as `rtaccel analyze` runs by default; the paper's analysis untouched.

@@ -18,7 +18,8 @@ using nlohmann::json;
 constexpr uint64_t kMs = 1000000;
 
 // Two callbacks on core 0, a chain each: `a` (WCET 2 ms, bound 10 ms here)
-// and `b` (WCET 1 ms).
+// and `b` (WCET 1 ms), at other periods, so that `b` can be in progress at
+// `a`'s release (timers of one period are released together).
 const char kWorkload[] = R"(
 version: 1
 name: monitored
@@ -27,7 +28,7 @@ executors:
   - {name: ex, core: 0, priority: 80}
 callbacks:
   - {name: a, executor: ex, trigger: {timer_ms: 100}, cpu_us: 2000}
-  - {name: b, executor: ex, trigger: {timer_ms: 100}, cpu_us: 1000}
+  - {name: b, executor: ex, trigger: {timer_ms: 50}, cpu_us: 1000}
 chains:
   - {name: ca, priority: 2, path: [a]}
   - {name: cb, priority: 1, path: [b]}

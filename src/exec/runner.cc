@@ -504,6 +504,7 @@ json chain_summary(const Setup& s, const SharedRun& shared, size_t c, std::ofstr
     j["wcrt_us"] = nullptr;
     j["bound_held"] = nullptr;
     j["over_bound"] = nullptr;
+    if (bound) j["no_bound"] = bound->reason;  // the analysis' why
   }
   return j;
 }

@@ -1,6 +1,7 @@
 """Property tests of the analysis over random small workloads (hypothesis).
 
 Workloads are generated as YAML and go through the same loader users use.
+Some chains fuse their path with another chain's topic (a fusion callback).
 """
 
 import copy
@@ -32,13 +33,21 @@ def workloads(draw, levels=None):
     }
     n_chains = draw(st.integers(1, 4))
     priorities = draw(st.lists(st.integers(1, 100), min_size=n_chains, max_size=n_chains, unique=True))
+    # Periods from a short list, so that chains released together (one
+    # period) are common.
+    periods = draw(st.lists(st.integers(20, 400), min_size=1, max_size=3))
     for c in range(n_chains):
-        period = draw(st.integers(20, 400))
+        period = draw(st.sampled_from(periods))
+        earlier = [cb["name"] for cb in doc["callbacks"]]
         path = []
         for k in range(draw(st.integers(1, 3))):
             name = f"c{c}_{k}"
+            trigger = {"timer_ms": period} if k == 0 else {"topic": path[-1]}
+            if k > 0 and earlier and draw(st.integers(0, 2)) == 0:
+                # A fusion of its predecessor's topic and an earlier chain's.
+                trigger = {"topics": [path[-1], draw(st.sampled_from(earlier))]}
             cb = {"name": name, "executor": f"e{draw(st.integers(0, n_exec - 1))}",
-                  "trigger": {"timer_ms": period} if k == 0 else {"topic": path[-1]},
+                  "trigger": trigger,
                   "publishes": name, "cpu_us": draw(st.integers(0, 3000)),
                   "wait": draw(st.sampled_from(["spin", "suspend"]))}
             segments = [{"accelerator": "acc", "service": "busy", "wcet_us": draw(st.integers(1, 4000))}
@@ -73,7 +82,7 @@ def test_bound_covers_the_chains_own_execution(doc):
             assert r.wcrt_ns >= own_execution_ns(doc, name)
             b = r.breakdown
             assert r.wcrt_ns == (b.blocking_ns + b.cpu_ns + b.accelerator_ns
-                                 + b.interference_ns + b.communication_ns)
+                                 + b.interference_ns + b.communication_ns + b.fusion_wait_ns)
 
 
 @SETTINGS

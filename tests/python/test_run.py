@@ -327,6 +327,32 @@ chains:
     assert "refused" in proc.stderr and "chain '" in proc.stderr
 
 
+def test_a_chain_without_a_bound_says_why(tmp_path):
+    # fuse waits for th, whose publisher lies only on a chain started by a
+    # subscription: nothing bounds when it comes.
+    path = workload(tmp_path, "fusion", """executors:
+  - {name: ex, core: 0, priority: 50}
+callbacks:
+  - {name: a, executor: ex, trigger: {timer_ms: 20}, publishes: ta, cpu_us: 500}
+  - {name: s, executor: ex, trigger: {timer_ms: 20}, publishes: ts, cpu_us: 200}
+  - {name: h, executor: ex, trigger: {topic: ts}, publishes: th, cpu_us: 200}
+  - {name: fuse, executor: ex, trigger: {topics: [ta, th]}, cpu_us: 500}
+chains:
+  - {name: fused, priority: 3, path: [a, fuse], critical: false}
+  - {name: s, priority: 2, path: [s]}
+  - {name: h, priority: 1, period_ms: 20, path: [h]}
+""")
+    proc = rtaccel("run", path, "--duration", "1", "--out", str(tmp_path / "out"), check=0)
+    chains = {c["chain"]: c for c in json.loads((tmp_path / "out" / "summary.json").read_text())["chains"]}
+    why = "waits at 'fuse' for 'th', whose publisher no chain from a timer reaches with a bound, and no fusion before it"
+    assert chains["fused"]["wcrt_us"] is None and chains["fused"]["no_bound"] == why
+    assert chains["fused"]["count"] > 0
+    assert f"# fused: no bound: {why}" in proc.stdout
+    # s counts fused's activations on their executor, which now come when
+    # th does: its bound goes with fused's.
+    assert chains["s"]["no_bound"] == "relies on chain 'fused', which has no bound"
+
+
 MEMORY = """executors:
   - {name: ex, core: 0, priority: 50}
 callbacks:
