@@ -173,6 +173,10 @@ uint64_t arrivals(uint64_t window_ns, uint64_t period_ns);
 // priorities into the highest bucket (PAAM Sec. IV-C). Returns 0..levels-1,
 // or -1 when `priority` is not among `priorities`.
 int bucket_of(int priority, const std::vector<int>& priorities, int levels);
+// The bucket of segment SEGMENT of callback CALLBACK: bucket_of() its
+// callback's priority among every request priority on its accelerator, as
+// the analysis and the server form the buckets.
+int segment_bucket(const workload::Workload& workload, size_t callback, size_t segment);
 
 // ---- Gangs (RT-Gang, Ali and Yun, RTAS 2019, Sec. III-B) -------------------
 //

@@ -704,6 +704,12 @@ int bucket_of(int priority, const std::vector<int>& priorities, int levels) {
   return static_cast<int>(levels - 1 - (below_top * levels) / m);
 }
 
+int segment_bucket(const workload::Workload& workload, size_t callback, size_t segment) {
+  const size_t accelerator = workload.callbacks[callback].segments[segment].accelerator;
+  return bucket_of(workload.callback_priority(callback), request_priorities(workload)[accelerator],
+                   workload.accelerators[accelerator].priority_levels);
+}
+
 const char* ChainResult::dominant_term() const {
   const std::pair<uint64_t, const char*> terms[] = {
       {breakdown.blocking_ns, "blocking"},       {breakdown.cpu_ns, "cpu"},

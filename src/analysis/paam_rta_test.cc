@@ -450,6 +450,26 @@ executors:
   - {name: e1, core: 1, priority: 50})";
 }
 
+// A segment's bucket: its callback's priority among the request priorities
+// on its device, three of them on three levels; b's second segment is on
+// the same device, so it is in b's bucket.
+TEST(Buckets, ASegmentsBucketIsItsCallbacksPriorityAmongTheRequestsOnItsDevice) {
+  const auto w = load(two_executors("buckets") + R"(
+callbacks:
+  - {name: a, executor: e0, trigger: {timer_ms: 100}, cpu_us: 1000, segments: [{accelerator: acc, service: busy, wcet_us: 1000}]}
+  - {name: b, executor: e0, trigger: {timer_ms: 100}, cpu_us: 1000, segments: [{accelerator: acc, service: busy, wcet_us: 1000}, {accelerator: acc, service: busy, wcet_us: 1000}]}
+  - {name: c, executor: e1, trigger: {timer_ms: 100}, cpu_us: 1000, segments: [{accelerator: acc, service: busy, wcet_us: 1000}]}
+chains:
+  - {name: A, priority: 30, path: [a]}
+  - {name: B, priority: 20, path: [b]}
+  - {name: C, priority: 10, path: [c]}
+)");
+  EXPECT_EQ(segment_bucket(w, 0, 0), 2);
+  EXPECT_EQ(segment_bucket(w, 1, 0), 1);
+  EXPECT_EQ(segment_bucket(w, 1, 1), 1);
+  EXPECT_EQ(segment_bucket(w, 2, 0), 0);
+}
+
 // The blocking callback's segment and ours wait in one window: H (T=100,
 // bound 1 + 10 = 11, on its own executor) releases once in it, and its
 // segment delays L's or C's, not both. C (E=1, A=2) above L (E=5, A=3) on

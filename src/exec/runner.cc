@@ -407,13 +407,8 @@ Status prepare(const RunOptions& o, Setup* s) {
       s->holds_bwlock[cb] = true;
       // The server's buckets from this callback's up hold it too: buckets
       // are by priority, as the analysis and the server's admission form them.
-      for (const auto& seg : w.callbacks[cb].segments) {
-        std::vector<int> priorities;
-        for (size_t other = 0; other < w.callbacks.size(); ++other)
-          for (const auto& o2 : w.callbacks[other].segments)
-            if (o2.accelerator == seg.accelerator) priorities.push_back(w.callback_priority(other));
-        const int b = analysis::bucket_of(w.callback_priority(cb), priorities,
-                                          w.accelerators[seg.accelerator].priority_levels);
+      for (size_t j = 0; j < w.callbacks[cb].segments.size(); ++j) {
+        const int b = analysis::segment_bucket(w, cb, j);
         s->bwlock_bucket = s->bwlock_bucket < 0 ? b : std::min(s->bwlock_bucket, b);
       }
     }
