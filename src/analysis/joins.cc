@@ -117,9 +117,14 @@ Joins::Composed Joins::compose_chain(size_t c, const std::vector<Pieces>& pieces
           const uint64_t at = add(through, s.hop_ns);
           there = std::min(there, s.common ? at : add(arrival, add(s.period_ns, at)));
         }
-        if (there == kUnbounded && out.reason.empty() && arrival != kUnbounded)
-          out.reason = "waits at '" + workload_.callbacks[path[k]].name + "' for '" + input.topic +
-                       "', whose publisher no chain from a timer reaches with a bound, and no fusion before it";
+        if (there == kUnbounded && out.reason.empty() && arrival != kUnbounded) {
+          out.reason = "waits at '" + workload_.callbacks[path[k]].name + "' for '" + input.topic + "', ";
+          if (input.sources.empty())
+            out.reason += "whose publisher no chain from a timer reaches without a fusion before it";
+          else
+            out.reason += "and chain '" + workload_.chains[input.sources[0].chain].name +
+                          "', which publishes it, has no bound through its publisher";
+        }
         ready = std::max(ready, there);
       }
       if (ready != kUnbounded) out.wait_ns = add(out.wait_ns, ready - arrival);

@@ -618,7 +618,7 @@ TEST(Fusions, AChainWaitsForTheOtherBranchOfItsRelease) {
 // from D), 2; C's bound: c1, d1 and g once each, 3; the wait 30 + 3 = 33;
 // g, fed by ex alone, 1: D = 36.
 TEST(Fusions, AnInputOfAnotherPeriodIsWaitedForAPeriodAndItsLateness) {
-  const auto r = analyze(load(one_executor("fusion") + R"(
+  const std::string text = one_executor("fusion") + R"(
 callbacks:
   - {name: d1, executor: ex, trigger: {timer_ms: 100}, publishes: td, cpu_us: 1000}
   - {name: c1, executor: ex, trigger: {timer_ms: 30}, publishes: tc, cpu_us: 1000}
@@ -626,12 +626,20 @@ callbacks:
 chains:
   - {name: D, priority: 2, path: [d1, g]}
   - {name: C, priority: 1, path: [c1]}
-)"));
+)";
+  const auto r = analyze(load(text));
   EXPECT_EQ(find(r, "C").wcrt_ns, 3 * kMs);
   EXPECT_EQ(find(r, "D").wcrt_ns, 36 * kMs);
   EXPECT_EQ(find(r, "D").breakdown.fusion_wait_ns, 33 * kMs);
   EXPECT_EQ(find(r, "D").breakdown.blocking_ns, 1 * kMs);
   EXPECT_EQ(std::string(find(r, "D").dominant_term()), "fusion wait");
+  // c1 longer than its period: C has no bound, nor has the wait.
+  std::string slow = text;
+  slow.replace(slow.find("timer_ms: 30}, publishes: tc, cpu_us: 1000"), 42, "timer_ms: 30}, publishes: tc, cpu_us: 40000");
+  const auto late = analyze(load(slow));
+  EXPECT_FALSE(find(late, "D").bounded);
+  EXPECT_EQ(find(late, "D").reason,
+            "waits at 'g' for 'tc', and chain 'C', which publishes it, has no bound through its publisher");
 }
 
 // An input that no chain from a timer publishes has no bound on its wait.
@@ -648,7 +656,7 @@ chains:
   - {name: H, priority: 1, period_ms: 100, path: [h]}
 )"));
   EXPECT_FALSE(find(r, "A").bounded);
-  EXPECT_EQ(find(r, "A").reason, "waits at 'g' for 'th', whose publisher no chain from a timer reaches with a bound, and no fusion before it");
+  EXPECT_EQ(find(r, "A").reason, "waits at 'g' for 'th', whose publisher no chain from a timer reaches without a fusion before it");
 }
 
 // A topic the chain itself published earlier on its path is there before

@@ -344,7 +344,7 @@ chains:
 """)
     proc = rtaccel("run", path, "--duration", "1", "--out", str(tmp_path / "out"), check=0)
     chains = {c["chain"]: c for c in json.loads((tmp_path / "out" / "summary.json").read_text())["chains"]}
-    why = "waits at 'fuse' for 'th', whose publisher no chain from a timer reaches with a bound, and no fusion before it"
+    why = "waits at 'fuse' for 'th', whose publisher no chain from a timer reaches without a fusion before it"
     assert chains["fused"]["wcrt_us"] is None and chains["fused"]["no_bound"] == why
     assert chains["fused"]["count"] > 0
     assert f"# fused: no bound: {why}" in proc.stdout
