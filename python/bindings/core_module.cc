@@ -189,7 +189,7 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "analyze_gangs",
       [](const workload::Workload& w, const std::string& horizon) {
-        return analysis::analyze_gangs(w, make_options(horizon, true));
+        return analysis::analyze_gangs(w, make_options(horizon, false));
       },
       py::arg("workload"), py::arg("horizon") = "period",
       "Response-time analysis of every chain under one-gang-at-a-time (RT-Gang).");

@@ -180,6 +180,57 @@ def test_deadline_horizon_agrees_with_period_horizon_on_schedulable_chains(doc):
             assert by_period[name].wcrt_ns == r.wcrt_ns
 
 
+def analyze_gangs(doc):
+    w = _core.load_workload_string(yaml.safe_dump(doc), "prop.yaml", machine_cores=4)
+    return {r.chain: r for r in _core.analyze_gangs(w)}
+
+
+def all_terms(b):
+    return (b.blocking_ns + b.cpu_ns + b.accelerator_ns + b.interference_ns + b.communication_ns
+            + b.network_ns + b.release_jitter_ns + b.regulator_ns + b.fusion_wait_ns)
+
+
+def test_the_gang_analysis_as_python_and_the_cli_call_it_waits_at_fusions():
+    # src/analysis/gang_rta_test.cc works this one out by hand: A = 19 ms, of
+    # which 13 is the wait for B's branch.
+    doc = {"version": 1, "name": "gang_fusion",
+           "platform": {"cores": 2, "gang_preemption_us": 0, "communication_us": 0},
+           "gang_scheduling": True,
+           "executors": [{"name": "exA", "core": 0, "priority": 50}, {"name": "exB", "core": 1, "priority": 40}],
+           "callbacks": [
+               {"name": "a1", "executor": "exA", "trigger": {"timer_ms": 100}, "publishes": "ta", "cpu_us": 1000},
+               {"name": "f", "executor": "exA", "trigger": {"topics": ["ta", "tb"]}, "cpu_us": 2000},
+               {"name": "b0", "executor": "exB", "trigger": {"timer_ms": 100}, "publishes": "tb0", "cpu_us": 2000},
+               {"name": "b1", "executor": "exB", "trigger": {"topic": "tb0"}, "publishes": "tb", "cpu_us": 3000}],
+           "chains": [{"name": "A", "priority": 2, "path": ["a1", "f"]},
+                      {"name": "B", "priority": 1, "path": ["b0", "b1", "f"]}]}
+    a = analyze_gangs(doc)["A"]
+    assert (a.wcrt_ns, a.breakdown.fusion_wait_ns) == (19_000_000, 13_000_000)
+
+
+@SETTINGS
+@given(workloads())
+def test_gang_bound_covers_the_chains_own_execution_and_is_the_sum_of_its_terms(doc):
+    for name, r in analyze_gangs(doc).items():
+        if r.bounded:
+            assert r.wcrt_ns >= own_execution_ns(doc, name)
+            assert r.wcrt_ns == all_terms(r.breakdown), name
+
+
+@SETTINGS
+@given(workloads(), st.data())
+def test_gang_bound_never_decreases_when_a_wcet_grows(doc, data):
+    before = analyze_gangs(doc)
+    grown = copy.deepcopy(doc)
+    cb = data.draw(st.sampled_from(grown["callbacks"]))
+    cb["cpu_us"] += data.draw(st.integers(1, 5000))
+    after = analyze_gangs(grown)
+    for name, r in after.items():
+        if r.bounded:
+            assert before[name].bounded, name
+            assert r.wcrt_ns >= before[name].wcrt_ns, name
+
+
 @given(st.lists(st.floats(-1e9, 1e9), min_size=1, max_size=200), st.floats(0, 1))
 @SETTINGS
 def test_percentile_is_the_nearest_rank(values, q):
