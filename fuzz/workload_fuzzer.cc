@@ -21,7 +21,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& e : errors)
       if (e.rfind("fuzz.yaml", 0) != 0 || e.size() <= std::string("fuzz.yaml: ").size()) std::abort();
   }
-  // A workload that loads must also analyze without trouble.
-  if (result) (void)rtaccel::analysis::analyze(*result);
+  // A workload that loads must also analyze without trouble, as rtaccel
+  // run does it: with the PAAM analysis, or under gangs.
+  if (result) {
+    (void)rtaccel::analysis::analyze(*result);
+    (void)rtaccel::analysis::analyze_gangs(*result);
+  }
   return 0;
 }
