@@ -123,6 +123,7 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
   const uint64_t epsilon = w.server ? w.server->overhead_ns : 0;
   const uint64_t two_delta = mul(2, w.gang_preemption_ns);
   const NetworkTerms network(w);
+  const Joins joins(w, network, options.fusions_wait);
 
   // Each callback as a gang job. Its segments as the server runs them: in the
   // bucket of its priority among the requests to its accelerator, each with a
@@ -191,13 +192,16 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
     return o.priority > me.priority || (o.priority == me.priority && o.core == me.core) ||
            (o.priority == me.priority && share_an_accelerator(me, o));
   };
-  // Callback I of CHAIN is triggered by its predecessor alone on the same
-  // single-threaded executor: ready when that one ends, it is the next the
-  // executor takes before any callback of lower priority.
-  auto follows_on_executor = [&](const workload::Chain& chain, size_t i) {
+  // Callback I of chain C is triggered by its predecessor alone on the same
+  // single-threaded executor, or is a fusion fed by that executor alone:
+  // ready when the executor ends a callback, it is the next the executor
+  // takes before any callback of lower priority.
+  auto follows_on_executor = [&](size_t c, size_t i) {
     if (i == 0) return false;
+    const workload::Chain& chain = w.chains[c];
     const workload::Callback& before = w.callbacks[chain.path[i - 1]];
     const workload::Callback& me = w.callbacks[chain.path[i]];
+    if (me.trigger.topics.size() > 1) return joins.fed_by_own_executor(c, i);
     return before.executor == me.executor && w.executors[me.executor].threads == 1 &&
            me.trigger.topics == std::vector<std::string>{before.publishes};
   };
@@ -268,7 +272,6 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
   // Every chain as the sum of its callbacks' jobs, each bounded on its own,
   // from the start of each piece between the fusions it waits at; the
   // waits are added from the other chains' pieces (joins.h).
-  const Joins joins(w, network, options.fusions_wait);
   std::vector<ChainResult> results;
   std::vector<Joins::Pieces> pieces(w.chains.size());
   std::vector<std::vector<uint64_t>> release_in_piece(w.chains.size());  // each job's, from its piece's start
@@ -306,7 +309,7 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
         run = add(run, add(communication, hop));
       }
       release_in_piece[c][i] = run;
-      const Fixpoint f = job_bound(k, limit, follows_on_executor(chain, i));
+      const Fixpoint f = job_bound(k, limit, follows_on_executor(c, i));
       if (!f.bounded) {
         bounded = false;
         r.reason = "callback '" + w.callbacks[k].name + "' has no bound within the chain's " +
@@ -314,7 +317,7 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
         break;
       }
       const uint64_t own = add(me.cpu_ns, me.accelerator_ns);
-      const uint64_t blocking = blocking_of(k, follows_on_executor(chain, i));
+      const uint64_t blocking = blocking_of(k, follows_on_executor(c, i));
       const uint64_t regulator = regulator_ns(w, me.core, f.wcrt_ns);
       r.breakdown.cpu_ns = add(r.breakdown.cpu_ns, me.cpu_ns);
       r.breakdown.accelerator_ns = add(r.breakdown.accelerator_ns, me.accelerator_ns);
@@ -392,7 +395,7 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
       uint64_t communication = 0, hop = 0;
       passage_of(chain, i, &communication, &hop);
       own_total = add(own_total, add(jobs[k].cpu_ns, jobs[k].accelerator_ns));
-      blocking_total = add(blocking_total, blocking_of(k, follows_on_executor(chain, i)));
+      blocking_total = add(blocking_total, blocking_of(k, follows_on_executor(c, i)));
       passage_total = add(passage_total, add(communication, hop));
       if (std::find(cores.begin(), cores.end(), jobs[k].core) == cores.end()) cores.push_back(jobs[k].core);
     }

@@ -381,6 +381,34 @@ chains:
   EXPECT_EQ(analyze_gangs(*w, no_wait)[0].wcrt_ns, 3 * kMs);
 }
 
+// The same four callbacks on exA alone. a1 = 1 + f 2 + b1 blocking 3 = 6;
+// f, fed by exA alone, is ready as exA ends a1 or b1: nothing of lower
+// priority in progress, 2 + a1 = 3 (6 with b1 as blocking); b0 = 2 + a1 +
+// f + b1 = 8; b1, after b0, 3 + 1 + 2 + 2 = 8. A: 6, waits for B's 16, then
+// f: 19.
+TEST(GangWorkload, AFusionFedByItsOwnExecutorIsNotBlocked) {
+  auto w = workload::load_string(R"(version: 1
+name: gang_fusion
+platform: {cores: 2, gang_preemption_us: 0, communication_us: 0}
+gang_scheduling: true
+executors:
+  - {name: exA, core: 0, priority: 50}
+callbacks:
+  - {name: a1, executor: exA, trigger: {timer_ms: 100}, publishes: ta, cpu_us: 1000}
+  - {name: f, executor: exA, trigger: {topics: [ta, tb]}, cpu_us: 2000}
+  - {name: b0, executor: exA, trigger: {timer_ms: 100}, publishes: tb0, cpu_us: 2000}
+  - {name: b1, executor: exA, trigger: {topic: tb0}, publishes: tb, cpu_us: 3000}
+chains:
+  - {name: A, priority: 2, path: [a1, f]}
+  - {name: B, priority: 1, path: [b0, b1, f]}
+)", "g.yaml", {});
+  ASSERT_TRUE(w) << w.status().message();
+  auto r = analyze_gangs(*w);
+  EXPECT_EQ(r[0].wcrt_ns, 19 * kMs);
+  EXPECT_EQ(r[0].breakdown.blocking_ns, 3 * kMs);
+  EXPECT_EQ(r[1].wcrt_ns, 19 * kMs);
+}
+
 TEST(BwlockRta, Equation4ByHand) {
   constexpr uint64_t ms = 1000000;
   std::vector<BwlockTask> tasks = {
