@@ -355,20 +355,7 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
   // publishers, within their periods (checked in compose) and on their
   // activations never running late past the period: a source chain without
   // a bound leaves the waiting chain without one.
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t c = 0; c < w.chains.size(); ++c) {
-      if (!results[c].bounded) continue;
-      for (size_t d : joins.sources_of(c)) {
-        if (results[d].bounded) continue;
-        results[c].bounded = false;
-        results[c].wcrt_ns = 0;
-        results[c].reason = "relies on chain '" + w.chains[d].name + "', which has no bound";
-        changed = true;
-        break;
-      }
-    }
-  }
+  withdraw_unfounded(w, [&](size_t c) -> const std::vector<size_t>& { return joins.sources_of(c); }, &results);
 
   // The chain as one window, too. From its release to its end the gang lock
   // serves the chain's own jobs, or a job that delays one of them, or the

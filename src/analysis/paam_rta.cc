@@ -121,7 +121,7 @@ class Analysis {
         if (pass + 1 == kPasses) {
           for (size_t c = 0; c < results_.size(); ++c) {
             if (joins_.sources_of(c).empty()) continue;
-            withdraw(c, "its waits at fusions did not settle in " + std::to_string(kPasses) + " passes");
+            withdraw(&results_[c], "its waits at fusions did not settle in " + std::to_string(kPasses) + " passes");
           }
           break;
         }
@@ -619,31 +619,11 @@ class Analysis {
     return true;
   }
 
-  void withdraw(size_t c, const std::string& why) {
-    results_[c].bounded = false;
-    results_[c].schedulable = false;
-    results_[c].wcrt_ns = 0;
-    results_[c].reason = why;
-  }
-
   // Lemma 1 holds only for chains that are themselves schedulable (bounded
-  // within their period). A bound that counted the arrivals of a chain without
-  // one is withdrawn, transitively: the greatest set of chains whose
-  // assumptions all hold, as in holistic analysis.
+  // within their period): a bound that counted the arrivals of a chain
+  // without one is withdrawn (results.h).
   void propagate_validity() {
-    bool changed = true;
-    while (changed) {
-      changed = false;
-      for (size_t c = 0; c < results_.size(); ++c) {
-        if (!results_[c].bounded) continue;
-        for (size_t d : depends_[c]) {
-          if (d == c || results_[d].bounded) continue;
-          withdraw(c, "relies on chain '" + workload_.chains[d].name + "', which has no bound");
-          changed = true;
-          break;
-        }
-      }
-    }
+    withdraw_unfounded(workload_, [&](size_t c) -> const std::set<size_t>& { return depends_[c]; }, &results_);
   }
 
   const Workload& workload_;

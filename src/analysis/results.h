@@ -1,13 +1,14 @@
 // What every analysis starts from (analysis, internal): a chain's result
 // with its name, priority, criticality, period and deadline, the bound to
-// come; each accelerator's request priorities; and which of a chain's
-// callbacks fire for it alone.
+// come; each accelerator's request priorities; which of a chain's callbacks
+// fire for it alone; and how a bound whose premise fails is withdrawn.
 #ifndef RTACCEL_ANALYSIS_RESULTS_H_
 #define RTACCEL_ANALYSIS_RESULTS_H_
 
 #include <algorithm>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "rtaccel/analysis.hpp"
@@ -65,6 +66,33 @@ inline std::vector<std::vector<bool>> owned_callbacks(const workload::Workload& 
     }
   }
   return owned;
+}
+
+inline void withdraw(ChainResult* r, std::string why) {
+  r->bounded = false;
+  r->schedulable = false;
+  r->wcrt_ns = 0;
+  r->reason = std::move(why);
+}
+
+// Withdraws, transitively, every bound that rests on a chain without one
+// (depends(c): the chains whose bounds c's bound rests on), leaving the
+// greatest set of chains whose premises all hold, as in holistic analysis.
+template <class Depends>
+void withdraw_unfounded(const workload::Workload& w, Depends depends, std::vector<ChainResult>* results) {
+  std::vector<ChainResult>& r = *results;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t c = 0; c < r.size(); ++c) {
+      if (!r[c].bounded) continue;
+      for (size_t d : depends(c)) {
+        if (d == c || r[d].bounded) continue;
+        withdraw(&r[c], "relies on chain '" + w.chains[d].name + "', which has no bound");
+        changed = true;
+        break;
+      }
+    }
+  }
 }
 
 }  // namespace rtaccel::analysis
