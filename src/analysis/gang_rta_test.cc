@@ -343,8 +343,28 @@ TEST(GangWorkload, SchedulingSwitch) {
   EXPECT_EQ(w->gangs.size(), 2u);
 }
 
-// BWLOCK++ Eq. 4 by hand: E = C + G^m + G^e; B = the longest locked segment
-// of a lower-priority task; higher-priority jobs interfere with E each.
+// Chain A, a1 -> f on exA (gang 50, core 0), and chain B, b0 -> b1 -> f on
+// B_EXECUTOR, with EXECUTORS; no gang preemption cost.
+workload::Workload gang_fusion(const std::string& executors, const std::string& b_executor) {
+  auto w = workload::load_string(R"(version: 1
+name: gang_fusion
+platform: {cores: 2, gang_preemption_us: 0, communication_us: 0}
+gang_scheduling: true
+executors:
+)" + executors + R"(
+callbacks:
+  - {name: a1, executor: exA, trigger: {timer_ms: 100}, publishes: ta, cpu_us: 1000}
+  - {name: f, executor: exA, trigger: {topics: [ta, tb]}, cpu_us: 2000}
+  - {name: b0, executor: )" + b_executor + R"(, trigger: {timer_ms: 100}, publishes: tb0, cpu_us: 2000}
+  - {name: b1, executor: )" + b_executor + R"(, trigger: {topic: tb0}, publishes: tb, cpu_us: 3000}
+chains:
+  - {name: A, priority: 2, path: [a1, f]}
+  - {name: B, priority: 1, path: [b0, b1, f]}
+)", "g.yaml", {});
+  if (!w) ADD_FAILURE() << w.status().message();
+  return w ? *w : workload::Workload{};
+}
+
 // A fusion under gangs: a1 and f in the gang of exA (50, core 0), b0 and
 // b1 in exB's (40, core 1), no gang preemption cost. Jobs by hand: a1 = 1 +
 // f's 2 (its gang and core) = 3; f = 2 + a1's 1 = 3; b0 = 2 + a1 + f above
@@ -354,31 +374,15 @@ TEST(GangWorkload, SchedulingSwitch) {
 // there; B = 19. Without the wait the chain as one window holds a1 and f
 // alone, 3, although f cannot start before b1 ends at 5 at the earliest.
 TEST(GangWorkload, AChainWaitsAtAFusionForTheOtherBranch) {
-  auto w = workload::load_string(R"(version: 1
-name: gang_fusion
-platform: {cores: 2, gang_preemption_us: 0, communication_us: 0}
-gang_scheduling: true
-executors:
-  - {name: exA, core: 0, priority: 50}
-  - {name: exB, core: 1, priority: 40}
-callbacks:
-  - {name: a1, executor: exA, trigger: {timer_ms: 100}, publishes: ta, cpu_us: 1000}
-  - {name: f, executor: exA, trigger: {topics: [ta, tb]}, cpu_us: 2000}
-  - {name: b0, executor: exB, trigger: {timer_ms: 100}, publishes: tb0, cpu_us: 2000}
-  - {name: b1, executor: exB, trigger: {topic: tb0}, publishes: tb, cpu_us: 3000}
-chains:
-  - {name: A, priority: 2, path: [a1, f]}
-  - {name: B, priority: 1, path: [b0, b1, f]}
-)", "g.yaml", {});
-  ASSERT_TRUE(w) << w.status().message();
-  auto r = analyze_gangs(*w);
+  const auto w = gang_fusion("  - {name: exA, core: 0, priority: 50}\n  - {name: exB, core: 1, priority: 40}", "exB");
+  auto r = analyze_gangs(w);
   EXPECT_EQ(r[0].wcrt_ns, 19 * kMs);
   EXPECT_EQ(r[0].breakdown.fusion_wait_ns, 13 * kMs);
   EXPECT_EQ(r[1].wcrt_ns, 19 * kMs);
   EXPECT_EQ(r[1].breakdown.fusion_wait_ns, 0u);
   Options no_wait;
   no_wait.fusions_wait = false;
-  EXPECT_EQ(analyze_gangs(*w, no_wait)[0].wcrt_ns, 3 * kMs);
+  EXPECT_EQ(analyze_gangs(w, no_wait)[0].wcrt_ns, 3 * kMs);
 }
 
 // The same four callbacks on exA alone. a1 = 1 + f 2 + b1 blocking 3 = 6;
@@ -387,28 +391,14 @@ chains:
 // f + b1 = 8; b1, after b0, 3 + 1 + 2 + 2 = 8. A: 6, waits for B's 16, then
 // f: 19.
 TEST(GangWorkload, AFusionFedByItsOwnExecutorIsNotBlocked) {
-  auto w = workload::load_string(R"(version: 1
-name: gang_fusion
-platform: {cores: 2, gang_preemption_us: 0, communication_us: 0}
-gang_scheduling: true
-executors:
-  - {name: exA, core: 0, priority: 50}
-callbacks:
-  - {name: a1, executor: exA, trigger: {timer_ms: 100}, publishes: ta, cpu_us: 1000}
-  - {name: f, executor: exA, trigger: {topics: [ta, tb]}, cpu_us: 2000}
-  - {name: b0, executor: exA, trigger: {timer_ms: 100}, publishes: tb0, cpu_us: 2000}
-  - {name: b1, executor: exA, trigger: {topic: tb0}, publishes: tb, cpu_us: 3000}
-chains:
-  - {name: A, priority: 2, path: [a1, f]}
-  - {name: B, priority: 1, path: [b0, b1, f]}
-)", "g.yaml", {});
-  ASSERT_TRUE(w) << w.status().message();
-  auto r = analyze_gangs(*w);
+  auto r = analyze_gangs(gang_fusion("  - {name: exA, core: 0, priority: 50}", "exA"));
   EXPECT_EQ(r[0].wcrt_ns, 19 * kMs);
   EXPECT_EQ(r[0].breakdown.blocking_ns, 3 * kMs);
   EXPECT_EQ(r[1].wcrt_ns, 19 * kMs);
 }
 
+// BWLOCK++ Eq. 4 by hand: E = C + G^m + G^e; B = the longest locked segment
+// of a lower-priority task; higher-priority jobs interfere with E each.
 TEST(BwlockRta, Equation4ByHand) {
   constexpr uint64_t ms = 1000000;
   std::vector<BwlockTask> tasks = {

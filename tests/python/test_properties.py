@@ -6,6 +6,7 @@ Some chains fuse their path with another chain's topic (a fusion callback).
 
 import copy
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -60,9 +61,25 @@ def workloads(draw, levels=None):
     return doc
 
 
+def load(doc):
+    return _core.load_workload_string(yaml.safe_dump(doc), "prop.yaml", machine_cores=4)
+
+
 def analyze(doc, **kw):
-    w = _core.load_workload_string(yaml.safe_dump(doc), "prop.yaml", machine_cores=4)
-    return {r.chain: r for r in _core.analyze(w, **kw)}
+    return {r.chain: r for r in _core.analyze(load(doc), **kw)}
+
+
+def analyze_gangs(doc):
+    return {r.chain: r for r in _core.analyze_gangs(load(doc))}
+
+
+def all_terms(b):
+    return (b.blocking_ns + b.cpu_ns + b.accelerator_ns + b.interference_ns + b.communication_ns
+            + b.network_ns + b.network_kernel_ns + b.release_jitter_ns + b.regulator_ns + b.fusion_wait_ns)
+
+
+# The PAAM analysis and the gang analysis (rtaccel run --gang) alike.
+BOTH = pytest.mark.parametrize("analysis", [analyze, analyze_gangs], ids=["paam", "gang"])
 
 
 def own_execution_ns(doc, chain):
@@ -74,21 +91,21 @@ def own_execution_ns(doc, chain):
     return total
 
 
+@BOTH
 @SETTINGS
 @given(workloads())
-def test_bound_covers_the_chains_own_execution(doc):
-    for name, r in analyze(doc).items():
+def test_bound_covers_the_chains_own_execution_and_is_the_sum_of_its_terms(analysis, doc):
+    for name, r in analysis(doc).items():
         if r.bounded:
             assert r.wcrt_ns >= own_execution_ns(doc, name)
-            b = r.breakdown
-            assert r.wcrt_ns == (b.blocking_ns + b.cpu_ns + b.accelerator_ns
-                                 + b.interference_ns + b.communication_ns + b.fusion_wait_ns)
+            assert r.wcrt_ns == all_terms(r.breakdown), name
 
 
+@BOTH
 @SETTINGS
 @given(workloads(), st.data())
-def test_bound_never_decreases_when_a_wcet_grows(doc, data):
-    before = analyze(doc)
+def test_bound_never_decreases_when_a_wcet_grows(analysis, doc, data):
+    before = analysis(doc)
     grown = copy.deepcopy(doc)
     cb = data.draw(st.sampled_from(grown["callbacks"]))
     if cb.get("segments") and data.draw(st.booleans()):
@@ -96,7 +113,7 @@ def test_bound_never_decreases_when_a_wcet_grows(doc, data):
         seg["wcet_us"] += data.draw(st.integers(1, 5000))
     else:
         cb["cpu_us"] += data.draw(st.integers(1, 5000))
-    after = analyze(grown)
+    after = analysis(grown)
     for name, r in after.items():
         if r.bounded:
             assert before[name].bounded, name
@@ -180,16 +197,6 @@ def test_deadline_horizon_agrees_with_period_horizon_on_schedulable_chains(doc):
             assert by_period[name].wcrt_ns == r.wcrt_ns
 
 
-def analyze_gangs(doc):
-    w = _core.load_workload_string(yaml.safe_dump(doc), "prop.yaml", machine_cores=4)
-    return {r.chain: r for r in _core.analyze_gangs(w)}
-
-
-def all_terms(b):
-    return (b.blocking_ns + b.cpu_ns + b.accelerator_ns + b.interference_ns + b.communication_ns
-            + b.network_ns + b.release_jitter_ns + b.regulator_ns + b.fusion_wait_ns)
-
-
 def test_the_gang_analysis_as_python_and_the_cli_call_it_waits_at_fusions():
     # src/analysis/gang_rta_test.cc works this one out by hand: A = 19 ms, of
     # which 13 is the wait for B's branch.
@@ -206,29 +213,6 @@ def test_the_gang_analysis_as_python_and_the_cli_call_it_waits_at_fusions():
                       {"name": "B", "priority": 1, "path": ["b0", "b1", "f"]}]}
     a = analyze_gangs(doc)["A"]
     assert (a.wcrt_ns, a.breakdown.fusion_wait_ns) == (19_000_000, 13_000_000)
-
-
-@SETTINGS
-@given(workloads())
-def test_gang_bound_covers_the_chains_own_execution_and_is_the_sum_of_its_terms(doc):
-    for name, r in analyze_gangs(doc).items():
-        if r.bounded:
-            assert r.wcrt_ns >= own_execution_ns(doc, name)
-            assert r.wcrt_ns == all_terms(r.breakdown), name
-
-
-@SETTINGS
-@given(workloads(), st.data())
-def test_gang_bound_never_decreases_when_a_wcet_grows(doc, data):
-    before = analyze_gangs(doc)
-    grown = copy.deepcopy(doc)
-    cb = data.draw(st.sampled_from(grown["callbacks"]))
-    cb["cpu_us"] += data.draw(st.integers(1, 5000))
-    after = analyze_gangs(grown)
-    for name, r in after.items():
-        if r.bounded:
-            assert before[name].bounded, name
-            assert r.wcrt_ns >= before[name].wcrt_ns, name
 
 
 @given(st.lists(st.floats(-1e9, 1e9), min_size=1, max_size=200), st.floats(0, 1))
