@@ -15,6 +15,7 @@ import resource
 import signal
 import socket
 import subprocess
+import sys
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
@@ -172,7 +173,7 @@ def run(workload: str, policy: str, duration_s: float, out: str, socket: str | N
         cmd += ["--fail-link", link]
     if not progress:
         cmd.append("--quiet")
-    proc = subprocess.Popen(cmd, preexec_fn=accel.stop_with_parent)
+    proc = subprocess.Popen(cmd, preexec_fn=accel.stop_with_parent, env=_environment())
     while True:
         try:
             return proc.wait()
@@ -180,6 +181,19 @@ def run(workload: str, policy: str, duration_s: float, out: str, socket: str | N
             # The terminal sent SIGINT to rtaccel-exec as well; if not (a
             # signal to this process alone), pass it on.
             proc.send_signal(signal.SIGINT)
+
+
+def _environment() -> dict:
+    """rtaccel-exec's environment: this one, with the folder of this
+    installation's `rtaccel` last on the PATH, so that `--best-effort
+    'rtaccel membench ...'` finds it also where sudo or a bare shell left a
+    virtual environment off the PATH. Last: a PATH that has one wins."""
+    env = dict(os.environ)
+    for folder in (Path(sys.argv[0]).parent, Path(sys.executable).parent):
+        if os.access(folder / "rtaccel", os.X_OK) and (folder / "rtaccel").is_file():
+            env["PATH"] = os.pathsep.join([env.get("PATH", os.defpath), str(folder)])
+            break
+    return env
 
 
 def load_summary(folder: str) -> dict:
@@ -247,6 +261,10 @@ def format_compare(summaries: list[dict]) -> str:
         moved = best_effort_mb_per_s(s)
         if moved is not None:
             lines.append(f"# {_label(s)}: best-effort programs moved {moved:.0f} MB/s")
+        for be in s.get("best_effort") or []:
+            if be.get("ended"):
+                lines.append(f"# {_label(s)}: best-effort program '{be['command']}' {be['ended']} "
+                             f"{be['ended_s']:.1f} s into the run")
     for s in summaries:
         for link in s.get("links") or []:
             lost = sum(t["lost"] for t in link["topics"])

@@ -751,6 +751,8 @@ class Run {
   Status start_isolation();
   void end_isolation();
   Status start_best_effort();
+  Status watch_best_effort(uint64_t now);
+  json best_effort_summary() const;
   json isolation_summary() const;
   json shim_summary() const;
   std::filesystem::path shim_file(pid_t pid, const char* suffix) const;
@@ -774,7 +776,16 @@ class Run {
   std::string server_dir_;  // the private server's socket folder, removed at the end
   core::Child server_;
   std::vector<core::Child> executors_;  // executors, then bridges
-  std::vector<core::Child> best_effort_;
+  // A best-effort program, and when and how it ended if that was before
+  // the run did (ended_ns 0: it ran to the end).
+  struct BestEffort {
+    std::string command;
+    std::string log;  // in the results folder
+    core::Child child;
+    uint64_t ended_ns = 0;
+    int wait_status = 0;
+  };
+  std::vector<BestEffort> best_effort_;
   // Isolation: the regulator, and the names of what it and the run share
   // (bandwidth lock, gang lock, regulator status: "run-PID"; the
   // best-effort cgroup "rtaccel-run-PID").
@@ -1030,7 +1041,7 @@ Status Run::start_isolation() {
 // objects named after the run. Nothing of it is left behind.
 void Run::end_isolation() {
   if (!setup_.isolation) return;
-  for (auto& child : best_effort_) child.terminate(2 * kSecond);
+  for (auto& program : best_effort_) program.child.terminate(2 * kSecond);
   regulator_.terminate(10 * kSecond);
   rtaccel_bwlock_unlink(run_name_.c_str());
   if (setup_.gang) rtaccel_gang_lock_unlink(run_name_.c_str());
@@ -1042,20 +1053,71 @@ void Run::end_isolation() {
 // shell so that a user writes them as on a command line.
 Status Run::start_best_effort() {
   for (size_t i = 0; i < options_.best_effort.size(); ++i) {
+    BestEffort program;
+    program.command = options_.best_effort[i];
+    program.log = "best_effort_" + std::to_string(i) + ".log";
     core::SpawnOptions options;
-    options.log_path = (std::filesystem::path(options_.out_dir) / ("best_effort_" + std::to_string(i) + ".log")).string();
+    options.log_path = (std::filesystem::path(options_.out_dir) / program.log).string();
     options.parent_death_signal = SIGTERM;
     options.ignore_sigint = true;
     options.own_process_group = true;  // SIGTERM reaches what the shell started
     options.environment = environment_without_shim();
-    std::vector<std::string> argv = {"/bin/sh", "-c", options_.best_effort[i]};
+    std::vector<std::string> argv = {"/bin/sh", "-c", program.command};
     // Under isolation the regulated cgroup is where best-effort work runs.
     if (setup_.isolation) argv.insert(argv.begin(), {isolate_binary(options_), "run-be", "--cgroup", cgroup_, "--"});
     auto child = core::Child::spawn(argv, options);
-    if (!child) return child.status().context("cannot start best-effort program '" + options_.best_effort[i] + "'");
-    best_effort_.push_back(child.take());
+    if (!child) return child.status().context("cannot start best-effort program '" + program.command + "'");
+    program.child = child.take();
+    best_effort_.push_back(std::move(program));
   }
   return Status();
+}
+
+// The last line a program wrote to its log: what a shell says when it
+// cannot find a command, or what a benchmark printed when it gave up.
+static std::string last_line(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  return last;
+}
+
+// A best-effort program that ends before the run leaves the run without
+// the load it was asked to run beside: said at once, kept in the summary.
+// One the shell could not start at all (status 126 or 127: not found, not
+// executable) is a mistake in the command, and ends the run.
+Status Run::watch_best_effort(uint64_t now) {
+  for (auto& program : best_effort_) {
+    int status = 0;
+    if (program.ended_ns || !program.child.exited(&status)) continue;
+    program.ended_ns = now;
+    program.wait_status = status;
+    const std::string said = last_line(std::filesystem::path(options_.out_dir) / program.log);
+    const std::string what = "best-effort program '" + program.command + "' " + core::describe_wait_status(status) +
+                             (said.empty() ? "" : " (its log: \"" + said + "\")");
+    if (WIFEXITED(status) && (WEXITSTATUS(status) == 126 || WEXITSTATUS(status) == 127))
+      return Status::invalid(what + "; give a command the run's PATH finds, or its full path");
+    if (t0_ && now > t0_)
+      fprintf(stderr, "rtaccel run: warning: %s %.1f s into the run; the rest of the run is without it\n",
+              what.c_str(), static_cast<double>(now - t0_) / 1e9);
+    else
+      fprintf(stderr, "rtaccel run: warning: %s before the run began; the run is without it\n", what.c_str());
+  }
+  return Status();
+}
+
+json Run::best_effort_summary() const {
+  json programs = json::array();
+  for (const auto& program : best_effort_) {
+    json entry = {{"command", program.command}, {"log", program.log}, {"ended_s", nullptr}, {"ended", nullptr}};
+    if (program.ended_ns) {
+      entry["ended_s"] = program.ended_ns > t0_ ? static_cast<double>(program.ended_ns - t0_) / 1e9 : 0.0;
+      entry["ended"] = core::describe_wait_status(program.wait_status);
+    }
+    programs.push_back(std::move(entry));
+  }
+  return programs;
 }
 
 // Per link: its set-up and, per topic crossing it, what was sent, delivered
@@ -1229,6 +1291,7 @@ Status Run::wait_until_ready() {
       ready += shared_.executor(e)->status.load() == static_cast<uint32_t>(ExecutorStatus::kReady);
     if (ready == processes()) break;
     if (Status f = failure(); !f) return f;
+    if (Status f = watch_best_effort(core::monotonic_ns()); !f) return f;
     if (stop_requested()) return Status::error("interrupted before the run started");
     if (core::monotonic_ns() > deadline) return Status::error("the executors did not get ready in 30 s");
     core::sleep_ns(5 * kMs);
@@ -1278,6 +1341,7 @@ Status Run::supervise() {
   while (core::monotonic_ns() < end && !stop_requested()) {
     if (status = failure(); !status) break;
     const uint64_t now = core::monotonic_ns();
+    if (status = watch_best_effort(now); !status) break;
     if (now >= next_sample) {
       cores_.sample(now);
       speed_.sample(now);
@@ -1304,7 +1368,7 @@ void Run::stop_executors() {
 void Run::wind_down() {
   // Best-effort programs first, so that their measurement spans the run
   // (the memory benchmarks print their bandwidth on SIGTERM).
-  for (auto& child : best_effort_) child.terminate(2 * kSecond);
+  for (auto& program : best_effort_) program.child.terminate(2 * kSecond);
   stop_executors();
   uint64_t longest = 0;
   for (const auto& cb : setup_.workload.callbacks) {
@@ -1417,12 +1481,7 @@ Status Run::write_results(uint64_t stopped_ns) {
     write_shim_report();  // the runner's own: what it locked during the run
     summary["shim"] = shim_summary();
   }
-  if (!options_.best_effort.empty()) {
-    json be = json::array();
-    for (size_t i = 0; i < options_.best_effort.size(); ++i)
-      be.push_back({{"command", options_.best_effort[i]}, {"log", "best_effort_" + std::to_string(i) + ".log"}});
-    summary["best_effort"] = std::move(be);
-  }
+  if (!best_effort_.empty()) summary["best_effort"] = best_effort_summary();
   if (Status st = write_file(out / "summary.json", summary.dump(2) + "\n"); !st) return st;
   json trace = trace_events(setup_, shared_, cores_, speed_, t0_);
   if (setup_.isolation) merge_trace(out / "regulator.trace.json", t0_, &trace);

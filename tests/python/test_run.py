@@ -402,6 +402,28 @@ def test_isolation_without_a_section_is_refused(tmp_path):
     assert "has no isolation section" in proc.stderr
 
 
+def test_best_effort_programs_are_watched_and_one_that_cannot_start_ends_the_run(tmp_path):
+    path = workload(tmp_path, "plain", TWO_TIMERS)
+    # ENV's PATH has no virtual environment, as under sudo: `rtaccel` is
+    # still this installation's.
+    out = tmp_path / "ok"
+    proc = rtaccel("run", path, "--duration", "1", "--out", str(out), "--quiet",
+                   "--best-effort", "rtaccel membench read --size 1M --json", "--best-effort", "true", check=0)
+    hog, short = json.loads((out / "summary.json").read_text())["best_effort"]
+    assert hog["ended"] is None and hog["ended_s"] is None
+    assert json.loads((out / "best_effort_0.log").read_text().splitlines()[-1])["mb_per_s"] > 0
+    assert short["ended"] == "exited with status 0" and 0 <= short["ended_s"] < 1
+    assert "warning: best-effort program 'true' exited with status 0" in proc.stderr
+    assert "best-effort program 'true' exited with status 0" in proc.stdout  # the table's notes
+    # A command the shell cannot find is a mistake: the run ends and says so.
+    started = time.monotonic()
+    proc = rtaccel("run", path, "--duration", "30", "--out", str(tmp_path / "bad"), "--quiet",
+                   "--best-effort", "no-such-program --flag", check=2)
+    assert time.monotonic() - started < 20
+    assert "best-effort program 'no-such-program --flag' exited with status 127" in proc.stderr
+    assert "not found" in proc.stderr
+
+
 PIPELINE = """executors:
   - {name: ex, core: 0, priority: 50}
 callbacks:
