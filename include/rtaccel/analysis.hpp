@@ -321,12 +321,15 @@ class NetworkTerms {
   // executors use CORE, its cost per message times the messages that can
   // cross within the window (jitter included, as for a sporadic task).
   uint64_t kernel_ns(int core, uint64_t window_ns) const;
-
- private:
+  // The same work flow by flow, for a recurrence of another shape: each a
+  // sporadic load on the cores it is charged on.
   struct KernelLoad {
     std::vector<int> cores;  // the executor cores of the link's nodes
     uint64_t ns_per_message, period_ns, jitter_ns;
   };
+  std::vector<KernelLoad> kernel_loads(int core) const;
+
+ private:
   std::vector<KernelLoad> kernel_;
   std::vector<std::pair<std::pair<size_t, size_t>, uint64_t>> hops_;
   std::vector<std::pair<std::pair<size_t, size_t>, uint64_t>> segments_;
@@ -339,7 +342,9 @@ class NetworkTerms {
 // the chains through it. A callback is delayed by the callbacks of
 // higher-priority gangs (C_j + 2 delta each, the recurrence above) and by
 // the other callbacks of its own gang priority on its core (C_j each: its
-// executor, or another executor sharing the core). A chain's bound is its
+// executor, or another executor sharing the core), and on its core by the
+// regulator's thread and the kernel's work for the links (NetworkTerms::
+// kernel_ns), as in the PAAM analysis. A chain's bound is its
 // release jitter plus the sum of its callbacks' bounds plus a hand-over cost
 // (communication) between executors, plus its waits at fusions
 // (Options::fusions_wait); a chain without such waits is also bounded as one

@@ -251,12 +251,23 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
     if (!once) return std::nullopt;
     return Source{once, w.isolation.period_ns, 0, w.isolation.period_ns};
   };
+  // The kernel's work for the links (softirq, above every thread) on a
+  // core: each flow's messages a sporadic source, its jitter widening the
+  // count, as in the PAAM analysis (NetworkTerms::kernel_ns).
+  auto network_sources = [&](int core) {
+    std::vector<Source> out;
+    for (const NetworkTerms::KernelLoad& load : network.kernel_loads(core))
+      out.push_back({load.ns_per_message, load.period_ns, 0, load.jitter_ns});
+    return out;
+  };
   // Callback K's job on its own: R = C + blocking + its delays, within `limit`.
   auto job_bound = [&](size_t k, uint64_t limit, bool follows) {
     std::vector<Source> sources;
     for (size_t j = 0; j < jobs.size(); ++j)
       if (j != k && delays(k, j)) sources.push_back({cost_for(k, j), jobs[j].period_ns, jobs[k].priority < jobs[j].priority ? two_delta : 0});
     if (auto reg = regulator_source(jobs[k].core)) sources.push_back(*reg);
+    const std::vector<Source> kernel = network_sources(jobs[k].core);
+    sources.insert(sources.end(), kernel.begin(), kernel.end());
     return solve(add(add(jobs[k].cpu_ns, jobs[k].accelerator_ns), blocking_of(k, follows)), sources, limit);
   };
   // Hand-overs between executors and hops between nodes on the way into
@@ -319,11 +330,13 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
       const uint64_t own = add(me.cpu_ns, me.accelerator_ns);
       const uint64_t blocking = blocking_of(k, follows_on_executor(c, i));
       const uint64_t regulator = regulator_ns(w, me.core, f.wcrt_ns);
+      const uint64_t kernel = network.kernel_ns(me.core, f.wcrt_ns);
       r.breakdown.cpu_ns = add(r.breakdown.cpu_ns, me.cpu_ns);
       r.breakdown.accelerator_ns = add(r.breakdown.accelerator_ns, me.accelerator_ns);
       r.breakdown.blocking_ns = add(r.breakdown.blocking_ns, blocking);
       r.breakdown.regulator_ns = add(r.breakdown.regulator_ns, regulator);
-      r.breakdown.interference_ns = add(r.breakdown.interference_ns, f.wcrt_ns - own - blocking - regulator);
+      r.breakdown.network_kernel_ns = add(r.breakdown.network_kernel_ns, kernel);
+      r.breakdown.interference_ns = add(r.breakdown.interference_ns, f.wcrt_ns - own - blocking - regulator - kernel);
       r.breakdown.communication_ns = add(r.breakdown.communication_ns, communication);
       r.breakdown.network_ns = add(r.breakdown.network_ns, hop);
       run = add(run, f.wcrt_ns);
@@ -408,19 +421,31 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
       if (!delays_any) continue;
       sources.push_back({cost, jobs[j].period_ns, preemption, add(release_offset[j], job_wcrt[j])});
     }
-    std::vector<Source> regulators;
-    for (int core : cores)
+    // The regulator and the kernel's network work on each core the chain
+    // runs on: on one core at a time, but charged on each (a message's
+    // softirq runs on one core only, so this counts it more than once).
+    std::vector<Source> regulators, kernel;
+    for (int core : cores) {
       if (auto reg = regulator_source(core)) regulators.push_back(*reg);
+      const std::vector<Source> on_core = network_sources(core);
+      kernel.insert(kernel.end(), on_core.begin(), on_core.end());
+    }
     sources.insert(sources.end(), regulators.begin(), regulators.end());
+    sources.insert(sources.end(), kernel.begin(), kernel.end());
     const uint64_t limit = options.horizon == Horizon::kDeadline ? chain.deadline_ns : chain.period_ns;
     const Fixpoint f = solve(base, sources, std::min(limit, r.wcrt_ns));
     if (!f.bounded || f.wcrt_ns >= r.wcrt_ns) continue;
-    uint64_t regulator = 0;
-    for (const Source& s : regulators) regulator = add(regulator, mul(ceil_div(add(f.wcrt_ns, s.offset_ns), s.period_ns), s.cost_ns));
+    auto charged = [&](const std::vector<Source>& of) {
+      uint64_t total = 0;
+      for (const Source& s : of) total = add(total, mul(ceil_div(add(f.wcrt_ns, s.offset_ns), s.period_ns), s.cost_ns));
+      return total;
+    };
+    const uint64_t regulator = charged(regulators), kernel_ns = charged(kernel);
     r.wcrt_ns = f.wcrt_ns;
     r.breakdown.blocking_ns = blocking_total;
     r.breakdown.regulator_ns = regulator;
-    r.breakdown.interference_ns = f.wcrt_ns - base - regulator;
+    r.breakdown.network_kernel_ns = kernel_ns;
+    r.breakdown.interference_ns = f.wcrt_ns - base - regulator - kernel_ns;
   }
   for (ChainResult& r : results) {
     r.schedulable = r.bounded && r.wcrt_ns <= r.deadline_ns;

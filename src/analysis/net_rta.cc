@@ -214,10 +214,16 @@ NetworkTerms::NetworkTerms(const workload::Workload& w) {
 
 uint64_t NetworkTerms::kernel_ns(int core, uint64_t window_ns) const {
   uint64_t total = 0;
-  for (const KernelLoad& k : kernel_)
-    if (std::find(k.cores.begin(), k.cores.end(), core) != k.cores.end())
-      total = add(total, mul(ceil_div(add(window_ns, k.jitter_ns), k.period_ns), k.ns_per_message));
+  for (const KernelLoad& k : kernel_loads(core))
+    total = add(total, mul(ceil_div(add(window_ns, k.jitter_ns), k.period_ns), k.ns_per_message));
   return total;
+}
+
+std::vector<NetworkTerms::KernelLoad> NetworkTerms::kernel_loads(int core) const {
+  std::vector<KernelLoad> on_core;
+  for (const KernelLoad& k : kernel_)
+    if (std::find(k.cores.begin(), k.cores.end(), core) != k.cores.end()) on_core.push_back(k);
+  return on_core;
 }
 
 uint64_t NetworkTerms::segment_ns(size_t callback, size_t segment) const {

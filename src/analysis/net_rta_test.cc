@@ -137,6 +137,14 @@ TEST(NetRta, TheKernelsWorkForALinkIsChargedOnTheCoresOfItsEnds) {
   EXPECT_EQ(before[0].breakdown.network_kernel_ns, 0u);
   EXPECT_EQ(after[0].breakdown.network_kernel_ns, 2 * window);
   EXPECT_EQ(after[0].wcrt_ns, before[0].wcrt_ns + 2 * window);
+  // Under gangs the same: each of hot's two jobs, and the chain as one
+  // window of the gang lock over its two cores, meet two of each message
+  // while their windows stay below 100 ms.
+  const auto gang_before = analyze_gangs(plain), gang_after = analyze_gangs(w);
+  ASSERT_TRUE(gang_before[0].bounded && gang_after[0].bounded);
+  EXPECT_EQ(gang_before[0].breakdown.network_kernel_ns, 0u);
+  EXPECT_EQ(gang_after[0].breakdown.network_kernel_ns, 2 * window);
+  EXPECT_EQ(gang_after[0].wcrt_ns, gang_before[0].wcrt_ns + 2 * window);
 }
 
 TEST(NetRta, RemoteAcceleratorRequestsAndResponses) {
