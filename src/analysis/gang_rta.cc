@@ -286,25 +286,28 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
   std::vector<ChainResult> results;
   std::vector<Joins::Pieces> pieces(w.chains.size());
   std::vector<std::vector<uint64_t>> release_in_piece(w.chains.size());  // each job's, from its piece's start
+  std::vector<std::vector<Breakdown>> job_terms(w.chains.size());  // per position: the way into its job, and the job
   std::vector<uint64_t> job_wcrt(jobs.size(), kUnbounded);  // within its period
   for (size_t k = 0; k < jobs.size(); ++k) {
     const Fixpoint f = job_bound(k, jobs[k].period_ns, false);
     if (f.bounded) job_wcrt[k] = f.wcrt_ns;
   }
+  auto limit_of = [&](const workload::Chain& chain) {
+    return options.horizon == Horizon::kDeadline ? chain.deadline_ns : chain.period_ns;
+  };
   for (size_t c = 0; c < w.chains.size(); ++c) {
     const workload::Chain& chain = w.chains[c];
     ChainResult r = result_for(chain);
-    const uint64_t limit = options.horizon == Horizon::kDeadline ? chain.deadline_ns : chain.period_ns;
+    const uint64_t limit = limit_of(chain);
     Joins::Pieces& mine = pieces[c];
     mine.known = true;
     mine.limit_ns = limit;
     mine.within.assign(chain.path.size(), kUnbounded);
     mine.enter.assign(chain.path.size(), 0);
     release_in_piece[c].assign(chain.path.size(), kUnbounded);
+    job_terms[c].assign(chain.path.size(), Breakdown{});
     uint64_t run = w.release_jitter_ns;
-    r.breakdown.release_jitter_ns = w.release_jitter_ns;
-    bool bounded = true;
-    for (size_t i = 0; i < chain.path.size() && bounded; ++i) {
+    for (size_t i = 0; i < chain.path.size(); ++i) {
       const size_t k = chain.path[i];
       const Job& me = jobs[k];
       uint64_t communication = 0, hop = 0;
@@ -322,41 +325,180 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
       release_in_piece[c][i] = run;
       const Fixpoint f = job_bound(k, limit, follows_on_executor(c, i));
       if (!f.bounded) {
-        bounded = false;
         r.reason = "callback '" + w.callbacks[k].name + "' has no bound within the chain's " +
                    (options.horizon == Horizon::kDeadline ? "deadline" : "period");
         break;
       }
-      const uint64_t own = add(me.cpu_ns, me.accelerator_ns);
-      const uint64_t blocking = blocking_of(k, follows_on_executor(c, i));
-      const uint64_t regulator = regulator_ns(w, me.core, f.wcrt_ns);
-      const uint64_t kernel = network.kernel_ns(me.core, f.wcrt_ns);
-      r.breakdown.cpu_ns = add(r.breakdown.cpu_ns, me.cpu_ns);
-      r.breakdown.accelerator_ns = add(r.breakdown.accelerator_ns, me.accelerator_ns);
-      r.breakdown.blocking_ns = add(r.breakdown.blocking_ns, blocking);
-      r.breakdown.regulator_ns = add(r.breakdown.regulator_ns, regulator);
-      r.breakdown.network_kernel_ns = add(r.breakdown.network_kernel_ns, kernel);
-      r.breakdown.interference_ns = add(r.breakdown.interference_ns, f.wcrt_ns - own - blocking - regulator - kernel);
-      r.breakdown.communication_ns = add(r.breakdown.communication_ns, communication);
-      r.breakdown.network_ns = add(r.breakdown.network_ns, hop);
+      Breakdown& t = job_terms[c][i];
+      t.release_jitter_ns = i == 0 ? w.release_jitter_ns : 0;
+      t.cpu_ns = me.cpu_ns;
+      t.accelerator_ns = me.accelerator_ns;
+      t.blocking_ns = blocking_of(k, follows_on_executor(c, i));
+      t.regulator_ns = regulator_ns(w, me.core, f.wcrt_ns);
+      t.network_kernel_ns = network.kernel_ns(me.core, f.wcrt_ns);
+      t.interference_ns =
+          f.wcrt_ns - add(me.cpu_ns, me.accelerator_ns) - t.blocking_ns - t.regulator_ns - t.network_kernel_ns;
+      t.communication_ns = communication;
+      t.network_ns = hop;
       run = add(run, f.wcrt_ns);
       mine.within[i] = run;
     }
     results.push_back(std::move(r));
   }
-  // The waits, and each job's latest release after its chain's: what the
-  // window below widens the count of another chain's job by.
-  const std::vector<Joins::Composed> composed = joins.compose(pieces);
-  std::vector<uint64_t> release_offset(jobs.size(), 0);
+  // Each job's latest release after its chain's: what a window below widens
+  // the count of another chain's job by.
+  auto offsets_of = [&](const std::vector<Joins::Composed>& composed) {
+    std::vector<uint64_t> offset(jobs.size(), 0);
+    for (size_t c = 0; c < w.chains.size(); ++c)
+      for (size_t i = 0; i < w.chains[c].path.size(); ++i)
+        offset[w.chains[c].path[i]] =
+            std::max(offset[w.chains[c].path[i]], add(composed[c].start[i], release_in_piece[c][i]));
+    return offset;
+  };
+
+  // A piece of a chain, from its start (position FROM) to the end of
+  // position TO, as one window, too. From the piece's start to that end the
+  // gang lock serves the chain's own jobs, or a job that delays one of
+  // them, or the chain is between two callbacks (hand-overs and hops) or
+  // waits for a lower gang to stop: every instant is one of the terms
+  // below. So another chain's job counts once per window, however many of
+  // this chain's callbacks its window spans, where the sum above counts it
+  // in each. A job that runs in the window was released at most its release
+  // offset plus its own bound before the window began (else it had
+  // finished): that widens the count. The chain's own jobs of the piece are
+  // not counted again: its previous instance ended before this one began,
+  // since the bound is at most its period; a callback that can also fire for
+  // another chain's activation is, as theirs. Either bound holds, so the
+  // smaller is taken. Its terms include the way into the piece's fusion,
+  // which the window leaves out (Pieces::enter).
+  struct Window {
+    Fixpoint f;
+    Breakdown terms;
+  };
+  const std::vector<std::vector<bool>> owns = owned_callbacks(w);
+  auto window_of = [&](size_t c, size_t from, size_t to, const std::vector<uint64_t>& release_offset,
+                       uint64_t cap) {
+    const workload::Chain& chain = w.chains[c];
+    Window out;
+    Breakdown& t = out.terms;
+    std::vector<int> cores;
+    for (size_t i = from; i <= to; ++i) {
+      const Breakdown& job = job_terms[c][i];
+      t.release_jitter_ns = add(t.release_jitter_ns, job.release_jitter_ns);
+      t.cpu_ns = add(t.cpu_ns, job.cpu_ns);
+      t.accelerator_ns = add(t.accelerator_ns, job.accelerator_ns);
+      t.blocking_ns = add(t.blocking_ns, job.blocking_ns);
+      t.communication_ns = add(t.communication_ns, job.communication_ns);
+      t.network_ns = add(t.network_ns, job.network_ns);
+      const int core = jobs[chain.path[i]].core;
+      if (std::find(cores.begin(), cores.end(), core) == cores.end()) cores.push_back(core);
+    }
+    const uint64_t base = add(t.release_jitter_ns, add(t.cpu_ns, add(t.accelerator_ns, add(t.blocking_ns,
+                          add(t.communication_ns, t.network_ns))))) - pieces[c].enter[from];
+    std::vector<Source> sources;
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      bool on_path = false, owned = false;
+      for (size_t i = from; i <= to; ++i) {
+        on_path = on_path || chain.path[i] == j;
+        owned = owned || (chain.path[i] == j && owns[c][i]);
+      }
+      if (owned) continue;
+      // The job delays some callback of the piece: the dearest way it can.
+      // A callback of the piece that fires for others too delays itself.
+      bool delays_any = on_path;
+      uint64_t cost = on_path ? add(jobs[j].cpu_ns, jobs[j].accelerator_ns) : 0, preemption = 0;
+      for (size_t i = from; i <= to; ++i) {
+        const size_t k = chain.path[i];
+        if (k == j || !delays(k, j)) continue;
+        delays_any = true;
+        cost = std::max(cost, cost_for(k, j));
+        if (jobs[j].priority > jobs[k].priority) preemption = two_delta;
+      }
+      if (!delays_any) continue;
+      sources.push_back({cost, jobs[j].period_ns, preemption, add(release_offset[j], job_wcrt[j])});
+    }
+    // The regulator and the kernel's network work on each core the piece
+    // runs on: it runs on one core at a time, so charging each core's in
+    // full counts more than can delay it.
+    std::vector<Source> regulators, kernel;
+    for (int core : cores) {
+      if (auto reg = regulator_source(core)) regulators.push_back(*reg);
+      const std::vector<Source> on_core = network_sources(core);
+      kernel.insert(kernel.end(), on_core.begin(), on_core.end());
+    }
+    sources.insert(sources.end(), regulators.begin(), regulators.end());
+    sources.insert(sources.end(), kernel.begin(), kernel.end());
+    out.f = solve(base, sources, cap);
+    if (!out.f.bounded) return out;
+    auto charged = [&](const std::vector<Source>& of) {
+      uint64_t total = 0;
+      for (const Source& s : of) total = add(total, mul(ceil_div(add(out.f.wcrt_ns, s.offset_ns), s.period_ns), s.cost_ns));
+      return total;
+    };
+    t.regulator_ns = charged(regulators);
+    t.network_kernel_ns = charged(kernel);
+    t.interference_ns = out.f.wcrt_ns - base - t.regulator_ns - t.network_kernel_ns;
+    return out;
+  };
+  // Each piece's terms: the window's where it gave the piece's bound, else
+  // its jobs'.
+  std::vector<std::vector<std::optional<Breakdown>>> piece_window(w.chains.size());
+  auto piece_end = [&](size_t c, size_t from) {
+    size_t to = from;
+    while (to + 1 < w.chains[c].path.size() && !joins.waits_at(c, to + 1)) ++to;
+    return to;
+  };
+
+  // The windows count other chains' jobs from release offsets that the
+  // sums' waits give: each at least what it is under the smaller bounds,
+  // so sound; the waits are then composed again from the smaller bounds.
+  std::vector<Joins::Composed> composed = joins.compose(pieces);
+  {
+    const std::vector<uint64_t> release_offset = offsets_of(composed);
+    for (size_t c = 0; c < w.chains.size(); ++c) {
+      piece_window[c].assign(w.chains[c].path.size(), std::nullopt);
+      if (!results[c].reason.empty()) continue;
+      Joins::Pieces& mine = pieces[c];
+      for (size_t from = 0; from < w.chains[c].path.size(); from = piece_end(c, from) + 1) {
+        const size_t to = piece_end(c, from);
+        for (size_t i = from; i <= to; ++i) {
+          const Window win = window_of(c, from, i, release_offset, std::min(mine.limit_ns, mine.within[i]));
+          if (!win.f.bounded || win.f.wcrt_ns >= mine.within[i]) continue;
+          mine.within[i] = win.f.wcrt_ns;
+          if (i == to) piece_window[c][from] = win.terms;
+        }
+      }
+    }
+    composed = joins.compose(pieces);
+  }
+
   for (size_t c = 0; c < w.chains.size(); ++c) {
     ChainResult& r = results[c];
-    const auto& path = w.chains[c].path;
-    const uint64_t total = path.empty() ? 0 : composed[c].end.back();
-    r.breakdown.fusion_wait_ns = composed[c].wait_ns;
-    for (size_t i = 0; i < path.size(); ++i)
-      release_offset[path[i]] = std::max(release_offset[path[i]], add(composed[c].start[i], release_in_piece[c][i]));
     if (!r.reason.empty()) continue;
-    const uint64_t limit = options.horizon == Horizon::kDeadline ? r.deadline_ns : r.period_ns;
+    const auto& path = w.chains[c].path;
+    Breakdown& b = r.breakdown;
+    for (size_t from = 0; from < path.size(); from = piece_end(c, from) + 1) {
+      std::vector<Breakdown> parts;
+      if (piece_window[c][from])
+        parts.push_back(*piece_window[c][from]);
+      else
+        parts.assign(job_terms[c].begin() + static_cast<std::ptrdiff_t>(from),
+                     job_terms[c].begin() + static_cast<std::ptrdiff_t>(piece_end(c, from)) + 1);
+      for (const Breakdown& t : parts) {
+        b.release_jitter_ns = add(b.release_jitter_ns, t.release_jitter_ns);
+        b.cpu_ns = add(b.cpu_ns, t.cpu_ns);
+        b.accelerator_ns = add(b.accelerator_ns, t.accelerator_ns);
+        b.blocking_ns = add(b.blocking_ns, t.blocking_ns);
+        b.interference_ns = add(b.interference_ns, t.interference_ns);
+        b.regulator_ns = add(b.regulator_ns, t.regulator_ns);
+        b.network_kernel_ns = add(b.network_kernel_ns, t.network_kernel_ns);
+        b.communication_ns = add(b.communication_ns, t.communication_ns);
+        b.network_ns = add(b.network_ns, t.network_ns);
+      }
+    }
+    b.fusion_wait_ns = composed[c].wait_ns;
+    const uint64_t total = path.empty() ? 0 : composed[c].end.back();
+    const uint64_t limit = limit_of(w.chains[c]);
     r.bounded = total <= limit;
     if (!r.bounded)
       r.reason = total == kUnbounded && !composed[c].reason.empty()
@@ -369,84 +511,6 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
   // activations never running late past the period: a source chain without
   // a bound leaves the waiting chain without one.
   withdraw_unfounded(w, [&](size_t c) -> const std::vector<size_t>& { return joins.sources_of(c); }, &results);
-
-  // The chain as one window, too. From its release to its end the gang lock
-  // serves the chain's own jobs, or a job that delays one of them, or the
-  // chain is between two callbacks (hand-overs and hops) or waits for a
-  // lower gang to stop: every instant is one of the terms below. So another
-  // chain's job counts once per window, however many of this chain's
-  // callbacks its window spans, where the sum above counts it in each. A job
-  // that runs in the window was released at most its release offset plus
-  // its own bound before the window began (else it had finished): that
-  // widens the count. The chain's own jobs are not counted again: its
-  // previous instance ended before this one began, since the bound is at
-  // most its period; a callback that can also fire for another chain's
-  // activation is, as theirs. Either bound holds, so the smaller is taken.
-  const std::vector<std::vector<bool>> owns = owned_callbacks(w);
-  for (size_t c = 0; c < w.chains.size(); ++c) {
-    const workload::Chain& chain = w.chains[c];
-    ChainResult& r = results[c];
-    // A wait at a fusion is none of the terms: the sum above bounds it.
-    if (!r.bounded || !joins.sources_of(c).empty()) continue;
-    uint64_t base = w.release_jitter_ns, own_total = 0, blocking_total = 0, passage_total = 0;
-    std::vector<int> cores;
-    for (size_t i = 0; i < chain.path.size(); ++i) {
-      const size_t k = chain.path[i];
-      uint64_t communication = 0, hop = 0;
-      passage_of(chain, i, &communication, &hop);
-      own_total = add(own_total, add(jobs[k].cpu_ns, jobs[k].accelerator_ns));
-      blocking_total = add(blocking_total, blocking_of(k, follows_on_executor(c, i)));
-      passage_total = add(passage_total, add(communication, hop));
-      if (std::find(cores.begin(), cores.end(), jobs[k].core) == cores.end()) cores.push_back(jobs[k].core);
-    }
-    base = add(base, add(own_total, add(blocking_total, passage_total)));
-    std::vector<Source> sources;
-    for (size_t j = 0; j < jobs.size(); ++j) {
-      bool on_path = false, owned = false;
-      for (size_t i = 0; i < chain.path.size(); ++i) {
-        on_path = on_path || chain.path[i] == j;
-        owned = owned || (chain.path[i] == j && owns[c][i]);
-      }
-      if (owned) continue;
-      // The job delays some callback of the chain: the dearest way it can.
-      // A callback of the chain that fires for others too delays itself.
-      bool delays_any = on_path;
-      uint64_t cost = on_path ? add(jobs[j].cpu_ns, jobs[j].accelerator_ns) : 0, preemption = 0;
-      for (size_t k : chain.path) {
-        if (k == j || !delays(k, j)) continue;
-        delays_any = true;
-        cost = std::max(cost, cost_for(k, j));
-        if (jobs[j].priority > jobs[k].priority) preemption = two_delta;
-      }
-      if (!delays_any) continue;
-      sources.push_back({cost, jobs[j].period_ns, preemption, add(release_offset[j], job_wcrt[j])});
-    }
-    // The regulator and the kernel's network work on each core the chain
-    // runs on: on one core at a time, but charged on each (a message's
-    // softirq runs on one core only, so this counts it more than once).
-    std::vector<Source> regulators, kernel;
-    for (int core : cores) {
-      if (auto reg = regulator_source(core)) regulators.push_back(*reg);
-      const std::vector<Source> on_core = network_sources(core);
-      kernel.insert(kernel.end(), on_core.begin(), on_core.end());
-    }
-    sources.insert(sources.end(), regulators.begin(), regulators.end());
-    sources.insert(sources.end(), kernel.begin(), kernel.end());
-    const uint64_t limit = options.horizon == Horizon::kDeadline ? chain.deadline_ns : chain.period_ns;
-    const Fixpoint f = solve(base, sources, std::min(limit, r.wcrt_ns));
-    if (!f.bounded || f.wcrt_ns >= r.wcrt_ns) continue;
-    auto charged = [&](const std::vector<Source>& of) {
-      uint64_t total = 0;
-      for (const Source& s : of) total = add(total, mul(ceil_div(add(f.wcrt_ns, s.offset_ns), s.period_ns), s.cost_ns));
-      return total;
-    };
-    const uint64_t regulator = charged(regulators), kernel_ns = charged(kernel);
-    r.wcrt_ns = f.wcrt_ns;
-    r.breakdown.blocking_ns = blocking_total;
-    r.breakdown.regulator_ns = regulator;
-    r.breakdown.network_kernel_ns = kernel_ns;
-    r.breakdown.interference_ns = f.wcrt_ns - base - regulator - kernel_ns;
-  }
   for (ChainResult& r : results) {
     r.schedulable = r.bounded && r.wcrt_ns <= r.deadline_ns;
     if (r.bounded && !r.schedulable) r.reason = "bound " + us_text(r.wcrt_ns) + " exceeds the deadline " + us_text(r.deadline_ns);

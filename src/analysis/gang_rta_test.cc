@@ -369,16 +369,20 @@ chains:
 // b1 in exB's (40, core 1), no gang preemption cost. Jobs by hand: a1 = 1 +
 // f's 2 (its gang and core) = 3; f = 2 + a1's 1 = 3; b0 = 2 + a1 + f above
 // + b1 of its gang and core = 8; b1, after b0 on its executor, 3 + 1 + 2 + 2
-// = 8. A reaches f at 3 and waits for B's message of the same release, B's
-// bound through b1: 16; then f: A = 19, of which 13 is the wait. B: 16, A's
-// there; B = 19. Without the wait the chain as one window holds a1 and f
-// alone, 3, although f cannot start before b1 ends at 5 at the earliest.
+// = 8. Their sum would have A reach f at 3 and wait for B's message of the
+// same release until B's bound through b1, 16. As one window of the gang
+// lock, B's piece up to b1 holds b0 and b1 (5) and at most one job each of
+// a1 and f, whose releases lie within the window's reach: 8. So A waits
+// from 3 to 8 and ends after f's 3 (2 and a1's 1): 11, of which 5 is the
+// wait; B ends after the same f: 11 (a1 published long before). By hand:
+// a1 runs 0-1, b0 1-3, b1 3-6, f 6-8. Without the wait the chain as one
+// window holds a1 and f alone, 3, although f cannot start before b1 ends.
 TEST(GangWorkload, AChainWaitsAtAFusionForTheOtherBranch) {
   const auto w = gang_fusion("  - {name: exA, core: 0, priority: 50}\n  - {name: exB, core: 1, priority: 40}", "exB");
   auto r = analyze_gangs(w);
-  EXPECT_EQ(r[0].wcrt_ns, 19 * kMs);
-  EXPECT_EQ(r[0].breakdown.fusion_wait_ns, 13 * kMs);
-  EXPECT_EQ(r[1].wcrt_ns, 19 * kMs);
+  EXPECT_EQ(r[0].wcrt_ns, 11 * kMs);
+  EXPECT_EQ(r[0].breakdown.fusion_wait_ns, 5 * kMs);
+  EXPECT_EQ(r[1].wcrt_ns, 11 * kMs);
   EXPECT_EQ(r[1].breakdown.fusion_wait_ns, 0u);
   Options no_wait;
   no_wait.fusions_wait = false;
@@ -387,14 +391,44 @@ TEST(GangWorkload, AChainWaitsAtAFusionForTheOtherBranch) {
 
 // The same four callbacks on exA alone. a1 = 1 + f 2 + b1 blocking 3 = 6;
 // f, fed by exA alone, is ready as exA ends a1 or b1: nothing of lower
-// priority in progress, 2 + a1 = 3 (6 with b1 as blocking); b0 = 2 + a1 +
-// f + b1 = 8; b1, after b0, 3 + 1 + 2 + 2 = 8. A: 6, waits for B's 16, then
-// f: 19.
+// priority in progress, 2 + a1 = 3 (6 with b1 as blocking). B's piece up
+// to b1 as one window: b0 and b1 (5), one a1 and one f: 8. A: 6, waits
+// for B until 8, then f: 11; B: 8 and f: 11. By hand: a1 0-1, b0 1-3, b1
+// 3-6, f 6-8.
 TEST(GangWorkload, AFusionFedByItsOwnExecutorIsNotBlocked) {
   auto r = analyze_gangs(gang_fusion("  - {name: exA, core: 0, priority: 50}", "exA"));
-  EXPECT_EQ(r[0].wcrt_ns, 19 * kMs);
+  EXPECT_EQ(r[0].wcrt_ns, 11 * kMs);
   EXPECT_EQ(r[0].breakdown.blocking_ns, 3 * kMs);
-  EXPECT_EQ(r[1].wcrt_ns, 19 * kMs);
+  EXPECT_EQ(r[1].wcrt_ns, 11 * kMs);
+}
+
+// Three callbacks of 10 ms on exC (gang 40, core 0) and a job of 30 ms every
+// 100 ms in a higher gang on core 1. Each callback on its own meets that job:
+// 40 each, 120 in all, past the period. As one window the chain meets it
+// once: 30 + 30 = 60, which is the schedule by hand (h 0-30, then c1, c2,
+// c3 to 60).
+TEST(GangWorkload, AChainWhoseJobsSumPastItsPeriodIsBoundedAsOneWindow) {
+  auto w = workload::load_string(R"(version: 1
+name: gang_window
+platform: {cores: 2, gang_preemption_us: 0, communication_us: 0}
+gang_scheduling: true
+executors:
+  - {name: exH, core: 1, priority: 50}
+  - {name: exC, core: 0, priority: 40}
+callbacks:
+  - {name: h, executor: exH, trigger: {timer_ms: 100}, cpu_us: 30000}
+  - {name: c1, executor: exC, trigger: {timer_ms: 100}, publishes: t1, cpu_us: 10000}
+  - {name: c2, executor: exC, trigger: {topic: t1}, publishes: t2, cpu_us: 10000}
+  - {name: c3, executor: exC, trigger: {topic: t2}, cpu_us: 10000}
+chains:
+  - {name: H, priority: 2, path: [h]}
+  - {name: C, priority: 1, path: [c1, c2, c3]}
+)", "g.yaml", {});
+  ASSERT_TRUE(w) << w.status().message();
+  const auto r = analyze_gangs(*w);
+  ASSERT_TRUE(r[1].bounded) << r[1].reason;
+  EXPECT_EQ(r[1].wcrt_ns, 60 * kMs);
+  EXPECT_EQ(r[1].breakdown.interference_ns, 30 * kMs);
 }
 
 // BWLOCK++ Eq. 4 by hand: E = C + G^m + G^e; B = the longest locked segment
