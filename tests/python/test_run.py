@@ -188,6 +188,7 @@ def test_instances_over_the_bound_are_counted_and_compare_names_them(tmp_path):
     # The same run judged against a bound at its median: compare counts the
     # instances over it, tells what that means, and exits 1.
     h = chains["h"]
+    analysed = h["wcrt_us"]
     tight = tmp_path / "tight"
     tight.mkdir()
     (tight / "latency.csv").write_text((out / "latency.csv").read_text())
@@ -200,6 +201,11 @@ def test_instances_over_the_bound_are_counted_and_compare_names_them(tmp_path):
     # calls that a bug of the analysis.
     h["explained_by"], h["unexplained"] = [], h["over_bound"]
     (tight / "summary.json").write_text(json.dumps(summary))
+    # Beside the run itself: the table's one bound column is the first
+    # run's, and the note gives each run's.
+    r = rtaccel("compare", str(out), str(tight))
+    assert f"# h: the runs' bounds differ: {analysed / 1000:.2f} (paam), {h['p50_us'] / 1000:.2f} (paam)" \
+        in r.stdout, r.stdout
     # The tight copy alone: what the real run's own monitor found on this
     # machine is not this test's.
     r = rtaccel("compare", str(tight))
