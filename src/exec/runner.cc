@@ -1073,10 +1073,13 @@ Status Run::start_best_effort() {
   return Status();
 }
 
-// The last line a program wrote to its log: what a shell says when it
-// cannot find a command, or what a benchmark printed when it gave up.
+// The last line a program wrote to its log (from its last 4 KiB: a
+// build's log can be large): what a shell says when it cannot find a
+// command, or what a benchmark printed when it gave up.
 static std::string last_line(const std::filesystem::path& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  const std::streamoff size = in ? static_cast<std::streamoff>(in.tellg()) : 0;
+  in.seekg(std::max<std::streamoff>(0, size - 4096));
   std::string line, last;
   while (std::getline(in, line))
     if (!line.empty()) last = line;
