@@ -271,8 +271,8 @@ def format_compare(summaries: list[dict]) -> str:
             lines.append(f"# {_label(s)}: best-effort programs moved {moved:.0f} MB/s")
         for be in s.get("best_effort") or []:
             if be.get("ended"):
-                lines.append(f"# {_label(s)}: best-effort program '{be['command']}' {be['ended']} "
-                             f"{be['ended_s']:.1f} s into the run")
+                when = f"{be['ended_s']:.1f} s into the run" if be["ended_s"] > 0 else "before the run began"
+                lines.append(f"# {_label(s)}: best-effort program '{be['command']}' {be['ended']} {when}")
     for s in summaries:
         for link in s.get("links") or []:
             lost = sum(t["lost"] for t in link["topics"])
