@@ -58,6 +58,20 @@ Fixpoint solve(uint64_t own_ns, const std::vector<Source>& sources, uint64_t lim
 
 std::string us_text(uint64_t ns) { return std::to_string(ns / 1000) + " us"; }
 
+// Adds a part of a chain's bound (a job, a piece) to its terms.
+void accumulate(Breakdown* total, const Breakdown& part) {
+  total->release_jitter_ns = add(total->release_jitter_ns, part.release_jitter_ns);
+  total->cpu_ns = add(total->cpu_ns, part.cpu_ns);
+  total->accelerator_ns = add(total->accelerator_ns, part.accelerator_ns);
+  total->blocking_ns = add(total->blocking_ns, part.blocking_ns);
+  total->interference_ns = add(total->interference_ns, part.interference_ns);
+  total->regulator_ns = add(total->regulator_ns, part.regulator_ns);
+  total->network_kernel_ns = add(total->network_kernel_ns, part.network_kernel_ns);
+  total->communication_ns = add(total->communication_ns, part.communication_ns);
+  total->network_ns = add(total->network_ns, part.network_ns);
+  total->fusion_wait_ns = add(total->fusion_wait_ns, part.fusion_wait_ns);
+}
+
 }  // namespace
 
 std::vector<GangTaskResult> analyze_gang_tasks(const std::vector<GangTask>& tasks, uint64_t delta_ns,
@@ -383,16 +397,12 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
     Breakdown& t = out.terms;
     std::vector<int> cores;
     for (size_t i = from; i <= to; ++i) {
-      const Breakdown& job = job_terms[c][i];
-      t.release_jitter_ns = add(t.release_jitter_ns, job.release_jitter_ns);
-      t.cpu_ns = add(t.cpu_ns, job.cpu_ns);
-      t.accelerator_ns = add(t.accelerator_ns, job.accelerator_ns);
-      t.blocking_ns = add(t.blocking_ns, job.blocking_ns);
-      t.communication_ns = add(t.communication_ns, job.communication_ns);
-      t.network_ns = add(t.network_ns, job.network_ns);
+      accumulate(&t, job_terms[c][i]);
       const int core = jobs[chain.path[i]].core;
       if (std::find(cores.begin(), cores.end(), core) == cores.end()) cores.push_back(core);
     }
+    // What delays the piece is counted anew, once for the window.
+    t.interference_ns = t.regulator_ns = t.network_kernel_ns = 0;
     const uint64_t base = add(t.release_jitter_ns, add(t.cpu_ns, add(t.accelerator_ns, add(t.blocking_ns,
                           add(t.communication_ns, t.network_ns))))) - pieces[c].enter[from];
     std::vector<Source> sources;
@@ -478,23 +488,11 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
     const auto& path = w.chains[c].path;
     Breakdown& b = r.breakdown;
     for (size_t from = 0; from < path.size(); from = piece_end(c, from) + 1) {
-      std::vector<Breakdown> parts;
-      if (piece_window[c][from])
-        parts.push_back(*piece_window[c][from]);
-      else
-        parts.assign(job_terms[c].begin() + static_cast<std::ptrdiff_t>(from),
-                     job_terms[c].begin() + static_cast<std::ptrdiff_t>(piece_end(c, from)) + 1);
-      for (const Breakdown& t : parts) {
-        b.release_jitter_ns = add(b.release_jitter_ns, t.release_jitter_ns);
-        b.cpu_ns = add(b.cpu_ns, t.cpu_ns);
-        b.accelerator_ns = add(b.accelerator_ns, t.accelerator_ns);
-        b.blocking_ns = add(b.blocking_ns, t.blocking_ns);
-        b.interference_ns = add(b.interference_ns, t.interference_ns);
-        b.regulator_ns = add(b.regulator_ns, t.regulator_ns);
-        b.network_kernel_ns = add(b.network_kernel_ns, t.network_kernel_ns);
-        b.communication_ns = add(b.communication_ns, t.communication_ns);
-        b.network_ns = add(b.network_ns, t.network_ns);
+      if (piece_window[c][from]) {
+        accumulate(&b, *piece_window[c][from]);
+        continue;
       }
+      for (size_t i = from; i <= piece_end(c, from); ++i) accumulate(&b, job_terms[c][i]);
     }
     b.fusion_wait_ns = composed[c].wait_ns;
     const uint64_t total = path.empty() ? 0 : composed[c].end.back();
