@@ -347,7 +347,8 @@ class NetworkTerms {
 // kernel_ns), as in the PAAM analysis. A chain's bound is its
 // release jitter plus the sum of its callbacks' bounds plus a hand-over cost
 // (communication) between executors, plus its waits at fusions
-// (Options::fusions_wait); a chain without such waits is also bounded as one
+// (Options::fusions_wait). Each piece of a chain between the fusions it
+// waits at (the whole chain where there are none) is also bounded as one
 // window of the gang lock, and the smaller bound is taken.
 std::vector<ChainResult> analyze_gangs(const workload::Workload& workload, const Options& options = {});
 
