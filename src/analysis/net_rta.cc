@@ -30,6 +30,10 @@ double payload_share(const rtaccel_net_transport& transport) {
   return static_cast<double>(transport.wire_payload) / static_cast<double>(transport.wire_frame);
 }
 
+bool charged_on(const NetworkTerms::KernelLoad& load, int core) {
+  return std::find(load.cores.begin(), load.cores.end(), core) != load.cores.end();
+}
+
 }  // namespace
 
 uint64_t net_transfer_ns(const NetLink& link, uint64_t bytes) {
@@ -212,17 +216,19 @@ NetworkTerms::NetworkTerms(const workload::Workload& w) {
   }
 }
 
+// In every step of the PAAM recurrences: no copy of the loads.
 uint64_t NetworkTerms::kernel_ns(int core, uint64_t window_ns) const {
   uint64_t total = 0;
-  for (const KernelLoad& k : kernel_loads(core))
-    total = add(total, mul(ceil_div(add(window_ns, k.jitter_ns), k.period_ns), k.ns_per_message));
+  for (const KernelLoad& k : kernel_)
+    if (charged_on(k, core))
+      total = add(total, mul(ceil_div(add(window_ns, k.jitter_ns), k.period_ns), k.ns_per_message));
   return total;
 }
 
 std::vector<NetworkTerms::KernelLoad> NetworkTerms::kernel_loads(int core) const {
   std::vector<KernelLoad> on_core;
   for (const KernelLoad& k : kernel_)
-    if (std::find(k.cores.begin(), k.cores.end(), core) != k.cores.end()) on_core.push_back(k);
+    if (charged_on(k, core)) on_core.push_back(k);
   return on_core;
 }
 
