@@ -240,6 +240,15 @@ RTACCEL_API void rtaccel_direct_close(struct rtaccel_direct *direct);
 RTACCEL_API int rtaccel_direct_call(struct rtaccel_direct *direct, const char *service,
 				    const void *request, size_t request_len, void *response,
 				    size_t response_cap, size_t *response_len);
+/* Makes [base, base + len) memory the device reads and writes the way it does
+ * the server's shared regions, until rtaccel_direct_detach(): on cuda
+ * page-locked, so that its copies are DMA at the bus's rate (from pageable
+ * memory they go through a staging buffer, several times slower); on cpu and
+ * opencl there is nothing to do. Direct calls on it then cost what the
+ * server's requests cost. -EINVAL for an empty or null range, -EEXIST for one
+ * already attached, -EIO where the device refuses (cuda's reason on stderr). */
+RTACCEL_API int rtaccel_direct_attach(struct rtaccel_direct *direct, void *base, size_t len);
+RTACCEL_API void rtaccel_direct_detach(struct rtaccel_direct *direct, void *base);
 
 /* --- request headers of the built-in services -------------------------- */
 

@@ -9,6 +9,8 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/busy.h"
 #include "accel/backend.h"
@@ -16,13 +18,16 @@
 #include "rtaccel/accel.h"
 
 using namespace rtaccel::accel;
+using rtaccel::Status;
 
 struct rtaccel_direct {
   std::unique_ptr<ServiceTable> services;
   std::unique_ptr<Backend> backend;
   bool cpu = true;
+  bool cuda = false;
   int core = 0;
   int priority = 0;
+  std::vector<std::pair<void*, void*>> attached;  // base, the backend's handle
 };
 
 namespace {
@@ -81,6 +86,7 @@ int rtaccel_direct_open(const char* backend, int device, int priority, rtaccel_d
   const auto kind = rtaccel::workload::parse_backend(backend);
   if (!kind) return -ENOENT;
   d->cpu = *kind == rtaccel::workload::Backend::kCpu;
+  d->cuda = *kind == rtaccel::workload::Backend::kCuda;
   if (d->cpu) d->services = std::make_unique<ServiceTable>();
   // cuda: its own context in this process, as every process has without a
   // server; one stream per calling thread at the lowest priority.
@@ -97,7 +103,37 @@ int rtaccel_direct_open(const char* backend, int device, int priority, rtaccel_d
   return 0;
 }
 
-void rtaccel_direct_close(rtaccel_direct* direct) { delete direct; }
+void rtaccel_direct_close(rtaccel_direct* direct) {
+  if (!direct) return;
+  for (const auto& a : direct->attached)
+    if (direct->cuda) direct->backend->detach(a.second);
+  delete direct;
+}
+
+int rtaccel_direct_attach(rtaccel_direct* direct, void* base, size_t len) {
+  if (!direct || !base || !len) return -EINVAL;
+  for (const auto& a : direct->attached)
+    if (a.first == base) return -EEXIST;
+  // Only cuda's copies depend on the memory: the cpu backend works in place,
+  // and opencl's direct calls make their buffers per call.
+  void* handle = nullptr;
+  if (Status st = direct->cuda ? direct->backend->attach(base, len, &handle) : Status(); !st) {
+    fprintf(stderr, "rtaccel_direct_attach: %s\n", st.message().c_str());
+    return -EIO;
+  }
+  direct->attached.emplace_back(base, handle);
+  return 0;
+}
+
+void rtaccel_direct_detach(rtaccel_direct* direct, void* base) {
+  if (!direct) return;
+  for (auto it = direct->attached.begin(); it != direct->attached.end(); ++it) {
+    if (it->first != base) continue;
+    if (direct->cuda) direct->backend->detach(it->second);
+    direct->attached.erase(it);
+    return;
+  }
+}
 
 int rtaccel_backend_probe(const char* backend, char* detail, size_t detail_len) {
   if (!backend || !rtaccel::workload::parse_backend(backend)) return -ENOENT;

@@ -1164,6 +1164,44 @@ TEST(Direct, CudaRunsServicesInTheCallingProcess) {
   rtaccel_direct_close(d);
 }
 
+// Direct calls on attached (page-locked) memory, as the server's regions are:
+// the same results, and the memory is the caller's again after detaching.
+TEST(Direct, CallsOnAttachedMemoryGiveTheSameResults) {
+  const char* backends[] = {"cpu", "cuda"};
+  for (const char* backend : backends) {
+    if (!strcmp(backend, "cuda") && !cuda_device_found()) {
+      std::printf("[ SKIPPED  ] cuda part: no CUDA device: %s\n", cuda_line().c_str());
+      continue;
+    }
+    rtaccel_direct* d;
+    ASSERT_EQ(rtaccel_direct_open(backend, 0, 0, &d), 0) << backend;
+    const size_t n = 1 << 20, size = 8 + 3 * n * sizeof(float);
+    void* mem = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(mem, MAP_FAILED);
+    ASSERT_EQ(rtaccel_direct_attach(d, mem, size), 0) << backend;
+    EXPECT_EQ(rtaccel_direct_attach(d, mem, size), -EEXIST) << backend;
+    EXPECT_EQ(rtaccel_direct_attach(d, nullptr, size), -EINVAL) << backend;
+    EXPECT_EQ(rtaccel_direct_attach(d, mem, 0), -EINVAL) << backend;
+    const rtaccel_vector_request h{uint32_t(n), 0};
+    memcpy(mem, &h, 8);
+    auto* x = reinterpret_cast<float*>(static_cast<char*>(mem) + 8);
+    for (size_t i = 0; i < 2 * n; i++) x[i] = float(i % 1000);
+    float* sum = x + 2 * n;
+    size_t len = 0;
+    ASSERT_EQ(rtaccel_direct_call(d, "vecadd", mem, 8 + 2 * n * sizeof(float), sum, n * sizeof(float), &len), 0)
+        << backend;
+    EXPECT_EQ(len, n * sizeof(float));
+    size_t wrong = 0;
+    for (size_t i = 0; i < n; i++) wrong += sum[i] != float(i % 1000) + float((n + i) % 1000);
+    EXPECT_EQ(wrong, 0u) << backend;
+    rtaccel_direct_detach(d, mem);
+    rtaccel_direct_detach(d, mem);  // a second time: nothing attached, nothing done
+    ASSERT_EQ(rtaccel_direct_attach(d, mem, size), 0) << backend;  // attachable again
+    rtaccel_direct_close(d);  // detaches what is still attached
+    munmap(mem, size);
+  }
+}
+
 TEST(Direct, CpuAndOpenClRunServicesInTheCallingProcess) {
   const char* backends[] = {"cpu", "opencl"};
   for (const char* backend : backends) {
