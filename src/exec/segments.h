@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/fd.h"
 #include "exec/shared.h"
 #include "rtaccel/accel.h"
 #include "rtaccel/status.hpp"
@@ -38,6 +39,27 @@ inline int device_of(const workload::Workload& w, size_t index) {
   return acc.backend == workload::Backend::kCpu ? acc.core : static_cast<int>(index);
 }
 
+// Memory attached to a directly opened device (rtaccel_direct_attach): what
+// direct calls run on, so that they cost what the server's requests on its
+// page-locked regions cost (cuda copies pageable memory several times slower).
+class AttachedMemory {
+ public:
+  AttachedMemory() = default;
+  AttachedMemory(const AttachedMemory&) = delete;
+  AttachedMemory& operator=(const AttachedMemory&) = delete;
+  ~AttachedMemory() { release(); }
+
+  // At least `bytes`, attached to DIRECT; what it held is not kept.
+  Status reserve(rtaccel_direct* direct, size_t bytes);
+  // Detaches before the device is closed.
+  void release();
+  unsigned char* data() const { return memory_.bytes(); }
+
+ private:
+  rtaccel_direct* direct_ = nullptr;
+  core::Mapping memory_;
+};
+
 // Finds, by running the kernels directly on the device, the problem size whose
 // kernel takes about the target time. Set-up time only.
 class KernelSizer {
@@ -54,7 +76,7 @@ class KernelSizer {
   uint64_t time_once(const SegmentRequest& request);
 
   rtaccel_direct* direct_ = nullptr;
-  std::vector<unsigned char> response_;
+  AttachedMemory memory_;  // the request, then the response
   std::map<std::pair<std::string, uint64_t>, uint64_t> sizes_;
 };
 
