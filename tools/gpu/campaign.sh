@@ -21,6 +21,11 @@
 #         programs; with isolation (the regulator on the hogs' cores, the
 #         bandwidth lock for chains 1 and 2), with isolation and gangs, and
 #         without; each run's one timeline checked (tools/gpu/timeline.py)
+# PART 5: GPU segments that move data: case study 1 on CUDA with chains 1
+#         and 2's segments turned into vecadd (their inputs copied from host
+#         memory to the GPU and the sum back), alone, beside the memory hogs
+#         without isolation, and beside them with the regulator and the
+#         bandwidth lock (and gangs); the cuda backend's tests first
 #
 # CAMPAIGN_STEPS="NAME ..." runs those steps of the part alone (a re-run).
 # OUT gets partPART.tar.gz (every step's JSON and files), summary-partPART.md
@@ -140,7 +145,36 @@ one_timeline() {
 	return $rc
 }
 
-export -f env_step hogs bwlock_corun bwlock_regulated case_study one_timeline
+# Case study 1 on CUDA with chains 1 and 2's segments moving data: vecadd
+# of two vectors in the callback's shared region, copied to the GPU and the
+# sum back, sized by rtaccel run to 0.9 of the 1.5 ms declared (about 64 MiB
+# each way on a PCIe 5 card). With ISOLATED, the isolation section too.
+memory_workload() {
+	sed -E '/\{name: c[12]_t[0-9]/s/service: busy, wcet_us: 10000/service: vecadd, wcet_us: 1500/' \
+		"$B/examples/paam_case_study_1_cuda.yaml" | sed 's/^name: .*/name: paam_case_study_1_cuda_memory/'
+	if [ -n "${1:-}" ]; then
+		echo "isolation:"
+		echo "  regulator: {cores: [$(seq -s, "$HOG_FIRST" "$HOG_LAST")], period_us: 1000, be_peak_mbps: 10000, cost_us: 50}"
+		echo "  bandwidth_lock: {chains: [chain1, chain2], threshold_mbps: 0}"
+	fi
+}
+
+# memory_run NAME HOGS FLAGS...: a paam run of the memory workload for 40 s,
+# with a memory hog on each hog core when HOGS is 1.
+memory_run() {
+	local name=$1 with_hogs=$2
+	shift 2
+	local be=()
+	if [ "$with_hogs" = 1 ]; then
+		for c in $(seq "$HOG_FIRST" "$HOG_LAST"); do
+			be+=(--best-effort "taskset -c $c $LIB/rtaccel-membench write --size 64M --json")
+		done
+	fi
+	rtaccel run "$W/case_study_1_cuda_memory.yaml" --policy paam --duration 40 "$@" "${be[@]}" \
+		--out "$W/memory-$name" --quiet
+}
+
+export -f env_step hogs bwlock_corun bwlock_regulated case_study one_timeline memory_workload memory_run
 export ROOT
 export B W LIB HOG_FIRST HOG_LAST
 
@@ -202,7 +236,19 @@ case $PART in
 	step timeline_unisolated 100 "one_timeline unisolated cuda,gpu,callback,kernel --no-isolation"
 	step compare_timelines 30 rtaccel compare "$W/timeline-unisolated" "$W/timeline-isolated" "$W/timeline-gang"
 	;;
-*) echo "campaign.sh: PART is 1, 2, 3 or 4" >&2; exit 2 ;;
+5)
+	step cuda_tests 60 env RTACCEL_LIB_DIR="$LIB" RTACCEL_CUDA_MODULE="$LIB/librtaccel_cuda.so" "$B/tests/accel_server_tests" --gtest_filter='*Cuda*:Direct*' --gtest_brief=1
+	# this machine's overheads and timer latency, which the runs' bounds take
+	step calibrate 60 rtaccel calibrate
+	memory_workload isolated >"$W/case_study_1_cuda_memory.yaml"
+	step analyze_memory 30 rtaccel analyze "$W/case_study_1_cuda_memory.yaml"
+	step memory_alone 80 "memory_run alone 0 --no-isolation"
+	step memory_hogs 80 "memory_run hogs 1 --no-isolation"
+	step memory_isolated 80 "memory_run isolated 1 --isolation"
+	step memory_isolated_gang 80 "memory_run gang 1 --isolation --gang"
+	step compare_memory 30 rtaccel compare "$W/memory-alone" "$W/memory-hogs" "$W/memory-isolated" "$W/memory-gang"
+	;;
+*) echo "campaign.sh: PART is 1, 2, 3, 4 or 5" >&2; exit 2 ;;
 esac
 
 python3 "$ROOT/tools/gpu/record.py" summary "$W" "rtaccel GPU campaign, part $PART"
