@@ -149,9 +149,12 @@ one_timeline() {
 # of two vectors in the callback's shared region, copied to the GPU and the
 # sum back, sized by rtaccel run to 0.9 of the 1.5 ms declared (about 64 MiB
 # each way on a PCIe 5 card). With ISOLATED, the isolation section too.
+# With WALK, their CPU work walks a 64 MiB working set too (DRAM-bound).
 memory_workload() {
+	local walk='s/^/&/'
+	[ -n "${2:-}" ] && walk='/\{name: c[12]_t[0-9]/s/(cpu_us: [0-9]+), /\1, memory: {working_set_kb: 65536, pattern: stream}, /'
 	sed -E '/\{name: c[12]_t[0-9]/s/service: busy, wcet_us: 10000/service: vecadd, wcet_us: 1500/' \
-		"$B/examples/paam_case_study_1_cuda.yaml" | sed 's/^name: .*/name: paam_case_study_1_cuda_memory/'
+		"$B/examples/paam_case_study_1_cuda.yaml" | sed -E "$walk" | sed 's/^name: .*/name: paam_case_study_1_cuda_memory/'
 	if [ -n "${1:-}" ]; then
 		echo "isolation:"
 		echo "  regulator: {cores: [$(seq -s, "$HOG_FIRST" "$HOG_LAST")], period_us: 1000, be_peak_mbps: 10000, cost_us: 50}"
@@ -162,7 +165,7 @@ memory_workload() {
 # memory_run NAME HOGS FLAGS...: a paam run of the memory workload for 40 s,
 # with a memory hog on each hog core when HOGS is 1.
 memory_run() {
-	local name=$1 with_hogs=$2
+	local name=$1 with_hogs=$2 workload=${MEMORY_WORKLOAD:-$W/case_study_1_cuda_memory.yaml}
 	shift 2
 	local be=()
 	if [ "$with_hogs" = 1 ]; then
@@ -170,7 +173,7 @@ memory_run() {
 			be+=(--best-effort "taskset -c $c $LIB/rtaccel-membench write --size 64M --json")
 		done
 	fi
-	rtaccel run "$W/case_study_1_cuda_memory.yaml" --policy paam --duration 40 "$@" "${be[@]}" \
+	rtaccel run "$workload" --policy paam --duration 40 "$@" "${be[@]}" \
 		--out "$W/memory-$name" --quiet
 }
 
@@ -247,6 +250,13 @@ case $PART in
 	step memory_isolated 80 "memory_run isolated 1 --isolation"
 	step memory_isolated_gang 80 "memory_run gang 1 --isolation --gang"
 	step compare_memory 30 rtaccel compare "$W/memory-alone" "$W/memory-hogs" "$W/memory-isolated" "$W/memory-gang"
+	# the callbacks' own CPU work walking DRAM as well
+	memory_workload isolated walk >"$W/case_study_1_cuda_walk.yaml"
+	export MEMORY_WORKLOAD=$W/case_study_1_cuda_walk.yaml
+	step walk_alone 80 "memory_run walk-alone 0 --no-isolation"
+	step walk_hogs 80 "memory_run walk-hogs 1 --no-isolation"
+	step walk_isolated 80 "memory_run walk-isolated 1 --isolation"
+	step compare_walk 30 rtaccel compare "$W/memory-walk-alone" "$W/memory-walk-hogs" "$W/memory-walk-isolated"
 	;;
 *) echo "campaign.sh: PART is 1, 2, 3, 4 or 5" >&2; exit 2 ;;
 esac
