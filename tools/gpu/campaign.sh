@@ -162,8 +162,8 @@ memory_workload() {
 	fi
 }
 
-# memory_run NAME HOGS FLAGS...: a paam run of the memory workload for 40 s,
-# with a memory hog on each hog core when HOGS is 1.
+# memory_run NAME HOGS FLAGS...: a run of the memory workload for 40 s under
+# POLICY (paam), with a memory hog on each hog core when HOGS is 1.
 memory_run() {
 	local name=$1 with_hogs=$2 workload=${MEMORY_WORKLOAD:-$W/case_study_1_cuda_memory.yaml}
 	shift 2
@@ -173,7 +173,7 @@ memory_run() {
 			be+=(--best-effort "taskset -c $c $LIB/rtaccel-membench write --size 64M --json")
 		done
 	fi
-	rtaccel run "$workload" --policy paam --duration 40 "$@" "${be[@]}" \
+	rtaccel run "$workload" --policy "${POLICY:-paam}" --duration 40 "$@" "${be[@]}" \
 		--out "$W/memory-$name" --quiet
 }
 
@@ -250,6 +250,11 @@ case $PART in
 	step memory_isolated 80 "memory_run isolated 1 --isolation"
 	step memory_isolated_gang 80 "memory_run gang 1 --isolation --gang"
 	step compare_memory 30 rtaccel compare "$W/memory-alone" "$W/memory-hogs" "$W/memory-isolated" "$W/memory-gang"
+	# ros2 and picas: every executor drives the GPU itself, its inputs on
+	# memory attached to the device
+	step direct_ros2 80 "POLICY=ros2 memory_run ros2 0 --no-isolation"
+	step direct_picas 80 "POLICY=picas memory_run picas 0 --no-isolation"
+	step compare_direct 30 rtaccel compare "$W/memory-ros2" "$W/memory-picas" "$W/memory-alone"
 	# the callbacks' own CPU work walking DRAM as well
 	memory_workload isolated walk >"$W/case_study_1_cuda_walk.yaml"
 	export MEMORY_WORKLOAD=$W/case_study_1_cuda_walk.yaml
