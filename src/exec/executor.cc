@@ -159,11 +159,7 @@ void Executor::trace(const TraceEvent& event) {
   if (i < shared_.trace_capacity(config_.executor)) shared_.trace(config_.executor)[i] = event;
 }
 
-uint64_t thread_cpu_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return rtaccel_ns_of(&ts);
-}
+uint64_t thread_cpu_ns() { return rtaccel_clock_ns(CLOCK_THREAD_CPUTIME_ID); }
 
 // `ns` of the callback's work, as measured alone: a walk over its working
 // set, or the busy loop. Returns the CPU time it took, which interference
@@ -221,7 +217,7 @@ void Executor::run_callback(size_t thread, const Pick& pick, Scratch* scratch) {
     seg.instance_ns = instance;
     path_->run(thread, cb, s, &seg);
     trace(seg);
-    cpu += work(cb, piece);
+    cpu += seg.cpu_ns + work(cb, piece);  // the path's own CPU work: an input copied in again
   }
   const uint64_t end = core::monotonic_ns();
   out.publish_ns = end;

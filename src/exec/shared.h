@@ -106,7 +106,7 @@ struct TraceEvent {
   int32_t bucket;      // segment: server bucket; -1: direct invocation
   uint32_t segment;
   int32_t status;      // segment: the service's status
-  uint64_t cpu_ns;     // callback: the thread's CPU time in its CPU work
+  uint64_t cpu_ns;     // callback: the thread's CPU time in its CPU work; segment: the path's own (an input copied in again)
   // The chain instance it belongs to (its most critical chain that it
   // carries an instance of): the instance's start stamp, 0 for none.
   uint64_t instance_ns;
