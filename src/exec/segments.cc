@@ -89,10 +89,13 @@ Status AttachedMemory::reserve(rtaccel_direct* direct, size_t bytes) {
   if (memory_ && direct == direct_ && memory_.size() >= bytes) return Status();
   release();
   const size_t size = std::max<size_t>((bytes + 4095) & ~size_t(4095), 4096);
-  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return Status::os_error("cannot map " + std::to_string(size >> 10) + " KiB for direct calls", errno);
-  memory_ = core::Mapping(p, size);
-  if (int err = rtaccel_direct_attach(direct, p, size)) {
+  // Shared memory, as the server's regions are (its pages, not an
+  // anonymous mapping's, which may be huge pages).
+  core::UniqueFd fd(memfd_create("rtaccel-direct", MFD_CLOEXEC));
+  if (!fd || ftruncate(fd.get(), static_cast<off_t>(size)) < 0 ||
+      !(memory_ = core::Mapping::map(fd.get(), size, PROT_READ | PROT_WRITE)))
+    return Status::os_error("cannot map " + std::to_string(size >> 10) + " KiB for direct calls", errno);
+  if (int err = rtaccel_direct_attach(direct, memory_.bytes(), size)) {
     memory_.reset();
     return Status::error("cannot attach " + std::to_string(size >> 10) + " KiB to the device: " + strerror(-err), -err);
   }
@@ -127,7 +130,10 @@ uint64_t KernelSizer::time_once(const SegmentRequest& request) {
   // memory a cuda kernel's copies took about 3x as long, and kernels sized
   // that way ran at a third of their WCET under the server.
   const size_t response_at = (request.bytes.size() + 63) & ~size_t(63);
-  if (!memory_.reserve(direct_, response_at + request.response_max)) return UINT64_MAX;
+  if (Status st = memory_.reserve(direct_, response_at + request.response_max); !st) {
+    memory_error_ = st;
+    return UINT64_MAX;
+  }
   unsigned char* const input = memory_.data();
   unsigned char* const response = input + response_at;
   memcpy(input, request.bytes.data(), request.bytes.size());
@@ -166,7 +172,7 @@ Status KernelSizer::size(const std::string& service, uint64_t target_ns, Segment
   // target.
   for (int round = 0; round < 3; ++round) {
     const uint64_t t = time_once(*out);
-    if (t == UINT64_MAX) return failed;
+    if (t == UINT64_MAX) return memory_error_ ? failed : memory_error_;
     const uint64_t next = scaled(t);
     if (next == n) break;
     n = next;
@@ -178,7 +184,7 @@ Status KernelSizer::size(const std::string& service, uint64_t target_ns, Segment
   // still runs over).
   for (int shrink = 0; shrink < 4 && n > 1; ++shrink) {
     const uint64_t t = time_once(*out);
-    if (t == UINT64_MAX) return failed;
+    if (t == UINT64_MAX) return memory_error_ ? failed : memory_error_;
     if (t <= target_ns) break;
     n = std::min(n - 1, scaled(t * 102 / 100));
     build_request(service, n, out);

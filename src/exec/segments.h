@@ -77,6 +77,7 @@ class KernelSizer {
 
   rtaccel_direct* direct_ = nullptr;
   AttachedMemory memory_;  // the request, then the response
+  Status memory_error_;    // why memory_ could not be had, if it could not
   std::map<std::pair<std::string, uint64_t>, uint64_t> sizes_;
 };
 
