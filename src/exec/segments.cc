@@ -130,10 +130,8 @@ uint64_t KernelSizer::time_once(const SegmentRequest& request) {
   // memory a cuda kernel's copies took about 3x as long, and kernels sized
   // that way ran at a third of their WCET under the server.
   const size_t response_at = (request.bytes.size() + 63) & ~size_t(63);
-  if (Status st = memory_.reserve(direct_, response_at + request.response_max); !st) {
-    memory_error_ = st;
-    return UINT64_MAX;
-  }
+  memory_error_ = memory_.reserve(direct_, response_at + request.response_max);
+  if (!memory_error_) return UINT64_MAX;
   unsigned char* const input = memory_.data();
   unsigned char* const response = input + response_at;
   memcpy(input, request.bytes.data(), request.bytes.size());
@@ -172,7 +170,7 @@ Status KernelSizer::size(const std::string& service, uint64_t target_ns, Segment
   // target.
   for (int round = 0; round < 3; ++round) {
     const uint64_t t = time_once(*out);
-    if (t == UINT64_MAX) return memory_error_ ? failed : memory_error_;
+    if (t == UINT64_MAX) return memory_error_.ok() ? failed : memory_error_;
     const uint64_t next = scaled(t);
     if (next == n) break;
     n = next;
@@ -184,7 +182,7 @@ Status KernelSizer::size(const std::string& service, uint64_t target_ns, Segment
   // still runs over).
   for (int shrink = 0; shrink < 4 && n > 1; ++shrink) {
     const uint64_t t = time_once(*out);
-    if (t == UINT64_MAX) return memory_error_ ? failed : memory_error_;
+    if (t == UINT64_MAX) return memory_error_.ok() ? failed : memory_error_;
     if (t <= target_ns) break;
     n = std::min(n - 1, scaled(t * 102 / 100));
     build_request(service, n, out);

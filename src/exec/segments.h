@@ -49,7 +49,8 @@ class AttachedMemory {
   AttachedMemory& operator=(const AttachedMemory&) = delete;
   ~AttachedMemory() { release(); }
 
-  // At least `bytes`, attached to DIRECT; what it held is not kept.
+  // At least `bytes`, attached to DIRECT (what it held is lost where it
+  // has to grow).
   Status reserve(rtaccel_direct* direct, size_t bytes);
   // Detaches before the device is closed.
   void release();
@@ -77,7 +78,7 @@ class KernelSizer {
 
   rtaccel_direct* direct_ = nullptr;
   AttachedMemory memory_;  // the request, then the response
-  Status memory_error_;    // why memory_ could not be had, if it could not
+  Status memory_error_;    // the last time_once's: why memory_ could not be had
   std::map<std::pair<std::string, uint64_t>, uint64_t> sizes_;
 };
 
