@@ -25,7 +25,9 @@
 #         and 2's segments turned into vecadd (their inputs copied from host
 #         memory to the GPU and the sum back), alone, beside the memory hogs
 #         without isolation, and beside them with the regulator and the
-#         bandwidth lock (and gangs); the cuda backend's tests first
+#         bandwidth lock (and gangs); alone under ros2 and picas; then with
+#         those chains' CPU work walking DRAM too, alone, beside the hogs and
+#         isolated; the cuda backend's tests first
 #
 # CAMPAIGN_STEPS="NAME ..." runs those steps of the part alone (a re-run).
 # OUT gets partPART.tar.gz (every step's JSON and files), summary-partPART.md
@@ -147,8 +149,8 @@ one_timeline() {
 
 # Case study 1 on CUDA with chains 1 and 2's segments moving data: vecadd
 # of two vectors in the callback's shared region, copied to the GPU and the
-# sum back, sized by rtaccel run to 0.9 of the 1.5 ms declared (about 64 MiB
-# each way on a PCIe 5 card). With ISOLATED, the isolation section too.
+# sum back, sized by rtaccel run to 0.9 of the 1.5 ms declared (inputs near
+# the 64 MiB buffer limit on an H100). With ISOLATED, the isolation section.
 # With WALK, their CPU work walks a 64 MiB working set too (DRAM-bound),
 # for half their WCET alone, as examples/autoware_memory.yaml declares its
 # walks: at 0.9 (the default), the walks ran over their WCETs in half the
