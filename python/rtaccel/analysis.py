@@ -127,7 +127,10 @@ def format_table(path: str, workload, results, options: dict) -> str:
            f"epsilon {options['calibration']['epsilon_us']:.0f} us, "
            f"kappa {options['calibration']['kappa_us']:.0f} us, release jitter "
            f"{options['calibration']['release_jitter_us']:.0f} us"]
-          if options.get("calibration") else []),
+          if options.get("calibration") else
+          [f"# overheads: the workload's; this machine has no calibration at {options['uncalibrated']} "
+           "(`rtaccel calibrate` measures them in seconds)"]
+          if options.get("uncalibrated") else []),
         f"{'chain':<24} {'prio':>5} {'crit':>4} {'period_us':>10} {'deadline_us':>11} "
         f"{'wcrt_us':>10} {'sched':>5}  {'dominant':<12} {'blocking':>9} {'cpu':>9} "
         f"{'accel':>9} {'interf':>9} {'comm':>7} {'net':>9} {'regul':>7} {'fusion':>7}",

@@ -140,6 +140,8 @@ def calibrate(requests: int = 5000, iterations: int = 100) -> dict:
 
 # --- running -----------------------------------------------------------------
 
+_said_uncalibrated = False
+
 def run(workload: str, policy: str, duration_s: float, out: str, socket: str | None = None,
         work_fraction: float = 0.9, progress: bool = True, calibration: bool = True,
         gang: bool | None = None, best_effort: list[str] | tuple = (), flow_control: bool = True,
@@ -152,7 +154,15 @@ def run(workload: str, policy: str, duration_s: float, out: str, socket: str | N
            "--duration", str(duration_s), "--out", out, "--work-fraction", str(work_fraction)]
     if socket:
         cmd += ["--socket", socket]
+    global _said_uncalibrated
     cal = load_calibration() if calibration else None
+    if calibration and not cal and progress and not _said_uncalibrated:
+        # A bound with a smaller release jitter or overhead than the
+        # machine's can be broken by the machine alone. Once: a demo's runs
+        # share the machine.
+        _said_uncalibrated = True
+        print(f"rtaccel run: this machine has no calibration at {calibration_path()}: the bounds take the "
+              "workload's overheads (`rtaccel calibrate` measures them in seconds)", file=sys.stderr)
     if cal:
         cmd += ["--epsilon-floor-us", str(cal["epsilon_us"]), "--kappa-floor-us", str(cal["kappa_us"]),
                 "--jitter-floor-us", str(cal["release_jitter_us"]),

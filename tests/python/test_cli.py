@@ -31,6 +31,16 @@ def test_analyze_prints_one_row_per_chain():
     assert "# all critical chains schedulable" in out
 
 
+def test_analyze_says_when_the_overheads_are_not_this_machines(tmp_path):
+    out = rtaccel("analyze", str(EXAMPLES / "quickstart.yaml"), check=0).stdout
+    assert ("# overheads: the workload's; this machine has no calibration at /nonexistent/calibration.json"
+            in out), out
+    quiet = rtaccel("analyze", str(EXAMPLES / "quickstart.yaml"), "--no-calibration", check=0).stdout
+    assert "calibration" not in quiet
+    doc = json.loads(rtaccel("analyze", str(EXAMPLES / "quickstart.yaml"), "--json", check=0).stdout)
+    assert doc["options"]["uncalibrated"] == "/nonexistent/calibration.json"
+
+
 def test_analyze_json_carries_the_contract_keys():
     doc = json.loads(rtaccel("analyze", str(EXAMPLES / "quickstart.yaml"), "--json", check=0).stdout)
     assert doc["format_version"] == 1

@@ -200,6 +200,13 @@ def test_an_input_copied_in_again_is_the_callbacks_cpu_time(tmp_path):
     assert off["max_us"] < cpu["max_us"] / 4, a
 
 
+def test_a_run_on_an_uncalibrated_machine_says_so(tmp_path):
+    proc = rtaccel("run", workload(tmp_path, "two", TWO_TIMERS), "--duration", "0.5", "--out",
+                   str(tmp_path / "out"), check=0)
+    assert ("rtaccel run: this machine has no calibration at /nonexistent/calibration.json: the bounds "
+            "take the workload's overheads" in proc.stderr), proc.stderr
+
+
 def test_paam_never_queues_a_critical_request_behind_a_best_effort_one(tmp_path):
     path = workload(tmp_path, "accel", ACCEL)
     _, chains = run(path, "paam", tmp_path / "paam", duration=3)

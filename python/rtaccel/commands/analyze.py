@@ -19,7 +19,8 @@ def cmd_analyze(args) -> int:
     except runner.RunError as err:
         return common.fail("rtaccel", err)
     options = {"horizon": args.horizon, "paper_blocking": args.paper_blocking,
-               "calibration": calibration}
+               "calibration": calibration,
+               "uncalibrated": None if calibration or args.no_calibration else str(runner.calibration_path())}
     try:
         workload, results = rta.analyze_file(args.workload, args.horizon, args.paper_blocking,
                                              machine_cores=args.cores, calibration=calibration,
