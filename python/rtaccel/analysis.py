@@ -111,6 +111,19 @@ def _fmt(value) -> str:
     return "-" if value is None else f"{value:.0f}"
 
 
+def _overheads_lines(options: dict) -> list[str]:
+    """Whose overheads the bounds took: this machine's calibration, or the
+    workload's where the machine has none."""
+    cal = options.get("calibration")
+    if cal:
+        return [f"# overheads at least this machine's ({cal['path']}): epsilon {cal['epsilon_us']:.0f} us, "
+                f"kappa {cal['kappa_us']:.0f} us, release jitter {cal['release_jitter_us']:.0f} us"]
+    if options.get("uncalibrated"):
+        return [f"# overheads: the workload's; this machine has no calibration at {options['uncalibrated']} "
+                "(`rtaccel calibrate` measures them in seconds)"]
+    return []
+
+
 def format_table(path: str, workload, results, options: dict) -> str:
     """cyclictest-style text: '#' status lines, then one fixed-width row per chain."""
     lines = [
@@ -123,14 +136,7 @@ def format_table(path: str, workload, results, options: dict) -> str:
             if options["paper_blocking"] else
             "analysis: rtaccel's (lower-priority blocking: CPU and accelerator; "
             "the refinements of docs/analysis.md)")),
-        *([f"# overheads at least this machine's ({options['calibration']['path']}): "
-           f"epsilon {options['calibration']['epsilon_us']:.0f} us, "
-           f"kappa {options['calibration']['kappa_us']:.0f} us, release jitter "
-           f"{options['calibration']['release_jitter_us']:.0f} us"]
-          if options.get("calibration") else
-          [f"# overheads: the workload's; this machine has no calibration at {options['uncalibrated']} "
-           "(`rtaccel calibrate` measures them in seconds)"]
-          if options.get("uncalibrated") else []),
+        *_overheads_lines(options),
         f"{'chain':<24} {'prio':>5} {'crit':>4} {'period_us':>10} {'deadline_us':>11} "
         f"{'wcrt_us':>10} {'sched':>5}  {'dominant':<12} {'blocking':>9} {'cpu':>9} "
         f"{'accel':>9} {'interf':>9} {'comm':>7} {'net':>9} {'regul':>7} {'fusion':>7}",

@@ -140,7 +140,9 @@ def calibrate(requests: int = 5000, iterations: int = 100) -> dict:
 
 # --- running -----------------------------------------------------------------
 
+# Said once per process: a demo's runs share the machine.
 _said_uncalibrated = False
+
 
 def run(workload: str, policy: str, duration_s: float, out: str, socket: str | None = None,
         work_fraction: float = 0.9, progress: bool = True, calibration: bool = True,
@@ -150,16 +152,15 @@ def run(workload: str, policy: str, duration_s: float, out: str, socket: str | N
     """Runs rtaccel-exec; returns its exit status (0, or 130 when interrupted:
     the results up to then are written). Ctrl-C reaches rtaccel-exec too; it
     stops the executors and writes its results, which this waits for."""
+    global _said_uncalibrated
     cmd = [str(accel.binary("rtaccel-exec")), workload, "--policy", policy,
            "--duration", str(duration_s), "--out", out, "--work-fraction", str(work_fraction)]
     if socket:
         cmd += ["--socket", socket]
-    global _said_uncalibrated
     cal = load_calibration() if calibration else None
     if calibration and not cal and progress and not _said_uncalibrated:
         # A bound with a smaller release jitter or overhead than the
-        # machine's can be broken by the machine alone. Once: a demo's runs
-        # share the machine.
+        # machine's can be broken by the machine alone.
         _said_uncalibrated = True
         print(f"rtaccel run: this machine has no calibration at {calibration_path()}: the bounds take the "
               "workload's overheads (`rtaccel calibrate` measures them in seconds)", file=sys.stderr)

@@ -31,7 +31,7 @@ def test_analyze_prints_one_row_per_chain():
     assert "# all critical chains schedulable" in out
 
 
-def test_analyze_says_when_the_overheads_are_not_this_machines(tmp_path):
+def test_analyze_says_when_the_overheads_are_not_this_machines():
     out = rtaccel("analyze", str(EXAMPLES / "quickstart.yaml"), check=0).stdout
     assert ("# overheads: the workload's; this machine has no calibration at /nonexistent/calibration.json"
             in out), out
