@@ -53,6 +53,8 @@ static inline void rtaccel_sleep_ns(uint64_t ns)
 #ifdef __cplusplus
 namespace rtaccel::core {
 inline uint64_t monotonic_ns() { return rtaccel_monotonic_ns(); }
+// The calling thread's CPU time: what a callback's work is measured by.
+inline uint64_t thread_cpu_ns() { return rtaccel_clock_ns(CLOCK_THREAD_CPUTIME_ID); }
 inline timespec deadline_in(uint64_t ns) { return rtaccel_deadline_in(CLOCK_MONOTONIC, ns); }
 inline void sleep_ns(uint64_t ns) { rtaccel_sleep_ns(ns); }
 }  // namespace rtaccel::core

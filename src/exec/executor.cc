@@ -159,21 +159,19 @@ void Executor::trace(const TraceEvent& event) {
   if (i < shared_.trace_capacity(config_.executor)) shared_.trace(config_.executor)[i] = event;
 }
 
-uint64_t thread_cpu_ns() { return rtaccel_clock_ns(CLOCK_THREAD_CPUTIME_ID); }
-
 // `ns` of the callback's work, as measured alone: a walk over its working
 // set, or the busy loop. Returns the CPU time it took, which interference
 // from other cores (a shared cache, DRAM) stretches. Two system calls (the
 // thread's CPU clock) per piece of work: the monitor's price, against the
 // hundreds of microseconds a piece lasts.
 uint64_t Executor::work(size_t cb, uint64_t ns) {
-  const uint64_t before = thread_cpu_ns();
+  const uint64_t before = core::thread_cpu_ns();
   const double per_line = config_.walk_ns_per_line ? (*config_.walk_ns_per_line)[cb] : 0;
   if (per_line > 0 && walks_[cb].lines())
     walks_[cb].walk(static_cast<uint64_t>(static_cast<double>(ns) / per_line));
   else
     core::busy_for_ns(ns);
-  return thread_cpu_ns() - before;
+  return core::thread_cpu_ns() - before;
 }
 
 void Executor::run_callback(size_t thread, const Pick& pick, Scratch* scratch) {

@@ -312,9 +312,9 @@ class ServerPath final : public AccelPath {
     // goes back in, as a callback would prepare it, on the callback's CPU
     // time (the executor adds the event's).
     if (r.loaded[service] != static_cast<int>(segment)) {
-      const uint64_t before = rtaccel_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+      const uint64_t before = core::thread_cpu_ns();
       load(&r, segment);
-      event->cpu_ns = rtaccel_clock_ns(CLOCK_THREAD_CPUTIME_ID) - before;
+      event->cpu_ns = core::thread_cpu_ns() - before;
     }
     rtaccel_ticket ticket;
     int status = rtaccel_submit(r.reg, service, req.bytes.size(), &ticket);
