@@ -125,13 +125,12 @@ Status KernelSizer::open(workload::Backend backend, int device) {
   return Status();
 }
 
-uint64_t KernelSizer::time_once(const SegmentRequest& request) {
+Status KernelSizer::time_once(const SegmentRequest& request, uint64_t* best_ns) {
   // Timed on attached memory, as the server's requests run: from pageable
   // memory a cuda kernel's copies took about 3x as long, and kernels sized
   // that way ran at a third of their WCET under the server.
   const size_t response_at = (request.bytes.size() + 63) & ~size_t(63);
-  memory_error_ = memory_.reserve(direct_, response_at + request.response_max);
-  if (!memory_error_) return UINT64_MAX;
+  if (Status st = memory_.reserve(direct_, response_at + request.response_max); !st) return st;
   unsigned char* const input = memory_.data();
   unsigned char* const response = input + response_at;
   memcpy(input, request.bytes.data(), request.bytes.size());
@@ -143,10 +142,11 @@ uint64_t KernelSizer::time_once(const SegmentRequest& request) {
     size_t len = 0;
     if (rtaccel_direct_call(direct_, request.service.c_str(), input, request.bytes.size(), response,
                             request.response_max, &len) != 0)
-      return UINT64_MAX;
+      return Status::error("service '" + request.service + "' failed on the device");
     best = std::min(best, core::monotonic_ns() - t0);
   }
-  return best;
+  *best_ns = best;
+  return Status();
 }
 
 Status KernelSizer::size(const std::string& service, uint64_t target_ns, SegmentRequest* out) {
@@ -165,12 +165,11 @@ Status KernelSizer::size(const std::string& service, uint64_t target_ns, Segment
     return static_cast<uint64_t>(
         std::clamp(static_cast<double>(n) * scale, 1.0, static_cast<double>(max_size(service))));
   };
-  const Status failed = Status::error("service '" + service + "' failed on the device");
   // Two or three rounds of scaling by the kernel's growth law land near the
   // target.
   for (int round = 0; round < 3; ++round) {
-    const uint64_t t = time_once(*out);
-    if (t == UINT64_MAX) return memory_error_.ok() ? failed : memory_error_;
+    uint64_t t = 0;
+    if (Status st = time_once(*out, &t); !st) return st;
     const uint64_t next = scaled(t);
     if (next == n) break;
     n = next;
@@ -181,8 +180,8 @@ Status KernelSizer::size(const std::string& service, uint64_t target_ns, Segment
   // shrunk until it is (a few tries; the run's monitor reports a kernel that
   // still runs over).
   for (int shrink = 0; shrink < 4 && n > 1; ++shrink) {
-    const uint64_t t = time_once(*out);
-    if (t == UINT64_MAX) return memory_error_.ok() ? failed : memory_error_;
+    uint64_t t = 0;
+    if (Status st = time_once(*out, &t); !st) return st;
     if (t <= target_ns) break;
     n = std::min(n - 1, scaled(t * 102 / 100));
     build_request(service, n, out);
