@@ -140,6 +140,15 @@ RTACCEL_API const char *rtaccel_net_error(const rtaccel_net_link_t *link);
  * its channels. No other call on the link may be running or follow. */
 RTACCEL_API void rtaccel_net_close(rtaccel_net_link_t *link);
 
+/* The SCHED_FIFO priority of the link's receive thread now; 0: it is not
+ * real-time. */
+RTACCEL_API int rtaccel_net_rx_priority(const rtaccel_net_link_t *link);
+/* Moves the receive thread to SCHED_FIFO PRIORITY (1..99), or to SCHED_OTHER
+ * at 0, as rtaccel_net_options.rx_priority does at connect and accept: for
+ * a link whose consumers' priorities are known only later. -EPERM without
+ * the right to real-time scheduling (the thread stays as it was). */
+RTACCEL_API int rtaccel_net_set_rx_priority(rtaccel_net_link_t *link, int priority);
+
 enum rtaccel_net_stale {
 	RTACCEL_NET_STALE_DROP = 0, /* send fails with -ESTALE, nothing goes out */
 	RTACCEL_NET_STALE_FLAG = 1, /* it goes out, and the receiver sees msg.stale */
@@ -209,8 +218,15 @@ RTACCEL_API void rtaccel_net_release(struct rtaccel_net_msg *msg);
  * RTACCEL_NET_ALL, waits until every input has a transfer newer than its
  * .seen and takes them all; with RTACCEL_NET_ANY, until at least one has
  * and takes those (.ready says which). Time-driven activation is a periodic
- * thread calling it with timeout 0. Release each ready .msg. */
-enum rtaccel_net_when { RTACCEL_NET_ANY = 0, RTACCEL_NET_ALL = 1 };
+ * thread calling it with timeout 0. Release each ready .msg.
+ *
+ * RTACCEL_NET_SPIN, or'd in, busy-waits instead of sleeping: no system call
+ * and no wake-up between the arrival and the caller. Only for a caller that
+ * the links' receive threads outrank (rtaccel_net_rx_priority above the
+ * caller's SCHED_FIFO priority) or that has a core of its own: a spinning
+ * caller that the receive thread cannot preempt delays the very arrival it
+ * waits for. */
+enum rtaccel_net_when { RTACCEL_NET_ANY = 0, RTACCEL_NET_ALL = 1, RTACCEL_NET_SPIN = 2 };
 
 struct rtaccel_net_input {
 	rtaccel_net_channel_t *ch;

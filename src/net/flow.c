@@ -106,6 +106,7 @@ struct rtaccel_net_link {
 	_Atomic int nchannels;
 	pthread_t rx;
 	bool rx_started;
+	_Atomic int rx_priority; /* the receive thread's SCHED_FIFO priority now */
 	_Atomic bool closing;
 };
 
@@ -631,6 +632,24 @@ static int start_receiver(struct rtaccel_net_link *link)
 	if (r)
 		return -r;
 	link->rx_started = true;
+	atomic_store(&link->rx_priority, link->opt.rx_priority);
+	return 0;
+}
+
+int rtaccel_net_rx_priority(const rtaccel_net_link_t *link)
+{
+	return atomic_load(&link->rx_priority);
+}
+
+int rtaccel_net_set_rx_priority(rtaccel_net_link_t *link, int priority)
+{
+	if (priority < 0 || priority > 99)
+		return -EINVAL;
+	struct sched_param sp = {.sched_priority = priority};
+	int r = pthread_setschedparam(link->rx, priority ? SCHED_FIFO : SCHED_OTHER, &sp);
+	if (r)
+		return -r;
+	atomic_store(&link->rx_priority, priority);
 	return 0;
 }
 
@@ -877,6 +896,18 @@ static bool has_newer(rtaccel_net_channel_t *ch, uint64_t seen)
 	return r;
 }
 
+/* Spins until WORD moves on from GEN, or DEADLINE: loads alone, the clock
+ * (the vDSO's) read now and then. */
+static int spin_arrival(_Atomic uint32_t *word, uint32_t gen, uint64_t deadline)
+{
+	for (uint32_t spins = 0; atomic_load_explicit(word, memory_order_acquire) == gen; spins++) {
+		if (spins % 256 == 0 && rtaccel_monotonic_ns() >= deadline)
+			return -ETIMEDOUT;
+		cpu_relax();
+	}
+	return 0;
+}
+
 /* Sleeps until WORD moves on from GEN, or DEADLINE. */
 static int sleep_arrival(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, uint32_t gen,
 			 uint64_t deadline)
@@ -917,6 +948,8 @@ void rtaccel_net_release(struct rtaccel_net_msg *msg)
 
 int rtaccel_net_wait(struct rtaccel_net_input *in, int n, int when, uint64_t timeout_ns)
 {
+	const bool spin = when & RTACCEL_NET_SPIN;
+	when &= ~RTACCEL_NET_SPIN;
 	if (n <= 0 || !in || (when != RTACCEL_NET_ANY && when != RTACCEL_NET_ALL))
 		return -EINVAL;
 	const uint64_t deadline = net_deadline_after(timeout_ns);
@@ -940,7 +973,8 @@ int rtaccel_net_wait(struct rtaccel_net_input *in, int n, int when, uint64_t tim
 		}
 		if (failed)
 			return failed;
-		int err = sleep_arrival(word, sleepers, gen, deadline);
+		int err = spin ? spin_arrival(word, gen, deadline)
+			       : sleep_arrival(word, sleepers, gen, deadline);
 		if (err)
 			return err;
 	}

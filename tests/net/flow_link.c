@@ -7,7 +7,10 @@
  * usage: net_flow_link tcp|shm|rdma
  * rdma uses the RDMA device that serves RTACCEL_RDMA_ADDR (127.0.0.1 if
  * unset), and skips when there is none. */
+#include <dirent.h>
+#include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/mman.h>
@@ -626,6 +629,114 @@ static void strangers_are_refused_and_named(void)
 	CHECK_EQ(rtaccel_net_connect("shm:nobody-listens-here", "c", NULL, SEC, &link), -ECONNREFUSED);
 }
 
+/* SCHED_FIFO if a thread of this process other than the caller runs at it
+ * (its priority in *PRIORITY), else -1: where every other thread is at
+ * normal priority, the one that is not is the receive thread raised. */
+static int fifo_thread(int *priority)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", getpid());
+	DIR *d = opendir(path);
+	CHECK(d != NULL);
+	int found = -1;
+	for (struct dirent *e; (e = readdir(d));) {
+		pid_t tid = (pid_t)atoi(e->d_name);
+		struct sched_param sp;
+		if (tid > 0 && tid != self_tid() && sched_getscheduler(tid) == SCHED_FIFO &&
+		    sched_getparam(tid, &sp) == 0) {
+			*priority = sp.sched_priority;
+			found = SCHED_FIFO;
+		}
+	}
+	closedir(d);
+	return found;
+}
+
+/* The receive thread's priority can be set after the link is up, as the
+ * accelerator client does for a registration that spins, and reads back. */
+static int the_receive_thread_priority_changes_on_a_live_link(void)
+{
+	struct pair p = connect_pair();
+	CHECK_EQ(rtaccel_net_rx_priority(p.b), 0);
+	CHECK_EQ(rtaccel_net_set_rx_priority(p.b, 100), -EINVAL);
+	CHECK_EQ(rtaccel_net_set_rx_priority(p.b, -1), -EINVAL);
+	int status = T_PASS;
+	if (!can_use_fifo()) {
+		CHECK_EQ(rtaccel_net_set_rx_priority(p.b, 30), -EPERM);
+		CHECK_EQ(rtaccel_net_rx_priority(p.b), 0);
+		status = test_skip_part("fifo", "the receive thread at SCHED_FIFO not checked");
+	} else {
+		int priority = 0;
+		CHECK_EQ(fifo_thread(&priority), -1); /* nobody real-time yet */
+		CHECK_EQ(rtaccel_net_set_rx_priority(p.b, 30), 0);
+		CHECK_EQ(rtaccel_net_rx_priority(p.b), 30);
+		CHECK_EQ(fifo_thread(&priority), SCHED_FIFO);
+		CHECK_EQ(priority, 30);
+		CHECK_EQ(rtaccel_net_set_rx_priority(p.b, 0), 0);
+		CHECK_EQ(rtaccel_net_rx_priority(p.b), 0);
+		CHECK_EQ(fifo_thread(&priority), -1);
+	}
+	/* the link works on */
+	rtaccel_net_channel_t *tx = channel(p.a, 3, (struct rtaccel_net_channel_attr){0});
+	rtaccel_net_channel_t *rx = channel(p.b, 3, (struct rtaccel_net_channel_attr){0});
+	uint32_t v = 7;
+	CHECK_EQ(rtaccel_net_send(tx, &v, sizeof(v), 0, SEC), 0);
+	struct rtaccel_net_msg msg;
+	CHECK_EQ(rtaccel_net_take(rx, &(uint64_t){0}, 5 * SEC, &msg), 0);
+	CHECK_EQ(*(const uint32_t *)msg.data, 7u);
+	rtaccel_net_release(&msg);
+	rtaccel_net_close(p.a);
+	rtaccel_net_close(p.b);
+	printf("%s: the receive thread's priority set on a live link\n", transport);
+	return status;
+}
+
+struct late_sender {
+	rtaccel_net_channel_t *ch;
+	uint32_t value;
+};
+
+static void *send_later(void *arg)
+{
+	struct late_sender *l = arg;
+	sleep_ns(20 * MS);
+	CHECK_EQ(rtaccel_net_send(l->ch, &l->value, sizeof(l->value), 0, SEC), 0);
+	return NULL;
+}
+
+/* RTACCEL_NET_SPIN waits without sleeping: no voluntary context switch,
+ * whether the transfer comes or the timeout does. */
+static void a_spinning_wait_never_sleeps(void)
+{
+	struct pair p = connect_pair();
+	rtaccel_net_channel_t *tx = channel(p.a, 4, (struct rtaccel_net_channel_attr){0});
+	struct rtaccel_net_input in = {.ch = channel(p.b, 4, (struct rtaccel_net_channel_attr){0})};
+	CHECK_EQ(rtaccel_net_wait(&in, 1, 4, 0), -EINVAL);
+	struct rusage before, after;
+	getrusage(RUSAGE_THREAD, &before);
+	const uint64_t start = now_ns(CLOCK_MONOTONIC);
+	CHECK_EQ(rtaccel_net_wait(&in, 1, RTACCEL_NET_ALL | RTACCEL_NET_SPIN, 20 * MS), -ETIMEDOUT);
+	CHECK(now_ns(CLOCK_MONOTONIC) - start >= 20 * MS);
+	getrusage(RUSAGE_THREAD, &after);
+	CHECK_EQ(after.ru_nvcsw - before.ru_nvcsw, 0);
+	for (uint32_t i = 1; i <= 5; i++) {
+		struct late_sender l = {.ch = tx, .value = i};
+		pthread_t t;
+		CHECK_EQ(pthread_create(&t, NULL, send_later, &l), 0);
+		getrusage(RUSAGE_THREAD, &before);
+		CHECK_EQ(rtaccel_net_wait(&in, 1, RTACCEL_NET_ANY | RTACCEL_NET_SPIN, 5 * SEC), 0);
+		getrusage(RUSAGE_THREAD, &after);
+		CHECK(in.ready);
+		CHECK_EQ(*(const uint32_t *)in.msg.data, i);
+		rtaccel_net_release(&in.msg);
+		CHECK_EQ(after.ru_nvcsw - before.ru_nvcsw, 0);
+		pthread_join(t, NULL);
+	}
+	rtaccel_net_close(p.a);
+	rtaccel_net_close(p.b);
+	printf("%s: a spinning wait took 5 transfers and a timeout without sleeping\n", transport);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 6 && strcmp(argv[1], "--peer") == 0) {
@@ -646,5 +757,6 @@ int main(int argc, char **argv)
 	a_peer_killed_mid_transfer();
 	a_peer_stopped_mid_frame();
 	strangers_are_refused_and_named();
-	return T_PASS;
+	a_spinning_wait_never_sleeps();
+	return the_receive_thread_priority_changes_on_a_live_link();
 }
