@@ -73,7 +73,71 @@ double accelerator_utilisation(const rtaccel_registration_desc& d) {
                                                  d.chain.period_ns);
 }
 
+int finish(rtaccel_registration* reg, const rtaccel_ticket* t, size_t* response_len) {
+  const RequestEntry* e = &reg->entries[t->entry];
+  if (response_len) *response_len = e->response_len;
+  return e->status;
+}
+
+// A local registration's wait, spinning or asleep.
+int local_wait(rtaccel_registration* reg, const rtaccel_ticket* ticket, uint64_t timeout_ns, size_t* response_len,
+               bool spin) {
+  RequestEntry* e = &reg->entries[ticket->entry];
+  const uint32_t done = (ticket->state & ~kPhaseMask) | kDone;
+  uint32_t state = __atomic_load_n(&e->state, __ATOMIC_ACQUIRE);
+  if (state == done) return finish(reg, ticket, response_len);
+  if ((state & ~kPhaseMask) != (ticket->state & ~kPhaseMask)) return -ESTALE;
+
+  const uint64_t start = core::monotonic_ns();
+  uint64_t next_check = start + kLivenessCheckNs;
+  if (spin) {
+    for (uint32_t spins = 1;; spins++) {
+      if (__atomic_load_n(&e->state, __ATOMIC_ACQUIRE) == done) return finish(reg, ticket, response_len);
+      if (spins % 1024) {
+        cpu_relax();
+        continue;
+      }
+      const uint64_t now = core::monotonic_ns();
+      if (timeout_ns && now - start >= timeout_ns) return -ETIMEDOUT;
+      if (now >= next_check) {
+        if (server_gone(reg->client)) return -EPIPE;
+        next_check = now + kLivenessCheckNs;
+      }
+    }
+  }
+  int result;
+  for (;;) {
+    __atomic_store_n(&e->waiters, 1, __ATOMIC_SEQ_CST);
+    state = __atomic_load_n(&e->state, __ATOMIC_SEQ_CST);
+    if (state == done) {
+      result = finish(reg, ticket, response_len);
+      break;
+    }
+    const uint64_t now = core::monotonic_ns();
+    if (timeout_ns && now - start >= timeout_ns) {
+      result = -ETIMEDOUT;
+      break;
+    }
+    uint64_t slice = kLivenessCheckNs;
+    if (timeout_ns) slice = std::min(slice, timeout_ns - (now - start));
+    const timespec until = core::deadline_in(slice);
+    if (futex_wait(&e->state, state, true, CLOCK_MONOTONIC, &until) == -ETIMEDOUT &&
+        server_gone(reg->client)) {
+      result = -EPIPE;
+      break;
+    }
+  }
+  __atomic_store_n(&e->waiters, 0, __ATOMIC_RELAXED);
+  return result;
+}
+
 }  // namespace
+
+int wait_suspended(rtaccel_registration* reg, const rtaccel_ticket* ticket, uint64_t timeout_ns,
+                   size_t* response_len) {
+  if (!ticket || ticket->entry >= kRingEntries || reg->remote) return -EINVAL;
+  return local_wait(reg, ticket, timeout_ns, response_len, false);
+}
 
 extern "C" {
 
@@ -259,12 +323,6 @@ int rtaccel_submit(rtaccel_registration* reg, int service, size_t request_len,
   return 0;
 }
 
-static int finish(rtaccel_registration* reg, const rtaccel_ticket* t, size_t* response_len) {
-  const RequestEntry* e = &reg->entries[t->entry];
-  if (response_len) *response_len = e->response_len;
-  return e->status;
-}
-
 int rtaccel_poll(rtaccel_registration* reg, rtaccel_ticket* ticket, size_t* response_len) {
   if (!ticket || ticket->entry >= kRingEntries) return -EINVAL;
   if (reg->remote) return remote_wait(reg, ticket, 0, response_len, true);
@@ -279,53 +337,7 @@ int rtaccel_wait(rtaccel_registration* reg, rtaccel_ticket* ticket, uint64_t tim
                  size_t* response_len) {
   if (!ticket || ticket->entry >= kRingEntries) return -EINVAL;
   if (reg->remote) return remote_wait(reg, ticket, timeout_ns, response_len, false);
-  RequestEntry* e = &reg->entries[ticket->entry];
-  const uint32_t done = (ticket->state & ~kPhaseMask) | kDone;
-  uint32_t state = __atomic_load_n(&e->state, __ATOMIC_ACQUIRE);
-  if (state == done) return finish(reg, ticket, response_len);
-  if ((state & ~kPhaseMask) != (ticket->state & ~kPhaseMask)) return -ESTALE;
-
-  const uint64_t start = core::monotonic_ns();
-  uint64_t next_check = start + kLivenessCheckNs;
-  if (reg->info.wait == RTACCEL_WAIT_SPIN) {
-    for (uint32_t spins = 1;; spins++) {
-      if (__atomic_load_n(&e->state, __ATOMIC_ACQUIRE) == done) return finish(reg, ticket, response_len);
-      if (spins % 1024) {
-        cpu_relax();
-        continue;
-      }
-      const uint64_t now = core::monotonic_ns();
-      if (timeout_ns && now - start >= timeout_ns) return -ETIMEDOUT;
-      if (now >= next_check) {
-        if (server_gone(reg->client)) return -EPIPE;
-        next_check = now + kLivenessCheckNs;
-      }
-    }
-  }
-  int result;
-  for (;;) {
-    __atomic_store_n(&e->waiters, 1, __ATOMIC_SEQ_CST);
-    state = __atomic_load_n(&e->state, __ATOMIC_SEQ_CST);
-    if (state == done) {
-      result = finish(reg, ticket, response_len);
-      break;
-    }
-    const uint64_t now = core::monotonic_ns();
-    if (timeout_ns && now - start >= timeout_ns) {
-      result = -ETIMEDOUT;
-      break;
-    }
-    uint64_t slice = kLivenessCheckNs;
-    if (timeout_ns) slice = std::min(slice, timeout_ns - (now - start));
-    const timespec until = core::deadline_in(slice);
-    if (futex_wait(&e->state, state, true, CLOCK_MONOTONIC, &until) == -ETIMEDOUT &&
-        server_gone(reg->client)) {
-      result = -EPIPE;
-      break;
-    }
-  }
-  __atomic_store_n(&e->waiters, 0, __ATOMIC_RELAXED);
-  return result;
+  return local_wait(reg, ticket, timeout_ns, response_len, reg->info.wait == RTACCEL_WAIT_SPIN);
 }
 
 int rtaccel_call(rtaccel_registration* reg, int service, size_t request_len, uint64_t timeout_ns,

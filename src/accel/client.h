@@ -47,6 +47,7 @@ struct RemoteState {
   uint64_t seq = 0;        // the last request sent
   uint32_t service = 0;    // its service
   bool in_flight = false;  // seq's response not taken yet
+  bool spin = false;       // waits spin: RTACCEL_WAIT_SPIN, and the link's receive thread outranks the caller
   int status = 0;          // of the last completed request
   size_t response_len = 0;
   rtaccel_request_times times{};
@@ -80,5 +81,11 @@ int remote_submit(rtaccel_registration* reg, int service, size_t request_len, rt
 // poll: do not wait (-EAGAIN while the response has not come).
 int remote_wait(rtaccel_registration* reg, const rtaccel_ticket* ticket, uint64_t timeout_ns,
                 size_t* response_len, bool poll);
+
+// rtaccel_wait for a local registration, asleep whatever its wait mode: for
+// the gateway, whose thread serves a peer's spinning registration and must
+// not spin on a core of this node for it (gateway.cc).
+int wait_suspended(rtaccel_registration* reg, const rtaccel_ticket* ticket, uint64_t timeout_ns,
+                   size_t* response_len);
 
 #endif  // RTACCEL_ACCEL_CLIENT_H_

@@ -66,6 +66,20 @@ int greet(rtaccel_client* c) {
   return -ETIMEDOUT;
 }
 
+// Whether a registration's waits spin: where it asks to, once the link's
+// receive thread runs above its executor (raised here, where this process
+// may use SCHED_FIFO), so that a caller spinning for a response cannot keep
+// the thread that delivers it off its core. The receive thread is raised
+// for spinning registrations alone: raised for every registration, the
+// receive threads of 64 remote clients filled the core they shared with
+// the clients, which then waited milliseconds (docs/benchmarks.md).
+bool spins(rtaccel_net_link_t* link, const rtaccel_callback_desc& callback) {
+  if (callback.wait != RTACCEL_WAIT_SPIN || callback.executor_priority <= 0) return false;
+  const int want = std::min(callback.executor_priority + 1, 99);
+  if (rtaccel_net_rx_priority(link) < want) (void)rtaccel_net_set_rx_priority(link, want);  // -EPERM: waits sleep
+  return rtaccel_net_rx_priority(link) > callback.executor_priority;
+}
+
 }  // namespace
 
 int remote_connect(const char* address, rtaccel_client** out) {
@@ -181,6 +195,7 @@ int remote_register(rtaccel_client* client, const rtaccel_registration_desc* des
   reg->info = reply.info;
   reg->remote = std::make_unique<RemoteState>();
   reg->remote->slot = slot;
+  reg->remote->spin = spins(client->link, desc->chain.callbacks[desc->callback]);
   reg->nservices = desc->nservices;
   for (uint32_t i = 0; i < desc->nservices; i++) {
     ServiceArea& area = reg->services[i];
@@ -258,8 +273,10 @@ int remote_wait(rtaccel_registration* reg, const rtaccel_ticket* ticket, uint64_
       if (timeout_ns && spent >= timeout_ns) return -ETIMEDOUT;
       wait = timeout_ns ? timeout_ns - spent : kSecond;
     }
-    rtaccel_net_msg msg;
-    const int err = rtaccel_net_take(slot.responses, &slot.seen, wait, &msg);
+    rtaccel_net_input in{slot.responses, slot.seen, 0, {}};
+    const int err = rtaccel_net_wait(&in, 1, RTACCEL_NET_ALL | (r.spin && !poll ? RTACCEL_NET_SPIN : 0), wait);
+    rtaccel_net_msg& msg = in.msg;
+    if (!err) slot.seen = in.seen;
     if (err == -ETIMEDOUT) {
       if (poll) return -EAGAIN;
       continue;

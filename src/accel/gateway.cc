@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "accel/client.h"
 #include "accel/remote.h"
 #include "core/clock.h"
 #include "rtaccel/accel.h"
@@ -212,7 +213,10 @@ void Session::serve(uint32_t k) {
       rtaccel_ticket t;
       size_t len = 0;
       out->status = rtaccel_submit(reg, int(h.service), h.request_len, &t);
-      if (out->status == 0) out->status = rtaccel_wait(reg, &t, 0, &len);
+      // Asleep even for a spinning registration: a peer's waits spin on
+      // its own node, never on this one's cores, where nothing accounts
+      // for them.
+      if (out->status == 0) out->status = wait_suspended(reg, &t, 0, &len);
       if (out->status != -EPIPE && out->status != -EBUSY) {
         rtaccel_request_times times;
         rtaccel_request_timestamps(reg, &t, &times);

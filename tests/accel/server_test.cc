@@ -17,6 +17,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/ucontext.h>
@@ -1263,29 +1264,33 @@ TEST(Remote, AClientOnAnotherNodeIsServedAndAdmittedAsALocalOne) {
   ASSERT_TRUE(rs.server->ready());
   rtaccel_client* c = nullptr;
   ASSERT_EQ(rtaccel_client_connect(rs.address.c_str(), &c), 0);
-  const uint32_t n = 64;
+  const uint32_t most = 1 << 16;
   auto d = busy_chain("remote", 9);
   d.nservices = 2;
   snprintf(d.services[1].name, 32, "vecadd");
-  d.services[1].request_max = 8 + 2 * n * 4;
-  d.services[1].response_max = n * 4;
+  d.services[1].request_max = 8 + 2 * most * 4;
+  d.services[1].response_max = most * 4;
   rtaccel_registration* r = nullptr;
   char why[256] = "";
   ASSERT_EQ(register_desc(c, d, &r, why, sizeof(why)), 0) << why;
   rtaccel_registration_info info;
   rtaccel_registration_query(r, &info);
   EXPECT_EQ(info.priority, 9);
-  // the results of a service, over the link
+  // the results of a service, over the link: a request the gateway's
+  // receive thread takes, and one over a chunk that it leaves to the
+  // registration's thread
   const int s = rtaccel_service_index(r, "vecadd");
-  auto* v = static_cast<rtaccel_vector_request*>(rtaccel_request_buffer(r, s, nullptr));
-  v->n = n;
-  float* x = reinterpret_cast<float*>(v + 1);
-  for (uint32_t i = 0; i < 2 * n; i++) x[i] = float(i);
-  size_t len = 0;
-  ASSERT_EQ(rtaccel_call(r, s, 8 + 2 * n * 4, 5 * kSecond, &len), 0);
-  EXPECT_EQ(len, n * 4);
-  const float* y = static_cast<const float*>(rtaccel_response_buffer(r, s, nullptr));
-  for (uint32_t i = 0; i < n; i++) ASSERT_EQ(y[i], float(i) + float(n + i));
+  for (uint32_t n : {64u, most}) {
+    auto* v = static_cast<rtaccel_vector_request*>(rtaccel_request_buffer(r, s, nullptr));
+    v->n = n;
+    float* x = reinterpret_cast<float*>(v + 1);
+    for (uint32_t i = 0; i < 2 * n; i++) x[i] = float(i);
+    size_t len = 0;
+    ASSERT_EQ(rtaccel_call(r, s, 8 + 2 * n * 4, 5 * kSecond, &len), 0) << n << " elements";
+    EXPECT_EQ(len, n * 4);
+    const float* y = static_cast<const float*>(rtaccel_response_buffer(r, s, nullptr));
+    for (uint32_t i = 0; i < n; i++) ASSERT_EQ(y[i], float(i) + float(n + i)) << n << " elements, " << i;
+  }
   // one request in flight; wait, poll and timeouts as for a local client
   rtaccel_ticket t, extra;
   ASSERT_EQ(submit_busy(r, 200 * kMs, &t), 0);
@@ -1423,67 +1428,172 @@ TEST(Remote, ADeadServerFailsARemoteWaitInsteadOfHangingIt) {
 
 // The gateway takes whatever the peer sends: malformed requests are answered
 // with -EINVAL, a malformed control message ends only that session.
+// Voluntary context switches of the calling thread so far: a thread that
+// sleeps makes one each time; one that spins, none.
+long voluntary_switches() {
+  rusage u{};
+  getrusage(RUSAGE_THREAD, &u);
+  return u.ru_nvcsw;
+}
+
+// A remote registration that asks to spin busy-waits for its response once
+// its link's receive thread runs above its executor, as a local one does for
+// the server; where the receive thread cannot outrank the executor (at 99),
+// or the registration suspends, the wait sleeps. The gateway sleeps for the
+// server whatever the peer's mode: on this machine, a gateway thread that
+// spun at 99 while the worker ran the request on the other core left this
+// thread no core, so that its waits found the response there already.
+TEST(Remote, ASpinningWaitBusyWaitsOnlyWhereTheReceiveThreadOutranksIt) {
+  RemoteServer rs(kPeerPolicy);
+  ASSERT_TRUE(rs.server->ready());
+  rtaccel_client* c = nullptr;
+  ASSERT_EQ(rtaccel_client_connect(rs.address.c_str(), &c), 0);
+  auto register_at = [&](const char* name, int executor_priority, rtaccel_wait_mode wait) {
+    CallbackSpec cb{.name = std::string(name) + "-cb", .executor = std::string(name) + "-ex", .core = 0,
+                    .wcet_ns = 30 * kMs, .wait = wait};
+    cb.executor_priority = executor_priority;
+    rtaccel_registration* r = nullptr;
+    char why[256] = "";
+    EXPECT_EQ(register_desc(c, one_callback(name, 5, 10 * kSecond, cb, 64, 64, false), &r, why, sizeof(why)), 0)
+        << why;
+    return r;
+  };
+  // The switches one wait of 20 ms made, and its result.
+  auto one_wait = [](rtaccel_registration* r, long* switches) {
+    rtaccel_ticket t;
+    if (int err = submit_busy(r, 20 * kMs, &t)) return err;
+    const long before = voluntary_switches();
+    const int err = rtaccel_wait(r, &t, 10 * kSecond, nullptr);
+    *switches = voluntary_switches() - before;
+    return err;
+  };
+  rtaccel_registration* spinning = register_at("spinning", 40, RTACCEL_WAIT_SPIN);
+  rtaccel_registration* top = register_at("top", 99, RTACCEL_WAIT_SPIN);
+  rtaccel_registration* sleeping = register_at("sleeping", 40, RTACCEL_WAIT_SUSPEND);
+  ASSERT_TRUE(spinning && top && sleeping);
+  long switches = -1;
+  for (int i = 0; i < 3; i++) {
+    ASSERT_EQ(one_wait(sleeping, &switches), 0);
+    EXPECT_GE(switches, 1) << "a suspending wait that never slept";
+    ASSERT_EQ(one_wait(top, &switches), 0);
+    EXPECT_GE(switches, 1) << "a spinning wait above its receive thread that never slept";
+  }
+  // The receive thread goes to 41 where this process may schedule it so.
+  sched_param p{};
+  p.sched_priority = 41;
+  if (sched_setscheduler(0, SCHED_FIFO, &p) != 0)
+    SKIP_WITHOUT("fifo", "the receive thread cannot run at SCHED_FIFO: " << strerror(errno));
+  p.sched_priority = 0;
+  sched_setscheduler(0, SCHED_OTHER, &p);
+  for (int i = 0; i < 3; i++) {
+    ASSERT_EQ(one_wait(spinning, &switches), 0);
+    EXPECT_EQ(switches, 0) << "a spinning wait slept";
+  }
+  // The responses are right, and the hops as for a sleeping wait.
+  rtaccel_ticket t;
+  ASSERT_EQ(submit_busy(spinning, kMs, &t), 0);
+  ASSERT_EQ(rtaccel_wait(spinning, &t, 10 * kSecond, nullptr), 0);
+  rtaccel_remote_times hops;
+  ASSERT_EQ(rtaccel_request_remote_times(spinning, &t, &hops), 0);
+  EXPECT_LE(times_of(spinning, t).end_ns, hops.gateway_reply_ns);
+  EXPECT_LE(hops.gateway_reply_ns, hops.arrival_ns);
+  // A timeout ends a spinning wait as a sleeping one.
+  ASSERT_EQ(submit_busy(spinning, 200 * kMs, &t), 0);
+  EXPECT_EQ(rtaccel_wait(spinning, &t, 10 * kMs, nullptr), -ETIMEDOUT);
+  EXPECT_EQ(rtaccel_wait(spinning, &t, 10 * kSecond, nullptr), 0);
+  rtaccel_client_close(c);
+}
+
+// A peer that speaks the gateway's protocol by hand (accel/remote.h),
+// registered on slot 0 with a busy service: what a hostile or broken client
+// can send.
+struct RawPeer {
+  rtaccel_net_link_t* link = nullptr;
+  rtaccel_net_channel_t *control = nullptr, *requests = nullptr, *responses = nullptr;
+  uint64_t control_seen = 0, responses_seen = 0;
+
+  // Connects, says hello until the gateway answers and registers; false
+  // with the gtest failure said.
+  bool open(const std::string& address, const rtaccel_registration_desc& desc) {
+    rtaccel_net_options o;
+    rtaccel_net_options_default(&o);
+    o.max_transfer = kRemoteMaxTransfer;
+    EXPECT_EQ(rtaccel_net_connect(address.c_str(), "raw", &o, 5 * kSecond, &link), 0);
+    if (!link) return false;
+    rtaccel_net_channel_attr a{};
+    a.id = kControlChannel;
+    a.max_size = sizeof(RemoteControl);
+    EXPECT_EQ(rtaccel_net_channel_open(link, &a, &control), 0);
+    a = {};
+    a.id = request_channel(0);
+    EXPECT_EQ(rtaccel_net_channel_open(link, &a, &requests), 0);
+    a = {};
+    a.id = response_channel(0);
+    a.max_size = 1 << 16;
+    EXPECT_EQ(rtaccel_net_channel_open(link, &a, &responses), 0);
+    if (!control || !requests || !responses) return false;
+    rtaccel_net_msg msg;
+    auto m = std::make_unique<RemoteControl>();
+    m->magic = kRemoteMagic;
+    m->version = kRemoteVersion;
+    m->type = uint32_t(RemoteType::kHello);
+    int answered = -ETIMEDOUT;
+    for (int i = 0; i < 50 && answered == -ETIMEDOUT; i++) {  // until the gateway has its channel open
+      EXPECT_EQ(rtaccel_net_send(control, m.get(), sizeof(*m), 0, kSecond), 0);
+      answered = rtaccel_net_take(control, &control_seen, 100 * kMs, &msg);
+    }
+    EXPECT_EQ(answered, 0);
+    if (answered) return false;
+    rtaccel_net_release(&msg);
+    usleep(200000);  // and the answers to the other hellos, taken below as older
+    m->type = uint32_t(RemoteType::kRegister);
+    m->slot = 0;
+    m->desc = desc;
+    EXPECT_EQ(rtaccel_net_send(control, m.get(), sizeof(*m), 0, kSecond), 0);
+    RemoteControl reply{};
+    do {  // skipping late answers to hellos
+      if (rtaccel_net_take(control, &control_seen, 5 * kSecond, &msg)) {
+        ADD_FAILURE() << "no answer to the registration";
+        return false;
+      }
+      EXPECT_EQ(msg.len, sizeof(reply));
+      memcpy(&reply, msg.data, std::min(msg.len, sizeof(reply)));
+      rtaccel_net_release(&msg);
+    } while (reply.type == uint32_t(RemoteType::kHello));
+    EXPECT_EQ(reply.type, uint32_t(RemoteType::kRegistered));
+    EXPECT_EQ(reply.status, 0) << reply.message;
+    return reply.type == uint32_t(RemoteType::kRegistered) && reply.status == 0;
+  }
+  ~RawPeer() {
+    if (link) rtaccel_net_close(link);
+  }
+
+  // The next response, or one with status -ETIMEDOUT.
+  RemoteResponse response() {
+    RemoteResponse h{};
+    h.status = -ETIMEDOUT;
+    rtaccel_net_msg r;
+    if (rtaccel_net_take(responses, &responses_seen, 5 * kSecond, &r) == 0) {
+      if (r.len >= sizeof(h)) memcpy(&h, r.data, sizeof(h));
+      rtaccel_net_release(&r);
+    }
+    return h;
+  }
+};
+
 TEST(Remote, MalformedMessagesAreRefusedAndTheServerGoesOn) {
   RemoteServer rs(kPeerPolicy);
   ASSERT_TRUE(rs.server->ready());
-  rtaccel_net_options o;
-  rtaccel_net_options_default(&o);
-  o.max_transfer = kRemoteMaxTransfer;
-  rtaccel_net_link_t* link = nullptr;
-  ASSERT_EQ(rtaccel_net_connect(rs.address.c_str(), "raw", &o, 5 * kSecond, &link), 0);
-  rtaccel_net_channel_t *control, *requests, *responses;
-  rtaccel_net_channel_attr a{};
-  a.id = kControlChannel;
-  a.max_size = sizeof(RemoteControl);
-  ASSERT_EQ(rtaccel_net_channel_open(link, &a, &control), 0);
-  a = {};
-  a.id = request_channel(0);
-  ASSERT_EQ(rtaccel_net_channel_open(link, &a, &requests), 0);
-  a = {};
-  a.id = response_channel(0);
-  a.max_size = 1 << 16;
-  ASSERT_EQ(rtaccel_net_channel_open(link, &a, &responses), 0);
-  uint64_t seen = 0;
+  RawPeer peer;
+  ASSERT_TRUE(peer.open(rs.address, busy_chain("raw", 5)));
   rtaccel_net_msg msg;
-  auto m = std::make_unique<RemoteControl>();
-  m->magic = kRemoteMagic;
-  m->version = kRemoteVersion;
-  m->type = uint32_t(RemoteType::kHello);
-  int answered = -ETIMEDOUT;
-  for (int i = 0; i < 50 && answered == -ETIMEDOUT; i++) {  // until the gateway has its channel open
-    ASSERT_EQ(rtaccel_net_send(control, m.get(), sizeof(*m), 0, kSecond), 0);
-    answered = rtaccel_net_take(control, &seen, 100 * kMs, &msg);
-  }
-  ASSERT_EQ(answered, 0);
-  rtaccel_net_release(&msg);
-  usleep(200000);  // and the answers to the other hellos, taken below as older
-  m->type = uint32_t(RemoteType::kRegister);
-  m->slot = 0;
-  m->desc = busy_chain("raw", 5);
-  ASSERT_EQ(rtaccel_net_send(control, m.get(), sizeof(*m), 0, kSecond), 0);
-  RemoteControl reply{};
-  do {  // skipping late answers to hellos
-    ASSERT_EQ(rtaccel_net_take(control, &seen, 5 * kSecond, &msg), 0);
-    ASSERT_EQ(msg.len, sizeof(reply));
-    memcpy(&reply, msg.data, sizeof(reply));
-    rtaccel_net_release(&msg);
-  } while (reply.type == uint32_t(RemoteType::kHello));
-  ASSERT_EQ(reply.type, uint32_t(RemoteType::kRegistered));
-  ASSERT_EQ(reply.status, 0) << reply.message;
-
   struct {
     RemoteRequest h;
     uint64_t ns;
   } req{};
-  uint64_t responses_seen = 0;
   auto answer = [&](size_t len) {
-    EXPECT_EQ(rtaccel_net_send(requests, &req, len, 0, kSecond), 0);
-    rtaccel_net_msg r;
-    EXPECT_EQ(rtaccel_net_take(responses, &responses_seen, 5 * kSecond, &r), 0);
-    RemoteResponse h{};
-    if (r.len >= sizeof(h)) memcpy(&h, r.data, sizeof(h));
-    rtaccel_net_release(&r);
-    return h.status;
+    EXPECT_EQ(rtaccel_net_send(peer.requests, &req, len, 0, kSecond), 0);
+    return peer.response().status;
   };
   req.h = {kRemoteMagic, 7, 1, 8};  // a service the registration does not have
   EXPECT_EQ(answer(sizeof(req)), -EINVAL);
@@ -1499,9 +1609,8 @@ TEST(Remote, MalformedMessagesAreRefusedAndTheServerGoesOn) {
   // a control message that is not one: the session ends, the link closes
   char junk[64];
   memset(junk, 0x5a, sizeof(junk));
-  ASSERT_EQ(rtaccel_net_send(control, junk, sizeof(junk), 0, kSecond), 0);
-  EXPECT_NE(rtaccel_net_take(responses, &responses_seen, 5 * kSecond, &msg), -ETIMEDOUT);
-  rtaccel_net_close(link);
+  ASSERT_EQ(rtaccel_net_send(peer.control, junk, sizeof(junk), 0, kSecond), 0);
+  EXPECT_NE(rtaccel_net_take(peer.responses, &peer.responses_seen, 5 * kSecond, &msg), -ETIMEDOUT);
   // the server goes on: another remote client is served
   rtaccel_client* c = nullptr;
   ASSERT_EQ(rtaccel_client_connect(rs.address.c_str(), &c), 0);
@@ -1512,6 +1621,45 @@ TEST(Remote, MalformedMessagesAreRefusedAndTheServerGoesOn) {
   ASSERT_EQ(submit_busy(r, kMs, &t), 0);
   EXPECT_EQ(rtaccel_wait(r, &t, 10 * kSecond, nullptr), 0);
   rtaccel_client_close(c);
+}
+
+// The gateway's receive thread takes a request the moment it arrives; one
+// that comes while another is in hand is left on the link, and the slot's
+// thread must find it after answering the first, not sleep past it.
+TEST(Remote, ARequestThatComesWhileAnotherRunsIsAnsweredAfterIt) {
+  RemoteServer rs(kPeerPolicy);
+  ASSERT_TRUE(rs.server->ready());
+  RawPeer peer;
+  ASSERT_TRUE(peer.open(rs.address, busy_chain("raw", 5)));
+  struct {
+    RemoteRequest h;
+    uint64_t ns;
+  } req{};
+  int late = 0;
+  for (uint64_t seq = 1; seq <= 20; seq += 2) {
+    req.h = {kRemoteMagic, 0, seq, 8};
+    req.ns = 20 * kMs;
+    ASSERT_EQ(rtaccel_net_send(peer.requests, &req, sizeof(req), 0, kSecond), 0);
+    req.h.seq = seq + 1;
+    req.ns = kMs;
+    ASSERT_EQ(rtaccel_net_send(peer.requests, &req, sizeof(req), 0, kSecond), 0);
+    RemoteResponse h = peer.response();
+    if (h.seq == seq) {
+      EXPECT_EQ(h.status, 0);
+      h = peer.response();
+    }
+    const uint64_t waited_ns = h.gateway_taken_ns - h.gateway_arrival_ns;
+    ASSERT_EQ(h.seq, seq + 1) << "the second request was not answered (status " << h.status << ")";
+    EXPECT_EQ(h.status, 0);
+    // It waited for the first one's 20 ms in the channel, and was taken
+    // when that was answered, not at the slot thread's next look (every
+    // 100 ms): a wake-up lost would make every round late.
+    if (waited_ns >= 80 * kMs) {
+      printf("request %lu taken %lu ms after it arrived\n", (unsigned long)(seq + 1), (unsigned long)(waited_ns / kMs));
+      late++;
+    }
+  }
+  EXPECT_LE(late, 3) << "of 10";
 }
 
 }  // namespace
