@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -36,6 +37,11 @@ def cmd_bench_request_overhead(args) -> int:
     if args.backend != "cpu":
         print("rtaccel bench: --remote runs the cpu backend", file=sys.stderr)
         return EXIT_BAD_INPUT
+    cores = len(os.sched_getaffinity(0))
+    if args.wait == "spin" and cores < 4:
+        print(f"rtaccel bench: note: the two nodes of --remote share this machine's {cores} cores; a remote "
+              "client spinning on one and the server's worker on another leave the gateway none, so the remote "
+              "figures for spin are not two nodes' (docs/benchmarks.md)", file=sys.stderr)
     try:
         result = {"local": accel.run_bench("request-overhead", extra, fifo=not args.no_fifo),
                   "remote": accel.run_remote_bench("request-overhead", extra, fifo=not args.no_fifo)}
