@@ -372,7 +372,7 @@ class DirectPath final : public AccelPath {
     for (size_t t = 0; t < config_.threads; ++t) {
       // Every segment of the workload names an accelerator; all share one
       // backend (the runner checks), and each thread opens every device.
-      std::vector<rtaccel_direct*> per_device;
+      bool unstaged = false;  // a device whose responses go to ordinary memory
       for (size_t index = 0; index < w.accelerators.size(); ++index) {
         const auto& acc = w.accelerators[index];
         rtaccel_direct* d = nullptr;
@@ -380,10 +380,14 @@ class DirectPath final : public AccelPath {
         if (int err = rtaccel_direct_open(backend.c_str(), device_of(w, index), config_.direct_priority, &d))
           return Status::os_error("cannot open accelerator '" + acc.name + "' directly", -err);
         direct_.push_back(d);
-        if (acc.backend == workload::Backend::kCuda)
-          if (Status st = stage(direct_.size() - 1, index, response); !st) return st;
+        if (acc.backend != workload::Backend::kCuda) {
+          unstaged = true;
+        } else if (Status st = stage(direct_.size() - 1, index, response); !st) {
+          return st;
+        }
       }
-      responses_.emplace_back(response + 1);
+      // Staged devices answer into their attached memory: none needed then.
+      responses_.emplace_back(unstaged ? response + 1 : 0);
     }
     return Status();
   }
