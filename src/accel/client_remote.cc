@@ -69,10 +69,8 @@ int greet(rtaccel_client* c) {
 // Whether a registration's waits spin: where it asks to, once the link's
 // receive thread runs above its executor (raised here, where this process
 // may use SCHED_FIFO), so that a caller spinning for a response cannot keep
-// the thread that delivers it off its core. The receive thread is raised
-// for spinning registrations alone: raised for every registration, the
-// receive threads of 64 remote clients filled the core they shared with
-// the clients, which then waited milliseconds (docs/benchmarks.md).
+// the thread that delivers it off its core. A suspending registration
+// leaves the receive thread as it is: it needs no rank to be woken.
 bool spins(rtaccel_net_link_t* link, const rtaccel_callback_desc& callback) {
   if (callback.wait != RTACCEL_WAIT_SPIN || callback.executor_priority <= 0) return false;
   const int want = std::min(callback.executor_priority + 1, 99);
