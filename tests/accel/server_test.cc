@@ -1276,9 +1276,8 @@ TEST(Remote, AClientOnAnotherNodeIsServedAndAdmittedAsALocalOne) {
   rtaccel_registration_info info;
   rtaccel_registration_query(r, &info);
   EXPECT_EQ(info.priority, 9);
-  // the results of a service, over the link: a request the gateway's
-  // receive thread takes, and one over a chunk that it leaves to the
-  // registration's thread
+  // the results of a service, over the link: a small request, and one of
+  // 512 KiB that crosses it in several chunks
   const int s = rtaccel_service_index(r, "vecadd");
   for (uint32_t n : {64u, most}) {
     auto* v = static_cast<rtaccel_vector_request*>(rtaccel_request_buffer(r, s, nullptr));
@@ -1623,9 +1622,9 @@ TEST(Remote, MalformedMessagesAreRefusedAndTheServerGoesOn) {
   rtaccel_client_close(c);
 }
 
-// The gateway's receive thread takes a request the moment it arrives; one
-// that comes while another is in hand is left on the link, and the slot's
-// thread must find it after answering the first, not sleep past it.
+// A peer's request that comes while its previous one runs waits on the
+// link; the gateway's thread for the registration takes it once it has
+// answered the first: never skipped, and not left to the thread's next look.
 TEST(Remote, ARequestThatComesWhileAnotherRunsIsAnsweredAfterIt) {
   RemoteServer rs(kPeerPolicy);
   ASSERT_TRUE(rs.server->ready());
@@ -1652,8 +1651,8 @@ TEST(Remote, ARequestThatComesWhileAnotherRunsIsAnsweredAfterIt) {
     ASSERT_EQ(h.seq, seq + 1) << "the second request was not answered (status " << h.status << ")";
     EXPECT_EQ(h.status, 0);
     // It waited for the first one's 20 ms in the channel, and was taken
-    // when that was answered, not at the slot thread's next look (every
-    // 100 ms): a wake-up lost would make every round late.
+    // when that was answered, not at the thread's next look (every 100 ms),
+    // which would make every round late.
     if (waited_ns >= 80 * kMs) {
       printf("request %lu taken %lu ms after it arrived\n", (unsigned long)(seq + 1), (unsigned long)(waited_ns / kMs));
       late++;
