@@ -336,16 +336,23 @@ struct quiet_reader {
 	int err;
 };
 
+/* The calling thread's voluntary context switches so far: one each time it
+ * sleeps. */
+static long voluntary_switches(void)
+{
+	struct rusage u;
+	getrusage(RUSAGE_THREAD, &u);
+	return u.ru_nvcsw;
+}
+
 static void *read_quiet(void *arg)
 {
 	struct quiet_reader *q = arg;
-	struct rusage before, after;
-	getrusage(RUSAGE_THREAD, &before);
+	const long before = voluntary_switches();
 	atomic_store(&q->tid, self_tid());
 	struct rtaccel_net_msg msg;
 	q->err = rtaccel_net_take(q->ch, &(uint64_t){0}, 30 * SEC, &msg);
-	getrusage(RUSAGE_THREAD, &after);
-	q->woken = after.ru_nvcsw - before.ru_nvcsw;
+	q->woken = voluntary_switches() - before;
 	if (!q->err)
 		rtaccel_net_release(&msg);
 	return NULL;
@@ -712,24 +719,22 @@ static void a_spinning_wait_never_sleeps(void)
 	rtaccel_net_channel_t *tx = channel(p.a, 4, (struct rtaccel_net_channel_attr){0});
 	struct rtaccel_net_input in = {.ch = channel(p.b, 4, (struct rtaccel_net_channel_attr){0})};
 	CHECK_EQ(rtaccel_net_wait(&in, 1, 4, 0), -EINVAL);
-	struct rusage before, after;
-	getrusage(RUSAGE_THREAD, &before);
+	long before = voluntary_switches();
 	const uint64_t start = now_ns(CLOCK_MONOTONIC);
 	CHECK_EQ(rtaccel_net_wait(&in, 1, RTACCEL_NET_ALL | RTACCEL_NET_SPIN, 20 * MS), -ETIMEDOUT);
 	CHECK(now_ns(CLOCK_MONOTONIC) - start >= 20 * MS);
-	getrusage(RUSAGE_THREAD, &after);
-	CHECK_EQ(after.ru_nvcsw - before.ru_nvcsw, 0);
+	CHECK_EQ(voluntary_switches() - before, 0);
 	for (uint32_t i = 1; i <= 5; i++) {
 		struct late_sender l = {.ch = tx, .value = i};
 		pthread_t t;
 		CHECK_EQ(pthread_create(&t, NULL, send_later, &l), 0);
-		getrusage(RUSAGE_THREAD, &before);
+		before = voluntary_switches();
 		CHECK_EQ(rtaccel_net_wait(&in, 1, RTACCEL_NET_ANY | RTACCEL_NET_SPIN, 5 * SEC), 0);
-		getrusage(RUSAGE_THREAD, &after);
+		const long switches = voluntary_switches() - before;
 		CHECK(in.ready);
 		CHECK_EQ(*(const uint32_t *)in.msg.data, i);
 		rtaccel_net_release(&in.msg);
-		CHECK_EQ(after.ru_nvcsw - before.ru_nvcsw, 0);
+		CHECK_EQ(switches, 0);
 		pthread_join(t, NULL);
 	}
 	rtaccel_net_close(p.a);
