@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <set>
@@ -37,6 +38,22 @@ std::string short_time(uint64_t ns) {
   char text[32];
   snprintf(text, sizeof(text), "%.0f us", static_cast<double>(ns) / 1e3);
   return text;
+}
+
+// A time taken and the time allowed, in ms with as many decimals as it
+// takes for an overrun to read as one (six show nanoseconds): "0.8 ms of
+// CPU against a WCET of 0.8 ms" would say nothing was broken.
+struct TookAllowed {
+  std::string took, allowed;
+};
+TookAllowed took_allowed(uint64_t took_ns, uint64_t allowed_ns) {
+  char took[32], allowed[32];
+  for (int decimals = 1;; ++decimals) {
+    snprintf(took, sizeof(took), "%.*f ms", decimals, static_cast<double>(took_ns) / 1e6);
+    snprintf(allowed, sizeof(allowed), "%.*f ms", decimals, static_cast<double>(allowed_ns) / 1e6);
+    if (decimals == 6 || took_ns <= allowed_ns || strcmp(took, allowed) != 0) break;
+  }
+  return {took, allowed};
 }
 
 std::string count_of(uint64_t n, const char* what) {
@@ -363,14 +380,17 @@ json check_assumptions(const MonitorInput& in, json* chains) {
   for (const auto& o : overruns) longest_overrun = std::max(longest_overrun, o.end_ns - o.begin_ns);
 
   auto overrun_text = [&](int kind, size_t what, uint64_t max_ns, uint64_t n, const std::string& of) {
-    if (kind == Overrun::kCpu)
-      return "callback " + w.callbacks[what].name + " ran up to " + ms(max_ns) + " of CPU against a WCET of " +
-             ms(callbacks[what].allowed_ns) + " in " + count_of(n, "instance") + of;
+    if (kind == Overrun::kCpu) {
+      const auto t = took_allowed(max_ns, callbacks[what].allowed_ns);
+      return "callback " + w.callbacks[what].name + " ran up to " + t.took + " of CPU against a WCET of " + t.allowed +
+             " in " + count_of(n, "instance") + of;
+    }
     if (kind == Overrun::kSegment) {
       const auto [cb, k] = segment_of[what];
+      const auto t = took_allowed(max_ns, segments[what].allowed_ns);
       return "segment " + std::to_string(k + 1) + " of callback " + w.callbacks[cb].name + " (" +
-             w.callbacks[cb].segments[k].service + ") ran up to " + ms(max_ns) + " on the accelerator against " +
-             ms(segments[what].allowed_ns) + " in " + count_of(n, "instance") + of;
+             w.callbacks[cb].segments[k].service + ") ran up to " + t.took + " on the accelerator against " +
+             t.allowed + " in " + count_of(n, "instance") + of;
     }
     if (kind == Overrun::kOffCore)
       return "callback " + w.callbacks[what].name + " was kept off core " +
@@ -381,8 +401,9 @@ json check_assumptions(const MonitorInput& in, json* chains) {
              short_time(max_ns) + " after its release against a release jitter of " +
              short_time(releases[what].allowed_ns) + " in " +
              count_of(n, "activation") + of;
-    return "hop " + plan.hops[what].name + " took up to " + ms(max_ns) + " against its bound of " +
-           ms(hops[what].allowed_ns) + " in " + count_of(n, "message") + of;
+    const auto t = took_allowed(max_ns, hops[what].allowed_ns);
+    return "hop " + plan.hops[what].name + " took up to " + t.took + " against its bound of " + t.allowed + " in " +
+           count_of(n, "message") + of;
   };
   // The machine below the speed the work was sized for, at LOW at the
   // slowest: a sentence, or empty.

@@ -176,6 +176,21 @@ TEST_F(Monitor, AnInstanceOverItsBoundIsExplainedByTheCallbackOverItsWcetInItsTi
   EXPECT_DOUBLE_EQ(a["callbacks"][1]["max_us"].get<double>(), 4500.0);
 }
 
+TEST_F(Monitor, AnOverrunReadsAsOneWhereItIsSmallerThanATenthOfAMillisecond) {
+  cores_.record(0, {{}, {}});
+  cores_.record(100 * kMs, {{}, {}});
+  instance(0, 10 * kMs, 14 * kMs);
+  callback(0, 10 * kMs, 12 * kMs, 2000300);  // a: 300 ns over its 2 ms
+  callback(1, 12 * kMs, 13 * kMs, 1040000);  // b: 1.04 ms against 1 ms
+  callback(1, 20 * kMs, 21 * kMs, 1000300);  // and 1.0003 ms
+  json chains;
+  const json a = check(&chains);
+  ASSERT_EQ(a["broken"].size(), 2u) << a.dump();
+  EXPECT_EQ(a["broken"][0], "callback a ran up to 2.0003 ms of CPU against a WCET of 2.0000 ms in 1 instance of 1");
+  EXPECT_EQ(a["broken"][1], "callback b ran up to 1.04 ms of CPU against a WCET of 1.00 ms in 2 instances of 2");
+  EXPECT_EQ(a["callbacks"][1]["over"], 2);
+}
+
 TEST_F(Monitor, CoreLossesInAnInstancesTimeExplainItAndLossesElsewhereDoNot) {
   // Core 0 loses 20 ms to softirqs between 40 and 60 ms and 10 ms to steal
   // between 80 and 100 ms; core 1, which runs no executor, loses more.
