@@ -12,6 +12,10 @@ from rtaccel.commands import common
 def cmd_isolate(args) -> int:
     """rtaccel isolate ...: rtaccel-isolate, with its own arguments."""
     rest = args.args
+    # argparse drops a "--" that comes first in the remainder, which is where
+    # `run-be -- CMD` has it (Python 3.11); rtaccel-isolate needs it back.
+    if args.command in ("run-be", "hold") and rest and "--" not in rest and not rest[0].startswith("-"):
+        rest = ["--", *rest]
     return common.exec_program([str(accel.binary("rtaccel-isolate")), args.command, *rest])
 
 
