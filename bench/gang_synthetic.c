@@ -47,7 +47,9 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/exit.h"
 #include "core/percentile.h"
+#include "core/realtime.h"
 #include "core/size.h"
 
 #define CORES 2
@@ -569,6 +571,11 @@ int main(int argc, char **argv)
 	if (access(membench, X_OK)) {
 		fprintf(stderr, "rtaccel-gang-synthetic: no best-effort benchmark at %s (--membench)\n", membench);
 		return 1;
+	}
+	if (!rtaccel_fifo_allowed(tasks[0].priority)) {
+		fprintf(stderr, "rtaccel-gang-synthetic: needs SCHED_FIFO (root or CAP_SYS_NICE): "
+				"its tasks are real-time ones\n");
+		return RTACCEL_EXIT_CANNOT_RUN_HERE;
 	}
 	if (sysconf(_SC_NPROCESSORS_ONLN) < CORES) {
 		fprintf(stderr, "rtaccel-gang-synthetic: needs %d cores\n", CORES);

@@ -7,6 +7,8 @@
  *   2    bad input: an argument, a workload, a file the command reads;
  *   3    a runtime failure: the machine or a program failed (a server that
  *        cannot start, a device that is gone, a peer that died);
+ *   77   a benchmark cannot run on this machine, and said why (no SCHED_FIFO,
+ *        no device);
  *   130  interrupted (Ctrl-C), with what was measured so far written. */
 #ifndef RTACCEL_CORE_EXIT_H
 #define RTACCEL_CORE_EXIT_H
@@ -16,6 +18,7 @@ enum {
 	RTACCEL_EXIT_FAILS = 1,
 	RTACCEL_EXIT_BAD_INPUT = 2,
 	RTACCEL_EXIT_RUNTIME = 3,
+	RTACCEL_EXIT_CANNOT_RUN_HERE = 77,
 	RTACCEL_EXIT_INTERRUPTED = 130,
 };
 

@@ -172,7 +172,8 @@ def test_exit_statuses_are_the_ones_documented_for_the_command_and_its_programs(
     """errors.py and src/core/exit.h name the same statuses."""
     from rtaccel import errors
     header = (ROOT / "src" / "core" / "exit.h").read_text()
-    for name, value in (("OK", 0), ("FAILS", 1), ("BAD_INPUT", 2), ("RUNTIME", 3), ("INTERRUPTED", 130)):
+    for name, value in (("OK", 0), ("FAILS", 1), ("BAD_INPUT", 2), ("RUNTIME", 3), ("CANNOT_RUN_HERE", 77),
+                        ("INTERRUPTED", 130)):
         assert f"RTACCEL_EXIT_{name} = {value}," in header
         assert getattr(errors, f"EXIT_{name}") == value
 

@@ -71,3 +71,28 @@ def test_an_unreadable_calibration_is_a_clear_error(tmp_path):
     assert done.returncode != 0
     assert "Traceback" not in done.stderr
     assert "cannot be read (Permission denied)" in done.stderr, done.stderr
+
+
+def test_the_server_benchmark_runs_at_normal_priority_and_says_so(tmp_path):
+    done = unprivileged([*RTACCEL, "bench", "request-overhead", "--requests", "200", "--json"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "as with --no-fifo" in done.stderr
+    assert "chrt" not in done.stderr
+    assert json.loads(done.stdout)["phases"]["overhead"]["p50_us"] > 0
+
+
+@pytest.mark.parametrize("args, status, message", [
+    # what measures real-time threads refuses, with the reason
+    (["calibrate"], 77, "cannot measure real-time threads' overheads here: SCHED_FIFO refused: RLIMIT_RTPRIO is 0"),
+    (["bench", "gang-synthetic", "--duration", "1"], 77, "needs SCHED_FIFO (root or CAP_SYS_NICE)"),
+    # said before the three runs that need no privilege, not after them
+    (["demo", "--isolation", "--duration", "1", "--out", "{tmp}/demo"], 3,
+     "--isolation: the regulator needs SCHED_FIFO and perf events (root)"),
+])
+def test_what_needs_real_time_priority_refuses_at_once(tmp_path, args, status, message):
+    done = unprivileged([*RTACCEL, *[a.replace("{tmp}", str(tmp_path)) for a in args]], tmp_path, timeout=30)
+    assert done.returncode == status, done.stdout + done.stderr
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "demo").exists()
+    assert not (tmp_path / ".config" / "rtaccel" / "calibration.json").exists()

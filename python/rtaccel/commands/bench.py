@@ -11,14 +11,27 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rtaccel import _core, accel, isolate
+from rtaccel import _core, accel, isolate, realtime
 from rtaccel.commands import common
 from rtaccel.errors import EXIT_BAD_INPUT, EXIT_CANNOT_RUN_HERE, EXIT_OK, EXIT_RUNTIME
 
 
+def _fifo(args) -> bool:
+    """Whether the server's workers and the client run at SCHED_FIFO: unless
+    --no-fifo, where this process may use it. Where it may not, the run goes
+    on as with --no-fifo, as `rtaccel run` does, and says so."""
+    if args.no_fifo:
+        return False
+    if realtime.diagnose().allowed:
+        return True
+    print("rtaccel bench: note: without SCHED_FIFO here, the server's workers and the client run at "
+          "normal priority, as with --no-fifo: the figures are not a real-time run's", file=sys.stderr)
+    return False
+
+
 def _bench(args, what: str, extra: list, formatter) -> int:
     try:
-        result = accel.run_bench(what, extra, fifo=not args.no_fifo, backend=args.backend,
+        result = accel.run_bench(what, extra, fifo=_fifo(args), backend=args.backend,
                                  device=args.device)
     except accel.AccelError as err:
         return common.fail("rtaccel bench", err)
@@ -42,9 +55,10 @@ def cmd_bench_request_overhead(args) -> int:
         print(f"rtaccel bench: note: the two nodes of --remote share this machine's {cores} cores; a remote "
               "client spinning on one and the server's worker on another leave the gateway none, so the remote "
               "figures for spin are not two nodes' (docs/benchmarks.md)", file=sys.stderr)
+    fifo = _fifo(args)
     try:
-        result = {"local": accel.run_bench("request-overhead", extra, fifo=not args.no_fifo),
-                  "remote": accel.run_remote_bench("request-overhead", extra, fifo=not args.no_fifo)}
+        result = {"local": accel.run_bench("request-overhead", extra, fifo=fifo),
+                  "remote": accel.run_remote_bench("request-overhead", extra, fifo=fifo)}
         if args.dds:
             # the busy request's bytes, as the remote client sends them
             result["dds"] = accel.run_dds_roundtrip(8, min(args.requests, 1000))
@@ -69,7 +83,7 @@ def _request_overhead_at_scale(args) -> int:
     runs = [("local", accel.run_bench)] + ([("remote", accel.run_remote_bench)] if args.remote else [])
     try:
         result = accel.overhead_at_scale(runs, clients, buckets, args.rounds, args.wait, args.requests,
-                                         args.kernel_us, fifo=not args.no_fifo)
+                                         args.kernel_us, fifo=_fifo(args))
     except accel.AccelError as err:
         return common.fail("rtaccel bench", err)
     return common.print_result(result, args.json, accel.format_overhead_at_scale)

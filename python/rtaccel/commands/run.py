@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
-from rtaccel import accel, locks, runner
+from rtaccel import accel, locks, realtime, runner
 from rtaccel.commands import common
-from rtaccel.errors import EXIT_BAD_INPUT, EXIT_FAILS, EXIT_OK
+from rtaccel.errors import EXIT_BAD_INPUT, EXIT_CANNOT_RUN_HERE, EXIT_FAILS, EXIT_OK, EXIT_RUNTIME
 
 
 def _examples_dir() -> Path:
@@ -92,6 +93,13 @@ def cmd_report(args) -> int:
 
 
 def cmd_calibrate(args) -> int:
+    # The overheads the bounds take are those of real-time threads; measured
+    # at normal priority they would be another machine's.
+    verdict = realtime.diagnose()
+    if not verdict.allowed:
+        print(f"rtaccel calibrate: cannot measure real-time threads' overheads here: {verdict.reason}",
+              file=sys.stderr)
+        return EXIT_CANNOT_RUN_HERE
     try:
         doc = runner.calibrate(requests=args.requests, iterations=args.iterations)
     except accel.AccelError as err:
@@ -109,6 +117,12 @@ def cmd_demo(args) -> int:
     workload = str(Path(args.examples) / name)
     if not common.check_workload(workload):
         return EXIT_BAD_INPUT
+    # Said before the three runs without isolation, not after them.
+    verdict = realtime.diagnose()
+    if args.isolation and not verdict.allowed:
+        print(f"rtaccel demo: --isolation: the regulator needs SCHED_FIFO and perf events (root): "
+              f"{verdict.reason}; `rtaccel demo` without it runs here", file=sys.stderr)
+        return EXIT_RUNTIME
     # Under isolation, beside memory hogs: one that writes and one that
     # reads 64 MiB, twice the shared cache, on any core.
     membench = str(accel.binary("rtaccel-membench"))
