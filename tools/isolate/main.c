@@ -11,6 +11,7 @@
 #include <getopt.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,12 @@ static const char usage[] =
 	"  --tfs RHO          charge throttled tasks RHO x their throttled time (0: off)\n"
 	"  --own-cgroup       the best-effort cgroup is this regulator's: removed when it stops\n"
 	"  --ready-fd FD      write \"ready\" to FD once regulating, and close it\n";
+
+/* Whether ERR (negative) is the kernel refusing a user what is root's. */
+static bool denied(int err)
+{
+	return err == -EACCES || err == -EPERM;
+}
 
 static int bad(const char *what, const char *arg)
 {
@@ -238,8 +245,9 @@ static int cmd_regulate(int argc, char **argv)
 	if (cgroup) {
 		int err = isolate_cgroup_make(cgroup, cfg.cgroup, sizeof(cfg.cgroup));
 		if (err) {
-			fprintf(stderr, "rtaccel-isolate: best-effort cgroup %s: %s\n", cgroup,
-				strerror(-err));
+			fprintf(stderr, "rtaccel-isolate: best-effort cgroup %s: %s%s\n", cgroup,
+				strerror(-err),
+				denied(err) ? " (the cgroup hierarchy is root's; --no-cgroup meters whole cores)" : "");
 			return RTACCEL_EXIT_RUNTIME;
 		}
 	}
@@ -382,7 +390,8 @@ static int cmd_run_be(int argc, char **argv)
 	if (!err)
 		err = isolate_cgroup_add(path, 0);
 	if (err) {
-		fprintf(stderr, "rtaccel-isolate: best-effort cgroup %s: %s\n", cgroup, strerror(-err));
+		fprintf(stderr, "rtaccel-isolate: best-effort cgroup %s: %s%s\n", cgroup, strerror(-err),
+			denied(err) ? " (the cgroup hierarchy is root's)" : "");
 		return RTACCEL_EXIT_RUNTIME;
 	}
 	execvp(argv[at], argv + at);
