@@ -89,6 +89,9 @@ def test_bad_workload_exits_2_with_file_line_col(tmp_path):
     ["experiment", "schedulability", "--vary", "chains", "--sets", "0"],
     ["experiment", "schedulability", "--vary", "chains", "--utilization", "a,b"],
     ["frobnicate"],
+    ["run", "x.yaml", "--best-effort", " "],
+    ["bench", "net-overhead", "--chunk", "1"],
+    ["bench", "net-overhead", "--chunk", "64K,1M"],
 ])
 def test_bad_arguments_exit_2_without_traceback(args):
     proc = rtaccel(*args, check=2)

@@ -269,14 +269,24 @@ def _size_label(n: int) -> str:
     return str(n)
 
 
+def _size_bytes(tok: str, text: str) -> int:
+    m = re.fullmatch(r"([1-9][0-9]*)([KkMm]?)", tok)
+    if not m:
+        raise argparse.ArgumentTypeError(f"expected sizes like 64K,1M,32M separated by commas, got {text!r}")
+    return int(m.group(1)) << {"": 0, "k": 10, "m": 20}[m.group(2).lower()]
+
+
 def _sizes(text: str) -> str:
     for tok in text.split(","):
-        m = re.fullmatch(r"([1-9][0-9]*)([KkMm]?)", tok)
-        if not m:
-            raise argparse.ArgumentTypeError(f"expected sizes like 64K,1M,32M separated by commas, got {text!r}")
-        n = int(m.group(1)) << {"": 0, "k": 10, "m": 20}[m.group(2).lower()]
-        if n > 64 << 20:
+        if _size_bytes(tok, text) > 64 << 20:
             raise argparse.ArgumentTypeError(f"size {tok} is larger than 64M")
+    return text
+
+
+def _chunk(text: str) -> str:
+    """One size, as rtaccel-net-bench takes a chunk: 1K..16M."""
+    if not re.fullmatch(r"[1-9][0-9]*[KkMm]?", text) or not 1 << 10 <= _size_bytes(text, text) <= 16 << 20:
+        raise argparse.ArgumentTypeError(f"a chunk of 1K..16M, got {text!r}")
     return text
 
 
@@ -465,7 +475,7 @@ def register(sub) -> None:
     b.add_argument("--rate", default="none",
                    help="tcp: 'none' for loopback, or the rate of a veth link between two namespaces "
                         "as tc writes it (none)")
-    b.add_argument("--chunk", type=_sizes, help="the flow-control link's chunk (64K)")
+    b.add_argument("--chunk", type=_chunk, help="the flow-control link's chunk, 1K..16M (64K)")
     b.add_argument("--samples", type=_net_samples,
                    help="transfers per size at most, 20..1000 (fewer for the large sizes)")
     b.add_argument("--dds", action="store_true",

@@ -92,6 +92,12 @@ def cmd_report(args) -> int:
     return EXIT_OK
 
 
+def _command(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty command")
+    return text
+
+
 def cmd_calibrate(args) -> int:
     # The overheads the bounds take are those of real-time threads; measured
     # at normal priority they would be another machine's.
@@ -174,7 +180,7 @@ def register(sub) -> None:
                    help="ignore this machine's `rtaccel calibrate` overheads")
     common.gang_options(p, "run")
     common.isolation_options(p, "run")
-    p.add_argument("--best-effort", action="append", default=[], metavar="CMD",
+    p.add_argument("--best-effort", action="append", default=[], metavar="CMD", type=_command,
                    help="start CMD (a shell command line) beside the workload, SCHED_OTHER (in the "
                         "regulated cgroup under isolation), stopped at the end; repeatable (e.g. 'rtaccel membench read --size 8M')")
     p.add_argument("--no-flow-control", action="store_true",
