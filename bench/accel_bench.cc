@@ -19,6 +19,13 @@
 //     bucket's worker, switching to it, and the cache the low kernel took.
 //     --sizes gpu makes the low-bucket kernels large enough to keep a GPU
 //     busy for milliseconds (hundreds of MB of requests).
+//   kernels --socket S [--iterations N] --json
+//     How long each of four kernels takes on the device, by the server's
+//     start and end of it: a compute-bound matmul whose data fit the core's
+//     cache and three that stream megabytes. One request each millisecond, as
+//     a periodic callback submits, so that other work runs on the device's
+//     core between them. Every sample, for `rtaccel bench corunners`, which
+//     runs it beside memory hogs on each core in turn.
 //   timer-latency [--iterations N] [--json]
 //     How late a timer wakes the calling thread (cyclictest's measure): N
 //     absolute 1 ms sleeps. Its p99 is the release jitter `rtaccel calibrate`
@@ -504,6 +511,46 @@ int preemption(rtaccel_client* c, int iterations, bool gpu, bool json) {
   return 0;
 }
 
+// --- kernels, for co-runners ----------------------------------------------------
+
+int kernels(rtaccel_client* c, int iterations) {
+  // matmul's inputs (128 x 128 x 2 floats, 128 KiB) stay in the core's
+  // cache; the others' (4 MiB and 8 MiB) come from memory each time.
+  const struct {
+    const char* service;
+    uint32_t n;
+  } cases[] = {{"matmul", 128}, {"reduction", 1 << 20}, {"vecadd", 1 << 20}, {"histogram", 1 << 20}};
+  nlohmann::ordered_json out = {{"version", 1}, {"benchmark", "kernels"}, {"iterations", iterations}};
+  for (const auto& kc : cases) {
+    uint32_t request, response;
+    sizes(kc.service, kc.n, &request, &response);
+    rtaccel_registration_desc d;
+    const std::string chain = std::string("kernels-") + kc.service;
+    fill_desc(&d, chain.c_str(), 50, kc.service, request, response, RTACCEL_WAIT_SUSPEND, 1000000000);
+    rtaccel_registration* r;
+    if (register_one(c, d, &r)) return 1;
+    const int service = rtaccel_service_index(r, kc.service);
+    fill_request(kc.service, kc.n, rtaccel_request_buffer(r, service, nullptr), request);
+    std::vector<double> took_us;
+    took_us.reserve(size_t(iterations));
+    uint64_t next = monotonic_ns();
+    for (int i = -2; i < iterations; i++) {  // two to warm up
+      rtaccel_ticket t;
+      rtaccel_request_times times;
+      if (rtaccel_submit(r, service, request, &t) || rtaccel_wait(r, &t, 5000000000ull, nullptr) ||
+          rtaccel_request_timestamps(r, &t, &times))
+        return 1;
+      if (i >= 0) took_us.push_back(double(times.end_ns - times.start_ns) / 1e3);
+      next = std::max(next + 1000000, monotonic_ns());
+      rtaccel_sleep_until(CLOCK_MONOTONIC, next);
+    }
+    out["kernels"][kc.service] = {{"n", kc.n}, {"request_bytes", request}, {"us", took_us}};
+    rtaccel_client_unregister(r);
+  }
+  printf("%s\n", out.dump().c_str());
+  return 0;
+}
+
 // --- timer latency ----------------------------------------------------------
 
 int timer_latency(int iterations, bool json) {
@@ -530,6 +577,7 @@ const char kUsage[] =
     "usage: rtaccel-accel-bench request-overhead --socket S --wait suspend|spin [--requests N]\n"
     "                           [--kernel-us K] [--clients C,...] [--buckets B,...] [--rounds R] [--json]\n"
     "       rtaccel-accel-bench preemption --socket S [--iterations N] [--sizes cpu|gpu] [--json]\n"
+    "       rtaccel-accel-bench kernels --socket S [--iterations N] --json\n"
     "       rtaccel-accel-bench timer-latency [--iterations N] [--json]\n";
 
 }  // namespace
@@ -632,6 +680,8 @@ int main(int argc, char** argv) {
   int rc;
   if (what == "preemption")
     rc = preemption(c, count > 0 ? count : 200, gpu, json);
+  else if (what == "kernels")
+    rc = kernels(c, count > 0 ? count : 200);
   else {
     fputs(kUsage, stderr);
     rc = 2;

@@ -15,6 +15,7 @@ import select
 import signal
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 from rtaccel import _core
@@ -104,13 +105,93 @@ def run_bench(what: str, extra: list[str], levels: int = 4, fifo: bool = True,
     if not fifo:
         server_args.append("--no-fifo")
     with private_server(server_args, startup_s=60.0) as path:
-        cmd = [str(binary("rtaccel-accel-bench")), what, "--socket", path, "--json", *extra]
-        if fifo:
-            cmd = ["chrt", "-f", "50", *cmd]
-        proc = subprocess.run(["taskset", "-c", str(client), *cmd], capture_output=True, text=True)
+        return _bench_client(what, path, extra, fifo, client)
+
+
+def _bench_client(what: str, socket: str, extra: list[str], fifo: bool, client: int) -> dict:
+    """rtaccel-accel-bench WHAT against the server at SOCKET, on core CLIENT
+    (at SCHED_FIFO 50 with FIFO): its JSON."""
+    cmd = [str(binary("rtaccel-accel-bench")), what, "--socket", socket, "--json", *extra]
+    if fifo:
+        cmd = ["chrt", "-f", "50", *cmd]
+    proc = subprocess.run(["taskset", "-c", str(client), *cmd], capture_output=True, text=True)
     if proc.returncode != 0:
         raise AccelError(f"rtaccel-accel-bench {what} failed: {proc.stderr.strip()}")
     return json.loads(proc.stdout)
+
+
+# What the kernels run beside in `rtaccel bench corunners`: nothing, then a
+# memory hog (rtaccel membench) that writes or reads, or a busy core that
+# makes no memory traffic (membench cache: a loop over 16 KiB in L1), on the
+# device's core (between kernels: what it leaves of the core's caches) or on
+# the client's (during them: what it takes of the shared cache and memory).
+CORUNNER_PLACES = ("device", "client")
+CORUNNER_MODES = ("write", "read", "cache")
+
+
+def kernels_beside_corunners(rounds: int, iterations: int, hog_size: str, fifo: bool = True) -> dict:
+    """The server's kernels (rtaccel-accel-bench kernels) alone and beside a
+    memory hog at each place, in ROUNDS rounds that take the configurations
+    in turn, so that the machine's changes of speed fall on all of them; each
+    configuration's p50 and p99 and their ratios to alone's."""
+    device, client = default_cores()
+    cores = {"device": device, "client": client}
+    configs = [("alone", None, None)] + [(f"{mode}, {place} core", mode, cores[place])
+                                         for place in CORUNNER_PLACES for mode in CORUNNER_MODES]
+    samples: dict[str, dict[str, list]] = {name: {} for name, _, _ in configs}
+    kernels: dict[str, dict] = {}
+    moved: dict[str, list] = {}
+    server_args = ["--device", str(device), "--server-core", str(client)] + ([] if fifo else ["--no-fifo"])
+    with private_server(server_args, startup_s=60.0) as path:
+        for _ in range(rounds):
+            for name, mode, core in configs:
+                hog = None
+                if mode:
+                    size = [] if mode == "cache" else ["--size", hog_size]
+                    hog = subprocess.Popen(["taskset", "-c", str(core), str(binary("rtaccel-membench")), mode,
+                                            *size, "--json"], stdout=subprocess.PIPE,
+                                           stderr=subprocess.DEVNULL, text=True, preexec_fn=stop_with_parent)
+                    time.sleep(0.3)  # past the first pass, which faults its buffer in
+                try:
+                    doc = _bench_client("kernels", path, ["--iterations", str(iterations)], fifo, client)
+                finally:
+                    if hog:
+                        hog.terminate()
+                        printed, _ = hog.communicate()
+                if hog:
+                    # what it moved, as it says when stopped: that it ran
+                    moved.setdefault(name, []).append(json.loads(printed.splitlines()[-1])["mb_per_s"])
+                for kernel, k in doc["kernels"].items():
+                    kernels[kernel] = {"n": k["n"], "request_bytes": k["request_bytes"]}
+                    samples[name].setdefault(kernel, []).extend(k["us"])
+    for kernel, k in kernels.items():
+        alone = samples["alone"][kernel]
+        base = _core.percentile(alone, 0.5), _core.percentile(alone, 0.99)
+        k["configurations"] = {}
+        for name, _, _ in configs:
+            took = samples[name][kernel]
+            p50, p99 = _core.percentile(took, 0.5), _core.percentile(took, 0.99)
+            k["configurations"][name] = {"samples": len(took), "p50_us": round(p50, 1), "p99_us": round(p99, 1),
+                                         "max_us": round(max(took), 1), "p50_vs_alone": round(p50 / base[0], 3),
+                                         "p99_vs_alone": round(p99 / base[1], 3)}
+    return {"version": 1, "benchmark": "corunners", "rounds": rounds, "iterations": iterations,
+            "hog_size": hog_size, "device_core": device, "client_core": client, "kernels": kernels,
+            "hog_mb_per_s": {name: round(_core.percentile(mbs, 0.5)) for name, mbs in moved.items()}}
+
+
+def format_corunners(result: dict) -> str:
+    lines = [f"# the server's kernels (cpu backend, device core {result['device_core']}) alone and beside a "
+             f"{result['hog_size']} memory hog (write, read) or an L1 loop (cache), {result['rounds']} rounds of "
+             f"{result['iterations']} per kernel",
+             f"{'kernel':10s} {'beside':20s} {'p50':>9s} {'p99':>9s} {'max':>9s} {'p50/alone':>9s} "
+             f"{'p99/alone':>9s}  (us)"]
+    for kernel, k in result["kernels"].items():
+        for name, c in k["configurations"].items():
+            lines.append(f"{kernel:10s} {name:20s} {c['p50_us']:9.1f} {c['p99_us']:9.1f} {c['max_us']:9.1f} "
+                         f"{c['p50_vs_alone']:9.2f} {c['p99_vs_alone']:9.2f}")
+    lines.append("# the hog moved (MB/s, median of the rounds): " +
+                 ", ".join(f"{name} {mbs}" for name, mbs in result["hog_mb_per_s"].items()))
+    return "\n".join(lines)
 
 
 SBIN_PATH = "/usr/sbin:/sbin:/usr/bin:/bin"

@@ -151,6 +151,22 @@ def test_dds_needs_remote():
     assert r.returncode == 2 and "--dds goes with --remote" in r.stderr
 
 
+def test_corunners_runs_each_kernel_alone_and_beside_a_hog_at_each_place():
+    r = rtaccel("bench", "corunners", "--rounds", "2", "--iterations", "5", "--size", "4M", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    places = [f"{mode}, {place} core" for place in ("device", "client") for mode in ("write", "read", "cache")]
+    assert set(out["kernels"]) == {"matmul", "reduction", "vecadd", "histogram"}
+    for k in out["kernels"].values():
+        assert list(k["configurations"]) == ["alone", *places]
+        assert all(c["samples"] == 10 for c in k["configurations"].values())
+        assert k["configurations"]["alone"]["p50_vs_alone"] == 1.0
+        assert all(c["max_us"] >= c["p99_us"] >= c["p50_us"] > 0 for c in k["configurations"].values())
+    # every hog ran, and said what it moved when stopped
+    assert list(out["hog_mb_per_s"]) == places and all(mbs > 0 for mbs in out["hog_mb_per_s"].values())
+    assert "p50/alone" in rtaccel("bench", "corunners", "--rounds", "1", "--iterations", "2").stdout
+
+
 def test_preemption_json():
     r = rtaccel("bench", "preemption", "--iterations", "5", "--json")
     assert r.returncode == 0, r.stderr

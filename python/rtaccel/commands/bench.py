@@ -89,6 +89,14 @@ def _request_overhead_at_scale(args) -> int:
     return common.print_result(result, args.json, accel.format_overhead_at_scale)
 
 
+def cmd_bench_corunners(args) -> int:
+    try:
+        result = accel.kernels_beside_corunners(args.rounds, args.iterations, args.size, fifo=_fifo(args))
+    except accel.AccelError as err:
+        return common.fail("rtaccel bench", err)
+    return common.print_result(result, args.json, accel.format_corunners)
+
+
 def cmd_bench_preemption(args) -> int:
     return _bench(args, "preemption", ["--iterations", str(args.iterations)], accel.format_preemption)
 
@@ -283,6 +291,16 @@ def _sizes(text: str) -> str:
     return text
 
 
+def _hog_size(text: str) -> str:
+    """A working set rtaccel-membench takes: 1K..1G."""
+    if not re.fullmatch(r"[1-9][0-9]*[KkMmGg]?", text):
+        raise argparse.ArgumentTypeError(f"a size like 64M, got {text!r}")
+    n = int(text.rstrip("KkMmGg")) << {"k": 10, "m": 20, "g": 30}.get(text[-1].lower(), 0)
+    if not 1 << 10 <= n <= 1 << 30:
+        raise argparse.ArgumentTypeError(f"a size of 1K..1G, got {text!r}")
+    return text
+
+
 def _chunk(text: str) -> str:
     """One size, as rtaccel-net-bench takes a chunk: 1K..16M."""
     if not re.fullmatch(r"[1-9][0-9]*[KkMm]?", text) or not 1 << 10 <= _size_bytes(text, text) <= 16 << 20:
@@ -426,6 +444,17 @@ def register(sub) -> None:
     b.add_argument("--json", action="store_true", help="print JSON")
     backend_options(b)
     b.set_defaults(func=cmd_bench_preemption)
+    b = bsub.add_parser("corunners",
+                        help="the server's kernels alone and beside a memory hog or an L1 loop on the device's "
+                             "core and on the client's: what co-runners cost them here")
+    b.add_argument("--rounds", type=common.positive_int, default=4,
+                   help="rounds that take the configurations in turn (4)")
+    b.add_argument("--iterations", type=common.positive_int, default=200,
+                   help="requests per kernel, configuration and round (200)")
+    b.add_argument("--size", type=_hog_size, default="64M", help="the hog's working set (64M)")
+    b.add_argument("--no-fifo", action="store_true", help="run server workers and client at SCHED_OTHER")
+    b.add_argument("--json", action="store_true", help="print JSON")
+    b.set_defaults(func=cmd_bench_corunners)
     b = bsub.add_parser("gang-preemption",
                         help="release of a high gang until the lower gang is stopped on every core "
                              "(RT-Gang Table III), beside plain SCHED_FIFO and other mechanisms")
