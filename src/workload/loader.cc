@@ -1101,6 +1101,19 @@ Expected<Workload> load_string(std::string_view text, std::string_view file_name
               std::string("not UTF-8 text (byte ") + hex + "): a workload is a YAML file in UTF-8");
     return refusal(ctx.take_errors());
   }
+  // YAML allows no control character but tab and line breaks; yaml-cpp
+  // reports a NUL as a bad escape a line further on.
+  const auto control = std::find_if(text.begin(), text.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return (u < 0x20 && c != '\t' && c != '\n' && c != '\r') || u == 0x7f;
+  });
+  if (control != text.end()) {
+    char hex[8];
+    std::snprintf(hex, sizeof(hex), "0x%02x", static_cast<unsigned char>(*control));
+    ctx.error(location_of_offset(text, static_cast<size_t>(control - text.begin())),
+              std::string("a control character (byte ") + hex + "): a workload is a YAML text file");
+    return refusal(ctx.take_errors());
+  }
   YAML::Node root;
   try {
     // yaml-cpp limits nesting depth itself (DeepRecursion), so hostile input

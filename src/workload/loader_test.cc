@@ -373,6 +373,15 @@ TEST(Loader, RefusesInputThatIsNotUtf8WithItsPlace) {
     EXPECT_EQ(column_of(r.errors[0]), 10);
     EXPECT_NE(r.errors[0].find("not UTF-8 text"), std::string::npos);
   }
+  // Nor may it hold a control character, a NUL the first.
+  for (const std::string& bad : {std::string("x\0", 2), std::string("x\x1b"), std::string("x\x7f")}) {
+    Loaded r = load("name: ok\nchains: [" + bad + "]\n");
+    ASSERT_FALSE(r.ok());
+    ASSERT_EQ(r.errors.size(), 1u);
+    EXPECT_EQ(line_of(r.errors[0]), 2);
+    EXPECT_EQ(column_of(r.errors[0]), 11);
+    EXPECT_NE(r.errors[0].find("a control character"), std::string::npos) << r.errors[0];
+  }
   // Valid multi-byte text goes on to the YAML parser.
   Loaded r = load(replace(kValid, "name: valid", "name: valid  # \xc3\xa9t\xc3\xa9 \xf0\x9f\x9a\x97"));
   EXPECT_TRUE(r.ok()) << (r.errors.empty() ? "" : r.errors[0]);
