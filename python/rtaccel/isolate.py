@@ -28,9 +28,27 @@ work.
 
 from __future__ import annotations
 
+import re
 from contextlib import contextmanager
 
 from rtaccel import _core
+
+# What the locks take (include/rtaccel/isolate.h): names of letters, digits,
+# '_', '-' and '.', the lock's up to 199 long, a gang's or holder's up to 31;
+# priorities up to 99; any threshold of 32 bits but the one that means
+# unlimited.
+_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+LOCK_NAME_MAX, MEMBER_NAME_MAX, PRIORITY_MAX, THRESHOLD_MAX = 199, 31, 99, 2**32 - 2
+
+
+def _check_name(what: str, name, longest: int) -> None:
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or len(name) > longest:
+        raise ValueError(f"{what} {name!r}: 1 to {longest} letters, digits, '_', '-' or '.'")
+
+
+def _check_int(what: str, value, lowest: int, highest: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or not lowest <= value <= highest:
+        raise ValueError(f"{what} {value!r}: an integer of {lowest}..{highest}")
 
 
 class Gang:
@@ -38,6 +56,10 @@ class Gang:
     (created if it does not exist: /dev/shm/rtaccel-gang.LOCK)."""
 
     def __init__(self, lock: str, name: str, priority: int, threshold_mbps: int = 0):
+        _check_name("gang lock", lock, LOCK_NAME_MAX)
+        _check_name("gang", name, MEMBER_NAME_MAX)
+        _check_int("priority", priority, 1, PRIORITY_MAX)
+        _check_int("threshold_mbps", threshold_mbps, 0, THRESHOLD_MAX)
         self._lock = _core.GangLock(lock)
         self._lock.join(name, priority, threshold_mbps)
         self.lock_name = lock
@@ -78,6 +100,10 @@ class BandwidthLock:
     holding thread runs at SCHED_FIFO that priority while it holds it."""
 
     def __init__(self, lock: str, label: str, threshold_mbps: int, ceiling_priority: int = 0):
+        _check_name("bandwidth lock", lock, LOCK_NAME_MAX)
+        _check_name("holder", label, MEMBER_NAME_MAX)
+        _check_int("threshold_mbps", threshold_mbps, 0, THRESHOLD_MAX)
+        _check_int("ceiling_priority", ceiling_priority, 0, PRIORITY_MAX)
         self._lock = _core.BwLock(lock)
         self._holder = self._lock.holder(label, threshold_mbps, ceiling_priority)
         self.lock_name = lock

@@ -6,6 +6,7 @@ import json
 import multiprocessing
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import time
@@ -331,3 +332,21 @@ def test_analyze_charges_the_regulator_where_isolation_is_on(tmp_path):
     assert "# isolation: the regulator on every core" in rtaccel("analyze", str(path), check=False).stdout
     proc = rtaccel("analyze", EXAMPLE, "--isolation", check=False)
     assert proc.returncode == 2 and "no isolation section" in proc.stderr
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda m: m.BandwidthLock("../etc", "x", threshold_mbps=1), "bandwidth lock '../etc': 1 to 199 letters"),
+    (lambda m: m.BandwidthLock("t", "x" * 32, threshold_mbps=1), "holder 'xxxx"),
+    (lambda m: m.BandwidthLock("t", "x", threshold_mbps=-1), "threshold_mbps -1: an integer of 0..4294967294"),
+    (lambda m: m.BandwidthLock("t", "x", threshold_mbps="lots"), "threshold_mbps 'lots'"),
+    (lambda m: m.BandwidthLock("t", "x", 1, ceiling_priority=100), "ceiling_priority 100: an integer of 0..99"),
+    (lambda m: m.Gang("t", "", priority=10), "gang '': 1 to 31 letters"),
+    (lambda m: m.Gang("t", "g", priority=0), "priority 0: an integer of 1..99"),
+    (lambda m: m.Gang("a/b", "g", priority=10), "gang lock 'a/b'"),
+])
+def test_python_locks_refuse_bad_arguments_with_the_rule_and_make_nothing(make, message):
+    from rtaccel import isolate
+    before = set(pathlib.Path("/dev/shm").glob("rtaccel-*"))
+    with pytest.raises(ValueError, match=re.escape(message)):
+        make(isolate)
+    assert set(pathlib.Path("/dev/shm").glob("rtaccel-*")) == before
