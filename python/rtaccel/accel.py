@@ -146,13 +146,14 @@ def kernels_beside_corunners(rounds: int, iterations: int, hog_size: str, fifo: 
         for _ in range(rounds):
             for name, mode, core in configs:
                 hog = None
-                if mode:
-                    size = [] if mode == "cache" else ["--size", hog_size]
-                    hog = subprocess.Popen(["taskset", "-c", str(core), str(binary("rtaccel-membench")), mode,
-                                            *size, "--json"], stdout=subprocess.PIPE,
-                                           stderr=subprocess.DEVNULL, text=True, preexec_fn=stop_with_parent)
-                    time.sleep(0.3)  # past the first pass, which faults its buffer in
                 try:
+                    if mode:
+                        size = [] if mode == "cache" else ["--size", hog_size]
+                        hog = subprocess.Popen(["taskset", "-c", str(core), str(binary("rtaccel-membench")),
+                                                mode, *size, "--json"], stdout=subprocess.PIPE,
+                                               stderr=subprocess.DEVNULL, text=True, preexec_fn=stop_with_parent)
+                        _wait_for_handler(hog, signal.SIGTERM)
+                        time.sleep(0.3)  # past the first pass, which faults its buffer in
                     doc = _bench_client("kernels", path, ["--iterations", str(iterations)], fifo, client)
                 finally:
                     if hog:
@@ -160,6 +161,9 @@ def kernels_beside_corunners(rounds: int, iterations: int, hog_size: str, fifo: 
                         printed, _ = hog.communicate()
                 if hog:
                     # what it moved, as it says when stopped: that it ran
+                    if not printed.strip():
+                        raise AccelError(f"rtaccel-membench {mode} ended without its figures "
+                                         f"(status {hog.returncode})")
                     moved.setdefault(name, []).append(json.loads(printed.splitlines()[-1])["mb_per_s"])
                 for kernel, k in doc["kernels"].items():
                     kernels[kernel] = {"n": k["n"], "request_bytes": k["request_bytes"]}
@@ -177,6 +181,22 @@ def kernels_beside_corunners(rounds: int, iterations: int, hog_size: str, fifo: 
     return {"version": 1, "benchmark": "corunners", "rounds": rounds, "iterations": iterations,
             "hog_size": hog_size, "device_core": device, "client_core": client, "kernels": kernels,
             "hog_mb_per_s": {name: round(_core.percentile(mbs, 0.5)) for name, mbs in moved.items()}}
+
+
+def _wait_for_handler(proc: subprocess.Popen, signo: int, timeout_s: float = 30.0) -> None:
+    """Until PROC (through any exec) handles SIGNO, as /proc says: a signal
+    sent earlier would kill it instead of asking it to stop and report."""
+    deadline = time.monotonic() + timeout_s
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
+                if line.startswith("SigCgt:") and int(line.split()[1], 16) >> (signo - 1) & 1:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.001)
+    raise AccelError(f"{' '.join(map(str, proc.args))} did not start "
+                     + ("in time" if proc.poll() is None else f"(status {proc.returncode})"))
 
 
 def format_corunners(result: dict) -> str:
