@@ -271,41 +271,44 @@ def _add_dds(result: dict, what: str, extra: list[str]) -> int:
 
 
 def _size_label(n: int) -> str:
-    for unit, shift in (("M", 20), ("K", 10)):
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
         if n >= 1 << shift and n % (1 << shift) == 0:
             return f"{n >> shift}{unit}"
     return str(n)
 
 
-def _size_bytes(tok: str, text: str) -> int:
-    m = re.fullmatch(r"([1-9][0-9]*)([KkMm]?)", tok)
-    if not m:
-        raise argparse.ArgumentTypeError(f"expected sizes like 64K,1M,32M separated by commas, got {text!r}")
-    return int(m.group(1)) << {"": 0, "k": 10, "m": 20}[m.group(2).lower()]
+_SIZE = re.compile(r"([1-9][0-9]*)([KkMmGg]?)")
+
+
+def _size_bytes(tok: str) -> int | None:
+    """Bytes of a size such as 64K, 1M or 1G; None if it is none."""
+    m = _SIZE.fullmatch(tok)
+    return int(m.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[m.group(2).lower()] if m else None
 
 
 def _sizes(text: str) -> str:
     for tok in text.split(","):
-        if _size_bytes(tok, text) > 64 << 20:
+        n = _size_bytes(tok)
+        if n is None:
+            raise argparse.ArgumentTypeError(f"expected sizes like 64K,1M,32M separated by commas, got {text!r}")
+        if n > 64 << 20:
             raise argparse.ArgumentTypeError(f"size {tok} is larger than 64M")
     return text
 
 
-def _hog_size(text: str) -> str:
-    """A working set rtaccel-membench takes: 1K..1G."""
-    if not re.fullmatch(r"[1-9][0-9]*[KkMmGg]?", text):
-        raise argparse.ArgumentTypeError(f"a size like 64M, got {text!r}")
-    n = int(text.rstrip("KkMmGg")) << {"k": 10, "m": 20, "g": 30}.get(text[-1].lower(), 0)
-    if not 1 << 10 <= n <= 1 << 30:
-        raise argparse.ArgumentTypeError(f"a size of 1K..1G, got {text!r}")
-    return text
+def _one_size(what: str, lowest: int, highest: int):
+    """An argument type: one size of LOWEST..HIGHEST bytes."""
+    def size(text: str) -> str:
+        n = _size_bytes(text)
+        if n is None or not lowest <= n <= highest:
+            raise argparse.ArgumentTypeError(f"{what} of {_size_label(lowest)}..{_size_label(highest)}, "
+                                             f"got {text!r}")
+        return text
+    return size
 
 
-def _chunk(text: str) -> str:
-    """One size, as rtaccel-net-bench takes a chunk: 1K..16M."""
-    if not re.fullmatch(r"[1-9][0-9]*[KkMm]?", text) or not 1 << 10 <= _size_bytes(text, text) <= 16 << 20:
-        raise argparse.ArgumentTypeError(f"a chunk of 1K..16M, got {text!r}")
-    return text
+_chunk = _one_size("a chunk", 1 << 10, 16 << 20)  # as rtaccel-net-bench takes it
+_hog_size = _one_size("a working set", 1 << 10, 1 << 30)  # as rtaccel-membench takes it
 
 
 def cmd_bench_regulator(args) -> int:
