@@ -22,10 +22,11 @@
 //   kernels --socket S [--iterations N] --json
 //     How long each of four kernels takes on the device, by the server's
 //     start and end of it: a compute-bound matmul whose data fit the core's
-//     cache and three that stream megabytes. One request each millisecond, as
-//     a periodic callback submits, so that other work runs on the device's
-//     core between them. Every sample, for `rtaccel bench corunners`, which
-//     runs it beside memory hogs on each core in turn.
+//     cache and three that stream megabytes. Each request a millisecond
+//     after the previous one ended, as periodic callbacks leave gaps, so
+//     that other work runs on the device's core between kernels. Every
+//     sample, for `rtaccel bench corunners`, which runs it beside memory
+//     hogs on each core in turn.
 //   timer-latency [--iterations N] [--json]
 //     How late a timer wakes the calling thread (cyclictest's measure): N
 //     absolute 1 ms sleeps. Its p99 is the release jitter `rtaccel calibrate`
@@ -533,16 +534,20 @@ int kernels(rtaccel_client* c, int iterations) {
     fill_request(kc.service, kc.n, rtaccel_request_buffer(r, service, nullptr), request);
     std::vector<double> took_us;
     took_us.reserve(size_t(iterations));
-    uint64_t next = monotonic_ns();
     for (int i = -2; i < iterations; i++) {  // two to warm up
       rtaccel_ticket t;
       rtaccel_request_times times;
-      if (rtaccel_submit(r, service, request, &t) || rtaccel_wait(r, &t, 5000000000ull, nullptr) ||
-          rtaccel_request_timestamps(r, &t, &times))
+      int err = rtaccel_submit(r, service, request, &t);
+      if (!err) err = rtaccel_wait(r, &t, 5000000000ull, nullptr);
+      if (!err) err = rtaccel_request_timestamps(r, &t, &times);
+      if (err) {
+        fprintf(stderr, "rtaccel-accel-bench: %s request: %s\n", kc.service, strerror(-err));
         return 1;
+      }
       if (i >= 0) took_us.push_back(double(times.end_ns - times.start_ns) / 1e3);
-      next = std::max(next + 1000000, monotonic_ns());
-      rtaccel_sleep_until(CLOCK_MONOTONIC, next);
+      // A gap on the device's core: without one its worker would hold the
+      // core and the kernel's real-time throttling would stop it there.
+      rtaccel_sleep_until(CLOCK_MONOTONIC, monotonic_ns() + 1000000);
     }
     out["kernels"][kc.service] = {{"n", kc.n}, {"request_bytes", request}, {"us", took_us}};
     rtaccel_client_unregister(r);

@@ -124,8 +124,7 @@ def cmd_demo(args) -> int:
     if not common.check_workload(workload):
         return EXIT_BAD_INPUT
     # Said before the three runs without isolation, not after them.
-    verdict = realtime.diagnose()
-    if args.isolation and not verdict.allowed:
+    if args.isolation and not (verdict := realtime.diagnose()).allowed:
         print(f"rtaccel demo: --isolation: the regulator needs SCHED_FIFO and perf events (root): "
               f"{verdict.reason}; `rtaccel demo` without it runs here", file=sys.stderr)
         return EXIT_RUNTIME
