@@ -39,6 +39,8 @@ def main(argv=None) -> int:
         realtime.ensure()
     if argv and argv[0] == "server":
         return server.cmd_server(argv[1:])
+    if argv[:1] == ["isolate"] and argv[1:2] and argv[1] in isolate.COMMANDS:
+        return isolate.cmd_isolate(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

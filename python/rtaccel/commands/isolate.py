@@ -9,14 +9,14 @@ from rtaccel import accel
 from rtaccel.commands import common
 
 
-def cmd_isolate(args) -> int:
-    """rtaccel isolate ...: rtaccel-isolate, with its own arguments."""
-    rest = args.args
-    # argparse drops a "--" that comes first in the remainder, which is where
-    # `run-be -- CMD` has it (Python 3.11); rtaccel-isolate needs it back.
-    if args.command in ("run-be", "hold") and rest and "--" not in rest and not rest[0].startswith("-"):
-        rest = ["--", *rest]
-    return common.exec_program([str(accel.binary("rtaccel-isolate")), args.command, *rest])
+COMMANDS = ("regulate", "status", "run-be", "hold")
+
+
+def cmd_isolate(argv: list) -> int:
+    """rtaccel isolate COMMAND ...: rtaccel-isolate with the arguments as
+    given. `rtaccel` hands them over unparsed, as it does `rtaccel server`'s:
+    argparse drops a "--" right after COMMAND, where `run-be -- CMD` has it."""
+    return common.exec_program([str(accel.binary("rtaccel-isolate")), *argv])
 
 
 def cmd_membench(args) -> int:
@@ -37,9 +37,9 @@ def register(sub) -> None:
                                    "(live, per core), `run-be -- CMD` (CMD as best-effort work), "
                                    "`hold --threshold MBPS -- CMD` (CMD under the bandwidth lock). "
                                    "`rtaccel isolate COMMAND --help` lists each one's options.")
-    p.add_argument("command", choices=["regulate", "status", "run-be", "hold"])
+    p.add_argument("command", choices=COMMANDS)
     p.add_argument("args", nargs=argparse.REMAINDER)
-    p.set_defaults(func=cmd_isolate)
+    p.set_defaults(func=lambda args: cmd_isolate([args.command, *args.args]))
 
     p = sub.add_parser("membench", help="memory benchmarks for best-effort co-runners (IsolBench-like)")
     p.add_argument("benchmark", choices=("read", "write", "cache"),
