@@ -7,6 +7,7 @@ import json
 import mmap
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -339,6 +340,31 @@ def wait_gone(pids, seconds=5.0):
     while any(alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     return [p for p in pids if alive(p)]
+
+
+def test_the_progress_line_counts_critical_misses_apart(tmp_path):
+    # `late` misses its 1 ms deadline in every instance by design, and is not
+    # critical; `hot` has 200 ms for 1 ms of work. A log gets the last state
+    # at the end, whatever the run's length.
+    path = workload(tmp_path, "progress", """executors:
+  - {name: ex, core: 0, priority: 50}
+callbacks:
+  - {name: hot, executor: ex, trigger: {timer_ms: 200}, cpu_us: 1000}
+  - {name: late, executor: ex, trigger: {timer_ms: 20}, cpu_us: 3000}
+chains:
+  - {name: hot, priority: 9, path: [hot]}
+  - {name: late, priority: 1, path: [late], deadline_ms: 1, critical: false}
+""")
+    out = tmp_path / "out"
+    proc = rtaccel("run", path, "--duration", "2", "--out", str(out), check=0)
+    last = [line for line in proc.stderr.splitlines() if line.startswith("rtaccel run: ")][-1]
+    m = re.fullmatch(r"rtaccel run: \w+ +2/2 s, (\d+) chain instances, 0 critical deadline misses, "
+                     r"(\d+) non-critical", last)
+    assert m, proc.stderr
+    chains = {c["chain"]: c for c in json.loads((out / "summary.json").read_text())["chains"]}
+    instances, late = int(m[1]), int(m[2])
+    assert 0 < late <= chains["late"]["count"] and instances <= chains["hot"]["count"] + chains["late"]["count"]
+    assert instances - late > 0
 
 
 def test_killing_the_runner_leaves_no_orphans(tmp_path):
