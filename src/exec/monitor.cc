@@ -100,6 +100,9 @@ struct Explanation {
   };
   std::map<std::pair<int, size_t>, Seen> overruns;  // (kind, what)
   std::map<int, CoreLoss> cores;
+  // Per cpu-backend accelerator: what its core lost while its kernels ran
+  // over their declared times.
+  std::map<size_t, CoreLoss> devices;
   double slowest = 0;  // the machine's speed, the lowest in their time
   uint64_t unexplained = 0;
 };
@@ -155,10 +158,7 @@ CoreLoss CoreSampler::lost(int core, uint64_t from_ns, uint64_t to_ns,
     if (samples_[k - 1].at_ns > to_ns) break;
     if (done[k]) continue;
     done[k] = true;
-    const CoreLoss d = delta(samples_[k - 1], samples_[k], core);
-    sum.irq_ns += d.irq_ns;
-    sum.softirq_ns += d.softirq_ns;
-    sum.steal_ns += d.steal_ns;
+    sum += delta(samples_[k - 1], samples_[k], core);
   }
   return sum;
 }
@@ -415,7 +415,8 @@ json check_assumptions(const MonitorInput& in, json* chains) {
     return std::string("the machine ran the calibrated CPU work at as little as ") + speed + "x its speed at the start" +
            when + ", below the work fraction " + fraction;
   };
-  auto loss_text = [](int core, const CoreLoss& loss, const std::string& when) {
+  // "core 1 lost 20.0 ms to softirqs" + WHEN; WHOSE names the core's owner.
+  auto loss_text = [](int core, const CoreLoss& loss, const std::string& when, const std::string& whose = "") {
     std::string parts;
     auto part = [&parts](uint64_t ns, const char* what) {
       if (!ns) return;
@@ -424,7 +425,20 @@ json check_assumptions(const MonitorInput& in, json* chains) {
     part(loss.softirq_ns, "softirqs");
     part(loss.irq_ns, "interrupts");
     part(loss.steal_ns, "the hypervisor (steal)");
-    return "core " + std::to_string(core) + " lost " + parts + when;
+    return whose + "core " + std::to_string(core) + " lost " + parts + when;
+  };
+  // A cpu-backend accelerator's kernels run on a core of their own, which
+  // the hypervisor, interrupts and softirqs take time from as they do from
+  // the executors': said beside a kernel over its declared time, it tells
+  // a slow kernel from a kernel kept off its core (at the sampler's grain).
+  auto device_core = [&](size_t segment) {
+    const auto [cb, k] = segment_of[segment];
+    const size_t a = w.callbacks[cb].segments[k].accelerator;
+    return std::make_pair(a, w.accelerators[a].backend == workload::Backend::kCpu ? w.accelerators[a].core : -1);
+  };
+  auto device_loss_text = [&](size_t a, const CoreLoss& loss, const std::string& when) {
+    return loss_text(w.accelerators[a].core, loss, " while its kernels over their declared times ran" + when,
+                     w.accelerators[a].name + "'s ");
   };
 
   // The bounds again, with each callback's, kernel's and release's longest
@@ -460,7 +474,7 @@ json check_assumptions(const MonitorInput& in, json* chains) {
     std::set<int> cores;
     for (size_t cb : w.chains[c].path) cores.insert(w.executors[w.callbacks[cb].executor].core);
     Explanation why;
-    std::vector<std::vector<bool>> counted;
+    std::vector<std::vector<bool>> counted, device_counted;
     uint64_t over = 0;
     const auto mb = measured_bound.find(w.chains[c].name);
     const bool quantitative = mb != measured_bound.end();
@@ -486,17 +500,16 @@ json check_assumptions(const MonitorInput& in, json* chains) {
         if (it->end_ns < x.start_ns || (it->core >= 0 && !cores.count(it->core))) continue;
         broke = true;
         hop_late = hop_late || it->kind == Overrun::kHop;
+        if (it->kind == Overrun::kSegment)
+          if (const auto [a, core] = device_core(it->what); core >= 0)
+            why.devices[a] += in.cores->lost(core, it->begin_ns, it->end_ns, &device_counted);
         if (it->kind == Overrun::kOffCore) off_core_ns += it->took_ns;
         auto& s = why.overruns[{it->kind, it->what}];
         s.max_ns = std::max(s.max_ns, it->took_ns);
         if (seen.insert({it->kind, it->what}).second) ++s.instances;
       }
       for (int core : cores) {
-        const CoreLoss loss = in.cores->lost(core, x.start_ns, x.end_ns, &counted);
-        CoreLoss& sum = why.cores[core];
-        sum.irq_ns += loss.irq_ns;
-        sum.softirq_ns += loss.softirq_ns;
-        sum.steal_ns += loss.steal_ns;
+        why.cores[core] += in.cores->lost(core, x.start_ns, x.end_ns, &counted);
         // A loss in an interval counted for an earlier instance explains
         // this one too; what counts is what the core lost then.
         lost_ns += in.cores->lost(core, x.start_ns, x.end_ns, nullptr).total();
@@ -532,6 +545,9 @@ json check_assumptions(const MonitorInput& in, json* chains) {
     for (const auto& [key, s] : why.overruns) explained_by.push_back(overrun_text(key.first, key.second, s.max_ns, s.instances, of));
     for (const auto& [core, loss] : why.cores)
       if (loss.total()) explained_by.push_back(loss_text(core, loss, " in the time of the instances over the bound"));
+    for (const auto& [a, loss] : why.devices)
+      if (loss.total())
+        explained_by.push_back(device_loss_text(a, loss, " in the instances over the bound"));
     if (const std::string slow = speed_text(why.slowest, " in the time of the instances over the bound"); !slow.empty())
       explained_by.push_back(slow);
     if (why.unexplained) {
@@ -571,6 +587,16 @@ json check_assumptions(const MonitorInput& in, json* chains) {
     (*j)["callback"] = w.callbacks[segment_of[s].first].name;
     (*j)["segment"] = segment_of[s].second + 1;
   });
+  // What each cpu-backend accelerator's core lost while its kernels ran over
+  // their declared times, and in the whole run.
+  std::map<size_t, CoreLoss> device_overrun_loss;
+  std::vector<std::vector<bool>> device_counted;
+  for (const Overrun& o : overruns)
+    if (o.kind == Overrun::kSegment)
+      if (const auto [a, core] = device_core(o.what); core >= 0)
+        device_overrun_loss[a] += in.cores->lost(core, o.begin_ns, o.end_ns, &device_counted);
+  for (const auto& [a, loss] : device_overrun_loss)
+    if (loss.total()) broken.push_back(device_loss_text(a, loss, ""));
   json hop_json = tallies(Overrun::kHop, hops, "bound_us", false,
                           [&](size_t h, json* j) { (*j)["hop"] = plan.hops[h].name; });
   json off_json = tallies(Overrun::kOffCore, off_core, "slack_us", false,
@@ -588,6 +614,18 @@ json check_assumptions(const MonitorInput& in, json* chains) {
                          {"softirq_ms", static_cast<double>(loss.softirq_ns) / 1e6},
                          {"steal_ms", static_cast<double>(loss.steal_ns) / 1e6}});
   }
+  json device_json = json::array();
+  for (size_t a = 0; a < w.accelerators.size(); ++a) {
+    if (w.accelerators[a].backend != workload::Backend::kCpu) continue;
+    const CoreLoss loss = in.cores->lost(w.accelerators[a].core);
+    const CoreLoss& over = device_overrun_loss[a];
+    device_json.push_back({{"accelerator", w.accelerators[a].name},
+                           {"core", w.accelerators[a].core},
+                           {"irq_ms", static_cast<double>(loss.irq_ns) / 1e6},
+                           {"softirq_ms", static_cast<double>(loss.softirq_ns) / 1e6},
+                           {"steal_ms", static_cast<double>(loss.steal_ns) / 1e6},
+                           {"lost_in_overruns_ms", static_cast<double>(over.total()) / 1e6}});
+  }
   json speed = nullptr;
   if (in.speed && !in.speed->samples().empty()) {
     std::vector<double> ratios;
@@ -603,6 +641,7 @@ json check_assumptions(const MonitorInput& in, json* chains) {
           {"releases", std::move(release_json)},
           {"off_core", std::move(off_json)},
           {"cores", std::move(core_json)},
+          {"accelerator_cores", std::move(device_json)},
           {"speed", std::move(speed)},
           {"broken", std::move(broken)},
           {"unexplained_violations", unexplained}};

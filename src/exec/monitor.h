@@ -35,6 +35,12 @@ struct CoreLoss {
   uint64_t softirq_ns = 0;
   uint64_t steal_ns = 0;
   uint64_t total() const { return irq_ns + softirq_ns + steal_ns; }
+  CoreLoss& operator+=(const CoreLoss& o) {
+    irq_ns += o.irq_ns;
+    softirq_ns += o.softirq_ns;
+    steal_ns += o.steal_ns;
+    return *this;
+  }
 };
 
 // /proc/stat's per-core irq, softirq and steal, sampled during the run. The

@@ -367,6 +367,40 @@ TEST_F(MonitorOfKernels, AKernelsTimeLeavesOutTheHigherBucketsKernelsThatRanWith
                             "in 1 instance of 2");
 }
 
+TEST_F(MonitorOfKernels, TheAcceleratorsCoreLossesWhileAKernelOverranAreSaidBesideIt) {
+  // Core 1 is acc0's: it loses 6 ms to steal between 20 and 40 ms, while
+  // lo's kernel overruns (20-31 ms, 11 ms against 5), and 4 ms more between
+  // 60 and 80 ms, while no kernel over its time runs.
+  cores_.record(0, {{}, {}});
+  cores_.record(20 * kMs, {{}, {}});
+  cores_.record(40 * kMs, {{}, {0, 0, 6 * kMs}});
+  cores_.record(60 * kMs, {{}, {0, 0, 6 * kMs}});
+  cores_.record(80 * kMs, {{}, {0, 0, 10 * kMs}});
+  kernel(1, 0, 22 * kMs, 33 * kMs);
+  kernel(1, 0, 62 * kMs, 66 * kMs);  // within its 5 ms
+  instance(1, 21 * kMs, 35 * kMs);   // clo, over its 10 ms bound
+  json chains;
+  const json a = check(&chains);
+  EXPECT_EQ(chains[1]["explained_by"], json::array({
+      "segment 1 of callback lo (busy) ran up to 11.0 ms on the accelerator against 5.0 ms in 1 instance of the 1 "
+      "over the bound",
+      "acc0's core 1 lost 6.0 ms to the hypervisor (steal) while its kernels over their declared times ran in the "
+      "instances over the bound"}))
+      << chains[1].dump();
+  EXPECT_EQ(a["broken"], json::array({"segment 1 of callback lo (busy) ran up to 11.0 ms on the accelerator against "
+                                      "5.0 ms in 1 instance of 2",
+                                      "acc0's core 1 lost 6.0 ms to the hypervisor (steal) while its kernels over "
+                                      "their declared times ran"}))
+      << a.dump();
+  // Core 1 runs no executor: it is in the cores of the accelerators only.
+  EXPECT_TRUE(a["cores"].empty() || a["cores"][0]["core"] == 0) << a.dump();
+  ASSERT_EQ(a["accelerator_cores"].size(), 1u) << a.dump();
+  EXPECT_EQ(a["accelerator_cores"][0]["accelerator"], "acc0");
+  EXPECT_EQ(a["accelerator_cores"][0]["core"], 1);
+  EXPECT_DOUBLE_EQ(a["accelerator_cores"][0]["steal_ms"].get<double>(), 10.0);
+  EXPECT_DOUBLE_EQ(a["accelerator_cores"][0]["lost_in_overruns_ms"].get<double>(), 6.0);
+}
+
 class MonitorOfTwoExecutors : public Monitor {
  protected:
   void SetUp() override { load(kTwoExecutors); }
