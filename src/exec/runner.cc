@@ -679,14 +679,16 @@ json trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
       events.push_back(std::move(e));
     }
   }
-  // What the executors' cores lost to interrupts, softirqs and the
-  // hypervisor, per sampling interval, and the machine's speed: counters on
-  // a process of their own.
+  // What the executors' cores and the cpu-backend accelerators' lost to
+  // interrupts, softirqs and the hypervisor, per sampling interval, and the
+  // machine's speed: counters on a process of their own.
   const int cores_pid = link_pid + static_cast<int>(s.workload.links.size());
-  std::set<int> executor_cores;
-  for (const auto& ex : s.workload.executors) executor_cores.insert(ex.core);
+  std::set<int> watched_cores;
+  for (const auto& ex : s.workload.executors) watched_cores.insert(ex.core);
+  for (const auto& a : s.workload.accelerators)
+    if (a.backend == workload::Backend::kCpu) watched_cores.insert(a.core);
   meta("process_name", cores_pid, -1, "cores (time lost, /proc/stat; machine speed)");
-  for (int core : executor_cores)
+  for (int core : watched_cores)
     for (const auto& [at, loss] : cores.intervals(core))
       events.push_back({{"ph", "C"}, {"name", "core " + std::to_string(core) + " lost (us)"}, {"pid", cores_pid},
                         {"ts", ts(at)},

@@ -485,6 +485,10 @@ def test_the_monitor_checks_every_callback_against_its_wcet(tmp_path):
     assert any(b.startswith("callback tight ran up to") and "against a WCET of 1.0 ms" in b
                for b in a["broken"]), a["broken"]
     assert {c["core"] for c in a["cores"]} == {0}
+    # acc0's core, watched as the executors' are.
+    assert [(c["accelerator"], c["core"]) for c in a["accelerator_cores"]] == [("acc0", 1)]
+    assert all(c["lost_in_overruns_ms"] <= c["irq_ms"] + c["softirq_ms"] + c["steal_ms"] + 1e-9
+               for c in a["accelerator_cores"]), a["accelerator_cores"]
     # Timers against the declared 1 ms release jitter, where their core was
     # free at the release; every callback's time off its core.
     assert a["releases"] and all(r["jitter_us"] == 1000 and r["count"] > 0 for r in a["releases"]), a["releases"]
@@ -494,7 +498,8 @@ def test_the_monitor_checks_every_callback_against_its_wcet(tmp_path):
     slices = [e for e in trace if e.get("cat") == "callback" and e["name"] == "walker"]
     assert slices and all(e["args"]["wcet_us"] == 20000 and e["args"]["cpu_us"] > 0 for e in slices)
     assert any(e.get("cat") == "assumption" and e["name"] == "over WCET: tight" for e in trace)
-    assert any(e.get("ph") == "C" and e["name"] == "core 0 lost (us)" for e in trace)
+    assert {e["name"] for e in trace if e.get("ph") == "C" and e["name"].endswith(" lost (us)")} == \
+        {"core 0 lost (us)", "core 1 lost (us)"}
     # The machine's speed, probed every 20 ms of the 2 s run, against the
     # calibration at its start.
     speed = a["speed"]
