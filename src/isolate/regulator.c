@@ -46,8 +46,14 @@
 #define RING_PAGES 2		/* the metadata page and one page of samples */
 #define MAX_DEBTORS 32
 #define LINE_BYTES 64
-/* perf clamps hrtimer-driven sample periods to this. */
-#define MIN_TIME_BUDGET_NS 10000ull
+/* The cpu-time meter's shortest sample period. perf allows 10 us for its
+ * hrtimer-driven events, but the timer fires at that rate for as long as a
+ * best-effort task runs, until this thread parks the core; where one timer
+ * interrupt takes longer than that (17.7 us on a slow virtual machine),
+ * the interrupts keep the core from this thread, and it never parks. At
+ * 50 us an interrupt takes a third of the period at most; a smaller budget
+ * is metered as 50 us of best-effort time, within the overflow's onset. */
+#define MIN_TIME_BUDGET_NS 50000ull
 
 
 void regulator_config_defaults(struct regulator_config *cfg)
