@@ -1313,6 +1313,8 @@ Status Run::wait_until_ready() {
   futex_wake(reinterpret_cast<uint32_t*>(&header->go), INT_MAX, true);
   t0_ = header->start_ns;
   next_report_ = t0_ + kSecond;
+  progress_seen_.assign(setup_.workload.chains.size(), 0);
+  progress_misses_.assign(setup_.workload.chains.size(), 0);
   return Status();
 }
 
@@ -1327,8 +1329,6 @@ void Run::report_progress(uint64_t now, bool final) {
   bool any_other = false;
   // Samples are written once, before the count that publishes them: each is
   // read once, from where the last report stopped.
-  progress_seen_.resize(setup_.workload.chains.size(), 0);
-  progress_misses_.resize(setup_.workload.chains.size(), 0);
   for (size_t c = 0; c < setup_.workload.chains.size(); ++c) {
     const auto& chain = setup_.workload.chains[c];
     const uint64_t count = shared_.chain(c)->count.load(std::memory_order_acquire);
