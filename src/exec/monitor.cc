@@ -62,7 +62,7 @@ std::string count_of(uint64_t n, const char* what) {
 
 // A piece of work that took longer than the analysis allowed it.
 struct Overrun {
-  enum Kind { kCpu, kSegment, kHop, kRelease, kOffCore } kind;
+  Finding::Kind kind;  // not kInstance
   size_t what;         // kCpu, kOffCore: callback; kSegment: index into segments; kHop: hop; kRelease: timer
   uint64_t begin_ns;   // when it ran
   uint64_t end_ns;
@@ -193,7 +193,7 @@ double SpeedSampler::slowest(uint64_t from_ns, uint64_t to_ns) const {
   return low;
 }
 
-json check_assumptions(const MonitorInput& in, json* chains) {
+json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding>* findings) {
   const auto& w = *in.workload;
   const auto& plan = *in.plan;
   const SharedRun& shared = *in.shared;
@@ -242,7 +242,7 @@ json check_assumptions(const MonitorInput& in, json* chains) {
         busy[w.executors[w.callbacks[ev.callback].executor].core].push_back(&ev);
         runs.push_back(&ev);
         if (ev.cpu_ns > t.allowed_ns)
-          overruns.push_back({Overrun::kCpu, ev.callback, ev.begin_ns, ev.end_ns, ev.cpu_ns,
+          overruns.push_back({Finding::kCpu, ev.callback, ev.begin_ns, ev.end_ns, ev.cpu_ns,
                               w.executors[w.callbacks[ev.callback].executor].core});
       } else if (ev.kind == static_cast<uint32_t>(TraceKind::kSegment) && ev.bucket >= 0 &&
                  segment_index.count({ev.callback, ev.segment})) {
@@ -254,7 +254,7 @@ json check_assumptions(const MonitorInput& in, json* chains) {
         // From the publish to the arrival, as the analysis bounds a hop.
         hops[ev.segment].add(ev.end_ns - ev.submit_ns);
         if (ev.end_ns - ev.submit_ns > hops[ev.segment].allowed_ns)
-          overruns.push_back({Overrun::kHop, ev.segment, ev.submit_ns, ev.end_ns, ev.end_ns - ev.submit_ns, -1});
+          overruns.push_back({Finding::kHop, ev.segment, ev.submit_ns, ev.end_ns, ev.end_ns - ev.submit_ns, -1});
       }
     }
   }
@@ -291,7 +291,7 @@ json check_assumptions(const MonitorInput& in, json* chains) {
     const uint64_t own = ev->end_ns - ev->begin_ns - preempted;
     const size_t s = segment_index[{ev->callback, ev->segment}];
     segments[s].add(own);
-    if (own > segments[s].allowed_ns) overruns.push_back({Overrun::kSegment, s, ev->begin_ns, ev->end_ns, own, -1});
+    if (own > segments[s].allowed_ns) overruns.push_back({Finding::kSegment, s, ev->begin_ns, ev->end_ns, own, -1});
   }
 
   // A callback's thread kept off its core: the wall time of a callback's
@@ -336,7 +336,7 @@ json check_assumptions(const MonitorInput& in, json* chains) {
     Tally& t = off_core[ev->callback];
     t.allowed_ns = kOffCoreSlackNs;
     t.add(off);
-    if (off > t.allowed_ns) overruns.push_back({Overrun::kOffCore, ev->callback, ev->begin_ns, ev->end_ns, off, core});
+    if (off > t.allowed_ns) overruns.push_back({Finding::kOffCore, ev->callback, ev->begin_ns, ev->end_ns, off, core});
   }
 
   // Timer activations against the release jitter: how late each started
@@ -372,31 +372,64 @@ json check_assumptions(const MonitorInput& in, json* chains) {
       if (begun > 0 && latest[static_cast<size_t>(begun - 1)] > r.release_ns) continue;
       tally.add(r.start_ns - r.release_ns);
       if (r.start_ns - r.release_ns > tally.allowed_ns)
-        overruns.push_back({Overrun::kRelease, t, r.release_ns, r.start_ns, r.start_ns - r.release_ns, mine.core});
+        overruns.push_back({Finding::kRelease, t, r.release_ns, r.start_ns, r.start_ns - r.release_ns, mine.core});
     }
   }
   std::sort(overruns.begin(), overruns.end(), [](const Overrun& a, const Overrun& b) { return a.begin_ns < b.begin_ns; });
   uint64_t longest_overrun = 0;
   for (const auto& o : overruns) longest_overrun = std::max(longest_overrun, o.end_ns - o.begin_ns);
+  if (findings) {
+    for (const Overrun& o : overruns) {
+      std::string what;
+      uint64_t allowed = 0;
+      switch (o.kind) {
+        case Finding::kCpu:
+          what = w.callbacks[o.what].name;
+          allowed = callbacks[o.what].allowed_ns;
+          break;
+        case Finding::kSegment: {
+          const auto [cb, k] = segment_of[o.what];
+          what = w.callbacks[cb].name + ": " + w.callbacks[cb].segments[k].service;
+          allowed = segments[o.what].allowed_ns;
+          break;
+        }
+        case Finding::kHop:
+          what = plan.hops[o.what].name;
+          allowed = hops[o.what].allowed_ns;
+          break;
+        case Finding::kRelease:
+          what = w.callbacks[plan.timers[o.what]].name;
+          allowed = releases[o.what].allowed_ns;
+          break;
+        case Finding::kOffCore:
+          what = w.callbacks[o.what].name;
+          allowed = off_core[o.what].allowed_ns;
+          break;
+        case Finding::kInstance:
+          break;
+      }
+      findings->push_back({o.kind, std::move(what), o.begin_ns, o.end_ns, o.took_ns, allowed});
+    }
+  }
 
   auto overrun_text = [&](int kind, size_t what, uint64_t max_ns, uint64_t n, const std::string& of) {
-    if (kind == Overrun::kCpu) {
+    if (kind == Finding::kCpu) {
       const auto t = took_allowed(max_ns, callbacks[what].allowed_ns);
       return "callback " + w.callbacks[what].name + " ran up to " + t.took + " of CPU against a WCET of " + t.allowed +
              " in " + count_of(n, "instance") + of;
     }
-    if (kind == Overrun::kSegment) {
+    if (kind == Finding::kSegment) {
       const auto [cb, k] = segment_of[what];
       const auto t = took_allowed(max_ns, segments[what].allowed_ns);
       return "segment " + std::to_string(k + 1) + " of callback " + w.callbacks[cb].name + " (" +
              w.callbacks[cb].segments[k].service + ") ran up to " + t.took + " on the accelerator against " +
              t.allowed + " in " + count_of(n, "instance") + of;
     }
-    if (kind == Overrun::kOffCore)
+    if (kind == Finding::kOffCore)
       return "callback " + w.callbacks[what].name + " was kept off core " +
              std::to_string(w.executors[w.callbacks[what].executor].core) + " for up to " + short_time(max_ns) +
              " while it ran (steal, or a thread outside the workload) in " + count_of(n, "instance") + of;
-    if (kind == Overrun::kRelease)
+    if (kind == Finding::kRelease)
       return "the timer of callback " + w.callbacks[plan.timers[what]].name + " started it up to " +
              short_time(max_ns) + " after its release against a release jitter of " +
              short_time(releases[what].allowed_ns) + " in " +
@@ -499,11 +532,11 @@ json check_assumptions(const MonitorInput& in, json* chains) {
       for (; it != overruns.end() && it->begin_ns <= x.end_ns; ++it) {
         if (it->end_ns < x.start_ns || (it->core >= 0 && !cores.count(it->core))) continue;
         broke = true;
-        hop_late = hop_late || it->kind == Overrun::kHop;
-        if (it->kind == Overrun::kSegment)
+        hop_late = hop_late || it->kind == Finding::kHop;
+        if (it->kind == Finding::kSegment)
           if (const auto [a, core] = device_core(it->what); core >= 0)
             why.devices[a] += in.cores->lost(core, it->begin_ns, it->end_ns, &device_counted);
-        if (it->kind == Overrun::kOffCore) off_core_ns += it->took_ns;
+        if (it->kind == Finding::kOffCore) off_core_ns += it->took_ns;
         auto& s = why.overruns[{it->kind, it->what}];
         s.max_ns = std::max(s.max_ns, it->took_ns);
         if (seen.insert({it->kind, it->what}).second) ++s.instances;
@@ -531,6 +564,9 @@ json check_assumptions(const MonitorInput& in, json* chains) {
         explained = latency <= mb->second || hop_late || latency - mb->second <= unmodelled_ns;
       }
       why.unexplained += !explained;
+      if (findings)
+        findings->push_back({Finding::kInstance, w.chains[c].name, x.start_ns, x.end_ns, x.end_ns - x.start_ns, bound,
+                             quantitative ? mb->second : 0, explained});
     }
     const std::string of = " of the " + std::to_string(over) + " over the bound";
     json explained_by = json::array();
@@ -579,11 +615,11 @@ json check_assumptions(const MonitorInput& in, json* chains) {
     }
     return out;
   };
-  json cb_json = tallies(Overrun::kCpu, callbacks, "wcet_us", true, [&](size_t cb, json* j) {
+  json cb_json = tallies(Finding::kCpu, callbacks, "wcet_us", true, [&](size_t cb, json* j) {
     (*j)["callback"] = w.callbacks[cb].name;
     (*j)["working_set_kb"] = w.callbacks[cb].working_set_bytes >> 10;
   });
-  json seg_json = tallies(Overrun::kSegment, segments, "wcet_us", false, [&](size_t s, json* j) {
+  json seg_json = tallies(Finding::kSegment, segments, "wcet_us", false, [&](size_t s, json* j) {
     (*j)["callback"] = w.callbacks[segment_of[s].first].name;
     (*j)["segment"] = segment_of[s].second + 1;
   });
@@ -592,16 +628,16 @@ json check_assumptions(const MonitorInput& in, json* chains) {
   std::map<size_t, CoreLoss> device_overrun_loss;
   std::vector<std::vector<bool>> device_counted;
   for (const Overrun& o : overruns)
-    if (o.kind == Overrun::kSegment)
+    if (o.kind == Finding::kSegment)
       if (const auto [a, core] = device_core(o.what); core >= 0)
         device_overrun_loss[a] += in.cores->lost(core, o.begin_ns, o.end_ns, &device_counted);
   for (const auto& [a, loss] : device_overrun_loss)
     if (loss.total()) broken.push_back(device_loss_text(a, loss, ""));
-  json hop_json = tallies(Overrun::kHop, hops, "bound_us", false,
+  json hop_json = tallies(Finding::kHop, hops, "bound_us", false,
                           [&](size_t h, json* j) { (*j)["hop"] = plan.hops[h].name; });
-  json off_json = tallies(Overrun::kOffCore, off_core, "slack_us", false,
+  json off_json = tallies(Finding::kOffCore, off_core, "slack_us", false,
                           [&](size_t cb, json* j) { (*j)["callback"] = w.callbacks[cb].name; });
-  json release_json = tallies(Overrun::kRelease, releases, "jitter_us", false,
+  json release_json = tallies(Finding::kRelease, releases, "jitter_us", false,
                               [&](size_t t, json* j) { (*j)["timer"] = w.callbacks[plan.timers[t]].name; });
   json core_json = json::array();
   std::set<int> executor_cores;
@@ -635,6 +671,9 @@ json check_assumptions(const MonitorInput& in, json* chains) {
     speed = {{"samples", ratios.size()}, {"slowest", low}, {"p50", p50}};
     if (const std::string slow = speed_text(low, " in the run"); !slow.empty()) broken.push_back(slow);
   }
+  if (findings)
+    std::stable_sort(findings->begin(), findings->end(),
+                     [](const Finding& a, const Finding& b) { return a.begin_ns < b.begin_ns; });
   return {{"callbacks", std::move(cb_json)},
           {"segments", std::move(seg_json)},
           {"hops", std::move(hop_json)},

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "exec/plan.h"
@@ -107,6 +108,22 @@ struct MonitorInput {
   double work_fraction = 1.0;
 };
 
+// What the monitor found over what the analysis allowed, and when: a piece
+// of work over its time, or a chain instance over its bound. The run's
+// trace marks each.
+struct Finding {
+  enum Kind { kCpu, kSegment, kHop, kRelease, kOffCore, kInstance } kind;
+  std::string what;    // the callback; "callback: service"; the hop; the timer's callback; the chain
+  uint64_t begin_ns;   // when it ran (a release: from the release to the start)
+  uint64_t end_ns;
+  uint64_t took_ns;    // CPU time, kernel's own time, hop's time, start delay, time off core, latency
+  uint64_t allowed_ns; // WCET, declared time, hop's bound, release jitter, slack, the chain's bound
+  // kInstance: the chain's bound with the run's longest times (0: none
+  // computed), and whether the run explains the instance.
+  uint64_t measured_bound_ns = 0;
+  bool explained = true;
+};
+
 // summary.json's "assumptions": per callback its CPU time against its WCET,
 // per segment its kernel's own time against its declared time, per hop its time
 // against its bound, per executor core its losses, the machine's speed, and
@@ -120,7 +137,10 @@ struct MonitorInput {
 // than what its cores lost to interrupts, softirqs, steal and threads outside
 // the workload in its time. Without, where any assumption broke in its time.
 // `unexplained` counts the others: a run's evidence against the analysis.
-nlohmann::json check_assumptions(const MonitorInput& in, nlohmann::json* chains);
+// With `findings`, every overrun and instance over its bound, in time order
+// of their start.
+nlohmann::json check_assumptions(const MonitorInput& in, nlohmann::json* chains,
+                                 std::vector<Finding>* findings = nullptr);
 
 }  // namespace rtaccel::exec
 

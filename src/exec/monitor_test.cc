@@ -119,7 +119,7 @@ class Monitor : public ::testing::Test {
   }
   // The summary's chains as the runner makes them, bound 10 ms each, over
   // it as many as the samples say; the monitor without the analysis.
-  json check(json* chains) {
+  json check(json* chains, std::vector<Finding>* findings = nullptr) {
     *chains = json::array();
     for (size_t c = 0; c < workload_.chains.size(); ++c) {
       uint64_t over = 0;
@@ -128,11 +128,11 @@ class Monitor : public ::testing::Test {
       chains->push_back({{"chain", workload_.chains[c].name}, {"wcrt_us", 10000.0}, {"over_bound", over}});
     }
     MonitorInput in{&workload_, &plan_, nullptr, &shared_, &cores_, 0, {}, &speed_, 0.9};
-    return check_assumptions(in, chains);
+    return check_assumptions(in, chains, findings);
   }
   // The same with the analysis' own bounds, and the analysis to run again
   // with the run's times.
-  json check_with_analysis(json* chains) {
+  json check_with_analysis(json* chains, std::vector<Finding>* findings = nullptr) {
     const auto bounds = analysis::analyze(workload_);
     *chains = json::array();
     for (size_t c = 0; c < workload_.chains.size(); ++c) {
@@ -145,7 +145,7 @@ class Monitor : public ::testing::Test {
     }
     MonitorInput in{&workload_, &plan_, &bounds, &shared_, &cores_, 0,
                     [](const workload::Workload& measured) { return analysis::analyze(measured); }};
-    return check_assumptions(in, chains);
+    return check_assumptions(in, chains, findings);
   }
 
   workload::Workload workload_;
@@ -326,7 +326,8 @@ TEST_F(Monitor, BeyondTheBoundOfItsOwnTimesAnInstanceIsTheAnalysisUnlessItsCoreL
   callback(0, 158 * kMs, 159900000, 1900000);
   instance(0, 150 * kMs, 160 * kMs);  // the same, with 4 ms lost meanwhile
   json chains;
-  const json a = check_with_analysis(&chains);
+  std::vector<Finding> findings;
+  const json a = check_with_analysis(&chains, &findings);
   ASSERT_EQ(chains[0]["over_bound"], 2) << chains.dump();
   EXPECT_EQ(chains[0]["explained_by"][0], "with the run's longest times in place of the declared ones the analysis "
                                           "bounds it at 6.5 ms, and 2 instances went beyond that, by up to 3.5 ms");
@@ -335,6 +336,23 @@ TEST_F(Monitor, BeyondTheBoundOfItsOwnTimesAnInstanceIsTheAnalysisUnlessItsCoreL
   EXPECT_EQ(chains[0]["explained_by"].back(), "1 instance beyond even that bound by more than its cores lost in its "
                                               "time: the analysis does not hold for this run (a bug in rtaccel's "
                                               "analysis)");
+  // For the trace: b over its WCET twice, and each instance with whether
+  // the run explains it, in time order.
+  ASSERT_EQ(findings.size(), 4u);
+  EXPECT_EQ(findings[0].kind, Finding::kCpu);
+  EXPECT_EQ(findings[0].what, "b");
+  EXPECT_EQ(findings[0].took_ns, 4500000u);
+  EXPECT_EQ(findings[0].allowed_ns, 1 * kMs);
+  EXPECT_EQ(findings[1].kind, Finding::kInstance);
+  EXPECT_EQ(findings[1].what, workload_.chains[0].name);
+  EXPECT_EQ(findings[1].begin_ns, 50 * kMs);
+  EXPECT_EQ(findings[1].took_ns, 10 * kMs);
+  EXPECT_EQ(findings[1].measured_bound_ns, 6500000u);
+  EXPECT_FALSE(findings[1].explained);
+  EXPECT_EQ(findings[2].kind, Finding::kCpu);
+  EXPECT_EQ(findings[3].kind, Finding::kInstance);
+  EXPECT_EQ(findings[3].begin_ns, 150 * kMs);
+  EXPECT_TRUE(findings[3].explained);
 }
 
 // A kernel's time on the accelerator is its own: the higher bucket's kernels
@@ -353,7 +371,8 @@ TEST_F(MonitorOfKernels, AKernelsTimeLeavesOutTheHigherBucketsKernelsThatRanWith
   kernel(0, 1, 19 * kMs, 23 * kMs);  // hi again, 1 ms of it within lo's
   kernel(1, 0, 30 * kMs, 36 * kMs);  // lo alone: 6 ms against 5
   json chains;
-  const json a = check(&chains);
+  std::vector<Finding> findings;
+  const json a = check(&chains, &findings);
   ASSERT_EQ(a["segments"].size(), 2u) << a.dump();
   EXPECT_EQ(a["segments"][0]["callback"], "hi");
   EXPECT_EQ(a["segments"][0]["over"], 0);
@@ -365,6 +384,15 @@ TEST_F(MonitorOfKernels, AKernelsTimeLeavesOutTheHigherBucketsKernelsThatRanWith
   ASSERT_EQ(a["broken"].size(), 1u) << a.dump();
   EXPECT_EQ(a["broken"][0], "segment 1 of callback lo (busy) ran up to 6.0 ms on the accelerator against 5.0 ms "
                             "in 1 instance of 2");
+  // The trace marks the one kernel over its own time, not the one that
+  // only waited for the higher bucket.
+  ASSERT_EQ(findings.size(), 1u);
+  EXPECT_EQ(findings[0].kind, Finding::kSegment);
+  EXPECT_EQ(findings[0].what, "lo: busy");
+  EXPECT_EQ(findings[0].begin_ns, 30 * kMs);
+  EXPECT_EQ(findings[0].end_ns, 36 * kMs);
+  EXPECT_EQ(findings[0].took_ns, 6 * kMs);
+  EXPECT_EQ(findings[0].allowed_ns, 5 * kMs);
 }
 
 TEST_F(MonitorOfKernels, TheAcceleratorsCoreLossesWhileAKernelOverranAreSaidBesideIt) {

@@ -536,7 +536,7 @@ json timer_summary(const Setup& s, const SharedRun& shared, size_t t) {
 // accelerator (a thread per bucket, or per client thread under direct
 // invocation). Queueing is an async slice, so that waiting requests overlap.
 json trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& cores, const SpeedSampler& speed,
-                  uint64_t t0) {
+                  const std::vector<Finding>& findings, uint64_t t0) {
   json events = json::array();
   auto meta = [&events](const char* what, int pid, int tid, const std::string& name) {
     json e = {{"ph", "M"}, {"name", what}, {"pid", pid}, {"args", {{"name", name}}}};
@@ -601,11 +601,6 @@ json trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
                                     {"cpu_us", us(ev.cpu_ns)},
                                     {"wcet_us", us(cb.cpu_ns)}}}});
         on_path(ev, ev.begin_ns, pid, static_cast<int>(ev.thread));
-        // A broken assumption is marked where it happened (the monitor).
-        if (ev.cpu_ns > cb.cpu_ns)
-          events.push_back({{"ph", "i"}, {"s", "t"}, {"cat", "assumption"}, {"name", "over WCET: " + cb.name},
-                            {"pid", pid}, {"tid", ev.thread}, {"ts", ts(ev.end_ns)},
-                            {"args", {{"cpu_us", us(ev.cpu_ns)}, {"wcet_us", us(cb.cpu_ns)}}}});
         continue;
       }
       const auto& seg = cb.segments[ev.segment];
@@ -696,6 +691,29 @@ json trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
   for (const auto& [at, ratio] : speed.samples())
     events.push_back({{"ph", "C"}, {"name", "machine speed (x calibrated)"}, {"pid", cores_pid}, {"ts", ts(at)},
                       {"args", {{"speed", ratio}}}});
+  // What the monitor found over what the analysis allowed: a process of its
+  // own, an async track per kind and piece of work (they overlap: kernels of
+  // two buckets, instances of a pipelined chain), each over its time.
+  const int monitor_pid = cores_pid + 1;
+  if (!findings.empty()) meta("process_name", monitor_pid, -1, "monitor: over what the analysis allowed");
+  uint64_t finding_id = 0;
+  for (const Finding& f : findings) {
+    static const char* const kPrefix[] = {"over WCET: ",    "kernel over its time: ", "hop over its bound: ",
+                                          "late release: ", "kept off core: ",        "over its bound: chain "};
+    static const char* const kTook[] = {"cpu_us", "kernel_us", "hop_us", "start_delay_us", "off_core_us", "latency_us"};
+    static const char* const kAllowed[] = {"wcet_us", "wcet_us", "bound_us", "jitter_us", "slack_us", "bound_us"};
+    json args = {{kTook[f.kind], us(f.took_ns)}, {kAllowed[f.kind], us(f.allowed_ns)}};
+    if (f.kind == Finding::kInstance) {
+      args["measured_bound_us"] = f.measured_bound_ns ? json(us(f.measured_bound_ns)) : json(nullptr);
+      args["explained"] = f.explained;
+    }
+    const std::string name = kPrefix[f.kind] + f.what;
+    ++finding_id;
+    events.push_back({{"ph", "b"}, {"cat", "monitor"}, {"name", name}, {"id", finding_id}, {"pid", monitor_pid},
+                      {"ts", ts(f.begin_ns)}, {"args", std::move(args)}});
+    events.push_back({{"ph", "e"}, {"cat", "monitor"}, {"name", name}, {"id", finding_id}, {"pid", monitor_pid},
+                      {"ts", ts(f.end_ns)}});
+  }
   // Name the accelerator tracks that appeared.
   for (size_t d = 0; d < s.workload.accelerators.size(); ++d)
     for (int b = 0; b < s.workload.accelerators[d].priority_levels; ++b)
@@ -1463,7 +1481,8 @@ Status Run::write_results(uint64_t stopped_ns) {
     monitor.analyze = [gang = setup_.gang](const workload::Workload& measured) {
       return gang ? analysis::analyze_gangs(measured) : analysis::analyze(measured);
     };
-  json assumptions = check_assumptions(monitor, &chains);
+  std::vector<Finding> findings;
+  json assumptions = check_assumptions(monitor, &chains, &findings);
   bool held = true;
   for (const auto& c : chains)
     if (c["critical"].get<bool>() && c["bound_held"].is_boolean()) held = held && c["bound_held"].get<bool>();
@@ -1508,7 +1527,7 @@ Status Run::write_results(uint64_t stopped_ns) {
   }
   if (!best_effort_.empty()) summary["best_effort"] = best_effort_summary();
   if (Status st = write_file(out / "summary.json", summary.dump(2) + "\n"); !st) return st;
-  json trace = trace_events(setup_, shared_, cores_, speed_, t0_);
+  json trace = trace_events(setup_, shared_, cores_, speed_, findings, t0_);
   if (setup_.isolation) merge_trace(out / "regulator.trace.json", t0_, &trace);
   for (const auto& [pid, name] : shim_processes_)
     merge_trace(shim_file(pid, ".trace.json"), t0_, &trace, "shim: " + name + " (pid " + std::to_string(pid) + ")");
