@@ -25,6 +25,9 @@ from pathlib import Path
 CGROUP2_ROOT = Path("/sys/fs/cgroup")
 CAP_SYS_NICE = 23
 NO_RT_NOTE = "no real-time priority: bounds do not apply"
+# Set once the note is said: the programs started afterwards (rtaccel-exec,
+# which says it where run alone) do not say it again.
+NOTED_ENV = "RTACCEL_NO_RT_NOTED"
 
 
 @dataclass
@@ -135,4 +138,5 @@ def ensure(who: str = "rtaccel", quiet: bool = False, also: tuple[int, ...] = ()
     if not quiet:
         print(f"{who}: {NO_RT_NOTE}: {verdict.reason}; critical work runs at the best priority "
               "allowed (nice -20 where it may)", file=sys.stderr)
+        os.environ[NOTED_ENV] = "1"
     return verdict

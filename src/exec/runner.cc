@@ -1322,7 +1322,8 @@ Status Run::wait_until_ready() {
     core::sleep_ns(5 * kMs);
   }
   for (size_t e = 0; e < setup_.workload.executors.size(); ++e) realtime_ = realtime_ && shared_.executor(e)->realtime;
-  if (!realtime_)
+  // Said once: `rtaccel` has said it already where it started this run.
+  if (!realtime_ && !getenv("RTACCEL_NO_RT_NOTED"))
     fprintf(stderr, "rtaccel run: no real-time priority (SCHED_FIFO refused): executors run at nice -20 where "
                     "allowed; the results are marked, and the analysis' bounds do not apply to them\n");
   auto* header = shared_.header();
