@@ -707,7 +707,11 @@ json trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
       args["measured_bound_us"] = f.measured_bound_ns ? json(us(f.measured_bound_ns)) : json(nullptr);
       args["explained"] = f.explained;
     }
-    const std::string name = kPrefix[f.kind] + f.what;
+    // An instance the run cannot explain is the analysis' fault: a track of
+    // its own, where a user looks first.
+    const std::string name =
+        (f.kind == Finding::kInstance && !f.explained ? "over its bound, unexplained: chain " : kPrefix[f.kind]) +
+        f.what;
     ++finding_id;
     events.push_back({{"ph", "b"}, {"cat", "monitor"}, {"name", name}, {"id", finding_id}, {"pid", monitor_pid},
                       {"ts", ts(f.begin_ns)}, {"args", std::move(args)}});
