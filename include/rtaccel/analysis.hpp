@@ -84,6 +84,12 @@ struct Options {
   // starts this one after it: its callbacks (those that fire only for it)
   // do not block the other's first sub-chain (Lemma 4).
   bool released_together = true;
+  // A chain's transfers between nodes are sequential: a higher-priority
+  // transfer delays at most one of them, and together they wait at most for
+  // what the higher flows send within the chain's limit
+  // (NetworkTerms::chain_legs). false: each hop and request bounded on its
+  // own, every higher transfer that may delay it counted in each.
+  bool transfers_once_per_chain = true;
 
   // The paper's analysis exactly: its Lemma 4 blocking and its hps and lps.
   static Options paper() {
@@ -95,6 +101,7 @@ struct Options {
     options.shared_callbacks_once = false;
     options.fusions_wait = false;
     options.released_together = false;
+    options.transfers_once_per_chain = false;
     return options;
   }
 };
@@ -283,6 +290,7 @@ struct NetFlowResult {
   uint64_t transmission_ns = 0;    // C_i
   uint64_t blocking_ns = 0;        // B_i
   uint64_t interference_ns = 0;    // equal and higher priorities
+  uint64_t equal_ns = 0;           // of it, the other flows of its priority
   std::string reason;
 };
 
@@ -304,7 +312,8 @@ std::vector<NetFlowResult> analyze_net_link(const NetLink& link, const std::vect
 // response_kb, at the callback's period and priority). analyze_net_link
 // bounds each flow among the others of its direction; a chain adds the bound
 // of every hop of its path that crosses nodes and of every remote segment's
-// request and response.
+// request and response, with the higher flows' transfers shared among them
+// (chain_legs).
 class NetworkTerms {
  public:
   explicit NetworkTerms(const workload::Workload& workload);
@@ -329,11 +338,50 @@ class NetworkTerms {
   };
   std::vector<KernelLoad> kernel_loads(int core) const;
 
+  // The transfers of one instance of a chain, leg by leg: its hops and its
+  // remote segments' requests and responses. They are sequential (a hop
+  // ends before its subscriber runs; a request's response before the
+  // callback goes on), so a higher-priority transfer that delays one leg
+  // delays no other, and together the legs on one direction of a link wait
+  // at most for what its higher-priority flows send while the instance
+  // runs: a flow with transfers of C_h, bound R_h, period T_h and jitter J_h
+  // sends at most ceil((W + R_h + J_h) / T_h) of them while a window of W
+  // is open (those that started before it included). Each leg keeps its
+  // own transmission, blocking and equal-priority terms; the higher
+  // priorities' share goes to the legs in path order, each up to its own
+  // bound's, until the direction's total for the window is spent, so that
+  // every prefix of the legs is bounded too.
+  class ChainLegs {
+   public:
+    uint64_t hop_ns(size_t publisher, size_t subscriber) const;
+    uint64_t segment_ns(size_t callback, size_t segment) const;
+
+   private:
+    friend class NetworkTerms;
+    std::vector<std::pair<std::pair<size_t, size_t>, uint64_t>> hops_;
+    std::vector<std::pair<std::pair<size_t, size_t>, uint64_t>> segments_;
+  };
+  // PATH's legs for an instance that ends within WINDOW_NS of its release
+  // (a bounded chain's limit); UINT64_MAX: each leg's own bound, as
+  // hop_ns and segment_ns give.
+  ChainLegs chain_legs(const std::vector<size_t>& path, uint64_t window_ns) const;
+
  private:
+  // A flow on one direction of a link, as analyze_net_link bounded it.
+  struct Leg {
+    std::pair<size_t, size_t> direction;  // (link, receiving node)
+    NetFlow flow;
+    NetFlowResult result;
+  };
+
   std::vector<KernelLoad> kernel_;
   std::vector<std::pair<std::pair<size_t, size_t>, uint64_t>> hops_;
   std::vector<std::pair<std::pair<size_t, size_t>, uint64_t>> segments_;
   std::vector<std::pair<std::string, NetFlowResult>> flows_;
+  std::vector<Leg> legs_;
+  std::vector<std::pair<std::pair<size_t, size_t>, size_t>> hop_leg_;      // (publisher, subscriber) -> legs_
+  std::vector<std::pair<std::pair<size_t, size_t>, size_t>> request_leg_;   // (callback, segment) -> legs_
+  std::vector<std::pair<std::pair<size_t, size_t>, size_t>> response_leg_;
 };
 
 // Chains of a gang-scheduled workload (rtaccel run --gang). Every callback is

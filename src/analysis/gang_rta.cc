@@ -286,11 +286,12 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
   };
   // Hand-overs between executors and hops between nodes on the way into
   // callback I of CHAIN, and its remote accelerator requests.
-  auto passage_of = [&](const workload::Chain& chain, size_t i, uint64_t* communication, uint64_t* transfers) {
+  auto passage_of = [&](const workload::Chain& chain, const NetworkTerms::ChainLegs& legs, size_t i,
+                        uint64_t* communication, uint64_t* transfers) {
     const size_t k = chain.path[i];
     *communication = i > 0 && w.callbacks[chain.path[i - 1]].executor != w.callbacks[k].executor ? w.communication_ns : 0;
-    uint64_t hop = i > 0 ? network.hop_ns(chain.path[i - 1], k) : 0;
-    for (size_t s = 0; s < w.callbacks[k].segments.size(); ++s) hop = add(hop, network.segment_ns(k, s));
+    uint64_t hop = i > 0 ? legs.hop_ns(chain.path[i - 1], k) : 0;
+    for (size_t s = 0; s < w.callbacks[k].segments.size(); ++s) hop = add(hop, legs.segment_ns(k, s));
     *transfers = hop;
   };
 
@@ -320,19 +321,21 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
     mine.enter.assign(chain.path.size(), 0);
     release_in_piece[c].assign(chain.path.size(), kUnbounded);
     job_terms[c].assign(chain.path.size(), Breakdown{});
+    const NetworkTerms::ChainLegs legs =
+        network.chain_legs(chain.path, options.transfers_once_per_chain ? limit : kUnbounded);
     uint64_t run = w.release_jitter_ns;
     for (size_t i = 0; i < chain.path.size(); ++i) {
       const size_t k = chain.path[i];
       const Job& me = jobs[k];
       uint64_t communication = 0, hop = 0;
-      passage_of(chain, i, &communication, &hop);
+      passage_of(chain, legs, i, &communication, &hop);
       if (joins.waits_at(c, i)) {
         // The way into a fusion comes before the wait, its remote requests
         // after it.
-        const uint64_t into = network.hop_ns(chain.path[i - 1], k);
+        const uint64_t into = legs.hop_ns(chain.path[i - 1], k);
         mine.enter[i] = add(communication, into);
         run = 0;
-        for (size_t s = 0; s < w.callbacks[k].segments.size(); ++s) run = add(run, network.segment_ns(k, s));
+        for (size_t s = 0; s < w.callbacks[k].segments.size(); ++s) run = add(run, legs.segment_ns(k, s));
       } else {
         run = add(run, add(communication, hop));
       }

@@ -80,6 +80,7 @@ std::vector<NetFlowResult> analyze_net_link(const NetLink& link, const std::vect
     if (r.bounded) {
       r.wcrt_ns = w;
       r.interference_ns = w - add(r.transmission_ns, r.blocking_ns);
+      r.equal_ns = equal;
       r.schedulable = !deadline || w <= deadline;
       if (!r.schedulable) r.reason = "bound " + ms_text(w) + " exceeds the deadline " + ms_text(deadline);
     } else {
@@ -101,6 +102,7 @@ NetworkTerms::NetworkTerms(const workload::Workload& w) {
     NetFlow flow;
     std::vector<size_t> subscribers;
     long segment = -1;  // a remote segment's request or response: its index
+    bool response = false;
   };
   std::vector<Flow> flows;
   std::map<std::string, size_t> publisher_of;
@@ -161,7 +163,7 @@ NetworkTerms::NetworkTerms(const workload::Workload& w) {
       const size_t there = w.accelerators[cb.segments[s].accelerator].node;
       if (there == here) continue;
       for (int leg = 0; leg < 2; ++leg) {
-        Flow f{c, leg == 0 ? there : here, w.link_between(here, there), {}, {}, static_cast<long>(s)};
+        Flow f{c, leg == 0 ? there : here, w.link_between(here, there), {}, {}, static_cast<long>(s), leg == 1};
         f.flow.name = cb.name + (leg == 0 ? " request " : " response ") +
                       w.nodes[leg == 0 ? here : there].name + "->" + w.nodes[f.to_node].name;
         f.flow.bytes = leg == 0 ? cb.segments[s].request_bytes : cb.segments[s].response_bytes;
@@ -196,6 +198,11 @@ NetworkTerms::NetworkTerms(const workload::Workload& w) {
           cores.push_back(ex.core);
       for (size_t k = 0; k < mine.size(); ++k) {
         const Flow& f = flows[mine[k]];
+        for (size_t s : f.subscribers) hop_leg_.push_back({{f.publisher, s}, legs_.size()});
+        if (f.segment >= 0)
+          (f.response ? response_leg_ : request_leg_)
+              .push_back({{f.publisher, static_cast<size_t>(f.segment)}, legs_.size()});
+        legs_.push_back({{l, to}, f.flow, results[k]});
         if (wl.kernel_ns_per_kb)
           kernel_.push_back({cores, mul(wl.kernel_ns_per_kb, (f.flow.bytes + 1023) >> 10), f.flow.period_ns,
                              f.flow.jitter_ns});
@@ -241,6 +248,86 @@ uint64_t NetworkTerms::segment_ns(size_t callback, size_t segment) const {
 uint64_t NetworkTerms::hop_ns(size_t publisher, size_t subscriber) const {
   for (const auto& [key, ns] : hops_)
     if (key.first == publisher && key.second == subscriber) return ns;
+  return 0;
+}
+
+NetworkTerms::ChainLegs NetworkTerms::chain_legs(const std::vector<size_t>& path, uint64_t window_ns) const {
+  auto leg_of = [](const std::vector<std::pair<std::pair<size_t, size_t>, size_t>>& index, size_t a,
+                   size_t b) -> const size_t* {
+    for (const auto& [key, leg] : index)
+      if (key.first == a && key.second == b) return &leg;
+    return nullptr;
+  };
+  // The path's legs in order, and per direction the lowest priority among
+  // them: a flow above it may delay one of them.
+  struct Step {
+    size_t leg;
+    bool hop;
+    size_t a, b;  // (publisher, subscriber) or (callback, segment)
+  };
+  std::vector<Step> steps;
+  for (size_t i = 0; i < path.size(); ++i) {
+    if (i > 0)
+      if (const size_t* leg = leg_of(hop_leg_, path[i - 1], path[i])) steps.push_back({*leg, true, path[i - 1], path[i]});
+    // Its remote segments in order, each request before its response.
+    std::vector<std::pair<size_t, size_t>> remote;  // (segment, request leg)
+    for (const auto& [key, leg] : request_leg_)
+      if (key.first == path[i]) remote.emplace_back(key.second, leg);
+    std::sort(remote.begin(), remote.end());
+    for (const auto& [s, leg] : remote) {
+      steps.push_back({leg, false, path[i], s});
+      if (const size_t* back = leg_of(response_leg_, path[i], s)) steps.push_back({*back, false, path[i], s});
+    }
+  }
+  std::map<std::pair<size_t, size_t>, int> lowest;
+  for (const Step& st : steps) {
+    const Leg& leg = legs_[st.leg];
+    auto [it, fresh] = lowest.emplace(leg.direction, leg.flow.priority);
+    if (!fresh) it->second = std::min(it->second, leg.flow.priority);
+  }
+  // What the higher flows of each direction send within the window.
+  std::map<std::pair<size_t, size_t>, uint64_t> left;
+  for (const auto& [direction, priority] : lowest) {
+    uint64_t sent = 0;
+    for (const Leg& other : legs_) {
+      if (other.direction != direction || other.flow.priority <= priority) continue;
+      const uint64_t span = add(window_ns, add(other.result.bounded ? other.result.wcrt_ns : kUnbounded,
+                                               other.flow.jitter_ns));
+      sent = add(sent, mul(ceil_div(span, other.flow.period_ns), other.result.transmission_ns));
+    }
+    left[direction] = sent;
+  }
+  ChainLegs out;
+  for (const Step& st : steps) {
+    const Leg& leg = legs_[st.leg];
+    uint64_t ns = kUnbounded;
+    if (leg.result.bounded) {
+      const uint64_t own = add(leg.result.transmission_ns, add(leg.result.blocking_ns, leg.result.equal_ns));
+      uint64_t& rest = left[leg.direction];
+      const uint64_t higher = std::min(leg.result.wcrt_ns - own, rest);
+      rest -= higher;
+      ns = add(own, higher);
+    }
+    auto& into = st.hop ? out.hops_ : out.segments_;
+    auto it = std::find_if(into.begin(), into.end(),
+                           [&](const auto& e) { return e.first == std::make_pair(st.a, st.b); });
+    if (it == into.end())
+      into.push_back({{st.a, st.b}, ns});
+    else
+      it->second = add(it->second, ns);  // a segment's request and response
+  }
+  return out;
+}
+
+uint64_t NetworkTerms::ChainLegs::hop_ns(size_t publisher, size_t subscriber) const {
+  for (const auto& [key, ns] : hops_)
+    if (key.first == publisher && key.second == subscriber) return ns;
+  return 0;
+}
+
+uint64_t NetworkTerms::ChainLegs::segment_ns(size_t callback, size_t segment) const {
+  for (const auto& [key, ns] : segments_)
+    if (key.first == callback && key.second == segment) return ns;
   return 0;
 }
 

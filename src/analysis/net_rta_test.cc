@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "analysis/saturating.h"
 #include "analysis/test_load.h"
 #include "rtaccel/analysis.hpp"
 #include "rtaccel/workload.hpp"
@@ -170,6 +171,68 @@ chains:
   const auto results = analyze(w);
   EXPECT_EQ(results[0].breakdown.network_ns, both);
   EXPECT_EQ(analyze_gangs(w)[0].breakdown.network_ns, both);
+}
+
+// Three callbacks in a row on soc2, each with a request to soc1's
+// accelerator, while soc1 sends a 256 KiB cloud of a more critical chain
+// over the direction their responses take.
+constexpr const char* kThreeRequests = R"(version: 1
+name: three
+nodes: [{name: soc1}, {name: soc2}]
+links: [{name: eth0, between: [soc1, soc2], transport: tcp, rate_mbps: 1000, per_chunk_us: 5}]
+platform:
+  accelerators: [{name: acc0, node: soc1, backend: cpu, core: 1, priority_levels: 2}]
+server: {core: 1, overhead_us: 40}
+executors:
+  - {name: ex1, node: soc1, core: 0, priority: 90}
+  - {name: ex2, node: soc2, core: 0, priority: 80}
+callbacks:
+  - {name: lidar, executor: ex1, trigger: {timer_ms: 100}, publishes: cloud, message_kb: 256, cpu_us: 500}
+  - {name: sink, executor: ex2, trigger: {topic: cloud}, cpu_us: 100}
+  - {name: a, executor: ex2, trigger: {timer_ms: 100}, publishes: ta, cpu_us: 200,
+     segments: [{accelerator: acc0, service: busy, wcet_us: 500, request_kb: 4, response_kb: 4}]}
+  - {name: b, executor: ex2, trigger: {topic: ta}, publishes: tb, cpu_us: 200,
+     segments: [{accelerator: acc0, service: busy, wcet_us: 500, request_kb: 4, response_kb: 4}]}
+  - {name: c, executor: ex2, trigger: {topic: tb}, cpu_us: 200,
+     segments: [{accelerator: acc0, service: busy, wcet_us: 500, request_kb: 4, response_kb: 4}]}
+chains:
+  - {name: cloud, priority: 10, path: [lidar, sink]}
+  - {name: control, priority: 5, path: [a, b, c]}
+)";
+
+TEST(NetRta, AHigherTransferDelaysOneOfAChainsLegsNotEach) {
+  const workload::Workload w = load(kThreeRequests);
+  ASSERT_EQ(w.chains.size(), 2u);
+  const uint64_t small = tcp_ns(4 << 10) + 5'000, cloud = tcp_ns(256 << 10) + 4 * 5'000;
+  // Each leg alone: its 4 KiB and the two other legs of its priority on its
+  // direction (FIFO), and, for a response, the cloud twice (its jitter is
+  // its chain's 100 ms deadline, its period 100 ms).
+  const NetworkTerms terms(w);
+  const uint64_t alone = 3 * small + 3 * small + 2 * cloud;
+  for (size_t cb : {2u, 3u, 4u}) EXPECT_EQ(terms.segment_ns(cb, 0), alone) << cb;
+  // The chain's six legs, one after another within its 100 ms period: the
+  // clouds sent meanwhile are the three whose sends can fall in 100 ms plus
+  // the cloud's bound plus its jitter, not six. The first response takes
+  // two of them, the second the third, the last none.
+  const auto legs = terms.chain_legs(w.chains[1].path, 100'000'000);
+  EXPECT_EQ(legs.segment_ns(2, 0), alone);
+  EXPECT_EQ(legs.segment_ns(3, 0), 6 * small + cloud);
+  EXPECT_EQ(legs.segment_ns(4, 0), 6 * small);
+  const auto unlimited = terms.chain_legs(w.chains[1].path, kUnbounded);
+  for (size_t cb : {2u, 3u, 4u}) EXPECT_EQ(unlimited.segment_ns(cb, 0), alone) << cb;
+
+  const auto results = analyze(w);
+  EXPECT_EQ(results[1].breakdown.network_ns, 18 * small + 3 * cloud);
+  Options per_leg;
+  per_leg.transfers_once_per_chain = false;
+  EXPECT_EQ(analyze(w, per_leg)[1].breakdown.network_ns, 18 * small + 6 * cloud);
+  EXPECT_EQ(analyze(w, Options::paper())[1].breakdown.network_ns, 18 * small + 6 * cloud);
+  EXPECT_EQ(results[1].wcrt_ns + 3 * cloud, analyze(w, per_leg)[1].wcrt_ns);
+  // Under gangs the same legs.
+  EXPECT_EQ(analyze_gangs(w)[1].breakdown.network_ns, 18 * small + 3 * cloud);
+  EXPECT_EQ(analyze_gangs(w, per_leg)[1].breakdown.network_ns, 18 * small + 6 * cloud);
+  // The cloud's own chain has one leg: nothing to share.
+  EXPECT_EQ(results[0].breakdown.network_ns, analyze(w, per_leg)[0].breakdown.network_ns);
 }
 
 }  // namespace

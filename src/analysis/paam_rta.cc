@@ -528,6 +528,8 @@ class Analysis {
     pieces.limit_ns = limit;
     pieces.within.assign(path.size(), 0);
     pieces.enter.assign(path.size(), 0);
+    const NetworkTerms::ChainLegs legs =
+        network_.chain_legs(path, options_.transfers_once_per_chain ? limit : kUnbounded);
     out.breakdown.release_jitter_ns = workload_.release_jitter_ns;
     uint64_t run = workload_.release_jitter_ns;
     bool bounded = true;
@@ -562,7 +564,7 @@ class Analysis {
           enter = workload_.communication_ns;
           out.breakdown.communication_ns = add(out.breakdown.communication_ns, enter);
         }
-        const uint64_t hop = network_.hop_ns(path[s.first - 1], path[s.first]);
+        const uint64_t hop = legs.hop_ns(path[s.first - 1], path[s.first]);
         out.breakdown.network_ns = add(out.breakdown.network_ns, hop);
         enter = add(enter, hop);
       }
@@ -570,7 +572,7 @@ class Analysis {
       uint64_t requests = 0;
       for (size_t k = s.first; k < end; ++k)
         for (size_t j = 0; j < workload_.callbacks[path[k]].segments.size(); ++j)
-          requests = add(requests, network_.segment_ns(path[k], j));
+          requests = add(requests, legs.segment_ns(path[k], j));
       out.breakdown.network_ns = add(out.breakdown.network_ns, requests);
       if (joins_.waits_at(c, s.first)) {
         pieces.enter[s.first] = enter;
