@@ -78,11 +78,13 @@ struct Options {
   // its period plus that bound (docs/analysis.md, "Fusions"). false: the
   // paper's chains, which do not wait.
   bool fusions_wait = true;
-  // Chains whose first callbacks are timers of one period on one node are
-  // released at the same instants. A lower one of them, bounded within the
-  // period, has ended its previous activation at the other's release and
-  // starts this one after it: its callbacks (those that fire only for it)
-  // do not block the other's first sub-chain (Lemma 4).
+  // Chains whose first callbacks are timers on one node are released from
+  // one instant on: where a lower one's period is a multiple of a higher
+  // one's, every release of the lower is one of the higher's. The lower one,
+  // bounded within the higher's period, has ended its previous activation at
+  // the higher's release and starts this one, if any, after it: its
+  // callbacks (those that fire only for it) do not block the higher's first
+  // sub-chain (Lemma 4).
   bool released_together = true;
   // A chain's transfers between nodes are sequential: a higher-priority
   // transfer delays at most one of them, and together they wait at most for

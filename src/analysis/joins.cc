@@ -74,6 +74,14 @@ bool Joins::released_together(size_t a, size_t b) const {
          w.node_of_callback(head_a) == w.node_of_callback(head_b);
 }
 
+bool Joins::released_with(size_t lower, size_t higher) const {
+  const workload::Workload& w = workload_;
+  const size_t head_l = w.chains[lower].path[0], head_h = w.chains[higher].path[0];
+  const uint64_t period_l = w.callbacks[head_l].trigger.timer_ns, period_h = w.callbacks[head_h].trigger.timer_ns;
+  return period_l && period_h && period_l % period_h == 0 &&
+         w.node_of_callback(head_l) == w.node_of_callback(head_h);
+}
+
 bool Joins::fed_by_own_executor(size_t chain, size_t k) const {
   const workload::Workload& w = workload_;
   const workload::Callback& fusion = w.callbacks[w.chains[chain].path[k]];

@@ -72,6 +72,9 @@ class Joins {
   // Chains A and B start at timers of one period on one node: the runner
   // releases them at the same instants.
   bool released_together(size_t a, size_t b) const;
+  // Every release of chain LOWER is one of chain HIGHER's: both start at
+  // timers on one node, LOWER's period a multiple of HIGHER's.
+  bool released_with(size_t lower, size_t higher) const;
   // The fusion at position K of CHAIN is fed by callbacks of its own
   // single-threaded executor only: it becomes ready as one of them ends.
   bool fed_by_own_executor(size_t chain, size_t k) const;

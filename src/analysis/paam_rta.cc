@@ -104,9 +104,10 @@ class Analysis {
     // the recurrences used are the ones the waits give; from no wait at
     // all, they only grow.
     //
-    // A lower chain released together with a chain does not block it on the
-    // premise of its own bound (Options::released_together); where it turns
-    // out to have none, the analysis runs again with it as a blocker.
+    // A lower chain released with a chain does not block it on the premise
+    // of its own bound (Options::released_together); where it turns out to
+    // have none, or one beyond the chain's period, the analysis runs again
+    // with it as a blocker.
     for (;;) {
       pieces_.assign(workload_.chains.size(), {});
       composed_total_.assign(workload_.chains.size(), 0);
@@ -128,15 +129,20 @@ class Analysis {
       }
       propagate_validity();
       bool again = false;
-      for (const std::set<size_t>& lower : together_)
-        for (size_t d : lower)
-          if (!results_[d].bounded && blocks_anyway_.insert(d).second) again = true;
+      for (size_t c = 0; c < together_.size(); ++c)
+        for (size_t d : together_[c])
+          if ((!results_[d].bounded || results_[d].wcrt_ns > head_period(c)) && blocks_anyway_.insert(d).second)
+            again = true;
       if (!again) return std::move(results_);
     }
   }
 
  private:
   int priority(size_t chain) const { return workload_.chains[chain].priority; }
+  // The period of the timer that starts CHAIN (0: none).
+  uint64_t head_period(size_t chain) const {
+    return workload_.callbacks[workload_.chains[chain].path[0]].trigger.timer_ns;
+  }
   uint64_t period(size_t chain) const { return workload_.chains[chain].period_ns; }
   // Where the iterations for a chain give up: its deadline or its period.
   uint64_t limit(size_t chain) const {
@@ -386,15 +392,16 @@ class Analysis {
     // A sub-chain that starts at a fusion fed by its own executor alone
     // starts as the executor ends the callback that fed it: no callback of
     // lower priority is in progress then. At the chain's release, one of a
-    // lower chain released together with it (bounded within the period) is
+    // lower chain released with it (bounded within this chain's period) is
     // not either, where all its firings are that chain's: the chain's
-    // previous activation has ended and this one waits for higher work.
+    // previous activation has ended and this one, if any, waits for higher
+    // work.
     std::vector<Blocker> blockers;
     uint64_t blocking_cpu = 0;
     const bool fed_here = options_.fusions_wait && s.first > 0 && joins_.fed_by_own_executor(c, s.first);
     for (const Subchain& o : subs_) {
       if (fed_here || o.executor != s.executor || priority(o.chain) >= priority(c)) continue;
-      const bool together = options_.released_together && s.first == 0 && joins_.released_together(c, o.chain) &&
+      const bool together = options_.released_together && s.first == 0 && joins_.released_with(o.chain, c) &&
                             !blocks_anyway_.count(o.chain);
       for (size_t n = 0; n < o.callbacks.size(); ++n) {
         const size_t cb = o.callbacks[n];

@@ -343,12 +343,13 @@ callbacks:
   - {name: b, executor: ex, trigger: {timer_ms: 100}, cpu_us: 5000}
 chains:
   - {name: A, priority: 2, path: [a]}
-  - {name: B, priority: 1, path: [b], deadline_ms: 8}
+  - {name: B, priority: 1, path: [b], deadline_ms: 6}
 )");
-  // B: 5 + (ceil(5/10)+1) * 2 = 9; 5 + 2 * 2 = 9 > D = 8 but <= T = 100.
+  // A is released with every B and not blocked by it: R_A = 2. B: 5 +
+  // ceil((5 + 2)/10) * 2 = 7 > D = 6 but <= T = 100.
   auto r = analyze(w);
   EXPECT_TRUE(find(r, "B").bounded);
-  EXPECT_EQ(find(r, "B").wcrt_ns, 9 * kMs);
+  EXPECT_EQ(find(r, "B").wcrt_ns, 7 * kMs);
   EXPECT_FALSE(find(r, "B").schedulable);
   EXPECT_NE(find(r, "B").reason.find("exceeds the deadline"), std::string::npos);
 }
@@ -473,13 +474,14 @@ chains:
 // The blocking callback's segment and ours wait in one window: H (T=100,
 // bound 1 + 10 = 11, on its own executor) releases once in it, and its
 // segment delays L's or C's, not both. C (E=1, A=2) above L (E=5, A=3) on
-// e0; three levels, no kappa, no epsilon.
+// e0; three levels, no kappa, no epsilon. L's 300 ms is no multiple of C's
+// 200: it may be running at C's release.
 TEST(Refinements, ABlockingSegmentAndOursShareTheHigherActivations) {
   auto w = load(two_executors("shared_window") + R"(
 callbacks:
   - {name: h, executor: e1, trigger: {timer_ms: 100}, cpu_us: 1000, segments: [{accelerator: acc, service: busy, wcet_us: 10000}]}
   - {name: c, executor: e0, trigger: {timer_ms: 200}, cpu_us: 1000, segments: [{accelerator: acc, service: busy, wcet_us: 2000}]}
-  - {name: l, executor: e0, trigger: {timer_ms: 400}, cpu_us: 5000, segments: [{accelerator: acc, service: busy, wcet_us: 3000}]}
+  - {name: l, executor: e0, trigger: {timer_ms: 300}, cpu_us: 5000, segments: [{accelerator: acc, service: busy, wcet_us: 3000}]}
 chains:
   - {name: H, priority: 3, path: [h]}
   - {name: C, priority: 2, path: [c]}
@@ -574,6 +576,37 @@ chains:
   std::string other = text;
   other.replace(other.find("timer_ms: 100}, cpu_us: 3000"), 13, "timer_ms: 50");
   EXPECT_EQ(find(analyze(load(other)), "A").wcrt_ns, 4 * kMs);
+}
+
+// A lower chain whose period is a multiple of a higher one's is released at
+// some of its releases only, and where it is bounded within the higher's
+// period it has ended by the next. By hand: at 0 both are released, h runs
+// 0-2, l 2-7; at 10 h runs alone.
+TEST(Refinements, ALowerChainReleasedWithEveryOtherReleaseDoesNotBlock) {
+  const std::string text = one_executor("harmonic") + R"(
+callbacks:
+  - {name: h, executor: ex, trigger: {timer_ms: 10}, cpu_us: 2000}
+  - {name: l, executor: ex, trigger: {timer_ms: 20}, cpu_us: 5000}
+chains:
+  - {name: H, priority: 2, path: [h]}
+  - {name: L, priority: 1, path: [l]}
+)";
+  auto r = analyze(load(text));
+  EXPECT_EQ(find(r, "H").wcrt_ns, 2 * kMs);
+  EXPECT_EQ(find(r, "L").wcrt_ns, 7 * kMs);  // 5 + ceil((5 + 2)/10) * 2
+  // L every 15 ms: at H's release at 20, L's from 15 may still run.
+  std::string apart = text;
+  apart.replace(apart.find("timer_ms: 20"), 12, "timer_ms: 15");
+  EXPECT_EQ(find(analyze(load(apart)), "H").wcrt_ns, 7 * kMs);
+  // L of 7 ms: its bound, ceil((7 + 2)/10) = 1 and ceil((9 + 2)/10) = 2
+  // arrivals of H, 7 + 2 * 2 = 11, passes H's period: the premise fails
+  // and L blocks H (2 + 7), as it does with the paper's analysis.
+  std::string longer = text;
+  longer.replace(longer.find("cpu_us: 5000"), 12, "cpu_us: 7000");
+  const auto blocked = analyze(load(longer));
+  EXPECT_EQ(find(blocked, "H").wcrt_ns, 9 * kMs);
+  EXPECT_EQ(find(blocked, "H").breakdown.blocking_ns, 7 * kMs);
+  EXPECT_EQ(find(blocked, "L").wcrt_ns, 11 * kMs);
 }
 
 // Fusions. One executor, no accelerator; A and B start at timers of one
@@ -678,10 +711,12 @@ chains:
 // All, as `rtaccel analyze` runs by default; the paper's analysis untouched.
 TEST(Refinements, TogetherByDefaultAndNeverInThePapersAnalysis) {
   auto r = analyze(load(kQuickstart));
-  // hot 38.28 as with one segment per executor; log: R0 = 25.14, mu =
-  // min(2, ceil((25.14 + 38.28)/100)) = 1: 25.14 + 13.14 = 38.28, and
-  // ceil(76.56/100) = 1 again.
-  EXPECT_EQ(find(r, "hot").wcrt_ns, 38280 * kUs);
+  // hot: every release of the logger's 500 ms timer is one of the sensor's
+  // 100 ms timer, and log is bounded within 100 ms (below): no blocking,
+  // 3 + 10.14 = 13.14. log: R0 = 25.14, mu = min(2, ceil((25.14 +
+  // 13.14)/100)) = 1: 25.14 + 13.14 = 38.28, and ceil(51.42/100) = 1 again.
+  EXPECT_EQ(find(r, "hot").wcrt_ns, 13140 * kUs);
+  EXPECT_EQ(find(r, "hot").breakdown.blocking_ns, 0u);
   EXPECT_EQ(find(r, "log").wcrt_ns, 38280 * kUs);
   EXPECT_EQ(find(r, "log").breakdown.interference_ns, 13140 * kUs);
   auto paper = analyze(load(kQuickstart), Options::paper());
