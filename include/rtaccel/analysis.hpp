@@ -352,7 +352,10 @@ class NetworkTerms {
   // own transmission, blocking and equal-priority terms; the higher
   // priorities' share goes to the legs in path order, each up to its own
   // bound's, until the direction's total for the window is spent, so that
-  // every prefix of the legs is bounded too.
+  // every prefix of the legs is bounded too. Where the chain waits at a
+  // fusion, what follows the wait starts when another chain's message
+  // arrives, not when this chain's earlier legs ended: the shares start
+  // again there, each piece between fusions with the whole of its own.
   class ChainLegs {
    public:
     uint64_t hop_ns(size_t publisher, size_t subscriber) const;
@@ -365,8 +368,11 @@ class NetworkTerms {
   };
   // PATH's legs for an instance that ends within WINDOW_NS of its release
   // (a bounded chain's limit); UINT64_MAX: each leg's own bound, as
-  // hop_ns and segment_ns give.
-  ChainLegs chain_legs(const std::vector<size_t>& path, uint64_t window_ns) const;
+  // hop_ns and segment_ns give. WAITS (empty: none) marks the positions of
+  // PATH where the chain waits at a fusion: after the hop into it, before
+  // its requests.
+  ChainLegs chain_legs(const std::vector<size_t>& path, uint64_t window_ns,
+                       const std::vector<bool>& waits = {}) const;
 
  private:
   // A flow on one direction of a link, as analyze_net_link bounded it.

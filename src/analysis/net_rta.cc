@@ -251,51 +251,60 @@ uint64_t NetworkTerms::hop_ns(size_t publisher, size_t subscriber) const {
   return 0;
 }
 
-NetworkTerms::ChainLegs NetworkTerms::chain_legs(const std::vector<size_t>& path, uint64_t window_ns) const {
+NetworkTerms::ChainLegs NetworkTerms::chain_legs(const std::vector<size_t>& path, uint64_t window_ns,
+                                                 const std::vector<bool>& waits) const {
   auto leg_of = [](const std::vector<std::pair<std::pair<size_t, size_t>, size_t>>& index, size_t a,
                    size_t b) -> const size_t* {
     for (const auto& [key, leg] : index)
       if (key.first == a && key.second == b) return &leg;
     return nullptr;
   };
-  // The path's legs in order, and per direction the lowest priority among
-  // them: a flow above it may delay one of them.
+  // The path's legs in order, each with its piece between fusions (a wait
+  // comes after the hop into the fusion, before its requests).
   struct Step {
     size_t leg;
     bool hop;
     size_t a, b;  // (publisher, subscriber) or (callback, segment)
+    size_t piece;
   };
   std::vector<Step> steps;
+  size_t piece = 0;
   for (size_t i = 0; i < path.size(); ++i) {
     if (i > 0)
-      if (const size_t* leg = leg_of(hop_leg_, path[i - 1], path[i])) steps.push_back({*leg, true, path[i - 1], path[i]});
+      if (const size_t* leg = leg_of(hop_leg_, path[i - 1], path[i]))
+        steps.push_back({*leg, true, path[i - 1], path[i], piece});
+    if (i < waits.size() && waits[i]) ++piece;
     // Its remote segments in order, each request before its response.
     std::vector<std::pair<size_t, size_t>> remote;  // (segment, request leg)
     for (const auto& [key, leg] : request_leg_)
       if (key.first == path[i]) remote.emplace_back(key.second, leg);
     std::sort(remote.begin(), remote.end());
     for (const auto& [s, leg] : remote) {
-      steps.push_back({leg, false, path[i], s});
-      if (const size_t* back = leg_of(response_leg_, path[i], s)) steps.push_back({*back, false, path[i], s});
+      steps.push_back({leg, false, path[i], s, piece});
+      if (const size_t* back = leg_of(response_leg_, path[i], s))
+        steps.push_back({*back, false, path[i], s, piece});
     }
   }
-  std::map<std::pair<size_t, size_t>, int> lowest;
+  // Per piece and direction, the lowest priority among its legs there: a
+  // flow above it may delay one of them.
+  using Key = std::pair<size_t, std::pair<size_t, size_t>>;  // (piece, direction)
+  std::map<Key, int> lowest;
   for (const Step& st : steps) {
     const Leg& leg = legs_[st.leg];
-    auto [it, fresh] = lowest.emplace(leg.direction, leg.flow.priority);
+    auto [it, fresh] = lowest.emplace(Key{st.piece, leg.direction}, leg.flow.priority);
     if (!fresh) it->second = std::min(it->second, leg.flow.priority);
   }
-  // What the higher flows of each direction send within the window.
-  std::map<std::pair<size_t, size_t>, uint64_t> left;
-  for (const auto& [direction, priority] : lowest) {
+  // What those higher flows send within the window.
+  std::map<Key, uint64_t> left;
+  for (const auto& [key, priority] : lowest) {
     uint64_t sent = 0;
     for (const Leg& other : legs_) {
-      if (other.direction != direction || other.flow.priority <= priority) continue;
+      if (other.direction != key.second || other.flow.priority <= priority) continue;
       const uint64_t span = add(window_ns, add(other.result.bounded ? other.result.wcrt_ns : kUnbounded,
                                                other.flow.jitter_ns));
       sent = add(sent, mul(ceil_div(span, other.flow.period_ns), other.result.transmission_ns));
     }
-    left[direction] = sent;
+    left[key] = sent;
   }
   ChainLegs out;
   for (const Step& st : steps) {
@@ -303,7 +312,7 @@ NetworkTerms::ChainLegs NetworkTerms::chain_legs(const std::vector<size_t>& path
     uint64_t ns = kUnbounded;
     if (leg.result.bounded) {
       const uint64_t own = add(leg.result.transmission_ns, add(leg.result.blocking_ns, leg.result.equal_ns));
-      uint64_t& rest = left[leg.direction];
+      uint64_t& rest = left[Key{st.piece, leg.direction}];
       const uint64_t higher = std::min(leg.result.wcrt_ns - own, rest);
       rest -= higher;
       ns = add(own, higher);

@@ -218,6 +218,13 @@ TEST(NetRta, AHigherTransferDelaysOneOfAChainsLegsNotEach) {
   EXPECT_EQ(legs.segment_ns(2, 0), alone);
   EXPECT_EQ(legs.segment_ns(3, 0), 6 * small + cloud);
   EXPECT_EQ(legs.segment_ns(4, 0), 6 * small);
+  // Waiting at b for another chain, the legs from b's request on start
+  // when that chain's message comes: they meet the clouds anew, as many as
+  // their own bounds charge, within the same three.
+  const auto fused = terms.chain_legs(w.chains[1].path, 100'000'000, {false, true, false});
+  EXPECT_EQ(fused.segment_ns(2, 0), alone);
+  EXPECT_EQ(fused.segment_ns(3, 0), alone);
+  EXPECT_EQ(fused.segment_ns(4, 0), 6 * small + cloud);
   const auto unlimited = terms.chain_legs(w.chains[1].path, kUnbounded);
   for (size_t cb : {2u, 3u, 4u}) EXPECT_EQ(unlimited.segment_ns(cb, 0), alone) << cb;
 
