@@ -461,6 +461,93 @@ def demo(workload: str, duration_s: float, out: str, progress: bool = True,
     return 0, folders
 
 
+# The analysis' bounds against what runs measure (issue goal: at most 2x on
+# every critical chain, and no violation).
+BOUND_GOAL_RATIO = 2.0
+
+
+def why_not_here(workload: str) -> str | None:
+    """Why WORKLOAD cannot run on this machine as it is, or None: a cuda
+    accelerator (the examples' cuda variant needs a GPU machine), nodes or
+    an isolation section without root (network namespaces, the regulator)."""
+    try:
+        import yaml  # the workload's raw keys; the loader has checked the rest
+        doc = yaml.safe_load(Path(workload).read_text()) or {}
+    except (OSError, yaml.YAMLError) as err:
+        return f"cannot read it: {err}"
+    accelerators = ((doc.get("platform") or {}).get("accelerators")) or []
+    if any(isinstance(a, dict) and a.get("backend") == "cuda" for a in accelerators):
+        return "its accelerator is on the cuda backend: name it on a machine with a GPU"
+    if os.geteuid() != 0 and doc.get("nodes"):
+        return "its nodes need network namespaces: root"
+    if os.geteuid() != 0 and doc.get("isolation"):
+        return "its isolation section needs the regulator: root"
+    return None
+
+
+def bounds_over_maxima(workloads: list[str], duration_s: float, out: str, progress: bool = True,
+                       skip_unrunnable: bool = True) -> tuple[int, dict]:
+    """Each workload run under paam for DURATION_S, one after the other, and
+    each critical chain's bound against the longest instance the run
+    measured; returns (status, result). With SKIP_UNRUNNABLE the workloads
+    this machine cannot run are listed with the reason, not run."""
+    results: list[dict] = []
+    for workload in workloads:
+        name = Path(workload).stem
+        if skip_unrunnable and (why := why_not_here(workload)):
+            results.append({"workload": workload, "name": name, "skipped": why})
+            continue
+        folder = str(Path(out) / name)
+        status = run(workload, "paam", duration_s, folder, progress=progress)
+        if status != 0:
+            return status, {}
+        summary = load_summary(folder)
+        speed = (summary.get("assumptions") or {}).get("speed") or {}
+        chains = []
+        for c in summary["chains"]:
+            if not c.get("critical") or not c.get("wcrt_us") or not c.get("max_us"):
+                continue
+            chains.append({"chain": c["chain"], "bound_us": c["wcrt_us"], "max_us": c["max_us"],
+                           "bound_over_max": c["wcrt_us"] / c["max_us"], "instances": c["count"],
+                           "over_bound": c["over_bound"], "unexplained": c.get("unexplained", 0)})
+        results.append({"workload": workload, "name": name, "folder": folder, "chains": chains,
+                         "speed_slowest": speed.get("slowest"), "speed_p50": speed.get("p50")})
+    ran = [r for r in results if "chains" in r]
+    loose = [f"{r['name']}/{c['chain']}" for r in ran for c in r["chains"]
+             if c["bound_over_max"] > BOUND_GOAL_RATIO]
+    violated = [f"{r['name']}/{c['chain']}" for r in ran for c in r["chains"] if c["over_bound"]]
+    unexplained = sum(c["unexplained"] for r in ran for c in r["chains"])
+    goal = {"limit_ratio": BOUND_GOAL_RATIO, "loose": loose, "violated": violated, "unexplained": unexplained,
+            "met": bool(ran) and not loose and not violated}
+    return 0, {"duration_s": duration_s, "workloads": results, "goal": goal}
+
+
+def format_bounds_over_maxima(result: dict) -> str:
+    lines = [f"# each workload under paam for {result['duration_s']:g} s; bound: the analysis' for the run, "
+             "max: its longest instance",
+             f"{'workload':28} {'chain':22} {'bound ms':>9} {'max ms':>9} {'bound/max':>9} {'over':>10} "
+             f"{'unexplained':>11} {'slowest speed':>13}"]
+    for r in result["workloads"]:
+        if "skipped" in r:
+            lines.append(f"{r['name']:28} left out: {r['skipped']}")
+            continue
+        slowest = "-" if r["speed_slowest"] is None else f"{r['speed_slowest']:.2f}"
+        for c in r["chains"]:
+            lines.append(f"{r['name']:28} {c['chain']:22} {c['bound_us'] / 1000:9.2f} {c['max_us'] / 1000:9.2f} "
+                         f"{c['bound_over_max']:9.2f} {str(c['over_bound']) + ' of ' + str(c['instances']):>10} "
+                         f"{c['unexplained']:11d} {slowest:>13}")
+    goal = result["goal"]
+    verdict = "met" if goal["met"] else "NOT met: " + "; ".join(
+        part for part in (("looser than that: " + ", ".join(goal["loose"])) if goal["loose"] else "",
+                          ("over the bound: " + ", ".join(goal["violated"])) if goal["violated"] else "",
+                          "nothing run" if not any("chains" in r for r in result["workloads"]) else "")
+        if part)
+    lines.append(f"# goal: every critical chain's bound at most {goal['limit_ratio']:g}x its maximum, and no "
+                 f"instance over it: {verdict}; instances over a bound that the run does not explain: "
+                 f"{goal['unexplained']}")
+    return "\n".join(lines)
+
+
 def best_effort_mb_per_s(summary: dict) -> float | None:
     """What the run's best-effort programs moved, summed, from the last JSON
     line of their logs (`rtaccel membench --json` prints one when stopped);

@@ -186,6 +186,7 @@ def test_exit_statuses_are_the_ones_documented_for_the_command_and_its_programs(
     (["compare", "/"], 2, "not the result of `rtaccel run`"),
     (["lockstat", str(EXAMPLES / "quickstart.yaml")], 2, "not valid JSON"),
     (["shim"], 2, "no command given"),
+    (["bench", "bounds", "{tmp}/none.yaml"], 2, "cannot open the file"),
     # runtime failures: the server cannot be reached, or cannot start
     (["run", str(EXAMPLES / "quickstart.yaml"), "--socket", "/nonexistent/server.sock", "--duration", "1",
       "--quiet", "--out", "{tmp}/run"], 3, "cannot connect to rtaccel-server"),

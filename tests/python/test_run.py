@@ -14,6 +14,7 @@ import sys
 import time
 
 import needs
+import pytest
 import trace_format
 from rtaccel._core import percentile
 
@@ -550,6 +551,32 @@ callbacks:
 chains:
   - {name: hot, priority: 2, path: [sensor, filter]}
 """
+
+
+def test_bench_bounds_sets_each_critical_chains_bound_against_its_longest_instance(tmp_path):
+    examples = tmp_path / "examples"
+    examples.mkdir()
+    workload(examples, "pipeline", PIPELINE)
+    (examples / "gpu.yaml").write_text((ROOT / "examples" / "paam_case_study_1_cuda.yaml").read_text())
+    proc = rtaccel("bench", "bounds", "--examples", str(examples), "--duration", "1", "--out",
+                   str(tmp_path / "out"), "--quiet", "--json", check=0)
+    result = json.loads(proc.stdout)
+    gpu, pipeline = result["workloads"]  # in name order
+    assert gpu["skipped"].startswith("its accelerator is on the cuda backend"), gpu
+    [hot] = pipeline["chains"]
+    summary = json.loads((tmp_path / "out" / "pipeline" / "summary.json").read_text())
+    assert summary["policy"] == "paam"
+    assert hot["chain"] == "hot" and hot["bound_us"] == summary["chains"][0]["wcrt_us"]
+    assert hot["bound_over_max"] == pytest.approx(hot["bound_us"] / hot["max_us"])
+    assert hot["instances"] > 20 and hot["unexplained"] == 0
+    goal = result["goal"]
+    assert goal["loose"] == (["pipeline/hot"] if hot["bound_over_max"] > 2 else [])
+    assert goal["violated"] == (["pipeline/hot"] if hot["over_bound"] else [])
+    assert goal["met"] == (not goal["loose"] and not goal["violated"])
+    table = rtaccel("bench", "bounds", "--examples", str(examples), "--duration", "1", "--out",
+                    str(tmp_path / "again"), "--quiet", check=0).stdout
+    assert "gpu                          left out: its accelerator is on the cuda backend" in table
+    assert "# goal: every critical chain's bound at most 2x its maximum" in table
 
 
 def test_one_timeline_a_flow_per_chain_instance_through_its_slices(tmp_path):

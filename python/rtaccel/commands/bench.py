@@ -11,8 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rtaccel import _core, accel, isolate, realtime
+from rtaccel import _core, accel, isolate, realtime, runner
 from rtaccel.commands import common
+from rtaccel.commands.run import EXAMPLES_DIR
 from rtaccel.errors import EXIT_BAD_INPUT, EXIT_CANNOT_RUN_HERE, EXIT_OK, EXIT_RUNTIME
 
 
@@ -403,6 +404,25 @@ _kernel_us = common.whole_number(0, 1000000, "a kernel of {low}..{high} us", " o
 _net_samples = common.whole_number(20, 1000, "{low}..{high} transfers per size")
 
 
+def cmd_bench_bounds(args) -> int:
+    """The analysis' bounds against runs: each workload (every example this
+    machine can run, by default) under paam, each critical chain's bound over
+    its longest instance, and the goal judged."""
+    named = bool(args.workloads)
+    workloads = args.workloads or sorted(str(p) for p in Path(args.examples).glob("*.yaml"))
+    for w in workloads:
+        if not common.check_workload(w):
+            return EXIT_BAD_INPUT
+    try:
+        status, result = runner.bounds_over_maxima(workloads, args.duration, args.out, progress=not args.quiet,
+                                                   skip_unrunnable=not named)
+    except runner.RunError as err:
+        return common.fail("rtaccel bench bounds", err)
+    if status:
+        return status
+    return common.print_result(result, args.json, runner.format_bounds_over_maxima)
+
+
 def register(sub) -> None:
     """Adds the family's commands to the parser's SUB."""
     p = sub.add_parser("bench", help="measure rtaccel-server on this machine")
@@ -500,6 +520,19 @@ def register(sub) -> None:
     b.add_argument("--json", action="store_true",
                    help="print JSON (onset_p50_us, onset_p99_us, budget_ratio, ...)")
     b.set_defaults(func=cmd_bench_regulator)
+    b = bsub.add_parser("bounds", help="each example under paam: every critical chain's bound over its "
+                                       "longest instance, and whether any went over")
+    b.add_argument("workloads", nargs="*", metavar="WORKLOAD",
+                   help="workload files (default: every example this machine can run; a named one is run "
+                        "whatever it needs)")
+    b.add_argument("--examples", default=str(EXAMPLES_DIR), help="folder of the example workloads")
+    b.add_argument("--duration", type=common.seconds, default=30.0, help="seconds per workload (30)")
+    b.add_argument("--out", default="out/bounds", help="result folder, one run per workload (out/bounds)")
+    b.add_argument("--quiet", action="store_true", help="no progress lines")
+    b.add_argument("--json", action="store_true",
+                   help="print JSON (per workload and critical chain: bound_us, max_us, bound_over_max, "
+                        "over_bound, unexplained; goal)")
+    b.set_defaults(func=cmd_bench_bounds)
     b = bsub.add_parser("net-overhead", help="the net layer's flow control against its raw transport, "
                                              "64 KiB to 32 MiB, one transfer at a time")
     b.add_argument("--transport", choices=_core.net_transports(), default="tcp", help="transport (tcp)")
