@@ -82,6 +82,19 @@ PYBIND11_MODULE(_core, m) {
                              })
       .def_readonly("gang_scheduling", &workload::Workload::gang_scheduling)
       .def_readonly("gang_preemption_ns", &workload::Workload::gang_preemption_ns)
+      .def_property_readonly("nodes",
+                             [](const workload::Workload& w) {
+                               py::list names;
+                               for (const auto& n : w.nodes) names.append(n.name);
+                               return names;
+                             })
+      // Each accelerator's backend ("cpu", "opencl", "cuda").
+      .def_property_readonly("accelerator_backends",
+                             [](const workload::Workload& w) {
+                               py::list backends;
+                               for (const auto& a : w.accelerators) backends.append(std::string(workload::to_string(a.backend)));
+                               return backends;
+                             })
       // The isolation section as a dict, or None without one.
       .def_property_readonly("isolation",
                              [](const workload::Workload& w) -> py::object {

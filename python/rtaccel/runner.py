@@ -20,7 +20,7 @@ import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
-from rtaccel import accel
+from rtaccel import _core, accel
 from rtaccel.errors import Error
 
 POLICIES = ("ros2", "picas", "paam")
@@ -466,21 +466,16 @@ def demo(workload: str, duration_s: float, out: str, progress: bool = True,
 BOUND_GOAL_RATIO = 2.0
 
 
-def why_not_here(workload: str) -> str | None:
-    """Why WORKLOAD cannot run on this machine as it is, or None: a cuda
-    accelerator (the examples' cuda variant needs a GPU machine), nodes or
-    an isolation section without root (network namespaces, the regulator)."""
-    try:
-        import yaml  # the workload's raw keys; the loader has checked the rest
-        doc = yaml.safe_load(Path(workload).read_text()) or {}
-    except (OSError, yaml.YAMLError) as err:
-        return f"cannot read it: {err}"
-    accelerators = ((doc.get("platform") or {}).get("accelerators")) or []
-    if any(isinstance(a, dict) and a.get("backend") == "cuda" for a in accelerators):
+def why_not_here(workload) -> str | None:
+    """Why WORKLOAD (a loaded one) cannot run on this machine as it is, or
+    None: a cuda accelerator (the examples' cuda variant needs a GPU
+    machine), nodes or an isolation section without root (network
+    namespaces, the regulator)."""
+    if "cuda" in workload.accelerator_backends:
         return "its accelerator is on the cuda backend: name it on a machine with a GPU"
-    if os.geteuid() != 0 and doc.get("nodes"):
+    if os.geteuid() != 0 and workload.nodes:
         return "its nodes need network namespaces: root"
-    if os.geteuid() != 0 and doc.get("isolation"):
+    if os.geteuid() != 0 and workload.isolation is not None:
         return "its isolation section needs the regulator: root"
     return None
 
@@ -494,7 +489,7 @@ def bounds_over_maxima(workloads: list[str], duration_s: float, out: str, progre
     results: list[dict] = []
     for workload in workloads:
         name = Path(workload).stem
-        if skip_unrunnable and (why := why_not_here(workload)):
+        if skip_unrunnable and (why := why_not_here(_core.load_workload(workload))):
             results.append({"workload": workload, "name": name, "skipped": why})
             continue
         folder = str(Path(out) / name)
