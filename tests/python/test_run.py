@@ -579,6 +579,33 @@ def test_bench_bounds_sets_each_critical_chains_bound_against_its_longest_instan
     assert "# goal: every critical chain's bound at most 2x its maximum" in table
 
 
+def test_bench_bounds_counts_a_critical_chain_without_a_bound_against_the_goal(tmp_path, monkeypatch):
+    from rtaccel import runner
+
+    # The run as rtaccel-exec leaves it: one critical chain the analysis
+    # could not bound, one bounded within 2x, a non-critical one.
+    def made_run(workload, policy, duration_s, folder, progress=True):
+        pathlib.Path(folder).mkdir(parents=True)
+        chains = [{"chain": "a", "critical": True, "wcrt_us": None, "max_us": 9000.0, "count": 50,
+                   "over_bound": None},
+                  {"chain": "b", "critical": True, "wcrt_us": 15000.0, "max_us": 10000.0, "count": 50,
+                   "over_bound": 0},
+                  {"chain": "c", "critical": False, "wcrt_us": 90000.0, "max_us": 1000.0, "count": 50,
+                   "over_bound": 0}]
+        (pathlib.Path(folder) / "summary.json").write_text(json.dumps({"chains": chains, "assumptions": {}}))
+        return 0
+
+    monkeypatch.setattr(runner, "run", made_run)
+    status, result = runner.bounds_over_maxima([str(ROOT / "examples" / "quickstart.yaml")], 1, str(tmp_path))
+    assert status == 0
+    a, b = result["workloads"][0]["chains"]
+    assert a["bound_us"] is None and a["bound_over_max"] is None
+    assert b["bound_over_max"] == pytest.approx(1.5)
+    assert result["goal"]["loose"] == ["quickstart/a"] and not result["goal"]["met"]
+    table = runner.format_bounds_over_maxima(result)
+    assert "no bound" in table and "looser than that or unbounded: quickstart/a" in table
+
+
 def test_one_timeline_a_flow_per_chain_instance_through_its_slices(tmp_path):
     run(workload(tmp_path, "pipeline", PIPELINE), "paam", tmp_path / "out")
     doc = json.loads((tmp_path / "out" / "trace.json").read_text())
