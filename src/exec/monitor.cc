@@ -294,6 +294,31 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
     if (own > segments[s].allowed_ns) overruns.push_back({Finding::kSegment, s, ev->begin_ns, ev->end_ns, own, -1});
   }
 
+  // The server's overhead per request, against epsilon: from the later of
+  // its submission and the end of the kernel its accelerator ran before it
+  // to its kernel's start, plus from its kernel's end to its client going
+  // on (as bench/request_phases.h measures it). A request from another node
+  // is left out: it was submitted there, and its hops are the network's.
+  std::vector<Tally> requests(segment_of.size());
+  if (w.server) {
+    for (Tally& t : requests) t.allowed_ns = w.server->overhead_ns;
+    std::map<size_t, std::vector<uint64_t>> ends;  // per accelerator: its kernels' ends, in order
+    for (const TraceEvent* ev : kernels) ends[accelerator_of(*ev)].push_back(ev->end_ns);
+    for (auto& [a, e] : ends) std::sort(e.begin(), e.end());
+    for (const TraceEvent* ev : kernels) {
+      const size_t a = accelerator_of(*ev);
+      if (w.accelerators[a].node != w.node_of_callback(ev->callback)) continue;
+      const auto& e = ends[a];
+      const auto before = std::upper_bound(e.begin(), e.end(), ev->begin_ns);
+      const uint64_t ready = std::max(ev->submit_ns, before == e.begin() ? 0 : *std::prev(before));
+      const uint64_t overhead = (ev->begin_ns > ready ? ev->begin_ns - ready : 0) + ev->resumed_after_ns;
+      const size_t s = segment_index[{ev->callback, ev->segment}];
+      requests[s].add(overhead);
+      if (overhead > requests[s].allowed_ns)
+        overruns.push_back({Finding::kOverhead, s, ev->submit_ns, ev->end_ns + ev->resumed_after_ns, overhead, -1});
+    }
+  }
+
   // A callback's thread kept off its core: the wall time of a callback's
   // execution beyond its CPU time, its waits, and the CPU time that the
   // callbacks of its priority or above took on its core meanwhile (which the
@@ -405,6 +430,12 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
           what = w.callbacks[o.what].name;
           allowed = off_core[o.what].allowed_ns;
           break;
+        case Finding::kOverhead: {
+          const auto [cb, k] = segment_of[o.what];
+          what = w.callbacks[cb].name + ": " + w.callbacks[cb].segments[k].service;
+          allowed = requests[o.what].allowed_ns;
+          break;
+        }
         case Finding::kInstance:
           break;
       }
@@ -424,6 +455,13 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
       return "segment " + std::to_string(k + 1) + " of callback " + w.callbacks[cb].name + " (" +
              w.callbacks[cb].segments[k].service + ") ran up to " + t.took + " on the accelerator against " +
              t.allowed + " in " + count_of(n, "instance") + of;
+    }
+    if (kind == Finding::kOverhead) {
+      const auto [cb, k] = segment_of[what];
+      return "the requests of segment " + std::to_string(k + 1) + " of callback " + w.callbacks[cb].name + " (" +
+             w.callbacks[cb].segments[k].service + ") cost the server up to " + short_time(max_ns) +
+             " against its overhead (epsilon) of " + short_time(requests[what].allowed_ns) + " in " +
+             count_of(n, "instance") + of;
     }
     if (kind == Finding::kOffCore)
       return "callback " + w.callbacks[what].name + " was kept off core " +
@@ -493,6 +531,8 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
       seg.wcet_ns = std::max(seg.wcet_ns, longest(segments[i]));
     }
     for (const Tally& t : releases) measured.release_jitter_ns = std::max(measured.release_jitter_ns, longest(t));
+    if (measured.server)
+      for (const Tally& t : requests) measured.server->overhead_ns = std::max(measured.server->overhead_ns, longest(t));
     for (const auto& r : in.analyze(measured))
       if (r.bounded) measured_bound[r.chain] = r.wcrt_ns;
   }
@@ -633,6 +673,10 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
         device_overrun_loss[a] += in.cores->lost(core, o.begin_ns, o.end_ns, &device_counted);
   for (const auto& [a, loss] : device_overrun_loss)
     if (loss.total()) broken.push_back(device_loss_text(a, loss, ""));
+  json request_json = tallies(Finding::kOverhead, requests, "epsilon_us", false, [&](size_t s, json* j) {
+    (*j)["callback"] = w.callbacks[segment_of[s].first].name;
+    (*j)["segment"] = segment_of[s].second + 1;
+  });
   json hop_json = tallies(Finding::kHop, hops, "bound_us", false,
                           [&](size_t h, json* j) { (*j)["hop"] = plan.hops[h].name; });
   json off_json = tallies(Finding::kOffCore, off_core, "slack_us", false,
@@ -676,6 +720,7 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
                      [](const Finding& a, const Finding& b) { return a.begin_ns < b.begin_ns; });
   return {{"callbacks", std::move(cb_json)},
           {"segments", std::move(seg_json)},
+          {"requests", std::move(request_json)},
           {"hops", std::move(hop_json)},
           {"releases", std::move(release_json)},
           {"off_core", std::move(off_json)},

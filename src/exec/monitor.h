@@ -6,7 +6,7 @@
 // thread's CPU time, which a co-runner that floods the cache or DRAM
 // stretches); every accelerator segment's kernel within its declared time
 // (its span less the time higher buckets' kernels ran within it, which the
-// analysis charges apart);
+// analysis charges apart); every request's server overhead within epsilon;
 // every hop between nodes within its link's bound; every timer starting its
 // callback within the release jitter of its release (where nothing else ran
 // on its core meanwhile); and the executors' cores serving the executors,
@@ -112,12 +112,12 @@ struct MonitorInput {
 // of work over its time, or a chain instance over its bound. The run's
 // trace marks each.
 struct Finding {
-  enum Kind { kCpu, kSegment, kHop, kRelease, kOffCore, kInstance } kind;
-  std::string what;    // the callback; "callback: service"; the hop; the timer's callback; the chain
+  enum Kind { kCpu, kSegment, kHop, kRelease, kOffCore, kOverhead, kInstance } kind;
+  std::string what;    // the callback; "callback: service" (kSegment, kOverhead); the hop; the timer's callback; the chain
   uint64_t begin_ns;   // when it ran (a release: from the release to the start)
   uint64_t end_ns;
-  uint64_t took_ns;    // CPU time, kernel's own time, hop's time, start delay, time off core, latency
-  uint64_t allowed_ns; // WCET, declared time, hop's bound, release jitter, slack, the chain's bound
+  uint64_t took_ns;    // CPU time, kernel's own time, hop's time, start delay, time off core, server overhead, latency
+  uint64_t allowed_ns; // WCET, declared time, hop's bound, release jitter, slack, epsilon, the chain's bound
   // kInstance: the chain's bound with the run's longest times (0: none
   // computed), and whether the run explains the instance.
   uint64_t measured_bound_ns = 0;

@@ -105,15 +105,18 @@ class Monitor : public ::testing::Test {
     const uint64_t i = shared_.executor(0)->trace_used.fetch_add(1);
     shared_.trace(0)[i] = ev;
   }
-  // Callback CB's kernel ran [begin, end] in BUCKET of the server.
-  void kernel(size_t cb, int bucket, uint64_t begin, uint64_t end) {
+  // Callback CB's kernel ran [begin, end] in BUCKET of the server, its
+  // request submitted at SUBMIT (0: at BEGIN) and its client going on
+  // RESUMED after its end.
+  void kernel(size_t cb, int bucket, uint64_t begin, uint64_t end, uint64_t submit = 0, uint32_t resumed = 0) {
     TraceEvent ev{};
     ev.kind = static_cast<uint32_t>(TraceKind::kSegment);
     ev.callback = static_cast<uint32_t>(cb);
     ev.bucket = bucket;
-    ev.submit_ns = begin;
+    ev.submit_ns = submit ? submit : begin;
     ev.begin_ns = begin;
     ev.end_ns = end;
+    ev.resumed_after_ns = resumed;
     const uint64_t i = shared_.executor(0)->trace_used.fetch_add(1);
     shared_.trace(0)[i] = ev;
   }
@@ -393,6 +396,44 @@ TEST_F(MonitorOfKernels, AKernelsTimeLeavesOutTheHigherBucketsKernelsThatRanWith
   EXPECT_EQ(findings[0].end_ns, 36 * kMs);
   EXPECT_EQ(findings[0].took_ns, 6 * kMs);
   EXPECT_EQ(findings[0].allowed_ns, 5 * kMs);
+}
+
+// epsilon (50 us here) bounds the server's own time per request: before
+// the kernel, from the later of the submission and the previous kernel's
+// end, and after it, until the client goes on.
+TEST_F(MonitorOfKernels, ARequestsServerOverheadIsCheckedAgainstEpsilon) {
+  cores_.record(0, {{}, {}});
+  cores_.record(100 * kMs, {{}, {}});
+  // hi: submitted at 10 ms, started 20 us later, its client on 20 us after
+  // its end: 40 us.
+  kernel(0, 1, 10020000, 15 * kMs, 10 * kMs, 20000);
+  // lo: submitted at 12 ms while hi ran, started 100 us after hi's end, its
+  // client on 80 us after its own end: 180 us.
+  kernel(1, 0, 15100000, 19 * kMs, 12 * kMs, 80000);
+  instance(1, 11 * kMs, 22 * kMs);  // clo, over its 10 ms bound
+  json chains;
+  std::vector<Finding> findings;
+  const json a = check(&chains, &findings);
+  ASSERT_EQ(a["requests"].size(), 2u) << a.dump();
+  EXPECT_EQ(a["requests"][0]["callback"], "hi");
+  EXPECT_EQ(a["requests"][0]["over"], 0);
+  EXPECT_DOUBLE_EQ(a["requests"][0]["max_us"].get<double>(), 40.0);
+  EXPECT_EQ(a["requests"][1]["callback"], "lo");
+  EXPECT_DOUBLE_EQ(a["requests"][1]["epsilon_us"].get<double>(), 50.0);
+  EXPECT_DOUBLE_EQ(a["requests"][1]["max_us"].get<double>(), 180.0);
+  EXPECT_EQ(a["broken"], json::array({"the requests of segment 1 of callback lo (busy) cost the server up to 180 us "
+                                      "against its overhead (epsilon) of 50 us in 1 instance of 1"}))
+      << a.dump();
+  EXPECT_EQ(chains[1]["explained_by"][0], "the requests of segment 1 of callback lo (busy) cost the server up to "
+                                          "180 us against its overhead (epsilon) of 50 us in 1 instance of the 1 "
+                                          "over the bound");
+  ASSERT_EQ(findings.size(), 2u);
+  EXPECT_EQ(findings[0].kind, Finding::kInstance);
+  EXPECT_EQ(findings[1].kind, Finding::kOverhead);
+  EXPECT_EQ(findings[1].what, "lo: busy");
+  EXPECT_EQ(findings[1].begin_ns, 12 * kMs);
+  EXPECT_EQ(findings[1].end_ns, 19080000u);
+  EXPECT_EQ(findings[1].allowed_ns, 50000u);
 }
 
 TEST_F(MonitorOfKernels, TheAcceleratorsCoreLossesWhileAKernelOverranAreSaidBesideIt) {

@@ -698,10 +698,13 @@ json trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
   if (!findings.empty()) meta("process_name", monitor_pid, -1, "monitor: over what the analysis allowed");
   uint64_t finding_id = 0;
   for (const Finding& f : findings) {
-    static const char* const kPrefix[] = {"over WCET: ",    "kernel over its time: ", "hop over its bound: ",
-                                          "late release: ", "kept off core: ",        "over its bound: chain "};
-    static const char* const kTook[] = {"cpu_us", "kernel_us", "hop_us", "start_delay_us", "off_core_us", "latency_us"};
-    static const char* const kAllowed[] = {"wcet_us", "wcet_us", "bound_us", "jitter_us", "slack_us", "bound_us"};
+    static const char* const kPrefix[] = {"over WCET: ",      "kernel over its time: ", "hop over its bound: ",
+                                          "late release: ",   "kept off core: ",        "request over epsilon: ",
+                                          "over its bound: chain "};
+    static const char* const kTook[] = {"cpu_us",      "kernel_us",   "hop_us",    "start_delay_us",
+                                        "off_core_us", "overhead_us", "latency_us"};
+    static const char* const kAllowed[] = {"wcet_us", "wcet_us",    "bound_us", "jitter_us",
+                                           "slack_us", "epsilon_us", "bound_us"};
     json args = {{kTook[f.kind], us(f.took_ns)}, {kAllowed[f.kind], us(f.allowed_ns)}};
     if (f.kind == Finding::kInstance) {
       args["measured_bound_us"] = f.measured_bound_ns ? json(us(f.measured_bound_ns)) : json(nullptr);

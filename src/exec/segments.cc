@@ -318,8 +318,13 @@ class ServerPath final : public AccelPath {
     rtaccel_ticket ticket;
     int status = rtaccel_submit(r.reg, service, req.bytes.size(), &ticket);
     if (status == 0) status = rtaccel_wait(r.reg, &ticket, 0, nullptr);
+    const uint64_t resumed = core::monotonic_ns();
     rtaccel_request_times times{};
     rtaccel_request_timestamps(r.reg, &ticket, &times);
+    // The server's stamps are this machine's CLOCK_MONOTONIC, except a
+    // remote registration's, whose kernel ran on another node.
+    if (times.end_ns && resumed >= times.end_ns)
+      event->resumed_after_ns = static_cast<uint32_t>(std::min<uint64_t>(resumed - times.end_ns, UINT32_MAX));
     rtaccel_registration_info info{};
     rtaccel_registration_query(r.reg, &info);
     event->submit_ns = times.submit_ns;

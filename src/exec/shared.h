@@ -111,7 +111,9 @@ struct TraceEvent {
   // carries an instance of): the instance's start stamp, 0 for none.
   uint64_t instance_ns;
   uint32_t chain;
-  uint32_t unused;
+  // Served segment: from its kernel's end to the client going on, the
+  // server's overhead after the kernel (UINT32_MAX: that or longer).
+  uint32_t resumed_after_ns;
 };
 
 struct alignas(64) RunHeader {

@@ -611,7 +611,12 @@ def test_bench_bounds_counts_a_critical_chain_without_a_bound_against_the_goal(t
 
 
 def test_one_timeline_a_flow_per_chain_instance_through_its_slices(tmp_path):
-    run(workload(tmp_path, "pipeline", PIPELINE), "paam", tmp_path / "out")
+    summary, _ = run(workload(tmp_path, "pipeline", PIPELINE), "paam", tmp_path / "out")
+    # The monitor: every request's server overhead against the workload's
+    # 50 us epsilon.
+    [requests] = summary["assumptions"]["requests"]
+    assert requests["callback"] == "sensor" and requests["epsilon_us"] == 50.0
+    assert requests["count"] > 50 and 0 < requests["p99_us"] <= requests["max_us"], requests
     doc = json.loads((tmp_path / "out" / "trace.json").read_text())
     assert trace_format.check(doc) == []
     events = doc["traceEvents"]
