@@ -1,7 +1,7 @@
 // rtaccel-accel-bench: measurements of rtaccel-server, run by `rtaccel bench`.
 //
 //   request-overhead --socket S --wait suspend|spin [--requests N] [--kernel-us K]
-//                    [--clients C,...] [--buckets B,...] [--rounds R] [--json]
+//                    [--gap-us G] [--clients C,...] [--buckets B,...] [--rounds R] [--json]
 //     Round trips of busy requests of K us (default 100: long enough that a
 //     suspending client really sleeps). Per request: submit -> worker start
 //     -> kernel end -> client resumed; the overhead is the round trip minus
@@ -10,7 +10,9 @@
 //     --clients, --buckets or --rounds: C clients at once over B buckets,
 //     each shape after the one-client baseline, in R rounds that take the
 //     shapes in turn (request_phases.h: what is overhead once requests
-//     queue).
+//     queue). --gap-us: each client sleeps G us between a request's end and
+//     its next, as a periodic callback does, so that the server's worker
+//     stops polling and both cores can go idle: what a run's requests meet.
 //   preemption --socket S [--iterations N] [--sizes cpu|gpu] [--json]
 //     Cross-bucket preemption delay (the paper's Table I): the response time
 //     of a small high-bucket request while a large low-bucket request of the
@@ -153,6 +155,7 @@ struct OverheadClient {
   int service = -1;
   int priority = 0;
   int requests = 0, warm_up = 0;
+  uint64_t gap_ns = 0;  // asleep between a request's end and the next
   std::latch* start = nullptr;
   std::vector<Sample> samples;  // reserved before the start: the loop allocates nothing
   int error = 0;
@@ -190,6 +193,7 @@ void* overhead_client_main(void* arg) {
       s.arrival = hops.arrival_ns;
     }
     c.samples.push_back(s);
+    if (c.gap_ns) rtaccel_sleep_until(CLOCK_MONOTONIC, monotonic_ns() + c.gap_ns);
   }
   return nullptr;
 }
@@ -204,6 +208,7 @@ struct OverheadOptions {
   std::string socket;  // a path, or tcp:HOST:PORT for the gateway
   rtaccel_wait_mode wait = RTACCEL_WAIT_SUSPEND;
   uint64_t kernel_ns = 100000;
+  uint64_t gap_ns = 0;
   const char* mode() const { return wait == RTACCEL_WAIT_SPIN ? "spin" : "suspend"; }
   bool remote() const { return socket.find(':') != std::string::npos && socket[0] != '/'; }
 };
@@ -246,6 +251,7 @@ int run_shape(const OverheadOptions& o, Shape shape, int requests, ShapeRun* run
     static_cast<rtaccel_busy_request*>(rtaccel_request_buffer(c.reg, c.service, nullptr))->ns = o.kernel_ns;
     c.requests = per_client;
     c.warm_up = std::max(1, per_client / 10);
+    c.gap_ns = o.gap_ns;
     c.start = &start;
     c.samples.reserve(size_t(c.warm_up + c.requests));
   }
@@ -357,14 +363,14 @@ int request_overhead(const OverheadOptions& o, int requests, bool json) {
   if (int rc = run_shape(o, {1, 1}, requests, &run)) return rc;
   if (json) {
     ordered_json out = {{"version", 1}, {"benchmark", "request-overhead"}, {"wait", o.mode()},
-                        {"kernel_us", double(o.kernel_ns) / 1000.0}};
+                        {"kernel_us", double(o.kernel_ns) / 1000.0}, {"gap_us", double(o.gap_ns) / 1000.0}};
     out.update(shape_json({1, 1}, run));
     printf("%s\n", out.dump(2).c_str());
     return 0;
   }
   const Phases& p = run.phases;
-  printf("# request overhead, wait=%s, %zu requests of busy(%.0f us)\n", o.mode(), p.overhead.size(),
-         double(o.kernel_ns) / 1000.0);
+  printf("# request overhead, wait=%s, %zu requests of busy(%.0f us), %.0f us apart\n", o.mode(),
+         p.overhead.size(), double(o.kernel_ns) / 1000.0, double(o.gap_ns) / 1000.0);
   print_stats("submit -> start", stats_us(p.to_start));
   print_stats("start -> end (kernel)", stats_us(p.kernel));
   print_stats("end -> resumed", stats_us(p.to_resume));
@@ -580,7 +586,8 @@ int timer_latency(int iterations, bool json) {
 
 const char kUsage[] =
     "usage: rtaccel-accel-bench request-overhead --socket S --wait suspend|spin [--requests N]\n"
-    "                           [--kernel-us K] [--clients C,...] [--buckets B,...] [--rounds R] [--json]\n"
+    "                           [--kernel-us K] [--gap-us G] [--clients C,...] [--buckets B,...] [--rounds R]\n"
+    "                           [--json]\n"
     "       rtaccel-accel-bench preemption --socket S [--iterations N] [--sizes cpu|gpu] [--json]\n"
     "       rtaccel-accel-bench kernels --socket S [--iterations N] --json\n"
     "       rtaccel-accel-bench timer-latency [--iterations N] [--json]\n";
@@ -595,7 +602,7 @@ int main(int argc, char** argv) {
   const std::string what = argv[1];
   std::string socket_path, wait = "suspend";
   int count = 0;
-  long kernel_us = 100, rounds = 0;
+  long kernel_us = 100, rounds = 0, gap_us = 0;
   std::vector<long> clients, buckets;  // request-overhead at scale when either is given
   bool json = false, gpu = false;
   const option longopts[] = {{"sizes", required_argument, nullptr, 'z'},
@@ -608,6 +615,7 @@ int main(int argc, char** argv) {
                              {"clients", required_argument, nullptr, 'c'},
                              {"buckets", required_argument, nullptr, 'b'},
                              {"rounds", required_argument, nullptr, 'r'},
+                             {"gap-us", required_argument, nullptr, 'g'},
                              {nullptr, 0, nullptr, 0}};
   optind = 2;
   int opt;
@@ -628,6 +636,12 @@ int main(int argc, char** argv) {
         // The server refuses more levels than it has (8) when it starts.
         if (!parse_counts(optarg, kMaxClients, &buckets)) {
           fprintf(stderr, "rtaccel-accel-bench: --buckets takes counts of 1..%d separated by commas\n", kMaxClients);
+          return 2;
+        }
+        break;
+      case 'g':
+        if (rtaccel_parse_long(optarg, 0, 1000000, &gap_us)) {
+          fprintf(stderr, "rtaccel-accel-bench: --gap-us must be 0..1000000\n");
           return 2;
         }
         break;
@@ -672,7 +686,7 @@ int main(int argc, char** argv) {
   if (what == "timer-latency") return timer_latency(count > 0 ? count : 2000, json);
   if (what == "request-overhead") {
     const OverheadOptions o{socket_path, wait == "spin" ? RTACCEL_WAIT_SPIN : RTACCEL_WAIT_SUSPEND,
-                            uint64_t(kernel_us) * 1000};
+                            uint64_t(kernel_us) * 1000, uint64_t(gap_us) * 1000};
     const int requests = count > 0 ? count : 20000;
     if (at_scale) return request_overhead_at_scale(o, clients, buckets, rounds > 0 ? int(rounds) : 1, requests, json);
     return request_overhead(o, requests, json);

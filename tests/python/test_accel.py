@@ -59,6 +59,31 @@ def test_request_overhead_table_and_bad_arguments():
     assert r.returncode == 2 and "0..1000000" in r.stderr
 
 
+def test_requests_apart_pay_the_wake_ups_that_requests_back_to_back_do_not():
+    back = json.loads(rtaccel("bench", "request-overhead", "--requests", "200", "--json").stdout)
+    r = rtaccel("bench", "request-overhead", "--requests", "100", "--gap-us", "5000", "--json")
+    assert r.returncode == 0, r.stderr
+    apart = json.loads(r.stdout)
+    assert apart["gap_us"] == 5000 and back["gap_us"] == 0
+    # Each request 5 ms after the last one ended: 100 of them take at least
+    # half a second, and the worker has stopped polling before each (it
+    # polls 100 us), so none starts as fast as the fastest back to back.
+    assert apart["phases"]["dispatch"]["min_us"] > back["phases"]["dispatch"]["min_us"], (apart, back)
+    r = rtaccel("bench", "request-overhead", "--gap-us", "-5")
+    assert r.returncode == 2 and "0..1000000" in r.stderr
+
+
+@needs.mark("root", os.geteuid() != 0, "rtaccel calibrate measures real-time threads: root")
+def test_calibration_takes_the_larger_overhead_of_requests_back_to_back_and_apart(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"), RTACCEL_CALIBRATION=str(tmp_path / "cal.json"))
+    r = subprocess.run(RTACCEL + ["calibrate"], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "cal.json").read_text())
+    measured = doc["measured"]
+    assert doc["epsilon_us"] == round(max(measured["request_overhead"]["p99_us"],
+                                          measured["request_overhead_with_gaps"]["p99_us"]), 1)
+
+
 def test_request_overhead_at_scale():
     r = rtaccel("bench", "request-overhead", "--clients", "1,4", "--buckets", "1,2", "--requests", "400",
                 "--json")

@@ -42,7 +42,8 @@ def _bench(args, what: str, extra: list, formatter) -> int:
 def cmd_bench_request_overhead(args) -> int:
     if args.clients or args.buckets:
         return _request_overhead_at_scale(args)
-    extra = ["--wait", args.wait, "--requests", str(args.requests), "--kernel-us", str(args.kernel_us)]
+    extra = ["--wait", args.wait, "--requests", str(args.requests), "--kernel-us", str(args.kernel_us),
+             "--gap-us", str(args.gap_us)]
     if not args.remote:
         if args.dds:
             print("rtaccel bench: --dds goes with --remote", file=sys.stderr)
@@ -398,6 +399,7 @@ _split = common.number(0.5, 0.95, "the split must be in [0.5, 0.95]")
 
 
 _kernel_us = common.whole_number(0, 1000000, "a kernel of {low}..{high} us", " of microseconds")
+_gap_us = common.whole_number(0, 1000000, "a gap of {low}..{high} us", " of microseconds")
 
 
 # rtaccel-net-bench's --samples: its MAX_SAMPLES is 1000.
@@ -440,6 +442,9 @@ def register(sub) -> None:
     b.add_argument("--requests", type=common.positive_int, default=20000, help="requests measured (20000)")
     b.add_argument("--kernel-us", type=_kernel_us, default=100, metavar="US",
                    help="length of each busy kernel, subtracted from the round trip (100)")
+    b.add_argument("--gap-us", type=_gap_us, default=0, metavar="US",
+                   help="sleep between a request's end and the next, as periodic work does: the server's "
+                        "worker stops polling and the cores may go idle (0: back to back)")
     b.add_argument("--no-fifo", action="store_true",
                    help="run server workers and client at SCHED_OTHER (no privilege needed)")
     b.add_argument("--remote", action="store_true",
