@@ -136,12 +136,25 @@ chmod 755 "$R/init"
 ACCEL=(-accel tcg,thread=multi -cpu max)
 SER=$OUT/serial.log
 say "booting (software emulation; the guest prints its results on the serial port)"
-start=$(date +%s)
-timeout 1500 qemu-system-x86_64 "${ACCEL[@]}" -smp 2 -m 2G -display none -no-reboot \
-  -serial "file:$SER" -kernel "$VMLINUZ" -initrd "$OUT/initrd.gz" \
-  -append "console=ttyS0 panic=-1 oops=panic loglevel=3" > "$OUT/qemu.log" 2>&1
-rc=$?
-say "guest ran $(( $(date +%s) - start )) s (qemu exit $rc)"
+for attempt in 1 2; do
+  rm -f "$SER"
+  start=$(date +%s)
+  timeout 1500 qemu-system-x86_64 "${ACCEL[@]}" -smp 2 -m 2G -display none -no-reboot \
+    -serial "file:$SER" -kernel "$VMLINUZ" -initrd "$OUT/initrd.gz" \
+    -append "console=ttyS0 panic=-1 oops=panic loglevel=3" > "$OUT/qemu.log" 2>&1
+  rc=$?
+  say "guest ran $(( $(date +%s) - start )) s (qemu exit $rc)"
+  # A guest kernel that died while booting, before the init ran, ran none
+  # of rtaccel: booted once more. Under software emulation the backports
+  # kernel oopsed once in three boots on an int3 in its boot-time code
+  # patching.
+  if [ "$attempt" = 1 ] && ! grep -aq '^@@KERNEL' "$SER" && grep -aq 'Kernel panic' "$SER"; then
+    cp "$SER" "$OUT/serial-first-boot.log"
+    say "the guest kernel died booting (see $OUT/serial-first-boot.log): booting it again"
+    continue
+  fi
+  break
+done
 grep -a '^@@' "$SER" | tr -d '\r' | sed 's/^@@/  /'
 grep -aq '^@@DONE' "$SER" || { say "the guest did not finish (see $SER)"; exit 1; }
 if grep -aq '^@@RESULT .*=fail' "$SER"; then
