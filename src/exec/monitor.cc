@@ -63,7 +63,8 @@ std::string count_of(uint64_t n, const char* what) {
 // A piece of work that took longer than the analysis allowed it.
 struct Overrun {
   Finding::Kind kind;  // not kInstance
-  size_t what;         // kCpu, kOffCore: callback; kSegment: index into segments; kHop: hop; kRelease: timer
+  size_t what;         // kCpu, kOffCore: callback; kSegment, kOverhead: index into segments; kHop: hop;
+                       // kRelease: timer
   uint64_t begin_ns;   // when it ran
   uint64_t end_ns;
   uint64_t took_ns;    // measured

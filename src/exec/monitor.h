@@ -125,7 +125,8 @@ struct Finding {
 };
 
 // summary.json's "assumptions": per callback its CPU time against its WCET,
-// per segment its kernel's own time against its declared time, per hop its time
+// per segment its kernel's own time against its declared time and its
+// requests' server overhead against epsilon, per hop its time
 // against its bound, per executor core its losses, the machine's speed, and
 // `broken`, one
 // sentence per assumption that did not hold. Each chain of `chains` (the
