@@ -321,10 +321,8 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
     mine.enter.assign(chain.path.size(), 0);
     release_in_piece[c].assign(chain.path.size(), kUnbounded);
     job_terms[c].assign(chain.path.size(), Breakdown{});
-    std::vector<bool> waits(chain.path.size());
-    for (size_t k = 0; k < chain.path.size(); ++k) waits[k] = joins.waits_at(c, k);
     const NetworkTerms::ChainLegs legs =
-        network.chain_legs(chain.path, options.transfers_once_per_chain ? limit : kUnbounded, waits);
+        network.chain_legs(chain.path, options.transfers_once_per_chain ? limit : kUnbounded, joins.waits(c));
     uint64_t run = w.release_jitter_ns;
     for (size_t i = 0; i < chain.path.size(); ++i) {
       const size_t k = chain.path[i];

@@ -69,6 +69,8 @@ class Joins {
   bool any() const { return any_; }
   // A fusion waits at position K of CHAIN: a piece starts there.
   bool waits_at(size_t chain, size_t k) const { return waits_[chain][k]; }
+  // The same for every position of CHAIN's path.
+  const std::vector<bool>& waits(size_t chain) const { return waits_[chain]; }
   // Chains A and B start at timers of one period on one node: the runner
   // releases them at the same instants.
   bool released_together(size_t a, size_t b) const;

@@ -535,10 +535,8 @@ class Analysis {
     pieces.limit_ns = limit;
     pieces.within.assign(path.size(), 0);
     pieces.enter.assign(path.size(), 0);
-    std::vector<bool> waits(path.size());
-    for (size_t k = 0; k < path.size(); ++k) waits[k] = joins_.waits_at(c, k);
     const NetworkTerms::ChainLegs legs =
-        network_.chain_legs(path, options_.transfers_once_per_chain ? limit : kUnbounded, waits);
+        network_.chain_legs(path, options_.transfers_once_per_chain ? limit : kUnbounded, joins_.waits(c));
     out.breakdown.release_jitter_ns = workload_.release_jitter_ns;
     uint64_t run = workload_.release_jitter_ns;
     bool bounded = true;
