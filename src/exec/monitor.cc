@@ -404,43 +404,32 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
   std::sort(overruns.begin(), overruns.end(), [](const Overrun& a, const Overrun& b) { return a.begin_ns < b.begin_ns; });
   uint64_t longest_overrun = 0;
   for (const auto& o : overruns) longest_overrun = std::max(longest_overrun, o.end_ns - o.begin_ns);
+  // Each kind's tallies, by an overrun's `what`.
+  auto tallies_of = [&](Finding::Kind kind) -> const std::vector<Tally>& {
+    switch (kind) {
+      case Finding::kCpu: return callbacks;
+      case Finding::kSegment: return segments;
+      case Finding::kHop: return hops;
+      case Finding::kRelease: return releases;
+      case Finding::kOffCore: return off_core;
+      case Finding::kOverhead:
+      case Finding::kInstance: break;
+    }
+    return requests;
+  };
   if (findings) {
     for (const Overrun& o : overruns) {
       std::string what;
-      uint64_t allowed = 0;
-      switch (o.kind) {
-        case Finding::kCpu:
-          what = w.callbacks[o.what].name;
-          allowed = callbacks[o.what].allowed_ns;
-          break;
-        case Finding::kSegment: {
-          const auto [cb, k] = segment_of[o.what];
-          what = w.callbacks[cb].name + ": " + w.callbacks[cb].segments[k].service;
-          allowed = segments[o.what].allowed_ns;
-          break;
-        }
-        case Finding::kHop:
-          what = plan.hops[o.what].name;
-          allowed = hops[o.what].allowed_ns;
-          break;
-        case Finding::kRelease:
-          what = w.callbacks[plan.timers[o.what]].name;
-          allowed = releases[o.what].allowed_ns;
-          break;
-        case Finding::kOffCore:
-          what = w.callbacks[o.what].name;
-          allowed = off_core[o.what].allowed_ns;
-          break;
-        case Finding::kOverhead: {
-          const auto [cb, k] = segment_of[o.what];
-          what = w.callbacks[cb].name + ": " + w.callbacks[cb].segments[k].service;
-          allowed = requests[o.what].allowed_ns;
-          break;
-        }
-        case Finding::kInstance:
-          break;
+      if (o.kind == Finding::kSegment || o.kind == Finding::kOverhead) {
+        const auto [cb, k] = segment_of[o.what];
+        what = w.callbacks[cb].name + ": " + w.callbacks[cb].segments[k].service;
+      } else if (o.kind == Finding::kHop) {
+        what = plan.hops[o.what].name;
+      } else {
+        what = w.callbacks[o.kind == Finding::kRelease ? plan.timers[o.what] : o.what].name;
       }
-      findings->push_back({o.kind, std::move(what), o.begin_ns, o.end_ns, o.took_ns, allowed});
+      findings->push_back(
+          {o.kind, std::move(what), o.begin_ns, o.end_ns, o.took_ns, tallies_of(o.kind)[o.what].allowed_ns});
     }
   }
 
