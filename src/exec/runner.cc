@@ -698,14 +698,18 @@ json trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
   if (!findings.empty()) meta("process_name", monitor_pid, -1, "monitor: over what the analysis allowed");
   uint64_t finding_id = 0;
   for (const Finding& f : findings) {
-    static const char* const kPrefix[] = {"over WCET: ",      "kernel over its time: ", "hop over its bound: ",
-                                          "late release: ",   "kept off core: ",        "request over epsilon: ",
-                                          "over its bound: chain "};
-    static const char* const kTook[] = {"cpu_us",      "kernel_us",   "hop_us",    "start_delay_us",
-                                        "off_core_us", "overhead_us", "latency_us"};
-    static const char* const kAllowed[] = {"wcet_us", "wcet_us",    "bound_us", "jitter_us",
-                                           "slack_us", "epsilon_us", "bound_us"};
-    json args = {{kTook[f.kind], us(f.took_ns)}, {kAllowed[f.kind], us(f.allowed_ns)}};
+    // By Finding::Kind: the slice's name before what, and its args' keys.
+    static const struct {
+      const char *prefix, *took, *allowed;
+    } kMarks[] = {{"over WCET: ", "cpu_us", "wcet_us"},
+                  {"kernel over its time: ", "kernel_us", "wcet_us"},
+                  {"hop over its bound: ", "hop_us", "bound_us"},
+                  {"late release: ", "start_delay_us", "jitter_us"},
+                  {"kept off core: ", "off_core_us", "slack_us"},
+                  {"request over epsilon: ", "overhead_us", "epsilon_us"},
+                  {"over its bound: chain ", "latency_us", "bound_us"}};
+    const auto& mark = kMarks[f.kind];
+    json args = {{mark.took, us(f.took_ns)}, {mark.allowed, us(f.allowed_ns)}};
     if (f.kind == Finding::kInstance) {
       args["measured_bound_us"] = f.measured_bound_ns ? json(us(f.measured_bound_ns)) : json(nullptr);
       args["explained"] = f.explained;
@@ -713,7 +717,7 @@ json trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
     // An instance the run cannot explain is the analysis' fault: a track of
     // its own, where a user looks first.
     const std::string name =
-        (f.kind == Finding::kInstance && !f.explained ? "over its bound, unexplained: chain " : kPrefix[f.kind]) +
+        (f.kind == Finding::kInstance && !f.explained ? "over its bound, unexplained: chain " : mark.prefix) +
         f.what;
     ++finding_id;
     events.push_back({{"ph", "b"}, {"cat", "monitor"}, {"name", name}, {"id", finding_id}, {"pid", monitor_pid},
