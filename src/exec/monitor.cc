@@ -56,6 +56,28 @@ TookAllowed took_allowed(uint64_t took_ns, uint64_t allowed_ns) {
   return {took, allowed};
 }
 
+// Time spans [begin, end), and their union: sorted, none overlapping.
+using Spans = std::vector<std::pair<uint64_t, uint64_t>>;
+Spans merged(Spans spans) {
+  std::sort(spans.begin(), spans.end());
+  Spans out;
+  for (const auto& s : spans) {
+    if (!out.empty() && s.first <= out.back().second)
+      out.back().second = std::max(out.back().second, s.second);
+    else
+      out.push_back(s);
+  }
+  return out;
+}
+
+// The time of [from, to) that merged spans cover.
+uint64_t covered(const Spans& spans, uint64_t from, uint64_t to) {
+  uint64_t sum = 0;
+  auto it = std::partition_point(spans.begin(), spans.end(), [&](const auto& s) { return s.second <= from; });
+  for (; it != spans.end() && it->first < to; ++it) sum += std::min(it->second, to) - std::max(it->first, from);
+  return sum;
+}
+
 std::string count_of(uint64_t n, const char* what) {
   return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
 }
@@ -229,14 +251,17 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
     const uint64_t n = std::min(shared.executor(e)->trace_used.load(), shared.trace_capacity(e));
     for (uint64_t i = 0; i < n; ++i) {
       const TraceEvent& ev = shared.trace(e)[i];
+      if (ev.end_ns + (ev.kind == static_cast<uint32_t>(TraceKind::kSegment) ? ev.resumed_after_ns : 0) > in.stop_ns)
+        continue;
       // What an executor thread waited for, off its core by design: its
       // accelerator segments, and under gangs the lock.
       if (e < w.executors.size() && (ev.kind == static_cast<uint32_t>(TraceKind::kSegment) ||
                                      ev.kind == static_cast<uint32_t>(TraceKind::kGangWait) ||
                                      ev.kind == static_cast<uint32_t>(TraceKind::kGangPark)))
-        waits[{e, ev.thread}].emplace_back(ev.kind == static_cast<uint32_t>(TraceKind::kSegment) ? ev.submit_ns
-                                                                                                : ev.begin_ns,
-                                           ev.end_ns);
+        // A segment's lasts until its thread went on, its wake-up included.
+        waits[{e, ev.thread}].push_back(ev.kind == static_cast<uint32_t>(TraceKind::kSegment)
+                                            ? std::make_pair(ev.submit_ns, ev.end_ns + ev.resumed_after_ns)
+                                            : std::make_pair(ev.begin_ns, ev.end_ns));
       if (ev.kind == static_cast<uint32_t>(TraceKind::kCallback)) {
         Tally& t = callbacks[ev.callback];
         t.add(ev.cpu_ns);
@@ -265,7 +290,6 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
   // on the cpu backend; on a GPU its stream's priority takes the SMs first):
   // counted here too, they would make a kernel that only waited for them
   // look over its declared time, as every low bucket's did on a GPU.
-  using Spans = std::vector<std::pair<uint64_t, uint64_t>>;
   auto accelerator_of = [&](const TraceEvent& ev) { return w.callbacks[ev.callback].segments[ev.segment].accelerator; };
   std::map<std::pair<size_t, int32_t>, Spans> by_bucket;  // (accelerator, bucket): its kernels' spans
   for (const TraceEvent* ev : kernels) by_bucket[{accelerator_of(*ev), ev->bucket}].emplace_back(ev->begin_ns, ev->end_ns);
@@ -274,31 +298,49 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
     Spans all;
     for (auto it = by_bucket.upper_bound(key); it != by_bucket.end() && it->first.first == key.first; ++it)
       all.insert(all.end(), it->second.begin(), it->second.end());
-    std::sort(all.begin(), all.end());
-    Spans& merged = above[key];
-    for (const auto& s : all) {
-      if (!merged.empty() && s.first <= merged.back().second)
-        merged.back().second = std::max(merged.back().second, s.second);
-      else
-        merged.push_back(s);
-    }
+    above[key] = merged(std::move(all));
   }
   for (const TraceEvent* ev : kernels) {
     const Spans& higher = above[{accelerator_of(*ev), ev->bucket}];
-    uint64_t preempted = 0;
-    auto it = std::partition_point(higher.begin(), higher.end(), [&](const auto& s) { return s.second <= ev->begin_ns; });
-    for (; it != higher.end() && it->first < ev->end_ns; ++it)
-      preempted += std::min(it->second, ev->end_ns) - std::max(it->first, ev->begin_ns);
-    const uint64_t own = ev->end_ns - ev->begin_ns - preempted;
+    const uint64_t own = ev->end_ns - ev->begin_ns - covered(higher, ev->begin_ns, ev->end_ns);
     const size_t s = segment_index[{ev->callback, ev->segment}];
     segments[s].add(own);
     if (own > segments[s].allowed_ns) overruns.push_back({Finding::kSegment, s, ev->begin_ns, ev->end_ns, own, -1});
   }
 
+  for (auto& [thread, spans] : waits) std::sort(spans.begin(), spans.end());
+  // Per executor: when the executors of its core at its priority or above
+  // held the core (their callbacks' spans less their waits), which keeps
+  // its thread from going on and which the bound charges as interference.
+  std::vector<Spans> held_above(w.executors.size());
+  {
+    std::vector<Spans> held(w.executors.size());
+    for (const TraceEvent* ev : runs) {
+      const size_t e = w.callbacks[ev->callback].executor;
+      const Spans& own = waits[{e, ev->thread}];
+      uint64_t at = ev->begin_ns;
+      auto it = std::lower_bound(own.begin(), own.end(), std::make_pair(ev->begin_ns, uint64_t{0}));
+      for (; it != own.end() && it->first < ev->end_ns; ++it) {
+        if (it->first > at) held[e].emplace_back(at, it->first);
+        at = std::max(at, it->second);
+      }
+      if (at < ev->end_ns) held[e].emplace_back(at, ev->end_ns);
+    }
+    for (size_t e = 0; e < w.executors.size(); ++e) {
+      Spans all;
+      for (size_t other = 0; other < w.executors.size(); ++other)
+        if (other != e && w.executors[other].core == w.executors[e].core &&
+            w.executors[other].priority >= w.executors[e].priority)
+          all.insert(all.end(), held[other].begin(), held[other].end());
+      held_above[e] = merged(std::move(all));
+    }
+  }
+
   // The server's overhead per request, against epsilon: from the later of
   // its submission and the end of the kernel its accelerator ran before it
   // to its kernel's start, plus from its kernel's end to its client going
-  // on (as bench/request_phases.h measures it). A request from another node
+  // on (as bench/request_phases.h measures it), less the time in that the
+  // executors above the client's held its core. A request from another node
   // is left out: it was submitted there, and its hops are the network's.
   std::vector<Tally> requests(segment_of.size());
   if (w.server) {
@@ -312,11 +354,13 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
       const auto& e = ends[a];
       const auto before = std::upper_bound(e.begin(), e.end(), ev->begin_ns);
       const uint64_t ready = std::max(ev->submit_ns, before == e.begin() ? 0 : *std::prev(before));
-      const uint64_t overhead = (ev->begin_ns > ready ? ev->begin_ns - ready : 0) + ev->resumed_after_ns;
+      const uint64_t resumed = ev->end_ns + ev->resumed_after_ns;
+      const uint64_t overhead = (ev->begin_ns > ready ? ev->begin_ns - ready : 0) + ev->resumed_after_ns -
+                                covered(held_above[w.callbacks[ev->callback].executor], ev->end_ns, resumed);
       const size_t s = segment_index[{ev->callback, ev->segment}];
       requests[s].add(overhead);
       if (overhead > requests[s].allowed_ns)
-        overruns.push_back({Finding::kOverhead, s, ev->submit_ns, ev->end_ns + ev->resumed_after_ns, overhead, -1});
+        overruns.push_back({Finding::kOverhead, s, ev->submit_ns, resumed, overhead, -1});
     }
   }
 
@@ -333,9 +377,8 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
     std::sort(spans.begin(), spans.end(), [](const TraceEvent* a, const TraceEvent* b) { return a->begin_ns < b->begin_ns; });
     for (const TraceEvent* x : spans) longest_run[core] = std::max(longest_run[core], x->end_ns - x->begin_ns);
   }
-  for (auto& [thread, spans] : waits) std::sort(spans.begin(), spans.end());
   // The time of the waits that began within [from, to).
-  auto within = [](const std::vector<std::pair<uint64_t, uint64_t>>& spans, uint64_t from, uint64_t to) {
+  auto within = [](const Spans& spans, uint64_t from, uint64_t to) {
     uint64_t sum = 0;
     auto it = std::lower_bound(spans.begin(), spans.end(), std::make_pair(from, uint64_t{0}));
     for (; it != spans.end() && it->first < to; ++it) sum += std::min(it->second, to) - it->first;
@@ -546,7 +589,7 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
     const uint64_t n = std::min(shared.chain(c)->count.load(), shared.sample_capacity(c));
     for (uint64_t i = 0; i < n; ++i) {
       const Sample& x = shared.samples(c)[i];
-      if (x.end_ns - x.start_ns <= bound) continue;
+      if (x.end_ns > in.stop_ns || x.end_ns - x.start_ns <= bound) continue;
       ++over;
       bool broke = false, hop_late = false;
       // Its cores' time the analysis does not model: taken from its callbacks

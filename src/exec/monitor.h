@@ -106,6 +106,9 @@ struct MonitorInput {
   // over.
   const SpeedSampler* speed = nullptr;
   double work_fraction = 1.0;
+  // When the executors were told to stop: work and chain instances that
+  // ended after it met their wind-down, not the workload, and are left out.
+  uint64_t stop_ns = UINT64_MAX;
 };
 
 // What the monitor found over what the analysis allowed, and when: a piece

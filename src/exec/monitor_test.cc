@@ -71,6 +71,27 @@ chains:
   - {name: cb, priority: 1, path: [b]}
 )";
 
+// Two executors on core 0, `hi` above `lo`, whose callbacks call the
+// accelerator.
+const char kTwoExecutorsAndAccelerator[] = R"(
+version: 1
+name: monitored
+platform:
+  cores: 2
+  accelerators:
+    - {name: acc0, backend: cpu, core: 1, priority_levels: 2}
+server: {core: 1, overhead_us: 50}
+executors:
+  - {name: hi, core: 0, priority: 80}
+  - {name: lo, core: 0, priority: 70}
+callbacks:
+  - {name: a, executor: hi, trigger: {timer_ms: 100}, cpu_us: 1000, segments: [{accelerator: acc0, service: busy, wcet_us: 5000}]}
+  - {name: b, executor: lo, trigger: {timer_ms: 100}, cpu_us: 1000, segments: [{accelerator: acc0, service: busy, wcet_us: 5000}]}
+chains:
+  - {name: ca, priority: 2, path: [a]}
+  - {name: cb, priority: 1, path: [b]}
+)";
+
 class Monitor : public ::testing::Test {
  protected:
   void SetUp() override { load(kWorkload); }
@@ -102,8 +123,7 @@ class Monitor : public ::testing::Test {
     ev.submit_ns = ev.begin_ns = begin;
     ev.end_ns = end;
     ev.cpu_ns = cpu;
-    const uint64_t i = shared_.executor(0)->trace_used.fetch_add(1);
-    shared_.trace(0)[i] = ev;
+    record(ev);
   }
   // Callback CB's kernel ran [begin, end] in BUCKET of the server, its
   // request submitted at SUBMIT (0: at BEGIN) and its client going on
@@ -117,20 +137,27 @@ class Monitor : public ::testing::Test {
     ev.begin_ns = begin;
     ev.end_ns = end;
     ev.resumed_after_ns = resumed;
-    const uint64_t i = shared_.executor(0)->trace_used.fetch_add(1);
-    shared_.trace(0)[i] = ev;
+    record(ev);
+  }
+  // Into the trace of its callback's executor.
+  void record(const TraceEvent& ev) {
+    const size_t e = workload_.callbacks[ev.callback].executor;
+    const uint64_t i = shared_.executor(e)->trace_used.fetch_add(1);
+    shared_.trace(e)[i] = ev;
   }
   // The summary's chains as the runner makes them, bound 10 ms each, over
   // it as many as the samples say; the monitor without the analysis.
-  json check(json* chains, std::vector<Finding>* findings = nullptr) {
+  // The executors told to stop at STOP.
+  json check(json* chains, std::vector<Finding>* findings = nullptr, uint64_t stop = UINT64_MAX) {
     *chains = json::array();
     for (size_t c = 0; c < workload_.chains.size(); ++c) {
       uint64_t over = 0;
       for (uint64_t i = 0; i < shared_.chain(c)->count.load(); ++i)
-        over += shared_.samples(c)[i].end_ns - shared_.samples(c)[i].start_ns > 10 * kMs;
+        over += shared_.samples(c)[i].end_ns <= stop &&
+                shared_.samples(c)[i].end_ns - shared_.samples(c)[i].start_ns > 10 * kMs;
       chains->push_back({{"chain", workload_.chains[c].name}, {"wcrt_us", 10000.0}, {"over_bound", over}});
     }
-    MonitorInput in{&workload_, &plan_, nullptr, &shared_, &cores_, 0, {}, &speed_, 0.9};
+    MonitorInput in{&workload_, &plan_, nullptr, &shared_, &cores_, 0, {}, &speed_, 0.9, stop};
     return check_assumptions(in, chains, findings);
   }
   // The same with the analysis' own bounds, and the analysis to run again
@@ -274,6 +301,30 @@ TEST_F(Monitor, ACallbackKeptOffItsCoreIsToldFromOneThatWaitedForAHigherOne) {
 // The machine ran the work at 0.7 of its calibrated speed at 50 ms: below
 // the work fraction (0.9), so that CPU work ran over; the probes around an
 // instance (every 20 ms here) say so for it.
+// Once the executors are told to stop, a higher one's exit can hold a lower
+// one's core: what ended after the stop is the wind-down's, not the run's.
+TEST_F(Monitor, WhatEndedAfterTheExecutorsWereToldToStopIsLeftOut) {
+  cores_.record(0, {{}, {}});
+  cores_.record(100 * kMs, {{}, {}});
+  callback(0, 10 * kMs, 11500000, 1500000);
+  instance(0, 10 * kMs, 11500000);
+  callback(0, 88 * kMs, 99 * kMs, 2500000);  // over its WCET, ended after the stop
+  instance(0, 88 * kMs, 99 * kMs);           // over its bound, likewise
+  json chains;
+  std::vector<Finding> findings;
+  const json a = check(&chains, &findings, 90 * kMs);
+  ASSERT_EQ(a["callbacks"].size(), 2u) << a.dump();
+  EXPECT_EQ(a["callbacks"][0]["count"], 1) << a.dump();
+  EXPECT_EQ(a["callbacks"][0]["over"], 0) << a.dump();
+  EXPECT_TRUE(a["broken"].empty()) << a.dump();
+  EXPECT_TRUE(findings.empty());
+  // The same run without a stop counts both.
+  const json all = check(&chains, &findings);
+  EXPECT_EQ(all["callbacks"][0]["count"], 2) << all.dump();
+  EXPECT_EQ(all["callbacks"][0]["over"], 1) << all.dump();
+  EXPECT_EQ(chains[0]["over_bound"], 1);
+}
+
 TEST_F(Monitor, AMachineSlowerThanTheWorkWasSizedForIsNamed) {
   cores_.record(0, {{}, {}});
   cores_.record(100 * kMs, {{}, {}});
@@ -505,6 +556,56 @@ TEST_F(MonitorOfTwoExecutors, ALowerExecutorsCallbackDoesNotAccountForTimeOffThe
   ASSERT_EQ(a["off_core"].size(), 2u) << a.dump();
   EXPECT_EQ(a["off_core"][0]["callback"], "a");
   EXPECT_DOUBLE_EQ(a["off_core"][0]["max_us"].get<double>(), 3100.0);
+}
+
+class MonitorOfTwoExecutorsAndAccelerator : public Monitor {
+ protected:
+  void SetUp() override { load(kTwoExecutorsAndAccelerator); }
+};
+
+// b's client goes on only once a's executor, above it on core 0, leaves the
+// core: the bound charges that wait as a's interference, and the server's
+// overhead is what remains. While a itself waits for its kernel, b could go
+// on: what b waited then is the server's.
+TEST_F(MonitorOfTwoExecutorsAndAccelerator, AHigherExecutorHoldingTheClientsCoreIsNotTheServersOverhead) {
+  cores_.record(0, {{}, {}});
+  cores_.record(100 * kMs, {{}, {}});
+  // b's kernel [10.02, 15] ms, submitted at 10 ms: 20 us before it. Its
+  // client went on 1 030 us after its end, while a held core 0 for the
+  // first 1 000 of them: 50 us, within epsilon.
+  kernel(1, 0, 10020000, 15 * kMs, 10 * kMs, 1030000);
+  callback(1, 9 * kMs, 16100000, 900000);
+  callback(0, 15 * kMs, 16 * kMs, 1000000);
+  // b's kernel [40.02, 45] ms, its client on 3 050 us after its end. a ran
+  // from 45 to 48 ms, but waited for its own kernel from 45.5 ms until its
+  // thread went on at 47.5 ms: a held the core 1 000 us of the 3 050, and
+  // b's requests cost 20 + 2 050 us.
+  kernel(1, 0, 40020000, 45 * kMs, 40 * kMs, 3050000);
+  callback(1, 39 * kMs, 48100000, 900000);
+  kernel(0, 1, 45520000, 47400000, 45500000, 100000);
+  callback(0, 45 * kMs, 48 * kMs, 1000000);
+  json chains;
+  std::vector<Finding> findings;
+  const json a = check(&chains, &findings);
+  ASSERT_EQ(a["requests"].size(), 2u) << a.dump();
+  EXPECT_EQ(a["requests"][0]["callback"], "a");
+  EXPECT_DOUBLE_EQ(a["requests"][0]["max_us"].get<double>(), 120.0);
+  EXPECT_EQ(a["requests"][1]["callback"], "b");
+  EXPECT_EQ(a["requests"][1]["count"], 2);
+  EXPECT_EQ(a["requests"][1]["over"], 1);
+  EXPECT_DOUBLE_EQ(a["requests"][1]["max_us"].get<double>(), 2070.0);
+  std::vector<const Finding*> overheads;
+  for (const Finding& f : findings)
+    if (f.kind == Finding::kOverhead) overheads.push_back(&f);
+  ASSERT_EQ(overheads.size(), 2u);
+  EXPECT_EQ(overheads[0]->what, "b: busy");
+  EXPECT_EQ(overheads[0]->begin_ns, 40 * kMs);
+  EXPECT_EQ(overheads[1]->what, "a: busy");
+  // Neither callback was kept off its core: a's wait for its kernel lasted
+  // until its thread went on, and b's until a let it.
+  ASSERT_EQ(a["off_core"].size(), 2u) << a.dump();
+  EXPECT_EQ(a["off_core"][0]["over"], 0) << a.dump();
+  EXPECT_EQ(a["off_core"][1]["over"], 0) << a.dump();
 }
 
 TEST(MemoryWalk, RandomVisitsEveryLineOnceBeforeItRepeats) {

@@ -452,7 +452,10 @@ Status prepare(const RunOptions& o, Setup* s) {
     }
   return Status();
 }
-json chain_summary(const Setup& s, const SharedRun& shared, size_t c, std::ofstream* csv, uint64_t t0) {
+// Instances that ended after STOPPED are left out: they met the executors'
+// wind-down (a higher one's exit holds a lower one's core), not the workload.
+json chain_summary(const Setup& s, const SharedRun& shared, size_t c, std::ofstream* csv, uint64_t t0,
+                   uint64_t stopped) {
   const auto& chain = s.workload.chains[c];
   const auto* state = shared.chain(c);
   const uint64_t count = std::min(state->count.load(), shared.sample_capacity(c));
@@ -461,6 +464,7 @@ json chain_summary(const Setup& s, const SharedRun& shared, size_t c, std::ofstr
   uint64_t misses = 0;
   for (uint64_t i = 0; i < count; ++i) {
     const Sample& x = shared.samples(c)[i];
+    if (x.end_ns > stopped) continue;
     const uint64_t l = x.end_ns - x.start_ns;
     latency.push_back(l);
     if (l > chain.deadline_ns) ++misses;
@@ -1458,7 +1462,7 @@ Status Run::write_results(uint64_t stopped_ns) {
   std::ofstream csv(out / "latency.csv");
   csv << "chain,start_us,latency_us\n";
   json chains = json::array();
-  for (size_t c = 0; c < w.chains.size(); ++c) chains.push_back(chain_summary(setup_, shared_, c, &csv, t0_));
+  for (size_t c = 0; c < w.chains.size(); ++c) chains.push_back(chain_summary(setup_, shared_, c, &csv, t0_, stopped_ns));
   csv.close();
   json timers = json::array();
   for (size_t t = 0; t < setup_.plan.timers.size(); ++t) timers.push_back(timer_summary(setup_, shared_, t));
@@ -1488,7 +1492,8 @@ Status Run::write_results(uint64_t stopped_ns) {
   }
   // The bounds are PAAM's: under ros2 and picas a chain over one is the
   // policy's doing, not the analysis', and the monitor only lists what broke.
-  MonitorInput monitor{&w, &setup_.plan, &setup_.bounds, &shared_, &cores_, t0_, {}, &speed_, options_.work_fraction};
+  MonitorInput monitor{&w, &setup_.plan, &setup_.bounds, &shared_, &cores_, t0_, {}, &speed_, options_.work_fraction,
+                       stopped_ns};
   if (options_.policy == Policy::kPaam)
     monitor.analyze = [gang = setup_.gang](const workload::Workload& measured) {
       return gang ? analysis::analyze_gangs(measured) : analysis::analyze(measured);
