@@ -108,16 +108,19 @@ def link_kernel_ns_per_kb(total_mib: int = 256) -> float:
     return sum(cpu_ns) / (received[0] / 1024)
 
 
-# Between two requests of the calibration's second series: as a periodic
-# callback leaves its accelerator, long enough for the server's worker to
-# stop polling and the cores to go idle.
+# The calibration's second series as a periodic callback's requests come:
+# milliseconds apart, so that the server's worker has stopped polling and its
+# core gone idle, and each kernel milliseconds long, so that the client's
+# core has gone idle too by its end (here 1.1-1.6x the p99 of 100 us
+# kernels, in 4 rounds of 4).
 CALIBRATION_GAP_US = 10000
+CALIBRATION_KERNEL_US = 5000
 
 
 def calibrate(requests: int = 5000, iterations: int = 100) -> dict:
     """Measures epsilon (server overhead per request: the suspended round trip
     minus the kernel, p99, the larger of requests back to back and requests
-    CALIBRATION_GAP_US apart), kappa (cross-bucket preemption delay, the
+    of CALIBRATION_KERNEL_US, CALIBRATION_GAP_US apart), kappa (cross-bucket preemption delay, the
     worst kernel's p99) and the release jitter (how late a SCHED_FIFO timer
     wakes, p99) with the accelerator-server benchmarks, and writes them."""
     overhead = accel.run_bench("request-overhead", ["--wait", "suspend", "--requests", str(requests)])
@@ -125,7 +128,8 @@ def calibrate(requests: int = 5000, iterations: int = 100) -> dict:
     # run's requests, milliseconds apart, meet them asleep (here 2-4x the
     # overhead).
     gapped = accel.run_bench("request-overhead", ["--wait", "suspend", "--requests", str(max(requests // 16, 50)),
-                                                  "--gap-us", str(CALIBRATION_GAP_US)])
+                                                  "--gap-us", str(CALIBRATION_GAP_US),
+                                                  "--kernel-us", str(CALIBRATION_KERNEL_US)])
     preemption = accel.run_bench("preemption", ["--iterations", str(iterations)])
     timer = accel.run_bench("timer-latency", ["--iterations", str(max(requests // 2, 100))])
     eps = max(overhead["phases"]["overhead"]["p99_us"], gapped["phases"]["overhead"]["p99_us"])
@@ -141,7 +145,9 @@ def calibrate(requests: int = 5000, iterations: int = 100) -> dict:
         "release_jitter_us": round(jitter, 1),
         "link_kernel_ns_per_kb": round(kernel),
         "measured": {"request_overhead": overhead["phases"]["overhead"],
-                     "request_overhead_with_gaps": gapped["phases"]["overhead"], "timer_latency": timer,
+                     "request_overhead_with_gaps": dict(gapped["phases"]["overhead"], gap_us=gapped["gap_us"],
+                                                        kernel_us=gapped["kernel_us"]),
+                     "timer_latency": timer,
                      "preemption": preemption["kernels"]},
     }
     path = calibration_path()

@@ -82,6 +82,10 @@ def test_calibration_takes_the_larger_overhead_of_requests_back_to_back_and_apar
     measured = doc["measured"]
     assert doc["epsilon_us"] == round(max(measured["request_overhead"]["p99_us"],
                                           measured["request_overhead_with_gaps"]["p99_us"]), 1)
+    # The second series as a periodic callback's requests come: apart, and
+    # each kernel long enough for the client's core to go idle.
+    assert measured["request_overhead_with_gaps"]["gap_us"] == 10000
+    assert measured["request_overhead_with_gaps"]["kernel_us"] == 5000
 
 
 def test_request_overhead_at_scale():
