@@ -298,9 +298,6 @@ TEST_F(Monitor, ACallbackKeptOffItsCoreIsToldFromOneThatWaitedForAHigherOne) {
                                           "or a thread outside the workload) in 1 instance of the 1 over the bound");
 }
 
-// The machine ran the work at 0.7 of its calibrated speed at 50 ms: below
-// the work fraction (0.9), so that CPU work ran over; the probes around an
-// instance (every 20 ms here) say so for it.
 // Once the executors are told to stop, a higher one's exit can hold a lower
 // one's core: what ended after the stop is the wind-down's, not the run's.
 TEST_F(Monitor, WhatEndedAfterTheExecutorsWereToldToStopIsLeftOut) {
@@ -325,6 +322,9 @@ TEST_F(Monitor, WhatEndedAfterTheExecutorsWereToldToStopIsLeftOut) {
   EXPECT_EQ(chains[0]["over_bound"], 1);
 }
 
+// The machine ran the work at 0.7 of its calibrated speed at 50 ms: below
+// the work fraction (0.9), so that CPU work ran over; the probes around an
+// instance (every 20 ms here) say so for it.
 TEST_F(Monitor, AMachineSlowerThanTheWorkWasSizedForIsNamed) {
   cores_.record(0, {{}, {}});
   cores_.record(100 * kMs, {{}, {}});
