@@ -309,38 +309,43 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
   }
 
   for (auto& [thread, spans] : waits) std::sort(spans.begin(), spans.end());
-  // Per executor: when the executors of its core at its priority or above
-  // held the core (their callbacks' spans less their waits), which keeps
-  // its thread from going on and which the bound charges as interference.
-  std::vector<Spans> held_above(w.executors.size());
-  {
-    std::vector<Spans> held(w.executors.size());
-    for (const TraceEvent* ev : runs) {
-      const size_t e = w.callbacks[ev->callback].executor;
-      const Spans& own = waits[{e, ev->thread}];
-      uint64_t at = ev->begin_ns;
-      auto it = std::lower_bound(own.begin(), own.end(), std::make_pair(ev->begin_ns, uint64_t{0}));
-      for (; it != own.end() && it->first < ev->end_ns; ++it) {
-        if (it->first > at) held[e].emplace_back(at, it->first);
-        at = std::max(at, it->second);
-      }
-      if (at < ev->end_ns) held[e].emplace_back(at, ev->end_ns);
+  // Per executor thread: when it held its core (its callbacks' spans less
+  // its waits). What the other threads of its core at its priority or above
+  // held keeps a thread from going on, and the bound charges that as their
+  // interference.
+  using Thread = std::pair<size_t, uint32_t>;  // (executor, thread)
+  std::map<Thread, Spans> held;
+  for (const TraceEvent* ev : runs) {
+    const Thread mine{w.callbacks[ev->callback].executor, ev->thread};
+    const Spans& own = waits[mine];
+    Spans& out = held[mine];
+    uint64_t at = ev->begin_ns;
+    auto it = std::lower_bound(own.begin(), own.end(), std::make_pair(ev->begin_ns, uint64_t{0}));
+    for (; it != own.end() && it->first < ev->end_ns; ++it) {
+      if (it->first > at) out.emplace_back(at, it->first);
+      at = std::max(at, it->second);
     }
-    for (size_t e = 0; e < w.executors.size(); ++e) {
-      Spans all;
-      for (size_t other = 0; other < w.executors.size(); ++other)
-        if (other != e && w.executors[other].core == w.executors[e].core &&
-            w.executors[other].priority >= w.executors[e].priority)
-          all.insert(all.end(), held[other].begin(), held[other].end());
-      held_above[e] = merged(std::move(all));
-    }
+    if (at < ev->end_ns) out.emplace_back(at, ev->end_ns);
   }
+  std::map<Thread, Spans> held_above;  // made when first asked for
+  auto held_above_of = [&](const Thread& mine) -> const Spans& {
+    auto [it, made] = held_above.try_emplace(mine);
+    if (made) {
+      const workload::Executor& ex = w.executors[mine.first];
+      Spans all;
+      for (const auto& [other, spans] : held)
+        if (other != mine && w.executors[other.first].core == ex.core && w.executors[other.first].priority >= ex.priority)
+          all.insert(all.end(), spans.begin(), spans.end());
+      it->second = merged(std::move(all));
+    }
+    return it->second;
+  };
 
   // The server's overhead per request, against epsilon: from the later of
   // its submission and the end of the kernel its accelerator ran before it
   // to its kernel's start, plus from its kernel's end to its client going
   // on (as bench/request_phases.h measures it), less the time in that the
-  // executors above the client's held its core. A request from another node
+  // threads above the client's held its core. A request from another node
   // is left out: it was submitted there, and its hops are the network's.
   std::vector<Tally> requests(segment_of.size());
   if (w.server) {
@@ -356,7 +361,8 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
       const uint64_t ready = std::max(ev->submit_ns, before == e.begin() ? 0 : *std::prev(before));
       const uint64_t resumed = ev->end_ns + ev->resumed_after_ns;
       const uint64_t overhead = (ev->begin_ns > ready ? ev->begin_ns - ready : 0) + ev->resumed_after_ns -
-                                covered(held_above[w.callbacks[ev->callback].executor], ev->end_ns, resumed);
+                                covered(held_above_of({w.callbacks[ev->callback].executor, ev->thread}), ev->end_ns,
+                                        resumed);
       const size_t s = segment_index[{ev->callback, ev->segment}];
       requests[s].add(overhead);
       if (overhead > requests[s].allowed_ns)

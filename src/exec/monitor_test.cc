@@ -115,9 +115,10 @@ class Monitor : public ::testing::Test {
     shared_.samples(c)[i] = {start, end};
     state->count.store(i + 1);
   }
-  // Callback CB ran [begin, end] with CPU time CPU.
-  void callback(size_t cb, uint64_t begin, uint64_t end, uint64_t cpu) {
+  // Callback CB ran [begin, end] with CPU time CPU, on its executor's THREAD.
+  void callback(size_t cb, uint64_t begin, uint64_t end, uint64_t cpu, uint32_t thread = 0) {
     TraceEvent ev{};
+    ev.thread = thread;
     ev.kind = static_cast<uint32_t>(TraceKind::kCallback);
     ev.callback = static_cast<uint32_t>(cb);
     ev.submit_ns = ev.begin_ns = begin;
@@ -127,9 +128,11 @@ class Monitor : public ::testing::Test {
   }
   // Callback CB's kernel ran [begin, end] in BUCKET of the server, its
   // request submitted at SUBMIT (0: at BEGIN) and its client going on
-  // RESUMED after its end.
-  void kernel(size_t cb, int bucket, uint64_t begin, uint64_t end, uint64_t submit = 0, uint32_t resumed = 0) {
+  // RESUMED after its end, on its executor's THREAD.
+  void kernel(size_t cb, int bucket, uint64_t begin, uint64_t end, uint64_t submit = 0, uint32_t resumed = 0,
+              uint32_t thread = 0) {
     TraceEvent ev{};
+    ev.thread = thread;
     ev.kind = static_cast<uint32_t>(TraceKind::kSegment);
     ev.callback = static_cast<uint32_t>(cb);
     ev.bucket = bucket;
@@ -606,6 +609,34 @@ TEST_F(MonitorOfTwoExecutorsAndAccelerator, AHigherExecutorHoldingTheClientsCore
   ASSERT_EQ(a["off_core"].size(), 2u) << a.dump();
   EXPECT_EQ(a["off_core"][0]["over"], 0) << a.dump();
   EXPECT_EQ(a["off_core"][1]["over"], 0) << a.dump();
+}
+
+// kAcceleratorWorkload with two threads in its executor.
+class MonitorOfTwoThreads : public Monitor {
+ protected:
+  void SetUp() override {
+    std::string yaml = kAcceleratorWorkload;
+    yaml.replace(yaml.find("priority: 80}"), 13, "priority: 80, threads: 2}");
+    load(yaml.c_str());
+  }
+};
+
+// The same within one executor of two threads on one core: the thread
+// that holds the core keeps the other from going on.
+TEST_F(MonitorOfTwoThreads, AnotherThreadOfTheExecutorHoldingTheClientsCoreIsNotTheServersOverhead) {
+  cores_.record(0, {{}, {}});
+  cores_.record(100 * kMs, {{}, {}});
+  // lo's kernel [10.02, 15] ms on thread 0, its client on 1 030 us after
+  // its end, while hi's callback on thread 1 held core 0 for 1 000 of them.
+  kernel(1, 0, 10020000, 15 * kMs, 10 * kMs, 1030000, 0);
+  callback(1, 9 * kMs, 16100000, 900000, 0);
+  callback(0, 15 * kMs, 16 * kMs, 1000000, 1);
+  json chains;
+  const json a = check(&chains);
+  ASSERT_EQ(a["requests"].size(), 1u) << a.dump();
+  EXPECT_EQ(a["requests"][0]["callback"], "lo");
+  EXPECT_DOUBLE_EQ(a["requests"][0]["max_us"].get<double>(), 50.0);
+  EXPECT_EQ(a["requests"][0]["over"], 0);
 }
 
 TEST(MemoryWalk, RandomVisitsEveryLineOnceBeforeItRepeats) {
