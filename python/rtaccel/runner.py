@@ -237,6 +237,12 @@ def load_summary(folder: str) -> dict:
     return doc
 
 
+# The lines of a chain's explanation a run's table shows: the monitor puts
+# the bound with the run's own times, then what the machine lost, then the
+# overruns that can have added the most first.
+EXPLANATIONS_SHOWN = 8
+
+
 def _label(summary: dict) -> str:
     label = summary["policy"]
     links = summary.get("links") or []
@@ -322,9 +328,17 @@ def format_compare(summaries: list[dict]) -> str:
                 lines.append(f"# {_label(s)}: {c['chain']}: "
                              f"{'' if over is None else f'{over} of '}{c['count']} instances over its "
                              f"bound of {c['wcrt_us'] / 1000:.1f} ms (max {c['max_us'] / 1000:.1f} ms)")
-                # What the run's monitor found broken in their time.
-                for why in c.get("explained_by", []):
-                    lines.append(f"#     {why}")
+                # What the run's monitor found broken in their time, the
+                # most that can have added first; the rest are in the file.
+                why = c.get("explained_by", [])
+                verdict = why[-1:] if c.get("unexplained") else []
+                why = why[:len(why) - len(verdict)]
+                shown = why if len(why) <= EXPLANATIONS_SHOWN + 1 else why[:EXPLANATIONS_SHOWN]
+                lines += [f"#     {line}" for line in shown]
+                if len(shown) < len(why):
+                    lines.append(f"#     and {len(why) - len(shown)} more that can have added less "
+                                 f"({s['folder']}/summary.json, the chain's explained_by)")
+                lines += [f"#     {line}" for line in verdict]
     for s in summaries:
         if s["policy"] == "paam":
             unexplained = sum(c.get("unexplained", 0) for c in s["chains"] if c["critical"])

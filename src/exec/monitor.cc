@@ -657,7 +657,10 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
                                      : ", which covers every instance"));
     else if (in.analyze)
       explained_by.push_back("with the run's longest times in place of the declared ones the analysis finds no bound");
-    for (const auto& [key, s] : why.overruns) explained_by.push_back(overrun_text(key.first, key.second, s.max_ns, s.instances, of));
+    // What the machine did first (a few lines at most), then the overruns
+    // by what they can have added to these instances, the most first: their
+    // longest excess over the allowed time, in as many instances. A long
+    // list then reads from its top.
     for (const auto& [core, loss] : why.cores)
       if (loss.total()) explained_by.push_back(loss_text(core, loss, " in the time of the instances over the bound"));
     for (const auto& [a, loss] : why.devices)
@@ -665,6 +668,14 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
         explained_by.push_back(device_loss_text(a, loss, " in the instances over the bound"));
     if (const std::string slow = speed_text(why.slowest, " in the time of the instances over the bound"); !slow.empty())
       explained_by.push_back(slow);
+    std::vector<std::pair<uint64_t, std::string>> ranked;
+    for (const auto& [key, s] : why.overruns) {
+      const uint64_t allowed = tallies_of(static_cast<Finding::Kind>(key.first))[key.second].allowed_ns;
+      ranked.emplace_back((s.max_ns - std::min(s.max_ns, allowed)) * s.instances,
+                          overrun_text(key.first, key.second, s.max_ns, s.instances, of));
+    }
+    std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (auto& [added, text] : ranked) explained_by.push_back(std::move(text));
     if (why.unexplained) {
       const std::string its = why.unexplained == 1 ? "its" : "their";
       explained_by.push_back(count_of(why.unexplained, "instance") +

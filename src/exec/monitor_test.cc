@@ -342,9 +342,11 @@ TEST_F(Monitor, AMachineSlowerThanTheWorkWasSizedForIsNamed) {
   EXPECT_EQ(a["speed"]["samples"], 6);
   EXPECT_EQ(a["broken"].back(), "the machine ran the calibrated CPU work at as little as 0.70x its speed at the start "
                                 "in the run, below the work fraction 0.90");
-  EXPECT_EQ(chains[0]["explained_by"].back(), "the machine ran the calibrated CPU work at as little as 0.70x its "
-                                              "speed at the start in the time of the instances over the bound, below "
-                                              "the work fraction 0.90");
+  // What the machine did comes before the overruns it explains.
+  ASSERT_EQ(chains[0]["explained_by"].size(), 3u) << chains[0].dump();
+  EXPECT_EQ(chains[0]["explained_by"][0], "the machine ran the calibrated CPU work at as little as 0.70x its "
+                                          "speed at the start in the time of the instances over the bound, below "
+                                          "the work fraction 0.90");
   // Unsampled, nothing is said of it.
   speed_ = SpeedSampler();
   EXPECT_TRUE(check(&chains)["speed"].is_null());
@@ -505,10 +507,10 @@ TEST_F(MonitorOfKernels, TheAcceleratorsCoreLossesWhileAKernelOverranAreSaidBesi
   json chains;
   const json a = check(&chains);
   EXPECT_EQ(chains[1]["explained_by"], json::array({
-      "segment 1 of callback lo (busy) ran up to 11.0 ms on the accelerator against 5.0 ms in 1 instance of the 1 "
-      "over the bound",
       "acc0's core 1 lost 6.0 ms to the hypervisor (steal) while its kernels over their declared times ran in the "
-      "instances over the bound"}))
+      "instances over the bound",
+      "segment 1 of callback lo (busy) ran up to 11.0 ms on the accelerator against 5.0 ms in 1 instance of the 1 "
+      "over the bound"}))
       << chains[1].dump();
   EXPECT_EQ(a["broken"], json::array({"segment 1 of callback lo (busy) ran up to 11.0 ms on the accelerator against "
                                       "5.0 ms in 1 instance of 2",
@@ -522,6 +524,24 @@ TEST_F(MonitorOfKernels, TheAcceleratorsCoreLossesWhileAKernelOverranAreSaidBesi
   EXPECT_EQ(a["accelerator_cores"][0]["core"], 1);
   EXPECT_DOUBLE_EQ(a["accelerator_cores"][0]["steal_ms"].get<double>(), 10.0);
   EXPECT_DOUBLE_EQ(a["accelerator_cores"][0]["lost_in_overruns_ms"].get<double>(), 6.0);
+}
+
+// An instance's overruns are said by what they can have added to it, the
+// most first, whatever their kind: lo's kernel 6 ms over, before hi's CPU
+// work 0.2 ms over.
+TEST_F(MonitorOfKernels, TheOverrunsThatCanHaveAddedTheMostAreSaidFirst) {
+  cores_.record(0, {{}, {}});
+  cores_.record(100 * kMs, {{}, {}});
+  callback(0, 20 * kMs, 21200000, 1200000);
+  kernel(1, 0, 22 * kMs, 33 * kMs);
+  instance(1, 20 * kMs, 35 * kMs);  // clo, over its 10 ms bound
+  json chains;
+  check(&chains);
+  EXPECT_EQ(chains[1]["explained_by"], json::array({
+      "segment 1 of callback lo (busy) ran up to 11.0 ms on the accelerator against 5.0 ms in 1 instance of the 1 "
+      "over the bound",
+      "callback hi ran up to 1.2 ms of CPU against a WCET of 1.0 ms in 1 instance of the 1 over the bound"}))
+      << chains[1].dump();
 }
 
 class MonitorOfTwoExecutors : public Monitor {

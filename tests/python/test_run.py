@@ -301,6 +301,21 @@ def test_instances_over_the_bound_are_counted_and_compare_names_them(tmp_path):
     assert f"#     {why}" in r.stdout, r.stdout
     assert "each time with an assumption of the analysis broken" in r.stdout, r.stdout
     assert "bug in rtaccel's analysis" not in r.stdout, r.stdout
+    # A long explanation: its first lines (the monitor ranks them), where
+    # the rest are, and the verdict on the unexplained instances, always.
+    many = [f"callback h{k} ran up to {12 - k}.0 ms of CPU against a WCET of 1.0 ms in 1 instance of 3"
+            for k in range(12)]
+    verdict = "1 instance beyond even that bound: the analysis does not hold for this run"
+    h["explained_by"], h["unexplained"] = many + [verdict], 1
+    (tight / "summary.json").write_text(json.dumps(summary))
+    shown = [line[6:] for line in rtaccel("compare", str(tight)).stdout.splitlines() if line.startswith("#     ")]
+    assert shown == many[:8] + [f"and 4 more that can have added less ({tight}/summary.json, the chain's "
+                                "explained_by)", verdict], shown
+    # Up to one line more than that is shown whole.
+    h["explained_by"], h["unexplained"] = many[:9], 0
+    (tight / "summary.json").write_text(json.dumps(summary))
+    shown = [line[6:] for line in rtaccel("compare", str(tight)).stdout.splitlines() if line.startswith("#     ")]
+    assert shown == many[:9], shown
 
 
 def children_of(pid):
