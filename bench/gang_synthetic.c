@@ -46,6 +46,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/cache.h"
 #include "core/clock.h"
 #include "core/exit.h"
 #include "core/percentile.h"
@@ -427,28 +428,6 @@ static int write_trace(const char *dir, struct phase *ph)
 
 /* --- main ------------------------------------------------------------------------ */
 
-static size_t llc_bytes(void)
-{
-	size_t best = 0;
-	for (int index = 0; index < 8; index++) {
-		char path[128];
-		snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu0/cache/index%d/size", index);
-		FILE *f = fopen(path, "r");
-		if (!f)
-			break;
-		unsigned long v = 0;
-		char unit = 0;
-		if (fscanf(f, "%lu%c", &v, &unit) >= 1) {
-			size_t bytes = v;
-			if (unit == 'K') bytes <<= 10;
-			if (unit == 'M') bytes <<= 20;
-			if (bytes > best) best = bytes;
-		}
-		fclose(f);
-	}
-	return best;
-}
-
 static const char usage[] =
 	"usage: rtaccel-gang-synthetic [--duration S] [--llc BYTES[K|M]] [--split F]\n"
 	"                              [--membench PATH] [--trace DIR] [--json]\n";
@@ -581,7 +560,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "rtaccel-gang-synthetic: needs %d cores\n", CORES);
 		return 1;
 	}
-	if (!llc && !(llc = llc_bytes())) {
+	if (!llc && !(llc = rtaccel_llc_bytes())) {
 		fprintf(stderr, "rtaccel-gang-synthetic: cannot read the LLC size from sysfs; give --llc\n");
 		return 1;
 	}
