@@ -37,6 +37,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/cache.h"
 #include "core/clock.h"
 #include "core/percentile.h"
 #include "isolate/cgroup.h"
@@ -74,8 +75,8 @@ static int skip(const char *why)
 
 static size_t llc_bytes(void)
 {
-	long v = sysconf(_SC_LEVEL3_CACHE_SIZE);
-	return v > 0 ? (size_t)v : 32u << 20;
+	size_t v = rtaccel_llc_bytes();
+	return v ? v : (size_t)32 << 20;
 }
 
 /* Reads SIZE bytes, a line at a time, forever. */
