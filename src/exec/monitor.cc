@@ -372,8 +372,8 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
 
   // A callback's thread kept off its core: the wall time of a callback's
   // execution beyond its CPU time, its waits, and the CPU time that the
-  // callbacks of its priority or above took on its core meanwhile (which the
-  // bound covers) went to something the analysis does not know: the
+  // callbacks of its priority or above took on its core while it was ready
+  // (which the bound covers) went to something the analysis does not know: the
   // hypervisor (steal, which the thread's CPU clock does not count) or a
   // thread outside the workload. A lower executor's callback does not run
   // while it is ready, and another's wait for the accelerator takes no core.
@@ -394,6 +394,7 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
     const size_t e = w.callbacks[ev->callback].executor;
     const int core = w.executors[e].core;
     const uint64_t wall = ev->end_ns - ev->begin_ns;
+    const Spans& own = waits[{e, ev->thread}];  // sorted, none overlapping: one thread's
     uint64_t preempted = 0;
     const auto& spans = busy[core];
     auto it = std::lower_bound(spans.begin(), spans.end(), ev->begin_ns - std::min(ev->begin_ns, longest_run[core]),
@@ -403,10 +404,12 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
       if (other == ev || other->end_ns <= ev->begin_ns ||
           w.executors[w.callbacks[other->callback].executor].priority < w.executors[e].priority)
         continue;
-      const uint64_t overlap = std::min(other->end_ns, ev->end_ns) - std::max(other->begin_ns, ev->begin_ns);
-      preempted += std::min(other->cpu_ns, overlap);
+      // Its CPU time where this one was ready: while this one waited, the
+      // wait accounts for the time already.
+      const uint64_t from = std::max(other->begin_ns, ev->begin_ns), to = std::min(other->end_ns, ev->end_ns);
+      preempted += std::min(other->cpu_ns, to - from - covered(own, from, to));
     }
-    const uint64_t accounted = ev->cpu_ns + preempted + within(waits[{e, ev->thread}], ev->begin_ns, ev->end_ns);
+    const uint64_t accounted = ev->cpu_ns + preempted + within(own, ev->begin_ns, ev->end_ns);
     const uint64_t off = wall > accounted ? wall - accounted : 0;
     Tally& t = off_core[ev->callback];
     t.allowed_ns = kOffCoreSlackNs;

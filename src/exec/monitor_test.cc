@@ -632,6 +632,23 @@ TEST_F(MonitorOfTwoExecutorsAndAccelerator, AHigherExecutorHoldingTheClientsCore
 }
 
 // kAcceleratorWorkload with two threads in its executor.
+// b was kept off its core for 3 ms: 10 ms of wall time, 2 of CPU, 5 waiting
+// for its kernel. a, above it, ran its 2 ms inside that wait, where it
+// kept b from nothing: counted against b's time as well, it would hide 2 of
+// b's 3 ms.
+TEST_F(MonitorOfTwoExecutorsAndAccelerator, AHigherCallbackWithinTheWaitDoesNotAccountForTimeOffTheCore) {
+  cores_.record(0, {{}, {}});
+  cores_.record(100 * kMs, {{}, {}});
+  kernel(1, 0, 41 * kMs, 45900000, 41 * kMs, 100000);
+  callback(1, 40 * kMs, 50 * kMs, 2 * kMs);
+  callback(0, 42 * kMs, 44 * kMs, 2 * kMs);
+  json chains;
+  const json a = check(&chains);
+  ASSERT_EQ(a["off_core"].size(), 2u) << a.dump();
+  EXPECT_EQ(a["off_core"][1]["callback"], "b");
+  EXPECT_DOUBLE_EQ(a["off_core"][1]["max_us"].get<double>(), 3000.0) << a.dump();
+}
+
 class MonitorOfTwoThreads : public Monitor {
  protected:
   void SetUp() override {
