@@ -235,11 +235,15 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
   for (size_t i = 0; i < segment_of.size(); ++i)
     segments[i].allowed_ns = w.callbacks[segment_of[i].first].segments[segment_of[i].second].wcet_ns;
   std::vector<Tally> hops(plan.hops.size());
+  // A segment served on another node: its request and response on the link
+  // against the bound the network term gives them.
+  std::vector<Tally> legs(segment_of.size());
   if (!w.links.empty()) {
     const analysis::NetworkTerms net(w);
     for (size_t h = 0; h < plan.hops.size(); ++h)
       for (uint32_t q : plan.hops[h].queues)
         hops[h].allowed_ns = std::max(hops[h].allowed_ns, net.hop_ns(plan.hops[h].publisher, plan.queues[q].consumer));
+    for (size_t i = 0; i < segment_of.size(); ++i) legs[i].allowed_ns = net.segment_ns(segment_of[i].first, segment_of[i].second);
   }
 
   std::vector<Overrun> overruns;
@@ -369,6 +373,16 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
         overruns.push_back({Finding::kOverhead, s, ev->submit_ns, resumed, overhead, -1});
     }
   }
+  // The two legs of a request served on another node, added: each crosses
+  // the nodes' clocks in the other direction, so the sum is of one clock's
+  // differences (segments.cc).
+  for (const TraceEvent* ev : kernels) {
+    const size_t s = segment_index[{ev->callback, ev->segment}];
+    if (!legs[s].allowed_ns || !ev->legs_ns) continue;
+    legs[s].add(ev->legs_ns);
+    if (ev->legs_ns > legs[s].allowed_ns)
+      overruns.push_back({Finding::kLegs, s, ev->submit_ns, ev->end_ns + ev->resumed_after_ns, ev->legs_ns, -1});
+  }
 
   // A callback's thread kept off its core: the wall time of a callback's
   // execution beyond its CPU time, its waits, and the CPU time that the
@@ -464,6 +478,7 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
       case Finding::kHop: return hops;
       case Finding::kRelease: return releases;
       case Finding::kOffCore: return off_core;
+      case Finding::kLegs: return legs;
       case Finding::kOverhead:
       case Finding::kInstance: break;
     }
@@ -472,7 +487,7 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
   if (findings) {
     for (const Overrun& o : overruns) {
       std::string what;
-      if (o.kind == Finding::kSegment || o.kind == Finding::kOverhead) {
+      if (o.kind == Finding::kSegment || o.kind == Finding::kOverhead || o.kind == Finding::kLegs) {
         const auto [cb, k] = segment_of[o.what];
         what = w.callbacks[cb].name + ": " + w.callbacks[cb].segments[k].service;
       } else if (o.kind == Finding::kHop) {
@@ -504,6 +519,13 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
              w.callbacks[cb].segments[k].service + ") cost the server up to " + short_time(max_ns) +
              " against its overhead (epsilon) of " + short_time(requests[what].allowed_ns) + " in " +
              count_of(n, "instance") + of;
+    }
+    if (kind == Finding::kLegs) {
+      const auto [cb, k] = segment_of[what];
+      const auto t = took_allowed(max_ns, legs[what].allowed_ns);
+      return "the request and response of segment " + std::to_string(k + 1) + " of callback " + w.callbacks[cb].name +
+             " (" + w.callbacks[cb].segments[k].service + ") took up to " + t.took + " on the link against their bound of " +
+             t.allowed + " in " + count_of(n, "instance") + of;
     }
     if (kind == Finding::kOffCore)
       return "callback " + w.callbacks[what].name + " was kept off core " +
@@ -614,7 +636,7 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
       for (; it != overruns.end() && it->begin_ns <= x.end_ns; ++it) {
         if (it->end_ns < x.start_ns || (it->core >= 0 && !cores.count(it->core))) continue;
         broke = true;
-        hop_late = hop_late || it->kind == Finding::kHop;
+        hop_late = hop_late || it->kind == Finding::kHop || it->kind == Finding::kLegs;
         if (it->kind == Finding::kSegment)
           if (const auto [a, core] = device_core(it->what); core >= 0)
             why.devices[a] += in.cores->lost(core, it->begin_ns, it->end_ns, &device_counted);
@@ -637,7 +659,8 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
       if (quantitative) {
         // The analysis with the run's own times holds unless the instance
         // went further beyond it than its cores lost to what the analysis
-        // does not model (a hop's time it models only as declared).
+        // does not model (a hop's time, and a remote request's on the link,
+        // it models only as declared).
         const uint64_t latency = x.end_ns - x.start_ns;
         if (latency > mb->second) {
           ++beyond;
@@ -732,6 +755,10 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
   });
   json hop_json = tallies(Finding::kHop, hops, "bound_us", false,
                           [&](size_t h, json* j) { (*j)["hop"] = plan.hops[h].name; });
+  json legs_json = tallies(Finding::kLegs, legs, "bound_us", false, [&](size_t s, json* j) {
+    (*j)["callback"] = w.callbacks[segment_of[s].first].name;
+    (*j)["segment"] = segment_of[s].second + 1;
+  });
   json off_json = tallies(Finding::kOffCore, off_core, "slack_us", false,
                           [&](size_t cb, json* j) { (*j)["callback"] = w.callbacks[cb].name; });
   json release_json = tallies(Finding::kRelease, releases, "jitter_us", false,
@@ -775,6 +802,7 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
           {"segments", std::move(seg_json)},
           {"requests", std::move(request_json)},
           {"hops", std::move(hop_json)},
+          {"remote_requests", std::move(legs_json)},
           {"releases", std::move(release_json)},
           {"off_core", std::move(off_json)},
           {"cores", std::move(core_json)},

@@ -115,12 +115,16 @@ struct MonitorInput {
 // of work over its time, or a chain instance over its bound. The run's
 // trace marks each.
 struct Finding {
-  enum Kind { kCpu, kSegment, kHop, kRelease, kOffCore, kOverhead, kInstance } kind;
-  std::string what;    // the callback; "callback: service" (kSegment, kOverhead); the hop; the timer's callback; the chain
+  enum Kind { kCpu, kSegment, kHop, kRelease, kOffCore, kOverhead, kLegs, kInstance } kind;
+  std::string what;    // the callback; "callback: service" (kSegment, kOverhead, kLegs); the hop; the timer's callback; the chain
   uint64_t begin_ns;   // when it ran (a release: from the release to the start)
   uint64_t end_ns;
-  uint64_t took_ns;    // CPU time, kernel's own time, hop's time, start delay, time off core, server overhead, latency
-  uint64_t allowed_ns; // WCET, declared time, hop's bound, release jitter, slack, epsilon, the chain's bound
+  // CPU time, kernel's own time, hop's time, start delay, time off core,
+  // server overhead, a remote request's time on the link, latency
+  uint64_t took_ns;
+  // WCET, declared time, hop's bound, release jitter, slack, epsilon, the
+  // link's bound for that request and response, the chain's bound
+  uint64_t allowed_ns;
   // kInstance: the chain's bound with the run's longest times (0: none
   // computed), and whether the run explains the instance.
   uint64_t measured_bound_ns = 0;
@@ -128,11 +132,11 @@ struct Finding {
 };
 
 // summary.json's "assumptions": per callback its CPU time against its WCET,
-// per segment its kernel's own time against its declared time and its
-// requests' server overhead against epsilon, per hop its time
-// against its bound, per executor core its losses, the machine's speed, and
-// `broken`, one
-// sentence per assumption that did not hold. Each chain of `chains` (the
+// per segment its kernel's own time against its declared time, its
+// requests' server overhead against epsilon and, served on another node,
+// their time on the link against its bound (`remote_requests`), per hop its
+// time against its bound, per executor core its losses, the machine's speed,
+// and `broken`, one sentence per assumption that did not hold. Each chain of `chains` (the
 // summary's, in workload order) that went over its bound gets
 // `explained_by` (sentences) and `unexplained`. With `analyze`, the chain
 // also gets `measured_wcrt_us`, its bound with every callback's, kernel's and

@@ -92,6 +92,25 @@ chains:
   - {name: cb, priority: 1, path: [b]}
 )";
 
+// Two nodes: the accelerator on `a`, the callback that calls it on `b`.
+const char kRemoteAccelerator[] = R"(
+version: 1
+name: monitored
+nodes: [{name: a}, {name: b}]
+links:
+  - {name: eth0, between: [a, b], transport: tcp, rate_mbps: 1000, per_chunk_us: 5}
+platform:
+  accelerators:
+    - {name: acc0, node: a, backend: cpu, core: 1, priority_levels: 2}
+server: {core: 1, overhead_us: 50}
+executors:
+  - {name: ex, node: b, core: 0, priority: 80}
+callbacks:
+  - {name: r, executor: ex, trigger: {timer_ms: 100}, cpu_us: 1000, segments: [{accelerator: acc0, service: busy, wcet_us: 5000, request_kb: 64, response_kb: 64}]}
+chains:
+  - {name: cr, priority: 1, path: [r]}
+)";
+
 class Monitor : public ::testing::Test {
  protected:
   void SetUp() override { load(kWorkload); }
@@ -629,6 +648,48 @@ TEST_F(MonitorOfTwoExecutorsAndAccelerator, AHigherExecutorHoldingTheClientsCore
   ASSERT_EQ(a["off_core"].size(), 2u) << a.dump();
   EXPECT_EQ(a["off_core"][0]["over"], 0) << a.dump();
   EXPECT_EQ(a["off_core"][1]["over"], 0) << a.dump();
+}
+
+class MonitorOfARemoteRequest : public Monitor {
+ protected:
+  void SetUp() override { load(kRemoteAccelerator); }
+};
+
+// A request served on another node: its time on the link (request and
+// response) against the bound the network term gives them, and an instance
+// over its bound with a late one explained by it.
+TEST_F(MonitorOfARemoteRequest, ItsRequestAndResponseOnTheLinkAreCheckedAgainstTheirBound) {
+  const uint64_t bound = analysis::NetworkTerms(workload_).segment_ns(0, 0);
+  ASSERT_GT(bound, 0u);
+  cores_.record(0, {{}, {}});
+  cores_.record(300 * kMs, {{}, {}});
+  kernel(0, 1, 10 * kMs, 15 * kMs, 9 * kMs, 900000);
+  shared_.trace(0)[0].legs_ns = static_cast<uint32_t>(bound / 2);
+  kernel(0, 1, 110 * kMs, 115 * kMs, 100 * kMs, 900000);
+  shared_.trace(0)[1].legs_ns = static_cast<uint32_t>(bound + 3 * kMs);
+  instance(0, 99 * kMs, 120 * kMs);  // over its 10 ms bound here
+  json chains;
+  std::vector<Finding> findings;
+  const json a = check(&chains, &findings);
+  ASSERT_EQ(a["remote_requests"].size(), 1u) << a.dump();
+  const json& r = a["remote_requests"][0];
+  EXPECT_EQ(r["callback"], "r");
+  EXPECT_EQ(r["count"], 2);
+  EXPECT_EQ(r["over"], 1);
+  EXPECT_DOUBLE_EQ(r["bound_us"].get<double>(), static_cast<double>(bound) / 1000.0);
+  EXPECT_DOUBLE_EQ(r["max_us"].get<double>(), static_cast<double>(bound + 3 * kMs) / 1000.0);
+  // A request from another node is not the local server's overhead.
+  EXPECT_TRUE(a["requests"].empty()) << a.dump();
+  ASSERT_EQ(chains[0]["explained_by"].size(), 1u) << chains[0].dump();
+  EXPECT_EQ(chains[0]["explained_by"][0].get<std::string>().rfind(
+                "the request and response of segment 1 of callback r (busy) took up to ", 0),
+            0u)
+      << chains[0].dump();
+  ASSERT_EQ(findings.size(), 2u);
+  EXPECT_EQ(findings[0].kind, Finding::kInstance);
+  EXPECT_EQ(findings[1].kind, Finding::kLegs);
+  EXPECT_EQ(findings[1].what, "r: busy");
+  EXPECT_EQ(findings[1].allowed_ns, bound);
 }
 
 // kAcceleratorWorkload with two threads in its executor.

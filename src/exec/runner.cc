@@ -711,6 +711,7 @@ json trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
                   {"late release: ", "start_delay_us", "jitter_us"},
                   {"kept off core: ", "off_core_us", "slack_us"},
                   {"request over epsilon: ", "overhead_us", "epsilon_us"},
+                  {"request on the link over its bound: ", "legs_us", "bound_us"},
                   {"over its bound: chain ", "latency_us", "bound_us"}};
     const auto& mark = kMarks[f.kind];
     json args = {{mark.took, us(f.took_ns)}, {mark.allowed, us(f.allowed_ns)}};

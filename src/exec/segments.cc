@@ -337,6 +337,16 @@ class ServerPath final : public AccelPath {
     // remote registration's, whose kernel ran on another node.
     if (times.end_ns && resumed >= times.end_ns)
       event->resumed_after_ns = static_cast<uint32_t>(std::min<uint64_t>(resumed - times.end_ns, UINT32_MAX));
+    // A remote request's two legs: from the submission to the response's
+    // arrival here, less the gateway's time from the request's arrival there
+    // to its reply. Each difference is of one node's clock, so the sum holds
+    // whatever the offset between the two.
+    rtaccel_remote_times legs{};
+    if (status == 0 && rtaccel_request_remote_times(r.reg, &ticket, &legs) == 0 && legs.arrival_ns >= times.submit_ns &&
+        legs.gateway_reply_ns >= legs.gateway_arrival_ns) {
+      const uint64_t here = legs.arrival_ns - times.submit_ns, there = legs.gateway_reply_ns - legs.gateway_arrival_ns;
+      if (here > there) event->legs_ns = static_cast<uint32_t>(std::min<uint64_t>(here - there, UINT32_MAX));
+    }
     rtaccel_registration_info info{};
     rtaccel_registration_query(r.reg, &info);
     event->submit_ns = times.submit_ns;

@@ -114,6 +114,10 @@ struct TraceEvent {
   // Served segment: from its kernel's end to the client going on, the
   // server's overhead after the kernel (UINT32_MAX: that or longer).
   uint32_t resumed_after_ns;
+  // Served by another node's server: its request's and its response's time
+  // on the link together, each from the sending side's call to the other
+  // side's link having it whole (UINT32_MAX: that or longer; 0: not known).
+  uint32_t legs_ns;
 };
 
 struct alignas(64) RunHeader {
@@ -134,7 +138,7 @@ static_assert(sizeof(ExecutorState) == 320 && offsetof(ExecutorState, trace_used
               offsetof(ExecutorState, port) == 292);
 static_assert(sizeof(WireHeader) == kWireHeaderBytes && sizeof(HopState) == 256);
 static_assert(sizeof(ChainState) == 64 && sizeof(TimerState) == 64 && sizeof(RunHeader) == 64);
-static_assert(sizeof(Sample) == 16 && sizeof(TimerRecord) == 16 && sizeof(TraceEvent) == 72);
+static_assert(sizeof(Sample) == 16 && sizeof(TimerRecord) == 16 && sizeof(TraceEvent) == 80);
 
 // Capacities of the measurement arrays.
 struct Capacity {

@@ -231,6 +231,14 @@ def test_a_callback_uses_the_accelerator_of_another_node(tmp_path, policy):
     # served by the server on soc1 (a bucket), not invoked on soc2
     assert all(e["args"]["bucket"] >= 0 and e["args"]["status"] == 0 for e in remote)
     assert "listening for remote clients" in (out / "server.log").read_text()
+    if policy == "paam":
+        # Each request's time on the link, checked against its bound; not
+        # against the server's epsilon, which is the local clients'.
+        [legs] = summary["assumptions"]["remote_requests"]
+        # (the monitor leaves out what ended after the stop; the trace has it)
+        assert legs["callback"] == "detect" and len(remote) - 1 <= legs["count"] <= len(remote), legs
+        assert 0 < legs["p99_us"] <= legs["max_us"] and legs["bound_us"] > 0, legs
+        assert not any(r["callback"] == "detect" for r in summary["assumptions"]["requests"])
 
 
 def test_remote_accelerator_requests_over_shm_are_refused_plainly(tmp_path):
