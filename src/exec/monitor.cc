@@ -350,7 +350,8 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
   // to its kernel's start, plus from its kernel's end to its client going
   // on (as bench/request_phases.h measures it), less the time in that the
   // threads above the client's held its core. A request from another node
-  // is left out: it was submitted there, and its hops are the network's.
+  // has the server's gateway for its client there: from the gateway taking
+  // it, to the gateway's reply (its legs on the link are checked below).
   std::vector<Tally> requests(segment_of.size());
   if (w.server) {
     for (Tally& t : requests) t.allowed_ns = w.server->overhead_ns;
@@ -359,14 +360,19 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
     for (auto& [a, e] : ends) std::sort(e.begin(), e.end());
     for (const TraceEvent* ev : kernels) {
       const size_t a = accelerator_of(*ev);
-      if (w.accelerators[a].node != w.node_of_callback(ev->callback)) continue;
+      const bool remote = w.accelerators[a].node != w.node_of_callback(ev->callback);
+      if (remote && !ev->end_to_reply_ns && !ev->gateway_to_start_ns) continue;  // not measured
       const auto& e = ends[a];
       const auto before = std::upper_bound(e.begin(), e.end(), ev->begin_ns);
-      const uint64_t ready = std::max(ev->submit_ns, before == e.begin() ? 0 : *std::prev(before));
+      const uint64_t submitted = remote ? ev->begin_ns - std::min<uint64_t>(ev->begin_ns, ev->gateway_to_start_ns)
+                                        : ev->submit_ns;
+      const uint64_t ready = std::max(submitted, before == e.begin() ? 0 : *std::prev(before));
       const uint64_t resumed = ev->end_ns + ev->resumed_after_ns;
-      const uint64_t overhead = (ev->begin_ns > ready ? ev->begin_ns - ready : 0) + ev->resumed_after_ns -
-                                covered(held_above_of({w.callbacks[ev->callback].executor, ev->thread}), ev->end_ns,
-                                        resumed);
+      const uint64_t after =
+          remote ? ev->end_to_reply_ns
+                 : ev->resumed_after_ns -
+                       covered(held_above_of({w.callbacks[ev->callback].executor, ev->thread}), ev->end_ns, resumed);
+      const uint64_t overhead = (ev->begin_ns > ready ? ev->begin_ns - ready : 0) + after;
       const size_t s = segment_index[{ev->callback, ev->segment}];
       requests[s].add(overhead);
       if (overhead > requests[s].allowed_ns)

@@ -656,17 +656,24 @@ class MonitorOfARemoteRequest : public Monitor {
 };
 
 // A request served on another node: its time on the link (request and
-// response) against the bound the network term gives them, and an instance
-// over its bound with a late one explained by it.
+// response) against the bound the network term gives them, the server's
+// overhead as its gateway there meets it against epsilon, and an instance
+// over its bound with a late one explained by them.
 TEST_F(MonitorOfARemoteRequest, ItsRequestAndResponseOnTheLinkAreCheckedAgainstTheirBound) {
   const uint64_t bound = analysis::NetworkTerms(workload_).segment_ns(0, 0);
   ASSERT_GT(bound, 0u);
   cores_.record(0, {{}, {}});
   cores_.record(300 * kMs, {{}, {}});
+  // Within both: half the bound on the link, 30 + 10 us at the server.
   kernel(0, 1, 10 * kMs, 15 * kMs, 9 * kMs, 900000);
   shared_.trace(0)[0].legs_ns = static_cast<uint32_t>(bound / 2);
+  shared_.trace(0)[0].gateway_to_start_ns = 30000;
+  shared_.trace(0)[0].end_to_reply_ns = 10000;
+  // Over both: 3 ms over the bound on the link, 20 + 60 us at the server.
   kernel(0, 1, 110 * kMs, 115 * kMs, 100 * kMs, 900000);
   shared_.trace(0)[1].legs_ns = static_cast<uint32_t>(bound + 3 * kMs);
+  shared_.trace(0)[1].gateway_to_start_ns = 20000;
+  shared_.trace(0)[1].end_to_reply_ns = 60000;
   instance(0, 99 * kMs, 120 * kMs);  // over its 10 ms bound here
   json chains;
   std::vector<Finding> findings;
@@ -678,18 +685,24 @@ TEST_F(MonitorOfARemoteRequest, ItsRequestAndResponseOnTheLinkAreCheckedAgainstT
   EXPECT_EQ(r["over"], 1);
   EXPECT_DOUBLE_EQ(r["bound_us"].get<double>(), static_cast<double>(bound) / 1000.0);
   EXPECT_DOUBLE_EQ(r["max_us"].get<double>(), static_cast<double>(bound + 3 * kMs) / 1000.0);
-  // A request from another node is not the local server's overhead.
-  EXPECT_TRUE(a["requests"].empty()) << a.dump();
-  ASSERT_EQ(chains[0]["explained_by"].size(), 1u) << chains[0].dump();
+  ASSERT_EQ(a["requests"].size(), 1u) << a.dump();
+  EXPECT_EQ(a["requests"][0]["count"], 2);
+  EXPECT_EQ(a["requests"][0]["over"], 1);
+  EXPECT_DOUBLE_EQ(a["requests"][0]["max_us"].get<double>(), 80.0);
+  // The link's 3 ms over before the server's 30 us.
+  ASSERT_EQ(chains[0]["explained_by"].size(), 2u) << chains[0].dump();
   EXPECT_EQ(chains[0]["explained_by"][0].get<std::string>().rfind(
                 "the request and response of segment 1 of callback r (busy) took up to ", 0),
             0u)
       << chains[0].dump();
-  ASSERT_EQ(findings.size(), 2u);
+  EXPECT_EQ(chains[0]["explained_by"][1], "the requests of segment 1 of callback r (busy) cost the server up to 80 us "
+                                          "against its overhead (epsilon) of 50 us in 1 instance of the 1 over the bound");
+  ASSERT_EQ(findings.size(), 3u);
   EXPECT_EQ(findings[0].kind, Finding::kInstance);
-  EXPECT_EQ(findings[1].kind, Finding::kLegs);
-  EXPECT_EQ(findings[1].what, "r: busy");
-  EXPECT_EQ(findings[1].allowed_ns, bound);
+  const Finding& late = findings[1].kind == Finding::kLegs ? findings[1] : findings[2];
+  EXPECT_EQ(late.kind, Finding::kLegs);
+  EXPECT_EQ(late.what, "r: busy");
+  EXPECT_EQ(late.allowed_ns, bound);
 }
 
 // kAcceleratorWorkload with two threads in its executor.

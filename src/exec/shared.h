@@ -116,8 +116,13 @@ struct TraceEvent {
   uint32_t resumed_after_ns;
   // Served by another node's server: its request's and its response's time
   // on the link together, each from the sending side's call to the other
-  // side's link having it whole (UINT32_MAX: that or longer; 0: not known).
+  // side's link having it whole (UINT32_MAX: that or longer; 0: not known);
+  // and on that node, from its gateway taking the request to the kernel's
+  // start and from the kernel's end to the gateway's reply, the server's
+  // overhead as the gateway, its client there, meets it.
   uint32_t legs_ns;
+  uint32_t gateway_to_start_ns;
+  uint32_t end_to_reply_ns;
 };
 
 struct alignas(64) RunHeader {
@@ -138,7 +143,7 @@ static_assert(sizeof(ExecutorState) == 320 && offsetof(ExecutorState, trace_used
               offsetof(ExecutorState, port) == 292);
 static_assert(sizeof(WireHeader) == kWireHeaderBytes && sizeof(HopState) == 256);
 static_assert(sizeof(ChainState) == 64 && sizeof(TimerState) == 64 && sizeof(RunHeader) == 64);
-static_assert(sizeof(Sample) == 16 && sizeof(TimerRecord) == 16 && sizeof(TraceEvent) == 80);
+static_assert(sizeof(Sample) == 16 && sizeof(TimerRecord) == 16 && sizeof(TraceEvent) == 88);
 
 // Capacities of the measurement arrays.
 struct Capacity {

@@ -232,13 +232,14 @@ def test_a_callback_uses_the_accelerator_of_another_node(tmp_path, policy):
     assert all(e["args"]["bucket"] >= 0 and e["args"]["status"] == 0 for e in remote)
     assert "listening for remote clients" in (out / "server.log").read_text()
     if policy == "paam":
-        # Each request's time on the link, checked against its bound; not
-        # against the server's epsilon, which is the local clients'.
+        # Each request's time on the link checked against its bound, and
+        # the server's overhead as its gateway met it against epsilon (the
+        # monitor leaves out what ended after the stop; the trace has it).
         [legs] = summary["assumptions"]["remote_requests"]
-        # (the monitor leaves out what ended after the stop; the trace has it)
         assert legs["callback"] == "detect" and len(remote) - 1 <= legs["count"] <= len(remote), legs
         assert 0 < legs["p99_us"] <= legs["max_us"] and legs["bound_us"] > 0, legs
-        assert not any(r["callback"] == "detect" for r in summary["assumptions"]["requests"])
+        [served] = [r for r in summary["assumptions"]["requests"] if r["callback"] == "detect"]
+        assert served["count"] == legs["count"] and 0 < served["p99_us"] <= served["max_us"], served
 
 
 def test_remote_accelerator_requests_over_shm_are_refused_plainly(tmp_path):
