@@ -368,10 +368,13 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
                                         : ev->submit_ns;
       const uint64_t ready = std::max(submitted, before == e.begin() ? 0 : *std::prev(before));
       const uint64_t resumed = ev->end_ns + ev->resumed_after_ns;
-      const uint64_t after =
-          remote ? ev->end_to_reply_ns
-                 : ev->resumed_after_ns -
-                       covered(held_above_of({w.callbacks[ev->callback].executor, ev->thread}), ev->end_ns, resumed);
+      // After the kernel, its client waited for its core while the threads
+      // above it there held it. A remote client's stand-in, the gateway's
+      // thread at its priority, waits for the core the analysis gives the
+      // callback on the server's machine (docs/accel.md, "Limits").
+      const uint64_t back = remote ? ev->end_ns + ev->end_to_reply_ns : resumed;
+      const uint64_t after = back - ev->end_ns -
+                             covered(held_above_of({w.callbacks[ev->callback].executor, ev->thread}), ev->end_ns, back);
       const uint64_t overhead = (ev->begin_ns > ready ? ev->begin_ns - ready : 0) + after;
       const size_t s = segment_index[{ev->callback, ev->segment}];
       requests[s].add(overhead);

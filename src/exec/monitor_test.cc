@@ -92,7 +92,8 @@ chains:
   - {name: cb, priority: 1, path: [b]}
 )";
 
-// Two nodes: the accelerator on `a`, the callback that calls it on `b`.
+// Two nodes: the accelerator on `a`, the callback that calls it on `b`, and
+// a higher executor on `a`'s core 0.
 const char kRemoteAccelerator[] = R"(
 version: 1
 name: monitored
@@ -105,10 +106,13 @@ platform:
 server: {core: 1, overhead_us: 50}
 executors:
   - {name: ex, node: b, core: 0, priority: 80}
+  - {name: hi, node: a, core: 0, priority: 90}
 callbacks:
   - {name: r, executor: ex, trigger: {timer_ms: 100}, cpu_us: 1000, segments: [{accelerator: acc0, service: busy, wcet_us: 5000, request_kb: 64, response_kb: 64}]}
+  - {name: h, executor: hi, trigger: {timer_ms: 100}, cpu_us: 1000}
 chains:
   - {name: cr, priority: 1, path: [r]}
+  - {name: ch, priority: 2, path: [h]}
 )";
 
 class Monitor : public ::testing::Test {
@@ -664,11 +668,14 @@ TEST_F(MonitorOfARemoteRequest, ItsRequestAndResponseOnTheLinkAreCheckedAgainstT
   ASSERT_GT(bound, 0u);
   cores_.record(0, {{}, {}});
   cores_.record(300 * kMs, {{}, {}});
-  // Within both: half the bound on the link, 30 + 10 us at the server.
+  // Within both: half the bound on the link, 30 + 10 us at the server. The
+  // gateway replied 1 010 us after the kernel's end, while h, above the
+  // callback on the core the analysis gives it there, held it for 1 000.
   kernel(0, 1, 10 * kMs, 15 * kMs, 9 * kMs, 900000);
   shared_.trace(0)[0].legs_ns = static_cast<uint32_t>(bound / 2);
   shared_.trace(0)[0].gateway_to_start_ns = 30000;
-  shared_.trace(0)[0].end_to_reply_ns = 10000;
+  shared_.trace(0)[0].end_to_reply_ns = 1010000;
+  callback(1, 15 * kMs, 16 * kMs, 1000000);
   // Over both: 3 ms over the bound on the link, 20 + 60 us at the server.
   kernel(0, 1, 110 * kMs, 115 * kMs, 100 * kMs, 900000);
   shared_.trace(0)[1].legs_ns = static_cast<uint32_t>(bound + 3 * kMs);
