@@ -111,8 +111,8 @@ def link_kernel_ns_per_kb(total_mib: int = 256) -> float:
 # The calibration's second series as a periodic callback's requests come:
 # milliseconds apart, so that the server's worker has stopped polling and its
 # core gone idle, and each kernel milliseconds long, so that the client's
-# core has gone idle too by its end (here 1.1-1.6x the p99 of 100 us
-# kernels, in 4 rounds of 4).
+# core has gone idle too by its end (here 1.03-1.6x the p99 of 100 us
+# kernels, in 4 of 4 interleaved rounds).
 CALIBRATION_GAP_US = 10000
 CALIBRATION_KERNEL_US = 5000
 
@@ -120,8 +120,8 @@ CALIBRATION_KERNEL_US = 5000
 def calibrate(requests: int = 5000, iterations: int = 100) -> dict:
     """Measures epsilon (server overhead per request: the suspended round trip
     minus the kernel, p99, the larger of requests back to back and requests
-    of CALIBRATION_KERNEL_US, CALIBRATION_GAP_US apart), kappa (cross-bucket preemption delay, the
-    worst kernel's p99) and the release jitter (how late a SCHED_FIFO timer
+    of CALIBRATION_KERNEL_US, CALIBRATION_GAP_US apart), kappa (cross-bucket
+    preemption delay, the worst kernel's p99) and the release jitter (how late a SCHED_FIFO timer
     wakes, p99) with the accelerator-server benchmarks, and writes them."""
     overhead = accel.run_bench("request-overhead", ["--wait", "suspend", "--requests", str(requests)])
     # Back to back, the worker is still polling and both cores are awake; a

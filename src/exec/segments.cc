@@ -1,5 +1,5 @@
-#include "core/clock.h"
 #include "core/cache.h"
+#include "core/clock.h"
 #include "core/fd.h"
 #include "exec/segments.h"
 
@@ -143,9 +143,9 @@ Status KernelSizer::time_once(const SegmentRequest& request, uint64_t* best_ns) 
   for (int trial = 0; trial < 3; ++trial) {
     // In a run, other work comes between two calls of a kernel. Flushing
     // the kernel's own lines leaves the TLB and the page tables' lines
-    // warm, which that work does not: a vecadd of 18 MiB ran 1.08-1.17x
-    // longer after reading 64 MiB than after the flush alone, in 10 of 10
-    // alternations (a matmul, whose data fit the cache, 1.01-1.04x).
+    // warm, which that work does not: a vecadd sized for 720 us ran
+    // 1.08-1.17x longer after reading 64 MiB than after the flush alone, in
+    // 10 of 10 alternations (a matmul, whose data fit the cache, 1.01-1.04x).
     volatile unsigned char sink = 0;
     for (size_t i = 0; i < others_.size(); i += 64) sink = static_cast<unsigned char>(sink + others_[i]);
     evict(input, request.bytes.size());
