@@ -350,8 +350,10 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
   // to its kernel's start, plus from its kernel's end to its client going
   // on (as bench/request_phases.h measures it), less the time in that the
   // threads above the client's held its core. A request from another node
-  // has the server's gateway for its client there: from the gateway taking
-  // it, to the gateway's reply (its legs on the link are checked below).
+  // has the server's gateway for its client there: from the request whole at
+  // the gateway's link to the gateway's reply, less the same threads' time
+  // while the gateway's thread waited to take it and to reply (its legs on
+  // the link are checked below).
   std::vector<Tally> requests(segment_of.size());
   if (w.server) {
     for (Tally& t : requests) t.allowed_ns = w.server->overhead_ns;
@@ -361,21 +363,25 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
     for (const TraceEvent* ev : kernels) {
       const size_t a = accelerator_of(*ev);
       const bool remote = w.accelerators[a].node != w.node_of_callback(ev->callback);
-      if (remote && !ev->end_to_reply_ns && !ev->gateway_to_start_ns) continue;  // not measured
+      if (remote && !ev->end_to_reply_ns && !ev->arrival_to_start_ns) continue;  // not measured
+      // The client waited for its core while the threads above it there held
+      // it. A remote client's stand-in, the gateway's thread at its priority,
+      // waits for the core the analysis gives the callback on the server's
+      // machine (docs/accel.md, "Limits").
+      const Spans& above_it = held_above_of({w.callbacks[ev->callback].executor, ev->thread});
       const auto& e = ends[a];
       const auto before = std::upper_bound(e.begin(), e.end(), ev->begin_ns);
-      const uint64_t submitted = remote ? ev->begin_ns - std::min<uint64_t>(ev->begin_ns, ev->gateway_to_start_ns)
-                                        : ev->submit_ns;
+      const uint64_t submitted =
+          remote ? ev->begin_ns - std::min<uint64_t>(ev->begin_ns, ev->arrival_to_start_ns) : ev->submit_ns;
       const uint64_t ready = std::max(submitted, before == e.begin() ? 0 : *std::prev(before));
+      uint64_t waiting = ev->begin_ns > ready ? ev->begin_ns - ready : 0;
+      if (remote) {
+        const uint64_t taken = std::min(ev->begin_ns, submitted + ev->arrival_to_taken_ns);
+        if (taken > ready) waiting -= covered(above_it, ready, taken);
+      }
       const uint64_t resumed = ev->end_ns + ev->resumed_after_ns;
-      // After the kernel, its client waited for its core while the threads
-      // above it there held it. A remote client's stand-in, the gateway's
-      // thread at its priority, waits for the core the analysis gives the
-      // callback on the server's machine (docs/accel.md, "Limits").
       const uint64_t back = remote ? ev->end_ns + ev->end_to_reply_ns : resumed;
-      const uint64_t after = back - ev->end_ns -
-                             covered(held_above_of({w.callbacks[ev->callback].executor, ev->thread}), ev->end_ns, back);
-      const uint64_t overhead = (ev->begin_ns > ready ? ev->begin_ns - ready : 0) + after;
+      const uint64_t overhead = waiting + (back - ev->end_ns - covered(above_it, ev->end_ns, back));
       const size_t s = segment_index[{ev->callback, ev->segment}];
       requests[s].add(overhead);
       if (overhead > requests[s].allowed_ns)

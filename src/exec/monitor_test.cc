@@ -669,17 +669,22 @@ TEST_F(MonitorOfARemoteRequest, ItsRequestAndResponseOnTheLinkAreCheckedAgainstT
   cores_.record(0, {{}, {}});
   cores_.record(300 * kMs, {{}, {}});
   // Within both: half the bound on the link, 30 + 10 us at the server. The
-  // gateway replied 1 010 us after the kernel's end, while h, above the
-  // callback on the core the analysis gives it there, held it for 1 000.
-  kernel(0, 1, 10 * kMs, 15 * kMs, 9 * kMs, 900000);
+  // gateway's thread took the request 1 005 us after it arrived (at 8.97 ms)
+  // and replied 1 010 us after the kernel's end, while h, above the callback
+  // on the core the analysis gives it there, held that core for 1 000 us
+  // each time.
+  kernel(0, 1, 10 * kMs, 15 * kMs, 8 * kMs, 900000);
   shared_.trace(0)[0].legs_ns = static_cast<uint32_t>(bound / 2);
-  shared_.trace(0)[0].gateway_to_start_ns = 30000;
+  shared_.trace(0)[0].arrival_to_taken_ns = 1005000;
+  shared_.trace(0)[0].arrival_to_start_ns = 1030000;
   shared_.trace(0)[0].end_to_reply_ns = 1010000;
+  callback(1, 8970000, 9970000, 1000000);
   callback(1, 15 * kMs, 16 * kMs, 1000000);
   // Over both: 3 ms over the bound on the link, 20 + 60 us at the server.
   kernel(0, 1, 110 * kMs, 115 * kMs, 100 * kMs, 900000);
   shared_.trace(0)[1].legs_ns = static_cast<uint32_t>(bound + 3 * kMs);
-  shared_.trace(0)[1].gateway_to_start_ns = 20000;
+  shared_.trace(0)[1].arrival_to_taken_ns = 5000;
+  shared_.trace(0)[1].arrival_to_start_ns = 20000;
   shared_.trace(0)[1].end_to_reply_ns = 60000;
   instance(0, 99 * kMs, 120 * kMs);  // over its 10 ms bound here
   json chains;

@@ -346,10 +346,12 @@ class ServerPath final : public AccelPath {
         legs.gateway_reply_ns >= legs.gateway_arrival_ns) {
       const uint64_t here = legs.arrival_ns - times.submit_ns, there = legs.gateway_reply_ns - legs.gateway_arrival_ns;
       if (here > there) event->legs_ns = static_cast<uint32_t>(std::min<uint64_t>(here - there, UINT32_MAX));
-      if (times.start_ns >= legs.gateway_taken_ns && legs.gateway_reply_ns >= times.end_ns) {
-        event->gateway_to_start_ns =
-            static_cast<uint32_t>(std::min<uint64_t>(times.start_ns - legs.gateway_taken_ns, UINT32_MAX));
-        event->end_to_reply_ns = static_cast<uint32_t>(std::min<uint64_t>(legs.gateway_reply_ns - times.end_ns, UINT32_MAX));
+      if (legs.gateway_arrival_ns <= legs.gateway_taken_ns && legs.gateway_taken_ns <= times.start_ns &&
+          times.end_ns <= legs.gateway_reply_ns) {
+        auto u32 = [](uint64_t ns) { return static_cast<uint32_t>(std::min<uint64_t>(ns, UINT32_MAX)); };
+        event->arrival_to_taken_ns = u32(legs.gateway_taken_ns - legs.gateway_arrival_ns);
+        event->arrival_to_start_ns = u32(times.start_ns - legs.gateway_arrival_ns);
+        event->end_to_reply_ns = u32(legs.gateway_reply_ns - times.end_ns);
       }
     }
     rtaccel_registration_info info{};

@@ -117,11 +117,13 @@ struct TraceEvent {
   // Served by another node's server: its request's and its response's time
   // on the link together, each from the sending side's call to the other
   // side's link having it whole (UINT32_MAX: that or longer; 0: not known);
-  // and on that node, from its gateway taking the request to the kernel's
-  // start and from the kernel's end to the gateway's reply, the server's
-  // overhead as the gateway, its client there, meets it.
+  // and on that node, from the request whole at the gateway's link to the
+  // gateway's thread taking it and to the kernel's start, and from the
+  // kernel's end to the gateway's reply: the server's overhead as the
+  // gateway, its client there, meets it.
   uint32_t legs_ns;
-  uint32_t gateway_to_start_ns;
+  uint32_t arrival_to_taken_ns;
+  uint32_t arrival_to_start_ns;
   uint32_t end_to_reply_ns;
 };
 
