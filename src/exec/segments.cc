@@ -331,12 +331,14 @@ class ServerPath final : public AccelPath {
     int status = rtaccel_submit(r.reg, service, req.bytes.size(), &ticket);
     if (status == 0) status = rtaccel_wait(r.reg, &ticket, 0, nullptr);
     const uint64_t resumed = core::monotonic_ns();
+    // A trace event's spans of the request are 32 bits: UINT32_MAX is that or longer.
+    auto u32 = [](uint64_t ns) { return static_cast<uint32_t>(std::min<uint64_t>(ns, UINT32_MAX)); };
     rtaccel_request_times times{};
     rtaccel_request_timestamps(r.reg, &ticket, &times);
     // The server's stamps are this machine's CLOCK_MONOTONIC, except a
     // remote registration's, whose kernel ran on another node.
     if (times.end_ns && resumed >= times.end_ns)
-      event->resumed_after_ns = static_cast<uint32_t>(std::min<uint64_t>(resumed - times.end_ns, UINT32_MAX));
+      event->resumed_after_ns = u32(resumed - times.end_ns);
     // A remote request's two legs: from the submission to the response's
     // arrival here, less the gateway's time from the request's arrival there
     // to its reply. Each difference is of one node's clock, so the sum holds
@@ -345,10 +347,9 @@ class ServerPath final : public AccelPath {
     if (status == 0 && rtaccel_request_remote_times(r.reg, &ticket, &legs) == 0 && legs.arrival_ns >= times.submit_ns &&
         legs.gateway_reply_ns >= legs.gateway_arrival_ns) {
       const uint64_t here = legs.arrival_ns - times.submit_ns, there = legs.gateway_reply_ns - legs.gateway_arrival_ns;
-      if (here > there) event->legs_ns = static_cast<uint32_t>(std::min<uint64_t>(here - there, UINT32_MAX));
+      if (here > there) event->legs_ns = u32(here - there);
       if (legs.gateway_arrival_ns <= legs.gateway_taken_ns && legs.gateway_taken_ns <= times.start_ns &&
           times.end_ns <= legs.gateway_reply_ns) {
-        auto u32 = [](uint64_t ns) { return static_cast<uint32_t>(std::min<uint64_t>(ns, UINT32_MAX)); };
         event->arrival_to_taken_ns = u32(legs.gateway_taken_ns - legs.gateway_arrival_ns);
         event->arrival_to_start_ns = u32(times.start_ns - legs.gateway_arrival_ns);
         event->end_to_reply_ns = u32(legs.gateway_reply_ns - times.end_ns);
