@@ -253,6 +253,21 @@ def _label(summary: dict) -> str:
     return label
 
 
+def run_labels(summaries: list[dict]) -> list[str]:
+    """Each run's label, numbered where runs share one (two paam runs, alone
+    and beside a load, are 'paam#1' and 'paam#2'): every line, column and
+    plot of a comparison names one run."""
+    labels = [_label(s) for s in summaries]
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        if labels.count(label) > 1:
+            seen[label] = seen.get(label, 0) + 1
+            label = f"{label}#{seen[label]}"
+        out.append(label)
+    return out
+
+
 def _f(value, width: int = 9) -> str:
     return f"{'-':>{width}}" if value is None else f"{value / 1000.0:>{width}.2f}"
 
@@ -266,33 +281,35 @@ def format_compare(summaries: list[dict]) -> str:
         for c in s["chains"]:
             if c["chain"] not in names:
                 names.append(c["chain"])
-    lines = ["# " + ", ".join(f"{_label(s)}: {s['folder']} ({s['workload']['name']}, "
-                               f"{s['duration_s']:.0f} s)" for s in summaries),
+    labels = run_labels(summaries)
+    lines = ["# " + ", ".join(f"{label}: {s['folder']} ({s['workload']['name']}, "
+                               f"{s['duration_s']:.0f} s)" for label, s in zip(labels, summaries)),
              "# latency in ms; bound: the PAAM analysis' worst-case response time"]
     head = f"{'chain':<18} {'bound':>9} "
-    for s in summaries:
-        lab = _label(s)[:6]
-        head += f"| {lab + ' p50':>10} {'p99':>8} {'max':>8} {'miss':>5} {'drop':>5} "
+    # each run's first column wide enough for its label
+    widths = [max(10, len(label) + 4) for label in labels]
+    for label, width in zip(labels, widths):
+        head += f"| {label + ' p50':>{width}} {'p99':>8} {'max':>8} {'miss':>5} {'drop':>5} "
     lines.append(head)
     by = [{c["chain"]: c for c in s["chains"]} for s in summaries]
     for name in names:
         bound = next((b[name]["wcrt_us"] for b in by if name in b), None)
         crit = next((b[name]["critical"] for b in by if name in b), False)
         row = f"{(name + ('' if crit else ' (be)'))[:18]:<18} {_f(bound)} "
-        for b in by:
+        for b, width in zip(by, widths):
             c = b.get(name)
             if c is None:
-                row += f"| {'':>10} {'':>8} {'':>8} {'':>5} {'':>5} "
+                row += f"| {'':>{width}} {'':>8} {'':>8} {'':>5} {'':>5} "
                 continue
             over = c["bound_held"] is False and c["critical"]
-            row += (f"| {_f(c['p50_us'], 10)} {_f(c['p99_us'], 8)} {_f(c['max_us'], 8)}"
+            row += (f"| {_f(c['p50_us'], width)} {_f(c['p99_us'], 8)} {_f(c['max_us'], 8)}"
                     f"{'!' if over else ' '}{c['deadline_misses']:>4} "
                     f"{c['drops'] + c.get('link_losses', 0):>5} ")
         lines.append(row)
     for name in names:
         # Runs of one workload can have different bounds (isolation adds the
         # regulator's term; another calibration): each judges its own.
-        bounds = [(_label(s), b[name]["wcrt_us"]) for s, b in zip(summaries, by) if name in b]
+        bounds = [(label, b[name]["wcrt_us"]) for label, b in zip(labels, by) if name in b]
         if len({bound for _, bound in bounds}) > 1:
             each = ", ".join(f"{_f(bound).strip()} ({label})" for label, bound in bounds)
             lines.append(f"# {name}: the runs' bounds differ: {each}; the column gives the first, "
@@ -301,31 +318,31 @@ def format_compare(summaries: list[dict]) -> str:
     if any(c["bound_held"] is False for s in summaries if s["policy"] != "paam" for c in s["chains"]):
         lines.append("# '!': maximum above the bound; under ros2 and picas that is expected (the "
                      "bound is the paam system's)")
-    for s in summaries:
+    for label, s in zip(labels, summaries):
         moved = best_effort_mb_per_s(s)
         if moved is not None:
-            lines.append(f"# {_label(s)}: best-effort programs moved {moved:.0f} MB/s")
+            lines.append(f"# {label}: best-effort programs moved {moved:.0f} MB/s")
         for be in s.get("best_effort") or []:
             if be.get("ended"):
                 when = f"{be['ended_s']:.1f} s into the run" if be["ended_s"] > 0 else "before the run began"
-                lines.append(f"# {_label(s)}: best-effort program '{be['command']}' {be['ended']} {when}")
-    for s in summaries:
+                lines.append(f"# {label}: best-effort program '{be['command']}' {be['ended']} {when}")
+    for label, s in zip(labels, summaries):
         for link in s.get("links") or []:
             lost = sum(t["lost"] for t in link["topics"])
             if lost:
                 first = min(t["first_loss_s"] for t in link["topics"] if t["first_loss_s"] is not None)
-                lines.append(f"# {_label(s)}: link {link['link']} lost {lost} messages from {first:.1f} s on "
+                lines.append(f"# {label}: link {link['link']} lost {lost} messages from {first:.1f} s on "
                              f"(counted in drop; see {s['folder']}/summary.json)")
     # Why a chain has no bound, once: the analysis is the workload's.
     for name in names:
         why = next((b[name].get("no_bound") for b in by if name in b and b[name].get("no_bound")), None)
         if why:
             lines.append(f"# {name}: no bound: {why}")
-    for s in summaries:
+    for label, s in zip(labels, summaries):
         for c in s["chains"]:
             if c["critical"] and c["bound_held"] is False:
                 over = c.get("over_bound")
-                lines.append(f"# {_label(s)}: {c['chain']}: "
+                lines.append(f"# {label}: {c['chain']}: "
                              f"{'' if over is None else f'{over} of '}{c['count']} instances over its "
                              f"bound of {c['wcrt_us'] / 1000:.1f} ms (max {c['max_us'] / 1000:.1f} ms)")
                 # What the run's monitor found broken in their time, the
@@ -339,24 +356,24 @@ def format_compare(summaries: list[dict]) -> str:
                     lines.append(f"#     and {len(why) - len(shown)} more that can have added less "
                                  f"({s['folder']}/summary.json, the chain's explained_by)")
                 lines += [f"#     {line}" for line in verdict]
-    for s in summaries:
+    for label, s in zip(labels, summaries):
         if s["policy"] == "paam":
             unexplained = sum(c.get("unexplained", 0) for c in s["chains"] if c["critical"])
             if s.get("critical_bounds_held"):
-                lines.append(f"# {_label(s)}: every critical chain's maximum is within its bound")
+                lines.append(f"# {label}: every critical chain's maximum is within its bound")
             elif "assumptions" not in s:
-                lines.append(f"# {_label(s)}: A CRITICAL CHAIN EXCEEDED ITS BOUND (marked '!')")
+                lines.append(f"# {label}: A CRITICAL CHAIN EXCEEDED ITS BOUND (marked '!')")
             elif unexplained:
-                lines.append(f"# {_label(s)}: A CRITICAL CHAIN EXCEEDED ITS BOUND beyond what the "
+                lines.append(f"# {label}: A CRITICAL CHAIN EXCEEDED ITS BOUND beyond what the "
                              "assumptions broken in its time explain: the analysis does not hold for "
                              "this run; that is a bug in rtaccel's analysis, please report it with "
                              "this folder")
             else:
-                lines.append(f"# {_label(s)}: A CRITICAL CHAIN EXCEEDED ITS BOUND (marked '!'), each "
+                lines.append(f"# {label}: A CRITICAL CHAIN EXCEEDED ITS BOUND (marked '!'), each "
                              "time with an assumption of the analysis broken (listed under it; "
                              "summary.json: assumptions)")
         if not s.get("realtime", True):
-            lines.append(f"# {_label(s)}: executors ran without SCHED_FIFO (refused): "
+            lines.append(f"# {label}: executors ran without SCHED_FIFO (refused): "
                          "no real-time priority, the bounds do not apply to this run")
     return "\n".join(lines)
 
@@ -365,7 +382,8 @@ def critical_ratios(summaries: list[dict]) -> dict:
     """For each critical chain: paam's maximum over each other policy's, in
     one set of runs (the paper reports -91% against ROS 2, -51% against PiCAS)."""
     # By label: a paam run with isolation is another row than one without.
-    by = {_label(s): {c["chain"]: c for c in s["chains"]} for s in summaries}
+    # Numbered where they repeat: of two paam runs, neither is 'the' paam.
+    by = {label: {c["chain"]: c for c in s["chains"]} for label, s in zip(run_labels(summaries), summaries)}
     if "paam" not in by:
         return {}
     out = {}
@@ -416,10 +434,10 @@ def report(folders: list[str], out: str | None = None) -> tuple[str, list[str]]:
     for c in chains:
         name = c["chain"]
         fig, ax = plt.subplots(figsize=(6, 3.6))
-        for s, per in zip(summaries, samples):
+        for label, per in zip(run_labels(summaries), samples):
             x = np.sort(np.array(per.get(name, [])))
             if x.size:
-                ax.step(x, np.arange(1, x.size + 1) / x.size, where="post", label=_label(s))
+                ax.step(x, np.arange(1, x.size + 1) / x.size, where="post", label=label)
         if c["wcrt_us"] is not None:
             ax.axvline(c["wcrt_us"] / 1000.0, color="k", linestyle="--", label="analysis bound")
         ax.axvline(c["deadline_us"] / 1000.0, color="r", linestyle=":", label="deadline")
@@ -446,7 +464,7 @@ def _plot_best_effort(summaries: list[dict], moved: list, out_dir: Path, plt) ->
     """What each run left the best-effort programs (MB/s) beside what it cost
     the critical chains (instances over their bounds, deadline misses, and
     callback instances over their WCETs): isolation's trade, one bar per run."""
-    labels = [_label(s) for s in summaries]
+    labels = run_labels(summaries)
     over = [sum(c.get("over_bound") or 0 for c in s["chains"] if c["critical"]) for s in summaries]
     misses = [sum(c["deadline_misses"] for c in s["chains"] if c["critical"]) for s in summaries]
     wcet = [sum(c["over"] for c in s.get("assumptions", {}).get("callbacks", [])) for s in summaries]

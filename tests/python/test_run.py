@@ -279,10 +279,15 @@ def test_instances_over_the_bound_are_counted_and_compare_names_them(tmp_path):
     h["explained_by"], h["unexplained"] = [], h["over_bound"]
     (tight / "summary.json").write_text(json.dumps(summary))
     # Beside the run itself: the table's one bound column is the first
-    # run's, and the note gives each run's.
+    # run's, and the note gives each run's. Two runs of one policy are
+    # numbered, so that each line names one of them.
     r = rtaccel("compare", str(out), str(tight))
-    assert f"# h: the runs' bounds differ: {analysed / 1000:.2f} (paam), {h['p50_us'] / 1000:.2f} (paam)" \
+    assert r.stdout.startswith(f"# paam#1: {out} (accel, "), r.stdout
+    assert f"paam#2: {tight} (accel, " in r.stdout.splitlines()[0], r.stdout
+    assert "| paam#1 p50 " in r.stdout and "| paam#2 p50 " in r.stdout, r.stdout
+    assert f"# h: the runs' bounds differ: {analysed / 1000:.2f} (paam#1), {h['p50_us'] / 1000:.2f} (paam#2)" \
         in r.stdout, r.stdout
+    assert f"# paam#2: h: {h['over_bound']} of {h['count']} instances over its bound" in r.stdout, r.stdout
     # The tight copy alone: what the real run's own monitor found on this
     # machine is not this test's.
     r = rtaccel("compare", str(tight))
