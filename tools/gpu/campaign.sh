@@ -182,7 +182,18 @@ memory_run() {
 		--out "$W/memory-$name" --quiet
 }
 
-export -f env_step hogs bwlock_corun bwlock_regulated case_study one_timeline memory_workload memory_run
+# compare_runs FOLDER...: the runs of those folders that this call made
+# (CAMPAIGN_STEPS can leave some out)
+compare_runs() {
+	local ran=()
+	for d in "$@"; do
+		[ -f "$d/summary.json" ] && ran+=("$d")
+	done
+	[ ${#ran[@]} -gt 0 ] || { echo "no run of these was made: $*" >&2; return 1; }
+	rtaccel compare "${ran[@]}"
+}
+
+export -f env_step hogs compare_runs bwlock_corun bwlock_regulated case_study one_timeline memory_workload memory_run
 export ROOT
 export B W LIB HOG_FIRST HOG_LAST
 
@@ -242,7 +253,7 @@ case $PART in
 	step timeline_isolated 100 "one_timeline isolated cuda,gpu,callback,kernel,regulator"
 	step timeline_isolated_gang 100 "one_timeline gang cuda,gpu,callback,kernel,regulator,gang --gang"
 	step timeline_unisolated 100 "one_timeline unisolated cuda,gpu,callback,kernel --no-isolation"
-	step compare_timelines 30 rtaccel compare "$W/timeline-unisolated" "$W/timeline-isolated" "$W/timeline-gang"
+	step compare_timelines 30 compare_runs "$W/timeline-unisolated" "$W/timeline-isolated" "$W/timeline-gang"
 	;;
 5)
 	step cuda_tests 60 env RTACCEL_LIB_DIR="$LIB" RTACCEL_CUDA_MODULE="$LIB/librtaccel_cuda.so" "$B/tests/accel_server_tests" --gtest_filter='*Cuda*:Direct*' --gtest_brief=1
@@ -254,19 +265,19 @@ case $PART in
 	step memory_hogs 80 "memory_run hogs 1 --no-isolation"
 	step memory_isolated 80 "memory_run isolated 1 --isolation"
 	step memory_isolated_gang 80 "memory_run gang 1 --isolation --gang"
-	step compare_memory 30 rtaccel compare "$W/memory-alone" "$W/memory-hogs" "$W/memory-isolated" "$W/memory-gang"
+	step compare_memory 30 compare_runs "$W/memory-alone" "$W/memory-hogs" "$W/memory-isolated" "$W/memory-gang"
 	# ros2 and picas: every executor drives the GPU itself, its inputs on
 	# memory attached to the device
 	step direct_ros2 80 "POLICY=ros2 memory_run ros2 0 --no-isolation"
 	step direct_picas 80 "POLICY=picas memory_run picas 0 --no-isolation"
-	step compare_direct 30 rtaccel compare "$W/memory-ros2" "$W/memory-picas" "$W/memory-alone"
+	step compare_direct 30 compare_runs "$W/memory-ros2" "$W/memory-picas" "$W/memory-alone"
 	# the callbacks' own CPU work walking DRAM as well
 	memory_workload isolated walk >"$W/case_study_1_cuda_walk.yaml"
 	export MEMORY_WORKLOAD=$W/case_study_1_cuda_walk.yaml
 	step walk_alone 80 "memory_run walk-alone 0 --no-isolation"
 	step walk_hogs 80 "memory_run walk-hogs 1 --no-isolation"
 	step walk_isolated 80 "memory_run walk-isolated 1 --isolation"
-	step compare_walk 30 rtaccel compare "$W/memory-walk-alone" "$W/memory-walk-hogs" "$W/memory-walk-isolated"
+	step compare_walk 30 compare_runs "$W/memory-walk-alone" "$W/memory-walk-hogs" "$W/memory-walk-isolated"
 	;;
 *) echo "campaign.sh: PART is 1, 2, 3, 4 or 5" >&2; exit 2 ;;
 esac
