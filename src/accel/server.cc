@@ -114,6 +114,10 @@ struct Device {
   // Doorbell value each bucket's workers last scanned at: a higher bucket that
   // sees a lower one's doorbell move stops polling so the lower one can run.
   std::atomic<uint32_t> last_seen[kMaxLevels] = {};
+  // Each bucket's workers in the middle of a request. A higher bucket's
+  // worker that finished a request may have preempted one of them: it does
+  // not poll then, or the lower kernel would stay off the core for poll_ns.
+  std::atomic<uint32_t> running[kMaxLevels] = {};
   std::vector<std::thread> workers;
 
   uint32_t* doorbell_word(uint32_t bucket) const { return &doorbell->bucket[bucket].seq; }
@@ -369,9 +373,11 @@ void ServerImpl::worker(Device& d, uint32_t bucket, std::latch* prepared) {
     const uint32_t seen = __atomic_load_n(d.doorbell_word(bucket), __ATOMIC_SEQ_CST);
     d.last_seen[bucket].store(seen, std::memory_order_relaxed);
     Job job;
-    if (take(d, bucket, &job))
+    if (take(d, bucket, &job)) {
+      d.running[bucket].fetch_add(1, std::memory_order_relaxed);
       execute(d, job, bw);
-    else
+      d.running[bucket].fetch_sub(1, std::memory_order_relaxed);
+    } else
       idle(d, bucket, seen);
   }
   rtaccel_bwlock_holder_destroy(bw);
@@ -471,14 +477,15 @@ void ServerImpl::complete(Region& r, uint32_t index, uint32_t state, int status,
 }
 
 // Nothing to run: poll the doorbell for poll_ns, unless a lower bucket has
-// work (polling at a higher priority would keep it off the device core), then
-// sleep on the doorbell.
+// work, new or in hand (polling at a higher priority would keep it off the
+// device core), then sleep on the doorbell.
 void ServerImpl::idle(Device& d, uint32_t bucket, uint32_t seen) {
   uint32_t* word = d.doorbell_word(bucket);
   const uint64_t until = core::monotonic_ns() + options_.poll_ns;
   auto lower_has_work = [&] {
     for (uint32_t b = 0; b < bucket; b++)
-      if (__atomic_load_n(d.doorbell_word(b), __ATOMIC_RELAXED) != d.last_seen[b].load(std::memory_order_relaxed))
+      if (d.running[b].load(std::memory_order_relaxed) ||
+          __atomic_load_n(d.doorbell_word(b), __ATOMIC_RELAXED) != d.last_seen[b].load(std::memory_order_relaxed))
         return true;
     return false;
   };
