@@ -294,19 +294,34 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
   // on the cpu backend; on a GPU its stream's priority takes the SMs first):
   // counted here too, they would make a kernel that only waited for them
   // look over its declared time, as every low bucket's did on a GPU.
+  // It charges each of them kappa twice as well (PAAM's A* = A + 2 kappa):
+  // the switch to the higher kernel and the lower one's resumption after it
+  // (its worker back on the core, its data back in the caches), which fall
+  // within the lower kernel's span. Up to that much per higher kernel that
+  // started within the span is theirs too.
   auto accelerator_of = [&](const TraceEvent& ev) { return w.callbacks[ev.callback].segments[ev.segment].accelerator; };
   std::map<std::pair<size_t, int32_t>, Spans> by_bucket;  // (accelerator, bucket): its kernels' spans
   for (const TraceEvent* ev : kernels) by_bucket[{accelerator_of(*ev), ev->bucket}].emplace_back(ev->begin_ns, ev->end_ns);
   std::map<std::pair<size_t, int32_t>, Spans> above;  // the same: the union of every higher bucket's spans
+  std::map<std::pair<size_t, int32_t>, std::vector<uint64_t>> above_starts;  // and their kernels' starts, in order
   for (const auto& [key, spans] : by_bucket) {
     Spans all;
     for (auto it = by_bucket.upper_bound(key); it != by_bucket.end() && it->first.first == key.first; ++it)
       all.insert(all.end(), it->second.begin(), it->second.end());
+    std::vector<uint64_t>& starts = above_starts[key];
+    for (const auto& span : all) starts.push_back(span.first);
+    std::sort(starts.begin(), starts.end());
     above[key] = merged(std::move(all));
   }
   for (const TraceEvent* ev : kernels) {
-    const Spans& higher = above[{accelerator_of(*ev), ev->bucket}];
-    const uint64_t own = ev->end_ns - ev->begin_ns - covered(higher, ev->begin_ns, ev->end_ns);
+    const auto key = std::make_pair(accelerator_of(*ev), ev->bucket);
+    const workload::Accelerator& acc = w.accelerators[key.first];
+    const uint64_t kappa = acc.priority_levels > 1 ? acc.preemption_cost_ns : 0;
+    const std::vector<uint64_t>& starts = above_starts[key];
+    const auto preemptions = static_cast<uint64_t>(std::lower_bound(starts.begin(), starts.end(), ev->end_ns) -
+                                                   std::lower_bound(starts.begin(), starts.end(), ev->begin_ns));
+    uint64_t own = ev->end_ns - ev->begin_ns - covered(above[key], ev->begin_ns, ev->end_ns);
+    own -= std::min(own, 2 * kappa * preemptions);
     const size_t s = segment_index[{ev->callback, ev->segment}];
     segments[s].add(own);
     if (own > segments[s].allowed_ns) overruns.push_back({Finding::kSegment, s, ev->begin_ns, ev->end_ns, own, -1});

@@ -477,6 +477,36 @@ TEST_F(MonitorOfKernels, AKernelsTimeLeavesOutTheHigherBucketsKernelsThatRanWith
   EXPECT_EQ(findings[0].allowed_ns, 5 * kMs);
 }
 
+// Each higher kernel costs the lower one it preempted up to 2 kappa more
+// (the switch, then the resumption), which the analysis charges to the
+// higher one: the lower kernel is over its time only beyond that.
+TEST_F(MonitorOfKernels, APreemptedKernelsResumptionIsTheHigherKernelsUpToTwiceKappa) {
+  std::string text = kAcceleratorWorkload;
+  const std::string levels = "priority_levels: 2}";
+  text.replace(text.find(levels), levels.size(), "priority_levels: 2, preemption_cost_us: 500}");
+  load(text.c_str());
+  cores_.record(0, {{}, {}});
+  cores_.record(100 * kMs, {{}, {}});
+  kernel(1, 0, 10 * kMs, 17500000);  // 5.5 ms beside hi's 2: 4.5 after 2 kappa
+  kernel(0, 1, 12 * kMs, 14 * kMs);
+  kernel(1, 0, 30 * kMs, 37 * kMs);  // two preemptions: 7 - 1 - 2, 4 ms
+  kernel(0, 1, 31 * kMs, 32 * kMs);
+  kernel(0, 1, 34 * kMs, 35 * kMs);
+  kernel(1, 0, 50 * kMs, 58500000);  // 7.5 ms beside hi's 1: 6.5, over 5
+  kernel(0, 1, 52 * kMs, 53 * kMs);
+  json chains;
+  std::vector<Finding> findings;
+  const json a = check(&chains, &findings);
+  ASSERT_EQ(a["segments"].size(), 2u) << a.dump();
+  EXPECT_EQ(a["segments"][1]["callback"], "lo");
+  EXPECT_EQ(a["segments"][1]["count"], 3);
+  EXPECT_EQ(a["segments"][1]["over"], 1);
+  EXPECT_DOUBLE_EQ(a["segments"][1]["max_us"].get<double>(), 6500.0);
+  ASSERT_EQ(findings.size(), 1u);
+  EXPECT_EQ(findings[0].begin_ns, 50 * kMs);
+  EXPECT_EQ(findings[0].took_ns, 6500000u);
+}
+
 // epsilon (50 us here) bounds the server's own time per request: before
 // the kernel, from the later of the submission and the previous kernel's
 // end, and after it, until the client goes on.
