@@ -463,9 +463,10 @@ TEST_F(MonitorOfKernels, AKernelsTimeLeavesOutTheHigherBucketsKernelsThatRanWith
   EXPECT_EQ(a["segments"][1]["count"], 2);
   EXPECT_EQ(a["segments"][1]["over"], 1);
   EXPECT_DOUBLE_EQ(a["segments"][1]["max_us"].get<double>(), 6000.0);
+  EXPECT_DOUBLE_EQ(a["segments"][1]["min_us"].get<double>(), 4000.0);
   ASSERT_EQ(a["broken"].size(), 1u) << a.dump();
   EXPECT_EQ(a["broken"][0], "segment 1 of callback lo (busy) ran up to 6.0 ms on the accelerator against 5.0 ms "
-                            "in 1 instance of 2");
+                            "in 1 instance of 2 (4.0 ms at its fastest in the run)");
   // The trace marks the one kernel over its own time, not the one that
   // only waited for the higher bucket.
   ASSERT_EQ(findings.size(), 1u);
@@ -563,10 +564,10 @@ TEST_F(MonitorOfKernels, TheAcceleratorsCoreLossesWhileAKernelOverranAreSaidBesi
       "acc0's core 1 lost 6.0 ms to the hypervisor (steal) while its kernels over their declared times ran in the "
       "instances over the bound",
       "segment 1 of callback lo (busy) ran up to 11.0 ms on the accelerator against 5.0 ms in 1 instance of the 1 "
-      "over the bound"}))
+      "over the bound (4.0 ms at its fastest in the run)"}))
       << chains[1].dump();
   EXPECT_EQ(a["broken"], json::array({"segment 1 of callback lo (busy) ran up to 11.0 ms on the accelerator against "
-                                      "5.0 ms in 1 instance of 2",
+                                      "5.0 ms in 1 instance of 2 (4.0 ms at its fastest in the run)",
                                       "acc0's core 1 lost 6.0 ms to the hypervisor (steal) while its kernels over "
                                       "their declared times ran"}))
       << a.dump();
@@ -592,7 +593,7 @@ TEST_F(MonitorOfKernels, TheOverrunsThatCanHaveAddedTheMostAreSaidFirst) {
   check(&chains);
   EXPECT_EQ(chains[1]["explained_by"], json::array({
       "segment 1 of callback lo (busy) ran up to 11.0 ms on the accelerator against 5.0 ms in 1 instance of the 1 "
-      "over the bound",
+      "over the bound (11.0 ms at its fastest in the run)",
       "callback hi ran up to 1.2 ms of CPU against a WCET of 1.0 ms in 1 instance of the 1 over the bound"}))
       << chains[1].dump();
 }
