@@ -17,6 +17,7 @@ import needs
 import pytest
 import trace_format
 from rtaccel._core import percentile
+from rtaccel.runner import run_labels
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXEC = ROOT / "python" / "rtaccel" / "lib" / "rtaccel-exec"
@@ -249,6 +250,12 @@ def test_paam_never_queues_a_critical_request_behind_a_best_effort_one(tmp_path)
     assert len(latencies) == h["count"]
     print("h p50/p90 us:", percentile(latencies, 0.5), percentile(latencies, 0.9))
     assert percentile(latencies, 0.5) <= h["wcrt_us"], h
+
+
+def test_runs_that_share_a_label_are_numbered_and_the_others_keep_theirs():
+    isolated = {"policy": "paam", "isolation": {"regulator": {}}}
+    runs = [{"policy": "paam"}, {"policy": "ros2"}, {"policy": "paam"}, isolated, isolated, {"policy": "picas"}]
+    assert run_labels(runs) == ["paam#1", "ros2", "paam#2", "paam+iso#1", "paam+iso#2", "picas"]
 
 
 def test_instances_over_the_bound_are_counted_and_compare_names_them(tmp_path):
