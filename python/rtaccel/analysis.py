@@ -126,6 +126,7 @@ def _overheads_lines(options: dict) -> list[str]:
 
 def format_table(path: str, workload, results, options: dict) -> str:
     """cyclictest-style text: '#' status lines, then one fixed-width row per chain."""
+    first = max([24] + [len(r.chain) for r in results])  # names whole: two may share a prefix
     lines = [
         f"# rtaccel analyze {path}: workload '{workload.name}', {len(results)} chains",
         (f"# one gang at a time (RT-Gang): gang preemption cost "
@@ -137,7 +138,7 @@ def format_table(path: str, workload, results, options: dict) -> str:
             "analysis: rtaccel's (lower-priority blocking: CPU and accelerator; "
             "the refinements of docs/analysis.md)")),
         *_overheads_lines(options),
-        f"{'chain':<24} {'prio':>5} {'crit':>4} {'period_us':>10} {'deadline_us':>11} "
+        f"{'chain':<{first}} {'prio':>5} {'crit':>4} {'period_us':>10} {'deadline_us':>11} "
         f"{'wcrt_us':>10} {'sched':>5}  {'dominant':<12} {'blocking':>9} {'cpu':>9} "
         f"{'accel':>9} {'interf':>9} {'comm':>7} {'net':>9} {'regul':>7} {'fusion':>7}",
     ]
@@ -164,7 +165,7 @@ def format_table(path: str, workload, results, options: dict) -> str:
         b = d["breakdown"] if r.bounded else dict.fromkeys(d["breakdown"])
         net = None if b["network_us"] is None else b["network_us"] + b["network_kernel_us"]
         lines.append(
-            f"{r.chain[:24]:<24} {r.priority:>5} {'yes' if r.critical else 'no':>4} "
+            f"{r.chain:<{first}} {r.priority:>5} {'yes' if r.critical else 'no':>4} "
             f"{_fmt(d['period_us']):>10} {_fmt(d['deadline_us']):>11} {_fmt(d['wcrt_us']):>10} "
             f"{'yes' if r.schedulable else 'NO':>5}  {d['dominant'] or '-':<12} "
             f"{_fmt(b['blocking_us']):>9} {_fmt(b['cpu_us']):>9} {_fmt(b['accelerator_us']):>9} "

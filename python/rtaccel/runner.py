@@ -282,20 +282,23 @@ def format_compare(summaries: list[dict]) -> str:
             if c["chain"] not in names:
                 names.append(c["chain"])
     labels = run_labels(summaries)
+    by = [{c["chain"]: c for c in s["chains"]} for s in summaries]
     lines = ["# " + ", ".join(f"{label}: {s['folder']} ({s['workload']['name']}, "
                                f"{s['duration_s']:.0f} s)" for label, s in zip(labels, summaries)),
              "# latency in ms; bound: the PAAM analysis' worst-case response time"]
-    head = f"{'chain':<18} {'bound':>9} "
+    # The chain column fits the longest name, so that no two rows read alike.
+    rows = [(name, name if next((b[name]["critical"] for b in by if name in b), False) else name + " (be)")
+            for name in names]
+    first = max([18] + [len(shown) for _, shown in rows])
+    head = f"{'chain':<{first}} {'bound':>9} "
     # each run's first column wide enough for its label
     widths = [max(10, len(label) + 4) for label in labels]
     for label, width in zip(labels, widths):
         head += f"| {label + ' p50':>{width}} {'p99':>8} {'max':>8} {'miss':>5} {'drop':>5} "
     lines.append(head)
-    by = [{c["chain"]: c for c in s["chains"]} for s in summaries]
-    for name in names:
+    for name, shown in rows:
         bound = next((b[name]["wcrt_us"] for b in by if name in b), None)
-        crit = next((b[name]["critical"] for b in by if name in b), False)
-        row = f"{(name + ('' if crit else ' (be)'))[:18]:<18} {_f(bound)} "
+        row = f"{shown:<{first}} {_f(bound)} "
         for b, width in zip(by, widths):
             c = b.get(name)
             if c is None:

@@ -31,6 +31,20 @@ def test_analyze_prints_one_row_per_chain():
     assert "# all critical chains schedulable" in out
 
 
+def test_analyze_prints_long_chain_names_whole(tmp_path):
+    # Names that share the column's width of prefix must stay apart.
+    text = (EXAMPLES / "quickstart.yaml").read_text()
+    text = text.replace("{name: hot,", "{name: front_camera_object_detection_hot,")
+    text = text.replace("{name: log,", "{name: front_camera_object_detection_log,")
+    path = tmp_path / "long.yaml"
+    path.write_text(text)
+    out = rtaccel("analyze", str(path), check=0).stdout
+    rows = [line.split() for line in out.splitlines() if line and not line.startswith("#")]
+    assert [r[0] for r in rows] == ["chain", "front_camera_object_detection_hot",
+                                    "front_camera_object_detection_log"], out
+    assert len({len(r) for r in rows}) == 1, out  # every row has every column
+
+
 def test_analyze_says_when_the_overheads_are_not_this_machines():
     out = rtaccel("analyze", str(EXAMPLES / "quickstart.yaml"), check=0).stdout
     assert ("# overheads: the workload's; this machine has no calibration at /nonexistent/calibration.json"

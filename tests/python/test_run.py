@@ -328,6 +328,14 @@ def test_instances_over_the_bound_are_counted_and_compare_names_them(tmp_path):
     (tight / "summary.json").write_text(json.dumps(summary))
     shown = [line[6:] for line in rtaccel("compare", str(tight)).stdout.splitlines() if line.startswith("#     ")]
     assert shown == many[:9], shown
+    # A best-effort chain's name longer than the column is shown whole,
+    # and its row's columns stay under their heads.
+    h["chain"], h["critical"] = "h_with_a_name_longer_than_the_column", False
+    (tight / "summary.json").write_text(json.dumps(summary))
+    lines = rtaccel("compare", str(tight)).stdout.splitlines()
+    head = next(line for line in lines if line.startswith("chain "))
+    row = next(line for line in lines if line.startswith("h_with_a_name_longer_than_the_column (be) "))
+    assert row.index("|") == head.index("|"), lines
 
 
 def children_of(pid):
