@@ -44,6 +44,8 @@ struct Slot {
   uint64_t seen = 0;  // requests taken, over every registration of the slot
   rtaccel_registration* local = nullptr;  // null: free
   int executor_priority = 0;
+  int executor_core = -1;
+  bool spins = false;  // the registration's wait
   std::atomic<bool> stop{false};
   std::thread serve;
 };
@@ -153,6 +155,8 @@ void Session::handle(const RemoteControl& m) {
   rtaccel_registration_query(reg, &info);
   s.local = reg;
   s.executor_priority = desc.chain.callbacks[desc.callback].executor_priority;
+  s.executor_core = desc.chain.callbacks[desc.callback].executor_core;
+  s.spins = info.wait == RTACCEL_WAIT_SPIN;
   s.stop.store(false);
   s.serve = std::thread([this, k = m.slot] { serve(k); });
   if (verbose_)
@@ -165,10 +169,26 @@ void Session::handle(const RemoteControl& m) {
 // ends. Every field of a request is checked: the peer can send anything.
 void Session::serve(uint32_t k) {
   Slot& s = slots_[k];
+  char name[16];
+  snprintf(name, sizeof(name), "rtaccel-gw%u", k);
+  pthread_setname_np(pthread_self(), name);
   if (s.executor_priority > 0) {
     sched_param p{};
     p.sched_priority = std::min(s.executor_priority, 99);
     pthread_setschedparam(pthread_self(), SCHED_FIFO, &p);  // without the right, at normal priority
+  }
+  // On the core admission control gave the callback (it reads the
+  // executor's core as this machine's): there the thread waits only for
+  // the executors the analysis charges, not for the server's workers on
+  // another core. Not where the registration spins: on one machine, as
+  // rtaccel run places nodes, its client spins on that very core at the
+  // same priority, and the thread would never take the request.
+  // A core this machine lacks (the peer's numbering) leaves it unpinned.
+  if (!s.spins && s.executor_core >= 0 && s.executor_core < CPU_SETSIZE) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(s.executor_core, &one);
+    pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
   }
   rtaccel_registration* reg = s.local;
   rtaccel_registration_info info;

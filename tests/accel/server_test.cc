@@ -125,6 +125,25 @@ class ServerProcess {
     for (std::string line; std::getline(in, line);) n += !needle || line.find(needle) != std::string::npos;
     return n;
   }
+  // Each of the server's threads named NAME_PREFIX...: the cores it may run on.
+  std::vector<std::string> cores_of_threads(const std::string& name_prefix) const {
+    std::vector<std::string> cores;
+    const std::string dir = "/proc/" + std::to_string(child_.pid()) + "/task";
+    if (DIR* d = opendir(dir.c_str())) {
+      while (dirent* e = readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        std::string comm;
+        std::getline(std::ifstream(dir + "/" + e->d_name + "/comm"), comm);
+        if (comm.rfind(name_prefix, 0) != 0) continue;
+        std::ifstream status(dir + "/" + e->d_name + "/status");
+        for (std::string line; std::getline(status, line);)
+          if (line.rfind("Cpus_allowed_list:", 0) == 0) cores.push_back(line.substr(line.find_first_not_of(" \t", 18)));
+      }
+      closedir(d);
+    }
+    std::sort(cores.begin(), cores.end());
+    return cores;
+  }
   long rss_kb() const {
     std::ifstream in("/proc/" + std::to_string(child_.pid()) + "/status");
     for (std::string line; std::getline(in, line);)
@@ -1452,6 +1471,43 @@ long voluntary_switches() {
 // server whatever the peer's mode: on this machine, a gateway thread that
 // spun at 99 while the worker ran the request on the other core left this
 // thread no core, so that its waits found the response there already.
+TEST(Remote, TheGatewaysThreadRunsOnTheCoreAdmissionControlGaveTheCallback) {
+  RemoteServer rs(kPeerPolicy);
+  ASSERT_TRUE(rs.server->ready());
+  // The server's own threads run where this test does, off the device core
+  // (KeepOffTheDeviceCore); the callbacks' executors are on that core.
+  const std::vector<std::string> own = rs.server->cores_of_threads("rtaccel-server");
+  ASSERT_FALSE(own.empty());
+  const int last = int(sysconf(_SC_NPROCESSORS_ONLN)) - 1;
+  rtaccel_client* c = nullptr;
+  ASSERT_EQ(rtaccel_client_connect(rs.address.c_str(), &c), 0);
+  auto register_on = [&](const char* name, int core, rtaccel_wait_mode wait) {
+    CallbackSpec cb{.name = std::string(name) + "-cb", .executor = std::string(name) + "-ex", .core = core,
+                    .wcet_ns = kMs, .wait = wait};
+    rtaccel_registration* r = nullptr;
+    char why[256] = "";
+    EXPECT_EQ(register_desc(c, one_callback(name, 5, 10 * kSecond, cb, 64, 64, false), &r, why, sizeof(why)), 0)
+        << why;
+    // Its thread has set itself up once it has answered a request.
+    rtaccel_ticket t;
+    if (r && submit_busy(r, 10000, &t) == 0) {
+      EXPECT_EQ(rtaccel_wait(r, &t, 10 * kSecond, nullptr), 0);
+    }
+    return r;
+  };
+  // A suspending callback's thread is where the analysis reads the
+  // callback: its executor's core, as a core of the server's machine.
+  ASSERT_TRUE(register_on("sleeping", last, RTACCEL_WAIT_SUSPEND));
+  EXPECT_EQ(rs.server->cores_of_threads("rtaccel-gw"), std::vector<std::string>{std::to_string(last)});
+  // A spinning one's is not pinned: on one machine its client would spin on
+  // that core above it.
+  ASSERT_TRUE(register_on("spinning", last, RTACCEL_WAIT_SPIN));
+  std::vector<std::string> expected = {own[0], std::to_string(last)};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(rs.server->cores_of_threads("rtaccel-gw"), expected);
+  rtaccel_client_close(c);
+}
+
 TEST(Remote, ASpinningWaitBusyWaitsOnlyWhereTheReceiveThreadOutranksIt) {
   RemoteServer rs(kPeerPolicy);
   ASSERT_TRUE(rs.server->ready());
