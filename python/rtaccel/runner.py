@@ -272,6 +272,25 @@ def _f(value, width: int = 9) -> str:
     return f"{'-':>{width}}" if value is None else f"{value / 1000.0:>{width}.2f}"
 
 
+def resources_line(summary: dict) -> str | None:
+    """What the run's processes held at its first sample and its last: a
+    long run's descriptors stay flat, and its memory nearly so (the
+    pre-sized sample and trace arrays fill as it goes)."""
+    sampled = [p for p in summary.get("resources") or [] if p.get("samples")]
+    if not sampled:
+        return None
+    total = {key: [sum(p[key][when] for p in sampled) for when in ("first", "last")]
+             for key in ("descriptors", "rss_kb")}
+    grew = [p for p in sampled if p["descriptors"]["last"] > p["descriptors"]["first"]]
+    fds, rss = total["descriptors"], total["rss_kb"]
+    line = (f"its {len(sampled)} processes held {fds[0]} open descriptors at the start and {fds[1]} "
+            f"at the end, {rss[0] / 1024:.0f} and {rss[1] / 1024:.0f} MB resident")
+    if grew:
+        line += "; descriptors GREW in " + ", ".join(
+            f"{p['process']} ({p['descriptors']['first']} -> {p['descriptors']['last']})" for p in grew)
+    return line
+
+
 def format_compare(summaries: list[dict]) -> str:
     """Side-by-side table: per chain, each run's p50/p99/max (ms), misses and
     drops, beside the analysis bound; then the ratios of the critical chains'
@@ -336,6 +355,10 @@ def format_compare(summaries: list[dict]) -> str:
                 first = min(t["first_loss_s"] for t in link["topics"] if t["first_loss_s"] is not None)
                 lines.append(f"# {label}: link {link['link']} lost {lost} messages from {first:.1f} s on "
                              f"(counted in drop; see {s['folder']}/summary.json)")
+    for label, s in zip(labels, summaries):
+        line = resources_line(s)
+        if line and (len(summaries) == 1 or "GREW" in line):
+            lines.append(f"# {label}: {line}")
     # Why a chain has no bound, once: the analysis is the workload's.
     for name in names:
         why = next((b[name].get("no_bound") for b in by if name in b and b[name].get("no_bound")), None)

@@ -32,6 +32,7 @@
 #include "exec/monitor.h"
 #include "exec/nodes.h"
 #include "exec/plan.h"
+#include "exec/resources.h"
 #include "exec/segments.h"
 #include "core/daemon.h"
 #include "exec/shared.h"
@@ -540,7 +541,7 @@ json timer_summary(const Setup& s, const SharedRun& shared, size_t t) {
 // accelerator (a thread per bucket, or per client thread under direct
 // invocation). Queueing is an async slice, so that waiting requests overlap.
 json trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& cores, const SpeedSampler& speed,
-                  const std::vector<Finding>& findings, uint64_t t0) {
+                  const ResourceSampler& resources, const std::vector<Finding>& findings, uint64_t t0) {
   json events = json::array();
   auto meta = [&events](const char* what, int pid, int tid, const std::string& name) {
     json e = {{"ph", "M"}, {"name", what}, {"pid", pid}, {"args", {{"name", name}}}};
@@ -730,6 +731,14 @@ json trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
     events.push_back({{"ph", "e"}, {"cat", "monitor"}, {"name", name}, {"id", finding_id}, {"pid", monitor_pid},
                       {"ts", ts(f.end_ns)}});
   }
+  // The run's processes' resident memory and descriptors, a counter each.
+  const int resources_pid = monitor_pid + 1;
+  meta("process_name", resources_pid, -1, "the run's processes (resident memory, open descriptors)");
+  for (const auto& p : resources.processes())
+    for (const auto& [at, r] : p.samples)
+      events.push_back({{"ph", "C"}, {"name", p.name + " (pid " + std::to_string(p.pid) + ")"},
+                        {"pid", resources_pid}, {"ts", ts(at)},
+                        {"args", {{"rss_mb", static_cast<double>(r.rss_kb) / 1024.0}, {"descriptors", r.descriptors}}}});
   // Name the accelerator tracks that appeared.
   for (size_t d = 0; d < s.workload.accelerators.size(); ++d)
     for (int b = 0; b < s.workload.accelerators[d].priority_levels; ++b)
@@ -799,6 +808,7 @@ class Run {
   Status failure();
   Status wait_until_ready();
   Status supervise();
+  void watch_resources();
   void report_progress(uint64_t now, bool final = false);
   void stop_executors();
   void wind_down();
@@ -838,6 +848,7 @@ class Run {
   SharedRun shared_;
   CoreSampler cores_;  // interrupts, softirqs and steal on every core
   SpeedSampler speed_;  // the calibrated busy loop's rate now against then
+  ResourceSampler resources_;  // the run's processes' memory and descriptors
   uint64_t t0_ = 0;
   uint64_t next_report_ = 0;
   std::vector<uint64_t> progress_seen_;    // per chain: samples already counted
@@ -1387,6 +1398,23 @@ void Run::report_progress(uint64_t now, bool final) {
   if (!final) next_report_ += kSecond;
 }
 
+void Run::watch_resources() {
+  const auto& w = setup_.workload;
+  resources_.watch(getpid(), "runner");
+  resources_.watch(server_.pid(), "server");
+  for (size_t i = 0; i < executors_.size(); ++i) {
+    std::string name;
+    if (i < w.executors.size()) {
+      name = "executor " + w.executors[i].name;
+    } else {
+      const BridgePlan& b = setup_.plan.bridges[i - w.executors.size()];
+      name = "bridge " + w.links[b.link].name + " on " + w.nodes[b.node].name;
+    }
+    resources_.watch(executors_[i].pid(), name);
+  }
+  resources_.watch(regulator_.pid(), "regulator");
+}
+
 // Until the run's end or a stop request; an error if something died.
 Status Run::supervise() {
   const uint64_t end = t0_ + duration_ns_;
@@ -1394,7 +1422,10 @@ Status Run::supervise() {
   // The cores' losses every 20 ms, or often enough for 100 000 samples in a
   // long run (a day: every 0.9 s), which bounds what the monitor keeps.
   const uint64_t sample_every = std::max<uint64_t>(20 * kMs, duration_ns_ / 100000);
-  uint64_t next_sample = t0_;
+  // The processes' resources every second, or 3 600 times in a longer run.
+  const uint64_t resources_every = std::max<uint64_t>(kSecond, duration_ns_ / 3600);
+  uint64_t next_sample = t0_, next_resources = t0_;
+  watch_resources();
   while (core::monotonic_ns() < end && !stop_requested()) {
     if (status = failure(); !status) break;
     const uint64_t now = core::monotonic_ns();
@@ -1404,11 +1435,16 @@ Status Run::supervise() {
       speed_.sample(now);
       next_sample = now + sample_every;
     }
+    if (now >= next_resources) {
+      resources_.sample(now);
+      next_resources = now + resources_every;
+    }
     fail_links(now);
     report_progress(now);
     core::sleep_ns(20 * kMs);
   }
   cores_.sample(core::monotonic_ns());
+  resources_.sample(core::monotonic_ns());
   if (status)
     report_progress(core::monotonic_ns(), true);
   else if (options_.progress && isatty(STDERR_FILENO))
@@ -1544,8 +1580,9 @@ Status Run::write_results(uint64_t stopped_ns) {
     summary["shim"] = shim_summary();
   }
   if (!best_effort_.empty()) summary["best_effort"] = best_effort_summary();
+  summary["resources"] = resources_.summary();
   if (Status st = write_file(out / "summary.json", summary.dump(2) + "\n"); !st) return st;
-  json trace = trace_events(setup_, shared_, cores_, speed_, findings, t0_);
+  json trace = trace_events(setup_, shared_, cores_, speed_, resources_, findings, t0_);
   if (setup_.isolation) merge_trace(out / "regulator.trace.json", t0_, &trace);
   for (const auto& [pid, name] : shim_processes_)
     merge_trace(shim_file(pid, ".trace.json"), t0_, &trace, "shim: " + name + " (pid " + std::to_string(pid) + ")");

@@ -262,6 +262,16 @@ def test_instances_over_the_bound_are_counted_and_compare_names_them(tmp_path):
     path = workload(tmp_path, "accel", ACCEL)
     out = tmp_path / "paam"
     summary, chains = run(path, "paam", out)
+    # The run sampled its processes each second: none opened a descriptor
+    # it kept, and the trace has their counters.
+    sampled = {p["process"]: p for p in summary["resources"]}
+    assert set(sampled) == {"runner", "server", "executor hi", "executor lo"}, sampled
+    for p in sampled.values():
+        assert p["samples"] >= 2 and p["rss_kb"]["first"] > 0, p
+        assert p["descriptors"]["first"] == p["descriptors"]["last"] > 0, p
+    counters = {e["name"] for e in json.loads((out / "trace.json").read_text())["traceEvents"]
+                if e.get("ph") == "C" and "descriptors" in e.get("args", {})}
+    assert counters == {f"{name} (pid {p['pid']})" for name, p in sampled.items()}, counters
     rows = [row.split(",") for row in (out / "latency.csv").read_text().splitlines()[1:]]
     for name, c in chains.items():
         if c["wcrt_us"] is None:
@@ -328,6 +338,17 @@ def test_instances_over_the_bound_are_counted_and_compare_names_them(tmp_path):
     (tight / "summary.json").write_text(json.dumps(summary))
     shown = [line[6:] for line in rtaccel("compare", str(tight)).stdout.splitlines() if line.startswith("#     ")]
     assert shown == many[:9], shown
+    # One run's output says what its processes held; a process whose
+    # descriptors grew is named, in a comparison too.
+    fds = sum(p["descriptors"]["first"] for p in summary["resources"])
+    assert f"# paam: its 4 processes held {fds} open descriptors at the start and {fds} at the end, " \
+        in rtaccel("compare", str(tight)).stdout
+    assert "open descriptors" not in rtaccel("compare", str(out), str(tight)).stdout
+    summary["resources"][2]["descriptors"]["last"] += 3
+    (tight / "summary.json").write_text(json.dumps(summary))
+    first = summary["resources"][2]["descriptors"]["first"]
+    grew = f"descriptors GREW in {summary['resources'][2]['process']} ({first} -> {first + 3})"
+    assert grew in rtaccel("compare", str(out), str(tight)).stdout
     # A best-effort chain's name longer than the column is shown whole,
     # and its row's columns stay under their heads.
     h["chain"], h["critical"] = "h_with_a_name_longer_than_the_column", False

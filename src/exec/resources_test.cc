@@ -1,0 +1,69 @@
+// The run's processes' memory and descriptors, read from /proc: growth is
+// seen where it happens, a process that ended is not an error.
+#include "exec/resources.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+namespace rtaccel::exec {
+namespace {
+
+TEST(Resources, GrowthInDescriptorsAndMemoryIsSeen) {
+  ResourceSampler sampler;
+  sampler.watch(getpid(), "this test");
+  sampler.sample(1);
+  std::vector<int> opened;
+  for (int i = 0; i < 5; i++) opened.push_back(open("/dev/null", O_RDONLY | O_CLOEXEC));
+  constexpr size_t kBytes = 16u << 20;
+  std::unique_ptr<char[]> touched(new char[kBytes]);
+  memset(touched.get(), 1, kBytes);
+  sampler.sample(2);
+  for (int fd : opened) close(fd);
+  const nlohmann::json s = sampler.summary();
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0]["process"], "this test");
+  EXPECT_EQ(s[0]["samples"], 2);
+  const auto& fds = s[0]["descriptors"];
+  EXPECT_EQ(fds["last"].get<uint64_t>(), fds["first"].get<uint64_t>() + 5) << s.dump();
+  EXPECT_EQ(fds["max"], fds["last"]);
+  const auto& rss = s[0]["rss_kb"];
+  EXPECT_GE(rss["last"].get<uint64_t>(), rss["first"].get<uint64_t>() + 15 * 1024) << s.dump();
+  // Closed again: flat from first to last.
+  sampler.sample(3);
+  const nlohmann::json after = sampler.summary();
+  EXPECT_EQ(after[0]["descriptors"]["last"], after[0]["descriptors"]["first"]) << after.dump();
+  EXPECT_EQ(sampler.processes()[0].samples.size(), 3u);
+  EXPECT_EQ(sampler.processes()[0].samples[1].first, 2u);
+}
+
+TEST(Resources, AProcessThatEndedKeepsWhatWasSampledOfIt) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  ResourceSampler sampler;
+  sampler.watch(child, "child");
+  sampler.watch(-1, "never started");  // not a process: not watched
+  sampler.sample(1);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  ProcessResources r;
+  EXPECT_FALSE(read_resources(child, &r));
+  sampler.sample(2);
+  const nlohmann::json s = sampler.summary();
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0]["samples"], 1);
+  EXPECT_GT(s[0]["descriptors"]["first"].get<uint64_t>(), 0u);
+  EXPECT_GT(s[0]["rss_kb"]["first"].get<uint64_t>(), 0u);
+}
+
+}  // namespace
+}  // namespace rtaccel::exec
