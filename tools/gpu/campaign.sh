@@ -28,6 +28,10 @@
 #         bandwidth lock (and gangs); alone under ros2 and picas; then with
 #         those chains' CPU work walking DRAM too, alone, beside the hogs and
 #         isolated; the cuda backend's tests first
+# PART 6: the long run: the walking workload of part 5 with isolation
+#         beside the memory hogs for LONG_RUN_S seconds (360; the device
+#         time a session has), its processes' memory and descriptors
+#         sampled through it
 #
 # CAMPAIGN_STEPS="NAME ..." runs those steps of the part alone (a re-run).
 # OUT gets partPART.tar.gz (every step's JSON and files), summary-partPART.md
@@ -167,8 +171,9 @@ memory_workload() {
 	fi
 }
 
-# memory_run NAME HOGS FLAGS...: a run of the memory workload for 40 s under
-# POLICY (paam), with a memory hog on each hog core when HOGS is 1.
+# memory_run NAME HOGS FLAGS...: a run of the memory workload for RUN_S
+# seconds (40) under POLICY (paam), with a memory hog on each hog core when
+# HOGS is 1.
 memory_run() {
 	local name=$1 with_hogs=$2 workload=${MEMORY_WORKLOAD:-$W/case_study_1_cuda_memory.yaml}
 	shift 2
@@ -178,7 +183,7 @@ memory_run() {
 			be+=(--best-effort "taskset -c $c $LIB/rtaccel-membench write --size 64M --json")
 		done
 	fi
-	rtaccel run "$workload" --policy "${POLICY:-paam}" --duration 40 "$@" "${be[@]}" \
+	rtaccel run "$workload" --policy "${POLICY:-paam}" --duration "${RUN_S:-40}" "$@" "${be[@]}" \
 		--out "$W/memory-$name" --quiet
 }
 
@@ -284,7 +289,15 @@ case $PART in
 	step walk_isolated 80 "memory_run walk-isolated 1 --isolation"
 	step compare_walk 30 compare_runs "$W/memory-walk-alone" "$W/memory-walk-hogs" "$W/memory-walk-isolated"
 	;;
-*) echo "campaign.sh: PART is 1, 2, 3, 4 or 5" >&2; exit 2 ;;
+6)
+	step calibrate 60 rtaccel calibrate
+	memory_workload isolated walk >"$W/case_study_1_cuda_walk.yaml"
+	export MEMORY_WORKLOAD=$W/case_study_1_cuda_walk.yaml
+	long=${LONG_RUN_S:-360}
+	step walk_isolated_long $((long + 60)) "RUN_S=$long memory_run walk-isolated-long 1 --isolation"
+	step compare_long 30 compare_runs "$W/memory-walk-isolated-long"
+	;;
+*) echo "campaign.sh: PART is 1 to 6" >&2; exit 2 ;;
 esac
 
 python3 "$ROOT/tools/gpu/record.py" summary "$W" "rtaccel GPU campaign, part $PART"
