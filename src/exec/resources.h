@@ -17,7 +17,7 @@
 namespace rtaccel::exec {
 
 struct ProcessResources {
-  uint64_t rss_kb = 0;    // resident memory (/proc/PID/statm)
+  uint64_t rss_kb = 0;       // resident memory (/proc/PID/statm)
   uint64_t descriptors = 0;  // open file descriptors (/proc/PID/fd)
 };
 
@@ -28,7 +28,8 @@ class ResourceSampler {
  public:
   // Samples PID under NAME ("executor ex_hot", "server") from now on.
   void watch(pid_t pid, std::string name);
-  // Reads every watched process that is still there (about 20 us each).
+  // Reads every watched process that is still there: a file and a folder
+  // of /proc each.
   void sample(uint64_t now_ns);
 
   // Per process: its name and pid, how many samples, and its resident
