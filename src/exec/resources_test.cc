@@ -4,11 +4,11 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
-#include <memory>
 #include <vector>
 
 namespace rtaccel::exec {
@@ -20,10 +20,13 @@ TEST(Resources, GrowthInDescriptorsAndMemoryIsSeen) {
   sampler.sample(1);
   std::vector<int> opened;
   for (int i = 0; i < 5; i++) opened.push_back(open("/dev/null", O_RDONLY | O_CLOEXEC));
+  // Fresh pages: a heap block could reuse memory that is resident already.
   constexpr size_t kBytes = 16u << 20;
-  std::unique_ptr<char[]> touched(new char[kBytes]);
-  memset(touched.get(), 1, kBytes);
+  void* touched = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(touched, MAP_FAILED);
+  memset(touched, 1, kBytes);
   sampler.sample(2);
+  munmap(touched, kBytes);
   for (int fd : opened) close(fd);
   const nlohmann::json s = sampler.summary();
   ASSERT_EQ(s.size(), 1u);
