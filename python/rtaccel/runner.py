@@ -272,22 +272,36 @@ def _f(value, width: int = 9) -> str:
     return f"{'-':>{width}}" if value is None else f"{value / 1000.0:>{width}.2f}"
 
 
+# A real-time process's resident memory may grow by this much in a run
+# (KiB). They map and lock all they use before it starts, so more is memory
+# first touched during the run: page faults in real-time work, or a leak.
+# The runner is not one: its samples of the run grow with it. A run without
+# real-time priority locks nothing either, and is not judged.
+RESIDENT_GROWTH_KB = 1024
+
+
 def resources_line(summary: dict) -> str | None:
-    """What the run's processes held at its first sample and its last: a
-    long run's descriptors stay flat, and its memory nearly so (the
-    pre-sized sample and trace arrays fill as it goes)."""
+    """What the run's processes held at its first sample and its last, and
+    which of them grew: descriptors at all, a real-time process's resident
+    memory by more than RESIDENT_GROWTH_KB."""
     sampled = [p for p in summary.get("resources") or [] if p.get("samples")]
     if not sampled:
         return None
     total = {key: [sum(p[key][when] for p in sampled) for when in ("first", "last")]
              for key in ("descriptors", "rss_kb")}
-    grew = [p for p in sampled if p["descriptors"]["last"] > p["descriptors"]["first"]]
     fds, rss = total["descriptors"], total["rss_kb"]
     line = (f"its {len(sampled)} processes held {fds[0]} open descriptors at the start and {fds[1]} "
             f"at the end, {rss[0] / 1024:.0f} and {rss[1] / 1024:.0f} MB resident")
+    grew = [p for p in sampled if p["descriptors"]["last"] > p["descriptors"]["first"]]
     if grew:
         line += "; descriptors GREW in " + ", ".join(
             f"{p['process']} ({p['descriptors']['first']} -> {p['descriptors']['last']})" for p in grew)
+    grew = [p for p in sampled if summary.get("realtime", True) and p["process"] != "runner"
+            and p["rss_kb"]["last"] - p["rss_kb"]["first"] > RESIDENT_GROWTH_KB]
+    if grew:
+        line += "; resident memory GREW in " + ", ".join(
+            f"{p['process']} ({p['rss_kb']['first'] / 1024:.1f} -> {p['rss_kb']['last'] / 1024:.1f} MB)"
+            for p in grew)
     return line
 
 

@@ -349,6 +349,22 @@ def test_instances_over_the_bound_are_counted_and_compare_names_them(tmp_path):
     first = summary["resources"][2]["descriptors"]["first"]
     grew = f"descriptors GREW in {summary['resources'][2]['process']} ({first} -> {first + 3})"
     assert grew in rtaccel("compare", str(out), str(tight)).stdout
+    # So is a real-time process whose memory grew by more than a MiB (not
+    # the runner, whose samples of the run grow with it).
+    for p in summary["resources"][:3]:
+        p["rss_kb"]["last"] = p["rss_kb"]["first"] + 2048
+    (tight / "summary.json").write_text(json.dumps(summary))
+    shown = rtaccel("compare", str(out), str(tight)).stdout
+    grown = [p for p in summary["resources"][1:3]]
+    assert "resident memory GREW in " + ", ".join(
+        f"{p['process']} ({p['rss_kb']['first'] / 1024:.1f} -> {p['rss_kb']['last'] / 1024:.1f} MB)"
+        for p in grown) in shown, shown
+    assert "runner (" not in shown, shown
+    # Without real-time priority nothing is locked, and memory is not judged.
+    summary["realtime"] = False
+    (tight / "summary.json").write_text(json.dumps(summary))
+    assert "resident memory GREW" not in rtaccel("compare", str(out), str(tight)).stdout
+    summary["realtime"] = True
     # A best-effort chain's name longer than the column is shown whole,
     # and its row's columns stay under their heads.
     h["chain"], h["critical"] = "h_with_a_name_longer_than_the_column", False
