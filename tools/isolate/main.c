@@ -252,9 +252,9 @@ static int cmd_regulate(int argc, char **argv)
 			return RTACCEL_EXIT_RUNTIME;
 		}
 	}
-	/* A page fault in a period's handler or a park thread would be latency
-	 * on the cores it regulates. (Not under AddressSanitizer, whose shadow
-	 * memory is terabytes of reserve.) */
+	/* A page fault in a core's thread would be latency on the core it
+	 * regulates. (Not under AddressSanitizer, whose shadow memory is
+	 * terabytes of reserve.) */
 	int err;
 #if !defined(__SANITIZE_ADDRESS__)
 	if ((err = rtaccel_lock_memory()) && !cfg.quiet)
