@@ -79,6 +79,23 @@ def _status(name):
     return json.loads(r.stdout)
 
 
+def _stop_regulator(reg, name, cgroup, objects=("bwlock", "regulator")):
+    """Stops a regulator a test started, and removes its cgroup and its
+    named shared-memory objects (rtaccel-OBJECT.NAME) if they are left."""
+    reg.send_signal(signal.SIGINT)
+    reg.wait(timeout=10)
+    for root in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup"):
+        try:
+            os.rmdir(f"{root}/{cgroup}")
+        except OSError:
+            pass
+    for o in objects:
+        try:
+            os.unlink(f"/dev/shm/rtaccel-{o}.{name}")
+        except FileNotFoundError:
+            pass
+
+
 def _wait_for(predicate, seconds=3.0):
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -138,24 +155,9 @@ def test_the_regulator_follows_the_lock_and_releases_a_dead_holder(tmp_path):
         assert lock.status()["reaped"] == 1
         lock.close()
     finally:
-        reg.send_signal(signal.SIGINT)
-        reg.wait(timeout=10)
         hog.kill()
         hog.wait()
-        try:
-            os.rmdir(f"/sys/fs/cgroup/{cgroup}")
-        except OSError:
-            pass
-        for root in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup"):
-            try:
-                os.rmdir(f"{root}/{cgroup}")
-            except OSError:
-                pass
-        for f in (f"rtaccel-bwlock.{name}", f"rtaccel-regulator.{name}"):
-            try:
-                os.unlink(f"/dev/shm/{f}")
-            except FileNotFoundError:
-                pass
+        _stop_regulator(reg, name, cgroup)
     assert reg.returncode == 0, reg.stderr
     summary = json.loads((tmp_path / "s.json").read_text())
     assert summary["bwlock_reaped"] == 1
@@ -193,18 +195,7 @@ def test_the_regulators_memory_holds_still_through_its_periods():
         assert periods > 10000, periods
         assert after - before < 256, (before, after, periods)
     finally:
-        reg.send_signal(signal.SIGINT)
-        reg.wait(timeout=10)
-        for root in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup"):
-            try:
-                os.rmdir(f"{root}/{cgroup}")
-            except OSError:
-                pass
-        for f in (f"rtaccel-bwlock.{name}", f"rtaccel-regulator.{name}"):
-            try:
-                os.unlink(f"/dev/shm/{f}")
-            except FileNotFoundError:
-                pass
+        _stop_regulator(reg, name, cgroup)
     assert reg.returncode == 0, reg.stderr
 
 
@@ -318,18 +309,7 @@ def test_the_running_gang_sets_the_threshold():
         assert _wait_for(lambda: _status(name)["threshold_mbps"] == -1)
         gang.leave()
     finally:
-        reg.send_signal(signal.SIGINT)
-        reg.wait(timeout=10)
-        for root in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup"):
-            try:
-                os.rmdir(f"{root}/{cgroup}")
-            except OSError:
-                pass
-        for f in (f"rtaccel-bwlock.{name}", f"rtaccel-regulator.{name}", f"rtaccel-gang.{name}"):
-            try:
-                os.unlink(f"/dev/shm/{f}")
-            except FileNotFoundError:
-                pass
+        _stop_regulator(reg, name, cgroup, ("bwlock", "regulator", "gang"))
     assert reg.returncode == 0, reg.stderr
 
 
