@@ -280,10 +280,10 @@ def _f(value, width: int = 9) -> str:
 RESIDENT_GROWTH_KB = 1024
 
 
-def resources_line(summary: dict) -> str | None:
+def resources_line(summary: dict) -> tuple[str, bool] | None:
     """What the run's processes held at its first sample and its last, and
     which of them grew: descriptors at all, a real-time process's resident
-    memory by more than RESIDENT_GROWTH_KB."""
+    memory by more than RESIDENT_GROWTH_KB. With it, whether any grew."""
     sampled = [p for p in summary.get("resources") or [] if p.get("samples")]
     if not sampled:
         return None
@@ -292,17 +292,17 @@ def resources_line(summary: dict) -> str | None:
     fds, rss = total["descriptors"], total["rss_kb"]
     line = (f"its {len(sampled)} processes held {fds[0]} open descriptors at the start and {fds[1]} "
             f"at the end, {rss[0] / 1024:.0f} and {rss[1] / 1024:.0f} MB resident")
-    grew = [p for p in sampled if p["descriptors"]["last"] > p["descriptors"]["first"]]
-    if grew:
+    fds_grew = [p for p in sampled if p["descriptors"]["last"] > p["descriptors"]["first"]]
+    if fds_grew:
         line += "; descriptors GREW in " + ", ".join(
-            f"{p['process']} ({p['descriptors']['first']} -> {p['descriptors']['last']})" for p in grew)
-    grew = [p for p in sampled if summary.get("realtime", True) and p["process"] != "runner"
-            and p["rss_kb"]["last"] - p["rss_kb"]["first"] > RESIDENT_GROWTH_KB]
-    if grew:
+            f"{p['process']} ({p['descriptors']['first']} -> {p['descriptors']['last']})" for p in fds_grew)
+    rss_grew = [p for p in sampled if summary.get("realtime", True) and p["process"] != "runner"
+                and p["rss_kb"]["last"] - p["rss_kb"]["first"] > RESIDENT_GROWTH_KB]
+    if rss_grew:
         line += "; resident memory GREW in " + ", ".join(
             f"{p['process']} ({p['rss_kb']['first'] / 1024:.1f} -> {p['rss_kb']['last'] / 1024:.1f} MB)"
-            for p in grew)
-    return line
+            for p in rss_grew)
+    return line, bool(fds_grew or rss_grew)
 
 
 def format_compare(summaries: list[dict]) -> str:
@@ -370,9 +370,9 @@ def format_compare(summaries: list[dict]) -> str:
                 lines.append(f"# {label}: link {link['link']} lost {lost} messages from {first:.1f} s on "
                              f"(counted in drop; see {s['folder']}/summary.json)")
     for label, s in zip(labels, summaries):
-        line = resources_line(s)
-        if line and (len(summaries) == 1 or "GREW" in line):
-            lines.append(f"# {label}: {line}")
+        said = resources_line(s)
+        if said and (len(summaries) == 1 or said[1]):
+            lines.append(f"# {label}: {said[0]}")
     # Why a chain has no bound, once: the analysis is the workload's.
     for name in names:
         why = next((b[name].get("no_bound") for b in by if name in b and b[name].get("no_bound")), None)

@@ -110,7 +110,7 @@ struct Tally {
     std::sort(took_ns.begin(), took_ns.end());
     return {{allowed_key, us(allowed_ns)},
             {"count", count},
-            {"min_us", took_ns.empty() ? 0.0 : us(took_ns.front())},
+            {"min_us", us(fastest())},
             {"p99_us", us(rtaccel_percentile_sorted_u64(took_ns.data(), took_ns.size(), 0.99))},
             {"max_us", took_ns.empty() ? 0.0 : us(took_ns.back())},
             {"over", over}};
