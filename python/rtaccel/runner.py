@@ -287,11 +287,16 @@ def resources_line(summary: dict) -> tuple[str, bool] | None:
     sampled = [p for p in summary.get("resources") or [] if p.get("samples")]
     if not sampled:
         return None
-    total = {key: [sum(p[key][when] for p in sampled) for when in ("first", "last")]
-             for key in ("descriptors", "rss_kb")}
-    fds, rss = total["descriptors"], total["rss_kb"]
+    total = {key: [sum(p.get(key, {}).get(when, 0) for p in sampled) for when in ("first", "last")]
+             for key in ("descriptors", "rss_kb", "private_kb")}
+    fds, rss, own = total["descriptors"], total["rss_kb"], total["private_kb"]
     line = (f"its {len(sampled)} processes held {fds[0]} open descriptors at the start and {fds[1]} "
             f"at the end, {rss[0] / 1024:.0f} and {rss[1] / 1024:.0f} MB resident")
+    # Shared memory (the server's regions) is resident in each process that
+    # maps it, so the sum counts it more than once; what is not shared is
+    # each process's own. (A summary written before it was sampled lacks it.)
+    if all("private_kb" in p for p in sampled):
+        line += f" ({own[0] / 1024:.0f} and {own[1] / 1024:.0f} MB not shared)"
     fds_grew = [p for p in sampled if p["descriptors"]["last"] > p["descriptors"]["first"]]
     if fds_grew:
         line += "; descriptors GREW in " + ", ".join(

@@ -15,11 +15,13 @@ bool read_resources(pid_t pid, ProcessResources* out) {
   const std::string dir = "/proc/" + std::to_string(pid);
   FILE* statm = fopen((dir + "/statm").c_str(), "re");
   if (!statm) return false;
-  unsigned long long size = 0, resident = 0;
-  const bool read = fscanf(statm, "%llu %llu", &size, &resident) == 2;
+  unsigned long long size = 0, resident = 0, shared = 0;
+  const bool read = fscanf(statm, "%llu %llu %llu", &size, &resident, &shared) == 3;
   fclose(statm);
   if (!read) return false;
-  out->rss_kb = resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) / 1024;
+  const auto page_kb = static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) / 1024;
+  out->rss_kb = resident * page_kb;
+  out->shared_kb = shared * page_kb;
   DIR* fds = opendir((dir + "/fd").c_str());
   if (!fds) return false;
   out->descriptors = 0;
@@ -46,14 +48,17 @@ json ResourceSampler::summary() const {
   for (const Process& p : processes_) {
     json one = {{"process", p.name}, {"pid", p.pid}, {"samples", p.samples.size()}};
     if (!p.samples.empty()) {
-      uint64_t rss_max = 0, fds_max = 0;
+      uint64_t rss_max = 0, private_max = 0, fds_max = 0;
       for (const auto& [at, r] : p.samples) {
         rss_max = std::max(rss_max, r.rss_kb);
+        private_max = std::max(private_max, r.rss_kb - r.shared_kb);
         fds_max = std::max(fds_max, r.descriptors);
       }
       const ProcessResources& first = p.samples.front().second;
       const ProcessResources& last = p.samples.back().second;
       one["rss_kb"] = {{"first", first.rss_kb}, {"last", last.rss_kb}, {"max", rss_max}};
+      one["private_kb"] = {
+          {"first", first.rss_kb - first.shared_kb}, {"last", last.rss_kb - last.shared_kb}, {"max", private_max}};
       one["descriptors"] = {{"first", first.descriptors}, {"last", last.descriptors}, {"max", fds_max}};
     }
     out.push_back(std::move(one));

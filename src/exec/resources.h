@@ -18,6 +18,9 @@ namespace rtaccel::exec {
 
 struct ProcessResources {
   uint64_t rss_kb = 0;       // resident memory (/proc/PID/statm)
+  // Of it, pages of files and of shared memory (the server's regions, the
+  // run's shared state): resident once however many processes map them.
+  uint64_t shared_kb = 0;
   uint64_t descriptors = 0;  // open file descriptors (/proc/PID/fd)
 };
 
@@ -33,7 +36,8 @@ class ResourceSampler {
   void sample(uint64_t now_ns);
 
   // Per process: its name and pid, how many samples, and its resident
-  // memory and descriptors at the first sample, the last and at most.
+  // memory, the part of it not shared, and descriptors at the first sample,
+  // the last and at most.
   nlohmann::json summary() const;
 
   struct Process {

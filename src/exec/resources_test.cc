@@ -25,8 +25,13 @@ TEST(Resources, GrowthInDescriptorsAndMemoryIsSeen) {
   void* touched = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(touched, MAP_FAILED);
   memset(touched, 1, kBytes);
+  // And as much shared memory, as a server's region is: resident, not private.
+  void* shared = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(shared, MAP_FAILED);
+  memset(shared, 1, kBytes);
   sampler.sample(2);
   munmap(touched, kBytes);
+  munmap(shared, kBytes);
   for (int fd : opened) close(fd);
   const nlohmann::json s = sampler.summary();
   ASSERT_EQ(s.size(), 1u);
@@ -36,7 +41,11 @@ TEST(Resources, GrowthInDescriptorsAndMemoryIsSeen) {
   EXPECT_EQ(fds["last"].get<uint64_t>(), fds["first"].get<uint64_t>() + 5) << s.dump();
   EXPECT_EQ(fds["max"], fds["last"]);
   const auto& rss = s[0]["rss_kb"];
-  EXPECT_GE(rss["last"].get<uint64_t>(), rss["first"].get<uint64_t>() + 15 * 1024) << s.dump();
+  EXPECT_GE(rss["last"].get<uint64_t>(), rss["first"].get<uint64_t>() + 31 * 1024) << s.dump();
+  const auto& own = s[0]["private_kb"];
+  const uint64_t private_grew = own["last"].get<uint64_t>() - own["first"].get<uint64_t>();
+  EXPECT_GE(private_grew, 15u * 1024) << s.dump();
+  EXPECT_LE(private_grew, 17u * 1024) << s.dump();
   // Closed again: flat from first to last.
   sampler.sample(3);
   const nlohmann::json after = sampler.summary();

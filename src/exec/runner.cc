@@ -738,7 +738,10 @@ json trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
     for (const auto& [at, r] : p.samples)
       events.push_back({{"ph", "C"}, {"name", p.name + " (pid " + std::to_string(p.pid) + ")"},
                         {"pid", resources_pid}, {"ts", ts(at)},
-                        {"args", {{"rss_mb", static_cast<double>(r.rss_kb) / 1024.0}, {"descriptors", r.descriptors}}}});
+                        {"args",
+                         {{"rss_mb", static_cast<double>(r.rss_kb) / 1024.0},
+                          {"private_mb", static_cast<double>(r.rss_kb - r.shared_kb) / 1024.0},
+                          {"descriptors", r.descriptors}}}});
   // Name the accelerator tracks that appeared.
   for (size_t d = 0; d < s.workload.accelerators.size(); ++d)
     for (int b = 0; b < s.workload.accelerators[d].priority_levels; ++b)
