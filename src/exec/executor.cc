@@ -77,6 +77,7 @@ class Executor {
   SharedRun& shared_;
   ExecutorState* state_;
   const std::vector<size_t>& mine_;  // registration order
+  SegmentTable requests_;  // the run's sizes, with this executor's requests built
   std::unique_ptr<AccelPath> path_;
   pthread_mutex_t lock_;  // guards states_ and snapshot_ between the threads
   std::vector<CallbackState> states_;
@@ -355,9 +356,13 @@ Status Executor::run() {
   state_->realtime = rtaccel_fifo_or_best(ex.priority) == 1 ? 1 : 0;
   rtaccel_lock_memory();  // where it cannot starve later allocations; the runner says what was refused
 
+  // Built here, after the memory is locked: only this executor's requests.
+  requests_ = *config_.requests;
+  if (Status st = build_requests(workload_, config_.executor, &requests_); !st)
+    return st.context("executor '" + ex.name + "'");
   PathConfig pc;
   pc.workload = &workload_;
-  pc.requests = config_.requests;
+  pc.requests = &requests_;
   pc.executor = config_.executor;
   pc.threads = static_cast<size_t>(ex.threads);
   pc.socket = config_.socket;

@@ -21,7 +21,7 @@ namespace rtaccel::exec {
 struct ExecutorConfig {
   const workload::Workload* workload = nullptr;
   const Plan* plan = nullptr;
-  const SegmentTable* requests = nullptr;
+  const SegmentTable* requests = nullptr;  // sized; the executor builds its own
   SharedRun* shared = nullptr;
   size_t executor = 0;
   Policy policy = Policy::kPaam;

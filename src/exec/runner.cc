@@ -159,13 +159,13 @@ std::vector<std::string> server_args(const workload::Workload& w, const std::str
   return args;
 }
 
-// The sized kernels' way back from the sizing child: binary, since the
-// requests are megabytes of data (a JSON array of numbers took the runner
-// 20 s to parse for the Autoware workload). Both ends are this program.
+// The sized kernels' way back from the sizing child: the sizes, not the
+// requests (megabytes each, which every process forked from the runner
+// would then hold). Both ends are this program.
 //   u32 status (kSized, kFailed, kInvalid); then, sized, per callback:
-//   u32 segments, and per segment: u32 service length, the service, u64
-//   response_max, u64 request length, the request; failed: u32 length and
-//   the message.
+//   u32 segments, and per segment: u64 service length, the service, u64 n,
+//   u64 request length, u64 response_max; failed: u64 length and the
+//   message.
 enum : uint32_t { kSized = 0, kFailed = 1, kInvalid = 2 };
 
 void put_u32(std::string* out, uint32_t v) { out->append(reinterpret_cast<const char*>(&v), sizeof(v)); }
@@ -184,12 +184,6 @@ class Reader {
   bool bytes(size_t n, std::string* out) {
     if (static_cast<size_t>(end_ - pos_) < n) return false;
     out->assign(pos_, n);
-    pos_ += n;
-    return true;
-  }
-  bool bytes(size_t n, std::vector<unsigned char>* out) {
-    if (static_cast<size_t>(end_ - pos_) < n) return false;
-    out->assign(pos_, pos_ + n);
     pos_ += n;
     return true;
   }
@@ -226,6 +220,7 @@ std::string size_kernels(const workload::Workload& w, double work_fraction, Segm
         *invalid = st.invalid_input();
         return "callback '" + w.callbacks[cb].name + "': " + st.message();
       }
+      req.bytes = {};  // the executors build their own
       (*table)[cb].push_back(std::move(req));
     }
   }
@@ -246,8 +241,9 @@ std::string encode_sizing(const SegmentTable& table, const std::string& error, b
     put_u32(&reply, static_cast<uint32_t>(segments.size()));
     for (const auto& r : segments) {
       put_bytes(&reply, r.service.data(), r.service.size());
+      put_u64(&reply, r.n);
+      put_u64(&reply, r.size);
       put_u64(&reply, r.response_max);
-      put_bytes(&reply, r.bytes.data(), r.bytes.size());
     }
   }
   return reply;
@@ -274,10 +270,11 @@ Status decode_sizing(const std::string& text, int status, const workload::Worklo
     if (!in.u32(&segments) || segments != w.callbacks[cb].segments.size()) return broken;
     for (uint32_t k = 0; k < segments; ++k) {
       SegmentRequest req;
-      uint64_t service_len = 0, response_max = 0, request_len = 0;
-      if (!in.u64(&service_len) || !in.bytes(service_len, &req.service) || !in.u64(&response_max) ||
-          !in.u64(&request_len) || !in.bytes(request_len, &req.bytes))
+      uint64_t service_len = 0, size = 0, response_max = 0;
+      if (!in.u64(&service_len) || !in.bytes(service_len, &req.service) || !in.u64(&req.n) || !in.u64(&size) ||
+          !in.u64(&response_max))
         return broken;
+      req.size = size;
       req.response_max = response_max;
       (*out)[cb].push_back(std::move(req));
     }
@@ -442,7 +439,7 @@ Status prepare(const RunOptions& o, Setup* s) {
     for (size_t k = 0; k < w.callbacks[cb].segments.size(); ++k) {
       const auto& seg = w.callbacks[cb].segments[k];
       if (w.accelerators[seg.accelerator].node == w.executors[w.callbacks[cb].executor].node) continue;
-      const uint64_t bytes = s->requests[cb][k].bytes.size();
+      const uint64_t bytes = s->requests[cb][k].size;
       if (bytes > seg.request_bytes || s->requests[cb][k].response_max > seg.response_bytes)
         fprintf(stderr,
                 "rtaccel run: warning: callback '%s': its %s request sized to its WCET takes %llu KiB and its "

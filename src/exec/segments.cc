@@ -82,8 +82,24 @@ bool build_request(const std::string& service, uint64_t n, SegmentRequest* out) 
   out->bytes.assign(header + inputs * sizeof(float), 0);
   if (rtaccel_request_encode(kind, n, bins, 0.0f, 1.0f, out->bytes.data(), out->bytes.size()) < 0) return false;
   fill(reinterpret_cast<float*>(out->bytes.data() + header), inputs);
+  out->n = n;
+  out->size = out->bytes.size();
   out->response_max = response;
   return true;
+}
+
+Status build_requests(const workload::Workload& w, size_t executor, SegmentTable* table) {
+  for (size_t cb = 0; cb < table->size(); ++cb) {
+    if (w.callbacks[cb].executor != executor) continue;
+    for (auto& req : (*table)[cb]) {
+      SegmentRequest built;
+      if (!build_request(req.service, req.n, &built) || built.size != req.size)
+        return Status::error("callback '" + w.callbacks[cb].name + "': cannot build its " + req.service +
+                             " request of size " + std::to_string(req.n));
+      req.bytes = std::move(built.bytes);
+    }
+  }
+  return Status();
 }
 
 Status AttachedMemory::reserve(rtaccel_direct* direct, size_t bytes) {
@@ -257,7 +273,7 @@ Expected<rtaccel_registration_desc> registration_for(const workload::Workload& w
       ++out->nservices;
     }
     auto& need = out->services[i];
-    need.request_max = std::max<uint32_t>(need.request_max, static_cast<uint32_t>(req.bytes.size()));
+    need.request_max = std::max<uint32_t>(need.request_max, static_cast<uint32_t>(req.size));
     need.response_max = std::max<uint32_t>(need.response_max, static_cast<uint32_t>(req.response_max));
   }
   return desc;
@@ -311,6 +327,12 @@ class ServerPath final : public AccelPath {
       // first instance milliseconds that no WCET declares.
       for (size_t k = 0; k < segments.size(); ++k)
         if (r.service[k] >= 0 && r.loaded[r.service[k]] < 0) load(&r, k);
+      // A service that one segment alone uses keeps that segment's input in
+      // its buffer all run long: the executor's copy would only be a second
+      // one resident (and locked), megabytes per kernel.
+      for (size_t k = 0; k < segments.size(); ++k)
+        if (r.service[k] >= 0 && std::count(r.service.begin(), r.service.end(), r.service[k]) == 1)
+          std::vector<unsigned char>().swap((*config_.requests)[callbacks[i]][k].bytes);
     }
     return Status();
   }
@@ -328,7 +350,7 @@ class ServerPath final : public AccelPath {
       event->cpu_ns = core::thread_cpu_ns() - before;
     }
     rtaccel_ticket ticket;
-    int status = rtaccel_submit(r.reg, service, req.bytes.size(), &ticket);
+    int status = rtaccel_submit(r.reg, service, req.size, &ticket);
     if (status == 0) status = rtaccel_wait(r.reg, &ticket, 0, nullptr);
     const uint64_t resumed = core::monotonic_ns();
     // A trace event's spans of the request are 32 bits: UINT32_MAX is that or longer.

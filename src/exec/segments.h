@@ -21,11 +21,16 @@
 
 namespace rtaccel::exec {
 
-// One request, ready to submit.
+// One segment's request: the kernel's size, and its bytes where they are
+// built. Sizing a run's kernels yields the sizes; each executor builds the
+// bytes of its own callbacks' requests, so that no process holds (and, with
+// its memory locked, keeps resident) the requests of every callback.
 struct SegmentRequest {
   std::string service;
-  std::vector<unsigned char> bytes;
+  uint64_t n = 0;           // the problem size (busy: ns)
+  size_t size = 0;          // the request's length in bytes
   size_t response_max = 0;
+  std::vector<unsigned char> bytes;  // empty until built
 };
 
 // Builds the request of a built-in service for problem size n (busy: n is ns).
@@ -89,6 +94,10 @@ class KernelSizer {
 // Requests of every segment of every callback, indexed [callback][segment].
 using SegmentTable = std::vector<std::vector<SegmentRequest>>;
 
+// Builds the bytes of the requests of executor EXECUTOR's callbacks in
+// TABLE, sized already.
+Status build_requests(const workload::Workload& w, size_t executor, SegmentTable* table);
+
 // Runs accelerator segments for one executor process.
 class AccelPath {
  public:
@@ -102,7 +111,9 @@ class AccelPath {
 
 struct PathConfig {
   const workload::Workload* workload = nullptr;
-  const SegmentTable* requests = nullptr;
+  // Built for this executor's callbacks; the server's path releases the
+  // bytes it has put into the server's buffers for good.
+  SegmentTable* requests = nullptr;
   size_t executor = 0;
   size_t threads = 1;
   std::string socket;  // paam: the server's socket

@@ -203,6 +203,36 @@ def test_an_input_copied_in_again_is_the_callbacks_cpu_time(tmp_path):
     assert off["max_us"] < cpu["max_us"] / 4, a
 
 
+TWO_EXECUTORS_ONE_KERNEL = """executors:
+  - {name: kernel, core: 0, priority: 60}
+  - {name: plain, core: 0, priority: 50}
+callbacks:
+  # vecadd sized to 10 ms: a request of megabytes
+  - {name: big, executor: kernel, trigger: {timer_ms: 100}, cpu_us: 200,
+     segments: [{accelerator: acc0, service: vecadd, wcet_us: 10000}]}
+  - {name: small, executor: plain, trigger: {timer_ms: 100}, cpu_us: 200}
+chains:
+  - {name: big, priority: 9, path: [big]}
+  - {name: small, priority: 5, path: [small]}
+"""
+
+
+def test_an_executor_holds_no_request_but_in_the_servers_buffer(tmp_path):
+    summary, _ = run(workload(tmp_path, "one_kernel", TWO_EXECUTORS_ONE_KERNEL), "paam", tmp_path / "out",
+                     duration=1)
+    sampled = {p["process"]: p for p in summary["resources"]}
+    # The server's region holds the request (and its response): shared
+    # memory, mapped by the kernel's executor too.
+    server = sampled["server"]
+    region_kb = server["rss_kb"]["max"] - server["private_kb"]["max"]
+    assert region_kb > 8 << 10, server
+    # Neither executor keeps a copy of its own: the executor without the
+    # kernel held the runner's copy of every request (as much as the region
+    # less the response), the other its own besides.
+    for name in ("executor kernel", "executor plain"):
+        assert sampled[name]["private_kb"]["max"] < region_kb / 5, (sampled[name], region_kb)
+
+
 def test_a_run_on_an_uncalibrated_machine_says_so(tmp_path):
     proc = rtaccel("run", workload(tmp_path, "two", TWO_TIMERS), "--duration", "0.5", "--out",
                    str(tmp_path / "out"), check=0)
