@@ -11,12 +11,12 @@
 #include <cstring>
 #include <list>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 #include "accel/client.h"
 #include "accel/remote.h"
 #include "core/clock.h"
+#include "core/thread.h"
 #include "rtaccel/accel.h"
 #include "rtaccel/net.h"
 
@@ -47,7 +47,7 @@ struct Slot {
   int executor_core = -1;
   bool spins = false;  // the registration's wait
   std::atomic<bool> stop{false};
-  std::thread serve;
+  core::Thread serve;
 };
 
 class Session {
@@ -158,7 +158,11 @@ void Session::handle(const RemoteControl& m) {
   s.executor_core = desc.chain.callbacks[desc.callback].executor_core;
   s.spins = info.wait == RTACCEL_WAIT_SPIN;
   s.stop.store(false);
-  s.serve = std::thread([this, k = m.slot] { serve(k); });
+  if (int err = s.serve.start(RTACCEL_THREAD_STACK, [this, k = m.slot] { serve(k); })) {
+    rtaccel_client_unregister(reg);
+    s.local = nullptr;
+    return reply(m.slot, -err, std::string("cannot start the registration's thread: ") + strerror(err), nullptr);
+  }
   if (verbose_)
     log("peer %s: callback '%s' of chain '%s' admitted: device %u, priority %d, bucket %u", peer_.c_str(),
         desc.chain.callbacks[desc.callback].name, desc.chain.name, info.device, info.priority, info.bucket);
@@ -295,7 +299,7 @@ class GatewayImpl final : public Gateway {
  private:
   struct Running {
     std::unique_ptr<Session> session;
-    std::thread thread;
+    core::Thread thread;
   };
   void accept_loop();
   void reap(bool all);
@@ -306,7 +310,7 @@ class GatewayImpl final : public Gateway {
   rtaccel_net_listener_t* listener_ = nullptr;
   std::string address_;
   std::atomic<bool> stopping_{false};
-  std::thread acceptor_;
+  core::Thread acceptor_;
   std::list<Running> sessions_;
 };
 
@@ -337,7 +341,8 @@ Status GatewayImpl::listen(const std::string& address) {
   char resolved[128];
   rtaccel_net_listener_address(listener_, resolved, sizeof(resolved));
   address_ = resolved;
-  acceptor_ = std::thread([this] { accept_loop(); });
+  if (int err = acceptor_.start(RTACCEL_THREAD_STACK, [this] { accept_loop(); }))
+    return Status::error(std::string("cannot start the gateway's thread: ") + strerror(err));
   return Status();
 }
 
@@ -372,7 +377,10 @@ void GatewayImpl::accept_loop() {
     if (verbose_) log("peer %s (%s) connected", peer.c_str(), rtaccel_net_peer(link));
     sessions_.push_back({std::make_unique<Session>(link, peer, server_socket_, policy_, verbose_), {}});
     Session* s = sessions_.back().session.get();
-    sessions_.back().thread = std::thread([this, s] { s->run(stopping_); });
+    if (int failed = sessions_.back().thread.start(RTACCEL_THREAD_STACK, [this, s] { s->run(stopping_); })) {
+      log("peer %s: cannot start its session: %s", peer.c_str(), strerror(failed));
+      sessions_.pop_back();  // and the link with it
+    }
   }
 }
 

@@ -18,13 +18,13 @@
 #include <cstring>
 #include <latch>
 #include <map>
-#include <thread>
 
 #include "accel/admission.h"
 #include "accel/backend.h"
 #include "core/clock.h"
 #include "core/fd.h"
 #include "core/futex.h"
+#include "core/thread.h"
 #include "rtaccel/lock.hpp"
 #include "accel/gateway.h"
 #include "accel/log.h"
@@ -118,7 +118,7 @@ struct Device {
   // worker that finished a request may have preempted one of them: it does
   // not poll then, or the lower kernel would stay off the core for poll_ns.
   std::atomic<uint32_t> running[kMaxLevels] = {};
-  std::vector<std::thread> workers;
+  std::vector<core::Thread> workers;
 
   uint32_t* doorbell_word(uint32_t bucket) const { return &doorbell->bucket[bucket].seq; }
   uint32_t* sleeping_word(uint32_t bucket) const { return &status->bucket[bucket].sleeping; }
@@ -294,16 +294,27 @@ Status ServerImpl::open() {
   for (auto& d : devices_)
     workers += d->levels - 1 + options_.lowest_bucket_workers;
   std::latch prepared{ptrdiff_t(workers)};
+  size_t started = 0;
+  int err = 0;
   for (auto& d : devices_) {
-    for (uint32_t b = 0; b < d->levels; b++) {
+    for (uint32_t b = 0; b < d->levels && !err; b++) {
       const uint32_t n = b == 0 ? options_.lowest_bucket_workers : 1;
-      for (uint32_t k = 0; k < n; k++) {
+      for (uint32_t k = 0; k < n && !err; k++) {
         Device* dev = d.get();
-        d->workers.emplace_back([this, dev, b, &prepared] { worker(*dev, b, &prepared); });
+        core::Thread& t = d->workers.emplace_back();
+        err = t.start(options_.worker_stack, [this, dev, b, &prepared] { worker(*dev, b, &prepared); });
+        if (err) d->workers.pop_back();
+        else ++started;
       }
     }
   }
+  if (err) {
+    // The workers started wind down; the latch lives until each has passed it.
+    stopping_.store(true);
+    prepared.count_down(ptrdiff_t(workers - started));
+  }
   prepared.wait();
+  if (err) return Status::error(std::string("cannot start a worker: ") + strerror(err));
   if (stopping_.load()) {
     return Status::error("a worker could not be prepared (see above)");
   }
@@ -348,6 +359,7 @@ Status ServerImpl::open_device(uint32_t index, int device) {
 // --- workers -----------------------------------------------------------------
 
 void ServerImpl::worker(Device& d, uint32_t bucket, std::latch* prepared) {
+  rtaccel_stack_mark();
   const Status prepared_ok = d.backend->prepare_worker(bucket);
   const bool ok = prepared_ok.ok();
   if (!ok) {
@@ -381,6 +393,15 @@ void ServerImpl::worker(Device& d, uint32_t bucket, std::latch* prepared) {
       idle(d, bucket, seen);
   }
   rtaccel_bwlock_holder_destroy(bw);
+  // What it used of its stack: a service (a plugin's) deeper than the stack
+  // would crash the server, and one close to it should have more.
+  size_t size = 0;
+  const size_t used = rtaccel_stack_used(&size);
+  if (used > size / 2)
+    log("device %u bucket %u: a worker used %zu of its %zu KiB of stack; give the workers more (--worker-stack-kib)",
+        d.index, bucket, used >> 10, size >> 10);
+  else if (options_.verbose)
+    log("device %u bucket %u: a worker used %zu of its %zu KiB of stack", d.index, bucket, used >> 10, size >> 10);
 }
 
 // Picks the request to run next in `bucket`: the highest request priority,

@@ -45,6 +45,8 @@ const char kUsage[] =
     "                           concurrently (default 1)\n"
     "      --poll-us US         a worker polls this long for the next request before it sleeps\n"
     "                           (default 100; 0 sleeps at once)\n"
+    "      --worker-stack-kib K each worker's stack, resident with the server's locked memory\n"
+    "                           (64..65536, default 1024); services run on it\n"
     "  -p, --policy FILE        YAML: which users (and remote peers) may register which chain\n"
     "                           priorities\n"
     "      --listen ADDRESS     serve clients on other nodes at tcp:HOST:PORT or rdma:HOST:PORT\n"
@@ -68,7 +70,7 @@ int main(int argc, char** argv) {
   options.socket_path = env && *env ? env : RTACCEL_SOCKET_DEFAULT;
   bool devices_given = false;
   enum { kFifoBase = 256, kNoFifo, kEpsilon, kKappa, kJitter, kLowest, kPoll, kPlugin, kList, kReadyFd,
-         kBwlock, kBwlockThreshold, kBwlockBucket, kListen };
+         kBwlock, kBwlockThreshold, kBwlockBucket, kListen, kWorkerStack };
   int ready_fd = -1;
   const option longopts[] = {
       {"socket", required_argument, nullptr, 's'},
@@ -83,6 +85,7 @@ int main(int argc, char** argv) {
       {"release-jitter-us", required_argument, nullptr, kJitter},
       {"lowest-workers", required_argument, nullptr, kLowest},
       {"poll-us", required_argument, nullptr, kPoll},
+      {"worker-stack-kib", required_argument, nullptr, kWorkerStack},
       {"policy", required_argument, nullptr, 'p'},
       {"listen", required_argument, nullptr, kListen},
       {"plugin", required_argument, nullptr, kPlugin},
@@ -144,6 +147,10 @@ int main(int argc, char** argv) {
       case kLowest:
         if (rtaccel_parse_long(optarg, 1, 16, &v)) return bad("--lowest-workers (1..16)", optarg);
         options.lowest_bucket_workers = uint32_t(v);
+        break;
+      case kWorkerStack:
+        if (rtaccel_parse_long(optarg, 64, 65536, &v)) return bad("--worker-stack-kib (64..65536)", optarg);
+        options.worker_stack = size_t(v) << 10;
         break;
       case kPoll:
         if (rtaccel_parse_long(optarg, 0, 10000000, &v)) return bad("--poll-us", optarg);
