@@ -9,12 +9,12 @@
 #include <climits>
 #include <cstring>
 #include <memory>
-#include <thread>
 #include <vector>
 
 #include "core/clock.h"
 #include "core/futex.h"
 #include "core/realtime.h"
+#include "core/thread.h"
 #include "rtaccel/net.h"
 
 namespace rtaccel::exec {
@@ -312,9 +312,16 @@ Status Bridge::run() {
   auto* header = shared_.header();
   while (!header->go.load(std::memory_order_acquire) && !stopping())
     futex_wait(reinterpret_cast<uint32_t*>(&header->go), 0, true, CLOCK_MONOTONIC, nullptr);
-  std::vector<std::thread> threads;
-  for (uint32_t h : me_.sends) threads.emplace_back([this, h] { send_loop(h); });
-  for (uint32_t h : me_.receives) threads.emplace_back([this, h] { deliver_loop(h); });
+  // The threads started go on until the runner stops the run, which it
+  // does when this bridge fails.
+  std::vector<core::Thread> threads(me_.sends.size() + me_.receives.size());
+  size_t next = 0;
+  for (uint32_t h : me_.sends)
+    if (int err = threads[next++].start(RTACCEL_THREAD_STACK, [this, h] { send_loop(h); }))
+      return Status::os_error("cannot start the sender of hop " + std::to_string(h), err);
+  for (uint32_t h : me_.receives)
+    if (int err = threads[next++].start(RTACCEL_THREAD_STACK, [this, h] { deliver_loop(h); }))
+      return Status::os_error("cannot start the receiver of hop " + std::to_string(h), err);
   for (auto& t : threads) t.join();
   state_->status.store(static_cast<uint32_t>(ExecutorStatus::kDone), std::memory_order_release);
   return Status();

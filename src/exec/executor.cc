@@ -14,11 +14,11 @@
 #include <cstring>
 #include <deque>
 #include <memory>
-#include <thread>
 #include <vector>
 
 #include "core/futex.h"
 #include "core/realtime.h"
+#include "core/thread.h"
 #include "rtaccel/lock.h"
 
 namespace rtaccel::exec {
@@ -396,8 +396,12 @@ Status Executor::run() {
     futex_wait(reinterpret_cast<uint32_t*>(&header->go), 0, true, CLOCK_MONOTONIC, nullptr);
   for (size_t cb : mine_) states_[cb].next_release = header->start_ns;
 
-  std::vector<std::thread> threads;
-  for (int t = 1; t < ex.threads; ++t) threads.emplace_back([this, t] { loop(static_cast<size_t>(t)); });
+  // The threads started go on until the runner stops the run, which it
+  // does when this executor fails.
+  std::vector<core::Thread> threads(static_cast<size_t>(ex.threads - 1));
+  for (size_t t = 1; t < static_cast<size_t>(ex.threads); ++t)
+    if (int err = threads[t - 1].start(RTACCEL_THREAD_STACK, [this, t] { loop(t); }))
+      return Status::os_error("executor '" + ex.name + "': cannot start thread " + std::to_string(t), err);
   loop(0);
   for (auto& t : threads) t.join();
   path_.reset();

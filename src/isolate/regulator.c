@@ -44,7 +44,6 @@
 #include "isolate/shm.h"
 
 #define RING_PAGES 2		/* the metadata page and one page of samples */
-#define CORE_THREAD_STACK (256 * 1024)
 #define MAX_DEBTORS 32
 #define LINE_BYTES 64
 /* The cpu-time meter's shortest sample period. perf allows 10 us for its
@@ -621,16 +620,13 @@ int regulator_start(const struct regulator_config *cfg, struct regulator **out, 
 	/* A core's thread needs little stack, and with the process's memory
 	 * locked each thread's stack is resident whole: 8 MiB by default, a
 	 * tenth of a gigabyte on a machine of a dozen regulated cores. */
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, CORE_THREAD_STACK);
 	for (int i = 0; i < cfg->ncores; i++) {
 		struct core_ctx *c = &reg->cores[i];
 		c->reg = reg;
 		c->index = i;
 		c->core = cfg->cores[i];
 		c->meter_fd = -1;
-		if (pthread_create(&c->thread, &attr, core_main, c) != 0) {
+		if (rtaccel_thread_create(&c->thread, RTACCEL_THREAD_STACK, core_main, c) != 0) {
 			rc = -EAGAIN;
 			snprintf(err, len, "cannot start the thread of core %d", c->core);
 			goto fail_threads;
@@ -644,7 +640,6 @@ int regulator_start(const struct regulator_config *cfg, struct regulator **out, 
 			goto fail_threads;
 		}
 	}
-	pthread_attr_destroy(&attr);
 	/* Periods of all cores start together, once all are ready. */
 	reg->started_ns = rtaccel_monotonic_ns() + cfg->period_ns;
 	reg->status->started_ns = reg->started_ns;
@@ -653,7 +648,6 @@ int regulator_start(const struct regulator_config *cfg, struct regulator **out, 
 	*out = reg;
 	return 0;
 fail_threads:
-	pthread_attr_destroy(&attr);
 	regulator_stop(reg);
 	regulator_free(reg);
 	return rc;
