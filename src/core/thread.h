@@ -7,7 +7,7 @@
  * Threads on a stack of a chosen size. A thread's default stack is
  * RLIMIT_STACK, 8 MiB, and a process that locks its memory (the server,
  * the executors, the regulator) keeps all of it resident for each of its
- * threads: the server's workers used 20-24 KiB of theirs, on the cpu and
+ * threads: the server's workers used 17-24 KiB of theirs, on the cpu and
  * the opencl backend. A thread can mark its unused stack when it starts and
  * read, when it ends, how much of it it ever used. */
 #ifndef RTACCEL_CORE_THREAD_H
