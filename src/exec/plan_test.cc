@@ -1,6 +1,7 @@
 // The run plan of the Autoware reference system: queues, fusion depth, and how
 // chain start times travel.
 #include "exec/plan.h"
+#include "exec/shared.h"
 
 #include <gtest/gtest.h>
 
@@ -91,6 +92,23 @@ TEST_F(AutowarePlan, CallbacksKeepRegistrationOrderPerExecutor) {
   }
   EXPECT_EQ(total, workload_.callbacks.size());
   EXPECT_EQ(plan_.timers.size(), 7u);
+}
+
+TEST_F(AutowarePlan, RecordsThatWouldNotFitTheMachineAreRefusedBeforeAnyIsMapped) {
+  // A minute of the reference system: its samples, releases and trace events.
+  const Capacity minute = capacity_for(workload_, plan_, 60ull * 1000000000);
+  SharedRun fits;
+  ASSERT_TRUE(fits.create(plan_, minute));
+  // A chain of a billion instances a second would not fit any machine: the
+  // run is refused with what it would take, not left to the OOM killer.
+  Capacity huge = minute;
+  huge.samples_per_chain[0] = uint64_t{1} << 42;
+  SharedRun refused;
+  const Status st = refused.create(plan_, huge);
+  ASSERT_FALSE(st);
+  EXPECT_TRUE(st.invalid_input());
+  EXPECT_NE(st.message().find("MiB for its duration, more than half of the"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("shorten --duration"), std::string::npos) << st.message();
 }
 
 TEST(Plan, PoliciesByName) {
