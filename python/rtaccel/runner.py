@@ -402,8 +402,14 @@ def format_compare(summaries: list[dict]) -> str:
                                  f"({s['folder']}/summary.json, the chain's explained_by)")
                 lines += [f"#     {line}" for line in verdict]
     for label, s in zip(labels, summaries):
+        filled = (s.get("assumptions") or {}).get("trace_filled")
+        if filled:
+            lines.append(f"# {label}: the trace of {filled['of']} filled {filled['at_s']:.1f} s into the run "
+                         f"({filled['events']} events): the run checked callbacks, kernels and hops, and "
+                         "instances over their bound, up to then only")
         if s["policy"] == "paam":
             unexplained = sum(c.get("unexplained", 0) for c in s["chains"] if c["critical"])
+            unchecked = sum(c.get("unchecked", 0) for c in s["chains"] if c["critical"])
             if s.get("critical_bounds_held"):
                 lines.append(f"# {label}: every critical chain's maximum is within its bound")
             elif "assumptions" not in s:
@@ -413,6 +419,10 @@ def format_compare(summaries: list[dict]) -> str:
                              "assumptions broken in its time explain: the analysis does not hold for "
                              "this run; that is a bug in rtaccel's analysis, please report it with "
                              "this folder")
+            elif unchecked:
+                lines.append(f"# {label}: A CRITICAL CHAIN EXCEEDED ITS BOUND (marked '!'), each "
+                             "time it was checked with an assumption of the analysis broken; "
+                             f"{unchecked} instances over it came after the trace filled, unchecked")
             else:
                 lines.append(f"# {label}: A CRITICAL CHAIN EXCEEDED ITS BOUND (marked '!'), each "
                              "time with an assumption of the analysis broken (listed under it; "

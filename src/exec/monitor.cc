@@ -32,6 +32,12 @@ std::string ms(uint64_t ns) {
   return text;
 }
 
+std::string seconds_text(double s) {
+  char text[32];
+  snprintf(text, sizeof(text), "%.1f s", s);
+  return text;
+}
+
 // ms, or us below a millisecond: a timer's lateness is microseconds.
 std::string short_time(uint64_t ns) {
   if (ns >= 1000000) return ms(ns);
@@ -636,6 +642,27 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
       if (r.bounded) measured_bound[r.chain] = r.wcrt_ns;
   }
 
+  // An executor's (or bridge's) trace holds a set number of events: in a
+  // run long enough to fill one, what came after it is not in the tallies
+  // above, and an instance over its bound then cannot be checked. Checked:
+  // the instances that ended before the first trace to fill did.
+  uint64_t checked_until_ns = UINT64_MAX;
+  json trace_filled = nullptr;
+  for (size_t e = 0; e < w.executors.size() + plan.bridges.size(); ++e) {
+    const uint64_t capacity = shared.trace_capacity(e);
+    if (shared.executor(e)->trace_used.load() <= capacity) continue;
+    uint64_t last_ns = 0;
+    for (uint64_t i = 0; i < capacity; ++i) last_ns = std::max(last_ns, shared.trace(e)[i].end_ns);
+    if (last_ns >= checked_until_ns) continue;
+    checked_until_ns = last_ns;
+    const std::string who = e < w.executors.size() ? "executor '" + w.executors[e].name + "'"
+                                                   : "the bridge of link '" +
+                                                         w.links[plan.bridges[e - w.executors.size()].link].name + "'";
+    trace_filled = {{"of", who},
+                    {"events", capacity},
+                    {"at_s", static_cast<double>(last_ns - std::min(last_ns, in.t0_ns)) / 1e9}};
+  }
+
   // Each chain over its bound: what broke in the time of its instances over
   // it, on its executors' cores for CPU work and losses.
   uint64_t unexplained = 0;
@@ -652,10 +679,15 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
     const bool quantitative = mb != measured_bound.end();
     if (in.analyze) summary["measured_wcrt_us"] = quantitative ? json(us(mb->second)) : json(nullptr);
     uint64_t beyond = 0, beyond_max_ns = 0;  // instances over even the measured bound
+    uint64_t unchecked = 0;                  // instances over the bound after a trace filled
     const uint64_t n = std::min(shared.chain(c)->count.load(), shared.sample_capacity(c));
     for (uint64_t i = 0; i < n; ++i) {
       const Sample& x = shared.samples(c)[i];
       if (x.end_ns > in.stop_ns || x.end_ns - x.start_ns <= bound) continue;
+      if (x.end_ns > checked_until_ns) {
+        ++unchecked;
+        continue;
+      }
       ++over;
       bool broke = false, hop_late = false;
       // Its cores' time the analysis does not model: taken from its callbacks
@@ -718,6 +750,12 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
                                      : ", which covers every instance"));
     else if (in.analyze)
       explained_by.push_back("with the run's longest times in place of the declared ones the analysis finds no bound");
+    if (unchecked)
+      explained_by.push_back(count_of(unchecked, "instance") + " over the bound ended after the trace of " +
+                             trace_filled["of"].get<std::string>() + " filled (" +
+                             std::to_string(trace_filled["events"].get<uint64_t>()) + " events, " +
+                             seconds_text(trace_filled["at_s"].get<double>()) +
+                             " into the run): the run could not check " + (unchecked == 1 ? "it" : "them"));
     // What the machine did first (a few lines at most), then the overruns
     // by what they can have added to these instances, the most first: their
     // longest excess over the allowed time, in as many instances. A long
@@ -746,6 +784,7 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
     }
     summary["explained_by"] = std::move(explained_by);
     summary["unexplained"] = why.unexplained;
+    summary["unchecked"] = unchecked;
     unexplained += why.unexplained;
   }
 
@@ -844,6 +883,7 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
           {"accelerator_cores", std::move(device_json)},
           {"speed", std::move(speed)},
           {"broken", std::move(broken)},
+          {"trace_filled", std::move(trace_filled)},
           {"unexplained_violations", unexplained}};
 }
 

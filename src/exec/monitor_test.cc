@@ -165,11 +165,12 @@ class Monitor : public ::testing::Test {
     ev.resumed_after_ns = resumed;
     record(ev);
   }
-  // Into the trace of its callback's executor.
+  // Into the trace of its callback's executor, as long as it has room (an
+  // executor counts the events it could not keep).
   void record(const TraceEvent& ev) {
     const size_t e = workload_.callbacks[ev.callback].executor;
     const uint64_t i = shared_.executor(e)->trace_used.fetch_add(1);
-    shared_.trace(e)[i] = ev;
+    if (i < shared_.trace_capacity(e)) shared_.trace(e)[i] = ev;
   }
   // The summary's chains as the runner makes them, bound 10 ms each, over
   // it as many as the samples say; the monitor without the analysis.
@@ -230,6 +231,27 @@ TEST_F(Monitor, AnInstanceOverItsBoundIsExplainedByTheCallbackOverItsWcetInItsTi
   EXPECT_EQ(a["broken"][0], "callback b ran up to 4.5 ms of CPU against a WCET of 1.0 ms in 1 instance of 1");
   EXPECT_EQ(a["callbacks"][1]["over"], 1);
   EXPECT_DOUBLE_EQ(a["callbacks"][1]["max_us"].get<double>(), 4500.0);
+}
+
+TEST_F(Monitor, InstancesAfterAnExecutorsTraceFilledAreNotCheckedNorCalledTheAnalysisFault) {
+  cores_.record(0, {{}, {}});
+  cores_.record(200 * kMs, {{}, {}});
+  // The executor's 64 events fill by 50 ms; b overruns after that, unseen.
+  for (uint64_t k = 0; k < 64; ++k) callback(1, k * 500000, k * 500000 + 400000, 400000);
+  callback(1, 60 * kMs, 70 * kMs, 10 * kMs);
+  instance(0, 10 * kMs, 22 * kMs);  // over, checked: nothing broke in its time
+  instance(0, 60 * kMs, 72 * kMs);  // over, after the trace filled
+  json chains;
+  const json a = check(&chains);
+  EXPECT_EQ(chains[0]["unexplained"], 1) << chains[0].dump();
+  EXPECT_EQ(chains[0]["unchecked"], 1) << chains[0].dump();
+  EXPECT_EQ(a["unexplained_violations"], 1);
+  ASSERT_TRUE(a["trace_filled"].is_object()) << a.dump();
+  EXPECT_EQ(a["trace_filled"]["of"], "executor 'ex'");
+  EXPECT_EQ(a["trace_filled"]["events"], 64);
+  EXPECT_NEAR(a["trace_filled"]["at_s"].get<double>(), 0.0319, 1e-9);
+  EXPECT_EQ(chains[0]["explained_by"][0], "1 instance over the bound ended after the trace of executor 'ex' filled "
+                                          "(64 events, 0.0 s into the run): the run could not check it");
 }
 
 TEST_F(Monitor, AnOverrunReadsAsOneWhereItIsSmallerThanATenthOfAMillisecond) {

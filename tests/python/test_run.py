@@ -381,6 +381,17 @@ def test_instances_over_the_bound_are_counted_and_compare_names_them(tmp_path):
     assert f"#     {why}" in r.stdout, r.stdout
     assert "each time with an assumption of the analysis broken" in r.stdout, r.stdout
     assert "bug in rtaccel's analysis" not in r.stdout, r.stdout
+    # In a run long enough to fill an executor's trace, what came after it
+    # was not checked: said once for the run, and in the verdict.
+    summary["assumptions"]["trace_filled"] = {"of": "executor 'hi'", "events": 1000000, "at_s": 7980.25}
+    h["unchecked"] = 2
+    (tight / "summary.json").write_text(json.dumps(summary))
+    r = rtaccel("compare", str(tight))
+    assert "# paam: the trace of executor 'hi' filled 7980.2 s into the run (1000000 events): the run " \
+           "checked callbacks, kernels and hops, and instances over their bound, up to then only" in r.stdout, r.stdout
+    assert "each time it was checked with an assumption of the analysis broken; 2 instances over it came " \
+           "after the trace filled, unchecked" in r.stdout, r.stdout
+    summary["assumptions"]["trace_filled"], h["unchecked"] = None, 0
     # A long explanation: its first lines (the monitor ranks them), where
     # the rest are, and the verdict on the unexplained instances, always.
     many = [f"callback h{k} ran up to {12 - k}.0 ms of CPU against a WCET of 1.0 ms in 1 instance of 3"
