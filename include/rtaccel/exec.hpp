@@ -58,6 +58,10 @@ struct RunOptions {
   // Share of each WCET (CPU work and accelerator segments) that callbacks
   // actually run: the rest is the margin a WCET keeps over typical execution.
   double work_fraction = 0.9;
+  // Trace events each executor and bridge keeps (callbacks, kernels,
+  // transfers, gang waits): what the run's trace and monitor read. A run
+  // that makes more is checked up to where they filled.
+  uint64_t trace_events = 1000000;
   // Analysis and server: at least these overheads, whatever the workload
   // says (from `rtaccel calibrate`); 0 leaves the workload's values.
   uint64_t epsilon_floor_ns = 0;

@@ -167,7 +167,7 @@ def run(workload: str, policy: str, duration_s: float, out: str, socket: str | N
         work_fraction: float = 0.9, progress: bool = True, calibration: bool = True,
         gang: bool | None = None, best_effort: list[str] | tuple = (), flow_control: bool = True,
         fail_links: list[str] | tuple = (), isolation: bool | None = None,
-        walks: list[dict] | tuple = (), shim: str | None = None) -> int:
+        walks: list[dict] | tuple = (), shim: str | None = None, trace_events: int | None = None) -> int:
     """Runs rtaccel-exec; returns its exit status (0, or 130 when interrupted:
     the results up to then are written). Ctrl-C reaches rtaccel-exec too; it
     stops the executors and writes its results, which this waits for."""
@@ -176,6 +176,8 @@ def run(workload: str, policy: str, duration_s: float, out: str, socket: str | N
            "--duration", str(duration_s), "--out", out, "--work-fraction", str(work_fraction)]
     if socket:
         cmd += ["--socket", socket]
+    if trace_events:
+        cmd += ["--trace-events", str(trace_events)]
     cal = load_calibration() if calibration else None
     if calibration and not cal and progress and not _said_uncalibrated:
         # A bound with a smaller release jitter or overhead than the
@@ -406,7 +408,7 @@ def format_compare(summaries: list[dict]) -> str:
         if filled:
             lines.append(f"# {label}: the trace of {filled['of']} filled {filled['at_s']:.1f} s into the run "
                          f"({filled['events']} events): the run checked callbacks, kernels and hops, and "
-                         "instances over their bound, up to then only")
+                         "instances over their bound, up to then only (--trace-events keeps more)")
         if s["policy"] == "paam":
             unexplained = sum(c.get("unexplained", 0) for c in s["chains"] if c["critical"])
             unchecked = sum(c.get("unchecked", 0) for c in s["chains"] if c["critical"])

@@ -96,7 +96,7 @@ TEST_F(AutowarePlan, CallbacksKeepRegistrationOrderPerExecutor) {
 
 TEST_F(AutowarePlan, RecordsThatWouldNotFitTheMachineAreRefusedBeforeAnyIsMapped) {
   // A minute of the reference system: its samples, releases and trace events.
-  const Capacity minute = capacity_for(workload_, plan_, 60ull * 1000000000);
+  const Capacity minute = capacity_for(workload_, plan_, 60ull * 1000000000, 1000000);
   SharedRun fits;
   ASSERT_TRUE(fits.create(plan_, minute));
   // A chain of a billion instances a second would not fit any machine: the

@@ -1617,7 +1617,7 @@ Expected<RunEnd> Run::execute() {
   // A workload without accelerators has nothing for a server to serve.
   if ((options_.policy == Policy::kPaam || setup_.gateway) && socket_.empty() && !setup_.workload.accelerators.empty())
     if (Status st = start_private_server(); !st) return st;
-  if (Status st = shared_.create(setup_.plan, capacity_for(setup_.workload, setup_.plan, duration_ns_)); !st) return st;
+  if (Status st = shared_.create(setup_.plan, capacity_for(setup_.workload, setup_.plan, duration_ns_, options_.trace_events)); !st) return st;
   struct GangLockCleanup {
     rtaccel_gang_lock_t** lock;
     ~GangLockCleanup() { rtaccel_gang_lock_close(*lock); }

@@ -18,7 +18,6 @@ namespace rtaccel::exec {
 namespace {
 
 constexpr uint64_t kSlack = 8;                  // activations beyond duration / period
-constexpr uint64_t kMaxEventsPerExecutor = 1u << 20;
 
 size_t align_up(size_t n) { return (n + 63) & ~size_t{63}; }
 
@@ -37,7 +36,7 @@ uint64_t memory_available() {
 
 }  // namespace
 
-Capacity capacity_for(const workload::Workload& w, const Plan& plan, uint64_t duration_ns) {
+Capacity capacity_for(const workload::Workload& w, const Plan& plan, uint64_t duration_ns, uint64_t trace_events) {
   Capacity c;
   for (const auto& chain : w.chains) c.samples_per_chain.push_back(duration_ns / chain.period_ns + kSlack);
   uint64_t fastest = UINT64_MAX;
@@ -52,11 +51,11 @@ Capacity capacity_for(const workload::Workload& w, const Plan& plan, uint64_t du
   for (const auto& callbacks : plan.by_executor) {
     uint64_t events = 0;
     for (size_t cb : callbacks) events += (1 + w.callbacks[cb].segments.size()) * activations;
-    c.events_per_executor.push_back(std::min(events, kMaxEventsPerExecutor));
+    c.events_per_executor.push_back(std::min(events, trace_events));
   }
   // A bridge traces each message it delivers.
   for (const auto& bridge : plan.bridges)
-    c.events_per_executor.push_back(std::min(bridge.receives.size() * activations, kMaxEventsPerExecutor));
+    c.events_per_executor.push_back(std::min(bridge.receives.size() * activations, trace_events));
   return c;
 }
 

@@ -154,8 +154,10 @@ struct Capacity {
   std::vector<uint64_t> events_per_executor;  // executors, then bridges
 };
 
-// Capacities for a run of `duration_ns`: every activation the timers can make.
-Capacity capacity_for(const workload::Workload& w, const Plan& plan, uint64_t duration_ns);
+// Capacities for a run of `duration_ns`: every activation the timers can
+// make, and of trace events what they make, up to TRACE_EVENTS per executor
+// and bridge.
+Capacity capacity_for(const workload::Workload& w, const Plan& plan, uint64_t duration_ns, uint64_t trace_events);
 
 class SharedRun {
  public:

@@ -261,6 +261,38 @@ def test_an_executors_second_thread_runs_a_callback_while_the_first_waits(tmp_pa
     assert b_p50[2] < b_p50[1] / 1.5, b_p50
 
 
+FAST_TIMERS = """executors:
+  - {name: ex, core: 0, priority: 50}
+callbacks:
+  - {name: a, executor: ex, trigger: {timer_ms: 1}, cpu_us: 20}
+  - {name: b, executor: ex, trigger: {timer_ms: 1}, cpu_us: 20}
+chains:
+  - {name: a, priority: 9, path: [a]}
+  - {name: b, priority: 5, path: [b]}
+"""
+
+
+def test_a_run_that_fills_its_trace_says_how_far_it_was_checked(tmp_path):
+    out = tmp_path / "out"
+    # 2 000 callback events a second: a trace of 1 000 fills in half a second.
+    proc = rtaccel("run", workload(tmp_path, "fast", FAST_TIMERS), "--policy", "picas", "--duration", "2",
+                   "--out", str(out), "--trace-events", "1000", "--quiet", check=0)
+    summary = json.loads((out / "summary.json").read_text())
+    ex, = summary["executors"]
+    assert ex["trace_events"] == 1000 and ex["trace_events_lost"] > 2000, ex
+    filled = summary["assumptions"]["trace_filled"]
+    assert filled["of"] == "executor 'ex'" and filled["events"] == 1000, filled
+    assert 0.2 < filled["at_s"] < 1.0, filled
+    assert sum(c["count"] for c in summary["assumptions"]["callbacks"]) == 1000, summary["assumptions"]
+    assert f"# picas: the trace of executor 'ex' filled {filled['at_s']:.1f} s into the run (1000 events)" \
+        in proc.stdout, proc.stdout
+    # Without the option, the million a run keeps by default.
+    _, _ = run(workload(tmp_path, "fast", FAST_TIMERS), "picas", tmp_path / "default", duration=1)
+    default = json.loads((tmp_path / "default" / "summary.json").read_text())
+    assert default["assumptions"]["trace_filled"] is None
+    assert default["executors"][0]["trace_events_lost"] == 0
+
+
 def test_a_run_on_an_uncalibrated_machine_says_so(tmp_path):
     proc = rtaccel("run", workload(tmp_path, "two", TWO_TIMERS), "--duration", "0.5", "--out",
                    str(tmp_path / "out"), check=0)

@@ -31,6 +31,8 @@ const char kUsage[] =
     "  -s, --socket PATH        paam: use this running rtaccel-server instead of a private one\n"
     "      --server PATH        the rtaccel-server binary (default: beside this program)\n"
     "      --work-fraction F    share of each WCET that callbacks run, in (0, 1] (default 0.9)\n"
+    "      --trace-events N     trace events each executor and bridge keeps, 1000..1000000000\n"
+    "                           (default 1000000); the run is checked up to where they filled\n"
     "      --epsilon-floor-us US  at least this server overhead in the analysis (calibration)\n"
     "      --kappa-floor-us US    at least this preemption cost in the analysis (calibration)\n"
     "      --jitter-floor-us US   at least this timer release jitter in the analysis (calibration)\n"
@@ -116,11 +118,12 @@ int under_shim(const rtaccel::exec::RunOptions& o, char** argv) {
 
 int main(int argc, char** argv) {
   rtaccel::exec::RunOptions o;
-  enum { kServer = 256, kFraction, kEpsilon, kKappa, kJitter, kNoGang, kNoFlow, kFailLink, kIsolation, kNoIsolation, kWalk, kShim, kLinkKernel };
+  enum { kServer = 256, kFraction, kEpsilon, kKappa, kJitter, kNoGang, kNoFlow, kFailLink, kIsolation, kNoIsolation, kWalk, kShim, kLinkKernel, kTraceEvents };
   const option longopts[] = {
       {"policy", required_argument, nullptr, 'p'},     {"duration", required_argument, nullptr, 'd'},
       {"out", required_argument, nullptr, 'o'},        {"socket", required_argument, nullptr, 's'},
       {"server", required_argument, nullptr, kServer}, {"work-fraction", required_argument, nullptr, kFraction},
+      {"trace-events", required_argument, nullptr, kTraceEvents},
       {"epsilon-floor-us", required_argument, nullptr, kEpsilon},
       {"kappa-floor-us", required_argument, nullptr, kKappa},
       {"jitter-floor-us", required_argument, nullptr, kJitter},
@@ -153,6 +156,12 @@ int main(int argc, char** argv) {
       case kFraction:
         if (rtaccel_parse_double(optarg, 0.01, 1, &o.work_fraction)) return bad("--work-fraction (0.01..1)", optarg);
         break;
+      case kTraceEvents: {
+        long n = 0;
+        if (rtaccel_parse_long(optarg, 1000, 1000000000, &n)) return bad("--trace-events (1000..1000000000)", optarg);
+        o.trace_events = static_cast<uint64_t>(n);
+        break;
+      }
       case kEpsilon:
         if (rtaccel_parse_double(optarg, 0, 1e7, &v)) return bad("--epsilon-floor-us", optarg);
         o.epsilon_floor_ns = static_cast<uint64_t>(v * 1000);

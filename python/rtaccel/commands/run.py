@@ -55,7 +55,8 @@ def cmd_run(args) -> int:
                             work_fraction=args.work_fraction, progress=not args.quiet,
                             calibration=not args.no_calibration, gang=args.gang,
                             isolation=args.isolation, best_effort=args.best_effort, flow_control=not args.no_flow_control,
-                            fail_links=args.fail_link, shim=args.shim, walks=args.walk)
+                            fail_links=args.fail_link, shim=args.shim, walks=args.walk,
+                            trace_events=args.trace_events)
     except (runner.RunError, accel.AccelError) as err:
         return common.fail("rtaccel", err)
     if status in (0, 130) and (Path(args.out) / "summary.json").exists():
@@ -163,6 +164,8 @@ def _link_failure(text: str) -> str:
 
 _fraction = common.number(0.01, 1, "the work fraction must be in [0.01, 1]")
 
+_trace_events = common.whole_number(1000, 1_000_000_000, "trace events kept per executor must be 1000..1000000000")
+
 
 def register(sub) -> None:
     """Adds the family's commands to the parser's SUB."""
@@ -175,6 +178,9 @@ def register(sub) -> None:
     p.add_argument("--socket", help="paam: a running rtaccel-server's socket (default: start one)")
     p.add_argument("--work-fraction", type=_fraction, default=0.9,
                    help="share of each WCET that callbacks really run (0.9)")
+    p.add_argument("--trace-events", type=_trace_events, default=None, metavar="N",
+                   help="trace events each executor and bridge keeps (1000000): the trace and the "
+                        "run's checks cover the run up to where they filled")
     p.add_argument("--no-calibration", action="store_true",
                    help="ignore this machine's `rtaccel calibrate` overheads")
     common.gang_options(p, "run")
