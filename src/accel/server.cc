@@ -393,15 +393,13 @@ void ServerImpl::worker(Device& d, uint32_t bucket, std::latch* prepared) {
       idle(d, bucket, seen);
   }
   rtaccel_bwlock_holder_destroy(bw);
-  // What it used of its stack: a service (a plugin's) deeper than the stack
-  // would crash the server, and one close to it should have more.
+  // What it used of its stack, said once as it ends: a service (a
+  // plugin's, a device runtime's calls) deeper than the stack would crash
+  // the server, and one close to it should have more.
   size_t size = 0;
   const size_t used = rtaccel_stack_used(&size);
-  if (used > size / 2)
-    log("device %u bucket %u: a worker used %zu of its %zu KiB of stack; give the workers more (--worker-stack-kib)",
-        d.index, bucket, used >> 10, size >> 10);
-  else if (options_.verbose)
-    log("device %u bucket %u: a worker used %zu of its %zu KiB of stack", d.index, bucket, used >> 10, size >> 10);
+  log("device %u bucket %u: a worker used %zu of its %zu KiB of stack%s", d.index, bucket, used >> 10, size >> 10,
+      used > size / 2 ? "; give the workers more (--worker-stack-kib)" : "");
 }
 
 // Picks the request to run next in `bucket`: the highest request priority,

@@ -30,7 +30,7 @@ struct ServerOptions {
   uint32_t lowest_bucket_workers = 1;  // >1: best-effort requests run concurrently
   // Each worker's stack. Locked with the server's memory, all of it is
   // resident: the built-in services used 17-24 KiB of theirs. A plugin's
-  // service runs on it too; the server logs what a worker used when it ends.
+  // service runs on it too; each worker logs what it used as it ends.
   size_t worker_stack = size_t{1} << 20;
   // After a request a worker keeps polling this long for the next before it
   // sleeps (while no lower bucket has work): back-to-back requests then need

@@ -346,7 +346,7 @@ TEST(Server, BadArgumentsAreRefusedClearly) {
 // stack: 23 workers on the default 8 MiB stacks kept 184 MiB resident.
 TEST(Server, ItsWorkersStacksAreSizedNotTheDefaultAndSayWhatTheyUsed) {
   if (geteuid() != 0) SKIP_WITHOUT("root", "the server locks its memory (and so its stacks) only where allowed");
-  const std::vector<std::string> many = {"--levels", "8", "--lowest-workers", "16", "-v"};
+  const std::vector<std::string> many = {"--levels", "8", "--lowest-workers", "16"};
   auto with = [&](std::vector<std::string> extra) {
     extra.insert(extra.begin(), many.begin(), many.end());
     return cpu_args(extra);
