@@ -1,6 +1,5 @@
 #include "core/thread.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <string.h>
