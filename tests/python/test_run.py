@@ -280,8 +280,7 @@ def test_a_run_that_fills_its_trace_says_how_far_it_was_checked(tmp_path):
     assert f"# picas: the trace of executor 'ex' filled {filled['at_s']:.1f} s into the run (1000 events)" \
         in proc.stdout, proc.stdout
     # Without the option, the million a run keeps by default.
-    run(workload(tmp_path, "fast", FAST_TIMERS), "picas", tmp_path / "default", duration=1)
-    default = json.loads((tmp_path / "default" / "summary.json").read_text())
+    default, _ = run(workload(tmp_path, "fast", FAST_TIMERS), "picas", tmp_path / "default", duration=1)
     assert default["assumptions"]["trace_filled"] is None
     assert default["executors"][0]["trace_events_lost"] == 0
 
