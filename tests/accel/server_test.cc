@@ -81,14 +81,16 @@ std::string server_bin() {
 
 class ServerProcess {
  public:
-  // LOG: a file for its output; empty: the test's own.
-  explicit ServerProcess(std::vector<std::string> args, const std::string& log = "") {
+  // KEEP_LOG: its output goes to a file of its own (log()), not the test's.
+  explicit ServerProcess(std::vector<std::string> args, bool keep_log = false) {
     static int counter = 0;
-    socket_ = "/tmp/rtaccel-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++) + ".sock";
+    const std::string name = "/tmp/rtaccel-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
+    socket_ = name + ".sock";
+    if (keep_log) log_ = name + ".log";
     args.insert(args.begin(), {server_bin(), "--socket", socket_});
     core::SpawnOptions options;
     options.ready_handshake = true;
-    options.log_path = log;
+    options.log_path = log_;
     auto child = core::Child::spawn(args, options);
     if (child) child_ = child.take();
   }
@@ -97,6 +99,7 @@ class ServerProcess {
   ~ServerProcess() {
     stop();
     unlink(socket_.c_str());
+    if (!log_.empty()) unlink(log_.c_str());
   }
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;
@@ -110,6 +113,12 @@ class ServerProcess {
   }
   void kill_now() { child_.kill_now(); }
   const char* socket() const { return socket_.c_str(); }
+  // What it wrote so far, where it keeps a log.
+  std::string log() const {
+    std::ostringstream text;
+    text << std::ifstream(log_).rdbuf();
+    return text.str();
+  }
   pid_t pid() const { return child_.pid(); }
 
   size_t open_fds() const {
@@ -155,6 +164,7 @@ class ServerProcess {
 
  private:
   std::string socket_;
+  std::string log_;
   core::Child child_;
 };
 
@@ -352,16 +362,9 @@ TEST(Server, ItsWorkersStacksAreSizedNotTheDefaultAndSayWhatTheyUsed) {
     return cpu_args(extra);
   };
   long rss_default = 0, rss_8mib = 0;
-  char log[] = "/tmp/rtaccel-test-stacks-XXXXXX";
-  const int fd = mkstemp(log);
-  ASSERT_GE(fd, 0);
-  close(fd);
-  struct Unlink {
-    const char* path;
-    ~Unlink() { unlink(path); }
-  } remove_log{log};  // however the test ends
+  std::string log;
   {
-    ServerProcess server(with({}), log);
+    ServerProcess server(with({}), /*keep_log=*/true);
     ASSERT_TRUE(server.ready());
     Client client(server);  // one request, so that a worker ran a service
     rtaccel_registration* r = client.reg(busy_chain("stack", 90, kMs));
@@ -372,10 +375,11 @@ TEST(Server, ItsWorkersStacksAreSizedNotTheDefaultAndSayWhatTheyUsed) {
     ASSERT_EQ(rtaccel_call(r, s, sizeof(rtaccel_busy_request), 5 * kSecond, &len), 0);
     rss_default = server.rss_kb();
     ASSERT_EQ(server.stop(), 0);
+    log = server.log();
   }
   // Each worker says, as it ends, what it used of its stack: the built-in
   // services a few dozen KiB of 1024.
-  std::ifstream in(log);
+  std::istringstream in(log);
   size_t said = 0;
   for (std::string line; std::getline(in, line);) {
     unsigned used = 0, size = 0;
