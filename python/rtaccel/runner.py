@@ -299,6 +299,10 @@ def resources_line(summary: dict) -> tuple[str, bool] | None:
     # each process's own. (A summary written before it was sampled lacks it.)
     if all("private_kb" in p for p in sampled):
         line += f" ({own[0] / 1024:.0f} and {own[1] / 1024:.0f} MB not shared)"
+    # What the runner needed to write the results, after the last sample.
+    peak = next((p["peak_kb"] for p in sampled if p["process"] == "runner" and "peak_kb" in p), None)
+    if peak is not None:
+        line += f"; the runner peaked at {peak / 1024:.0f} MB resident writing the results"
     fds_grew = [p for p in sampled if p["descriptors"]["last"] > p["descriptors"]["first"]]
     if fds_grew:
         line += "; descriptors GREW in " + ", ".join(

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -534,16 +535,48 @@ json timer_summary(const Setup& s, const SharedRun& shared, size_t t) {
           {"start_delay_max_us", delay.empty() ? 0.0 : us(delay.back())}};
 }
 
+// A Perfetto trace written as it is made, an event a line: a long run's
+// timeline (750 MB of text for the Autoware system in 30 minutes) is never
+// whole in memory, where as one JSON document it took ten times its size
+// at the run's end.
+class TraceFile {
+ public:
+  Status open(const std::filesystem::path& path) {
+    path_ = path;
+    out_.open(path);
+    out_ << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [";
+    return out_ ? Status() : Status::error("cannot write " + path.string());
+  }
+  void add(const json& event) {
+    out_ << (first_ ? "\n" : ",\n") << event.dump();
+    first_ = false;
+    last_pid_ = std::max(last_pid_, event.value("pid", 0));
+  }
+  // The highest process number written so far.
+  int last_pid() const { return last_pid_; }
+  Status close() {
+    out_ << "\n]}\n";
+    out_.close();
+    return out_ ? Status() : Status::error("cannot write " + path_.string());
+  }
+
+ private:
+  std::filesystem::path path_;
+  std::ofstream out_;
+  bool first_ = true;
+  int last_pid_ = 0;
+};
+
 // Perfetto: one process per executor (a thread per executor thread), one per
 // accelerator (a thread per bucket, or per client thread under direct
 // invocation). Queueing is an async slice, so that waiting requests overlap.
-json trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& cores, const SpeedSampler& speed,
-                  const ResourceSampler& resources, const std::vector<Finding>& findings, uint64_t t0) {
-  json events = json::array();
-  auto meta = [&events](const char* what, int pid, int tid, const std::string& name) {
+void trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& cores, const SpeedSampler& speed,
+                  const ResourceSampler& resources, const std::vector<Finding>& findings, uint64_t t0,
+                  TraceFile* events) {
+  auto meta = [events](const char* what, int pid, int tid, const std::string& name) {
     json e = {{"ph", "M"}, {"name", what}, {"pid", pid}, {"args", {{"name", name}}}};
     if (tid >= 0) e["tid"] = tid;
-    events.push_back(std::move(e));
+    events->add(e);
   };
   const int accel_pid = static_cast<int>(s.workload.executors.size()) + 1;
   for (size_t e = 0; e < s.workload.executors.size(); ++e) {
@@ -592,11 +625,11 @@ json trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
                       {"pid", gang_pid}, {"tid", static_cast<int>(e) * 1000 + static_cast<int>(ev.thread)},
                       {"ts", ts(ev.begin_ns)}, {"dur", us(ev.end_ns - ev.begin_ns)}};
         if (ev.kind == static_cast<uint32_t>(TraceKind::kGangHold)) slice["args"] = {{"preemptions", ev.segment}};
-        events.push_back(std::move(slice));
+        events->add(slice);
         continue;
       }
       if (ev.kind == static_cast<uint32_t>(TraceKind::kCallback)) {
-        events.push_back({{"ph", "X"}, {"cat", "callback"}, {"name", cb.name}, {"pid", pid}, {"tid", ev.thread},
+        events->add({{"ph", "X"}, {"cat", "callback"}, {"name", cb.name}, {"pid", pid}, {"tid", ev.thread},
                           {"ts", ts(ev.begin_ns)}, {"dur", us(ev.end_ns - ev.begin_ns)},
                           {"args", {{"priority", s.plan.callbacks[ev.callback].priority},
                                     {"activation_delay_us", us(ev.begin_ns - ev.submit_ns)},
@@ -610,17 +643,17 @@ json trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
       const int dpid = accel_pid + static_cast<int>(seg.accelerator);
       const bool direct = ev.bucket < 0;
       const int dtid = direct ? 1000 + pid * 100 + static_cast<int>(ev.thread) : ev.bucket;
-      events.push_back({{"ph", "X"}, {"cat", "segment"}, {"name", name}, {"pid", pid}, {"tid", ev.thread},
+      events->add({{"ph", "X"}, {"cat", "segment"}, {"name", name}, {"pid", pid}, {"tid", ev.thread},
                         {"ts", ts(ev.submit_ns)}, {"dur", us(ev.end_ns - ev.submit_ns)},
                         {"args", {{"status", ev.status}, {"bucket", ev.bucket}}}});
       if (!direct && ev.begin_ns > ev.submit_ns) {
         ++flow;
-        events.push_back({{"ph", "b"}, {"cat", "queue"}, {"name", "queued " + name}, {"id", flow}, {"pid", dpid},
+        events->add({{"ph", "b"}, {"cat", "queue"}, {"name", "queued " + name}, {"id", flow}, {"pid", dpid},
                           {"tid", dtid}, {"ts", ts(ev.submit_ns)}});
-        events.push_back({{"ph", "e"}, {"cat", "queue"}, {"name", "queued " + name}, {"id", flow}, {"pid", dpid},
+        events->add({{"ph", "e"}, {"cat", "queue"}, {"name", "queued " + name}, {"id", flow}, {"pid", dpid},
                           {"tid", dtid}, {"ts", ts(ev.begin_ns)}});
       }
-      events.push_back({{"ph", "X"}, {"cat", "kernel"}, {"name", name}, {"pid", dpid}, {"tid", dtid},
+      events->add({{"ph", "X"}, {"cat", "kernel"}, {"name", name}, {"pid", dpid}, {"tid", dtid},
                         {"ts", ts(ev.begin_ns)}, {"dur", us(ev.end_ns - ev.begin_ns)},
                         {"args", {{"chain_priority", s.plan.callbacks[ev.callback].priority}}}});
       on_path(ev, ev.begin_ns, dpid, dtid);
@@ -647,15 +680,15 @@ json trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
       const HopPlan& hop = s.plan.hops[ev.segment];
       const int pid = link_pid + static_cast<int>(hop.link);
       const int tid = static_cast<int>(ev.segment);
-      events.push_back({{"ph", "X"}, {"cat", "transfer"}, {"name", hop.name}, {"pid", pid}, {"tid", tid},
+      events->add({{"ph", "X"}, {"cat", "transfer"}, {"name", hop.name}, {"pid", pid}, {"tid", tid},
                         {"ts", ts(ev.begin_ns)}, {"dur", us(ev.end_ns - ev.begin_ns)},
                         {"args", {{"bytes", hop.bytes}, {"priority", hop.priority}, {"stale", ev.status}}}});
       on_path(ev, ev.begin_ns, pid, tid);
       if (ev.begin_ns > ev.submit_ns) {
         ++flow;
-        events.push_back({{"ph", "b"}, {"cat", "outbox"}, {"name", "outbox " + hop.name}, {"id", flow},
+        events->add({{"ph", "b"}, {"cat", "outbox"}, {"name", "outbox " + hop.name}, {"id", flow},
                           {"pid", pid}, {"tid", tid}, {"ts", ts(ev.submit_ns)}});
-        events.push_back({{"ph", "e"}, {"cat", "outbox"}, {"name", "outbox " + hop.name}, {"id", flow},
+        events->add({{"ph", "e"}, {"cat", "outbox"}, {"name", "outbox " + hop.name}, {"id", flow},
                           {"pid", pid}, {"tid", tid}, {"ts", ts(ev.begin_ns)}});
       }
     }
@@ -673,7 +706,7 @@ json trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
       json e = {{"ph", i == 0 ? "s" : i + 1 == points.size() ? "f" : "t"}, {"cat", "chain"}, {"name", name},
                 {"id", flow_id}, {"pid", points[i].pid}, {"tid", points[i].tid}, {"ts", ts(points[i].at_ns)}};
       if (i + 1 == points.size()) e["bp"] = "e";
-      events.push_back(std::move(e));
+      events->add(e);
     }
   }
   // What the executors' cores and the cpu-backend accelerators' lost to
@@ -687,11 +720,11 @@ json trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
   meta("process_name", cores_pid, -1, "cores (time lost, /proc/stat; machine speed)");
   for (int core : watched_cores)
     for (const auto& [at, loss] : cores.intervals(core))
-      events.push_back({{"ph", "C"}, {"name", "core " + std::to_string(core) + " lost (us)"}, {"pid", cores_pid},
+      events->add({{"ph", "C"}, {"name", "core " + std::to_string(core) + " lost (us)"}, {"pid", cores_pid},
                         {"ts", ts(at)},
                         {"args", {{"irq", us(loss.irq_ns)}, {"softirq", us(loss.softirq_ns)}, {"steal", us(loss.steal_ns)}}}});
   for (const auto& [at, ratio] : speed.samples())
-    events.push_back({{"ph", "C"}, {"name", "machine speed (x calibrated)"}, {"pid", cores_pid}, {"ts", ts(at)},
+    events->add({{"ph", "C"}, {"name", "machine speed (x calibrated)"}, {"pid", cores_pid}, {"ts", ts(at)},
                       {"args", {{"speed", ratio}}}});
   // What the monitor found over what the analysis allowed: a process of its
   // own, an async track per kind and piece of work (they overlap: kernels of
@@ -723,9 +756,9 @@ json trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
         (f.kind == Finding::kInstance && !f.explained ? "over its bound, unexplained: chain " : mark.prefix) +
         f.what;
     ++finding_id;
-    events.push_back({{"ph", "b"}, {"cat", "monitor"}, {"name", name}, {"id", finding_id}, {"pid", monitor_pid},
+    events->add({{"ph", "b"}, {"cat", "monitor"}, {"name", name}, {"id", finding_id}, {"pid", monitor_pid},
                       {"ts", ts(f.begin_ns)}, {"args", std::move(args)}});
-    events.push_back({{"ph", "e"}, {"cat", "monitor"}, {"name", name}, {"id", finding_id}, {"pid", monitor_pid},
+    events->add({{"ph", "e"}, {"cat", "monitor"}, {"name", name}, {"id", finding_id}, {"pid", monitor_pid},
                       {"ts", ts(f.end_ns)}});
   }
   // The run's processes' resident memory and descriptors, a counter each.
@@ -733,7 +766,7 @@ json trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
   meta("process_name", resources_pid, -1, "the run's processes (resident memory, open descriptors)");
   for (const auto& p : resources.processes())
     for (const auto& [at, r] : p.samples)
-      events.push_back({{"ph", "C"}, {"name", p.name + " (pid " + std::to_string(p.pid) + ")"},
+      events->add({{"ph", "C"}, {"name", p.name + " (pid " + std::to_string(p.pid) + ")"},
                         {"pid", resources_pid}, {"ts", ts(at)},
                         {"args",
                          {{"rss_mb", static_cast<double>(r.rss_kb) / 1024.0},
@@ -743,22 +776,21 @@ json trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
   for (size_t d = 0; d < s.workload.accelerators.size(); ++d)
     for (int b = 0; b < s.workload.accelerators[d].priority_levels; ++b)
       meta("thread_name", accel_pid + static_cast<int>(d), b, "bucket " + std::to_string(b));
-  return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
 }
 
 // Another program's Perfetto trace (the regulator's, the interposer's) on
 // the run's timeline: its ts 0 is otherData.origin_us on CLOCK_MONOTONIC;
 // its processes are renumbered past the run's, and named process_name when
 // one is given. A trace that is missing or not one is left out.
-void merge_trace(const std::filesystem::path& path, uint64_t t0, json* trace, const std::string& process_name = {}) {
+void merge_trace(const std::filesystem::path& path, uint64_t t0, TraceFile* trace,
+                 const std::string& process_name = {}) {
   std::ifstream in(path);
   const json other = json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (!other.is_object() || !other.contains("traceEvents") || !other["traceEvents"].is_array()) return;
   const json origin = other.contains("otherData") ? other["otherData"].value("origin_us", json()) : json();
   if (!origin.is_number()) return;
   const double shift = origin.get<double>() - us(t0);
-  int next_pid = 0;
-  for (const auto& e : (*trace)["traceEvents"]) next_pid = std::max(next_pid, e.value("pid", 0));
+  const int next_pid = trace->last_pid();
   std::map<int, int> pids;  // theirs -> the run's
   for (json e : other["traceEvents"]) {
     if (!e.is_object()) continue;
@@ -767,7 +799,7 @@ void merge_trace(const std::filesystem::path& path, uint64_t t0, json* trace, co
     if (!process_name.empty() && e.value("ph", "") == "M" && e.value("name", "") == "process_name")
       e["args"] = {{"name", process_name}};
     if (e.contains("ts") && e["ts"].is_number()) e["ts"] = e["ts"].get<double>() + shift;
-    (*trace)["traceEvents"].push_back(std::move(e));
+    trace->add(e);
   }
 }
 
@@ -1581,12 +1613,24 @@ Status Run::write_results(uint64_t stopped_ns) {
   }
   if (!best_effort_.empty()) summary["best_effort"] = best_effort_summary();
   summary["resources"] = resources_.summary();
+  TraceFile trace;
+  Status written = trace.open(out / "trace.json");
+  if (written) {
+    trace_events(setup_, shared_, cores_, speed_, resources_, findings, t0_, &trace);
+    if (setup_.isolation) merge_trace(out / "regulator.trace.json", t0_, &trace);
+    for (const auto& [pid, name] : shim_processes_)
+      merge_trace(shim_file(pid, ".trace.json"), t0_, &trace, "shim: " + name + " (pid " + std::to_string(pid) + ")");
+    written = trace.close();
+  }
+  // The runner's most resident memory, its results written: what a run of
+  // this length needs beside the real-time work, which the samples during
+  // the run do not see.
+  rusage self{};
+  getrusage(RUSAGE_SELF, &self);
+  for (json& p : summary["resources"])
+    if (p["process"] == "runner") p["peak_kb"] = static_cast<uint64_t>(self.ru_maxrss);
   if (Status st = write_file(out / "summary.json", summary.dump(2) + "\n"); !st) return st;
-  json trace = trace_events(setup_, shared_, cores_, speed_, resources_, findings, t0_);
-  if (setup_.isolation) merge_trace(out / "regulator.trace.json", t0_, &trace);
-  for (const auto& [pid, name] : shim_processes_)
-    merge_trace(shim_file(pid, ".trace.json"), t0_, &trace, "shim: " + name + " (pid " + std::to_string(pid) + ")");
-  if (Status st = write_file(out / "trace.json", trace.dump() + "\n"); !st) return st;
+  if (!written) return written;
   if (!csv) return Status::error("cannot write " + (out / "latency.csv").string());
   return Status();
 }

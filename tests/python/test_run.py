@@ -285,6 +285,33 @@ def test_a_run_that_fills_its_trace_says_how_far_it_was_checked(tmp_path):
     assert default["executors"][0]["trace_events_lost"] == 0
 
 
+# Six timers every millisecond, 20 us of work each: 6 000 trace events a second.
+SIX_FAST_TIMERS = "executors:\n  - {name: ex, core: 0, priority: 50}\ncallbacks:\n" + "".join(
+    f"  - {{name: t{i}, executor: ex, trigger: {{timer_ms: 1}}, cpu_us: 20}}\n" for i in range(6)) + \
+    "chains:\n" + "".join(f"  - {{name: t{i}, priority: {i + 1}, path: [t{i}]}}\n" for i in range(6))
+
+
+def test_the_runner_writes_a_long_runs_trace_without_holding_it(tmp_path):
+    path = workload(tmp_path, "six", SIX_FAST_TIMERS)
+    ended = {}
+    for duration in (1, 8):
+        out = tmp_path / f"s{duration}"
+        summary, _ = run(path, "picas", out, duration=duration)
+        doc = json.loads((out / "trace.json").read_text())
+        assert trace_format.check(doc) == []
+        callbacks = sum(e.get("cat") == "callback" for e in doc["traceEvents"])
+        assert callbacks == summary["executors"][0]["trace_events"] > 5000 * duration, callbacks
+        runner = next(p for p in summary["resources"] if p["process"] == "runner")
+        # What writing the results took beyond the run's own samples.
+        ended[duration] = (runner["peak_kb"] - runner["rss_kb"]["max"], (out / "trace.json").stat().st_size >> 10)
+    # Seven seconds more of trace (about 8 MB of it) took the runner less
+    # than half of that more at the end: it writes the trace as it makes it.
+    # Made whole in memory as one JSON document, the trace took about seven
+    # times its size.
+    more_kb, more_trace_kb = ended[8][0] - ended[1][0], ended[8][1] - ended[1][1]
+    assert more_kb < more_trace_kb / 2, ended
+
+
 def test_a_run_on_an_uncalibrated_machine_says_so(tmp_path):
     proc = rtaccel("run", workload(tmp_path, "two", TWO_TIMERS), "--duration", "0.5", "--out",
                    str(tmp_path / "out"), check=0)
@@ -437,6 +464,10 @@ def test_instances_over_the_bound_are_counted_and_compare_names_them(tmp_path):
     assert f"# paam: its 4 processes held {fds} open descriptors at the start and {fds} at the end, " \
         in rtaccel("compare", str(tight)).stdout
     assert "open descriptors" not in rtaccel("compare", str(out), str(tight)).stdout
+    runner = next(p for p in summary["resources"] if p["process"] == "runner")
+    assert runner["peak_kb"] >= runner["rss_kb"]["max"], runner
+    assert f"; the runner peaked at {runner['peak_kb'] / 1024:.0f} MB resident writing the results" \
+        in rtaccel("compare", str(tight)).stdout
     summary["resources"][2]["descriptors"]["last"] += 3
     (tight / "summary.json").write_text(json.dumps(summary))
     first = summary["resources"][2]["descriptors"]["first"]
