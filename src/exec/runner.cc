@@ -781,26 +781,43 @@ void trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
 // Another program's Perfetto trace (the regulator's, the interposer's) on
 // the run's timeline: its ts 0 is otherData.origin_us on CLOCK_MONOTONIC;
 // its processes are renumbered past the run's, and named process_name when
-// one is given. A trace that is missing or not one is left out.
+// one is given. Read an event at a time, each written on and dropped, as
+// the run's own: otherData comes first in the traces rtaccel's programs
+// write. Events before otherData, or in a trace that is missing or not one,
+// are left out; of a trace cut short, the events before the cut are kept.
 void merge_trace(const std::filesystem::path& path, uint64_t t0, TraceFile* trace,
                  const std::string& process_name = {}) {
   std::ifstream in(path);
-  const json other = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!other.is_object() || !other.contains("traceEvents") || !other["traceEvents"].is_array()) return;
-  const json origin = other.contains("otherData") ? other["otherData"].value("origin_us", json()) : json();
-  if (!origin.is_number()) return;
-  const double shift = origin.get<double>() - us(t0);
+  if (!in) return;
   const int next_pid = trace->last_pid();
   std::map<int, int> pids;  // theirs -> the run's
-  for (json e : other["traceEvents"]) {
-    if (!e.is_object()) continue;
-    const int pid = e.value("pid", 0);
-    e["pid"] = pids.emplace(pid, next_pid + 1 + static_cast<int>(pids.size())).first->second;
-    if (!process_name.empty() && e.value("ph", "") == "M" && e.value("name", "") == "process_name")
-      e["args"] = {{"name", process_name}};
-    if (e.contains("ts") && e["ts"].is_number()) e["ts"] = e["ts"].get<double>() + shift;
-    trace->add(e);
-  }
+  std::string section;      // the top-level key being parsed
+  double shift = 0;
+  bool placed = false;      // shift known: otherData.origin_us seen
+  json::parser_callback_t each = [&](int depth, json::parse_event_t what, json& parsed) {
+    if (depth == 1 && what == json::parse_event_t::key) section = parsed.get<std::string>();
+    if (depth == 1 && what == json::parse_event_t::object_end && section == "otherData") {
+      const json origin = parsed.value("origin_us", json());
+      if (origin.is_number()) {
+        shift = origin.get<double>() - us(t0);
+        placed = true;
+      }
+    }
+    if (depth != 2 || section != "traceEvents") return true;
+    if (what == json::parse_event_t::object_end && placed) {
+      json& e = parsed;
+      const int pid = e.value("pid", 0);
+      e["pid"] = pids.emplace(pid, next_pid + 1 + static_cast<int>(pids.size())).first->second;
+      if (!process_name.empty() && e.value("ph", "") == "M" && e.value("name", "") == "process_name")
+        e["args"] = {{"name", process_name}};
+      if (e.contains("ts") && e["ts"].is_number()) e["ts"] = e["ts"].get<double>() + shift;
+      trace->add(e);
+    }
+    // Every element of traceEvents is dropped once seen.
+    return what == json::parse_event_t::object_start;
+  };
+  // What is left of it: its otherData and an empty traceEvents.
+  [[maybe_unused]] const json rest = json::parse(in, each, /*allow_exceptions=*/false);
 }
 
 Status write_file(const std::filesystem::path& path, const std::string& text) {
