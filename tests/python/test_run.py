@@ -310,6 +310,15 @@ def test_the_runner_writes_a_long_runs_trace_without_holding_it(tmp_path):
     # times its size.
     more_kb, more_trace_kb = ended[8][0] - ended[1][0], ended[8][1] - ended[1][1]
     assert more_kb < more_trace_kb / 2, ended
+    # A second of it, as a user cuts a trace too large for a browser: the
+    # callbacks that overlap it, on a timeline of its own.
+    proc = rtaccel("cut", str(out), "--from", "2", "--to", "3", check=0)
+    assert f"{out}/trace-2-3s.json (open in ui.perfetto.dev)" in proc.stdout, proc.stdout
+    part = json.loads((out / "trace-2-3s.json").read_text())
+    assert trace_format.check(part) == []
+    overlapping = sum(e.get("cat") == "callback" and e["ts"] <= 3e6 and e["ts"] + e["dur"] >= 2e6
+                      for e in doc["traceEvents"])
+    assert sum(e.get("cat") == "callback" for e in part["traceEvents"]) == overlapping > 5000, overlapping
 
 
 def test_a_run_on_an_uncalibrated_machine_says_so(tmp_path):

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from rtaccel import accel, locks, realtime, runner
+from rtaccel import accel, locks, realtime, runner, timeline
 from rtaccel.commands import common
 from rtaccel.errors import EXIT_BAD_INPUT, EXIT_CANNOT_RUN_HERE, EXIT_FAILS, EXIT_OK, EXIT_RUNTIME
 
@@ -63,6 +63,8 @@ def cmd_run(args) -> int:
         print(runner.format_compare([runner.load_summary(args.out)]))
         print(f"# results: {args.out}/summary.json, {args.out}/trace.json (open in ui.perfetto.dev), "
               f"{args.out}/latency.csv")
+        if hint := large_trace_hint(args.out):
+            print(hint)
         if args.shim:
             print(f"# the interposer's reports: {args.out}/shim/ (rtaccel lockstat {args.out}/shim)")
     return status
@@ -162,6 +164,66 @@ def _link_failure(text: str) -> str:
     return text
 
 
+# The Perfetto UI in a browser holds about 2 GB at runtime, a few times a
+# trace's size: above this, a run says how to cut its trace.
+BROWSER_TRACE_MB = 256
+
+
+def large_trace_hint(out: str) -> str | None:
+    """What to do with a run's trace.json too large for a browser; None
+    where it is not."""
+    trace = Path(out) / "trace.json"
+    mb = trace.stat().st_size / 2**20 if trace.exists() else 0
+    if mb <= BROWSER_TRACE_MB:
+        return None
+    return (f"# trace.json is {mb:.0f} MB, more than a browser opens whole: "
+            f"`rtaccel cut {out} --from S --to S` (or --over-bound) writes a part of it")
+
+
+def cmd_cut(args) -> int:
+    folder = Path(args.run)
+    source = folder / "trace.json" if folder.is_dir() else folder
+    if not source.exists():
+        print(f"rtaccel cut: no {source}: give a result folder of `rtaccel run` or its trace.json",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.over_bound is None and args.start is None and args.end is None:
+        print("rtaccel cut: say which part: --from S, --to S, or --over-bound", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    start, end = args.start or 0.0, args.end if args.end is not None else float("inf")
+    if end <= start:
+        print(f"rtaccel cut: --to ({end:g} s) must come after --from ({start:g} s)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        if args.over_bound is not None:
+            windows = timeline.over_bound(source, args.over_bound * 1000.0)
+            if not windows:
+                print(f"# no chain instance over its bound in {source}: no part to cut")
+                return EXIT_OK
+            out = args.output or source.with_name("trace-over-bound.json")
+            what = f"{len(windows)} windows around the instances over their bounds (±{args.over_bound:g} ms)"
+        else:
+            windows = [(start * 1e6, end * 1e6)]
+            out = args.output or source.with_name(f"trace-{start:g}-{end:g}s.json")
+            what = f"{start:g} s to {end:g} s" if end != float("inf") else f"{start:g} s to the end"
+        count = timeline.write(Path(out), timeline.cut(timeline.events(source), windows))
+    except timeline.Error as err:
+        return common.fail("rtaccel cut", err)
+    print(f"# {count} events of {what}: {out} (open in ui.perfetto.dev)")
+    return EXIT_OK
+
+
+def _at(text: str) -> float:
+    """Seconds from the run's start, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not 0 <= value <= 86400:
+        raise argparse.ArgumentTypeError("seconds into the run must be in [0, 86400]")
+    return value
+
+
 _fraction = common.number(0.01, 1, "the work fraction must be in [0.01, 1]")
 
 _trace_events = common.whole_number(1000, 1_000_000_000, "trace events kept per executor must be 1000..1000000000")
@@ -214,6 +276,18 @@ def register(sub) -> None:
     p.add_argument("folders", nargs="+", help="result folders")
     p.add_argument("--out", help="folder for the plots (default: report/ beside the first folder)")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("cut", help="a part of a run's trace.json, small enough to open in a browser")
+    p.add_argument("run", help="a result folder of `rtaccel run` (or its trace.json)")
+    p.add_argument("--from", dest="start", type=_at, metavar="S", help="seconds into the run (0)")
+    p.add_argument("--to", dest="end", type=_at, metavar="S", help="seconds into the run (its end)")
+    p.add_argument("--over-bound", nargs="?", const=50.0, default=None, metavar="MS",
+                   type=common.number(0, 60000, "the margin must be in [0, 60000] ms"),
+                   help="instead: the chain instances the monitor found over their bounds, each "
+                        "with MS before and after it (50)")
+    p.add_argument("-o", "--output", help="the part's file (default: beside the trace, "
+                                          "trace-FROM-TOs.json or trace-over-bound.json)")
+    p.set_defaults(func=cmd_cut)
 
     p = sub.add_parser("calibrate",
                        help="measure this machine's server overhead and preemption cost")

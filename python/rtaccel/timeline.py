@@ -1,0 +1,144 @@
+"""A part of a run's timeline (OUT/trace.json), small enough for a browser.
+
+Half an hour of the Autoware system writes a 750 MB trace; the Perfetto UI
+in a browser holds about 2 GB at runtime, a few times a trace's size, and
+fails on it. `rtaccel cut` writes the events of a time window, or of the
+windows around what the monitor found, as a trace of their own.
+
+trace.json has one event a line (as rtaccel run writes it), so that a cut
+reads it an event at a time. A trace written whole on one line (by an
+earlier runner) is read whole.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Iterable, Iterator
+
+from rtaccel.errors import Error
+
+# The runner's trace holds these phases: metadata (M), complete slices (X),
+# counters (C), async slices (b ... e, one id each) and flows (s, t ... f,
+# one id each). Other programs' traces merged into it may hold instants (i).
+PAIRED = {"b": "e"}
+FLOW = {"s", "t", "f"}
+
+
+def events(path: pathlib.Path) -> Iterator[dict]:
+    """The trace's events in the file's order; Error (bad input) naming the
+    line where the file is not a trace."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                text = line.strip().rstrip(",")
+                try:
+                    if number == 1 and text.endswith("}"):  # a whole document on one line
+                        document = json.loads(text)
+                        if not isinstance(document, dict) or not isinstance(document.get("traceEvents"), list):
+                            raise ValueError("no traceEvents")
+                        yield from (e for e in document["traceEvents"] if isinstance(e, dict))
+                    elif number == 1:  # the document's head, up to its traceEvents
+                        if not text.startswith("{"):
+                            raise ValueError("not a JSON trace")
+                    elif text not in ("", "]", "]}"):  # anything but its end: an event
+                        event = json.loads(text)
+                        if not isinstance(event, dict) or not isinstance(event.get("ts", 0), (int, float)):
+                            raise ValueError("not an object with a numeric ts")
+                        yield event
+                except ValueError as err:  # json.JSONDecodeError too
+                    raise Error(f"{path}:{number}: not a trace event: {err}", bad_input=True) from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise Error(f"cannot read {path}: {err}", bad_input=True) from None
+
+
+def over_bound(path: pathlib.Path, pad_us: float) -> list[tuple[float, float]]:
+    """The windows (us from the run's start) of the chain instances the
+    monitor marked over their bounds, each widened by PAD_US on both sides,
+    overlapping ones merged. (Its other marks, each overrun of a declared
+    time, can fill a run on a noisy machine.)"""
+    opened, spans = {}, []
+    for e in events(path):
+        if e.get("cat") != "monitor" or not str(e.get("name", "")).startswith("over its bound"):
+            continue
+        if e["ph"] == "b":
+            opened[e["id"]] = e["ts"]
+        elif e["ph"] == "e" and e["id"] in opened:
+            spans.append((opened.pop(e["id"]) - pad_us, e["ts"] + pad_us))
+    merged: list[tuple[float, float]] = []
+    for begin, end in sorted(spans):
+        if merged and begin <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((begin, end))
+    return merged
+
+
+def _within(windows: list[tuple[float, float]], begin: float, end: float) -> bool:
+    """Whether [begin, end] overlaps one of the (sorted, disjoint) windows."""
+    lo, hi = 0, len(windows)
+    while lo < hi:  # the first window that ends at or after begin
+        mid = (lo + hi) // 2
+        if windows[mid][1] < begin:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo < len(windows) and windows[lo][0] <= end
+
+
+def cut(source: Iterable[dict], windows: list[tuple[float, float]]) -> Iterator[dict]:
+    """The events of SOURCE in the windows (us, sorted, disjoint): every
+    metadata event; a slice that overlaps one; an async slice whose begin
+    and end do; a flow whose every step lies in one (a flow cut in two
+    would point at slices left out); a counter sample in one, and each
+    counter's last sample before the first window, so that it starts at
+    its value."""
+    start = windows[0][0] if windows else 0.0
+    before: dict[tuple, dict] = {}           # counter -> its last sample before the windows
+    waiting: dict[tuple, dict] = {}          # an async slice's begin, until its end
+    flows: dict[tuple, list[dict]] = {}      # a flow's steps, until its last
+    for e in source:
+        ph = e.get("ph")
+        ts = e.get("ts", 0.0)
+        if ph == "M":
+            yield e
+        elif ph == "X":
+            if _within(windows, ts, ts + e.get("dur", 0.0)):
+                yield e
+        elif ph == "C":
+            if _within(windows, ts, ts):
+                yield e
+            elif ts < start:
+                before[(e.get("pid"), e.get("name"))] = e
+        elif ph in PAIRED or ph == "e":
+            key = (e.get("cat"), e.get("id"), e.get("pid"))
+            if ph in PAIRED:
+                waiting[key] = e
+            elif key in waiting:
+                begun = waiting.pop(key)
+                if _within(windows, begun.get("ts", 0.0), ts):
+                    yield begun
+                    yield e
+        elif ph in FLOW:
+            key = (e.get("cat"), e.get("id"))
+            steps = flows.setdefault(key, [])
+            steps.append(e)
+            if ph == "f":
+                del flows[key]
+                if all(_within(windows, s.get("ts", 0.0), s.get("ts", 0.0)) for s in steps):
+                    yield from steps
+        elif _within(windows, ts, ts):
+            yield e
+    yield from before.values()
+
+
+def write(path: pathlib.Path, chosen: Iterable[dict]) -> int:
+    """Writes CHOSEN as a trace, an event a line; returns how many."""
+    count = 0
+    with open(path, "w", encoding="utf-8") as out:
+        out.write('{"displayTimeUnit": "ms", "traceEvents": [')
+        for e in chosen:
+            out.write(("\n" if count == 0 else ",\n") + json.dumps(e, separators=(",", ":")))
+            count += 1
+        out.write("\n]}\n")
+    return count
