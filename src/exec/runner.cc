@@ -38,6 +38,7 @@
 #include "exec/segments.h"
 #include "core/daemon.h"
 #include "exec/shared.h"
+#include "exec/timeline.h"
 #include "core/futex.h"
 #include "core/percentile.h"
 #include "core/realtime.h"
@@ -536,38 +537,6 @@ json timer_summary(const Setup& s, const SharedRun& shared, size_t t) {
           {"start_delay_max_us", delay.empty() ? 0.0 : us(delay.back())}};
 }
 
-// A Perfetto trace written as it is made, an event a line: a long run's
-// timeline (750 MB of text for the Autoware system in 30 minutes) is never
-// whole in memory, where as one JSON document it took ten times its size
-// at the run's end.
-class TraceFile {
- public:
-  Status open(const std::filesystem::path& path) {
-    path_ = path;
-    out_.open(path);
-    out_ << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [";
-    return out_ ? Status() : Status::error("cannot write " + path.string());
-  }
-  void add(const json& event) {
-    out_ << (first_ ? "\n" : ",\n") << event.dump();
-    first_ = false;
-    last_pid_ = std::max(last_pid_, event.value("pid", 0));
-  }
-  // The highest process number written so far.
-  int last_pid() const { return last_pid_; }
-  Status close() {
-    out_ << "\n]}\n";
-    out_.close();
-    return out_ ? Status() : Status::error("cannot write " + path_.string());
-  }
-
- private:
-  std::filesystem::path path_;
-  std::ofstream out_;
-  bool first_ = true;
-  int last_pid_ = 0;
-};
-
 // Perfetto: one process per executor (a thread per executor thread), one per
 // accelerator (a thread per bucket, or per client thread under direct
 // invocation). Queueing is an async slice, so that waiting requests overlap.
@@ -604,9 +573,9 @@ void trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
   uint64_t flow = 0;
   auto ts = [t0](uint64_t ns) { return ns >= t0 ? us(ns - t0) : -us(t0 - ns); };
   // Each chain instance's slices (callbacks, kernels, transfers), for the
-  // flow arrows from its start to its end: (chain, start stamp) -> slices.
-  // One flat array, sorted into instances at the end: 32 bytes a slice,
-  // where a map of vectors took some 200 an instance.
+  // flow arrows from its start to its end: one array, sorted by chain and
+  // start stamp at the end (32 bytes a slice, where a map of vectors took
+  // some 200 an instance).
   struct FlowPoint {
     uint64_t instance_ns;
     uint64_t at_ns;
@@ -616,8 +585,7 @@ void trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
   static_assert(sizeof(FlowPoint) == 32);
   std::vector<FlowPoint> instances;
   auto on_path = [&instances](const TraceEvent& ev, uint64_t at_ns, int pid, int tid) {
-    if (ev.instance_ns)
-      instances.push_back({ev.instance_ns, at_ns, ev.chain, pid, tid});
+    if (ev.instance_ns) instances.push_back({ev.instance_ns, at_ns, ev.chain, pid, tid});
   };
   for (size_t e = 0; e < s.workload.executors.size(); ++e) {
     const uint64_t n = std::min(shared.executor(e)->trace_used.load(), shared.trace_capacity(e));
@@ -637,11 +605,11 @@ void trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
       }
       if (ev.kind == static_cast<uint32_t>(TraceKind::kCallback)) {
         events->add({{"ph", "X"}, {"cat", "callback"}, {"name", cb.name}, {"pid", pid}, {"tid", ev.thread},
-                          {"ts", ts(ev.begin_ns)}, {"dur", us(ev.end_ns - ev.begin_ns)},
-                          {"args", {{"priority", s.plan.callbacks[ev.callback].priority},
-                                    {"activation_delay_us", us(ev.begin_ns - ev.submit_ns)},
-                                    {"cpu_us", us(ev.cpu_ns)},
-                                    {"wcet_us", us(cb.cpu_ns)}}}});
+                     {"ts", ts(ev.begin_ns)}, {"dur", us(ev.end_ns - ev.begin_ns)},
+                     {"args", {{"priority", s.plan.callbacks[ev.callback].priority},
+                               {"activation_delay_us", us(ev.begin_ns - ev.submit_ns)},
+                               {"cpu_us", us(ev.cpu_ns)},
+                               {"wcet_us", us(cb.cpu_ns)}}}});
         on_path(ev, ev.begin_ns, pid, static_cast<int>(ev.thread));
         continue;
       }
@@ -651,18 +619,18 @@ void trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
       const bool direct = ev.bucket < 0;
       const int dtid = direct ? 1000 + pid * 100 + static_cast<int>(ev.thread) : ev.bucket;
       events->add({{"ph", "X"}, {"cat", "segment"}, {"name", name}, {"pid", pid}, {"tid", ev.thread},
-                        {"ts", ts(ev.submit_ns)}, {"dur", us(ev.end_ns - ev.submit_ns)},
-                        {"args", {{"status", ev.status}, {"bucket", ev.bucket}}}});
+                   {"ts", ts(ev.submit_ns)}, {"dur", us(ev.end_ns - ev.submit_ns)},
+                   {"args", {{"status", ev.status}, {"bucket", ev.bucket}}}});
       if (!direct && ev.begin_ns > ev.submit_ns) {
         ++flow;
         events->add({{"ph", "b"}, {"cat", "queue"}, {"name", "queued " + name}, {"id", flow}, {"pid", dpid},
-                          {"tid", dtid}, {"ts", ts(ev.submit_ns)}});
+                     {"tid", dtid}, {"ts", ts(ev.submit_ns)}});
         events->add({{"ph", "e"}, {"cat", "queue"}, {"name", "queued " + name}, {"id", flow}, {"pid", dpid},
-                          {"tid", dtid}, {"ts", ts(ev.begin_ns)}});
+                     {"tid", dtid}, {"ts", ts(ev.begin_ns)}});
       }
       events->add({{"ph", "X"}, {"cat", "kernel"}, {"name", name}, {"pid", dpid}, {"tid", dtid},
-                        {"ts", ts(ev.begin_ns)}, {"dur", us(ev.end_ns - ev.begin_ns)},
-                        {"args", {{"chain_priority", s.plan.callbacks[ev.callback].priority}}}});
+                   {"ts", ts(ev.begin_ns)}, {"dur", us(ev.end_ns - ev.begin_ns)},
+                   {"args", {{"chain_priority", s.plan.callbacks[ev.callback].priority}}}});
       on_path(ev, ev.begin_ns, dpid, dtid);
     }
   }
@@ -688,15 +656,15 @@ void trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
       const int pid = link_pid + static_cast<int>(hop.link);
       const int tid = static_cast<int>(ev.segment);
       events->add({{"ph", "X"}, {"cat", "transfer"}, {"name", hop.name}, {"pid", pid}, {"tid", tid},
-                        {"ts", ts(ev.begin_ns)}, {"dur", us(ev.end_ns - ev.begin_ns)},
-                        {"args", {{"bytes", hop.bytes}, {"priority", hop.priority}, {"stale", ev.status}}}});
+                   {"ts", ts(ev.begin_ns)}, {"dur", us(ev.end_ns - ev.begin_ns)},
+                   {"args", {{"bytes", hop.bytes}, {"priority", hop.priority}, {"stale", ev.status}}}});
       on_path(ev, ev.begin_ns, pid, tid);
       if (ev.begin_ns > ev.submit_ns) {
         ++flow;
         events->add({{"ph", "b"}, {"cat", "outbox"}, {"name", "outbox " + hop.name}, {"id", flow},
-                          {"pid", pid}, {"tid", tid}, {"ts", ts(ev.submit_ns)}});
+                     {"pid", pid}, {"tid", tid}, {"ts", ts(ev.submit_ns)}});
         events->add({{"ph", "e"}, {"cat", "outbox"}, {"name", "outbox " + hop.name}, {"id", flow},
-                          {"pid", pid}, {"tid", tid}, {"ts", ts(ev.begin_ns)}});
+                     {"pid", pid}, {"tid", tid}, {"ts", ts(ev.begin_ns)}});
       }
     }
   }
@@ -734,11 +702,11 @@ void trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
   for (int core : watched_cores)
     for (const auto& [at, loss] : cores.intervals(core))
       events->add({{"ph", "C"}, {"name", "core " + std::to_string(core) + " lost (us)"}, {"pid", cores_pid},
-                        {"ts", ts(at)},
-                        {"args", {{"irq", us(loss.irq_ns)}, {"softirq", us(loss.softirq_ns)}, {"steal", us(loss.steal_ns)}}}});
+                   {"ts", ts(at)},
+                   {"args", {{"irq", us(loss.irq_ns)}, {"softirq", us(loss.softirq_ns)}, {"steal", us(loss.steal_ns)}}}});
   for (const auto& [at, ratio] : speed.samples())
     events->add({{"ph", "C"}, {"name", "machine speed (x calibrated)"}, {"pid", cores_pid}, {"ts", ts(at)},
-                      {"args", {{"speed", ratio}}}});
+                 {"args", {{"speed", ratio}}}});
   // What the monitor found over what the analysis allowed: a process of its
   // own, an async track per kind and piece of work (they overlap: kernels of
   // two buckets, instances of a pipelined chain), each over its time.
@@ -770,9 +738,9 @@ void trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
         f.what;
     ++finding_id;
     events->add({{"ph", "b"}, {"cat", "monitor"}, {"name", name}, {"id", finding_id}, {"pid", monitor_pid},
-                      {"ts", ts(f.begin_ns)}, {"args", std::move(args)}});
+                 {"ts", ts(f.begin_ns)}, {"args", std::move(args)}});
     events->add({{"ph", "e"}, {"cat", "monitor"}, {"name", name}, {"id", finding_id}, {"pid", monitor_pid},
-                      {"ts", ts(f.end_ns)}});
+                 {"ts", ts(f.end_ns)}});
   }
   // The run's processes' resident memory and descriptors, a counter each.
   const int resources_pid = monitor_pid + 1;
@@ -780,57 +748,15 @@ void trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
   for (const auto& p : resources.processes())
     for (const auto& [at, r] : p.samples)
       events->add({{"ph", "C"}, {"name", p.name + " (pid " + std::to_string(p.pid) + ")"},
-                        {"pid", resources_pid}, {"ts", ts(at)},
-                        {"args",
-                         {{"rss_mb", static_cast<double>(r.rss_kb) / 1024.0},
-                          {"private_mb", static_cast<double>(r.rss_kb - r.shared_kb) / 1024.0},
-                          {"descriptors", r.descriptors}}}});
+                   {"pid", resources_pid}, {"ts", ts(at)},
+                   {"args",
+                    {{"rss_mb", static_cast<double>(r.rss_kb) / 1024.0},
+                     {"private_mb", static_cast<double>(r.rss_kb - r.shared_kb) / 1024.0},
+                     {"descriptors", r.descriptors}}}});
   // Name the accelerator tracks that appeared.
   for (size_t d = 0; d < s.workload.accelerators.size(); ++d)
     for (int b = 0; b < s.workload.accelerators[d].priority_levels; ++b)
       meta("thread_name", accel_pid + static_cast<int>(d), b, "bucket " + std::to_string(b));
-}
-
-// Another program's Perfetto trace (the regulator's, the interposer's) on
-// the run's timeline: its ts 0 is otherData.origin_us on CLOCK_MONOTONIC;
-// its processes are renumbered past the run's, and named process_name when
-// one is given. Read an event at a time, each written on and dropped, as
-// the run's own: otherData comes first in the traces rtaccel's programs
-// write. Events before otherData, or in a trace that is missing or not one,
-// are left out; of a trace cut short, the events before the cut are kept.
-void merge_trace(const std::filesystem::path& path, uint64_t t0, TraceFile* trace,
-                 const std::string& process_name = {}) {
-  std::ifstream in(path);
-  if (!in) return;
-  const int next_pid = trace->last_pid();
-  std::map<int, int> pids;  // theirs -> the run's
-  std::string section;      // the top-level key being parsed
-  double shift = 0;
-  bool placed = false;      // shift known: otherData.origin_us seen
-  json::parser_callback_t each = [&](int depth, json::parse_event_t what, json& parsed) {
-    if (depth == 1 && what == json::parse_event_t::key) section = parsed.get<std::string>();
-    if (depth == 1 && what == json::parse_event_t::object_end && section == "otherData") {
-      const json origin = parsed.value("origin_us", json());
-      if (origin.is_number()) {
-        shift = origin.get<double>() - us(t0);
-        placed = true;
-      }
-    }
-    if (depth != 2 || section != "traceEvents") return true;
-    if (what == json::parse_event_t::object_end && placed) {
-      json& e = parsed;
-      const int pid = e.value("pid", 0);
-      e["pid"] = pids.emplace(pid, next_pid + 1 + static_cast<int>(pids.size())).first->second;
-      if (!process_name.empty() && e.value("ph", "") == "M" && e.value("name", "") == "process_name")
-        e["args"] = {{"name", process_name}};
-      if (e.contains("ts") && e["ts"].is_number()) e["ts"] = e["ts"].get<double>() + shift;
-      trace->add(e);
-    }
-    // Every element of traceEvents is dropped once seen.
-    return what == json::parse_event_t::object_start;
-  };
-  // What is left of it: its otherData and an empty traceEvents.
-  [[maybe_unused]] const json rest = json::parse(in, each, /*allow_exceptions=*/false);
 }
 
 Status write_file(const std::filesystem::path& path, const std::string& text) {
