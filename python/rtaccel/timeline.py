@@ -25,30 +25,43 @@ PAIRED = {"b": "e"}
 FLOW = {"s", "t", "f"}
 
 
+SCALAR = (str, int, float, type(None))
+
+
+def _checked(event) -> dict:
+    """EVENT if it has the shape a cut reads; ValueError saying what not."""
+    if not isinstance(event, dict):
+        raise ValueError("not an object")
+    for key in ("ts", "dur"):
+        if key in event and (not isinstance(event[key], (int, float)) or isinstance(event[key], bool)):
+            raise ValueError(f"its {key} is not a number")
+    for key in ("ph", "cat", "name", "id", "pid"):
+        if not isinstance(event.get(key), SCALAR):
+            raise ValueError(f"its {key} is not a string or a number")
+    return event
+
+
 def events(path: pathlib.Path) -> Iterator[dict]:
     """The trace's events in the file's order; Error (bad input) naming the
     line where the file is not a trace."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, "rb") as f:
             for number, line in enumerate(f, 1):
-                text = line.strip().rstrip(",")
                 try:
+                    text = line.decode("utf-8").strip().rstrip(",")
                     if number == 1 and text.endswith("}"):  # a whole document on one line
                         document = json.loads(text)
                         if not isinstance(document, dict) or not isinstance(document.get("traceEvents"), list):
                             raise ValueError("no traceEvents")
-                        yield from (e for e in document["traceEvents"] if isinstance(e, dict))
+                        yield from map(_checked, document["traceEvents"])
                     elif number == 1:  # the document's head, up to its traceEvents
                         if not text.startswith("{"):
                             raise ValueError("not a JSON trace")
                     elif text not in ("", "]", "]}"):  # anything but its end: an event
-                        event = json.loads(text)
-                        if not isinstance(event, dict) or not isinstance(event.get("ts", 0), (int, float)):
-                            raise ValueError("not an object with a numeric ts")
-                        yield event
-                except ValueError as err:  # json.JSONDecodeError too
+                        yield _checked(json.loads(text))
+                except ValueError as err:  # json.JSONDecodeError and UnicodeDecodeError too
                     raise Error(f"{path}:{number}: not a trace event: {err}", bad_input=True) from None
-    except (OSError, UnicodeDecodeError) as err:
+    except OSError as err:
         raise Error(f"cannot read {path}: {err}", bad_input=True) from None
 
 

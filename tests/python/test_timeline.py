@@ -1,15 +1,18 @@
 """rtaccel cut: a part of a run's timeline (rtaccel/timeline.py), on traces
 made here event by event; test_run.py cuts a real run's."""
 
+import contextlib
+import io
 import json
 import os
+import pathlib
 import subprocess
 import sys
-import pathlib
 
 import pytest
 import trace_format
-from rtaccel import timeline
+from hypothesis import HealthCheck, given, settings, strategies as st
+from rtaccel import cli, timeline
 from rtaccel.commands.run import BROWSER_TRACE_MB, large_trace_hint
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -108,7 +111,10 @@ def test_a_trace_on_one_line_is_read_too(tmp_path):
 
 @pytest.mark.parametrize("text, line, what", [
     ('{"traceEvents": [\n{"ph": "X", "ts": 1},\n{"ph": "X", "ts": \n]}\n', 3, "Expecting value"),
-    ('{"traceEvents": [\n{"ph": "X", "ts": "soon"}\n]}\n', 2, "not an object with a numeric ts"),
+    ('{"traceEvents": [\n{"ph": "X", "ts": "soon"}\n]}\n', 2, "its ts is not a number"),
+    ('{"traceEvents": [\n{"ph": "b", "ts": 1, "id": [1]}\n]}\n', 2, "its id is not a string or a number"),
+    ('{"traceEvents": [\n[1, 2]\n]}\n', 2, "not an object"),
+    ('{"traceEvents": [{"ph": "X", "dur": true}]}\n', 1, "its dur is not a number"),
     ("chain,start_us,latency_us\nc,1,2\n", 1, "not a JSON trace"),
     ('{"traceEvents": 3}\n', 1, "no traceEvents"),
 ])
@@ -150,6 +156,10 @@ def test_the_command_writes_the_part_beside_the_trace_and_refuses_what_it_cannot
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "trace.json").write_bytes(b"\xff\xfe not text")
     proc = cut(tmp_path / "bad", "--from", "1")
+    assert proc.returncode == 2 and proc.stderr.startswith(
+        f"rtaccel cut: {tmp_path}/bad/trace.json:1: not a trace event: 'utf-8' codec"), proc.stderr
+    (tmp_path / "folder" / "trace.json").mkdir(parents=True)
+    proc = cut(tmp_path / "folder", "--from", "1")
     assert proc.returncode == 2 and proc.stderr.startswith("rtaccel cut: cannot read "), proc.stderr
 
 
@@ -161,3 +171,28 @@ def test_a_run_whose_trace_a_browser_cannot_open_says_how_to_cut_it(tmp_path):
     assert large_trace_hint(str(tmp_path)) == (
         f"# trace.json is {BROWSER_TRACE_MB + 44} MB, more than a browser opens whole: "
         f"`rtaccel cut {tmp_path} --from S --to S` (or --over-bound) writes a part of it")
+
+
+SEED = "".join(f"{json.dumps(e)},\n" for e in EVENTS).encode()
+mutations = st.one_of(
+    st.binary(max_size=400),
+    st.tuples(st.integers(0, len(SEED)), st.binary(min_size=1, max_size=12)).map(
+        lambda cut: SEED[:cut[0]] + cut[1] + SEED[cut[0]:]),
+    st.tuples(st.integers(0, len(SEED)), st.sampled_from([b'"x"', b"[1]", b"{}", b"true", b"-1e400", b"null"])).map(
+        lambda cut: SEED[:cut[0]] + cut[1] + SEED[cut[0]:]),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(mutations)
+def test_whatever_a_trace_file_holds_cut_answers_and_never_raises(tmp_path, body):
+    path = tmp_path / "trace.json"
+    path.write_bytes(b'{"displayTimeUnit": "ms", "traceEvents": [\n' + body + b"\n]}\n")
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(["cut", str(path), "--from", "0.1", "--to", "0.2", "-o", str(tmp_path / "part.json")])
+    assert code in (0, 2), (code, err.getvalue())
+    if code == 2:
+        assert err.getvalue().startswith(f"rtaccel cut: {path}:"), err.getvalue()
+    else:
+        assert json.loads((tmp_path / "part.json").read_text())["traceEvents"] is not None
