@@ -3,7 +3,8 @@
 Half an hour of the Autoware system writes a 750 MB trace; the Perfetto UI
 in a browser holds about 2 GB at runtime, a few times a trace's size, and
 fails on it. `rtaccel cut` writes the events of a time window, or of the
-windows around what the monitor found, as a trace of their own.
+windows around the chain instances the monitor found over their bounds, as
+a trace of their own.
 
 trace.json has one event a line (as rtaccel run writes it), so that a cut
 reads it an event at a time. A trace written whole on one line (by an
@@ -21,10 +22,7 @@ from rtaccel.errors import Error
 # The runner's trace holds these phases: metadata (M), complete slices (X),
 # counters (C), async slices (b ... e, one id each) and flows (s, t ... f,
 # one id each). Other programs' traces merged into it may hold instants (i).
-PAIRED = {"b": "e"}
 FLOW = {"s", "t", "f"}
-
-
 SCALAR = (str, int, float, type(None))
 
 
@@ -123,15 +121,13 @@ def cut(source: Iterable[dict], windows: list[tuple[float, float]]) -> Iterator[
                 yield e
             elif ts < start:
                 before[(e.get("pid"), e.get("name"))] = e
-        elif ph in PAIRED or ph == "e":
-            key = (e.get("cat"), e.get("id"), e.get("pid"))
-            if ph in PAIRED:
-                waiting[key] = e
-            elif key in waiting:
-                begun = waiting.pop(key)
-                if _within(windows, begun.get("ts", 0.0), ts):
-                    yield begun
-                    yield e
+        elif ph == "b":
+            waiting[(e.get("cat"), e.get("id"), e.get("pid"))] = e
+        elif ph == "e":
+            begun = waiting.pop((e.get("cat"), e.get("id"), e.get("pid")), None)
+            if begun is not None and _within(windows, begun.get("ts", 0.0), ts):
+                yield begun
+                yield e
         elif ph in FLOW:
             key = (e.get("cat"), e.get("id"))
             steps = flows.setdefault(key, [])

@@ -147,7 +147,15 @@ def test_the_command_writes_the_part_beside_the_trace_and_refuses_what_it_cannot
     proc = cut(tmp_path / "calm", "--over-bound")
     assert proc.returncode == 0 and "no chain instance over its bound" in proc.stdout
     assert not (tmp_path / "calm" / "trace-over-bound.json").exists()
+    # From a time to the end.
+    proc = cut(tmp_path, "--from", "0.35")
+    assert proc.returncode == 0 and f"of 0.35 s to the end: {tmp_path}/trace-from-0.35s.json" in proc.stdout
+    assert [e["name"] for e in json.loads((tmp_path / "trace-from-0.35s.json").read_text())["traceEvents"]
+            if e.get("cat") == "monitor"] == ["over its bound: chain c"] * 2 + [
+        "over its bound, unexplained: chain c"] * 2
     for args, said in [((tmp_path / "nothing",), "no "), ((tmp_path,), "say which part"),
+                       ((tmp_path, "--over-bound", "--to", "1"), "no --from or --to with it"),
+                       ((tmp_path, "--from", "1", "-o", tmp_path / "trace.json"), "is the trace being cut"),
                        ((tmp_path, "--from", "2", "--to", "1"), "must come after"),
                        ((tmp_path, "--from", "soon"), "expected seconds"),
                        ((tmp_path, "--over-bound", "-3"), "margin must be in")]:

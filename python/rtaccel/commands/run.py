@@ -190,6 +190,9 @@ def cmd_cut(args) -> int:
     if args.over_bound is None and args.start is None and args.end is None:
         print("rtaccel cut: say which part: --from S, --to S, or --over-bound", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if args.over_bound is not None and (args.start is not None or args.end is not None):
+        print("rtaccel cut: --over-bound chooses its own times: no --from or --to with it", file=sys.stderr)
+        return EXIT_BAD_INPUT
     start, end = args.start or 0.0, args.end if args.end is not None else float("inf")
     if end <= start:
         print(f"rtaccel cut: --to ({end:g} s) must come after --from ({start:g} s)", file=sys.stderr)
@@ -204,8 +207,13 @@ def cmd_cut(args) -> int:
             what = f"{len(windows)} windows around the instances over their bounds (±{args.over_bound:g} ms)"
         else:
             windows = [(start * 1e6, end * 1e6)]
-            out = args.output or source.with_name(f"trace-{start:g}-{end:g}s.json")
-            what = f"{start:g} s to {end:g} s" if end != float("inf") else f"{start:g} s to the end"
+            finite = end != float("inf")
+            out = args.output or source.with_name(f"trace-{start:g}-{end:g}s.json" if finite
+                                                  else f"trace-from-{start:g}s.json")
+            what = f"{start:g} s to {end:g} s" if finite else f"{start:g} s to the end"
+        if Path(out).resolve() == source.resolve():
+            print(f"rtaccel cut: {out} is the trace being cut: give another -o", file=sys.stderr)
+            return EXIT_BAD_INPUT
         count = timeline.write(Path(out), timeline.cut(timeline.events(source), windows))
     except timeline.Error as err:
         return common.fail("rtaccel cut", err)
