@@ -1,6 +1,6 @@
 """A part of a run's timeline (OUT/trace.json), small enough for a browser.
 
-Half an hour of the Autoware system writes a 750 MB trace; the Perfetto UI
+Half an hour of the Autoware system writes a 760 MB trace; the Perfetto UI
 in a browser holds about 2 GB at runtime, a few times a trace's size, and
 fails on it. `rtaccel cut` writes the events of a time window, or of the
 windows around the chain instances the monitor found over their bounds, as

@@ -2,7 +2,7 @@
 // line as the runner makes them, with other programs' traces (the
 // regulator's, the interposer's) merged into it an event at a time.
 //
-// Half an hour of the Autoware system is a 750 MB trace: made whole in
+// Half an hour of the Autoware system is a 760 MB trace: made whole in
 // memory as one JSON document, it took the runner ten times that at the
 // run's end. One event a line also lets `rtaccel cut` read a part of it
 // without parsing the rest.
