@@ -142,12 +142,21 @@ def cut(source: Iterable[dict], windows: list[tuple[float, float]]) -> Iterator[
 
 
 def write(path: pathlib.Path, chosen: Iterable[dict]) -> int:
-    """Writes CHOSEN as a trace, an event a line; returns how many."""
+    """Writes CHOSEN as a trace, an event a line; returns how many. Error
+    where PATH cannot be written; a part not written whole is removed."""
     count = 0
-    with open(path, "w", encoding="utf-8") as out:
-        out.write('{"displayTimeUnit": "ms", "traceEvents": [')
-        for e in chosen:
-            out.write(("\n" if count == 0 else ",\n") + json.dumps(e, separators=(",", ":")))
-            count += 1
-        out.write("\n]}\n")
+    try:
+        with open(path, "w", encoding="utf-8") as out:
+            try:
+                out.write('{"displayTimeUnit": "ms", "traceEvents": [')
+                for e in chosen:
+                    out.write(("\n" if count == 0 else ",\n") + json.dumps(e, separators=(",", ":")))
+                    count += 1
+                out.write("\n]}\n")
+            except BaseException:  # a bad event, a full disk, Ctrl-C
+                path.unlink(missing_ok=True)
+                raise
+    except OSError as err:
+        path.unlink(missing_ok=True)
+        raise Error(f"cannot write {path}: {err.strerror or err}", bad_input=True) from None
     return count

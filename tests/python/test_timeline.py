@@ -166,6 +166,16 @@ def test_the_command_writes_the_part_beside_the_trace_and_refuses_what_it_cannot
     proc = cut(tmp_path / "bad", "--from", "1")
     assert proc.returncode == 2 and proc.stderr.startswith(
         f"rtaccel cut: {tmp_path}/bad/trace.json:1: not a trace event: 'utf-8' codec"), proc.stderr
+    # A part that cannot be written, and one whose trace turns out bad
+    # halfway: said, and nothing left behind.
+    proc = cut(tmp_path, "--from", "0", "-o", tmp_path / "no" / "such" / "part.json")
+    assert proc.returncode == 2 and proc.stderr == (
+        f"rtaccel cut: cannot write {tmp_path}/no/such/part.json: No such file or directory\n"), proc.stderr
+    (tmp_path / "halfway").mkdir()
+    write_lines(tmp_path / "halfway" / "trace.json", EVENTS + [{"ph": "X", "ts": "late"}])
+    proc = cut(tmp_path / "halfway", "--from", "0")
+    assert proc.returncode == 2 and f"trace.json:{len(EVENTS) + 2}: not a trace event" in proc.stderr, proc.stderr
+    assert not (tmp_path / "halfway" / "trace-from-0s.json").exists()
     (tmp_path / "folder" / "trace.json").mkdir(parents=True)
     proc = cut(tmp_path / "folder", "--from", "1")
     assert proc.returncode == 2 and proc.stderr.startswith("rtaccel cut: cannot read "), proc.stderr
