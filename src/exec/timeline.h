@@ -4,8 +4,8 @@
 //
 // Half an hour of the Autoware system is a 760 MB trace: made whole in
 // memory as one JSON document, it took the runner ten times that at the
-// run's end. One event a line also lets `rtaccel cut` read a part of it
-// without parsing the rest.
+// run's end. One event a line also lets `rtaccel cut` read it an event at
+// a time.
 #ifndef RTACCEL_EXEC_TIMELINE_H_
 #define RTACCEL_EXEC_TIMELINE_H_
 
