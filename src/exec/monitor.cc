@@ -260,7 +260,7 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
   std::vector<const TraceEvent*> kernels;                           // served segments' kernels
   std::map<std::pair<size_t, uint32_t>, std::vector<std::pair<uint64_t, uint64_t>>> waits;  // per thread
   for (size_t e = 0; e < w.executors.size() + plan.bridges.size(); ++e) {
-    const uint64_t n = std::min(shared.executor(e)->trace_used.load(), shared.trace_capacity(e));
+    const uint64_t n = shared.trace_kept(e);
     for (uint64_t i = 0; i < n; ++i) {
       const TraceEvent& ev = shared.trace(e)[i];
       if (ev.end_ns + (ev.kind == static_cast<uint32_t>(TraceKind::kSegment) ? ev.resumed_after_ns : 0) > in.stop_ns)
@@ -492,7 +492,7 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
     std::sort(spans.begin(), spans.end());
     std::vector<uint64_t> latest;
     for (const auto& s : spans) latest.push_back(std::max(latest.empty() ? 0 : latest.back(), s.second));
-    const uint64_t n = std::min(shared.timer(t)->count.load(), shared.timer_capacity(t));
+    const uint64_t n = shared.records_kept(t);
     for (uint64_t i = 0; i < n; ++i) {
       const TimerRecord& r = shared.timer_records(t)[i];
       // Did such a callback run between the release and the start: one that
@@ -680,7 +680,7 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
     if (in.analyze) summary["measured_wcrt_us"] = quantitative ? json(us(mb->second)) : json(nullptr);
     uint64_t beyond = 0, beyond_max_ns = 0;  // instances over even the measured bound
     uint64_t unchecked = 0;                  // instances over the bound after a trace filled
-    const uint64_t n = std::min(shared.chain(c)->count.load(), shared.sample_capacity(c));
+    const uint64_t n = shared.samples_kept(c);
     for (uint64_t i = 0; i < n; ++i) {
       const Sample& x = shared.samples(c)[i];
       if (x.end_ns > in.stop_ns || x.end_ns - x.start_ns <= bound) continue;

@@ -459,7 +459,7 @@ json chain_summary(const Setup& s, const SharedRun& shared, size_t c, std::ofstr
                    uint64_t stopped) {
   const auto& chain = s.workload.chains[c];
   const auto* state = shared.chain(c);
-  const uint64_t count = std::min(state->count.load(), shared.sample_capacity(c));
+  const uint64_t count = shared.samples_kept(c);
   std::vector<uint64_t> latency;
   latency.reserve(count);
   uint64_t misses = 0;
@@ -512,7 +512,7 @@ json chain_summary(const Setup& s, const SharedRun& shared, size_t c, std::ofstr
 json timer_summary(const Setup& s, const SharedRun& shared, size_t t) {
   const size_t cb = s.plan.timers[t];
   const uint64_t period = s.workload.callbacks[cb].trigger.timer_ns;
-  const uint64_t count = std::min(shared.timer(t)->count.load(), shared.timer_capacity(t));
+  const uint64_t count = shared.records_kept(t);
   const TimerRecord* r = shared.timer_records(t);
   // Period jitter: how far the time between two consecutive activations'
   // starts is from the period. Start delay: start minus release.
@@ -588,7 +588,7 @@ void trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
     if (ev.instance_ns) instances.push_back({ev.instance_ns, at_ns, ev.chain, pid, tid});
   };
   for (size_t e = 0; e < s.workload.executors.size(); ++e) {
-    const uint64_t n = std::min(shared.executor(e)->trace_used.load(), shared.trace_capacity(e));
+    const uint64_t n = shared.trace_kept(e);
     const int pid = static_cast<int>(e) + 1;
     for (uint64_t i = 0; i < n; ++i) {
       const TraceEvent& ev = shared.trace(e)[i];
@@ -649,7 +649,7 @@ void trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
          s.plan.hops[h].name + " (priority " + std::to_string(s.plan.hops[h].priority) + ")");
   for (size_t b = 0; b < s.plan.bridges.size(); ++b) {
     const size_t e = s.workload.executors.size() + b;
-    const uint64_t n = std::min(shared.executor(e)->trace_used.load(), shared.trace_capacity(e));
+    const uint64_t n = shared.trace_kept(e);
     for (uint64_t i = 0; i < n; ++i) {
       const TraceEvent& ev = shared.trace(e)[i];
       const HopPlan& hop = s.plan.hops[ev.segment];
@@ -1204,7 +1204,7 @@ json Run::gang_summary() const {
   std::vector<Counts> counts(setup_.gangs.size());
   for (size_t e = 0; e < setup_.workload.executors.size(); ++e) {
     Counts& c = counts[setup_.gang_of[e]];
-    const uint64_t n = std::min(shared_.executor(e)->trace_used.load(), shared_.trace_capacity(e));
+    const uint64_t n = shared_.trace_kept(e);
     for (uint64_t i = 0; i < n; ++i) {
       const TraceEvent& ev = shared_.trace(e)[i];
       if (ev.kind == static_cast<uint32_t>(TraceKind::kGangHold)) ++c.jobs;
@@ -1494,7 +1494,7 @@ Status Run::write_results(uint64_t stopped_ns) {
   json execs = json::array();
   for (size_t e = 0; e < w.executors.size(); ++e) {
     const auto* st = shared_.executor(e);
-    const uint64_t kept = std::min(st->trace_used.load(), shared_.trace_capacity(e));
+    const uint64_t kept = shared_.trace_kept(e);
     execs.push_back({{"executor", w.executors[e].name},
                      {"realtime", st->realtime != 0},
                      {"timer_overruns", st->overruns.load()},

@@ -13,6 +13,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -182,6 +183,12 @@ class SharedRun {
   uint64_t timer_capacity(size_t timer) const { return capacity_.records_per_timer[timer]; }
   TraceEvent* trace(size_t executor) const { return events_ + event_offset_[executor]; }
   uint64_t trace_capacity(size_t executor) const { return capacity_.events_per_executor[executor]; }
+  // What of each was kept: as many as were written, up to the capacity.
+  uint64_t samples_kept(size_t chain) const { return std::min(chains_[chain].count.load(), sample_capacity(chain)); }
+  uint64_t records_kept(size_t timer) const { return std::min(timers_[timer].count.load(), timer_capacity(timer)); }
+  uint64_t trace_kept(size_t executor) const {
+    return std::min(executors_[executor].trace_used.load(), trace_capacity(executor));
+  }
 
  private:
   void* base_ = nullptr;
