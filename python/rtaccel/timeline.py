@@ -13,6 +13,7 @@ earlier runner) is read whole.
 
 from __future__ import annotations
 
+import bisect
 import json
 import pathlib
 from typing import Iterable, Iterator
@@ -85,18 +86,6 @@ def over_bound(path: pathlib.Path, pad_us: float) -> list[tuple[float, float]]:
     return merged
 
 
-def _within(windows: list[tuple[float, float]], begin: float, end: float) -> bool:
-    """Whether [begin, end] overlaps one of the (sorted, disjoint) windows."""
-    lo, hi = 0, len(windows)
-    while lo < hi:  # the first window that ends at or after begin
-        mid = (lo + hi) // 2
-        if windows[mid][1] < begin:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo < len(windows) and windows[lo][0] <= end
-
-
 def cut(source: Iterable[dict], windows: list[tuple[float, float]]) -> Iterator[dict]:
     """The events of SOURCE in the windows (us, sorted, disjoint): every
     metadata event; a slice that overlaps one; an async slice whose begin
@@ -105,6 +94,14 @@ def cut(source: Iterable[dict], windows: list[tuple[float, float]]) -> Iterator[
     counter's last sample before the first window, so that it starts at
     its value."""
     start = windows[0][0] if windows else 0.0
+    ends = [end for _, end in windows]
+
+    def within(begin: float, end: float) -> bool:
+        """Whether [begin, end] overlaps a window: the first that ends at or
+        after BEGIN starts at or before END."""
+        i = bisect.bisect_left(ends, begin)
+        return i < len(windows) and windows[i][0] <= end
+
     before: dict[tuple, dict] = {}           # counter -> its last sample before the windows
     waiting: dict[tuple, dict] = {}          # an async slice's begin, until its end
     flows: dict[tuple, list[dict]] = {}      # a flow's steps, until its last
@@ -114,10 +111,10 @@ def cut(source: Iterable[dict], windows: list[tuple[float, float]]) -> Iterator[
         if ph == "M":
             yield e
         elif ph == "X":
-            if _within(windows, ts, ts + e.get("dur", 0.0)):
+            if within(ts, ts + e.get("dur", 0.0)):
                 yield e
         elif ph == "C":
-            if _within(windows, ts, ts):
+            if within(ts, ts):
                 yield e
             elif ts < start:
                 before[(e.get("pid"), e.get("name"))] = e
@@ -125,7 +122,7 @@ def cut(source: Iterable[dict], windows: list[tuple[float, float]]) -> Iterator[
             waiting[(e.get("cat"), e.get("id"), e.get("pid"))] = e
         elif ph == "e":
             begun = waiting.pop((e.get("cat"), e.get("id"), e.get("pid")), None)
-            if begun is not None and _within(windows, begun.get("ts", 0.0), ts):
+            if begun is not None and within(begun.get("ts", 0.0), ts):
                 yield begun
                 yield e
         elif ph in FLOW:
@@ -134,9 +131,9 @@ def cut(source: Iterable[dict], windows: list[tuple[float, float]]) -> Iterator[
             steps.append(e)
             if ph == "f":
                 del flows[key]
-                if all(_within(windows, s.get("ts", 0.0), s.get("ts", 0.0)) for s in steps):
+                if all(within(s.get("ts", 0.0), s.get("ts", 0.0)) for s in steps):
                     yield from steps
-        elif _within(windows, ts, ts):
+        elif within(ts, ts):
             yield e
     yield from before.values()
 
