@@ -129,11 +129,16 @@ def isolation_options(parser, what: str) -> None:
                    help=f"{what} without it, whatever the workload says")
 
 
-def seconds(text: str) -> float:
+def seconds(text: str, zero: bool = False) -> float:
+    """A duration in (0, 86400] s, or with ZERO a time into a run in [0, 86400]."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not 0 < value <= 86400:
-        raise argparse.ArgumentTypeError("seconds must be in (0, 86400]")
+    if not (0 <= value if zero else 0 < value) or value > 86400:
+        raise argparse.ArgumentTypeError(f"seconds must be in {'[' if zero else '('}0, 86400]")
     return value
+
+
+def seconds_into_run(text: str) -> float:
+    return seconds(text, zero=True)

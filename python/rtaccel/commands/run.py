@@ -221,17 +221,6 @@ def cmd_cut(args) -> int:
     return EXIT_OK
 
 
-def _at(text: str) -> float:
-    """Seconds from the run's start, 0 or more."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not 0 <= value <= 86400:
-        raise argparse.ArgumentTypeError("seconds into the run must be in [0, 86400]")
-    return value
-
-
 _fraction = common.number(0.01, 1, "the work fraction must be in [0.01, 1]")
 
 _trace_events = common.whole_number(1000, 1_000_000_000, "trace events kept per executor must be 1000..1000000000")
@@ -287,8 +276,8 @@ def register(sub) -> None:
 
     p = sub.add_parser("cut", help="a part of a run's trace.json, small enough to open in a browser")
     p.add_argument("run", help="a result folder of `rtaccel run` (or its trace.json)")
-    p.add_argument("--from", dest="start", type=_at, metavar="S", help="seconds into the run (0)")
-    p.add_argument("--to", dest="end", type=_at, metavar="S", help="seconds into the run (its end)")
+    p.add_argument("--from", dest="start", type=common.seconds_into_run, metavar="S", help="seconds into the run (0)")
+    p.add_argument("--to", dest="end", type=common.seconds_into_run, metavar="S", help="seconds into the run (its end)")
     p.add_argument("--over-bound", nargs="?", const=50.0, default=None, metavar="MS",
                    type=common.number(0, 60000, "the margin must be in [0, 60000] ms"),
                    help="instead: the chain instances the monitor found over their bounds, each "
