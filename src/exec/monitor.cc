@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "core/busy.h"
 #include "core/percentile.h"
@@ -177,18 +178,22 @@ CoreLoss CoreSampler::delta(const Sample& a, const Sample& b, int core) {
 CoreLoss CoreSampler::lost(int core, uint64_t from_ns, uint64_t to_ns,
                            std::vector<std::vector<bool>>* counted) const {
   CoreLoss sum;
-  std::vector<bool> none;
-  if (counted && counted->size() <= static_cast<size_t>(core)) counted->resize(static_cast<size_t>(core) + 1);
-  auto& done = counted ? (*counted)[static_cast<size_t>(core)] : none;
-  done.resize(samples_.size());
+  std::vector<bool>* done = nullptr;
+  if (counted) {
+    if (counted->size() <= static_cast<size_t>(core)) counted->resize(static_cast<size_t>(core) + 1);
+    done = &(*counted)[static_cast<size_t>(core)];
+    done->resize(samples_.size());
+  }
   // Interval k is (samples_[k-1], samples_[k]]: the first one that ends at
   // or after FROM, up to the first that ends at or after TO.
   auto first = std::lower_bound(samples_.begin(), samples_.end(), from_ns,
                                 [](const Sample& s, uint64_t t) { return s.at_ns < t; });
   for (auto k = static_cast<size_t>(std::max<ptrdiff_t>(first - samples_.begin(), 1)); k < samples_.size(); ++k) {
     if (samples_[k - 1].at_ns > to_ns) break;
-    if (done[k]) continue;
-    done[k] = true;
+    if (done) {
+      if ((*done)[k]) continue;
+      (*done)[k] = true;
+    }
     sum += delta(samples_[k - 1], samples_[k], core);
   }
   return sum;
@@ -523,18 +528,23 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
     return requests;
   };
   if (findings) {
+    // Room for every finding at once: growing by doubling would hold up to
+    // three times their size while it copies.
+    uint64_t over_bound = 0;
+    for (const auto& c : *chains)
+      if (c["over_bound"].is_number()) over_bound += c["over_bound"].get<uint64_t>();
+    findings->reserve(findings->size() + overruns.size() + over_bound);
     for (const Overrun& o : overruns) {
-      std::string what;
+      std::string_view what;
       if (o.kind == Finding::kSegment || o.kind == Finding::kOverhead || o.kind == Finding::kLegs) {
         const auto [cb, k] = segment_of[o.what];
-        what = w.callbacks[cb].name + ": " + w.callbacks[cb].segments[k].service;
+        what = plan.callbacks[cb].segment_names[k];
       } else if (o.kind == Finding::kHop) {
         what = plan.hops[o.what].name;
       } else {
         what = w.callbacks[o.kind == Finding::kRelease ? plan.timers[o.what] : o.what].name;
       }
-      findings->push_back(
-          {o.kind, std::move(what), o.begin_ns, o.end_ns, o.took_ns, tallies_of(o.kind)[o.what].allowed_ns});
+      findings->push_back({o.kind, what, o.begin_ns, o.end_ns, o.took_ns, tallies_of(o.kind)[o.what].allowed_ns});
     }
   }
 
@@ -869,9 +879,12 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
     speed = {{"samples", ratios.size()}, {"slowest", low}, {"p50", p50}};
     if (const std::string slow = speed_text(low, " in the run"); !slow.empty()) broken.push_back(slow);
   }
+  // In place (a stable sort takes a buffer of half of them): at one start,
+  // overruns before instances, as they were found.
   if (findings)
-    std::stable_sort(findings->begin(), findings->end(),
-                     [](const Finding& a, const Finding& b) { return a.begin_ns < b.begin_ns; });
+    std::sort(findings->begin(), findings->end(), [](const Finding& a, const Finding& b) {
+      return std::tie(a.begin_ns, a.kind, a.end_ns) < std::tie(b.begin_ns, b.kind, b.end_ns);
+    });
   return {{"callbacks", std::move(cb_json)},
           {"segments", std::move(seg_json)},
           {"requests", std::move(request_json)},

@@ -21,6 +21,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "exec/plan.h"
@@ -113,10 +114,14 @@ struct MonitorInput {
 
 // What the monitor found over what the analysis allowed, and when: a piece
 // of work over its time, or a chain instance over its bound. The run's
-// trace marks each.
+// trace marks each. A long run on a slow host finds hundreds of thousands:
+// a finding names what it is about by a view of a name in the workload or
+// the plan, which must outlive it, not by a copy.
 struct Finding {
   enum Kind { kCpu, kSegment, kHop, kRelease, kOffCore, kOverhead, kLegs, kInstance } kind;
-  std::string what;    // the callback; "callback: service" (kSegment, kOverhead, kLegs); the hop; the timer's callback; the chain
+  // The callback; "callback: service" (kSegment, kOverhead, kLegs); the hop;
+  // the timer's callback; the chain.
+  std::string_view what;
   uint64_t begin_ns;   // when it ran (a release: from the release to the start)
   uint64_t end_ns;
   // CPU time, kernel's own time, hop's time, start delay, time off core,

@@ -459,6 +459,26 @@ TEST_F(Monitor, BeyondTheBoundOfItsOwnTimesAnInstanceIsTheAnalysisUnlessItsCoreL
   EXPECT_TRUE(findings[3].explained);
 }
 
+// A long run on a slow host finds hundreds of thousands of overruns. Each
+// finding names its callback or chain where the workload does, without a
+// copy, and together they take the room they need, not what growing by
+// doubling leaves spare (50 findings: 64 places).
+TEST_F(Monitor, FindingsTakeTheRoomTheyNeedAndNameWhatTheyAreAboutWithoutACopy) {
+  cores_.record(0, {{}, {}});
+  cores_.record(2000 * kMs, {{}, {}});
+  for (uint64_t i = 0; i < 49; ++i) callback(1, i * 20 * kMs, i * 20 * kMs + 4500000, 4500000);  // b over its WCET
+  instance(0, 0, 12 * kMs);  // over its bound of 10 ms
+  json chains;
+  std::vector<Finding> findings;
+  check(&chains, &findings);
+  ASSERT_EQ(findings.size(), 50u);
+  EXPECT_EQ(findings.capacity(), findings.size());
+  EXPECT_EQ(findings[0].kind, Finding::kCpu);
+  EXPECT_EQ(findings[0].what.data(), workload_.callbacks[1].name.data());
+  EXPECT_EQ(findings[1].kind, Finding::kInstance);
+  EXPECT_EQ(findings[1].what.data(), workload_.chains[0].name.data());
+}
+
 // A kernel's time on the accelerator is its own: the higher bucket's kernels
 // that ran within its span are interference, which the analysis charges.
 class MonitorOfKernels : public Monitor {
@@ -494,6 +514,7 @@ TEST_F(MonitorOfKernels, AKernelsTimeLeavesOutTheHigherBucketsKernelsThatRanWith
   ASSERT_EQ(findings.size(), 1u);
   EXPECT_EQ(findings[0].kind, Finding::kSegment);
   EXPECT_EQ(findings[0].what, "lo: busy");
+  EXPECT_EQ(findings[0].what.data(), plan_.callbacks[1].segment_names[0].data());  // the plan's, not a copy
   EXPECT_EQ(findings[0].begin_ns, 30 * kMs);
   EXPECT_EQ(findings[0].end_ns, 36 * kMs);
   EXPECT_EQ(findings[0].took_ns, 6 * kMs);

@@ -105,6 +105,7 @@ Expected<Plan> make_plan(const workload::Workload& w) {
     p.executor = cb.executor;
     p.priority = w.callback_priority(i);
     plan.by_executor[cb.executor].push_back(i);
+    for (const auto& seg : cb.segments) p.segment_names.push_back(cb.name + ": " + seg.service);
     if (!cb.publishes.empty()) publisher[cb.publishes] = i;
     if (cb.trigger.timer_ns > 0) {
       p.period_ns = cb.trigger.timer_ns;

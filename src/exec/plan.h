@@ -48,6 +48,7 @@ struct CallbackPlan {
   std::vector<uint32_t> outputs;     // queues this callback's topic feeds
   std::vector<ChainRole> roles;      // one per chain through the callback
   std::vector<uint32_t> chain_ends;  // chains whose last callback this is
+  std::vector<std::string> segment_names;  // "callback: service", one per segment
 };
 
 struct QueuePlan {

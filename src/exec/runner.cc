@@ -584,6 +584,13 @@ void trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
   };
   static_assert(sizeof(FlowPoint) == 32);
   std::vector<FlowPoint> instances;
+  // Room for them at once (at most a point per event of an instance), not
+  // grown by doubling, which holds up to three times their size while it
+  // copies.
+  size_t of_instances = 0;
+  for (size_t e = 0; e < s.workload.executors.size() + s.plan.bridges.size(); ++e)
+    for (uint64_t i = 0; i < shared.trace_kept(e); ++i) of_instances += shared.trace(e)[i].instance_ns != 0;
+  instances.reserve(of_instances);
   auto on_path = [&instances](const TraceEvent& ev, uint64_t at_ns, int pid, int tid) {
     if (ev.instance_ns) instances.push_back({ev.instance_ns, at_ns, ev.chain, pid, tid});
   };
@@ -614,7 +621,7 @@ void trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
         continue;
       }
       const auto& seg = cb.segments[ev.segment];
-      const std::string name = cb.name + ": " + seg.service;
+      const std::string& name = s.plan.callbacks[ev.callback].segment_names[ev.segment];
       const int dpid = accel_pid + static_cast<int>(seg.accelerator);
       const bool direct = ev.bucket < 0;
       const int dtid = direct ? 1000 + pid * 100 + static_cast<int>(ev.thread) : ev.bucket;
@@ -733,9 +740,9 @@ void trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
     }
     // An instance the run cannot explain is the analysis' fault: a track of
     // its own, where a user looks first.
-    const std::string name =
-        (f.kind == Finding::kInstance && !f.explained ? "over its bound, unexplained: chain " : mark.prefix) +
-        f.what;
+    std::string name =
+        f.kind == Finding::kInstance && !f.explained ? "over its bound, unexplained: chain " : mark.prefix;
+    name += f.what;
     ++finding_id;
     events->add({{"ph", "b"}, {"cat", "monitor"}, {"name", name}, {"id", finding_id}, {"pid", monitor_pid},
                  {"ts", ts(f.begin_ns)}, {"args", std::move(args)}});
