@@ -229,28 +229,104 @@ double SpeedSampler::slowest(uint64_t from_ns, uint64_t to_ns) const {
   return low;
 }
 
-json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding>* findings) {
-  const auto& w = *in.workload;
-  const auto& plan = *in.plan;
-  const SharedRun& shared = *in.shared;
+namespace {
+
+// The checks of one run's records, in the order the monitor makes them:
+// each stage reads what the ones before it left here.
+struct Check {
+  using Thread = std::pair<size_t, uint32_t>;  // (executor, thread)
+
+  Check(const MonitorInput& input, json* summaries, std::vector<Finding>* out)
+      : in(input), w(*input.workload), plan(*input.plan), shared(*input.shared), chains(summaries), findings(out) {}
+
+  json run() {
+    set_allowed();
+    read_trace();
+    check_kernels();
+    find_held();
+    check_requests();
+    check_legs();
+    check_off_core();
+    check_releases();
+    sort_overruns();
+    report_overruns();
+    measure_bounds();
+    find_filled_trace();
+    const uint64_t unexplained = explain_chains();
+    return summarise(unexplained);
+  }
+
+  void set_allowed();
+  void read_trace();
+  void check_kernels();
+  void find_held();
+  const Spans& held_above_of(const Thread& mine);
+  void check_requests();
+  void check_legs();
+  void check_off_core();
+  void check_releases();
+  void sort_overruns();
+  const std::vector<Tally>& tallies_of(Finding::Kind kind) const;
+  void report_overruns();
+  void measure_bounds();
+  void find_filled_trace();
+  uint64_t explain_chains();
+  json summarise(uint64_t unexplained);
+
+  std::string overrun_text(int kind, size_t what, uint64_t max_ns, uint64_t n, const std::string& of) const;
+  std::string speed_text(double low, const std::string& when) const;
+  static std::string loss_text(int core, const CoreLoss& loss, const std::string& when, const std::string& whose = "");
+  std::pair<size_t, int> device_core(size_t segment) const;
+  std::string device_loss_text(size_t a, const CoreLoss& loss, const std::string& when) const;
+  size_t accelerator_of(const TraceEvent& ev) const { return w.callbacks[ev.callback].segments[ev.segment].accelerator; }
+
+  const MonitorInput& in;
+  const workload::Workload& w;
+  const Plan& plan;
+  const SharedRun& shared;
+  json* chains;
+  std::vector<Finding>* findings;
 
   // Every piece of work against what the analysis allowed it.
-  std::vector<Tally> callbacks(w.callbacks.size());
-  for (size_t cb = 0; cb < w.callbacks.size(); ++cb) callbacks[cb].allowed_ns = w.callbacks[cb].cpu_ns;
+  std::vector<Tally> callbacks;
   std::vector<std::pair<size_t, size_t>> segment_of;  // (callback, segment)
   std::map<std::pair<size_t, size_t>, size_t> segment_index;
+  std::vector<Tally> segments;
+  std::vector<Tally> hops;
+  // A segment served on another node: its request and response on the link
+  // against the bound the network term gives them.
+  std::vector<Tally> legs;
+  std::vector<Tally> requests;
+  std::vector<Tally> off_core;
+  std::vector<Tally> releases;
+
+  std::vector<Overrun> overruns;  // by begin, once every check has added its own
+  uint64_t longest_overrun = 0;
+  std::map<int, std::vector<const TraceEvent*>> busy;               // per core: callbacks' executions
+  std::vector<const TraceEvent*> runs;                              // callbacks' executions
+  std::vector<const TraceEvent*> kernels;                           // served segments' kernels
+  std::map<std::pair<size_t, uint32_t>, std::vector<std::pair<uint64_t, uint64_t>>> waits;  // per thread
+  std::map<Thread, Spans> held;
+  std::map<Thread, Spans> held_above;  // made when first asked for
+
+  std::map<std::string, uint64_t> measured_bound;  // bounded chains only
+  uint64_t checked_until_ns = UINT64_MAX;
+  json trace_filled = nullptr;
+};
+
+void Check::set_allowed() {
+  callbacks.resize(w.callbacks.size());
+  for (size_t cb = 0; cb < w.callbacks.size(); ++cb) callbacks[cb].allowed_ns = w.callbacks[cb].cpu_ns;
   for (size_t cb = 0; cb < w.callbacks.size(); ++cb)
     for (size_t k = 0; k < w.callbacks[cb].segments.size(); ++k) {
       segment_index[{cb, k}] = segment_of.size();
       segment_of.emplace_back(cb, k);
     }
-  std::vector<Tally> segments(segment_of.size());
+  segments.resize(segment_of.size());
   for (size_t i = 0; i < segment_of.size(); ++i)
     segments[i].allowed_ns = w.callbacks[segment_of[i].first].segments[segment_of[i].second].wcet_ns;
-  std::vector<Tally> hops(plan.hops.size());
-  // A segment served on another node: its request and response on the link
-  // against the bound the network term gives them.
-  std::vector<Tally> legs(segment_of.size());
+  hops.resize(plan.hops.size());
+  legs.resize(segment_of.size());
   if (!w.links.empty()) {
     const analysis::NetworkTerms net(w);
     for (size_t h = 0; h < plan.hops.size(); ++h)
@@ -258,12 +334,9 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
         hops[h].allowed_ns = std::max(hops[h].allowed_ns, net.hop_ns(plan.hops[h].publisher, plan.queues[q].consumer));
     for (size_t i = 0; i < segment_of.size(); ++i) legs[i].allowed_ns = net.segment_ns(segment_of[i].first, segment_of[i].second);
   }
+}
 
-  std::vector<Overrun> overruns;
-  std::map<int, std::vector<const TraceEvent*>> busy;               // per core: callbacks' executions
-  std::vector<const TraceEvent*> runs;                              // callbacks' executions
-  std::vector<const TraceEvent*> kernels;                           // served segments' kernels
-  std::map<std::pair<size_t, uint32_t>, std::vector<std::pair<uint64_t, uint64_t>>> waits;  // per thread
+void Check::read_trace() {
   for (size_t e = 0; e < w.executors.size() + plan.bridges.size(); ++e) {
     const uint64_t n = shared.trace_kept(e);
     for (uint64_t i = 0; i < n; ++i) {
@@ -301,6 +374,9 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
       }
     }
   }
+}
+
+void Check::check_kernels() {
   // A kernel's own time: its span less the time a higher bucket's kernels
   // on its accelerator ran within it. The analysis charges those as
   // interference of their own (a higher bucket's worker preempts a lower one
@@ -312,7 +388,6 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
   // (its worker back on the core, its data back in the caches), which fall
   // within the lower kernel's span. Up to that much per higher kernel that
   // started within the span is theirs too.
-  auto accelerator_of = [&](const TraceEvent& ev) { return w.callbacks[ev.callback].segments[ev.segment].accelerator; };
   std::map<std::pair<size_t, int32_t>, Spans> by_bucket;  // (accelerator, bucket): its kernels' spans
   for (const TraceEvent* ev : kernels) by_bucket[{accelerator_of(*ev), ev->bucket}].emplace_back(ev->begin_ns, ev->end_ns);
   std::map<std::pair<size_t, int32_t>, Spans> above;  // the same: the union of every higher bucket's spans
@@ -339,14 +414,14 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
     segments[s].add(own);
     if (own > segments[s].allowed_ns) overruns.push_back({Finding::kSegment, s, ev->begin_ns, ev->end_ns, own, -1});
   }
+}
 
+void Check::find_held() {
   for (auto& [thread, spans] : waits) std::sort(spans.begin(), spans.end());
   // Per executor thread: when it held its core (its callbacks' spans less
   // its waits). What the other threads of its core at its priority or above
   // held keeps a thread from going on, and the bound charges that as their
   // interference.
-  using Thread = std::pair<size_t, uint32_t>;  // (executor, thread)
-  std::map<Thread, Spans> held;
   for (const TraceEvent* ev : runs) {
     const Thread mine{w.callbacks[ev->callback].executor, ev->thread};
     const Spans& own = waits[mine];
@@ -359,8 +434,9 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
     }
     if (at < ev->end_ns) out.emplace_back(at, ev->end_ns);
   }
-  std::map<Thread, Spans> held_above;  // made when first asked for
-  auto held_above_of = [&](const Thread& mine) -> const Spans& {
+}
+
+const Spans& Check::held_above_of(const Thread& mine) {
     auto [it, made] = held_above.try_emplace(mine);
     if (made) {
       const workload::Executor& ex = w.executors[mine.first];
@@ -371,8 +447,9 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
       it->second = merged(std::move(all));
     }
     return it->second;
-  };
+}
 
+void Check::check_requests() {
   // The server's overhead per request, against epsilon: from the later of
   // its submission and the end of the kernel its accelerator ran before it
   // to its kernel's start, plus from its kernel's end to its client going
@@ -382,7 +459,7 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
   // the gateway's link to the gateway's reply, less the same threads' time
   // while the gateway's thread waited to take it and to reply (its legs on
   // the link are checked below).
-  std::vector<Tally> requests(segment_of.size());
+  requests.resize(segment_of.size());
   if (w.server) {
     for (Tally& t : requests) t.allowed_ns = w.server->overhead_ns;
     std::map<size_t, std::vector<uint64_t>> ends;  // per accelerator: its kernels' ends, in order
@@ -416,6 +493,9 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
         overruns.push_back({Finding::kOverhead, s, ev->submit_ns, resumed, overhead, -1});
     }
   }
+}
+
+void Check::check_legs() {
   // The two legs of a request served on another node, added: each crosses
   // the nodes' clocks in the other direction, so the sum is of one clock's
   // differences (segments.cc).
@@ -426,7 +506,9 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
     if (ev->legs_ns > legs[s].allowed_ns)
       overruns.push_back({Finding::kLegs, s, ev->submit_ns, ev->end_ns + ev->resumed_after_ns, ev->legs_ns, -1});
   }
+}
 
+void Check::check_off_core() {
   // A callback's thread kept off its core: the wall time of a callback's
   // execution beyond its CPU time, its waits, and the CPU time that the
   // callbacks of its priority or above took on its core while it was ready
@@ -434,7 +516,7 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
   // hypervisor (steal, which the thread's CPU clock does not count) or a
   // thread outside the workload. A lower executor's callback does not run
   // while it is ready, and another's wait for the accelerator takes no core.
-  std::vector<Tally> off_core(w.callbacks.size());
+  off_core.resize(w.callbacks.size());
   std::map<int, uint64_t> longest_run;  // per core
   for (auto& [core, spans] : busy) {
     std::sort(spans.begin(), spans.end(), [](const TraceEvent* a, const TraceEvent* b) { return a->begin_ns < b->begin_ns; });
@@ -473,14 +555,16 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
     t.add(off);
     if (off > t.allowed_ns) overruns.push_back({Finding::kOffCore, ev->callback, ev->begin_ns, ev->end_ns, off, core});
   }
+}
 
+void Check::check_releases() {
   // Timer activations against the release jitter: how late each started
   // after its release, counted where no callback that could hold it back ran
   // on its core in between: one of its own executor, or of an executor of
   // its priority or above there (else the wait was interference, which the
   // bound covers). A lower executor's callback cannot: the timer's executor
   // preempts it.
-  std::vector<Tally> releases(plan.timers.size());
+  releases.resize(plan.timers.size());
   for (size_t t = 0; t < plan.timers.size(); ++t) {
     Tally& tally = releases[t];
     tally.allowed_ns = w.release_jitter_ns;
@@ -510,11 +594,15 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
         overruns.push_back({Finding::kRelease, t, r.release_ns, r.start_ns, r.start_ns - r.release_ns, mine.core});
     }
   }
+}
+
+void Check::sort_overruns() {
   std::sort(overruns.begin(), overruns.end(), [](const Overrun& a, const Overrun& b) { return a.begin_ns < b.begin_ns; });
-  uint64_t longest_overrun = 0;
   for (const auto& o : overruns) longest_overrun = std::max(longest_overrun, o.end_ns - o.begin_ns);
-  // Each kind's tallies, by an overrun's `what`.
-  auto tallies_of = [&](Finding::Kind kind) -> const std::vector<Tally>& {
+}
+
+// Each kind's tallies, by an overrun's `what`.
+const std::vector<Tally>& Check::tallies_of(Finding::Kind kind) const {
     switch (kind) {
       case Finding::kCpu: return callbacks;
       case Finding::kSegment: return segments;
@@ -526,7 +614,9 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
       case Finding::kInstance: break;
     }
     return requests;
-  };
+}
+
+void Check::report_overruns() {
   if (findings) {
     // Room for every finding at once: growing by doubling would hold up to
     // three times their size while it copies.
@@ -547,8 +637,9 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
       findings->push_back({o.kind, what, o.begin_ns, o.end_ns, o.took_ns, tallies_of(o.kind)[o.what].allowed_ns});
     }
   }
+}
 
-  auto overrun_text = [&](int kind, size_t what, uint64_t max_ns, uint64_t n, const std::string& of) {
+std::string Check::overrun_text(int kind, size_t what, uint64_t max_ns, uint64_t n, const std::string& of) const {
     if (kind == Finding::kCpu) {
       const auto t = took_allowed(max_ns, callbacks[what].allowed_ns);
       return "callback " + w.callbacks[what].name + " ran up to " + t.took + " of CPU against a WCET of " + t.allowed +
@@ -590,19 +681,21 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
     const auto t = took_allowed(max_ns, hops[what].allowed_ns);
     return "hop " + plan.hops[what].name + " took up to " + t.took + " against its bound of " + t.allowed + " in " +
            count_of(n, "message") + of;
-  };
-  // The machine below the speed the work was sized for, at LOW at the
-  // slowest: a sentence, or empty.
-  auto speed_text = [&](double low, const std::string& when) -> std::string {
+}
+
+// The machine below the speed the work was sized for, at LOW at the
+// slowest: a sentence, or empty.
+std::string Check::speed_text(double low, const std::string& when) const {
     if (low <= 0 || low >= in.work_fraction) return {};
     char speed[32], fraction[32];
     snprintf(speed, sizeof(speed), "%.2f", low);
     snprintf(fraction, sizeof(fraction), "%.2f", in.work_fraction);
     return std::string("the machine ran the calibrated CPU work at as little as ") + speed + "x its speed at the start" +
            when + ", below the work fraction " + fraction;
-  };
-  // "core 1 lost 20.0 ms to softirqs" + WHEN; WHOSE names the core's owner.
-  auto loss_text = [](int core, const CoreLoss& loss, const std::string& when, const std::string& whose = "") {
+}
+
+// "core 1 lost 20.0 ms to softirqs" + WHEN; WHOSE names the core's owner.
+std::string Check::loss_text(int core, const CoreLoss& loss, const std::string& when, const std::string& whose) {
     std::string parts;
     auto part = [&parts](uint64_t ns, const char* what) {
       if (!ns) return;
@@ -612,28 +705,30 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
     part(loss.irq_ns, "interrupts");
     part(loss.steal_ns, "the hypervisor (steal)");
     return whose + "core " + std::to_string(core) + " lost " + parts + when;
-  };
-  // A cpu-backend accelerator's kernels run on a core of their own, which
-  // the hypervisor, interrupts and softirqs take time from as they do from
-  // the executors': said beside a kernel over its declared time, it tells
-  // a slow kernel from a kernel kept off its core (at the sampler's grain).
-  auto device_core = [&](size_t segment) {
+}
+
+// A cpu-backend accelerator's kernels run on a core of their own, which
+// the hypervisor, interrupts and softirqs take time from as they do from
+// the executors': said beside a kernel over its declared time, it tells
+// a slow kernel from a kernel kept off its core (at the sampler's grain).
+std::pair<size_t, int> Check::device_core(size_t segment) const {
     const auto [cb, k] = segment_of[segment];
     const size_t a = w.callbacks[cb].segments[k].accelerator;
     return std::make_pair(a, w.accelerators[a].backend == workload::Backend::kCpu ? w.accelerators[a].core : -1);
-  };
-  auto device_loss_text = [&](size_t a, const CoreLoss& loss, const std::string& when) {
+}
+
+std::string Check::device_loss_text(size_t a, const CoreLoss& loss, const std::string& when) const {
     return loss_text(w.accelerators[a].core, loss, " while its kernels over their declared times ran" + when,
                      w.accelerators[a].name + "'s ");
-  };
+}
 
+void Check::measure_bounds() {
   // The bounds again, with each callback's, kernel's and release's longest
   // time in the run in place of the declared one where longer: what the
   // analysis promises for the run as it happened. A kernel's own time still
   // includes the cost of its preemptions, which the analysis also charges
   // (kappa), so this bound is if anything larger than the run's own times
   // give, and an instance beyond it more surely the analysis' fault.
-  std::map<std::string, uint64_t> measured_bound;  // bounded chains only
   if (in.analyze) {
     auto longest = [](const Tally& t) {
       return t.took_ns.empty() ? uint64_t{0} : *std::max_element(t.took_ns.begin(), t.took_ns.end());
@@ -651,13 +746,13 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
     for (const auto& r : in.analyze(measured))
       if (r.bounded) measured_bound[r.chain] = r.wcrt_ns;
   }
+}
 
+void Check::find_filled_trace() {
   // An executor's (or bridge's) trace holds a set number of events: in a
   // run long enough to fill one, what came after it is not in the tallies
   // above, and an instance over its bound then cannot be checked. Checked:
   // the instances that ended before the first trace to fill did.
-  uint64_t checked_until_ns = UINT64_MAX;
-  json trace_filled = nullptr;
   for (size_t e = 0; e < w.executors.size() + plan.bridges.size(); ++e) {
     const uint64_t capacity = shared.trace_capacity(e);
     if (shared.executor(e)->trace_used.load() <= capacity) continue;
@@ -672,7 +767,9 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
                     {"events", capacity},
                     {"at_s", static_cast<double>(last_ns - std::min(last_ns, in.t0_ns)) / 1e9}};
   }
+}
 
+uint64_t Check::explain_chains() {
   // Each chain over its bound: what broke in the time of its instances over
   // it, on its executors' cores for CPU work and losses.
   uint64_t unexplained = 0;
@@ -797,7 +894,10 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
     summary["unchecked"] = unchecked;
     unexplained += why.unexplained;
   }
+  return unexplained;
+}
 
+json Check::summarise(uint64_t unexplained) {
   // The run as a whole: per piece of work its figures, and a sentence for
   // each that went over what it was allowed.
   json broken = json::array();
@@ -898,6 +998,12 @@ json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding
           {"broken", std::move(broken)},
           {"trace_filled", std::move(trace_filled)},
           {"unexplained_violations", unexplained}};
+}
+
+}  // namespace
+
+json check_assumptions(const MonitorInput& in, json* chains, std::vector<Finding>* findings) {
+  return Check(in, chains, findings).run();
 }
 
 }  // namespace rtaccel::exec
