@@ -81,6 +81,7 @@ class Executor {
   std::unique_ptr<AccelPath> path_;
   pthread_mutex_t lock_;  // guards states_ and snapshot_ between the threads
   std::vector<CallbackState> states_;
+  uint64_t end_ns_ = UINT64_MAX;  // the run's: timers release nothing at or after it
   std::deque<size_t> snapshot_;  // ros2: the callbacks of the current polling point
   // Per callback of this executor with a working set: its walk (a callback
   // never runs on two threads at once, so each has one position).
@@ -91,7 +92,7 @@ class Executor {
 bool Executor::ready(size_t cb) const {
   const auto& p = plan_.callbacks[cb];
   if (states_[cb].running) return false;
-  if (p.timer >= 0) return core::monotonic_ns() >= states_[cb].next_release;
+  if (p.timer >= 0) return states_[cb].next_release < end_ns_ && core::monotonic_ns() >= states_[cb].next_release;
   for (uint32_t q : p.inputs)
     if (__atomic_load_n(&shared_.queue(q)->count, __ATOMIC_ACQUIRE) == 0) return false;
   return true;
@@ -109,8 +110,11 @@ void Executor::take(size_t cb, uint64_t now, Pick* out) {
   s.next_release += p.period_ns;
   if (s.next_release <= now) {
     const uint64_t missed = (now - s.next_release) / p.period_ns + 1;
+    // Skipped, of those the run would have made: before its end.
+    const uint64_t before_end =
+        s.next_release < end_ns_ ? (end_ns_ - s.next_release + p.period_ns - 1) / p.period_ns : 0;
     s.next_release += missed * p.period_ns;
-    state_->overruns.fetch_add(missed, std::memory_order_relaxed);
+    state_->overruns.fetch_add(std::min(missed, before_end), std::memory_order_relaxed);
   }
 }
 
@@ -151,7 +155,8 @@ Executor::Pick Executor::pick(uint64_t now) {
 uint64_t Executor::next_timer() const {
   uint64_t next = UINT64_MAX;
   for (size_t cb : mine_)
-    if (plan_.callbacks[cb].timer >= 0 && !states_[cb].running) next = std::min(next, states_[cb].next_release);
+    if (plan_.callbacks[cb].timer >= 0 && !states_[cb].running && states_[cb].next_release < end_ns_)
+      next = std::min(next, states_[cb].next_release);
   return next;
 }
 
@@ -395,6 +400,7 @@ Status Executor::run() {
   while (!header->go.load(std::memory_order_acquire) && !header->stop.load(std::memory_order_acquire))
     futex_wait(reinterpret_cast<uint32_t*>(&header->go), 0, true, CLOCK_MONOTONIC, nullptr);
   for (size_t cb : mine_) states_[cb].next_release = header->start_ns;
+  end_ns_ = header->end_ns;
 
   // The threads started go on until the runner stops the run, which it
   // does when this executor fails.

@@ -1350,6 +1350,7 @@ Status Run::wait_until_ready() {
                     "allowed; the results are marked, and the analysis' bounds do not apply to them\n");
   auto* header = shared_.header();
   header->start_ns = core::monotonic_ns() + 50 * kMs;
+  header->end_ns = header->start_ns + duration_ns_;
   header->go.store(1, std::memory_order_release);
   futex_wake(reinterpret_cast<uint32_t*>(&header->go), INT_MAX, true);
   t0_ = header->start_ns;

@@ -132,6 +132,11 @@ struct alignas(64) RunHeader {
   std::atomic<uint32_t> go{0};    // futex: set when start_ns is valid
   std::atomic<uint32_t> stop{0};
   uint64_t start_ns = 0;          // first timer release
+  // The run's end: no timer releases at or after it, however late the
+  // runner (a process at normal priority, which looks every 20 ms) stops
+  // the executors, so that the records sized for the duration hold every
+  // release.
+  uint64_t end_ns = 0;
 };
 
 // The run's shared memory is mapped by the runner and every executor (forked

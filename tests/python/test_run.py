@@ -285,6 +285,39 @@ def test_a_run_that_fills_its_trace_says_how_far_it_was_checked(tmp_path):
     assert default["executors"][0]["trace_events_lost"] == 0
 
 
+def test_timers_release_nothing_after_the_runs_end_however_late_the_runner_stops_them(tmp_path):
+    # The runner looks every 20 ms and runs at normal priority: a loaded
+    # machine can keep it from stopping the executors for long after the
+    # run's end. Stopped for 2 s across the end here, it must not matter:
+    # every release after the end would overflow records sized for the
+    # duration (8 activations of slack), and a default run said its trace
+    # had filled.
+    out = tmp_path / "out"
+    proc = subprocess.Popen([str(EXEC), workload(tmp_path, "fast", FAST_TIMERS), "--policy", "picas",
+                             "--duration", "10.5", "--out", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stderr:
+            if "10/10 s" in line:  # printed at 10 s; the run ends at 10.5
+                break
+        proc.send_signal(signal.SIGSTOP)
+        time.sleep(2.0)
+        proc.send_signal(signal.SIGCONT)
+        assert proc.wait(timeout=60) == 0, proc.stderr.read()
+    finally:
+        proc.send_signal(signal.SIGCONT)
+        proc.kill()
+        proc.wait()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["duration_s"] > 12, summary["duration_s"]  # the runner did stop them late
+    # Each timer's 10 500 releases were run or skipped (late by more than a
+    # period, as a ROS 2 timer skips them), and none came after the end.
+    ex, = summary["executors"]
+    assert sum(t["activations"] for t in summary["timers"]) + ex["timer_overruns"] == 2 * 10500, (summary["timers"], ex)
+    assert ex["trace_events_lost"] == 0, ex
+    assert summary["assumptions"]["trace_filled"] is None
+
+
 # Six timers every millisecond, 20 us of work each: 6 000 trace events a second.
 SIX_FAST_TIMERS = "executors:\n  - {name: ex, core: 0, priority: 50}\ncallbacks:\n" + "".join(
     f"  - {{name: t{i}, executor: ex, trigger: {{timer_ms: 1}}, cpu_us: 20}}\n" for i in range(6)) + \
