@@ -437,16 +437,16 @@ void Check::find_held() {
 }
 
 const Spans& Check::held_above_of(const Thread& mine) {
-    auto [it, made] = held_above.try_emplace(mine);
-    if (made) {
-      const workload::Executor& ex = w.executors[mine.first];
-      Spans all;
-      for (const auto& [other, spans] : held)
-        if (other != mine && w.executors[other.first].core == ex.core && w.executors[other.first].priority >= ex.priority)
-          all.insert(all.end(), spans.begin(), spans.end());
-      it->second = merged(std::move(all));
-    }
-    return it->second;
+  auto [it, made] = held_above.try_emplace(mine);
+  if (made) {
+    const workload::Executor& ex = w.executors[mine.first];
+    Spans all;
+    for (const auto& [other, spans] : held)
+      if (other != mine && w.executors[other.first].core == ex.core && w.executors[other.first].priority >= ex.priority)
+        all.insert(all.end(), spans.begin(), spans.end());
+    it->second = merged(std::move(all));
+  }
+  return it->second;
 }
 
 void Check::check_requests() {
@@ -603,108 +603,107 @@ void Check::sort_overruns() {
 
 // Each kind's tallies, by an overrun's `what`.
 const std::vector<Tally>& Check::tallies_of(Finding::Kind kind) const {
-    switch (kind) {
-      case Finding::kCpu: return callbacks;
-      case Finding::kSegment: return segments;
-      case Finding::kHop: return hops;
-      case Finding::kRelease: return releases;
-      case Finding::kOffCore: return off_core;
-      case Finding::kLegs: return legs;
-      case Finding::kOverhead:
-      case Finding::kInstance: break;
-    }
-    return requests;
+  switch (kind) {
+    case Finding::kCpu: return callbacks;
+    case Finding::kSegment: return segments;
+    case Finding::kHop: return hops;
+    case Finding::kRelease: return releases;
+    case Finding::kOffCore: return off_core;
+    case Finding::kLegs: return legs;
+    case Finding::kOverhead:
+    case Finding::kInstance: break;
+  }
+  return requests;
 }
 
 void Check::report_overruns() {
-  if (findings) {
-    // Room for every finding at once: growing by doubling would hold up to
-    // three times their size while it copies.
-    uint64_t over_bound = 0;
-    for (const auto& c : *chains)
-      if (c["over_bound"].is_number()) over_bound += c["over_bound"].get<uint64_t>();
-    findings->reserve(findings->size() + overruns.size() + over_bound);
-    for (const Overrun& o : overruns) {
-      std::string_view what;
-      if (o.kind == Finding::kSegment || o.kind == Finding::kOverhead || o.kind == Finding::kLegs) {
-        const auto [cb, k] = segment_of[o.what];
-        what = plan.callbacks[cb].segment_names[k];
-      } else if (o.kind == Finding::kHop) {
-        what = plan.hops[o.what].name;
-      } else {
-        what = w.callbacks[o.kind == Finding::kRelease ? plan.timers[o.what] : o.what].name;
-      }
-      findings->push_back({o.kind, what, o.begin_ns, o.end_ns, o.took_ns, tallies_of(o.kind)[o.what].allowed_ns});
+  if (!findings) return;
+  // Room for every finding at once: growing by doubling would hold up to
+  // three times their size while it copies.
+  uint64_t over_bound = 0;
+  for (const auto& c : *chains)
+    if (c["over_bound"].is_number()) over_bound += c["over_bound"].get<uint64_t>();
+  findings->reserve(findings->size() + overruns.size() + over_bound);
+  for (const Overrun& o : overruns) {
+    std::string_view what;
+    if (o.kind == Finding::kSegment || o.kind == Finding::kOverhead || o.kind == Finding::kLegs) {
+      const auto [cb, k] = segment_of[o.what];
+      what = plan.callbacks[cb].segment_names[k];
+    } else if (o.kind == Finding::kHop) {
+      what = plan.hops[o.what].name;
+    } else {
+      what = w.callbacks[o.kind == Finding::kRelease ? plan.timers[o.what] : o.what].name;
     }
+    findings->push_back({o.kind, what, o.begin_ns, o.end_ns, o.took_ns, tallies_of(o.kind)[o.what].allowed_ns});
   }
 }
 
 std::string Check::overrun_text(int kind, size_t what, uint64_t max_ns, uint64_t n, const std::string& of) const {
-    if (kind == Finding::kCpu) {
-      const auto t = took_allowed(max_ns, callbacks[what].allowed_ns);
-      return "callback " + w.callbacks[what].name + " ran up to " + t.took + " of CPU against a WCET of " + t.allowed +
-             " in " + count_of(n, "instance") + of;
-    }
-    if (kind == Finding::kSegment) {
-      const auto [cb, k] = segment_of[what];
-      const auto t = took_allowed(max_ns, segments[what].allowed_ns);
-      // Its fastest in the run beside it: at or under the declared time,
-      // the kernel was sized right and the device ran it slower at times.
-      return "segment " + std::to_string(k + 1) + " of callback " + w.callbacks[cb].name + " (" +
-             w.callbacks[cb].segments[k].service + ") ran up to " + t.took + " on the accelerator against " +
-             t.allowed + " in " + count_of(n, "instance") + of + " (" +
-             took_allowed(segments[what].fastest(), segments[what].allowed_ns).took + " at its fastest in the run)";
-    }
-    if (kind == Finding::kOverhead) {
-      const auto [cb, k] = segment_of[what];
-      return "the requests of segment " + std::to_string(k + 1) + " of callback " + w.callbacks[cb].name + " (" +
-             w.callbacks[cb].segments[k].service + ") cost the server up to " + short_time(max_ns) +
-             " against its overhead (epsilon) of " + short_time(requests[what].allowed_ns) + " in " +
-             count_of(n, "instance") + of;
-    }
-    if (kind == Finding::kLegs) {
-      const auto [cb, k] = segment_of[what];
-      const auto t = took_allowed(max_ns, legs[what].allowed_ns);
-      return "the request and response of segment " + std::to_string(k + 1) + " of callback " + w.callbacks[cb].name +
-             " (" + w.callbacks[cb].segments[k].service + ") took up to " + t.took + " on the link against their bound of " +
-             t.allowed + " in " + count_of(n, "instance") + of;
-    }
-    if (kind == Finding::kOffCore)
-      return "callback " + w.callbacks[what].name + " was kept off core " +
-             std::to_string(w.executors[w.callbacks[what].executor].core) + " for up to " + short_time(max_ns) +
-             " while it ran (steal, or a thread outside the workload) in " + count_of(n, "instance") + of;
-    if (kind == Finding::kRelease)
-      return "the timer of callback " + w.callbacks[plan.timers[what]].name + " started it up to " +
-             short_time(max_ns) + " after its release against a release jitter of " +
-             short_time(releases[what].allowed_ns) + " in " +
-             count_of(n, "activation") + of;
-    const auto t = took_allowed(max_ns, hops[what].allowed_ns);
-    return "hop " + plan.hops[what].name + " took up to " + t.took + " against its bound of " + t.allowed + " in " +
-           count_of(n, "message") + of;
+  if (kind == Finding::kCpu) {
+    const auto t = took_allowed(max_ns, callbacks[what].allowed_ns);
+    return "callback " + w.callbacks[what].name + " ran up to " + t.took + " of CPU against a WCET of " + t.allowed +
+           " in " + count_of(n, "instance") + of;
+  }
+  if (kind == Finding::kSegment) {
+    const auto [cb, k] = segment_of[what];
+    const auto t = took_allowed(max_ns, segments[what].allowed_ns);
+    // Its fastest in the run beside it: at or under the declared time,
+    // the kernel was sized right and the device ran it slower at times.
+    return "segment " + std::to_string(k + 1) + " of callback " + w.callbacks[cb].name + " (" +
+           w.callbacks[cb].segments[k].service + ") ran up to " + t.took + " on the accelerator against " +
+           t.allowed + " in " + count_of(n, "instance") + of + " (" +
+           took_allowed(segments[what].fastest(), segments[what].allowed_ns).took + " at its fastest in the run)";
+  }
+  if (kind == Finding::kOverhead) {
+    const auto [cb, k] = segment_of[what];
+    return "the requests of segment " + std::to_string(k + 1) + " of callback " + w.callbacks[cb].name + " (" +
+           w.callbacks[cb].segments[k].service + ") cost the server up to " + short_time(max_ns) +
+           " against its overhead (epsilon) of " + short_time(requests[what].allowed_ns) + " in " +
+           count_of(n, "instance") + of;
+  }
+  if (kind == Finding::kLegs) {
+    const auto [cb, k] = segment_of[what];
+    const auto t = took_allowed(max_ns, legs[what].allowed_ns);
+    return "the request and response of segment " + std::to_string(k + 1) + " of callback " + w.callbacks[cb].name +
+           " (" + w.callbacks[cb].segments[k].service + ") took up to " + t.took + " on the link against their bound of " +
+           t.allowed + " in " + count_of(n, "instance") + of;
+  }
+  if (kind == Finding::kOffCore)
+    return "callback " + w.callbacks[what].name + " was kept off core " +
+           std::to_string(w.executors[w.callbacks[what].executor].core) + " for up to " + short_time(max_ns) +
+           " while it ran (steal, or a thread outside the workload) in " + count_of(n, "instance") + of;
+  if (kind == Finding::kRelease)
+    return "the timer of callback " + w.callbacks[plan.timers[what]].name + " started it up to " +
+           short_time(max_ns) + " after its release against a release jitter of " +
+           short_time(releases[what].allowed_ns) + " in " +
+           count_of(n, "activation") + of;
+  const auto t = took_allowed(max_ns, hops[what].allowed_ns);
+  return "hop " + plan.hops[what].name + " took up to " + t.took + " against its bound of " + t.allowed + " in " +
+         count_of(n, "message") + of;
 }
 
 // The machine below the speed the work was sized for, at LOW at the
 // slowest: a sentence, or empty.
 std::string Check::speed_text(double low, const std::string& when) const {
-    if (low <= 0 || low >= in.work_fraction) return {};
-    char speed[32], fraction[32];
-    snprintf(speed, sizeof(speed), "%.2f", low);
-    snprintf(fraction, sizeof(fraction), "%.2f", in.work_fraction);
-    return std::string("the machine ran the calibrated CPU work at as little as ") + speed + "x its speed at the start" +
-           when + ", below the work fraction " + fraction;
+  if (low <= 0 || low >= in.work_fraction) return {};
+  char speed[32], fraction[32];
+  snprintf(speed, sizeof(speed), "%.2f", low);
+  snprintf(fraction, sizeof(fraction), "%.2f", in.work_fraction);
+  return std::string("the machine ran the calibrated CPU work at as little as ") + speed + "x its speed at the start" +
+         when + ", below the work fraction " + fraction;
 }
 
 // "core 1 lost 20.0 ms to softirqs" + WHEN; WHOSE names the core's owner.
 std::string Check::loss_text(int core, const CoreLoss& loss, const std::string& when, const std::string& whose) {
-    std::string parts;
-    auto part = [&parts](uint64_t ns, const char* what) {
-      if (!ns) return;
-      parts += (parts.empty() ? "" : ", ") + ms(ns) + " to " + what;
-    };
-    part(loss.softirq_ns, "softirqs");
-    part(loss.irq_ns, "interrupts");
-    part(loss.steal_ns, "the hypervisor (steal)");
-    return whose + "core " + std::to_string(core) + " lost " + parts + when;
+  std::string parts;
+  auto part = [&parts](uint64_t ns, const char* what) {
+    if (!ns) return;
+    parts += (parts.empty() ? "" : ", ") + ms(ns) + " to " + what;
+  };
+  part(loss.softirq_ns, "softirqs");
+  part(loss.irq_ns, "interrupts");
+  part(loss.steal_ns, "the hypervisor (steal)");
+  return whose + "core " + std::to_string(core) + " lost " + parts + when;
 }
 
 // A cpu-backend accelerator's kernels run on a core of their own, which
@@ -712,14 +711,14 @@ std::string Check::loss_text(int core, const CoreLoss& loss, const std::string& 
 // the executors': said beside a kernel over its declared time, it tells
 // a slow kernel from a kernel kept off its core (at the sampler's grain).
 std::pair<size_t, int> Check::device_core(size_t segment) const {
-    const auto [cb, k] = segment_of[segment];
-    const size_t a = w.callbacks[cb].segments[k].accelerator;
-    return std::make_pair(a, w.accelerators[a].backend == workload::Backend::kCpu ? w.accelerators[a].core : -1);
+  const auto [cb, k] = segment_of[segment];
+  const size_t a = w.callbacks[cb].segments[k].accelerator;
+  return std::make_pair(a, w.accelerators[a].backend == workload::Backend::kCpu ? w.accelerators[a].core : -1);
 }
 
 std::string Check::device_loss_text(size_t a, const CoreLoss& loss, const std::string& when) const {
-    return loss_text(w.accelerators[a].core, loss, " while its kernels over their declared times ran" + when,
-                     w.accelerators[a].name + "'s ");
+  return loss_text(w.accelerators[a].core, loss, " while its kernels over their declared times ran" + when,
+                   w.accelerators[a].name + "'s ");
 }
 
 void Check::measure_bounds() {
