@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -141,73 +142,110 @@ struct Explanation {
 
 }  // namespace
 
-void CoreSampler::sample(uint64_t now_ns) {
-  FILE* f = fopen("/proc/stat", "re");
+CoreSampler::CoreSampler(std::vector<int> cores) : cores_(std::move(cores)) {
+  std::sort(cores_.begin(), cores_.end());
+  cores_.erase(std::unique(cores_.begin(), cores_.end()), cores_.end());
+}
+
+ptrdiff_t CoreSampler::column(int core) const {
+  auto it = std::lower_bound(cores_.begin(), cores_.end(), core);
+  return it != cores_.end() && *it == core ? it - cores_.begin() : -1;
+}
+
+void CoreSampler::sample(uint64_t now_ns, const char* path) {
+  FILE* f = fopen(path, "re");
   if (!f) return;
   static const double ns_per_tick = 1e9 / static_cast<double>(sysconf(_SC_CLK_TCK));
-  Sample s;
-  s.at_ns = now_ns;
+  const size_t n = cores_.size();
+  // A core missing from this read keeps its totals: it lost nothing since.
+  totals_.resize(totals_.size() + n);
+  CoreLoss* row = totals_.data() + totals_.size() - n;
+  if (!at_ns_.empty()) std::copy(row - n, row, row);
   char line[512];
   while (fgets(line, sizeof(line), f)) {
+    // "cpuN ...", not the machine's total ("cpu  ..."), whose first count
+    // %d would take for a core number.
+    if (strncmp(line, "cpu", 3) != 0 || !isdigit(static_cast<unsigned char>(line[3]))) continue;
     int core;
     unsigned long long user, nice, system, idle, iowait, irq, softirq, steal;
     if (sscanf(line, "cpu%d %llu %llu %llu %llu %llu %llu %llu %llu", &core, &user, &nice, &system, &idle, &iowait,
-               &irq, &softirq, &steal) != 9 ||
-        core < 0 || core > 65535)
+               &irq, &softirq, &steal) != 9)
       continue;
-    if (s.cumulative.size() <= static_cast<size_t>(core)) s.cumulative.resize(static_cast<size_t>(core) + 1);
+    const ptrdiff_t c = column(core);
+    if (c < 0) continue;
     auto to_ns = [](unsigned long long ticks) { return static_cast<uint64_t>(static_cast<double>(ticks) * ns_per_tick); };
-    s.cumulative[static_cast<size_t>(core)] = {to_ns(irq), to_ns(softirq), to_ns(steal)};
+    row[c] = {to_ns(irq), to_ns(softirq), to_ns(steal)};
   }
   fclose(f);
-  samples_.push_back(std::move(s));
+  at_ns_.push_back(now_ns);
 }
 
-void CoreSampler::record(uint64_t now_ns, std::vector<CoreLoss> cumulative) {
-  samples_.push_back({now_ns, std::move(cumulative)});
+void CoreSampler::record(uint64_t now_ns, const std::vector<CoreLoss>& cumulative) {
+  for (int core : cores_)
+    totals_.push_back(static_cast<size_t>(core) < cumulative.size() ? cumulative[static_cast<size_t>(core)] : CoreLoss{});
+  at_ns_.push_back(now_ns);
 }
 
-CoreLoss CoreSampler::delta(const Sample& a, const Sample& b, int core) {
-  const auto c = static_cast<size_t>(core);
-  if (core < 0 || c >= a.cumulative.size() || c >= b.cumulative.size()) return {};
-  const CoreLoss& x = a.cumulative[c];
-  const CoreLoss& y = b.cumulative[c];
-  return {y.irq_ns - x.irq_ns, y.softirq_ns - x.softirq_ns, y.steal_ns - x.steal_ns};
+CoreLoss CoreSampler::delta(size_t k, ptrdiff_t column) const {
+  const size_t n = cores_.size();
+  const CoreLoss& x = totals_[(k - 1) * n + static_cast<size_t>(column)];
+  const CoreLoss& y = totals_[k * n + static_cast<size_t>(column)];
+  // A counter that went back (a core brought online again counts afresh)
+  // lost nothing the run can tell.
+  auto since = [](uint64_t a, uint64_t b) { return b > a ? b - a : 0; };
+  return {since(x.irq_ns, y.irq_ns), since(x.softirq_ns, y.softirq_ns), since(x.steal_ns, y.steal_ns)};
 }
 
 CoreLoss CoreSampler::lost(int core, uint64_t from_ns, uint64_t to_ns,
                            std::vector<std::vector<bool>>* counted) const {
   CoreLoss sum;
+  const ptrdiff_t c = column(core);
+  if (c < 0) return sum;
   std::vector<bool>* done = nullptr;
   if (counted) {
     if (counted->size() <= static_cast<size_t>(core)) counted->resize(static_cast<size_t>(core) + 1);
     done = &(*counted)[static_cast<size_t>(core)];
-    done->resize(samples_.size());
+    done->resize(at_ns_.size());
   }
-  // Interval k is (samples_[k-1], samples_[k]]: the first one that ends at
-  // or after FROM, up to the first that ends at or after TO.
-  auto first = std::lower_bound(samples_.begin(), samples_.end(), from_ns,
-                                [](const Sample& s, uint64_t t) { return s.at_ns < t; });
-  for (auto k = static_cast<size_t>(std::max<ptrdiff_t>(first - samples_.begin(), 1)); k < samples_.size(); ++k) {
-    if (samples_[k - 1].at_ns > to_ns) break;
+  // Interval k is (at_ns_[k-1], at_ns_[k]]: the first one that ends at or
+  // after FROM, up to the first that ends at or after TO.
+  const auto first = static_cast<size_t>(std::lower_bound(at_ns_.begin(), at_ns_.end(), from_ns) - at_ns_.begin());
+  for (size_t k = std::max<size_t>(first, 1); k < at_ns_.size(); ++k) {
+    if (at_ns_[k - 1] > to_ns) break;
     if (done) {
       if ((*done)[k]) continue;
       (*done)[k] = true;
     }
-    sum += delta(samples_[k - 1], samples_[k], core);
+    sum += delta(k, c);
   }
   return sum;
 }
 
 CoreLoss CoreSampler::lost(int core) const {
-  if (samples_.size() < 2) return {};
-  return delta(samples_.front(), samples_.back(), core);
+  CoreLoss sum;
+  const ptrdiff_t c = column(core);
+  if (c < 0) return sum;
+  for (size_t k = 1; k < at_ns_.size(); ++k) sum += delta(k, c);
+  return sum;
 }
 
 std::vector<std::pair<uint64_t, CoreLoss>> CoreSampler::intervals(int core) const {
   std::vector<std::pair<uint64_t, CoreLoss>> out;
-  for (size_t k = 1; k < samples_.size(); ++k) out.emplace_back(samples_[k - 1].at_ns, delta(samples_[k - 1], samples_[k], core));
+  const ptrdiff_t c = column(core);
+  if (c < 0) return out;
+  out.reserve(at_ns_.size());
+  for (size_t k = 1; k < at_ns_.size(); ++k) out.emplace_back(at_ns_[k - 1], delta(k, c));
   return out;
+}
+
+std::vector<int> watched_cores(const workload::Workload& w) {
+  std::vector<int> cores;
+  for (const auto& ex : w.executors) cores.push_back(ex.core);
+  for (const auto& a : w.accelerators)
+    if (a.backend == workload::Backend::kCpu) cores.push_back(a.core);
+  std::sort(cores.begin(), cores.end());
+  cores.erase(std::unique(cores.begin(), cores.end()), cores.end());
+  return cores;
 }
 
 void SpeedSampler::sample(uint64_t now_ns) {

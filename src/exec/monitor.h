@@ -17,6 +17,7 @@
 #ifndef RTACCEL_EXEC_MONITOR_H_
 #define RTACCEL_EXEC_MONITOR_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -45,18 +46,30 @@ struct CoreLoss {
   }
 };
 
-// /proc/stat's per-core irq, softirq and steal, sampled during the run. The
-// kernel counts them in ticks (10 ms at USER_HZ 100), so a window's loss is
-// known to a tick per sample it spans.
+// /proc/stat's per-core irq, softirq and steal, sampled during the run, for
+// the cores it watches only: a long run keeps up to 100 000 samples, and
+// every core of a 64-core machine would make that 150 MB. The kernel counts
+// them in ticks (10 ms at USER_HZ 100), so a window's loss is known to a
+// tick per sample it spans.
 class CoreSampler {
  public:
-  // Reads /proc/stat (about 20 us); `now_ns` is CLOCK_MONOTONIC.
-  void sample(uint64_t now_ns);
-  // A sample taken another way (tests): each core's totals so far.
-  void record(uint64_t now_ns, std::vector<CoreLoss> cumulative);
+  CoreSampler() = default;
+  explicit CoreSampler(std::vector<int> cores);
+  // Reads /proc/stat (about 20 us), or a file of its format (tests); `now_ns`
+  // is CLOCK_MONOTONIC. A watched core missing from it (taken offline) lost
+  // nothing since the sample before.
+  void sample(uint64_t now_ns, const char* path = "/proc/stat");
+  // A sample taken another way (tests): each core's totals so far, by core
+  // number.
+  void record(uint64_t now_ns, const std::vector<CoreLoss>& cumulative);
+  // The cores watched, in order.
+  const std::vector<int>& cores() const { return cores_; }
+  // What the samples take, in bytes.
+  size_t bytes() const { return at_ns_.capacity() * sizeof(uint64_t) + totals_.capacity() * sizeof(CoreLoss); }
   // Core `core`'s loss in the sampling intervals that overlap [from, to];
   // with `counted` (per core and interval), each interval once across the
-  // calls that share it, so that overlapping windows do not add twice.
+  // calls that share it, so that overlapping windows do not add twice. A
+  // core not watched lost nothing the run saw.
   CoreLoss lost(int core, uint64_t from_ns, uint64_t to_ns, std::vector<std::vector<bool>>* counted) const;
   // Its loss from the first sample to the last.
   CoreLoss lost(int core) const;
@@ -64,13 +77,18 @@ class CoreSampler {
   std::vector<std::pair<uint64_t, CoreLoss>> intervals(int core) const;
 
  private:
-  struct Sample {
-    uint64_t at_ns = 0;
-    std::vector<CoreLoss> cumulative;  // by core number
-  };
-  static CoreLoss delta(const Sample& a, const Sample& b, int core);
-  std::vector<Sample> samples_;
+  // The column of `core` in totals_, or -1 where it is not watched.
+  ptrdiff_t column(int core) const;
+  // Interval k's loss (k >= 1), from sample k - 1 to sample k.
+  CoreLoss delta(size_t k, ptrdiff_t column) const;
+  std::vector<int> cores_;
+  std::vector<uint64_t> at_ns_;   // per sample
+  std::vector<CoreLoss> totals_;  // per sample, a row of the watched cores' totals
 };
+
+// The cores whose losses a run's bounds rest on: its executors' and its
+// cpu-backend accelerators' (a device core's losses stretch its kernels).
+std::vector<int> watched_cores(const workload::Workload& w);
 
 // The machine's speed during the run: the calibrated busy loop's rate,
 // timed on the runner's thread's CPU clock every sample, against the rate

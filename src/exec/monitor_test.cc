@@ -1,10 +1,15 @@
 // The run's monitor: which broken assumption explains a chain instance over
-// its bound, from trace events and core samples made for the purpose; and
-// the memory walk a callback's work makes.
+// its bound, from trace events and core samples made for the purpose; the
+// cores' samples from /proc/stat; and the memory walk a callback's work makes.
 #include "exec/monitor.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <array>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <set>
 #include <string>
 
@@ -208,7 +213,7 @@ class Monitor : public ::testing::Test {
   workload::Workload workload_;
   Plan plan_;
   SharedRun shared_;
-  CoreSampler cores_;
+  CoreSampler cores_{{0, 1}};
   SpeedSampler speed_;
 };
 
@@ -834,6 +839,59 @@ TEST_F(MonitorOfTwoThreads, AnotherThreadOfTheExecutorHoldingTheClientsCoreIsNot
   EXPECT_EQ(a["requests"][0]["callback"], "lo");
   EXPECT_DOUBLE_EQ(a["requests"][0]["max_us"].get<double>(), 50.0);
   EXPECT_EQ(a["requests"][0]["over"], 0);
+}
+
+// /proc/stat of a 64-core machine: each core's irq, softirq and steal ticks
+// from `ticks` (core -> {irq, softirq, steal}), zero for the rest; cores in
+// `offline` left out, as the kernel leaves out a core taken offline.
+std::string proc_stat(const std::map<int, std::array<int, 3>>& ticks, const std::set<int>& offline = {}) {
+  // The machine's total comes first; its first count (user ticks, here 62)
+  // must not read as core 62, which is not there to correct it when offline.
+  std::string text = "cpu  62 0 0 0 0 99 99 99 0 0\n";
+  for (int core = 0; core < 64; ++core) {
+    if (offline.count(core)) continue;
+    std::array<int, 3> t{};
+    if (auto it = ticks.find(core); it != ticks.end()) t = it->second;
+    text += "cpu" + std::to_string(core) + " 5 0 5 100 0 " + std::to_string(t[0]) + " " + std::to_string(t[1]) +
+            " " + std::to_string(t[2]) + " 0 0\n";
+  }
+  return text + "intr 12345 0 0 0\nctxt 999\n";
+}
+
+TEST(CoreSampler, KeepsTheCoresItWatchesOnlyAndAnOfflineCoreLosesNothing) {
+  const std::string path = std::filesystem::temp_directory_path() / ("rtaccel-stat-" + std::to_string(getpid()));
+  auto write = [&](const std::string& text) {
+    std::ofstream(path, std::ios::trunc) << text;
+  };
+  const uint64_t tick = 1000000000ull / static_cast<uint64_t>(sysconf(_SC_CLK_TCK));
+  CoreSampler cores({62, 1, 62});
+  EXPECT_EQ(cores.cores(), (std::vector<int>{1, 62}));
+  write(proc_stat({{1, {0, 0, 0}}, {5, {1, 1, 1}}, {62, {10, 20, 30}}}));
+  cores.sample(0, path.c_str());
+  write(proc_stat({{1, {0, 0, 3}}, {5, {9, 9, 9}}, {62, {15, 20, 30}}}));
+  cores.sample(100 * kMs, path.c_str());
+  // Core 62 offline, then online again with its counts started afresh.
+  write(proc_stat({{1, {0, 0, 3}}, {5, {9, 9, 9}}}, {62}));
+  cores.sample(200 * kMs, path.c_str());
+  write(proc_stat({{1, {0, 0, 3}}, {62, {1, 0, 0}}}));
+  cores.sample(300 * kMs, path.c_str());
+
+  EXPECT_EQ(cores.lost(1).steal_ns, 3 * tick);
+  EXPECT_EQ(cores.lost(1).total(), 3 * tick);
+  EXPECT_EQ(cores.lost(62).irq_ns, 5 * tick);
+  EXPECT_EQ(cores.lost(62).total(), 5 * tick);
+  EXPECT_EQ(cores.lost(62, 150 * kMs, 300 * kMs, nullptr).total(), 0u);
+  EXPECT_EQ(cores.lost(5).total(), 0u);  // not watched
+  EXPECT_TRUE(cores.intervals(5).empty());
+  ASSERT_EQ(cores.intervals(62).size(), 3u);
+  EXPECT_EQ(cores.intervals(62)[0].second.irq_ns, 5 * tick);
+
+  // A long run's samples take the watched cores' room, not the machine's.
+  write(proc_stat({}));
+  for (uint64_t k = 4; k < 1000; ++k) cores.sample(k * 100 * kMs, path.c_str());
+  EXPECT_LE(cores.bytes(), 2 * 1000 * (sizeof(uint64_t) + 2 * sizeof(CoreLoss)));
+  EXPECT_LT(cores.bytes(), 1000 * 64 * sizeof(CoreLoss) / 8);
+  std::filesystem::remove(path);
 }
 
 TEST(MemoryWalk, RandomVisitsEveryLineOnceBeforeItRepeats) {

@@ -701,12 +701,8 @@ void trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
   // interrupts, softirqs and the hypervisor, per sampling interval, and the
   // machine's speed: counters on a process of their own.
   const int cores_pid = link_pid + static_cast<int>(s.workload.links.size());
-  std::set<int> watched_cores;
-  for (const auto& ex : s.workload.executors) watched_cores.insert(ex.core);
-  for (const auto& a : s.workload.accelerators)
-    if (a.backend == workload::Backend::kCpu) watched_cores.insert(a.core);
   meta("process_name", cores_pid, -1, "cores (time lost, /proc/stat; machine speed)");
-  for (int core : watched_cores)
+  for (int core : cores.cores())
     for (const auto& [at, loss] : cores.intervals(core))
       events->add({{"ph", "C"}, {"name", "core " + std::to_string(core) + " lost (us)"}, {"pid", cores_pid},
                    {"ts", ts(at)},
@@ -841,7 +837,7 @@ class Run {
   std::vector<uint64_t> link_down_ns_;   // per link: when it was taken down (0: not)
   rtaccel_gang_lock_t* gang_lock_ = nullptr;
   SharedRun shared_;
-  CoreSampler cores_;  // interrupts, softirqs and steal on every core
+  CoreSampler cores_;  // interrupts, softirqs and steal on the cores watched
   SpeedSampler speed_;  // the calibrated busy loop's rate now against then
   ResourceSampler resources_;  // the run's processes' memory and descriptors
   uint64_t t0_ = 0;
@@ -1603,6 +1599,7 @@ Expected<RunEnd> Run::execute() {
   if (Status st = check_options(); !st) return st;
   if (Status st = prepare(options_, &setup_); !st) return st;
   duration_ns_ = static_cast<uint64_t>(options_.duration_s * 1e9);
+  cores_ = CoreSampler(watched_cores(setup_.workload));
   std::error_code ec;
   std::filesystem::create_directories(options_.out_dir, ec);
   if (ec) return Status::invalid("cannot create " + options_.out_dir + ": " + ec.message());
