@@ -616,7 +616,7 @@ class Loader {
       chain.priority = static_cast<int>(*prio);
       pending.priority_valid = true;
     }
-    pending.priority_where = location_of(f.get("priority", true));
+    pending.priority_where = location_of(f.get("priority", false));
     pending.path = f.names("path", true, "callback");
     pending.period_ns = f.duration("period_ms", false, kNsPerMs, false);
     pending.deadline_ns = f.duration("deadline_ms", false, kNsPerMs, false);

@@ -128,6 +128,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"DanglingExecutor", "executor: ex1\n", "executor: ex9\n", "no executor named 'ex9'", 11},
         BadCase{"DanglingAccelerator", "{accelerator: acc0,", "{accelerator: gpu,", "no accelerator named 'gpu'", 15},
         BadCase{"DanglingPath", "path: [sensor, filter]", "path: [sensor, filtr]", "no callback named 'filtr'", 19},
+        BadCase{"ChainWithoutPriority", "{name: hot, priority: 10, ", "{name: hot, ", "chain 'hot': missing required key 'priority'", 19},
         BadCase{"UnreadableTopic", "cpu_us: 1000.5}", "reads: [cooked], cpu_us: 1000.5}", "reads topic 'cooked', published by no callback", 17},
         BadCase{"PathNotFollowingTopics", "trigger: {topic: raw}", "trigger: {timer_ms: 100}", "'filter' does not follow 'sensor'", 19},
         BadCase{"CoreBeyondMachine", "{name: ex1, core: 0", "{name: ex1, core: 7", "core 7 does not exist: there are 4", 8},
