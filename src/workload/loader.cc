@@ -10,13 +10,16 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <tuple>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 #include <utility>
 
 #include "rtaccel/workload.hpp"
@@ -1141,8 +1144,12 @@ Expected<Workload> load_string(std::string_view text, std::string_view file_name
 }
 
 Expected<Workload> load_file(const std::string& path, const LoadOptions& options) {
+  // A folder opens as a stream that reads nothing, which would read as an
+  // empty workload.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return refusal({{path, {}, "a folder, not a workload file"}});
   std::ifstream in(path, std::ios::binary);
-  if (!in) return refusal({{path, {}, "cannot open the file"}});
+  if (!in) return refusal({{path, {}, std::string("cannot open the file: ") + strerror(errno)}});
   std::ostringstream text;
   text << in.rdbuf();
   return load_string(text.str(), path, options);

@@ -360,7 +360,10 @@ TEST(Loader, HostileInputIsRefusedWithoutCrashing) {
 TEST(Loader, MissingFileIsADiagnostic) {
   auto r = loaded(load_file("/nonexistent/w.yaml"));
   ASSERT_EQ(r.errors.size(), 1u);
-  EXPECT_EQ(r.errors[0], "/nonexistent/w.yaml: cannot open the file");
+  EXPECT_EQ(r.errors[0], "/nonexistent/w.yaml: cannot open the file: No such file or directory");
+  r = loaded(load_file("/"));
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0], "/: a folder, not a workload file");
 }
 
 TEST(Loader, RefusesInputThatIsNotUtf8WithItsPlace) {
