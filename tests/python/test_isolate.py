@@ -178,6 +178,16 @@ def test_membench_reports_bandwidth_and_refuses_bad_sizes():
         assert proc.returncode == 2 and "bad --size" in proc.stderr, bad
 
 
+def test_membench_refuses_a_working_set_larger_than_the_memory_available():
+    # Refused before it is touched, not left to swap or the OOM killer.
+    meminfo = pathlib.Path("/proc/meminfo").read_text()
+    available_gib = int(re.search(r"MemAvailable:\s+(\d+) kB", meminfo).group(1)) >> 20
+    if 2 * available_gib + 2 > 64:
+        pytest.skip(f"this machine has {available_gib} GiB available; membench's sizes stop at 64G")
+    proc = rtaccel("membench", "read", f"--size={2 * available_gib + 2}G", "--duration", "0.1", check=False)
+    assert proc.returncode == 2 and "more than the" in proc.stderr and "available" in proc.stderr, proc.stderr
+
+
 def _member(lock, gang, priority, started, results, hold_s):
     sys.path.insert(0, str(ROOT / "python"))
     from rtaccel.isolate import Gang

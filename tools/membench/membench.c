@@ -41,6 +41,21 @@ static const char usage[] =
 	"  cache  reads over 16K, a set that stays in the core's L1 cache\n"
 	"  until --duration seconds pass (default: until SIGTERM or SIGINT)\n";
 
+/* /proc/meminfo's MemAvailable in bytes; 0 when it cannot be read. */
+static uint64_t available_bytes(void)
+{
+	FILE *f = fopen("/proc/meminfo", "re");
+	if (!f)
+		return 0;
+	char line[128];
+	unsigned long long kb = 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return (uint64_t)kb << 10;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -70,7 +85,10 @@ int main(int argc, char **argv)
 		switch (opt) {
 		case 's':
 			if (rtaccel_parse_size(optarg, LINE, 1ull << 36, &size) < 0) {
-				fprintf(stderr, "rtaccel-membench: bad --size '%s'\n%s", optarg, usage);
+				fprintf(stderr,
+					"rtaccel-membench: bad --size '%s': a size from %d bytes (a cache line) to 64G, "
+					"as 48K, 32M or 1G\n%s",
+					optarg, LINE, usage);
 				return 2;
 			}
 			break;
@@ -88,6 +106,17 @@ int main(int argc, char **argv)
 	}
 	if (optind != argc) {
 		fputs(usage, stderr);
+		return 2;
+	}
+	/* The working set is touched in full before measuring: one larger than
+	 * the memory the machine has to give would push it into swap or have
+	 * the kernel kill a process, maybe not this one. */
+	uint64_t available = available_bytes();
+	if (available && size > available) {
+		fprintf(stderr,
+			"rtaccel-membench: --size %zu MB is more than the %llu MB of memory this machine has "
+			"available (MemAvailable): a smaller working set measures the same bandwidth\n",
+			size >> 20, (unsigned long long)(available >> 20));
 		return 2;
 	}
 	struct sigaction sa;
