@@ -228,13 +228,84 @@ def _environment() -> dict:
     return env
 
 
+# What the readers of a run's summary (compare, report, demo) take as given.
+# A shape is a type or a tuple of types, a dict of keys' shapes, or a list
+# of one shape for every item; Optional() marks a key that may be absent,
+# Nullable() a value that may be null. Checked once where a summary is read,
+# so that one of another shape (edited, cut short, of another program) is
+# said to be so, not met as a traceback.
+class Optional:
+    def __init__(self, shape):
+        self.shape = shape
+
+
+class Nullable:
+    def __init__(self, shape):
+        self.shape = shape
+
+
+_NUMBER = (int, float)
+_FIRST_LAST = {"first": int, "last": int}
+_SUMMARY_SHAPE = {
+    "format_version": int, "policy": str, "workload": {"name": str}, "duration_s": _NUMBER,
+    "realtime": Optional(bool), "critical_bounds_held": Optional(Nullable(bool)),
+    "chains": [{
+        "chain": str, "critical": bool, "count": int, "deadline_misses": int, "drops": int,
+        "link_losses": Optional(int), "deadline_us": _NUMBER, "wcrt_us": Nullable(_NUMBER),
+        "p50_us": Nullable(_NUMBER), "p99_us": Nullable(_NUMBER), "max_us": Nullable(_NUMBER),
+        "bound_held": Nullable(bool), "over_bound": Optional(Nullable(int)), "no_bound": Optional(Nullable(str)),
+        "explained_by": Optional([str]), "unexplained": Optional(int), "unchecked": Optional(int)}],
+    "links": Optional([{"link": str, "flow_control": Optional(bool),
+                        "topics": [{"lost": int, "first_loss_s": Nullable(_NUMBER)}]}]),
+    "best_effort": Optional([{"command": str, "log": str, "ended": Nullable(str), "ended_s": Nullable(_NUMBER)}]),
+    "resources": Optional([{"process": str, "samples": int, "descriptors": _FIRST_LAST, "rss_kb": _FIRST_LAST,
+                            "private_kb": Optional(_FIRST_LAST), "peak_kb": Optional(int)}]),
+    "assumptions": Optional({"trace_filled": Optional(Nullable({"of": str, "at_s": _NUMBER, "events": int})),
+                             "callbacks": Optional([{"over": int}])}),
+    "walks": Optional([{"working_set_kb": int, "pattern": str, "ns_per_line": _NUMBER}]),
+}
+
+
+def _shape_error(value, shape, where: str = "") -> str | None:
+    """Where VALUE departs from SHAPE, as "chains[2].max_us is \"x\"", or None."""
+    if isinstance(shape, Nullable):
+        return None if value is None else _shape_error(value, shape.shape, where)
+    if isinstance(shape, dict):
+        if not isinstance(value, dict):
+            return f"{where or 'the file'} is not an object"
+        for key, sub in shape.items():
+            if key not in value:
+                if isinstance(sub, Optional):
+                    continue
+                return f"{where}{'.' if where else ''}{key} is missing"
+            sub = sub.shape if isinstance(sub, Optional) else sub
+            if why := _shape_error(value[key], sub, f"{where}{'.' if where else ''}{key}"):
+                return why
+        return None
+    if isinstance(shape, list):
+        if not isinstance(value, list):
+            return f"{where} is not a list"
+        return next((why for i, item in enumerate(value) if (why := _shape_error(item, shape[0], f"{where}[{i}]"))),
+                    None)
+    kinds = shape if isinstance(shape, tuple) else (shape,)
+    # bool is an int to isinstance; a count or a time is not a bool.
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        return f"{where} is {json.dumps(value)[:40]}"
+    return None
+
+
 def load_summary(folder: str) -> dict:
     path = Path(folder) / "summary.json"
     try:
         doc = json.loads(path.read_text())
-        doc["chains"]
-    except (OSError, ValueError, KeyError, TypeError) as err:
+    except (OSError, ValueError) as err:
         raise RunError(f"{path}: not the result of `rtaccel run` ({err})", bad_input=True) from err
+    if isinstance(doc, dict) and doc.get("format_version", 1) != 1:
+        why = f"it is of format {json.dumps(doc['format_version'])[:20]}, and this rtaccel reads format 1"
+    else:
+        why = _shape_error(doc, _SUMMARY_SHAPE)
+    if why:
+        raise RunError(f"{path}: not the result of `rtaccel run`: {why}", bad_input=True)
     doc["folder"] = str(folder)
     return doc
 
@@ -270,8 +341,9 @@ def run_labels(summaries: list[dict]) -> list[str]:
     return out
 
 
-def _f(value, width: int = 9) -> str:
-    return f"{'-':>{width}}" if value is None else f"{value / 1000.0:>{width}.2f}"
+def _f(value, width: int = 9, decimals: int = 2) -> str:
+    """Microseconds as milliseconds; '-' for none."""
+    return f"{'-':>{width}}" if value is None else f"{value / 1000.0:>{width}.{decimals}f}"
 
 
 # A real-time process's resident memory may grow by this much in a run
@@ -371,14 +443,17 @@ def format_compare(summaries: list[dict]) -> str:
             lines.append(f"# {label}: best-effort programs moved {moved:.0f} MB/s")
         for be in s.get("best_effort") or []:
             if be.get("ended"):
-                when = f"{be['ended_s']:.1f} s into the run" if be["ended_s"] > 0 else "before the run began"
-                lines.append(f"# {label}: best-effort program '{be['command']}' {be['ended']} {when}")
+                at = be["ended_s"]
+                when = "" if at is None else f" {at:.1f} s into the run" if at > 0 else " before the run began"
+                lines.append(f"# {label}: best-effort program '{be['command']}' {be['ended']}{when}")
     for label, s in zip(labels, summaries):
         for link in s.get("links") or []:
             lost = sum(t["lost"] for t in link["topics"])
             if lost:
-                first = min(t["first_loss_s"] for t in link["topics"] if t["first_loss_s"] is not None)
-                lines.append(f"# {label}: link {link['link']} lost {lost} messages from {first:.1f} s on "
+                first = min((t["first_loss_s"] for t in link["topics"] if t["first_loss_s"] is not None),
+                            default=None)
+                since = "" if first is None else f" from {first:.1f} s on"
+                lines.append(f"# {label}: link {link['link']} lost {lost} messages{since} "
                              f"(counted in drop; see {s['folder']}/summary.json)")
     for label, s in zip(labels, summaries):
         said = resources_line(s)
@@ -395,7 +470,7 @@ def format_compare(summaries: list[dict]) -> str:
                 over = c.get("over_bound")
                 lines.append(f"# {label}: {c['chain']}: "
                              f"{'' if over is None else f'{over} of '}{c['count']} instances over its "
-                             f"bound of {c['wcrt_us'] / 1000:.1f} ms (max {c['max_us'] / 1000:.1f} ms)")
+                             f"bound of {_f(c['wcrt_us'], 0, 1)} ms (max {_f(c['max_us'], 0, 1)} ms)")
                 # What the run's monitor found broken in their time, the
                 # most that can have added first; the rest are in the file.
                 why = c.get("explained_by", [])

@@ -1,11 +1,15 @@
-"""Fuzzing of the Python entry point of the loader: whatever bytes a workload
-file holds, `rtaccel analyze` answers with an exit status (0, 1 or 2) and, on
-bad input, messages; it never raises. The seed is a shipped example, valid
-as it stands, and one strategy changes only its numbers, so that most inputs
-get through the loader into the analysis."""
+"""Fuzzing of the Python entry points that read files: whatever bytes a
+workload file holds, `rtaccel analyze` answers with an exit status (0, 1 or
+2) and, on bad input, messages; it never raises. The seed is a shipped
+example, valid as it stands, and one strategy changes only its numbers, so
+that most inputs get through the loader into the analysis. Likewise
+`rtaccel compare` with a run's summary whose values are changed or taken
+away."""
 
 import contextlib
+import copy
 import io
+import json
 import random
 import re
 
@@ -79,3 +83,92 @@ def test_changed_numbers_reach_the_analysis(tmp_path):
     analyzed = sum(code in (0, 1) for code in codes)
     assert analyzed >= 20, codes
     assert 1 in codes and 0 in codes, codes
+
+
+# --- a run's summary, as `rtaccel compare` reads it ---------------------------
+
+# A summary with every part the comparison reads, as `rtaccel run` writes
+# them: a chain over its bound with its explanation, a link that lost
+# messages, a best-effort program that ended early, the processes' resources,
+# a trace that filled.
+SUMMARY = {
+    "format_version": 1, "policy": "paam", "workload": {"name": "w", "file": "w.yaml"}, "duration_s": 10.0,
+    "realtime": True, "critical_bounds_held": False, "isolation": {"cgroup": "rtaccel-run-1"},
+    "chains": [
+        {"chain": "hot", "critical": True, "count": 100, "deadline_misses": 1, "drops": 0, "link_losses": 2,
+         "deadline_us": 100000.0, "wcrt_us": 20000.0, "p50_us": 9000.0, "p99_us": 19000.0, "max_us": 25000.0,
+         "bound_held": False, "over_bound": 3, "explained_by": ["callback a ran over", "core 0 lost 5 ms"],
+         "unexplained": 0, "unchecked": 1},
+        {"chain": "log", "critical": False, "count": 0, "deadline_misses": 0, "drops": 0, "deadline_us": 500000.0,
+         "wcrt_us": None, "p50_us": None, "p99_us": None, "max_us": None, "bound_held": None,
+         "no_bound": "its callbacks share no executor"}],
+    "links": [{"link": "eth0", "flow_control": True, "topics": [{"lost": 2, "first_loss_s": 4.5}]}],
+    "best_effort": [{"command": "hog", "log": "best_effort_0.log", "ended": "exited with status 1", "ended_s": 2.0}],
+    "resources": [{"process": "runner", "samples": 3, "descriptors": {"first": 3, "last": 4},
+                   "rss_kb": {"first": 6000, "last": 9000}, "private_kb": {"first": 400, "last": 500},
+                   "peak_kb": 14000}],
+    "assumptions": {"trace_filled": {"of": "executor 'ex'", "at_s": 3.0, "events": 64}, "callbacks": [{"over": 2}]},
+    "walks": [{"working_set_kb": 64, "pattern": "random", "ns_per_line": 12.5}],
+}
+
+
+def paths(value, at=()):
+    """Every place in VALUE: each key of each object and each item of each list."""
+    yield at
+    if isinstance(value, dict):
+        for key, sub in value.items():
+            yield from paths(sub, at + (key,))
+    elif isinstance(value, list):
+        for i, sub in enumerate(value):
+            yield from paths(sub, at + (i,))
+
+
+PLACES = list(paths(SUMMARY))[1:]
+DELETE = object()
+values = st.one_of(st.none(), st.booleans(), st.integers(-2, 2**70), st.floats(), st.text(max_size=4),
+                   st.just([]), st.just({}), st.just([None]), st.just(DELETE))
+
+
+def changed(summary, edits):
+    doc = copy.deepcopy(summary)
+    for place, value in edits:
+        *parent, last = PLACES[place % len(PLACES)]
+        try:
+            holder = doc
+            for key in parent:
+                holder = holder[key]
+            if value is DELETE:
+                del holder[last]
+            else:
+                holder[last] = copy.deepcopy(value)  # a list drawn twice is two lists
+        except (KeyError, IndexError, TypeError):
+            continue  # an earlier edit took that place away
+    return doc
+
+
+def run_compare(folder, *extra) -> tuple:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(["compare", str(folder), *extra])
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_the_summary_seed_is_read_whole(tmp_path):
+    (tmp_path / "summary.json").write_text(json.dumps(SUMMARY))
+    code, out, err = run_compare(tmp_path)
+    assert code == 1 and not err, err  # a critical chain over its bound
+    for said in ("hot", "link eth0 lost 2 messages", "best-effort program 'hog' exited", "GREW",
+                 "callback a ran over", "the trace of executor 'ex' filled", "no bound: its callbacks"):
+        assert said in out, (said, out)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(edits=st.lists(st.tuples(st.integers(0, 10**6), values), min_size=1, max_size=4))
+def test_compare_never_raises_whatever_the_summary_holds(tmp_path, edits):
+    doc = changed(SUMMARY, edits)
+    (tmp_path / "summary.json").write_text(json.dumps(doc, allow_nan=True))
+    for extra in ((), ("--json",)):
+        code, out, err = run_compare(tmp_path, *extra)
+        assert code in (0, 1, 2), (code, err)
+        if code == 2:
+            assert "summary.json: not the result of `rtaccel run`" in err, err
