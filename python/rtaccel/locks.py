@@ -15,6 +15,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from rtaccel import shape
 from rtaccel.errors import Error
 
 LIB_DIR = Path(__file__).resolve().parent / "lib"
@@ -158,6 +159,22 @@ def resolve_run(path: Path) -> tuple[Path, str | None]:
     return runs[-1], note
 
 
+# What format_lockstat reads of an interposer's report (rtaccel.shape).
+_LOCKSTAT_SHAPE = {
+    "pid": int, "command": shape.optional([str]), "modes": shape.optional(dict), "wait_events": shape.optional(int),
+    "locks": [{"id": int, "kind": str, "acquisitions": int, "contended": int, "wait_ns_total": shape.NUMBER,
+               "wait_ns_max": shape.NUMBER, "hold_ns_max": shape.NUMBER, "created_at": str, "created_by": str,
+               "destroyed_while_held": shape.optional(bool)}],
+    "patterns": shape.optional([{"function": str, "caller": str, "count": int, "ops": [{"op": str, "lock": int}]}]),
+    "cuda": shape.optional(shape.nullable({
+        "static_runtime": shape.optional([str]),
+        "calls": shape.optional([{"api": str, "calls": int, "errors": int, "total_ns": shape.NUMBER,
+                                  "max_ns": shape.NUMBER, "lock_ops": int, "locks": [int]}]),
+        "segments": shape.optional({"count": shape.optional(int), "total_ns": shape.optional(shape.NUMBER),
+                                    "max_ns": shape.optional(shape.NUMBER)})})),
+}
+
+
 def load_lockstat(paths: list[str]) -> list[dict]:
     """Reads interposer summaries: files, a run's folder, or a folder of runs
     (rtaccel-shim/: its newest run)."""
@@ -184,6 +201,8 @@ def load_lockstat(paths: list[str]) -> list[dict]:
             raise LockToolError(f"{f}: not an rtaccel lockstat file", bad_input=True)
         if data.get("version") != 1:
             raise LockToolError(f"{f}: unsupported lockstat version {data.get('version')}", bad_input=True)
+        if why := shape.error(data, _LOCKSTAT_SHAPE):
+            raise LockToolError(f"{f}: not an rtaccel lockstat file: {why}", bad_input=True)
         data["_file"] = str(f)
         reports.append(data)
     return reports
@@ -258,8 +277,9 @@ def _format_cuda(cuda: dict | None) -> list[str]:
     lines.append(f"{'api':<30} {'calls':>8} {'errors':>7} {'mean_us':>9} {'max_us':>10} "
                  f"{'locks/call':>10}  locks")
     for c in calls:
-        mean = c["total_ns"] / c["calls"]
-        per_call = c["lock_ops"] / c["calls"]
+        n = max(c["calls"], 1)
+        mean = c["total_ns"] / n
+        per_call = c["lock_ops"] / n
         locks = ", ".join(f"#{i}" for i in c["locks"]) or "-"
         lines.append(f"{c['api']:<30} {c['calls']:>8} {c['errors']:>7} {_us(mean):>9} "
                      f"{_us(c['max_ns']):>10} {per_call:>10.2f}  {locks}")

@@ -20,7 +20,7 @@ import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
-from rtaccel import _core, accel
+from rtaccel import _core, accel, shape
 from rtaccel.errors import Error
 
 POLICIES = ("ros2", "picas", "paam")
@@ -228,70 +228,32 @@ def _environment() -> dict:
     return env
 
 
-# What the readers of a run's summary (compare, report, demo) take as given.
-# A shape is a type or a tuple of types, a dict of keys' shapes, or a list
-# of one shape for every item; Optional() marks a key that may be absent,
-# Nullable() a value that may be null. Checked once where a summary is read,
-# so that one of another shape (edited, cut short, of another program) is
-# said to be so, not met as a traceback.
-class Optional:
-    def __init__(self, shape):
-        self.shape = shape
-
-
-class Nullable:
-    def __init__(self, shape):
-        self.shape = shape
-
-
-_NUMBER = (int, float)
+# What the readers of a run's summary (compare, report, demo) take as given
+# (rtaccel.shape).
 _FIRST_LAST = {"first": int, "last": int}
 _SUMMARY_SHAPE = {
-    "format_version": int, "policy": str, "workload": {"name": str}, "duration_s": _NUMBER,
-    "realtime": Optional(bool), "critical_bounds_held": Optional(Nullable(bool)),
+    "format_version": int, "policy": str, "workload": {"name": str}, "duration_s": shape.NUMBER,
+    "realtime": shape.optional(bool), "critical_bounds_held": shape.optional(shape.nullable(bool)),
     "chains": [{
         "chain": str, "critical": bool, "count": int, "deadline_misses": int, "drops": int,
-        "link_losses": Optional(int), "deadline_us": _NUMBER, "wcrt_us": Nullable(_NUMBER),
-        "p50_us": Nullable(_NUMBER), "p99_us": Nullable(_NUMBER), "max_us": Nullable(_NUMBER),
-        "bound_held": Nullable(bool), "over_bound": Optional(Nullable(int)), "no_bound": Optional(Nullable(str)),
-        "explained_by": Optional([str]), "unexplained": Optional(int), "unchecked": Optional(int)}],
-    "links": Optional([{"link": str, "flow_control": Optional(bool),
-                        "topics": [{"lost": int, "first_loss_s": Nullable(_NUMBER)}]}]),
-    "best_effort": Optional([{"command": str, "log": str, "ended": Nullable(str), "ended_s": Nullable(_NUMBER)}]),
-    "resources": Optional([{"process": str, "samples": int, "descriptors": _FIRST_LAST, "rss_kb": _FIRST_LAST,
-                            "private_kb": Optional(_FIRST_LAST), "peak_kb": Optional(int)}]),
-    "assumptions": Optional({"trace_filled": Optional(Nullable({"of": str, "at_s": _NUMBER, "events": int})),
-                             "callbacks": Optional([{"over": int}])}),
-    "walks": Optional([{"working_set_kb": int, "pattern": str, "ns_per_line": _NUMBER}]),
+        "link_losses": shape.optional(int), "deadline_us": shape.NUMBER, "wcrt_us": shape.nullable(shape.NUMBER),
+        "p50_us": shape.nullable(shape.NUMBER), "p99_us": shape.nullable(shape.NUMBER),
+        "max_us": shape.nullable(shape.NUMBER), "bound_held": shape.nullable(bool),
+        "over_bound": shape.optional(shape.nullable(int)), "no_bound": shape.optional(shape.nullable(str)),
+        "explained_by": shape.optional([str]), "unexplained": shape.optional(int),
+        "unchecked": shape.optional(int)}],
+    "links": shape.optional([{"link": str, "flow_control": shape.optional(bool),
+                              "topics": [{"lost": int, "first_loss_s": shape.nullable(shape.NUMBER)}]}]),
+    "best_effort": shape.optional([{"command": str, "log": str, "ended": shape.nullable(str),
+                                    "ended_s": shape.nullable(shape.NUMBER)}]),
+    "resources": shape.optional([{"process": str, "samples": int, "descriptors": _FIRST_LAST,
+                                  "rss_kb": _FIRST_LAST, "private_kb": shape.optional(_FIRST_LAST),
+                                  "peak_kb": shape.optional(int)}]),
+    "assumptions": shape.optional({
+        "trace_filled": shape.optional(shape.nullable({"of": str, "at_s": shape.NUMBER, "events": int})),
+        "callbacks": shape.optional([{"over": int}])}),
+    "walks": shape.optional([{"working_set_kb": int, "pattern": str, "ns_per_line": shape.NUMBER}]),
 }
-
-
-def _shape_error(value, shape, where: str = "") -> str | None:
-    """Where VALUE departs from SHAPE, as "chains[2].max_us is \"x\"", or None."""
-    if isinstance(shape, Nullable):
-        return None if value is None else _shape_error(value, shape.shape, where)
-    if isinstance(shape, dict):
-        if not isinstance(value, dict):
-            return f"{where or 'the file'} is not an object"
-        for key, sub in shape.items():
-            if key not in value:
-                if isinstance(sub, Optional):
-                    continue
-                return f"{where}{'.' if where else ''}{key} is missing"
-            sub = sub.shape if isinstance(sub, Optional) else sub
-            if why := _shape_error(value[key], sub, f"{where}{'.' if where else ''}{key}"):
-                return why
-        return None
-    if isinstance(shape, list):
-        if not isinstance(value, list):
-            return f"{where} is not a list"
-        return next((why for i, item in enumerate(value) if (why := _shape_error(item, shape[0], f"{where}[{i}]"))),
-                    None)
-    kinds = shape if isinstance(shape, tuple) else (shape,)
-    # bool is an int to isinstance; a count or a time is not a bool.
-    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-        return f"{where} is {json.dumps(value)[:40]}"
-    return None
 
 
 def load_summary(folder: str) -> dict:
@@ -303,7 +265,7 @@ def load_summary(folder: str) -> dict:
     if isinstance(doc, dict) and doc.get("format_version", 1) != 1:
         why = f"it is of format {json.dumps(doc['format_version'])[:20]}, and this rtaccel reads format 1"
     else:
-        why = _shape_error(doc, _SUMMARY_SHAPE)
+        why = shape.error(doc, _SUMMARY_SHAPE)
     if why:
         raise RunError(f"{path}: not the result of `rtaccel run`: {why}", bad_input=True)
     doc["folder"] = str(folder)

@@ -3,8 +3,8 @@ workload file holds, `rtaccel analyze` answers with an exit status (0, 1 or
 2) and, on bad input, messages; it never raises. The seed is a shipped
 example, valid as it stands, and one strategy changes only its numbers, so
 that most inputs get through the loader into the analysis. Likewise
-`rtaccel compare` with a run's summary whose values are changed or taken
-away."""
+`rtaccel compare` with a run's summary, and `rtaccel lockstat` with the
+interposer's report, whose values are changed or taken away."""
 
 import contextlib
 import copy
@@ -13,6 +13,7 @@ import json
 import random
 import re
 
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import ROOT
@@ -85,7 +86,8 @@ def test_changed_numbers_reach_the_analysis(tmp_path):
     assert 1 in codes and 0 in codes, codes
 
 
-# --- a run's summary, as `rtaccel compare` reads it ---------------------------
+# --- the JSON files rtaccel reads back: a run's summary (compare), the ----
+# --- interposer's report (lockstat) ----------------------------------------
 
 # A summary with every part the comparison reads, as `rtaccel run` writes
 # them: a chain over its bound with its explanation, a link that lost
@@ -111,6 +113,30 @@ SUMMARY = {
     "walks": [{"working_set_kb": 64, "pattern": "random", "ns_per_line": 12.5}],
 }
 
+# An interposer's report with a contended lock, a lock destroyed while held,
+# a pattern and CUDA calls, as the shim writes them.
+LOCKSTAT = {
+    "format": "rtaccel-lockstat", "version": 1, "pid": 7, "command": ["prog", "-x"],
+    "modes": {"pi": True, "phase_fair": False, "boost": False}, "wait_events": 5,
+    "locks": [
+        {"id": 0, "kind": "mutex", "created_by": "init", "created_at": "prog+0x10", "destroyed_while_held": False,
+         "acquisitions": 100, "contended": 5, "wait_ns_total": 5000, "wait_ns_max": 2000, "hold_ns_max": 900},
+        {"id": 1, "kind": "rwlock", "created_by": "static_initializer", "created_at": "prog+0x20",
+         "destroyed_while_held": True, "acquisitions": 0, "contended": 0, "wait_ns_total": 0, "wait_ns_max": 0,
+         "hold_ns_max": 0}],
+    "patterns": [{"function": "prog!work", "caller": "prog+0x30", "count": 4,
+                  "ops": [{"op": "mutex_lock", "lock": 0}, {"op": "mutex_unlock", "lock": 0}]}],
+    "cuda": {"calls": [{"api": "cudaMemcpy", "calls": 3, "errors": 0, "total_ns": 3000, "max_ns": 1500,
+                        "lock_ops": 6, "locks": [0]}],
+             "segments": {"count": 2, "total_ns": 4000, "max_ns": 2500}, "static_runtime": ["libfoo.so"]},
+}
+
+# Per command: its seed, the file name it reads, and what a refusal says.
+READERS = {
+    "compare": (SUMMARY, "summary.json", "summary.json: not the result of `rtaccel run`"),
+    "lockstat": (LOCKSTAT, "rtaccel-shim.7.json", "rtaccel lockstat: "),
+}
+
 
 def paths(value, at=()):
     """Every place in VALUE: each key of each object and each item of each list."""
@@ -123,16 +149,18 @@ def paths(value, at=()):
             yield from paths(sub, at + (i,))
 
 
-PLACES = list(paths(SUMMARY))[1:]
 DELETE = object()
 values = st.one_of(st.none(), st.booleans(), st.integers(-2, 2**70), st.floats(), st.text(max_size=4),
                    st.just([]), st.just({}), st.just([None]), st.just(DELETE))
 
 
-def changed(summary, edits):
-    doc = copy.deepcopy(summary)
+def changed(seed, edits):
+    """SEED with each edit (place, value) made: the place's value replaced,
+    or taken away."""
+    places = list(paths(seed))[1:]
+    doc = copy.deepcopy(seed)
     for place, value in edits:
-        *parent, last = PLACES[place % len(PLACES)]
+        *parent, last = places[place % len(places)]
         try:
             holder = doc
             for key in parent:
@@ -146,29 +174,36 @@ def changed(summary, edits):
     return doc
 
 
-def run_compare(folder, *extra) -> tuple:
+def run_reader(command, folder, *extra) -> tuple:
     out, err = io.StringIO(), io.StringIO()
+    name = READERS[command][1]
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main(["compare", str(folder), *extra])
+        code = cli.main([command, *extra, str(folder if command == "compare" else folder / name)])
     return code, out.getvalue(), err.getvalue()
 
 
-def test_the_summary_seed_is_read_whole(tmp_path):
+def test_the_seeds_are_read_whole(tmp_path):
     (tmp_path / "summary.json").write_text(json.dumps(SUMMARY))
-    code, out, err = run_compare(tmp_path)
+    code, out, err = run_reader("compare", tmp_path)
     assert code == 1 and not err, err  # a critical chain over its bound
     for said in ("hot", "link eth0 lost 2 messages", "best-effort program 'hog' exited", "GREW",
                  "callback a ran over", "the trace of executor 'ex' filled", "no bound: its callbacks"):
         assert said in out, (said, out)
+    (tmp_path / "rtaccel-shim.7.json").write_text(json.dumps(LOCKSTAT))
+    code, out, err = run_reader("lockstat", tmp_path)
+    assert code == 0 and not err, err
+    for said in ("pid 7: prog -x", "destroyed while held", "prog!work", "cudaMemcpy", "libfoo.so"):
+        assert said in out, (said, out)
 
 
+@pytest.mark.parametrize("command", READERS)
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(edits=st.lists(st.tuples(st.integers(0, 10**6), values), min_size=1, max_size=4))
-def test_compare_never_raises_whatever_the_summary_holds(tmp_path, edits):
-    doc = changed(SUMMARY, edits)
-    (tmp_path / "summary.json").write_text(json.dumps(doc, allow_nan=True))
+def test_a_reader_never_raises_whatever_the_file_holds(tmp_path, command, edits):
+    seed, name, refusal = READERS[command]
+    (tmp_path / name).write_text(json.dumps(changed(seed, edits), allow_nan=True))
     for extra in ((), ("--json",)):
-        code, out, err = run_compare(tmp_path, *extra)
+        code, out, err = run_reader(command, tmp_path, *extra)
         assert code in (0, 1, 2), (code, err)
         if code == 2:
-            assert "summary.json: not the result of `rtaccel run`" in err, err
+            assert refusal in err, err
