@@ -64,8 +64,13 @@ def load_calibration() -> dict | None:
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         raise RunError(f"{path}: not a calibration written by `rtaccel calibrate` ({err}); "
                        "run it again or remove the file", bad_input=True) from err
-    if eps < 0 or kappa < 0 or jitter < 0 or kernel < 0:
-        raise RunError(f"{path}: negative overheads", bad_input=True)
+    # Up to a second each (a kernel's cost up to a second per KiB): beyond
+    # that, or not a number, it is not a measurement of this machine.
+    for name, value in (("epsilon_us", eps), ("kappa_us", kappa), ("release_jitter_us", jitter),
+                        ("link_kernel_ns_per_kb", kernel / 1000)):
+        if not 0 <= value <= 1e6:
+            raise RunError(f"{path}: {name} is {doc[name]}, not an overhead between 0 and a second; "
+                           "run `rtaccel calibrate` again or remove the file", bad_input=True)
     return {"path": str(path), "epsilon_us": eps, "kappa_us": kappa, "release_jitter_us": jitter,
             "link_kernel_ns_per_kb": kernel}
 

@@ -31,6 +31,27 @@ def test_analyze_prints_one_row_per_chain():
     assert "# all critical chains schedulable" in out
 
 
+@pytest.mark.parametrize("calibration, message", [
+    ("[]", "not a calibration written by `rtaccel calibrate`"),
+    ('{"epsilon_us": 5}', "not a calibration written by `rtaccel calibrate`"),
+    ('{"epsilon_us": "a", "kappa_us": 1, "release_jitter_us": 1}', "not a calibration"),
+    ('{"epsilon_us": -5, "kappa_us": 1, "release_jitter_us": 1}', "epsilon_us is -5, not an overhead"),
+    ('{"epsilon_us": 5, "kappa_us": 1e300, "release_jitter_us": 1}', "kappa_us is 1e+300, not an overhead"),
+    ('{"epsilon_us": 5, "kappa_us": 1, "release_jitter_us": NaN}', "release_jitter_us is nan, not an overhead"),
+    ('{"epsilon_us": 5, "kappa_us": 1, "release_jitter_us": 1, "link_kernel_ns_per_kb": Infinity}',
+     "link_kernel_ns_per_kb is inf"),
+])
+def test_a_calibration_that_is_not_one_is_refused_with_what_is_wrong(tmp_path, calibration, message):
+    (tmp_path / "calibration.json").write_text(calibration)
+    proc = subprocess.run([sys.executable, "-m", "rtaccel.cli", "analyze", str(EXAMPLES / "quickstart.yaml")],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300,
+                          env={"PYTHONPATH": str(ROOT / "python"), "PATH": "/usr/bin:/bin",
+                               "RTACCEL_CALIBRATION": str(tmp_path / "calibration.json")})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
 def test_analyze_prints_long_chain_names_whole(tmp_path):
     # Names that share the column's width of prefix must stay apart.
     text = (EXAMPLES / "quickstart.yaml").read_text()
