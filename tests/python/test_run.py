@@ -830,13 +830,17 @@ def test_bench_bounds_counts_a_critical_chain_without_a_bound_against_the_goal(t
     # could not bound, one bounded within 2x, a non-critical one.
     def made_run(workload, policy, duration_s, folder, progress=True):
         pathlib.Path(folder).mkdir(parents=True)
-        chains = [{"chain": "a", "critical": True, "wcrt_us": None, "max_us": 9000.0, "count": 50,
-                   "over_bound": None},
-                  {"chain": "b", "critical": True, "wcrt_us": 15000.0, "max_us": 10000.0, "count": 50,
-                   "over_bound": 0},
-                  {"chain": "c", "critical": False, "wcrt_us": 90000.0, "max_us": 1000.0, "count": 50,
-                   "over_bound": 0}]
-        (pathlib.Path(folder) / "summary.json").write_text(json.dumps({"chains": chains, "assumptions": {}}))
+        chains = [{"chain": "a", "critical": True, "wcrt_us": None, "max_us": 9000.0, "over_bound": None,
+                   "bound_held": None},
+                  {"chain": "b", "critical": True, "wcrt_us": 15000.0, "max_us": 10000.0, "over_bound": 0,
+                   "bound_held": True},
+                  {"chain": "c", "critical": False, "wcrt_us": 90000.0, "max_us": 1000.0, "over_bound": 0,
+                   "bound_held": True}]
+        for c in chains:
+            c.update(count=50, deadline_misses=0, drops=0, deadline_us=100000.0, p50_us=500.0, p99_us=900.0)
+        (pathlib.Path(folder) / "summary.json").write_text(json.dumps(
+            {"format_version": 1, "policy": policy, "workload": {"name": "quickstart"}, "duration_s": duration_s,
+             "chains": chains, "assumptions": {}}))
         return 0
 
     monkeypatch.setattr(runner, "run", made_run)
