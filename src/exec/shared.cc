@@ -11,6 +11,7 @@
 #include <new>
 
 #include "core/futex.h"
+#include "core/meminfo.h"
 #include "rtaccel/isolate.h"
 #include "rtaccel/lock.h"
 
@@ -20,19 +21,6 @@ namespace {
 constexpr uint64_t kSlack = 8;                  // activations beyond duration / period
 
 size_t align_up(size_t n) { return (n + 63) & ~size_t{63}; }
-
-// The memory the kernel can give without swapping (/proc/meminfo's
-// MemAvailable), in bytes; 0 where unknown.
-uint64_t memory_available() {
-  FILE* f = fopen("/proc/meminfo", "re");
-  if (!f) return 0;
-  char line[128];
-  unsigned long long kb = 0;
-  while (fgets(line, sizeof(line), f))
-    if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
-  fclose(f);
-  return static_cast<uint64_t>(kb) << 10;
-}
 
 }  // namespace
 
@@ -94,7 +82,7 @@ Status SharedRun::create(const Plan& plan, const Capacity& capacity) {
   // Mapped populated, the records are resident from the start: a run that
   // needs more than half of what the machine has free would push the rest
   // of the system, the run's own processes too, out of memory.
-  if (const uint64_t available = memory_available(); available && size > available / 2)
+  if (const uint64_t available = rtaccel_memory_available(); available && size > available / 2)
     return Status::invalid("the run's records (every chain instance, timer release and trace event) take " +
                            std::to_string(size >> 20) + " MiB for its duration, more than half of the " +
                            std::to_string(available >> 20) + " MiB this machine has available: shorten --duration");

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/meminfo.h"
 #include "core/size.h"
 
 #define LINE 64
@@ -40,21 +41,6 @@ static const char usage[] =
 	"  write  sequential writes over the working set (default 8M)\n"
 	"  cache  reads over 16K, a set that stays in the core's L1 cache\n"
 	"  until --duration seconds pass (default: until SIGTERM or SIGINT)\n";
-
-/* /proc/meminfo's MemAvailable in bytes; 0 when it cannot be read. */
-static uint64_t available_bytes(void)
-{
-	FILE *f = fopen("/proc/meminfo", "re");
-	if (!f)
-		return 0;
-	char line[128];
-	unsigned long long kb = 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-			break;
-	fclose(f);
-	return (uint64_t)kb << 10;
-}
 
 int main(int argc, char **argv)
 {
@@ -111,7 +97,7 @@ int main(int argc, char **argv)
 	/* The working set is touched in full before measuring: one larger than
 	 * the memory the machine has to give would push it into swap or have
 	 * the kernel kill a process, maybe not this one. */
-	uint64_t available = available_bytes();
+	uint64_t available = rtaccel_memory_available();
 	if (available && size > available) {
 		fprintf(stderr,
 			"rtaccel-membench: --size %zu MB is more than the %llu MB of memory this machine has "
