@@ -243,8 +243,6 @@ std::vector<int> watched_cores(const workload::Workload& w) {
   for (const auto& ex : w.executors) cores.push_back(ex.core);
   for (const auto& a : w.accelerators)
     if (a.backend == workload::Backend::kCpu) cores.push_back(a.core);
-  std::sort(cores.begin(), cores.end());
-  cores.erase(std::unique(cores.begin(), cores.end()), cores.end());
   return cores;
 }
 

@@ -54,6 +54,7 @@ struct CoreLoss {
 class CoreSampler {
  public:
   CoreSampler() = default;
+  // Watches CORES (in any order, repeats allowed).
   explicit CoreSampler(std::vector<int> cores);
   // Reads /proc/stat (about 20 us), or a file of its format (tests); `now_ns`
   // is CLOCK_MONOTONIC. A watched core missing from it (taken offline) lost
@@ -87,7 +88,8 @@ class CoreSampler {
 };
 
 // The cores whose losses a run's bounds rest on: its executors' and its
-// cpu-backend accelerators' (a device core's losses stretch its kernels).
+// cpu-backend accelerators' (a device core's losses stretch its kernels),
+// some more than once; a CoreSampler keeps each once.
 std::vector<int> watched_cores(const workload::Workload& w);
 
 // The machine's speed during the run: the calibrated busy loop's rate,
