@@ -211,13 +211,22 @@ def run(workload: str, policy: str, duration_s: float, out: str, socket: str | N
     if not progress:
         cmd.append("--quiet")
     proc = subprocess.Popen(cmd, preexec_fn=accel.stop_with_parent, env=_environment())
-    while True:
-        try:
-            return proc.wait()
-        except KeyboardInterrupt:
-            # The terminal sent SIGINT to rtaccel-exec as well; if not (a
-            # signal to this process alone), pass it on.
-            proc.send_signal(signal.SIGINT)
+    # SIGTERM (kill, timeout, a service manager) ends the run as Ctrl-C does:
+    # passed on, and this returns once the runner has written the results,
+    # so that what comes after (a script's `rtaccel report`) finds them.
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM)) if main else None
+    try:
+        while True:
+            try:
+                return proc.wait()
+            except KeyboardInterrupt:
+                # The terminal sent SIGINT to rtaccel-exec as well; if not (a
+                # signal to this process alone), pass it on.
+                proc.send_signal(signal.SIGINT)
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 def _environment() -> dict:

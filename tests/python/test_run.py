@@ -624,6 +624,32 @@ def test_interrupt_stops_cleanly_and_writes_the_results(tmp_path):
     assert {c["chain"]: c for c in summary["chains"]}["h"]["count"] > 10
 
 
+def test_rtaccel_run_sent_sigterm_returns_once_the_results_are_written(tmp_path):
+    # kill, timeout and service managers stop a program with SIGTERM, to it
+    # alone: the command must not return while its runner still writes.
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "rtaccel.cli", "run", workload(tmp_path, "accel", ACCEL),
+                             "--duration", "60", "--out", str(out), "--quiet"], cwd=ROOT, env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not (runner := children_of(proc.pid)) or len(children_of(runner[0])) < 3:
+            assert proc.poll() is None, proc.stderr.read()
+            assert time.monotonic() < deadline, "the run did not start"
+            time.sleep(0.05)
+        time.sleep(1.0)
+        processes = runner + children_of(runner[0])
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, stderr
+    assert (out / "summary.json").exists() and (out / "trace.json").exists()
+    assert json.loads((out / "summary.json").read_text())["interrupted"]
+    assert "# results: " in stdout, stdout
+    assert wait_gone(processes) == []
+
+
 def test_bad_workload_is_reported_with_its_line(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text(HEAD.format(name="bad") + "executors:\n  - {name: ex, core: 0, priority: 500}\n")
