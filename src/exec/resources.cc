@@ -18,7 +18,9 @@ bool read_resources(pid_t pid, ProcessResources* out) {
   unsigned long long size = 0, resident = 0, shared = 0;
   const bool read = fscanf(statm, "%llu %llu %llu", &size, &resident, &shared) == 3;
   fclose(statm);
-  if (!read) return false;
+  // A process that ended and is not yet reaped (a zombie) maps nothing and
+  // holds no descriptors: it is gone, not a process that let all go.
+  if (!read || size == 0) return false;
   const auto page_kb = static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) / 1024;
   out->rss_kb = resident * page_kb;
   out->shared_kb = shared * page_kb;

@@ -77,5 +77,29 @@ TEST(Resources, AProcessThatEndedKeepsWhatWasSampledOfIt) {
   EXPECT_GT(s[0]["rss_kb"]["first"].get<uint64_t>(), 0u);
 }
 
+TEST(Resources, AProcessThatEndedAndIsNotYetReapedIsGoneToo) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  ResourceSampler sampler;
+  sampler.watch(child, "child");
+  sampler.sample(1);
+  kill(child, SIGKILL);
+  // Its parent, this test, has not waited for it: a zombie, once the kill
+  // has landed.
+  siginfo_t info{};
+  ASSERT_EQ(waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);
+  ProcessResources r;
+  EXPECT_FALSE(read_resources(child, &r));
+  sampler.sample(2);
+  waitpid(child, nullptr, 0);
+  const nlohmann::json s = sampler.summary();
+  EXPECT_EQ(s[0]["samples"], 1);
+  EXPECT_EQ(s[0]["descriptors"]["last"], s[0]["descriptors"]["first"]);
+}
+
 }  // namespace
 }  // namespace rtaccel::exec
