@@ -74,6 +74,22 @@ def test_an_unreadable_calibration_is_a_clear_error(tmp_path):
     assert "cannot be read (Permission denied)" in done.stderr, done.stderr
 
 
+def test_a_results_folder_it_may_not_write_is_refused_before_the_run(tmp_path):
+    # A folder root made, named by a user without root: refused at once,
+    # not after thirty seconds of a run whose results have nowhere to go.
+    out = tmp_path / "roots"
+    out.mkdir()
+    out.chmod(0o555)
+    try:
+        done = unprivileged([*RTACCEL, "run", str(ROOT / "examples" / "quickstart.yaml"), "--duration", "30",
+                             "--out", str(out), "--quiet"], tmp_path, timeout=20)
+    finally:
+        out.chmod(0o755)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"cannot write into {out}: Permission denied" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and not list(out.iterdir())
+
+
 def test_the_server_benchmark_runs_at_normal_priority_and_says_so(tmp_path):
     done = unprivileged([*RTACCEL, "bench", "request-overhead", "--requests", "200", "--json"], tmp_path)
     assert done.returncode == 0, done.stderr
