@@ -123,6 +123,11 @@ def test_bad_workload_exits_2_with_file_line_col(tmp_path):
     ["experiment", "schedulability", "--vary", "sideways"],
     ["experiment", "schedulability", "--vary", "chains", "--sets", "0"],
     ["experiment", "schedulability", "--vary", "chains", "--utilization", "a,b"],
+    ["experiment", "schedulability", "--vary", "chains", "--utilization", "nan"],
+    ["experiment", "schedulability", "--vary", "chains", "--kappa-us", "-1"],
+    ["experiment", "schedulability", "--vary", "chains", "--epsilon-us", "inf"],
+    ["experiment", "schedulability", "--vary", "chains", "--min-period-ms", "0"],
+    ["experiment", "schedulability", "--vary", "chains", "--jobs", "-1"],
     ["frobnicate"],
     ["run", "x.yaml", "--best-effort", " "],
     ["bench", "net-overhead", "--chunk", "1"],
@@ -219,6 +224,8 @@ def test_exit_statuses_are_the_ones_documented_for_the_command_and_its_programs(
 @pytest.mark.parametrize("args, status, message", [
     # bad input: a folder that is no run's result, a file that is no trace
     (["compare", "/"], 2, "not the result of `rtaccel run`"),
+    (["experiment", "schedulability", "--vary", "chains", "--sets", "2", "--quiet", "--out", "/proc/rtaccel"], 2,
+     "cannot write the results into /proc/rtaccel"),
     (["lockstat", str(EXAMPLES / "quickstart.yaml")], 2, "not valid JSON"),
     (["shim"], 2, "no command given"),
     (["bench", "bounds", "{tmp}/none.yaml"], 2, "cannot open the file"),

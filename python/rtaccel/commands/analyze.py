@@ -42,7 +42,7 @@ def _utilizations(text: str) -> tuple:
         values = tuple(float(v) for v in text.split(","))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}")
-    if not values or any(v <= 0 or v > 64 for v in values):
+    if not values or not all(0 < v <= 64 for v in values):  # NaN too
         raise argparse.ArgumentTypeError("utilisations must be in (0, 64]")
     return values
 
@@ -65,8 +65,12 @@ def cmd_experiment_schedulability(args) -> int:
         print(f"# [{done:>3}/{total}] U={point.utilization:<4g} x={point.label:<5} "
               f"acceptance={point.ratio:.3f}", flush=True)
 
-    points, seconds, paths = sched.experiment(args.vary, settings, args.out,
-                                              None if args.quiet else progress)
+    try:
+        points, seconds, paths = sched.experiment(args.vary, settings, args.out,
+                                                  None if args.quiet else progress)
+    except OSError as err:
+        print(f"rtaccel: cannot write the results into {args.out}: {err.strerror or err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     count = sum(p.sets for p in points)
     print(f"# {len(points)} points, {count} chainsets analyzed in {seconds:.1f} s "
           f"({count / seconds:.0f} sets/s)")
@@ -112,11 +116,14 @@ def register(sub) -> None:
                    help="one executor per core running all its chains (non-preemptive blocking) "
                         "instead of one executor per chain")
     e.add_argument("--levels", type=common.positive_int, default=4, help="accelerator priority levels (4)")
-    e.add_argument("--kappa-us", type=float, default=50.0, help="preemption cost kappa (50 us)")
-    e.add_argument("--epsilon-us", type=float, default=50.0, help="server overhead epsilon (50 us)")
-    e.add_argument("--min-period-ms", type=float, default=10.0, help="shortest period (10 ms)")
-    e.add_argument("--max-period-ms", type=float, default=1000.0, help="longest period (1000 ms)")
-    e.add_argument("--jobs", type=int, default=0, help="threads (default: one per CPU)")
+    overhead = common.number(0, 1e6, "an overhead must be in [{low}, {high:.0f}] us")
+    period = common.number(0.001, 3.6e6, "a period must be in [{low}, {high:.0f}] ms")
+    e.add_argument("--kappa-us", type=overhead, default=50.0, help="preemption cost kappa (50 us)")
+    e.add_argument("--epsilon-us", type=overhead, default=50.0, help="server overhead epsilon (50 us)")
+    e.add_argument("--min-period-ms", type=period, default=10.0, help="shortest period (10 ms)")
+    e.add_argument("--max-period-ms", type=period, default=1000.0, help="longest period (1000 ms)")
+    e.add_argument("--jobs", type=common.whole_number(0, 4096, "threads must be in {low}..{high} (0: one per CPU)"),
+                   default=0, help="threads (default: one per CPU)")
     e.add_argument("--out", default="out", help="output folder (out)")
     e.add_argument("--quiet", action="store_true", help="no progress lines")
     e.set_defaults(func=cmd_experiment_schedulability)
