@@ -260,8 +260,9 @@ _SUMMARY_SHAPE = {
                               "topics": [{"lost": int, "first_loss_s": shape.nullable(shape.NUMBER)}]}]),
     "best_effort": shape.optional([{"command": str, "log": str, "ended": shape.nullable(str),
                                     "ended_s": shape.nullable(shape.NUMBER)}]),
-    "resources": shape.optional([{"process": str, "samples": int, "descriptors": _FIRST_LAST,
-                                  "rss_kb": _FIRST_LAST, "private_kb": shape.optional(_FIRST_LAST),
+    # A process never sampled (it ended first) has no figures.
+    "resources": shape.optional([{"process": str, "samples": int, "descriptors": shape.optional(_FIRST_LAST),
+                                  "rss_kb": shape.optional(_FIRST_LAST), "private_kb": shape.optional(_FIRST_LAST),
                                   "peak_kb": shape.optional(int)}]),
     "assumptions": shape.optional({
         "trace_filled": shape.optional(shape.nullable({"of": str, "at_s": shape.NUMBER, "events": int})),
@@ -334,7 +335,8 @@ def resources_line(summary: dict) -> tuple[str, bool] | None:
     """What the run's processes held at its first sample and its last, and
     which of them grew: descriptors at all, a real-time process's resident
     memory by more than RESIDENT_GROWTH_KB. With it, whether any grew."""
-    sampled = [p for p in summary.get("resources") or [] if p.get("samples")]
+    sampled = [p for p in summary.get("resources") or []
+               if p.get("samples") and "descriptors" in p and "rss_kb" in p]
     if not sampled:
         return None
     total = {key: [sum(p.get(key, {}).get(when, 0) for p in sampled) for when in ("first", "last")]

@@ -91,8 +91,8 @@ def test_changed_numbers_reach_the_analysis(tmp_path):
 
 # A summary with every part the comparison reads, as `rtaccel run` writes
 # them: a chain over its bound with its explanation, a link that lost
-# messages, a best-effort program that ended early, the processes' resources,
-# a trace that filled.
+# messages, a best-effort program that ended early, the processes' resources
+# (one never sampled), a trace that filled.
 SUMMARY = {
     "format_version": 1, "policy": "paam", "workload": {"name": "w", "file": "w.yaml"}, "duration_s": 10.0,
     "realtime": True, "critical_bounds_held": False, "isolation": {"cgroup": "rtaccel-run-1"},
@@ -108,7 +108,8 @@ SUMMARY = {
     "best_effort": [{"command": "hog", "log": "best_effort_0.log", "ended": "exited with status 1", "ended_s": 2.0}],
     "resources": [{"process": "runner", "samples": 3, "descriptors": {"first": 3, "last": 4},
                    "rss_kb": {"first": 6000, "last": 9000}, "private_kb": {"first": 400, "last": 500},
-                   "peak_kb": 14000}],
+                   "peak_kb": 14000},
+                  {"process": "executor late", "pid": 9, "samples": 0}],  # ended before its first sample
     "assumptions": {"trace_filled": {"of": "executor 'ex'", "at_s": 3.0, "events": 64}, "callbacks": [{"over": 2}]},
     "walks": [{"working_set_kb": 64, "pattern": "random", "ns_per_line": 12.5}],
 }
