@@ -14,6 +14,16 @@
 namespace rtaccel::exec {
 namespace {
 
+// A child that waits for its end, as a run's process does; -1 if none.
+pid_t waiting_child() {
+  const pid_t child = fork();
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  return child;
+}
+
 TEST(Resources, GrowthInDescriptorsAndMemoryIsSeen) {
   ResourceSampler sampler;
   sampler.watch(getpid(), "this test");
@@ -55,12 +65,8 @@ TEST(Resources, GrowthInDescriptorsAndMemoryIsSeen) {
 }
 
 TEST(Resources, AProcessThatEndedKeepsWhatWasSampledOfIt) {
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    pause();
-    _exit(0);
-  }
+  const pid_t child = waiting_child();
+  ASSERT_GT(child, 0);
   ResourceSampler sampler;
   sampler.watch(child, "child");
   sampler.watch(-1, "never started");  // not a process: not watched
@@ -78,12 +84,8 @@ TEST(Resources, AProcessThatEndedKeepsWhatWasSampledOfIt) {
 }
 
 TEST(Resources, AProcessThatEndedAndIsNotYetReapedIsGoneToo) {
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    pause();
-    _exit(0);
-  }
+  const pid_t child = waiting_child();
+  ASSERT_GT(child, 0);
   ResourceSampler sampler;
   sampler.watch(child, "child");
   sampler.sample(1);
