@@ -11,6 +11,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/procfs.h"
+
 bool rtaccel_fifo_allowed(int priority)
 {
 	int policy;
@@ -40,16 +42,8 @@ static bool can_lock_all(void)
 	struct rlimit lim;
 	if (getrlimit(RLIMIT_MEMLOCK, &lim) == 0 && lim.rlim_cur == RLIM_INFINITY)
 		return true;
-	FILE *f = fopen("/proc/self/status", "re");
-	if (!f)
-		return false;
-	char line[256];
 	unsigned long long eff = 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "CapEff: %llx", &eff) == 1)
-			break;
-	fclose(f);
-	return eff >> 14 & 1; /* CAP_IPC_LOCK */
+	return rtaccel_proc_field("/proc/self/status", "CapEff: %llx", &eff) && (eff >> 14 & 1); /* CAP_IPC_LOCK */
 }
 
 int rtaccel_lock_memory(void)

@@ -11,7 +11,7 @@
 #include <new>
 
 #include "core/futex.h"
-#include "core/meminfo.h"
+#include "core/procfs.h"
 #include "rtaccel/isolate.h"
 #include "rtaccel/lock.h"
 

@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
-#include "core/meminfo.h"
+#include "core/procfs.h"
 #include "core/size.h"
 
 #define LINE 64
