@@ -38,9 +38,9 @@
 #include <unistd.h>
 
 #include "core/cache.h"
+#include "core/cgroup.h"
 #include "core/clock.h"
 #include "core/percentile.h"
-#include "isolate/cgroup.h"
 #include "isolate/regulator.h"
 
 #define LINE 64
@@ -112,7 +112,7 @@ static pid_t spawn(const char *cgroup, int core, size_t size)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		struct sched_param sp = {0};
 		sched_setscheduler(0, SCHED_OTHER, &sp);
-		if (isolate_cgroup_add(cgroup, 0) < 0)
+		if (rtaccel_cgroup_add(cgroup, 0) < 0)
 			_exit(1);
 		pin(core);
 		stream(size);
@@ -147,13 +147,13 @@ static uint64_t run_ns(pid_t pid)
 static int setup_cgroups(void)
 {
 	char root[200];
-	if (isolate_cgroup2_root(root, sizeof(root)) < 0)
+	if (rtaccel_cgroup2_root(root, sizeof(root)) < 0)
 		return -1;
 	snprintf(be_cgroup, sizeof(be_cgroup), "%s/rtaccel-bench-be.%d", root, getpid());
 	snprintf(cpu_cgroup, sizeof(cpu_cgroup), "%s/rtaccel-bench-cpu.%d", root, getpid());
 	char out[256];
-	if (isolate_cgroup_make(be_cgroup, out, sizeof(out)) < 0 ||
-	    isolate_cgroup_make(cpu_cgroup, out, sizeof(out)) < 0)
+	if (rtaccel_cgroup_make(be_cgroup, out, sizeof(out)) < 0 ||
+	    rtaccel_cgroup_make(cpu_cgroup, out, sizeof(out)) < 0)
 		return -1;
 	snprintf(lock_name, sizeof(lock_name), "bench.%d", getpid());
 	return 0;
@@ -223,7 +223,7 @@ static void freeze_cost(uint64_t *p50, uint64_t *p99, int rounds)
 	int n = 0;
 	for (int i = 0; t && i < rounds; i++) {
 		uint64_t t0 = rtaccel_monotonic_ns();
-		if (isolate_cgroup_write(be_cgroup, "cgroup.freeze", "1") < 0)
+		if (rtaccel_cgroup_write(be_cgroup, "cgroup.freeze", "1") < 0)
 			break;
 		for (;;) {
 			char buf[256];
@@ -240,7 +240,7 @@ static void freeze_cost(uint64_t *p50, uint64_t *p99, int rounds)
 				break;
 		}
 		t[n++] = (double)(rtaccel_monotonic_ns() - t0);
-		isolate_cgroup_write(be_cgroup, "cgroup.freeze", "0");
+		rtaccel_cgroup_write(be_cgroup, "cgroup.freeze", "0");
 		rtaccel_sleep_ns(2 * 1000 * 1000);
 	}
 	*p50 = (uint64_t)rtaccel_percentile_double(t, (size_t)n, 0.5);

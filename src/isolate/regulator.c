@@ -37,10 +37,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/cgroup.h"
 #include "core/clock.h"
 #include "core/futex.h"
 #include "core/thread.h"
-#include "isolate/cgroup.h"
 #include "isolate/shm.h"
 
 #define RING_PAGES 2		/* the metadata page and one page of samples */

@@ -16,6 +16,7 @@ import time
 import pytest
 
 import needs
+from processes import wait_gone
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 LIB = ROOT / "python" / "rtaccel" / "lib"
@@ -228,6 +229,18 @@ def test_the_server_holds_the_lock_for_critical_buckets_only():
     assert takes[3] >= 40 and takes[0] - takes[3] >= 40, takes
 
 
+def test_run_be_ending_with_its_parent_exits_as_its_program_and_leaves_nothing_it_started(tmp_path):
+    marker = tmp_path / "straggler.pid"
+    supervised = ["run-be", "--no-cgroup", "--end-with-parent", "--"]
+    assert isolate(*supervised, "sh", "-c", "exit 7").returncode == 7
+    assert isolate(*supervised, "sh", "-c", "kill -USR1 $$").returncode == -signal.SIGUSR1
+    assert isolate(*supervised, "/nonexistent").returncode == 127
+    # What the program left running in its process group ends with it.
+    started = time.monotonic()
+    assert isolate(*supervised, "sh", "-c", f"sleep 600 & echo $! > {marker}").returncode == 0
+    assert wait_gone([int(marker.read_text())], 5) == [] and time.monotonic() - started < 5
+
+
 @pytest.mark.parametrize("args, message", [
     (["regulate", "--period-us", "5"], "the period is 100..1000000 us"),
     (["regulate", "--meter", "magic"], "unknown meter"),
@@ -237,8 +250,10 @@ def test_the_server_holds_the_lock_for_critical_buckets_only():
     (["regulate", "--threshold", "lots"], "bad threshold"),
     (["regulate", "--cores", "1", "--meter", "cpu-time", "--no-cgroup"], "needs the best-effort cgroup"),
     (["status", "--bwlock", "../etc"], "status of '../etc'"),
-    (["hold", "--", "true"], "hold needs --threshold"),
-    (["run-be"], "usage"),
+    (["hold", "--", "true"], "give the threshold the lock holds others to (--threshold MBPS)"),
+    (["hold", "--threshold", "100"], "hold: no program given"),
+    (["run-be"], "run-be: no program given"),
+    (["run-be", "--end-with-parent", "--verbose", "--", "true"], "unexpected argument: '--verbose'"),
     (["frobnicate"], "unknown command"),
 ])
 def test_bad_arguments_get_one_clear_line(args, message):

@@ -16,6 +16,7 @@ import time
 import needs
 import pytest
 import trace_format
+from processes import children_of, wait_gone
 from rtaccel._core import percentile
 from rtaccel.runner import run_labels
 
@@ -542,26 +543,6 @@ def test_instances_over_the_bound_are_counted_and_compare_names_them(tmp_path):
     assert row.index("|") == head.index("|"), lines
 
 
-def children_of(pid):
-    out = []
-    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            out.append(int(stat.parent.name))
-    return out
-
-
-def alive(pid):
-    try:
-        state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 def start_runner(tmp_path, path):
     proc = subprocess.Popen([str(EXEC), path, "--policy", "paam", "--duration", "60",
                              "--out", str(tmp_path / "out"), "--quiet"],
@@ -573,13 +554,6 @@ def start_runner(tmp_path, path):
         time.sleep(0.05)
     time.sleep(1.0)
     return proc, children_of(proc.pid)
-
-
-def wait_gone(pids, seconds=5.0):
-    deadline = time.monotonic() + seconds
-    while any(alive(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return [p for p in pids if alive(p)]
 
 
 def test_the_progress_line_counts_critical_misses_apart(tmp_path):

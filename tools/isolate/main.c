@@ -2,11 +2,11 @@
  *
  *   rtaccel-isolate regulate [options]     run the regulator until SIGINT/SIGTERM
  *   rtaccel-isolate status [--bwlock NAME] [--json]
- *   rtaccel-isolate run-be [--cgroup PATH] -- PROGRAM [ARGS]
+ *   rtaccel-isolate run-be [--cgroup PATH | --no-cgroup] [--end-with-parent] -- PROGRAM [ARGS]
  *   rtaccel-isolate hold --threshold MBPS [--bwlock NAME] -- PROGRAM [ARGS]
  *
- * Exit 0; 1 when the regulator cannot run here (one line says why); 2 on
- * bad arguments. */
+ * Exit statuses as core/exit.h: 2 on bad arguments, 3 when the regulator
+ * cannot run here (one line says why); run-be and hold exit as PROGRAM. */
 #include <errno.h>
 #include <getopt.h>
 #include <sched.h>
@@ -15,13 +15,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/cgroup.h"
 #include "core/clock.h"
 #include "core/exit.h"
 #include "core/realtime.h"
-#include "isolate/cgroup.h"
 #include "isolate/regulator.h"
 
 #define DEFAULT_CGROUP "rtaccel-be"
@@ -41,7 +43,7 @@ static const char usage[] =
 	"                                [--park-priority P] [--duration S] [--summary FILE]\n"
 	"                                [--trace FILE] [--quiet] [--own-cgroup] [--ready-fd FD]\n"
 	"       rtaccel-isolate status [--bwlock NAME] [--json]\n"
-	"       rtaccel-isolate run-be [--cgroup PATH] -- PROGRAM [ARGS]\n"
+	"       rtaccel-isolate run-be [--cgroup PATH | --no-cgroup] [--end-with-parent] -- PROGRAM [ARGS]\n"
 	"       rtaccel-isolate hold --threshold MBPS [--bwlock NAME] [--ceiling P] -- PROGRAM [ARGS]\n"
 	"\n"
 	"  --cores LIST       cores to regulate (1,3-5); default: all but core 0\n"
@@ -51,7 +53,9 @@ static const char usage[] =
 	"  --threshold MBPS   regulate at MBPS always, beside the locks\n"
 	"  --be-peak-mbps N   cpu-time meter: MB/s a core of best-effort work moves (10000)\n"
 	"  --tfs RHO          charge throttled tasks RHO x their throttled time (0: off)\n"
-	"  --own-cgroup       the best-effort cgroup is this regulator's: removed when it stops\n"
+	"  --own-cgroup       the best-effort cgroup is this regulator's: removed when it stops,\n"
+	"                     with whatever still runs in it\n"
+	"  --end-with-parent  run-be: PROGRAM and all it started end when this process's parent ends\n"
 	"  --ready-fd FD      write \"ready\" to FD once regulating, and close it\n";
 
 /* Whether ERR (negative) is the kernel refusing a user what is root's. */
@@ -244,7 +248,7 @@ static int cmd_regulate(int argc, char **argv)
 		return RTACCEL_EXIT_RUNTIME;
 	}
 	if (cgroup) {
-		int err = isolate_cgroup_make(cgroup, cfg.cgroup, sizeof(cfg.cgroup));
+		int err = rtaccel_cgroup_make(cgroup, cfg.cgroup, sizeof(cfg.cgroup));
 		if (err) {
 			fprintf(stderr, "rtaccel-isolate: best-effort cgroup %s: %s%s\n", cgroup,
 				strerror(-err),
@@ -309,16 +313,19 @@ static int cmd_regulate(int argc, char **argv)
 		rc = 1;
 	}
 	regulator_free(reg);
-	/* Empty once its owner has stopped the best-effort work: a task that
-	 * got SIGTERM may take a moment to exit, so EBUSY is tried again for up
-	 * to two seconds. A cgroup that still holds tasks stays, and says so. */
+	/* Empty where its owner stopped the best-effort work first. Where the
+	 * owner is gone (killed: this regulator got SIGTERM as its child), what
+	 * still runs there is ended with the cgroup: best-effort work outlives
+	 * no run. */
 	if (own_cgroup && cfg.cgroup[0]) {
-		int tries = 100;
-		while (rmdir(cfg.cgroup) < 0 && errno == EBUSY && --tries > 0)
-			rtaccel_sleep_ns(20 * 1000 * 1000);
-		if (access(cfg.cgroup, F_OK) == 0)
+		int ended = 0;
+		err = rtaccel_cgroup_remove(cfg.cgroup, 2 * 1000000000ull, &ended);
+		if (ended)
+			fprintf(stderr, "rtaccel-isolate: ended %d process(es) still in best-effort cgroup %s\n",
+				ended, cfg.cgroup);
+		if (err)
 			fprintf(stderr, "rtaccel-isolate: cannot remove best-effort cgroup %s: %s\n",
-				cfg.cgroup, strerror(errno));
+				cfg.cgroup, strerror(-err));
 	}
 	return rc;
 }
@@ -383,27 +390,130 @@ static int program_after_dashes(int argc, char **argv, int *at)
 	return -1;
 }
 
+/* run-be --end-with-parent: the program's process group, its leader's
+ * status once reaped, and the signal that asked this process to end. */
+static pid_t program_group;
+static int program_status;
+static bool program_reaped;
+static volatile sig_atomic_t end_asked;
+
+static void on_end(int sig) { end_asked = sig; }
+
+/* Reaps every child that has ended, the program's descendants included
+ * (this process is their subreaper), keeping the program's status. */
+static void reap_ended(void)
+{
+	int status;
+	pid_t pid;
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+		if (pid == program_group) {
+			program_status = status;
+			program_reaped = true;
+		}
+}
+
+/* Whether no process of the program's group is left within NS. */
+static bool group_gone_within(uint64_t ns)
+{
+	const uint64_t end = rtaccel_monotonic_ns() + ns;
+	for (;;) {
+		reap_ended();
+		if (kill(-program_group, 0) < 0 && errno == ESRCH)
+			return true;
+		if (rtaccel_monotonic_ns() >= end)
+			return false;
+		rtaccel_sleep_ns(10 * 1000 * 1000);
+	}
+}
+
+/* Runs PROGRAM in a process group of its own and ends that group (SIGTERM,
+ * SIGKILL a second later) when this process is asked to end (SIGTERM,
+ * SIGHUP) or its parent ends, and when the program ends: what the program
+ * started outlives neither. A second in all, so that a parent that gives
+ * this process two before SIGKILL (rtaccel run) loses nothing. Exits as the
+ * program did. */
+static int supervise(char **program)
+{
+	struct sigaction sa = {.sa_handler = on_end};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	const pid_t parent = getppid();
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (getppid() != parent)
+		end_asked = SIGTERM;
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	const pid_t child = fork();
+	if (child < 0) {
+		fprintf(stderr, "rtaccel-isolate: fork: %s\n", strerror(errno));
+		return RTACCEL_EXIT_RUNTIME;
+	}
+	if (child == 0) {
+		setpgid(0, 0);
+		execvp(program[0], program);
+		fprintf(stderr, "rtaccel-isolate: %s: %s\n", program[0], strerror(errno));
+		_exit(127);
+	}
+	setpgid(child, child); /* also here: the group exists before it is signalled */
+	program_group = child;
+	while (!end_asked && !program_reaped) {
+		int status;
+		const pid_t pid = waitpid(-1, &status, 0); /* EINTR on SIGTERM: no SA_RESTART */
+		if (pid == child) {
+			program_status = status;
+			program_reaped = true;
+		} else if (pid < 0 && errno == ECHILD) {
+			break;
+		}
+	}
+	kill(-program_group, SIGTERM);
+	if (!group_gone_within(1000000000ull)) {
+		kill(-program_group, SIGKILL);
+		group_gone_within(500 * 1000000ull);
+	}
+	if (!program_reaped)
+		return RTACCEL_EXIT_RUNTIME;
+	if (WIFSIGNALED(program_status)) {
+		const struct rlimit no_core = {0, 0};
+		setrlimit(RLIMIT_CORE, &no_core);
+		signal(WTERMSIG(program_status), SIG_DFL);
+		raise(WTERMSIG(program_status));
+	}
+	return WIFEXITED(program_status) ? WEXITSTATUS(program_status) : RTACCEL_EXIT_RUNTIME;
+}
+
 static int cmd_run_be(int argc, char **argv)
 {
 	int at;
-	if (program_after_dashes(argc, argv, &at) < 0)
-		return fputs(usage, stderr), 2;
+	if (program_after_dashes(argc, argv, &at) < 0) {
+		fprintf(stderr, "rtaccel-isolate run-be: no program given (run-be [OPTIONS] -- PROGRAM [ARGS])\n");
+		return RTACCEL_EXIT_BAD_INPUT;
+	}
 	const char *cgroup = DEFAULT_CGROUP;
+	bool end_with_parent = false;
 	for (int i = 1; i < at - 1; i++) {
 		if (!strcmp(argv[i], "--cgroup") && i + 1 < at - 1)
 			cgroup = argv[++i];
+		else if (!strcmp(argv[i], "--no-cgroup"))
+			cgroup = NULL;
+		else if (!strcmp(argv[i], "--end-with-parent"))
+			end_with_parent = true;
 		else
 			return bad("unexpected argument", argv[i]);
 	}
-	char path[256];
-	int err = isolate_cgroup_make(cgroup, path, sizeof(path));
-	if (!err)
-		err = isolate_cgroup_add(path, 0);
-	if (err) {
-		fprintf(stderr, "rtaccel-isolate: best-effort cgroup %s: %s%s\n", cgroup, strerror(-err),
-			denied(err) ? " (the cgroup hierarchy is root's)" : "");
-		return RTACCEL_EXIT_RUNTIME;
+	if (cgroup) {
+		char path[256];
+		int err = rtaccel_cgroup_make(cgroup, path, sizeof(path));
+		if (!err)
+			err = rtaccel_cgroup_add(path, 0);
+		if (err) {
+			fprintf(stderr, "rtaccel-isolate: best-effort cgroup %s: %s%s\n", cgroup, strerror(-err),
+				denied(err) ? " (the cgroup hierarchy is root's)" : "");
+			return RTACCEL_EXIT_RUNTIME;
+		}
 	}
+	if (end_with_parent)
+		return supervise(argv + at);
 	execvp(argv[at], argv + at);
 	fprintf(stderr, "rtaccel-isolate: %s: %s\n", argv[at], strerror(errno));
 	return 127;
@@ -414,8 +524,10 @@ static int cmd_run_be(int argc, char **argv)
 static int cmd_hold(int argc, char **argv)
 {
 	int at;
-	if (program_after_dashes(argc, argv, &at) < 0)
-		return fputs(usage, stderr), 2;
+	if (program_after_dashes(argc, argv, &at) < 0) {
+		fprintf(stderr, "rtaccel-isolate hold: no program given (hold --threshold MBPS [OPTIONS] -- PROGRAM [ARGS])\n");
+		return RTACCEL_EXIT_BAD_INPUT;
+	}
 	const char *name = "default";
 	uint64_t threshold = UINT64_MAX, ceiling = 0;
 	for (int i = 1; i < at - 1; i++) {
@@ -430,8 +542,10 @@ static int cmd_hold(int argc, char **argv)
 		} else
 			return bad("unexpected argument", argv[i]);
 	}
-	if (threshold == UINT64_MAX)
-		return bad("hold needs --threshold", "");
+	if (threshold == UINT64_MAX) {
+		fprintf(stderr, "rtaccel-isolate hold: give the threshold the lock holds others to (--threshold MBPS)\n");
+		return RTACCEL_EXIT_BAD_INPUT;
+	}
 	rtaccel_bwlock_t *bw;
 	rtaccel_bwlock_holder_t *h;
 	int err = rtaccel_bwlock_open(name, &bw);
@@ -443,6 +557,8 @@ static int cmd_hold(int argc, char **argv)
 	}
 	rtaccel_bwlock_take(h);
 	pid_t child = fork();
+	if (child < 0)
+		fprintf(stderr, "rtaccel-isolate: fork: %s\n", strerror(errno));
 	if (child == 0) {
 		execvp(argv[at], argv + at);
 		fprintf(stderr, "rtaccel-isolate: %s: %s\n", argv[at], strerror(errno));

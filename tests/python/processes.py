@@ -1,0 +1,45 @@
+"""The processes a test started, as /proc shows them: for tests that kill a
+run's processes and check what is left."""
+
+import pathlib
+import time
+
+
+def children_of(pid):
+    """The pids of the processes whose parent is PID."""
+    out = []
+    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def alive(pid):
+    """Whether PID runs: a zombie has ended."""
+    try:
+        state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def wait_gone(pids, seconds=5.0):
+    """Those of PIDS still alive after up to SECONDS."""
+    deadline = time.monotonic() + seconds
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [p for p in pids if alive(p)]
+
+
+def wait_until(condition, seconds=5.0):
+    """Whether CONDITION() came true within SECONDS."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
