@@ -175,7 +175,8 @@ def run(workload: str, policy: str, duration_s: float, out: str, socket: str | N
         walks: list[dict] | tuple = (), shim: str | None = None, trace_events: int | None = None) -> int:
     """Runs rtaccel-exec; returns its exit status (0, or 130 when interrupted:
     the results up to then are written). Ctrl-C reaches rtaccel-exec too; it
-    stops the executors and writes its results, which this waits for."""
+    stops the executors and writes its results, which this waits for.
+    RunError where rtaccel-exec was killed."""
     global _said_uncalibrated
     cmd = [str(accel.binary("rtaccel-exec")), workload, "--policy", policy,
            "--duration", str(duration_s), "--out", out, "--work-fraction", str(work_fraction)]
@@ -219,7 +220,16 @@ def run(workload: str, policy: str, duration_s: float, out: str, socket: str | N
     try:
         while True:
             try:
-                return proc.wait()
+                status = proc.wait()
+                if status < 0:
+                    try:
+                        killer = signal.Signals(-status).name
+                    except ValueError:
+                        killer = f"signal {-status}"
+                    raise RunError(f"rtaccel-exec was killed by {killer} and wrote no "
+                                   f"results to {out} (the OOM killer? `dmesg` says); the next run removes "
+                                   "what it left behind")
+                return status
             except KeyboardInterrupt:
                 # The terminal sent SIGINT to rtaccel-exec as well; if not (a
                 # signal to this process alone), pass it on.

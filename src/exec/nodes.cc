@@ -12,11 +12,10 @@
 #include <filesystem>
 
 #include "core/netns.h"
+#include "exec/leftovers.h"
 
 namespace rtaccel::exec {
 namespace {
-
-constexpr const char* kPrefix = "rtaccel-run-";
 
 std::string tool_path(const std::string& name) {
   char buf[256];
@@ -35,18 +34,6 @@ Status command(const std::vector<std::string>& argv) {
 
 std::string host_of(size_t link, size_t end) {
   return "10.204." + std::to_string(link) + "." + std::to_string(end + 1);
-}
-
-// Namespaces of runs that were killed before they could remove them.
-void remove_stale_namespaces() {
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/run/netns", ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(kPrefix, 0) != 0) continue;
-    const long pid = strtol(name.c_str() + strlen(kPrefix), nullptr, 10);
-    if (pid > 0 && kill(static_cast<pid_t>(pid), 0) < 0 && errno == ESRCH)
-      rtaccel_netns_del(name.c_str());  // best effort: another run may race for it
-  }
 }
 
 }  // namespace
@@ -69,10 +56,9 @@ Status NodeNetwork::create(const workload::Workload& w) {
     return Status::invalid("running nodes joined by " + wire +
                            " links makes network namespaces, which needs root (CAP_NET_ADMIN); or make the "
                            "links shm");
-  remove_stale_namespaces();
   const std::string run = std::to_string(getpid());
   for (const auto& node : w.nodes) {
-    ns_.push_back(kPrefix + run + "-" + std::to_string(ns_.size()));
+    ns_.push_back(kRunPrefix + run + "-" + std::to_string(ns_.size()));
     char why[768];
     if (rtaccel_netns_add(ns_.back().c_str(), why, sizeof(why)))
       return Status::error(why).context("cannot make node '" + node.name + "''s network namespace");
@@ -122,7 +108,7 @@ Status NodeNetwork::enter(size_t node) const {
 std::string NodeNetwork::listen_address(size_t link, size_t node, unsigned run_id) const {
   const auto& l = workload_->links[link];
   const std::string scheme = std::string(l.transport->name) + ":";
-  if (l.transport->one_machine) return scheme + "rtaccel-run-" + std::to_string(run_id) + "-" + std::to_string(link);
+  if (l.transport->one_machine) return scheme + kRunPrefix + std::to_string(run_id) + "-" + std::to_string(link);
   return scheme + host_of(link, node == l.a ? 0 : 1) + ":0";
 }
 

@@ -31,6 +31,7 @@
 #include "core/fd.h"
 #include "exec/bridge.h"
 #include "exec/executor.h"
+#include "exec/leftovers.h"
 #include "exec/monitor.h"
 #include "exec/nodes.h"
 #include "exec/plan.h"
@@ -885,8 +886,9 @@ std::string Run::server_address(size_t e) const {
 // accelerators' node's namespace with its gateway for them, and a policy
 // naming their ends of the links.
 Status Run::start_private_server() {
-  char dir[] = "/tmp/rtaccel-run-XXXXXX";
-  if (!mkdtemp(dir)) return Status::os_error("cannot create a folder for the server's socket", errno);
+  // Named after the runner, so that a run after one killed finds it.
+  std::string dir = "/tmp/" + std::string(kRunPrefix) + std::to_string(getpid()) + "-XXXXXX";
+  if (!mkdtemp(dir.data())) return Status::os_error("cannot create a folder for the server's socket", errno);
   server_dir_ = dir;
   socket_ = server_dir_ + "/server.sock";
   const std::string binary = options_.server_binary.empty() ? self_dir() + "/rtaccel-server" : options_.server_binary;
@@ -1100,11 +1102,18 @@ Status Run::start_best_effort() {
     options.log_path = (std::filesystem::path(options_.out_dir) / program.log).string();
     options.parent_death_signal = SIGTERM;
     options.ignore_sigint = true;
-    options.own_process_group = true;  // SIGTERM reaches what the shell started
+    options.own_process_group = true;
     options.environment = environment_without_shim();
-    std::vector<std::string> argv = {"/bin/sh", "-c", program.command};
-    // Under isolation the regulated cgroup is where best-effort work runs.
-    if (setup_.isolation) argv.insert(argv.begin(), {isolate_binary(options_), "run-be", "--cgroup", cgroup_, "--"});
+    // rtaccel-isolate run-be ends what the shell started, all of it, when
+    // the run stops it and also where the run is killed (--end-with-parent),
+    // which SIGTERM to the shell alone would not. Under isolation the
+    // regulated cgroup is where best-effort work runs.
+    std::vector<std::string> argv = {isolate_binary(options_), "run-be", "--end-with-parent"};
+    if (setup_.isolation)
+      argv.insert(argv.end(), {"--cgroup", cgroup_});
+    else
+      argv.push_back("--no-cgroup");
+    argv.insert(argv.end(), {"--", "/bin/sh", "-c", program.command});
     auto child = core::Child::spawn(argv, options);
     if (!child) return child.status().context("cannot start best-effort program '" + program.command + "'");
     program.child = child.take();
@@ -1614,8 +1623,12 @@ Expected<RunEnd> Run::execute() {
     shim_dir_ = getenv("RTACCEL_SHIM_OUT");
     shim_processes_[getpid()] = "runner";
   }
+  // Killed outright, a run removes nothing (exec/leftovers.h): the next
+  // one does, before it makes names of its own.
+  for (const auto& removed : remove_leftovers_of_dead_runs())
+    fprintf(stderr, "rtaccel run: removed what a run that was killed left behind: %s\n", removed.c_str());
   run_name_ = "run-" + std::to_string(getpid());
-  cgroup_ = "rtaccel-" + run_name_;
+  cgroup_ = kRunPrefix + std::to_string(getpid());
   struct DirCleanup {
     std::string* dir;
     ~DirCleanup() {

@@ -7,6 +7,7 @@ import multiprocessing
 import os
 import pathlib
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -15,6 +16,7 @@ import pytest
 
 import needs
 import trace_format
+from processes import alive, children_of, wait_gone, wait_until
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLE = str(ROOT / "examples" / "gang_pipeline.yaml")
@@ -288,6 +290,68 @@ def test_run_with_isolation_starts_and_stops_the_regulator_and_leaves_nothing(tm
     throttled = [e for e in trace if e.get("name") == "throttled"]
     assert throttled and all(-1000 < e["ts"] < 3e6 for e in throttled)
     assert run_leftovers(cgroup.split("-")[-1]) == []
+
+
+@pytest.mark.parametrize("case", ["isolated", "isolated, regulator killed too", "not isolated"])
+def test_a_runner_killed_outright_leaves_no_best_effort_work_and_the_next_run_removes_the_rest(tmp_path, case):
+    # SIGKILL (the OOM killer, kill -9) gives the runner no chance to clean
+    # up. Its best-effort program started a straggler that SIGTERM to the
+    # shell would not reach: under isolation one that left the process
+    # group too, which only the cgroup still holds.
+    isolated = case.startswith("isolated")
+    if isolated and os.geteuid() != 0:
+        needs.skip("root", "the regulator needs SCHED_FIFO and perf events")
+    path, marker = tmp_path / "isolated.yaml", tmp_path / "straggler.pid"
+    path.write_text(ISOLATED)
+    straggler = f"{'setsid ' if isolated else ''}sleep 600 & echo $! > {marker}"
+    proc = subprocess.Popen([sys.executable, "-m", "rtaccel.cli", "run", str(path), "--policy", "paam",
+                             "--duration", "60", "--out", str(tmp_path / "out"), "--quiet",
+                             "--isolation" if isolated else "--no-isolation",
+                             "--best-effort", f"{straggler}; exec rtaccel membench write --size 8M"],
+                            env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not marker.exists() or not marker.read_text().strip():
+            assert proc.poll() is None, proc.stderr.read()
+            assert time.monotonic() < deadline, "the best-effort program did not start"
+            time.sleep(0.05)
+        straggler_pid = int(marker.read_text())
+        runner = children_of(proc.pid)[0]
+        killed = [runner]
+        if case == "isolated, regulator killed too":
+            killed += [p for p in children_of(runner)
+                       if "regulate" in pathlib.Path(f"/proc/{p}/cmdline").read_bytes().decode()]
+            assert len(killed) == 2
+        for pid in killed:
+            os.kill(pid, signal.SIGKILL)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 3 and "rtaccel-exec was killed by SIGKILL" in err, err
+    if case == "isolated, regulator killed too":
+        # Nothing ended the straggler: it is in the cgroup the run left.
+        assert alive(straggler_pid) and run_leftovers(runner)
+    else:
+        # Ended with the run: by its process group (rtaccel-isolate run-be
+        # --end-with-parent), or under isolation by the regulator's cgroup.
+        assert wait_gone([straggler_pid], 10) == []
+        assert wait_until(lambda: not any(p.startswith("/sys/fs/cgroup") for p in run_leftovers(runner)), 10)
+    # A leftover of a run whose runner lives is not touched.
+    living = pathlib.Path(f"/dev/shm/rtaccel-bwlock.run-{os.getpid()}")
+    living.write_bytes(b"")
+    try:
+        after = rtaccel("run", str(path), "--policy", "paam", "--duration", "1", "--no-isolation",
+                        "--out", str(tmp_path / "after"), "--quiet")
+        assert living.exists()
+    finally:
+        living.unlink()
+    assert run_leftovers(runner) == [] and not list(pathlib.Path("/tmp").glob(f"rtaccel-run-{runner}-*"))
+    assert not alive(straggler_pid)
+    if isolated:
+        said = [line for line in after.stderr.splitlines() if "a run that was killed left behind" in line]
+        assert any(f"rtaccel-bwlock.run-{runner}" in line for line in said), after.stderr
+        if case == "isolated, regulator killed too":
+            assert f"cgroup rtaccel-run-{runner} with the 1 process(es) still in it" in after.stderr
 
 
 def gangs_isolated():

@@ -1,0 +1,82 @@
+#include "exec/leftovers.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string_view>
+
+#include "core/cgroup.h"
+#include "core/netns.h"
+
+namespace rtaccel::exec {
+namespace {
+
+constexpr uint64_t kSecond = 1000000000;
+
+// The runner's pid in NAME, which begins with PREFIX and goes on with the
+// pid and nothing or '-' after it; 0 where NAME is not such a name.
+pid_t runner_in(std::string_view name, std::string_view prefix) {
+  if (!name.starts_with(prefix)) return 0;
+  name.remove_prefix(prefix.size());
+  pid_t pid = 0;
+  size_t digits = 0;
+  for (; digits < name.size() && digits < 10 && name[digits] >= '0' && name[digits] <= '9'; ++digits)
+    pid = pid * 10 + (name[digits] - '0');
+  const bool ends = digits == name.size() || name[digits] == '-';
+  return digits && ends ? pid : 0;
+}
+
+// Whether runner PID is gone. A pid taken since by another process reads as
+// alive: what its run left stays, which is the safe side.
+bool gone(pid_t pid) { return pid > 0 && kill(pid, 0) < 0 && errno == ESRCH; }
+
+// Calls FN with the name and path of each entry of FOLDER; a folder that
+// cannot be read has none.
+template <typename Fn>
+void for_each_entry(const std::filesystem::path& folder, Fn fn) {
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec))
+    fn(it->path().filename().string(), it->path());
+}
+
+}  // namespace
+
+std::vector<std::string> remove_leftovers_of_dead_runs() {
+  namespace fs = std::filesystem;
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for_each_entry("/run/netns", [&](const std::string& name, const fs::path& path) {
+    if (!gone(runner_in(name, kRunPrefix))) return;
+    rtaccel_netns_del(name.c_str());
+    if (!fs::exists(path, ec)) removed.push_back("network namespace " + name);
+  });
+  char root[256];
+  if (rtaccel_cgroup2_root(root, sizeof(root)) == 0)
+    for_each_entry(root, [&](const std::string& name, const fs::path& path) {
+      if (!gone(runner_in(name, kRunPrefix))) return;
+      // Its best-effort programs outlived the run: those that end on
+      // SIGTERM get a second for it.
+      int ended = 0;
+      if (rtaccel_cgroup_remove(path.c_str(), kSecond, &ended) == 0)
+        removed.push_back("cgroup " + name +
+                          (ended ? " with the " + std::to_string(ended) + " process(es) still in it" : ""));
+    });
+  for_each_entry("/dev/shm", [&](const std::string& name, const fs::path& path) {
+    const size_t dot = name.find(".run-");
+    if (!name.starts_with("rtaccel-") || dot == std::string::npos) return;
+    if (!gone(runner_in(std::string_view(name).substr(dot + 1), "run-"))) return;
+    if (fs::remove(path, ec)) removed.push_back(path.string());
+  });
+  for_each_entry("/tmp", [&](const std::string& name, const fs::path& path) {
+    if (!gone(runner_in(name, kRunPrefix)) || !fs::is_directory(path, ec)) return;
+    fs::remove_all(path, ec);
+    if (!ec) removed.push_back(path.string());
+  });
+  return removed;
+}
+
+}  // namespace rtaccel::exec
