@@ -18,7 +18,6 @@
 #include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <tuple>
 #include <utility>
 
@@ -1150,9 +1149,15 @@ Expected<Workload> load_file(const std::string& path, const LoadOptions& options
   if (std::filesystem::is_directory(path, ec)) return refusal({{path, {}, "a folder, not a workload file"}});
   std::ifstream in(path, std::ios::binary);
   if (!in) return refusal({{path, {}, std::string("cannot open the file: ") + strerror(errno)}});
-  std::ostringstream text;
-  text << in.rdbuf();
-  return load_string(text.str(), path, options);
+  // Read up to a bound: a device or a pipe given as the workload
+  // (/dev/urandom) would be read for ever.
+  constexpr size_t kMaxBytes = size_t{16} << 20;
+  std::string text(kMaxBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxBytes)
+    return refusal({{path, {}, "larger than 16 MB, which no workload is (a device or a pipe?)"}});
+  return load_string(text, path, options);
 }
 
 }  // namespace rtaccel::workload

@@ -364,6 +364,10 @@ TEST(Loader, MissingFileIsADiagnostic) {
   r = loaded(load_file("/"));
   ASSERT_EQ(r.errors.size(), 1u);
   EXPECT_EQ(r.errors[0], "/: a folder, not a workload file");
+  // A device that never ends is read up to a bound, not for ever.
+  r = loaded(load_file("/dev/zero"));
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0], "/dev/zero: larger than 16 MB, which no workload is (a device or a pipe?)");
 }
 
 TEST(Loader, RefusesInputThatIsNotUtf8WithItsPlace) {
