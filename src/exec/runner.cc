@@ -763,11 +763,17 @@ void trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
       meta("thread_name", accel_pid + static_cast<int>(d), b, "bucket " + std::to_string(b));
 }
 
+// A file that could not be written whole (a full disk) is removed: cut
+// short, no reader takes it.
 Status write_file(const std::filesystem::path& path, const std::string& text) {
   std::ofstream out(path);
   out << text;
   out.close();
-  return out ? Status() : Status::error("cannot write " + path.string());
+  if (out) return Status();
+  const int err = errno;
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+  return Status::os_error("cannot write " + path.string(), err);
 }
 
 // One run of a workload, from the set-up to the result files.
@@ -1502,6 +1508,12 @@ Status Run::write_results(uint64_t stopped_ns) {
   json chains = json::array();
   for (size_t c = 0; c < w.chains.size(); ++c) chains.push_back(chain_summary(setup_, shared_, c, &csv, t0_, stopped_ns));
   csv.close();
+  Status csv_written;
+  if (!csv) {
+    csv_written = Status::os_error("cannot write " + (out / "latency.csv").string(), errno);
+    std::error_code ec;
+    std::filesystem::remove(out / "latency.csv", ec);
+  }
   json timers = json::array();
   for (size_t t = 0; t < setup_.plan.timers.size(); ++t) timers.push_back(timer_summary(setup_, shared_, t));
   json execs = json::array();
@@ -1600,8 +1612,7 @@ Status Run::write_results(uint64_t stopped_ns) {
     if (p["process"] == "runner") p["peak_kb"] = static_cast<uint64_t>(self.ru_maxrss);
   if (Status st = write_file(out / "summary.json", summary.dump(2) + "\n"); !st) return st;
   if (!written) return written;
-  if (!csv) return Status::error("cannot write " + (out / "latency.csv").string());
-  return Status();
+  return csv_written;
 }
 
 Expected<RunEnd> Run::execute() {
@@ -1617,6 +1628,12 @@ Expected<RunEnd> Run::execute() {
   if (access(options_.out_dir.c_str(), W_OK | X_OK) != 0)
     return Status::invalid("cannot write into " + options_.out_dir + ": " + strerror(errno) +
                            " (give another --out)");
+
+  // An earlier run's results in the folder go now: a run that ends without
+  // results of its own is not taken for that one, and no trace of another
+  // run's regulator is merged into this one's.
+  for (const char* name : {"summary.json", "trace.json", "latency.csv", "regulator.json", "regulator.trace.json"})
+    std::filesystem::remove(std::filesystem::path(options_.out_dir) / name, ec);
 
   socket_ = options_.socket;
   if (!options_.shim_modes.empty()) {

@@ -1,6 +1,7 @@
 #include "exec/timeline.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <map>
 
 namespace rtaccel::exec {
@@ -24,7 +25,13 @@ void TraceFile::add(const json& event) {
 Status TraceFile::close() {
   out_ << "\n]}\n";
   out_.close();
-  return out_ ? Status() : Status::error("cannot write " + path_.string());
+  if (out_) return Status();
+  // Cut short (a full disk), it is no trace a reader takes, and it holds
+  // the room the summary still needs.
+  const int err = errno;
+  std::error_code ec;
+  std::filesystem::remove(path_, ec);
+  return Status::os_error("cannot write " + path_.string() + " (what was written is removed)", err);
 }
 
 void merge_trace(const std::filesystem::path& path, uint64_t t0_ns, TraceFile* trace,

@@ -581,11 +581,17 @@ chains:
     assert instances - late > 0
 
 
-def test_killing_the_runner_leaves_no_orphans(tmp_path):
+def test_killing_the_runner_leaves_no_orphans_and_no_earlier_runs_results(tmp_path):
+    # The folder held an earlier run's results: a run killed before it wrote
+    # its own must not leave them to be read as its.
+    (tmp_path / "out").mkdir()
+    for name in ("summary.json", "trace.json", "latency.csv", "regulator.trace.json"):
+        (tmp_path / "out" / name).write_text("{}")
     proc, children = start_runner(tmp_path, workload(tmp_path, "accel", ACCEL))
     proc.kill()
     proc.wait()
     assert wait_gone(children) == []
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["server.log"]
 
 
 def test_interrupt_stops_cleanly_and_writes_the_results(tmp_path):
@@ -622,6 +628,26 @@ def test_rtaccel_run_sent_sigterm_returns_once_the_results_are_written(tmp_path)
     assert json.loads((out / "summary.json").read_text())["interrupted"]
     assert "# results: " in stdout, stdout
     assert wait_gone(processes) == []
+
+
+@needs.mark("root", os.geteuid() != 0, "a small file system for the results is a tmpfs mount")
+def test_a_full_disk_costs_the_trace_not_the_summary_and_says_so(tmp_path):
+    # 32 KiB: the latency table and the summary fit, the trace does not.
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32k", "tmpfs", str(disk)], check=True)
+    try:
+        out = disk / "out"
+        proc = rtaccel("run", workload(tmp_path, "timers", TWO_TIMERS), "--duration", "3", "--out", str(out),
+                       "--quiet", check=3)
+        assert f"cannot write {out}/trace.json (what was written is removed): No space left on device" \
+            in proc.stderr, proc.stderr
+        assert not (out / "trace.json").exists()
+        summary = json.loads((out / "summary.json").read_text())
+        assert {c["chain"] for c in summary["chains"]} == {"low", "high"}
+        assert (out / "latency.csv").read_text().startswith("chain,start_us,latency_us\n")
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
 
 
 def test_bad_workload_is_reported_with_its_line(tmp_path):
