@@ -157,7 +157,10 @@ def calibrate(requests: int = 5000, iterations: int = 100) -> dict:
     }
     path = calibration_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=2) + "\n")
+    # Whole or not at all: the bounds of every later run read it.
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(doc, indent=2) + "\n")
+    os.replace(partial, path)
     doc["path"] = str(path)
     return doc
 

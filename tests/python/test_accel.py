@@ -79,6 +79,7 @@ def test_calibration_takes_the_larger_overhead_of_requests_back_to_back_and_apar
     r = subprocess.run(RTACCEL + ["calibrate"], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr
     doc = json.loads((tmp_path / "cal.json").read_text())
+    assert [p.name for p in tmp_path.iterdir()] == ["cal.json"]  # written whole, then put in place
     measured = doc["measured"]
     assert doc["epsilon_us"] == round(max(measured["request_overhead"]["p99_us"],
                                           measured["request_overhead_with_gaps"]["p99_us"]), 1)
