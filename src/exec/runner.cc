@@ -1097,6 +1097,10 @@ void Run::end_isolation() {
   std::filesystem::remove("/dev/shm/rtaccel-regulator." + run_name_, ec);
 }
 
+// What a best-effort program's log keeps: its first 16 MiB of output, and
+// its last 64 KiB where it wrote more.
+constexpr uint64_t kBestEffortLogBytes = uint64_t{16} << 20;
+
 // Best-effort programs: plain SCHED_OTHER children, on any core, from a
 // shell so that a user writes them as on a command line.
 Status Run::start_best_effort() {
@@ -1112,9 +1116,12 @@ Status Run::start_best_effort() {
     options.environment = environment_without_shim();
     // rtaccel-isolate run-be ends what the shell started, all of it, when
     // the run stops it and also where the run is killed (--end-with-parent),
-    // which SIGTERM to the shell alone would not. Under isolation the
-    // regulated cgroup is where best-effort work runs.
-    std::vector<std::string> argv = {isolate_binary(options_), "run-be", "--end-with-parent"};
+    // which SIGTERM to the shell alone would not; and it keeps a chatty
+    // program (`yes` writes 400 MB a second) from filling the disk the
+    // results need. Under isolation the regulated cgroup is where
+    // best-effort work runs.
+    std::vector<std::string> argv = {isolate_binary(options_), "run-be", "--end-with-parent",
+                                     "--output-cap", std::to_string(kBestEffortLogBytes)};
     if (setup_.isolation)
       argv.insert(argv.end(), {"--cgroup", cgroup_});
     else

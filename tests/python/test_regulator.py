@@ -241,6 +241,20 @@ def test_run_be_ending_with_its_parent_exits_as_its_program_and_leaves_nothing_i
     assert wait_gone([int(marker.read_text())], 5) == [] and time.monotonic() - started < 5
 
 
+def test_run_be_keeps_the_head_and_the_tail_of_an_output_past_its_cap():
+    full = "".join(f"{i}\n" for i in range(1, 100001)).encode()
+    r = subprocess.run([str(ISOLATE), "run-be", "--no-cgroup", "--end-with-parent", "--output-cap", "100",
+                        "--", "seq", "1", "100000"], capture_output=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    left_out = len(full) - 100 - 65536
+    assert r.stdout == full[:100] + (f"\n[rtaccel-isolate: {left_out} bytes of output left out here; the log "
+                                     "keeps the first 100 and the last 65536]\n").encode() + full[-65536:]
+    # Under the cap, all of it, stderr too.
+    r = subprocess.run([str(ISOLATE), "run-be", "--no-cgroup", "--end-with-parent", "--output-cap", "1M",
+                        "--", "sh", "-c", "echo out; echo err >&2"], capture_output=True, timeout=30)
+    assert r.stdout == b"out\nerr\n" and r.returncode == 0
+
+
 @pytest.mark.parametrize("args, message", [
     (["regulate", "--period-us", "5"], "the period is 100..1000000 us"),
     (["regulate", "--meter", "magic"], "unknown meter"),
@@ -254,6 +268,8 @@ def test_run_be_ending_with_its_parent_exits_as_its_program_and_leaves_nothing_i
     (["hold", "--threshold", "100"], "hold: no program given"),
     (["run-be"], "run-be: no program given"),
     (["run-be", "--end-with-parent", "--verbose", "--", "true"], "unexpected argument: '--verbose'"),
+    (["run-be", "--end-with-parent", "--output-cap", "lots", "--", "true"], "the output cap is a size"),
+    (["run-be", "--output-cap", "1M", "--", "true"], "--output-cap comes with: '--end-with-parent'"),
     (["frobnicate"], "unknown command"),
 ])
 def test_bad_arguments_get_one_clear_line(args, message):

@@ -650,6 +650,22 @@ def test_a_full_disk_costs_the_trace_not_the_summary_and_says_so(tmp_path):
         subprocess.run(["umount", str(disk)], check=True)
 
 
+def test_a_chatty_best_effort_program_keeps_its_first_16_mib_and_its_last_words(tmp_path):
+    # 20 MB of output: a program that prints each step writes that in
+    # seconds, gigabytes in a long run, into the results folder.
+    out = tmp_path / "out"
+    chatty = "head -c 20000000 /dev/zero | tr '\\0' x; echo; echo last words"
+    proc = rtaccel("run", workload(tmp_path, "timers", TWO_TIMERS), "--duration", "3", "--out", str(out),
+                   "--quiet", "--best-effort", chatty, check=0)
+    log = (out / "best_effort_0.log").read_bytes()
+    assert log.startswith(b"x" * (16 << 20)) and log.endswith(b"x\nlast words\n")
+    left_out = 20000000 + len("\nlast words\n") - (16 << 20) - 65536
+    assert f"[rtaccel-isolate: {left_out} bytes of output left out here; the log keeps the first 16777216 " \
+        "and the last 65536]\n".encode() in log
+    assert len(log) < (16 << 20) + 65536 + 200
+    assert 'exited with status 0 (its log: "last words")' in proc.stderr, proc.stderr
+
+
 def test_bad_workload_is_reported_with_its_line(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text(HEAD.format(name="bad") + "executors:\n  - {name: ex, core: 0, priority: 500}\n")

@@ -2,7 +2,8 @@
  *
  *   rtaccel-isolate regulate [options]     run the regulator until SIGINT/SIGTERM
  *   rtaccel-isolate status [--bwlock NAME] [--json]
- *   rtaccel-isolate run-be [--cgroup PATH | --no-cgroup] [--end-with-parent] -- PROGRAM [ARGS]
+ *   rtaccel-isolate run-be [--cgroup PATH | --no-cgroup] [--end-with-parent [--output-cap SIZE]]
+ *                          -- PROGRAM [ARGS]
  *   rtaccel-isolate hold --threshold MBPS [--bwlock NAME] -- PROGRAM [ARGS]
  *
  * Exit statuses as core/exit.h: 2 on bad arguments, 3 when the regulator
@@ -15,8 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,7 +23,9 @@
 #include "core/clock.h"
 #include "core/exit.h"
 #include "core/realtime.h"
+#include "core/size.h"
 #include "isolate/regulator.h"
+#include "supervise.h"
 
 #define DEFAULT_CGROUP "rtaccel-be"
 
@@ -43,7 +44,8 @@ static const char usage[] =
 	"                                [--park-priority P] [--duration S] [--summary FILE]\n"
 	"                                [--trace FILE] [--quiet] [--own-cgroup] [--ready-fd FD]\n"
 	"       rtaccel-isolate status [--bwlock NAME] [--json]\n"
-	"       rtaccel-isolate run-be [--cgroup PATH | --no-cgroup] [--end-with-parent] -- PROGRAM [ARGS]\n"
+	"       rtaccel-isolate run-be [--cgroup PATH | --no-cgroup] [--end-with-parent [--output-cap SIZE]]\n"
+	"                              -- PROGRAM [ARGS]\n"
 	"       rtaccel-isolate hold --threshold MBPS [--bwlock NAME] [--ceiling P] -- PROGRAM [ARGS]\n"
 	"\n"
 	"  --cores LIST       cores to regulate (1,3-5); default: all but core 0\n"
@@ -56,6 +58,7 @@ static const char usage[] =
 	"  --own-cgroup       the best-effort cgroup is this regulator's: removed when it stops,\n"
 	"                     with whatever still runs in it\n"
 	"  --end-with-parent  run-be: PROGRAM and all it started end when this process's parent ends\n"
+	"  --output-cap SIZE  run-be: of PROGRAM's output past SIZE, only the last 64 KiB is kept\n"
 	"  --ready-fd FD      write \"ready\" to FD once regulating, and close it\n";
 
 /* Whether ERR (negative) is the kernel refusing a user what is root's. */
@@ -390,98 +393,6 @@ static int program_after_dashes(int argc, char **argv, int *at)
 	return -1;
 }
 
-/* run-be --end-with-parent: the program's process group, its leader's
- * status once reaped, and the signal that asked this process to end. */
-static pid_t program_group;
-static int program_status;
-static bool program_reaped;
-static volatile sig_atomic_t end_asked;
-
-static void on_end(int sig) { end_asked = sig; }
-
-/* Reaps every child that has ended, the program's descendants included
- * (this process is their subreaper), keeping the program's status. */
-static void reap_ended(void)
-{
-	int status;
-	pid_t pid;
-	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-		if (pid == program_group) {
-			program_status = status;
-			program_reaped = true;
-		}
-}
-
-/* Whether no process of the program's group is left within NS. */
-static bool group_gone_within(uint64_t ns)
-{
-	const uint64_t end = rtaccel_monotonic_ns() + ns;
-	for (;;) {
-		reap_ended();
-		if (kill(-program_group, 0) < 0 && errno == ESRCH)
-			return true;
-		if (rtaccel_monotonic_ns() >= end)
-			return false;
-		rtaccel_sleep_ns(10 * 1000 * 1000);
-	}
-}
-
-/* Runs PROGRAM in a process group of its own and ends that group (SIGTERM,
- * SIGKILL a second later) when this process is asked to end (SIGTERM,
- * SIGHUP) or its parent ends, and when the program ends: what the program
- * started outlives neither. A second in all, so that a parent that gives
- * this process two before SIGKILL (rtaccel run) loses nothing. Exits as the
- * program did. */
-static int supervise(char **program)
-{
-	struct sigaction sa = {.sa_handler = on_end};
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	const pid_t parent = getppid();
-	prctl(PR_SET_PDEATHSIG, SIGTERM);
-	if (getppid() != parent)
-		end_asked = SIGTERM;
-	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	const pid_t child = fork();
-	if (child < 0) {
-		fprintf(stderr, "rtaccel-isolate: fork: %s\n", strerror(errno));
-		return RTACCEL_EXIT_RUNTIME;
-	}
-	if (child == 0) {
-		setpgid(0, 0);
-		execvp(program[0], program);
-		fprintf(stderr, "rtaccel-isolate: %s: %s\n", program[0], strerror(errno));
-		_exit(127);
-	}
-	setpgid(child, child); /* also here: the group exists before it is signalled */
-	program_group = child;
-	while (!end_asked && !program_reaped) {
-		int status;
-		const pid_t pid = waitpid(-1, &status, 0); /* EINTR on SIGTERM: no SA_RESTART */
-		if (pid == child) {
-			program_status = status;
-			program_reaped = true;
-		} else if (pid < 0 && errno == ECHILD) {
-			break;
-		}
-	}
-	kill(-program_group, SIGTERM);
-	if (!group_gone_within(1000000000ull)) {
-		kill(-program_group, SIGKILL);
-		group_gone_within(500 * 1000000ull);
-	}
-	if (!program_reaped)
-		return RTACCEL_EXIT_RUNTIME;
-	if (WIFSIGNALED(program_status)) {
-		const struct rlimit no_core = {0, 0};
-		setrlimit(RLIMIT_CORE, &no_core);
-		signal(WTERMSIG(program_status), SIG_DFL);
-		raise(WTERMSIG(program_status));
-	}
-	return WIFEXITED(program_status) ? WEXITSTATUS(program_status) : RTACCEL_EXIT_RUNTIME;
-}
-
 static int cmd_run_be(int argc, char **argv)
 {
 	int at;
@@ -491,6 +402,7 @@ static int cmd_run_be(int argc, char **argv)
 	}
 	const char *cgroup = DEFAULT_CGROUP;
 	bool end_with_parent = false;
+	size_t output_cap = 0;
 	for (int i = 1; i < at - 1; i++) {
 		if (!strcmp(argv[i], "--cgroup") && i + 1 < at - 1)
 			cgroup = argv[++i];
@@ -498,9 +410,14 @@ static int cmd_run_be(int argc, char **argv)
 			cgroup = NULL;
 		else if (!strcmp(argv[i], "--end-with-parent"))
 			end_with_parent = true;
-		else
+		else if (!strcmp(argv[i], "--output-cap") && i + 1 < at - 1) {
+			if (rtaccel_parse_size(argv[++i], 1, UINT64_MAX >> 1, &output_cap) < 0)
+				return bad("the output cap is a size (64K, 16M)", argv[i]);
+		} else
 			return bad("unexpected argument", argv[i]);
 	}
+	if (output_cap && !end_with_parent)
+		return bad("--output-cap comes with", "--end-with-parent");
 	if (cgroup) {
 		char path[256];
 		int err = rtaccel_cgroup_make(cgroup, path, sizeof(path));
@@ -513,7 +430,7 @@ static int cmd_run_be(int argc, char **argv)
 		}
 	}
 	if (end_with_parent)
-		return supervise(argv + at);
+		return isolate_supervise(argv + at, output_cap);
 	execvp(argv[at], argv + at);
 	fprintf(stderr, "rtaccel-isolate: %s: %s\n", argv[at], strerror(errno));
 	return 127;

@@ -1,0 +1,228 @@
+/* The best-effort program's supervisor: see supervise.h.
+ *
+ * rtaccel run starts each best-effort command line so. SIGTERM on the
+ * runner's death (PR_SET_PDEATHSIG) reaches one process only: were that the
+ * shell, what it started would run on for ever. This process is the one,
+ * and ends the whole group. It is also the group's subreaper, so that what
+ * the shell started and left is reaped here and the group's end is seen.
+ *
+ * The output cap: a chatty program (`yes`, a training loop that prints each
+ * step) writes gigabytes a minute into the run's results folder, which
+ * fills the disk the results need. */
+#include "supervise.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/exit.h"
+
+#define TAIL_BYTES (64 * 1024)
+
+static pid_t program_group;
+static int program_status;
+static bool program_reaped;
+static volatile sig_atomic_t end_asked;
+
+static void on_end(int sig) { end_asked = sig; }
+static void on_child(int sig) { (void)sig; }
+
+/* What of the program's output reaches the log: the first CAP bytes as
+ * they come, and a ring of the last TAIL_BYTES of the rest. */
+static struct {
+	uint64_t cap, passed, dropped;
+	char tail[TAIL_BYTES];
+	size_t tail_at; /* next byte to write in the ring */
+} out;
+
+static void write_all(const char *p, size_t n)
+{
+	while (n) {
+		const ssize_t w = write(STDOUT_FILENO, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return; /* the log is gone or full: the program still runs */
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+static void keep(const char *p, size_t n)
+{
+	if (out.passed < out.cap) {
+		const size_t now = n < out.cap - out.passed ? n : (size_t)(out.cap - out.passed);
+		write_all(p, now);
+		out.passed += now;
+		p += now;
+		n -= now;
+	}
+	out.dropped += n;
+	if (n > TAIL_BYTES) {
+		p += n - TAIL_BYTES;
+		n = TAIL_BYTES;
+	}
+	while (n) {
+		const size_t room = TAIL_BYTES - out.tail_at, now = n < room ? n : room;
+		memcpy(out.tail + out.tail_at, p, now);
+		out.tail_at = (out.tail_at + now) % TAIL_BYTES;
+		p += now;
+		n -= now;
+	}
+}
+
+/* Reads what the pipe holds now; false once it is at its end. */
+static bool drain(int fd)
+{
+	static char buf[64 * 1024];
+	for (;;) {
+		const ssize_t n = read(fd, buf, sizeof(buf));
+		if (n > 0) {
+			keep(buf, (size_t)n);
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		return n < 0 && errno == EAGAIN;
+	}
+}
+
+/* The last bytes, after the count of those left out, at the log's end:
+ * where a reader looks for a program's last words. */
+static void write_tail(void)
+{
+	if (!out.dropped)
+		return;
+	const uint64_t in_tail = out.dropped < TAIL_BYTES ? out.dropped : TAIL_BYTES;
+	char line[160];
+	const int n = snprintf(line, sizeof(line),
+			       "\n[rtaccel-isolate: %llu bytes of output left out here; the log keeps the first %llu and the last %llu]\n",
+			       (unsigned long long)(out.dropped - in_tail), (unsigned long long)out.cap,
+			       (unsigned long long)in_tail);
+	write_all(line, (size_t)n);
+	if (in_tail == TAIL_BYTES) /* the ring is full: its oldest byte is at tail_at */
+		write_all(out.tail + out.tail_at, TAIL_BYTES - out.tail_at);
+	write_all(out.tail, out.tail_at);
+}
+
+/* Reaps every child that has ended, the program's descendants included,
+ * keeping the program's status. */
+static void reap_ended(void)
+{
+	int status;
+	pid_t pid;
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+		if (pid == program_group) {
+			program_status = status;
+			program_reaped = true;
+		}
+}
+
+/* Whether no process of the program's group is left within NS; what they
+ * write meanwhile is read, so that none blocks on a full pipe. */
+static bool group_gone_within(uint64_t ns, int pipe_fd)
+{
+	const uint64_t end = rtaccel_monotonic_ns() + ns;
+	for (;;) {
+		reap_ended();
+		if (pipe_fd >= 0)
+			drain(pipe_fd);
+		if (kill(-program_group, 0) < 0 && errno == ESRCH)
+			return true;
+		if (rtaccel_monotonic_ns() >= end)
+			return false;
+		rtaccel_sleep_ns(10 * 1000 * 1000);
+	}
+}
+
+int isolate_supervise(char **program, uint64_t output_cap)
+{
+	/* The signals that end the wait are blocked but inside ppoll(), so that
+	 * none is lost between a check and the wait. */
+	sigset_t waiting, blocked;
+	sigemptyset(&blocked);
+	sigaddset(&blocked, SIGTERM);
+	sigaddset(&blocked, SIGHUP);
+	sigaddset(&blocked, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &blocked, &waiting);
+	struct sigaction sa = {.sa_handler = on_end};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	sa.sa_handler = on_child;
+	sigaction(SIGCHLD, &sa, NULL);
+	const pid_t parent = getppid();
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (getppid() != parent)
+		end_asked = SIGTERM;
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+
+	int pipe_fd[2] = {-1, -1};
+	out.cap = output_cap;
+	if (output_cap && pipe2(pipe_fd, O_CLOEXEC) < 0) {
+		fprintf(stderr, "rtaccel-isolate: pipe: %s\n", strerror(errno));
+		return RTACCEL_EXIT_RUNTIME;
+	}
+	const pid_t child = fork();
+	if (child < 0) {
+		fprintf(stderr, "rtaccel-isolate: fork: %s\n", strerror(errno));
+		return RTACCEL_EXIT_RUNTIME;
+	}
+	if (child == 0) {
+		setpgid(0, 0);
+		if (pipe_fd[1] >= 0) {
+			dup2(pipe_fd[1], STDOUT_FILENO);
+			dup2(pipe_fd[1], STDERR_FILENO);
+		}
+		signal(SIGCHLD, SIG_DFL);
+		sigprocmask(SIG_SETMASK, &waiting, NULL);
+		execvp(program[0], program);
+		fprintf(stderr, "rtaccel-isolate: %s: %s\n", program[0], strerror(errno));
+		_exit(127);
+	}
+	setpgid(child, child); /* also here: the group exists before it is signalled */
+	program_group = child;
+	int reading = -1;
+	if (pipe_fd[0] >= 0) {
+		close(pipe_fd[1]);
+		reading = pipe_fd[0];
+		fcntl(reading, F_SETFL, O_NONBLOCK);
+	}
+	while (!end_asked) {
+		reap_ended();
+		if (program_reaped)
+			break;
+		struct pollfd p = {.fd = reading, .events = POLLIN};
+		if (ppoll(&p, 1, NULL, &waiting) > 0 && !drain(reading)) {
+			close(reading); /* every writer closed it: only the exit is left */
+			reading = -1;
+		}
+	}
+	sigprocmask(SIG_SETMASK, &waiting, NULL);
+	kill(-program_group, SIGTERM);
+	if (!group_gone_within(1000000000ull, reading)) {
+		kill(-program_group, SIGKILL);
+		group_gone_within(500 * 1000000ull, reading);
+	}
+	if (reading >= 0)
+		drain(reading);
+	write_tail();
+	if (!program_reaped)
+		return RTACCEL_EXIT_RUNTIME;
+	if (WIFSIGNALED(program_status)) {
+		const struct rlimit no_core = {0, 0};
+		setrlimit(RLIMIT_CORE, &no_core);
+		signal(WTERMSIG(program_status), SIG_DFL);
+		raise(WTERMSIG(program_status));
+	}
+	return WIFEXITED(program_status) ? WEXITSTATUS(program_status) : RTACCEL_EXIT_RUNTIME;
+}

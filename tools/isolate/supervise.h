@@ -1,0 +1,18 @@
+/* rtaccel-isolate run-be --end-with-parent: a program run under a
+ * supervisor that ends it, and all it started, with itself. */
+#ifndef RTACCEL_TOOLS_ISOLATE_SUPERVISE_H
+#define RTACCEL_TOOLS_ISOLATE_SUPERVISE_H
+
+#include <stdint.h>
+
+/* Runs PROGRAM (argv, NULL-terminated) in a process group of its own and
+ * ends that group (SIGTERM, SIGKILL a second later) when PROGRAM ends, when
+ * this process gets SIGTERM or SIGHUP, and when its parent ends. With
+ * OUTPUT_CAP > 0, PROGRAM's stdout and stderr come through a pipe, and of
+ * their bytes past the first OUTPUT_CAP only the last 64 KiB reach this
+ * process's stdout, after a line that counts what was left out. Returns
+ * PROGRAM's exit status; where a signal ended it, this process ends by the
+ * same signal. */
+int isolate_supervise(char **program, uint64_t output_cap);
+
+#endif
