@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import bisect
 import json
+import os
 import pathlib
+import stat
 from typing import Iterable, Iterator
 
 from rtaccel.errors import Error
@@ -45,9 +47,15 @@ def events(path: pathlib.Path) -> Iterator[dict]:
     line where the file is not a trace."""
     try:
         with open(path, "rb") as f:
+            # A device or a pipe (/dev/zero) would be read for ever.
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise Error(f"{path}: not a file, so not a trace", bad_input=True)
             for number, line in enumerate(f, 1):
                 try:
-                    text = line.decode("utf-8").strip().rstrip(",")
+                    try:
+                        text = line.decode("utf-8").strip().rstrip(",")
+                    except UnicodeDecodeError as err:
+                        raise ValueError(f"not UTF-8 text (byte 0x{line[err.start]:02x})") from None
                     if number == 1 and text.endswith("}"):  # a whole document on one line
                         document = json.loads(text)
                         if not isinstance(document, dict) or not isinstance(document.get("traceEvents"), list):

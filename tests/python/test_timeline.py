@@ -164,8 +164,11 @@ def test_the_command_writes_the_part_beside_the_trace_and_refuses_what_it_cannot
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "trace.json").write_bytes(b"\xff\xfe not text")
     proc = cut(tmp_path / "bad", "--from", "1")
-    assert proc.returncode == 2 and proc.stderr.startswith(
-        f"rtaccel cut: {tmp_path}/bad/trace.json:1: not a trace event: 'utf-8' codec"), proc.stderr
+    assert proc.returncode == 2 and proc.stderr == (
+        f"rtaccel cut: {tmp_path}/bad/trace.json:1: not a trace event: not UTF-8 text (byte 0xff)\n"), proc.stderr
+    # A device that never ends is not read.
+    proc = cut("/dev/zero", "--from", "1", "-o", tmp_path / "zero-part.json")
+    assert proc.returncode == 2 and proc.stderr == "rtaccel cut: /dev/zero: not a file, so not a trace\n"
     # A part that cannot be written, and one whose trace turns out bad
     # halfway: said, and nothing left behind.
     proc = cut(tmp_path, "--from", "0", "-o", tmp_path / "no" / "such" / "part.json")
