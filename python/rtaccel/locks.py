@@ -15,7 +15,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from rtaccel import shape
+from rtaccel import inputs, shape
 from rtaccel.errors import Error
 
 LIB_DIR = Path(__file__).resolve().parent / "lib"
@@ -192,7 +192,7 @@ def load_lockstat(paths: list[str]) -> list[dict]:
     reports = []
     for f in files:
         try:
-            data = json.loads(f.read_text())
+            data = json.loads(inputs.read_text(f))
         except (OSError, UnicodeDecodeError) as err:
             raise LockToolError(f"{f}: cannot read: {err}", bad_input=True) from None
         except json.JSONDecodeError as err:

@@ -20,7 +20,7 @@ import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
-from rtaccel import _core, accel, shape
+from rtaccel import _core, accel, inputs, shape
 from rtaccel.errors import Error
 
 POLICIES = ("ros2", "picas", "paam")
@@ -57,7 +57,7 @@ def load_calibration() -> dict | None:
         raise RunError(f"{path}: cannot be read ({err.strerror}); set RTACCEL_CALIBRATION, or HOME "
                        "to a folder of this user's") from err
     try:
-        doc = json.loads(path.read_text())
+        doc = json.loads(inputs.read_text(path))
         eps, kappa = float(doc["epsilon_us"]), float(doc["kappa_us"])
         jitter = float(doc["release_jitter_us"])
         kernel = float(doc.get("link_kernel_ns_per_kb", 0))  # absent from older files
@@ -287,7 +287,7 @@ _SUMMARY_SHAPE = {
 def load_summary(folder: str) -> dict:
     path = Path(folder) / "summary.json"
     try:
-        doc = json.loads(path.read_text())
+        doc = json.loads(inputs.read_text(path))
     except (OSError, ValueError) as err:
         raise RunError(f"{path}: not the result of `rtaccel run` ({err})", bad_input=True) from err
     if isinstance(doc, dict) and doc.get("format_version", 1) != 1:
@@ -731,8 +731,7 @@ def best_effort_mb_per_s(summary: dict) -> float | None:
     total, found = 0.0, False
     for be in summary.get("best_effort") or []:
         try:
-            last = (Path(summary["folder"]) / be["log"]).read_text().strip().splitlines()[-1]
-            total += float(json.loads(last)["mb_per_s"])
+            total += float(json.loads(inputs.last_line(Path(summary["folder"]) / be["log"]))["mb_per_s"])
             found = True
         except (OSError, IndexError, ValueError, KeyError, TypeError):
             continue

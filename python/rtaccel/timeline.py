@@ -47,7 +47,8 @@ def events(path: pathlib.Path) -> Iterator[dict]:
     line where the file is not a trace."""
     try:
         with open(path, "rb") as f:
-            # A device or a pipe (/dev/zero) would be read for ever.
+            # Read a line at a time, it may be of any size; but a device or
+            # a pipe (/dev/zero) would be read for ever.
             if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
                 raise Error(f"{path}: not a file, so not a trace", bad_input=True)
             for number, line in enumerate(f, 1):

@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <fstream>
-#include <sstream>
+
+#include "core/text_file.h"
 
 namespace rtaccel::accel {
 namespace {
@@ -36,13 +36,9 @@ Policy Policy::defaults(uid_t server_uid) {
 }
 
 Expected<Policy> Policy::load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    return Status::invalid(path + ": cannot read the policy file");
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse(text.str(), path);
+  auto text = core::read_text_file(path, "policy");
+  if (!text) return Status::invalid(path + ": " + text.status().message());
+  return parse(*text, path);
 }
 
 Expected<Policy> Policy::parse(const std::string& text, const std::string& file) {

@@ -73,5 +73,18 @@ TEST(Policy, ErrorsNameFileAndLine) {
   }
 }
 
+TEST(Policy, AFileThatCannotBeAPolicyIsSaidAndNotReadForEver) {
+  for (const auto& [path, expect] : {std::pair{"/nonexistent/p.yaml", "/nonexistent/p.yaml: cannot open the file: "
+                                                                       "No such file or directory"},
+                                     std::pair{"/", "/: a folder, not a policy file"},
+                                     std::pair{"/dev/zero", "/dev/zero: larger than 16 MB, which no policy is (a "
+                                                            "device or a pipe?)"}}) {
+    auto p = Policy::load(path);
+    ASSERT_FALSE(p) << path;
+    EXPECT_TRUE(p.status().invalid_input());
+    EXPECT_EQ(p.status().message(), expect);
+  }
+}
+
 }  // namespace
 }  // namespace rtaccel::accel

@@ -14,14 +14,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 #include <tuple>
 #include <utility>
 
 #include "rtaccel/workload.hpp"
+
+#include "core/text_file.h"
 
 namespace rtaccel::workload {
 namespace {
@@ -1143,21 +1143,9 @@ Expected<Workload> load_string(std::string_view text, std::string_view file_name
 }
 
 Expected<Workload> load_file(const std::string& path, const LoadOptions& options) {
-  // A folder opens as a stream that reads nothing, which would read as an
-  // empty workload.
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return refusal({{path, {}, "a folder, not a workload file"}});
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return refusal({{path, {}, std::string("cannot open the file: ") + strerror(errno)}});
-  // Read up to a bound: a device or a pipe given as the workload
-  // (/dev/urandom) would be read for ever.
-  constexpr size_t kMaxBytes = size_t{16} << 20;
-  std::string text(kMaxBytes + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
-  if (text.size() > kMaxBytes)
-    return refusal({{path, {}, "larger than 16 MB, which no workload is (a device or a pipe?)"}});
-  return load_string(text, path, options);
+  auto text = core::read_text_file(path, "workload");
+  if (!text) return refusal({{path, {}, text.status().message()}});
+  return load_string(*text, path, options);
 }
 
 }  // namespace rtaccel::workload

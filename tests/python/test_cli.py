@@ -40,9 +40,13 @@ def test_analyze_prints_one_row_per_chain():
     ('{"epsilon_us": 5, "kappa_us": 1, "release_jitter_us": NaN}', "release_jitter_us is nan, not an overhead"),
     ('{"epsilon_us": 5, "kappa_us": 1, "release_jitter_us": 1, "link_kernel_ns_per_kb": Infinity}',
      "link_kernel_ns_per_kb is inf"),
+    (pathlib.Path("/dev/zero"), "not a file (a device or a pipe?)"),  # not read for ever
 ])
 def test_a_calibration_that_is_not_one_is_refused_with_what_is_wrong(tmp_path, calibration, message):
-    (tmp_path / "calibration.json").write_text(calibration)
+    if isinstance(calibration, pathlib.Path):
+        (tmp_path / "calibration.json").symlink_to(calibration)
+    else:
+        (tmp_path / "calibration.json").write_text(calibration)
     proc = subprocess.run([sys.executable, "-m", "rtaccel.cli", "analyze", str(EXAMPLES / "quickstart.yaml")],
                           capture_output=True, text=True, cwd=ROOT, timeout=300,
                           env={"PYTHONPATH": str(ROOT / "python"), "PATH": "/usr/bin:/bin",
@@ -229,6 +233,9 @@ def test_exit_statuses_are_the_ones_documented_for_the_command_and_its_programs(
     (["lockstat", str(EXAMPLES / "quickstart.yaml")], 2, "not valid JSON"),
     (["shim"], 2, "no command given"),
     (["bench", "bounds", "{tmp}/none.yaml"], 2, "cannot open the file"),
+    # a device given for a file is not read for ever
+    (["analyze", "/dev/zero"], 2, "/dev/zero: larger than 16 MB, which no workload is (a device or a pipe?)"),
+    (["lockstat", "/dev/zero"], 2, "/dev/zero: cannot read: not a file (a device or a pipe?)"),
     # runtime failures: the server cannot be reached, or cannot start
     (["run", str(EXAMPLES / "quickstart.yaml"), "--socket", "/nonexistent/server.sock", "--duration", "1",
       "--quiet", "--out", "{tmp}/run"], 3, "cannot connect to rtaccel-server"),

@@ -1,0 +1,37 @@
+"""Files rtaccel reads whole (a summary, a calibration, the interposer's
+reports), read up to a bound, as src/core/text_file.h does for the
+workload: a device or a pipe given for one (/dev/zero) would be read for
+ever."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+MAX_BYTES = 16 << 20
+
+
+class NotAFile(OSError):
+    """PATH is not a file rtaccel reads: a device, a pipe, or too large."""
+
+
+def read_text(path: str | os.PathLike) -> str:
+    """The text of PATH; NotAFile (an OSError) for a device, a pipe or a
+    file larger than MAX_BYTES, UnicodeDecodeError (a ValueError) for one
+    that is not UTF-8."""
+    with open(path, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise NotAFile("not a file (a device or a pipe?)")
+        data = f.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise NotAFile(f"larger than {MAX_BYTES >> 20} MB, which no file rtaccel reads is")
+    return data.decode("utf-8")
+
+
+def last_line(path: str | os.PathLike, within: int = 4096) -> str:
+    """The last line of PATH that is not empty, from its last WITHIN bytes
+    (a program's log can be large); '' where there is none."""
+    with open(path, "rb") as f:
+        f.seek(max(0, os.fstat(f.fileno()).st_size - within))
+        lines = f.read(within).decode("utf-8", "replace").strip().splitlines()
+    return lines[-1] if lines else ""
