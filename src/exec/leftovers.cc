@@ -4,8 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
-#include <cstring>
+#include <charconv>
 #include <filesystem>
 #include <string_view>
 
@@ -23,11 +22,10 @@ pid_t runner_in(std::string_view name, std::string_view prefix) {
   if (!name.starts_with(prefix)) return 0;
   name.remove_prefix(prefix.size());
   pid_t pid = 0;
-  size_t digits = 0;
-  for (; digits < name.size() && digits < 10 && name[digits] >= '0' && name[digits] <= '9'; ++digits)
-    pid = pid * 10 + (name[digits] - '0');
-  const bool ends = digits == name.size() || name[digits] == '-';
-  return digits && ends ? pid : 0;
+  const char* end = name.data() + name.size();
+  const auto [at, error] = std::from_chars(name.data(), end, pid);
+  if (error != std::errc() || pid <= 0) return 0;
+  return at == end || *at == '-' ? pid : 0;
 }
 
 // Whether runner PID is gone. A pid taken since by another process reads as
