@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -840,6 +841,9 @@ class Run {
   std::map<pid_t, std::string> shim_processes_;
   std::string run_name_;
   std::string cgroup_;
+  // The results folder, locked (flock) for the run: two runs into one
+  // folder would interleave their results.
+  core::UniqueFd out_lock_;
   NodeNetwork nodes_;
   std::vector<uint64_t> link_down_ns_;   // per link: when it was taken down (0: not)
   rtaccel_gang_lock_t* gang_lock_ = nullptr;
@@ -1636,6 +1640,9 @@ Expected<RunEnd> Run::execute() {
     return Status::invalid("cannot write into " + options_.out_dir + ": " + strerror(errno) +
                            " (give another --out)");
 
+  out_lock_.reset(open(options_.out_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!out_lock_ || flock(out_lock_.get(), LOCK_EX | LOCK_NB) != 0)
+    return Status::invalid("another rtaccel run writes into " + options_.out_dir + " (give another --out)");
   // An earlier run's results in the folder go now: a run that ends without
   // results of its own is not taken for that one, and no trace of another
   // run's regulator is merged into this one's.

@@ -594,6 +594,22 @@ def test_killing_the_runner_leaves_no_orphans_and_no_earlier_runs_results(tmp_pa
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["server.log"]
 
 
+def test_a_second_run_into_the_folder_of_a_running_one_is_refused(tmp_path):
+    proc, children = start_runner(tmp_path, workload(tmp_path, "accel", ACCEL))
+    try:
+        second = rtaccel("run", workload(tmp_path, "accel", ACCEL), "--duration", "1", "--out",
+                         str(tmp_path / "out"), "--quiet", check=2)
+        assert f"another rtaccel run writes into {tmp_path}/out (give another --out)" in second.stderr
+        assert proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()
+    assert wait_gone(children) == []
+    # Its runner gone, the folder takes a run again.
+    rtaccel("run", workload(tmp_path, "accel", ACCEL), "--duration", "1", "--out", str(tmp_path / "out"),
+            "--quiet", check=0)
+
+
 def test_interrupt_stops_cleanly_and_writes_the_results(tmp_path):
     proc, children = start_runner(tmp_path, workload(tmp_path, "accel", ACCEL))
     proc.send_signal(signal.SIGINT)
