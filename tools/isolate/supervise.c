@@ -3,20 +3,23 @@
  * rtaccel run starts each best-effort command line so. SIGTERM on the
  * runner's death (PR_SET_PDEATHSIG) reaches one process only: were that the
  * shell, what it started would run on for ever. This process is the one,
- * and ends the whole group. It is also the group's subreaper, so that what
- * the shell started and left is reaped here and the group's end is seen.
+ * and ends the whole group. It is also the subreaper of all the program
+ * starts: what leaves the group (a daemon's setsid) comes here once its
+ * parent has ended, and is ended too.
  *
  * The output cap: a chatty program (`yes`, a training loop that prints each
  * step) writes gigabytes a minute into the run's results folder, which
  * fills the disk the results need. */
 #include "supervise.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -127,19 +130,69 @@ static void reap_ended(void)
 		}
 }
 
-/* Whether no process of the program's group is left within NS; what they
- * write meanwhile is read, so that none blocks on a full pipe. */
-static bool group_gone_within(uint64_t ns, int pipe_fd)
+/* Sends SIG to the children of this process but the program: what the
+ * program started and left, whatever its process group or session (a
+ * daemon's setsid), comes here when its parent ends, this process being
+ * the subreaper. How many it signalled. */
+static int signal_orphans(int sig)
 {
-	const uint64_t end = rtaccel_monotonic_ns() + ns;
+	DIR *proc = opendir("/proc");
+	if (!proc)
+		return 0;
+	const pid_t self = getpid();
+	int sent = 0;
+	struct dirent *e;
+	while ((e = readdir(proc))) {
+		char *end;
+		const long pid = strtol(e->d_name, &end, 10);
+		if (*end || pid <= 0 || pid == program_group)
+			continue;
+		char path[64], line[512];
+		snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+		FILE *f = fopen(path, "re");
+		if (!f)
+			continue;
+		const char *after_name = fgets(line, sizeof(line), f) ? strrchr(line, ')') : NULL;
+		fclose(f);
+		char state;
+		int ppid;
+		if (after_name && sscanf(after_name + 1, " %c %d", &state, &ppid) == 2 && ppid == self &&
+		    state != 'Z' && kill((pid_t)pid, sig) == 0)
+			sent++;
+	}
+	closedir(proc);
+	return sent;
+}
+
+/* Whether nothing of the program is left: its group gone and no child of
+ * this process. Reaps what has ended on the way. */
+static bool nothing_left(void)
+{
+	reap_ended();
+	return kill(-program_group, 0) < 0 && errno == ESRCH && waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD;
+}
+
+/* Ends the program's group and what it left: SIGTERM, then SIGKILL for what
+ * is there a second later, waiting up to half a second more. What they
+ * write meanwhile is read, so that none blocks on a full pipe. */
+static void end_all(int pipe_fd)
+{
+	kill(-program_group, SIGTERM);
+	signal_orphans(SIGTERM);
+	const uint64_t start = rtaccel_monotonic_ns();
 	for (;;) {
-		reap_ended();
 		if (pipe_fd >= 0)
 			drain(pipe_fd);
-		if (kill(-program_group, 0) < 0 && errno == ESRCH)
-			return true;
-		if (rtaccel_monotonic_ns() >= end)
-			return false;
+		if (nothing_left())
+			return;
+		const uint64_t waited = rtaccel_monotonic_ns() - start;
+		if (waited >= 1500 * 1000000ull)
+			return;
+		/* Again each time: an orphan's children come here as it ends. */
+		if (waited >= 1000000000ull) {
+			kill(-program_group, SIGKILL);
+			signal_orphans(SIGKILL);
+		}
 		rtaccel_sleep_ns(10 * 1000 * 1000);
 	}
 }
@@ -208,11 +261,7 @@ int isolate_supervise(char **program, uint64_t output_cap)
 		}
 	}
 	sigprocmask(SIG_SETMASK, &waiting, NULL);
-	kill(-program_group, SIGTERM);
-	if (!group_gone_within(1000000000ull, reading)) {
-		kill(-program_group, SIGKILL);
-		group_gone_within(500 * 1000000ull, reading);
-	}
+	end_all(reading);
 	if (reading >= 0)
 		drain(reading);
 	write_tail();
