@@ -545,7 +545,10 @@ def report(folders: list[str], out: str | None = None) -> tuple[str, list[str]]:
 
     summaries = [load_summary(f) for f in folders]
     out_dir = Path(out) if out else Path(folders[0]).resolve().parent / "report"
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise RunError(f"cannot write the plots into {out_dir}: {err.strerror or err}", bad_input=True) from None
     samples: list[dict[str, list[float]]] = []
     for f in folders:
         per: dict[str, list[float]] = {}

@@ -231,6 +231,13 @@ def test_exit_statuses_are_the_ones_documented_for_the_command_and_its_programs(
     (["experiment", "schedulability", "--vary", "chains", "--sets", "2", "--quiet", "--out", "/proc/rtaccel"], 2,
      "cannot write the results into /proc/rtaccel"),
     (["lockstat", str(EXAMPLES / "quickstart.yaml")], 2, "not valid JSON"),
+    # a results folder that cannot be made: said before the work
+    (["bench", "gang-synthetic", "--out", "/proc/rtaccel"], 2,
+     "rtaccel bench gang-synthetic: cannot write the results into /proc/rtaccel: No such file or directory"),
+    (["bench", "gang-dnn", "--out", "/proc/rtaccel"], 2, "cannot write the results into /proc/rtaccel"),
+    (["bench", "bounds", "--out", str(EXAMPLES / "quickstart.yaml")], 2,
+     f"cannot write the results into {EXAMPLES / 'quickstart.yaml'}: a file, not a folder"),
+    (["demo", "--out", "/proc/rtaccel"], 2, "rtaccel demo: cannot write the results into /proc/rtaccel"),
     (["shim"], 2, "no command given"),
     (["bench", "bounds", "{tmp}/none.yaml"], 2, "cannot open the file"),
     # a device given for a file is not read for ever

@@ -190,6 +190,12 @@ def test_the_seeds_are_read_whole(tmp_path):
     for said in ("hot", "link eth0 lost 2 messages", "best-effort program 'hog' exited", "GREW",
                  "callback a ran over", "the trace of executor 'ex' filled", "no bound: its callbacks"):
         assert said in out, (said, out)
+    # report: its plots' folder is made before they are drawn, or said.
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(["report", str(tmp_path), "--out", "/proc/rtaccel"])
+    assert code == 2 and err.getvalue() == (
+        "rtaccel: cannot write the plots into /proc/rtaccel: No such file or directory\n"), err.getvalue()
     (tmp_path / "rtaccel-shim.7.json").write_text(json.dumps(LOCKSTAT))
     code, out, err = run_reader("lockstat", tmp_path)
     assert code == 0 and not err, err

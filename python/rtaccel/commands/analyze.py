@@ -58,6 +58,8 @@ def cmd_experiment_schedulability(args) -> int:
         cores=args.cores, shared_executors=args.shared_executors, priority_levels=args.levels, preemption_cost_us=args.kappa_us,
         overhead_us=args.epsilon_us, min_period_ms=args.min_period_ms,
         max_period_ms=args.max_period_ms, jobs=args.jobs)
+    if not common.make_results_folder("rtaccel", args.out):
+        return EXIT_BAD_INPUT
     print(f"# rtaccel experiment schedulability --vary {args.vary}: {settings.sets} sets per point, "
           f"seed {settings.seed}, utilisations {','.join(f'{u:g}' for u in settings.utilizations)}")
 

@@ -141,8 +141,9 @@ def cmd_bench_gang_synthetic(args) -> int:
         return common.exec_program(cmd + (["--json"] if args.json else []))
     from rtaccel import isolate
 
+    if not common.make_results_folder("rtaccel bench gang-synthetic", args.out):
+        return EXIT_BAD_INPUT
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     rc = subprocess.run(cmd + ["--trace", str(out)] + (["--json"] if args.json else []),
                         preexec_fn=accel.stop_with_parent).returncode
     if rc:
@@ -155,6 +156,8 @@ def cmd_bench_gang_synthetic(args) -> int:
 def cmd_bench_gang_dnn(args) -> int:
     from rtaccel import gang_dnn
 
+    if not common.make_results_folder("rtaccel bench gang-dnn", args.out):
+        return EXIT_BAD_INPUT
     try:
         result = gang_dnn.run(Path(args.out), seconds=args.duration, threads=args.threads)
     except gang_dnn.DnnBenchError as err:
@@ -415,6 +418,8 @@ def cmd_bench_bounds(args) -> int:
     for w in workloads:
         if not common.check_workload(w):
             return EXIT_BAD_INPUT
+    if not common.make_results_folder("rtaccel bench bounds", args.out):
+        return EXIT_BAD_INPUT
     try:
         status, result = runner.bounds_over_maxima(workloads, args.duration, args.out, progress=not args.quiet,
                                                    skip_unrunnable=not named)

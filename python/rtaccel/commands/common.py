@@ -5,9 +5,11 @@ is printed."""
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
+from pathlib import Path
 
 from rtaccel import _core
 from rtaccel.errors import EXIT_OK, EXIT_RUNTIME, Error
@@ -127,6 +129,21 @@ def isolation_options(parser, what: str) -> None:
                         "on when it has one)")
     g.add_argument("--no-isolation", dest="isolation", action="store_const", const=False,
                    help=f"{what} without it, whatever the workload says")
+
+
+def make_results_folder(prog: str, path: str) -> bool:
+    """Makes the results folder PATH with its parents, or says in one line
+    why it cannot: before the work, not after it."""
+    try:
+        if Path(path).exists() and not Path(path).is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "a file, not a folder")
+        Path(path).mkdir(parents=True, exist_ok=True)
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+    except OSError as err:
+        print(f"{prog}: cannot write the results into {path}: {err.strerror or err}", file=sys.stderr)
+        return False
+    return True
 
 
 def seconds(text: str, zero: bool = False) -> float:

@@ -126,6 +126,8 @@ def cmd_demo(args) -> int:
     workload = str(Path(args.examples) / name)
     if not common.check_workload(workload):
         return EXIT_BAD_INPUT
+    if not common.make_results_folder("rtaccel demo", args.out):
+        return EXIT_BAD_INPUT
     # Said before the three runs without isolation, not after them.
     if args.isolation and not (verdict := realtime.diagnose()).allowed:
         print(f"rtaccel demo: --isolation: the regulator needs SCHED_FIFO and perf events (root): "
