@@ -1633,11 +1633,11 @@ Expected<RunEnd> Run::execute() {
   cores_ = CoreSampler(watched_cores(setup_.workload));
   std::error_code ec;
   std::filesystem::create_directories(options_.out_dir, ec);
-  if (ec) return Status::invalid("cannot create " + options_.out_dir + ": " + ec.message());
+  if (ec) return Status::invalid("cannot write the results into " + options_.out_dir + ": " + ec.message());
   // Said now, not after the run: a folder another user made (root's, to a
   // user without root) takes no results.
   if (access(options_.out_dir.c_str(), W_OK | X_OK) != 0)
-    return Status::invalid("cannot write into " + options_.out_dir + ": " + strerror(errno) +
+    return Status::invalid("cannot write the results into " + options_.out_dir + ": " + strerror(errno) +
                            " (give another --out)");
 
   out_lock_.reset(open(options_.out_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));

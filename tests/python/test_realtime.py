@@ -86,7 +86,7 @@ def test_a_results_folder_it_may_not_write_is_refused_before_the_run(tmp_path):
     finally:
         out.chmod(0o755)
     assert done.returncode == 2, done.stdout + done.stderr
-    assert f"cannot write into {out}: Permission denied" in done.stderr, done.stderr
+    assert f"cannot write the results into {out}: Permission denied" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and not list(out.iterdir())
 
 

@@ -50,6 +50,8 @@ def _shim_modes(text: str) -> str:
 def cmd_run(args) -> int:
     if not common.check_workload(args.workload):
         return EXIT_BAD_INPUT
+    if not common.make_results_folder("rtaccel run", args.out):
+        return EXIT_BAD_INPUT
     try:
         status = runner.run(args.workload, args.policy, args.duration, args.out, socket=args.socket,
                             work_fraction=args.work_fraction, progress=not args.quiet,
