@@ -128,13 +128,13 @@ def cmd_demo(args) -> int:
     workload = str(Path(args.examples) / name)
     if not common.check_workload(workload):
         return EXIT_BAD_INPUT
-    if not common.make_results_folder("rtaccel demo", args.out):
-        return EXIT_BAD_INPUT
     # Said before the three runs without isolation, not after them.
     if args.isolation and not (verdict := realtime.diagnose()).allowed:
         print(f"rtaccel demo: --isolation: the regulator needs SCHED_FIFO and perf events (root): "
               f"{verdict.reason}; `rtaccel demo` without it runs here", file=sys.stderr)
         return EXIT_RUNTIME
+    if not common.make_results_folder("rtaccel demo", args.out):
+        return EXIT_BAD_INPUT
     # Under isolation, beside memory hogs: one that writes and one that
     # reads 64 MiB, twice the shared cache, on any core.
     membench = str(accel.binary("rtaccel-membench"))
