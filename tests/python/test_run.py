@@ -682,6 +682,21 @@ def test_a_chatty_best_effort_program_keeps_its_first_16_mib_and_its_last_words(
     assert 'exited with status 0 (its log: "last words")' in proc.stderr, proc.stderr
 
 
+def test_working_sets_larger_than_half_the_memory_available_are_refused_before_any_is_mapped(tmp_path):
+    available = next(int(line.split()[1]) << 10 for line in pathlib.Path("/proc/meminfo").read_text().splitlines()
+                     if line.startswith("MemAvailable:"))
+    count = available // 2 // (1 << 30) + 1  # callbacks of 1 GiB each, the most one may have
+    callbacks = "".join(f"  - {{name: c{i}, executor: ex, trigger: {{timer_ms: 100}}, cpu_us: 100, "
+                        f"memory: {{working_set_kb: 1048576, pattern: stream}}}}\n" for i in range(count))
+    chains = "".join(f"  - {{name: c{i}, priority: {i + 1}, path: [c{i}]}}\n" for i in range(count))
+    path = workload(tmp_path, "big", f"executors:\n  - {{name: ex, core: 0, priority: 50}}\ncallbacks:\n"
+                                     f"{callbacks}chains:\n{chains}")
+    proc = rtaccel("run", path, "--duration", "1", "--out", str(tmp_path / "out"), check=2)
+    assert re.search(rf"workload 'big': the callbacks' working sets take {count << 10} MiB in all, resident for "
+                     r"the whole run, more than half of the \d+ MiB this machine has available", proc.stderr), \
+        proc.stderr
+
+
 def test_bad_workload_is_reported_with_its_line(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text(HEAD.format(name="bad") + "executors:\n  - {name: ex, core: 0, priority: 500}\n")
