@@ -319,9 +319,13 @@ def test_a_runner_killed_outright_leaves_no_best_effort_work_and_the_next_run_re
         runner = children_of(proc.pid)[0]
         killed = [runner]
         if case == "isolated, all of the run killed":  # the regulator and the program's supervisor too
-            killed += [p for p in children_of(runner)
-                       if re.search(rb"regulate|run-be", pathlib.Path(f"/proc/{p}/cmdline").read_bytes())]
+            killed = [p for p in children_of(runner)
+                      if re.search(rb"regulate|run-be", pathlib.Path(f"/proc/{p}/cmdline").read_bytes())] + killed
             assert len(killed) == 3
+        # Stopped first, so that none acts on another's death (its parent's
+        # SIGTERM) before it is killed too.
+        for pid in killed:
+            os.kill(pid, signal.SIGSTOP)
         for pid in killed:
             os.kill(pid, signal.SIGKILL)
         _, err = proc.communicate(timeout=30)
