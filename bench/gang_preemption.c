@@ -42,6 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/cgroup.h"
 #include "core/clock.h"
 #include "core/percentile.h"
 #include "core/realtime.h"
@@ -139,22 +140,10 @@ static int all_stopped(pid_t pid, int threads)
 	return 1;
 }
 
-/* The cgroup freezer: v2 (cgroup.freeze) or v1 (freezer.state). */
+/* The cgroup freezer: v2 (cgroup.freeze) or v1 (freezer.state); a v1
+ * group takes the same writes as a v2 one (core/cgroup.h). */
 static char freezer_dir[256];
 static int freezer_v2;
-
-static int write_text(const char *dir, const char *file, const char *text)
-{
-	char path[512];
-	snprintf(path, sizeof(path), "%s/%s", dir, file);
-	int fd = open(path, O_WRONLY);
-	if (fd < 0)
-		return -errno;
-	ssize_t n = write(fd, text, strlen(text));
-	int err = n < 0 ? -errno : 0;
-	close(fd);
-	return err;
-}
 
 static int read_text(const char *dir, const char *file, char *buf, size_t len)
 {
@@ -171,8 +160,6 @@ static int read_text(const char *dir, const char *file, char *buf, size_t len)
 
 static int freezer_setup(pid_t pid)
 {
-	char num[32];
-	snprintf(num, sizeof(num), "%d", pid);
 	struct stat st;
 	if (stat("/sys/fs/cgroup/cgroup.controllers", &st) == 0) {
 		freezer_v2 = 1;
@@ -185,7 +172,7 @@ static int freezer_setup(pid_t pid)
 	}
 	if (mkdir(freezer_dir, 0755) < 0 && errno != EEXIST)
 		return -errno;
-	return write_text(freezer_dir, "cgroup.procs", num);
+	return rtaccel_cgroup_add(freezer_dir, pid);
 }
 
 static void freezer_teardown(void)
@@ -198,7 +185,7 @@ static void freezer_teardown(void)
 static int freeze(int on)
 {
 	if (freezer_v2) {
-		int err = write_text(freezer_dir, "cgroup.freeze", on ? "1" : "0");
+		int err = rtaccel_cgroup_write(freezer_dir, "cgroup.freeze", on ? "1" : "0");
 		if (err || !on)
 			return err;
 		char buf[256];
@@ -208,7 +195,7 @@ static int freeze(int on)
 				return 0;
 		}
 	}
-	int err = write_text(freezer_dir, "freezer.state", on ? "FROZEN" : "THAWED");
+	int err = rtaccel_cgroup_write(freezer_dir, "freezer.state", on ? "FROZEN" : "THAWED");
 	if (err || !on)
 		return err;
 	char buf[64];
