@@ -261,6 +261,7 @@ _FIRST_LAST = {"first": int, "last": int}
 _SUMMARY_SHAPE = {
     "format_version": int, "policy": str, "workload": {"name": str}, "duration_s": shape.NUMBER,
     "realtime": shape.optional(bool), "critical_bounds_held": shape.optional(shape.nullable(bool)),
+    "failed": shape.optional(shape.nullable(str)),
     "chains": [{
         "chain": str, "critical": bool, "count": int, "deadline_misses": int, "drops": int,
         "link_losses": shape.optional(int), "deadline_us": shape.NUMBER, "wcrt_us": shape.nullable(shape.NUMBER),
@@ -425,6 +426,10 @@ def format_compare(summaries: list[dict]) -> str:
             lines.append(f"# {name}: the runs' bounds differ: {each}; the column gives the first, "
                          f"'!' each run's own")
     lines += _ratio_lines(summaries)
+    for label, s in zip(labels, summaries):
+        if s.get("failed"):
+            lines.append(f"# {label}: THE RUN ENDED AT {s['duration_s']:.1f} s: {s['failed']}; its figures "
+                         "are of the time before")
     if any(c["bound_held"] is False for s in summaries if s["policy"] != "paam" for c in s["chains"]):
         lines.append("# '!': maximum above the bound; under ros2 and picas that is expected (the "
                      "bound is the paam system's)")

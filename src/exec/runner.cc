@@ -851,6 +851,8 @@ class Run {
   std::map<pid_t, std::string> shim_processes_;
   std::string run_name_;
   std::string cgroup_;
+  // Why the run ended before its time, where a process of it died.
+  std::string failure_;
   // The results folder, locked (flock) for the run: two runs into one
   // folder would interleave their results.
   core::UniqueFd out_lock_;
@@ -1579,6 +1581,7 @@ Status Run::write_results(uint64_t stopped_ns) {
                   {"policy", std::string(to_string(options_.policy))},
                   {"duration_s", static_cast<double>(stopped_ns - t0_) / 1e9},
                   {"interrupted", stop_requested()},
+                  {"failed", failure_.empty() ? json() : json(failure_)},
                   {"realtime", realtime_},
                   {"work_fraction", options_.work_fraction},
                   {"epsilon_us", us(w.server ? w.server->overhead_ns : 0)},
@@ -1712,8 +1715,13 @@ Expected<RunEnd> Run::execute() {
   st = supervise();
   const uint64_t stopped = core::monotonic_ns();
   wind_down();
-  if (!st) return st;
-  if (st = write_results(stopped); !st) return st;
+  if (!st && st.invalid_input()) return st;  // a best-effort command that cannot start: nothing ran
+  // A process of the run that died (the server, an executor, the
+  // regulator) ends it, but what ran until then is measured, and the trace
+  // up to the failure is what explains it: the results are written, marked.
+  failure_ = st ? std::string() : st.message();
+  if (Status written = write_results(stopped); !written) return written;
+  if (!st) return Status::error(st.message() + "; the results up to then are in " + options_.out_dir, st.err());
   return stop_requested() ? RunEnd::kInterrupted : RunEnd::kCompleted;
 }
 

@@ -96,6 +96,7 @@ def test_changed_numbers_reach_the_analysis(tmp_path):
 SUMMARY = {
     "format_version": 1, "policy": "paam", "workload": {"name": "w", "file": "w.yaml"}, "duration_s": 10.0,
     "realtime": True, "critical_bounds_held": False, "isolation": {"cgroup": "rtaccel-run-1"},
+    "failed": "an executor exited during the run",
     "chains": [
         {"chain": "hot", "critical": True, "count": 100, "deadline_misses": 1, "drops": 0, "link_losses": 2,
          "deadline_us": 100000.0, "wcrt_us": 20000.0, "p50_us": 9000.0, "p99_us": 19000.0, "max_us": 25000.0,
@@ -188,6 +189,7 @@ def test_the_seeds_are_read_whole(tmp_path):
     code, out, err = run_reader("compare", tmp_path)
     assert code == 1 and not err, err  # a critical chain over its bound
     for said in ("hot", "link eth0 lost 2 messages", "best-effort program 'hog' exited", "GREW",
+                 "THE RUN ENDED AT 10.0 s: an executor exited during the run",
                  "callback a ran over", "the trace of executor 'ex' filled", "no bound: its callbacks"):
         assert said in out, (said, out)
     # report: its plots' folder is made before they are drawn, or said.

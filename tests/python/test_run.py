@@ -697,6 +697,34 @@ def test_working_sets_larger_than_half_the_memory_available_are_refused_before_a
         proc.stderr
 
 
+def test_a_run_whose_server_dies_ends_and_writes_its_results_up_to_then(tmp_path):
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "rtaccel.cli", "run", workload(tmp_path, "accel", ACCEL),
+                             "--duration", "60", "--out", str(out)], cwd=ROOT, env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not (runner := children_of(proc.pid)) or len(children_of(runner[0])) < 3:
+            assert proc.poll() is None, proc.stderr.read()
+            assert time.monotonic() < deadline, "the run did not start"
+            time.sleep(0.05)
+        time.sleep(1.0)
+        server = [p for p in children_of(runner[0])
+                  if b"rtaccel-server" in pathlib.Path(f"/proc/{p}/cmdline").read_bytes()]
+        assert len(server) == 1
+        os.kill(server[0], signal.SIGKILL)
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 3, stderr
+    assert f"rtaccel-server exited during the run; the results up to then are in {out}" in stderr, stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["failed"] == "rtaccel-server exited during the run" and summary["duration_s"] < 30
+    assert {c["chain"]: c for c in summary["chains"]}["h"]["count"] > 5
+    assert trace_format.check(json.loads((out / "trace.json").read_text())) == []
+    assert "THE RUN ENDED AT" in stdout and "# results: " in stdout, stdout
+
+
 def test_bad_workload_is_reported_with_its_line(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text(HEAD.format(name="bad") + "executors:\n  - {name: ex, core: 0, priority: 500}\n")

@@ -61,10 +61,13 @@ def cmd_run(args) -> int:
                             trace_events=args.trace_events)
     except (runner.RunError, accel.AccelError) as err:
         return common.fail("rtaccel", err)
-    if status in (0, 130) and (Path(args.out) / "summary.json").exists():
+    # 3 with a summary: a process of the run died, and the results up to
+    # then were written (the folder's earlier results go as a run starts).
+    if status in (0, 3, 130) and (Path(args.out) / "summary.json").exists():
         print(runner.format_compare([runner.load_summary(args.out)]))
-        print(f"# results: {args.out}/summary.json, {args.out}/trace.json (open in ui.perfetto.dev), "
-              f"{args.out}/latency.csv")
+        written = [f"{args.out}/{name}{note}" for name, note in (("summary.json", ""), ("trace.json",
+                   " (open in ui.perfetto.dev)"), ("latency.csv", "")) if (Path(args.out) / name).exists()]
+        print(f"# results: {', '.join(written)}")
         if hint := large_trace_hint(args.out):
             print(hint)
         if args.shim:
