@@ -28,11 +28,13 @@ inline Expected<std::string> read_text_file(const std::string& path, const std::
   if (std::filesystem::is_directory(path, ec)) return Status::invalid("a folder, not a " + what + " file");
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::invalid(std::string("cannot open the file: ") + std::strerror(errno));
-  std::string text(kTextFileMaxBytes + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
-  if (text.size() > kTextFileMaxBytes)
-    return Status::invalid("larger than 16 MB, which no " + what + " is (a device or a pipe?)");
+  std::string text;
+  char chunk[64 * 1024];
+  while (in.read(chunk, sizeof(chunk)) || in.gcount() > 0) {
+    text.append(chunk, static_cast<size_t>(in.gcount()));
+    if (text.size() > kTextFileMaxBytes)
+      return Status::invalid("larger than 16 MB, which no " + what + " is (a device or a pipe?)");
+  }
   return text;
 }
 
