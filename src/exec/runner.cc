@@ -774,17 +774,10 @@ void trace_events(const Setup& s, const SharedRun& shared, const CoreSampler& co
       meta("thread_name", accel_pid + static_cast<int>(d), b, "bucket " + std::to_string(b));
 }
 
-// A file that could not be written whole (a full disk) is removed: cut
-// short, no reader takes it.
 Status write_file(const std::filesystem::path& path, const std::string& text) {
   std::ofstream out(path);
   out << text;
-  out.close();
-  if (out) return Status();
-  const int err = errno;
-  std::error_code ec;
-  std::filesystem::remove(path, ec);
-  return Status::os_error("cannot write " + path.string(), err);
+  return finish_result_file(out, path);
 }
 
 // One run of a workload, from the set-up to the result files.
@@ -1530,13 +1523,7 @@ Status Run::write_results(uint64_t stopped_ns) {
   csv << "chain,start_us,latency_us\n";
   json chains = json::array();
   for (size_t c = 0; c < w.chains.size(); ++c) chains.push_back(chain_summary(setup_, shared_, c, &csv, t0_, stopped_ns));
-  csv.close();
-  Status csv_written;
-  if (!csv) {
-    csv_written = Status::os_error("cannot write " + (out / "latency.csv").string(), errno);
-    std::error_code ec;
-    std::filesystem::remove(out / "latency.csv", ec);
-  }
+  const Status csv_written = finish_result_file(csv, out / "latency.csv");
   json timers = json::array();
   for (size_t t = 0; t < setup_.plan.timers.size(); ++t) timers.push_back(timer_summary(setup_, shared_, t));
   json execs = json::array();

@@ -8,6 +8,15 @@ namespace rtaccel::exec {
 
 using nlohmann::json;
 
+Status finish_result_file(std::ofstream& out, const std::filesystem::path& path) {
+  out.close();
+  if (out) return Status();
+  const int err = errno;
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+  return Status::os_error("cannot write " + path.string() + " (what was written is removed)", err);
+}
+
 Status TraceFile::open(const std::filesystem::path& path) {
   path_ = path;
   out_.open(path);
@@ -24,14 +33,7 @@ void TraceFile::add(const json& event) {
 
 Status TraceFile::close() {
   out_ << "\n]}\n";
-  out_.close();
-  if (out_) return Status();
-  // Cut short (a full disk), it is no trace a reader takes, and it holds
-  // the room the summary still needs.
-  const int err = errno;
-  std::error_code ec;
-  std::filesystem::remove(path_, ec);
-  return Status::os_error("cannot write " + path_.string() + " (what was written is removed)", err);
+  return finish_result_file(out_, path_);
 }
 
 void merge_trace(const std::filesystem::path& path, uint64_t t0_ns, TraceFile* trace,

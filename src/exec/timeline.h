@@ -19,6 +19,11 @@
 
 namespace rtaccel::exec {
 
+// Closes OUT, a result file written to PATH. One not written whole (a full
+// disk) is removed: cut short, no reader takes it, and it holds the room
+// the next result file needs. The error names PATH and the reason.
+Status finish_result_file(std::ofstream& out, const std::filesystem::path& path);
+
 class TraceFile {
  public:
   // Starts the document at PATH.
