@@ -814,7 +814,9 @@ class Run {
   void report_progress(uint64_t now, bool final = false);
   void stop_executors();
   void wind_down();
-  Status write_results(uint64_t stopped_ns);
+  // FAILURE: why the run ended before its time (a process of it died), or
+  // empty.
+  Status write_results(uint64_t stopped_ns, const std::string& failure);
 
   const RunOptions& options_;
   Setup setup_;
@@ -844,8 +846,6 @@ class Run {
   std::map<pid_t, std::string> shim_processes_;
   std::string run_name_;
   std::string cgroup_;
-  // Why the run ended before its time, where a process of it died.
-  std::string failure_;
   // The results folder, locked (flock) for the run: two runs into one
   // folder would interleave their results.
   core::UniqueFd out_lock_;
@@ -1516,7 +1516,7 @@ void Run::wind_down() {
   regulator_.terminate(10 * kSecond);
 }
 
-Status Run::write_results(uint64_t stopped_ns) {
+Status Run::write_results(uint64_t stopped_ns, const std::string& failure) {
   const auto& w = setup_.workload;
   const std::filesystem::path out(options_.out_dir);
   std::ofstream csv(out / "latency.csv");
@@ -1568,7 +1568,7 @@ Status Run::write_results(uint64_t stopped_ns) {
                   {"policy", std::string(to_string(options_.policy))},
                   {"duration_s", static_cast<double>(stopped_ns - t0_) / 1e9},
                   {"interrupted", stop_requested()},
-                  {"failed", failure_.empty() ? json() : json(failure_)},
+                  {"failed", failure.empty() ? json() : json(failure)},
                   {"realtime", realtime_},
                   {"work_fraction", options_.work_fraction},
                   {"epsilon_us", us(w.server ? w.server->overhead_ns : 0)},
@@ -1706,8 +1706,7 @@ Expected<RunEnd> Run::execute() {
   // A process of the run that died (the server, an executor, the
   // regulator) ends it, but what ran until then is measured, and the trace
   // up to the failure is what explains it: the results are written, marked.
-  failure_ = st ? std::string() : st.message();
-  if (Status written = write_results(stopped); !written) return written;
+  if (Status written = write_results(stopped, st ? std::string() : st.message()); !written) return written;
   if (!st) return Status::error(st.message() + "; the results up to then are in " + options_.out_dir, st.err());
   return stop_requested() ? RunEnd::kInterrupted : RunEnd::kCompleted;
 }
