@@ -556,6 +556,22 @@ def start_runner(tmp_path, path):
     return proc, children_of(proc.pid)
 
 
+def start_rtaccel_run(tmp_path, out):
+    """`rtaccel run` of ACCEL for 60 s into OUT, a second after its runner
+    started the server and both executors: (the command, its runner's pid)."""
+    proc = subprocess.Popen([sys.executable, "-m", "rtaccel.cli", "run", workload(tmp_path, "accel", ACCEL),
+                             "--duration", "60", "--out", str(out), "--quiet"], cwd=ROOT, env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    while not (runner := children_of(proc.pid)) or len(children_of(runner[0])) < 3:
+        if proc.poll() is not None or time.monotonic() >= deadline:
+            proc.kill()
+            pytest.fail(f"the run did not start: {proc.communicate()[1]}")
+        time.sleep(0.05)
+    time.sleep(1.0)
+    return proc, runner[0]
+
+
 def test_the_progress_line_counts_critical_misses_apart(tmp_path):
     # `late` misses its 1 ms deadline in every instance by design, and is not
     # critical; `hot` has 200 ms for 1 ms of work. A log gets the last state
@@ -624,17 +640,9 @@ def test_rtaccel_run_sent_sigterm_returns_once_the_results_are_written(tmp_path)
     # kill, timeout and service managers stop a program with SIGTERM, to it
     # alone: the command must not return while its runner still writes.
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "rtaccel.cli", "run", workload(tmp_path, "accel", ACCEL),
-                             "--duration", "60", "--out", str(out), "--quiet"], cwd=ROOT, env=ENV,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc, runner = start_rtaccel_run(tmp_path, out)
     try:
-        deadline = time.monotonic() + 20
-        while not (runner := children_of(proc.pid)) or len(children_of(runner[0])) < 3:
-            assert proc.poll() is None, proc.stderr.read()
-            assert time.monotonic() < deadline, "the run did not start"
-            time.sleep(0.05)
-        time.sleep(1.0)
-        processes = runner + children_of(runner[0])
+        processes = [runner] + children_of(runner)
         proc.send_signal(signal.SIGTERM)
         stdout, stderr = proc.communicate(timeout=30)
     finally:
@@ -699,17 +707,9 @@ def test_working_sets_larger_than_half_the_memory_available_are_refused_before_a
 
 def test_a_run_whose_server_dies_ends_and_writes_its_results_up_to_then(tmp_path):
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "rtaccel.cli", "run", workload(tmp_path, "accel", ACCEL),
-                             "--duration", "60", "--out", str(out)], cwd=ROOT, env=ENV,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc, runner = start_rtaccel_run(tmp_path, out)
     try:
-        deadline = time.monotonic() + 20
-        while not (runner := children_of(proc.pid)) or len(children_of(runner[0])) < 3:
-            assert proc.poll() is None, proc.stderr.read()
-            assert time.monotonic() < deadline, "the run did not start"
-            time.sleep(0.05)
-        time.sleep(1.0)
-        server = [p for p in children_of(runner[0])
+        server = [p for p in children_of(runner)
                   if b"rtaccel-server" in pathlib.Path(f"/proc/{p}/cmdline").read_bytes()]
         assert len(server) == 1
         os.kill(server[0], signal.SIGKILL)
