@@ -1,12 +1,13 @@
-"""Files rtaccel reads whole (a summary, a calibration, the interposer's
-reports), read up to a bound, as src/core/text_file.h does for the
-workload: a device or a pipe given for one (/dev/zero) would be read for
-ever."""
+"""Files rtaccel reads (a summary, a calibration, the interposer's reports,
+a trace): regular files only, and those read whole up to a bound, as
+src/core/text_file.h does for the workload: a device or a pipe given for
+one (/dev/zero) would be read for ever."""
 
 from __future__ import annotations
 
 import os
 import stat
+from typing import BinaryIO
 
 MAX_BYTES = 16 << 20
 
@@ -15,13 +16,21 @@ class NotAFile(OSError):
     """PATH is not a file rtaccel reads: a device, a pipe, or too large."""
 
 
+def open_file(path: str | os.PathLike) -> BinaryIO:
+    """PATH opened to read its bytes; NotAFile (an OSError) for a device or
+    a pipe."""
+    f = open(path, "rb")
+    if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+        f.close()
+        raise NotAFile("not a file (a device or a pipe?)")
+    return f
+
+
 def read_text(path: str | os.PathLike) -> str:
     """The text of PATH; NotAFile (an OSError) for a device, a pipe or a
     file larger than MAX_BYTES, UnicodeDecodeError (a ValueError) for one
     that is not UTF-8."""
-    with open(path, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise NotAFile("not a file (a device or a pipe?)")
+    with open_file(path) as f:
         data = f.read(MAX_BYTES + 1)
     if len(data) > MAX_BYTES:
         raise NotAFile(f"larger than {MAX_BYTES >> 20} MB, which no file rtaccel reads is")

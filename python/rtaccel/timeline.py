@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import bisect
 import json
-import os
 import pathlib
-import stat
 from typing import Iterable, Iterator
 
+from rtaccel import inputs
 from rtaccel.errors import Error
 
 # The runner's trace holds these phases: metadata (M), complete slices (X),
@@ -46,11 +45,7 @@ def events(path: pathlib.Path) -> Iterator[dict]:
     """The trace's events in the file's order; Error (bad input) naming the
     line where the file is not a trace."""
     try:
-        with open(path, "rb") as f:
-            # Read a line at a time, it may be of any size; but a device or
-            # a pipe (/dev/zero) would be read for ever.
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise Error(f"{path}: not a file, so not a trace", bad_input=True)
+        with inputs.open_file(path) as f:  # read a line at a time: it may be of any size
             for number, line in enumerate(f, 1):
                 try:
                     try:
@@ -69,6 +64,8 @@ def events(path: pathlib.Path) -> Iterator[dict]:
                         yield _checked(json.loads(text))
                 except ValueError as err:  # json.JSONDecodeError and UnicodeDecodeError too
                     raise Error(f"{path}:{number}: not a trace event: {err}", bad_input=True) from None
+    except inputs.NotAFile:
+        raise Error(f"{path}: not a file, so not a trace", bad_input=True) from None
     except OSError as err:
         raise Error(f"cannot read {path}: {err}", bad_input=True) from None
 
