@@ -860,6 +860,8 @@ class Run {
   uint64_t next_report_ = 0;
   std::vector<uint64_t> progress_seen_;    // per chain: samples already counted
   std::vector<uint64_t> progress_misses_;  // and the deadline misses among them
+  std::vector<uint64_t> progress_over_;    // and the instances over the chain's bound
+  std::vector<uint64_t> progress_bound_;   // critical chains' bounds; 0: none to judge by
   bool realtime_ = true;
 };
 
@@ -1384,18 +1386,26 @@ Status Run::wait_until_ready() {
   next_report_ = t0_ + kSecond;
   progress_seen_.assign(setup_.workload.chains.size(), 0);
   progress_misses_.assign(setup_.workload.chains.size(), 0);
+  progress_over_.assign(setup_.workload.chains.size(), 0);
+  progress_bound_.assign(setup_.workload.chains.size(), 0);
+  for (size_t c = 0; c < setup_.workload.chains.size(); ++c)
+    for (const auto& r : setup_.bounds)
+      if (r.chain == setup_.workload.chains[c].name && r.bounded && setup_.workload.chains[c].critical)
+        progress_bound_[c] = r.wcrt_ns;
   return Status();
 }
 
 // A terminal gets one line rewritten every second, a log a line every ten,
 // and both the last state at the end (FINAL). Deadline misses of critical
 // chains are counted apart from the others': a best-effort chain that misses
-// by design must not read as a failing run.
+// by design must not read as a failing run. Critical instances over their
+// chain's bound are counted as they come, so that a long run shows the first
+// one when it happens, not half an hour later.
 void Run::report_progress(uint64_t now, bool final) {
   if (!options_.progress || (!final && now < next_report_)) return;
   const bool tty = isatty(STDERR_FILENO);
-  uint64_t done = 0, critical_misses = 0, other_misses = 0;
-  bool any_other = false;
+  uint64_t done = 0, critical_misses = 0, other_misses = 0, over_bound = 0;
+  bool any_other = false, any_bound = false;
   // Samples are written once, before the count that publishes them: each is
   // read once, from where the last report stopped.
   for (size_t c = 0; c < setup_.workload.chains.size(); ++c) {
@@ -1406,17 +1416,24 @@ void Run::report_progress(uint64_t now, bool final) {
     for (uint64_t& i = progress_seen_[c]; i < n; ++i) {
       const Sample& x = shared_.samples(c)[i];
       progress_misses_[c] += x.end_ns - x.start_ns > chain.deadline_ns;
+      progress_over_[c] += progress_bound_[c] && x.end_ns - x.start_ns > progress_bound_[c];
     }
     (chain.critical ? critical_misses : other_misses) += progress_misses_[c];
+    over_bound += progress_over_[c];
     any_other = any_other || !chain.critical;
+    any_bound = any_bound || progress_bound_[c];
   }
   const double elapsed = static_cast<double>(std::min(now, t0_ + duration_ns_) - t0_) / 1e9;
   if (final || tty || (next_report_ - t0_) % (10 * kSecond) == 0) {
-    char others[64] = "";
+    char others[64] = "", over[64] = "";
     if (any_other) snprintf(others, sizeof others, ", %llu non-critical", static_cast<unsigned long long>(other_misses));
-    fprintf(stderr, "%srtaccel run: %s %5.0f/%.0f s, %llu chain instances, %llu critical deadline misses%s%s", tty ? "\r" : "",
-            std::string(to_string(options_.policy)).c_str(), elapsed, options_.duration_s, static_cast<unsigned long long>(done),
-            static_cast<unsigned long long>(critical_misses), others, tty && !final ? "   " : "\n");
+    if (any_bound)
+      snprintf(over, sizeof over, ", %llu over %s", static_cast<unsigned long long>(over_bound),
+               over_bound == 1 ? "its bound" : "their bounds");
+    fprintf(stderr, "%srtaccel run: %s %5.0f/%.0f s, %llu chain instances, %llu critical deadline misses%s%s%s",
+            tty ? "\r" : "", std::string(to_string(options_.policy)).c_str(), elapsed, options_.duration_s,
+            static_cast<unsigned long long>(done), static_cast<unsigned long long>(critical_misses), others, over,
+            tty && !final ? "   " : "\n");
   }
   if (!final) next_report_ += kSecond;
 }

@@ -589,12 +589,44 @@ chains:
     proc = rtaccel("run", path, "--duration", "2", "--out", str(out), check=0)
     last = [line for line in proc.stderr.splitlines() if line.startswith("rtaccel run: ")][-1]
     m = re.fullmatch(r"rtaccel run: \w+ +2/2 s, (\d+) chain instances, 0 critical deadline misses, "
-                     r"(\d+) non-critical", last)
+                     r"(\d+) non-critical, 0 over their bounds", last)
     assert m, proc.stderr
     chains = {c["chain"]: c for c in json.loads((out / "summary.json").read_text())["chains"]}
     instances, late = int(m[1]), int(m[2])
     assert 0 < late <= chains["late"]["count"] and instances <= chains["hot"]["count"] + chains["late"]["count"]
     assert instances - late > 0
+
+
+@needs.mark("root", os.geteuid() != 0, "the interference is a SCHED_FIFO thread on the executor's core")
+def test_the_progress_line_counts_instances_over_their_bounds_as_they_come(tmp_path):
+    # A loop at SCHED_FIFO 99 on the executor's core, busy 100 ms of every
+    # 300 ms for as long as the run lasts, holds `hot` (bounded in
+    # milliseconds) off its core: the instances released in its busy spans
+    # end over the bound, however long the run took to start.
+    path = workload(tmp_path, "over", """executors:
+  - {name: ex, core: 0, priority: 50}
+callbacks:
+  - {name: hot, executor: ex, trigger: {timer_ms: 50}, cpu_us: 1000}
+chains:
+  - {name: hot, priority: 9, path: [hot]}
+""")
+    out = tmp_path / "out"
+    spin = ("import time\n"
+            "while True:\n"
+            "    t = time.monotonic() + 0.1\n"
+            "    while time.monotonic() < t: pass\n"
+            "    time.sleep(0.2)\n")
+    hog = f"exec timeout 60 chrt -f 99 taskset -c 0 {sys.executable} -c '{spin}'"
+    proc = rtaccel("run", path, "--duration", "2", "--out", str(out), "--best-effort", hog, check=0)
+    lines = [line for line in proc.stderr.splitlines() if re.match(r"rtaccel run: \w+ +\d+/2 s, ", line)]
+    counts = [re.fullmatch(r"rtaccel run: \w+ +\d+/2 s, \d+ chain instances, \d+ critical deadline misses, "
+                           r"(\d+) over (?:its bound|their bounds)", line) for line in lines]
+    assert counts and all(counts), proc.stderr
+    over = int(counts[-1][1])
+    hot = json.loads((out / "summary.json").read_text())["chains"][0]
+    # The summary counts what ended before the executors were told to stop,
+    # which the last progress line came just before.
+    assert 1 <= over <= hot["over_bound"], (proc.stderr, hot)
 
 
 def test_killing_the_runner_leaves_no_orphans_and_no_earlier_runs_results(tmp_path):
