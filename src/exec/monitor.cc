@@ -795,10 +795,7 @@ void Check::find_filled_trace() {
     for (uint64_t i = 0; i < capacity; ++i) last_ns = std::max(last_ns, shared.trace(e)[i].end_ns);
     if (last_ns >= checked_until_ns) continue;
     checked_until_ns = last_ns;
-    const std::string who = e < w.executors.size() ? "executor '" + w.executors[e].name + "'"
-                                                   : "the bridge of link '" +
-                                                         w.links[plan.bridges[e - w.executors.size()].link].name + "'";
-    trace_filled = {{"of", who},
+    trace_filled = {{"of", trace_owner(w, plan, e)},
                     {"events", capacity},
                     {"at_s", static_cast<double>(last_ns - std::min(last_ns, in.t0_ns)) / 1e9}};
   }

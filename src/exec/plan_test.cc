@@ -111,6 +111,27 @@ TEST_F(AutowarePlan, RecordsThatWouldNotFitTheMachineAreRefusedBeforeAnyIsMapped
   EXPECT_NE(st.message().find("shorten --duration"), std::string::npos) << st.message();
 }
 
+TEST_F(AutowarePlan, TraceEventsASecondFollowTheTimersThroughTheTopics) {
+  // ex_misc: the 25 ms settings timer and the two callbacks it drives, a
+  // segment each: 40 runs a second of three callbacks, two events a run.
+  // ex_hot: the two 100 ms drivers and what they drive, the fusion at their
+  // rate once both have arrived. ex_map: lanelet2_global_planner waits for
+  // the 60 ms visualizer and the localizer, which waits for the 120 ms map:
+  // 1/120 ms. ex_plan: the 100 ms planner (no segment) and three callbacks
+  // of one segment after it.
+  const std::vector<double> rates = trace_events_per_second(workload_, plan_, false);
+  ASSERT_EQ(rates.size(), 4u);
+  const double map = 1e3 / 120, visualizer = 1e3 / 60;
+  EXPECT_NEAR(rates[0], 2 * 2 * 10 + 2 * 2 * 10 + 4 * 2 * 10, 1e-9);  // ex_hot
+  EXPECT_NEAR(rates[1], 10 + 3 * 2 * 10, 1e-9);                      // ex_plan
+  EXPECT_NEAR(rates[2], 2 * (10 + map + map + map + visualizer + map + 10 + map + map + map), 1e-9);  // ex_map
+  EXPECT_NEAR(rates[3], 3 * 2 * 40, 1e-9);                           // ex_misc
+  // Under gangs, a job event more per run.
+  const std::vector<double> gang = trace_events_per_second(workload_, plan_, true);
+  EXPECT_NEAR(gang[3], 3 * 3 * 40, 1e-9);
+  EXPECT_EQ(trace_owner(workload_, plan_, 3), "executor 'ex_misc'");
+}
+
 TEST(Plan, PoliciesByName) {
   EXPECT_EQ(parse_policy("ros2"), Policy::kRos2);
   EXPECT_EQ(parse_policy("picas"), Policy::kPicas);

@@ -812,6 +812,7 @@ class Run {
   Status supervise();
   void watch_resources();
   void report_progress(uint64_t now, bool final = false);
+  void warn_where_traces_fill() const;
   void stop_executors();
   void wind_down();
   // FAILURE: why the run ended before its time (a process of it died), or
@@ -1395,6 +1396,33 @@ Status Run::wait_until_ready() {
   return Status();
 }
 
+// A trace that fills before the run's end leaves the rest of the run
+// unchecked by the monitor: said before the run starts, with the
+// --trace-events that keeps it whole, rather than found in the results
+// hours later.
+void Run::warn_where_traces_fill() const {
+  const auto rates = trace_events_per_second(setup_.workload, setup_.plan, setup_.gang);
+  for (size_t e = 0; e < rates.size(); ++e) {
+    const double expected = rates[e] * options_.duration_s;
+    if (expected <= static_cast<double>(options_.trace_events)) continue;
+    const double fills_s = static_cast<double>(options_.trace_events) / rates[e];
+    char when[32];
+    if (fills_s < 120)
+      snprintf(when, sizeof when, "%.1f s", fills_s);
+    else
+      snprintf(when, sizeof when, "%.0f min", fills_s / 60);
+    // A tenth more than expected, in thousands: the expectation is the
+    // timers' rates, and a run has a few activations more.
+    const auto whole = static_cast<unsigned long long>(std::ceil(expected * 1.1 / 1000) * 1000);
+    fprintf(stderr,
+            "rtaccel run: warning: %s makes about %.0f trace events a second and keeps %llu (--trace-events): "
+            "its trace fills about %s into the run, and the monitor checks the run up to there; "
+            "--trace-events %llu keeps the whole run\n",
+            trace_owner(setup_.workload, setup_.plan, e).c_str(), rates[e],
+            static_cast<unsigned long long>(options_.trace_events), when, whole);
+  }
+}
+
 // A terminal gets one line rewritten every second, a log a line every ten,
 // and both the last state at the end (FINAL). Deadline misses of critical
 // chains are counted apart from the others': a best-effort chain that misses
@@ -1689,6 +1717,7 @@ Expected<RunEnd> Run::execute() {
   if ((options_.policy == Policy::kPaam || setup_.gateway) && socket_.empty() && !setup_.workload.accelerators.empty())
     if (Status st = start_private_server(); !st) return st;
   if (Status st = shared_.create(setup_.plan, capacity_for(setup_.workload, setup_.plan, duration_ns_, options_.trace_events)); !st) return st;
+  warn_where_traces_fill();
   struct GangLockCleanup {
     rtaccel_gang_lock_t** lock;
     ~GangLockCleanup() { rtaccel_gang_lock_close(*lock); }

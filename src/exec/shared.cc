@@ -7,8 +7,12 @@
 #include <climits>
 #include <cerrno>
 #include <cstdio>
+#include <cmath>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <new>
+#include <string_view>
 
 #include "core/futex.h"
 #include "core/procfs.h"
@@ -45,6 +49,45 @@ Capacity capacity_for(const workload::Workload& w, const Plan& plan, uint64_t du
   for (const auto& bridge : plan.bridges)
     c.events_per_executor.push_back(std::min(bridge.receives.size() * activations, trace_events));
   return c;
+}
+
+std::vector<double> trace_events_per_second(const workload::Workload& w, const Plan& plan, bool gang) {
+  std::map<std::string_view, size_t> publisher;
+  for (size_t cb = 0; cb < w.callbacks.size(); ++cb)
+    if (!w.callbacks[cb].publishes.empty()) publisher[w.callbacks[cb].publishes] = cb;
+  // Activations a second per callback; -1: not known yet, -2: being found
+  // (a loop of topics with no timer in it never runs).
+  std::vector<double> rate(w.callbacks.size(), -1);
+  std::function<double(size_t)> rate_of = [&](size_t cb) -> double {
+    if (rate[cb] >= 0) return rate[cb];
+    if (rate[cb] == -2) return 0;
+    const auto& trigger = w.callbacks[cb].trigger;
+    if (trigger.timer_ns) return rate[cb] = 1e9 / static_cast<double>(trigger.timer_ns);
+    rate[cb] = -2;
+    double slowest = trigger.topics.empty() ? 0 : INFINITY;
+    for (const auto& topic : trigger.topics) {
+      const auto it = publisher.find(topic);
+      slowest = std::min(slowest, it == publisher.end() ? 0.0 : rate_of(it->second));
+    }
+    return rate[cb] = slowest;
+  };
+  std::vector<double> per_second;
+  for (const auto& callbacks : plan.by_executor) {
+    double events = 0;
+    for (size_t cb : callbacks) events += static_cast<double>(1 + w.callbacks[cb].segments.size() + gang) * rate_of(cb);
+    per_second.push_back(events);
+  }
+  for (const auto& bridge : plan.bridges) {
+    double events = 0;
+    for (uint32_t h : bridge.receives) events += rate_of(plan.hops[h].publisher);
+    per_second.push_back(events);
+  }
+  return per_second;
+}
+
+std::string trace_owner(const workload::Workload& w, const Plan& plan, size_t e) {
+  if (e < w.executors.size()) return "executor '" + w.executors[e].name + "'";
+  return "the bridge of link '" + w.links[plan.bridges[e - w.executors.size()].link].name + "'";
 }
 
 SharedRun::~SharedRun() {

@@ -165,6 +165,19 @@ struct Capacity {
 // and bridge.
 Capacity capacity_for(const workload::Workload& w, const Plan& plan, uint64_t duration_ns, uint64_t trace_events);
 
+// The trace events each executor, then each bridge, makes in a second as
+// the workload's timers drive it: a callback runs at its timer's rate, or
+// at the slowest of the publishers of the topics that trigger it (it runs
+// once all have arrived), and each run makes an event, one more per
+// segment, and under GANG one more for its job; a bridge makes one per
+// message it delivers. capacity_for sizes for more (every callback at the
+// fastest timer's rate); this is what a run expects, by which it says
+// beforehand where a trace will fill.
+std::vector<double> trace_events_per_second(const workload::Workload& w, const Plan& plan, bool gang);
+
+// Whose trace E is, in words: "executor 'ex_hot'", "the bridge of link 'eth'".
+std::string trace_owner(const workload::Workload& w, const Plan& plan, size_t e);
+
 class SharedRun {
  public:
   SharedRun() = default;

@@ -271,6 +271,11 @@ def test_a_run_that_fills_its_trace_says_how_far_it_was_checked(tmp_path):
     # 2 000 callback events a second: a trace of 1 000 fills in half a second.
     proc = rtaccel("run", workload(tmp_path, "fast", FAST_TIMERS), "--policy", "picas", "--duration", "2",
                    "--out", str(out), "--trace-events", "1000", "--quiet", check=0)
+    # Said before the run: 2 000 events a second keep a trace of 1 000 for
+    # half a second, and 4 000 and a tenth more keep the whole run.
+    assert "rtaccel run: warning: executor 'ex' makes about 2000 trace events a second and keeps 1000 " \
+           "(--trace-events): its trace fills about 0.5 s into the run, and the monitor checks the run up to " \
+           "there; --trace-events 5000 keeps the whole run" in proc.stderr, proc.stderr
     summary = json.loads((out / "summary.json").read_text())
     ex, = summary["executors"]
     assert ex["trace_events"] == 1000 and ex["trace_events_lost"] > 2000, ex
@@ -281,7 +286,10 @@ def test_a_run_that_fills_its_trace_says_how_far_it_was_checked(tmp_path):
     assert f"# picas: the trace of executor 'ex' filled {filled['at_s']:.1f} s into the run (1000 events)" \
         in proc.stdout, proc.stdout
     # Without the option, the million a run keeps by default.
-    default, _ = run(workload(tmp_path, "fast", FAST_TIMERS), "picas", tmp_path / "default", duration=1)
+    quiet = rtaccel("run", workload(tmp_path, "fast", FAST_TIMERS), "--policy", "picas", "--duration", "1",
+                    "--out", str(tmp_path / "default"), "--quiet", check=0)
+    assert "trace events a second" not in quiet.stderr, quiet.stderr
+    default = json.loads((tmp_path / "default" / "summary.json").read_text())
     assert default["assumptions"]["trace_filled"] is None
     assert default["executors"][0]["trace_events_lost"] == 0
 
