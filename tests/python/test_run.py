@@ -294,6 +294,28 @@ def test_a_run_that_fills_its_trace_says_how_far_it_was_checked(tmp_path):
     assert default["executors"][0]["trace_events_lost"] == 0
 
 
+def test_the_latency_table_gives_each_instances_start_to_the_nanosecond(tmp_path):
+    # A chain starts at its timer's releases, k periods of 1 234 567 ns
+    # after the first: a start past a second has seven digits before the
+    # point, which six significant ones would round away.
+    path = workload(tmp_path, "starts", """executors:
+  - {name: ex, core: 0, priority: 50}
+callbacks:
+  - {name: t, executor: ex, trigger: {timer_ms: 1.234567}, cpu_us: 50}
+chains:
+  - {name: t, priority: 9, path: [t]}
+""")
+    out = tmp_path / "out"
+    run(path, "picas", out)
+    rows = [row.split(",") for row in (out / "latency.csv").read_text().splitlines()[1:]]
+    late = [r for r in rows if float(r[1]) > 1e6]
+    assert late, rows[-3:]
+    for name, start, latency in rows:
+        assert re.fullmatch(r"\d+\.\d{3}", start) and re.fullmatch(r"\d+\.\d{3}", latency), (start, latency)
+        periods = round(float(start) * 1000 / 1234567)
+        assert int(start.replace(".", "")) == periods * 1234567, start
+
+
 def test_timers_release_nothing_after_the_runs_end_however_late_the_runner_stops_them(tmp_path):
     # The runner looks every 20 ms and runs at normal priority: a loaded
     # machine can keep it from stopping the executors for long after the
