@@ -657,6 +657,11 @@ chains:
     # The summary counts what ended before the executors were told to stop,
     # which the last progress line came just before.
     assert 1 <= over <= hot["over_bound"], (proc.stderr, hot)
+    # Under another policy the bounds are the paam system's, and said so.
+    proc = rtaccel("run", path, "--policy", "picas", "--duration", "2", "--out", str(out), "--best-effort", hog,
+                   check=0)
+    last = [line for line in proc.stderr.splitlines() if re.match(r"rtaccel run: picas +2/2 s, ", line)][-1]
+    assert re.search(r", [1-9]\d* over the paam bounds$", last), proc.stderr
 
 
 def test_killing_the_runner_leaves_no_orphans_and_no_earlier_runs_results(tmp_path):
