@@ -122,12 +122,13 @@ CALIBRATION_GAP_US = 10000
 CALIBRATION_KERNEL_US = 5000
 
 
-def calibrate(requests: int = 5000, iterations: int = 100) -> dict:
+def measure_calibration(requests: int = 5000, iterations: int = 100) -> dict:
     """Measures epsilon (server overhead per request: the suspended round trip
     minus the kernel, p99, the larger of requests back to back and requests
     of CALIBRATION_KERNEL_US, CALIBRATION_GAP_US apart), kappa (cross-bucket
     preemption delay, the worst kernel's p99) and the release jitter (how late a SCHED_FIFO timer
-    wakes, p99) with the accelerator-server benchmarks, and writes them."""
+    wakes, p99) with the accelerator-server benchmarks; `calibrate` writes
+    them."""
     overhead = accel.run_bench("request-overhead", ["--wait", "suspend", "--requests", str(requests)])
     # Back to back, the worker is still polling and both cores are awake; a
     # run's requests, milliseconds apart, meet them asleep (here 2-4x the
@@ -155,6 +156,13 @@ def calibrate(requests: int = 5000, iterations: int = 100) -> dict:
                      "timer_latency": timer,
                      "preemption": preemption["kernels"]},
     }
+    return doc
+
+
+def calibrate(requests: int = 5000, iterations: int = 100) -> dict:
+    """This machine's overheads (measure_calibration), written where every
+    later `analyze` and `run` reads them."""
+    doc = measure_calibration(requests, iterations)
     path = calibration_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     # Whole or not at all: the bounds of every later run read it.
@@ -172,14 +180,16 @@ _said_uncalibrated = False
 
 
 def run(workload: str, policy: str, duration_s: float, out: str, socket: str | None = None,
-        work_fraction: float = 0.9, progress: bool = True, calibration: bool = True,
+        work_fraction: float = 0.9, progress: bool = True, calibration: bool | dict = True,
         gang: bool | None = None, best_effort: list[str] | tuple = (), flow_control: bool = True,
         fail_links: list[str] | tuple = (), isolation: bool | None = None,
         walks: list[dict] | tuple = (), shim: str | None = None, trace_events: int | None = None) -> int:
     """Runs rtaccel-exec; returns its exit status (0, or 130 when interrupted:
     the results up to then are written). Ctrl-C reaches rtaccel-exec too; it
     stops the executors and writes its results, which this waits for.
-    RunError where rtaccel-exec was killed."""
+    CALIBRATION: this machine's (True), none (False), or one measured for
+    this run (measure_calibration). RunError where rtaccel-exec was
+    killed."""
     global _said_uncalibrated
     cmd = [str(accel.binary("rtaccel-exec")), workload, "--policy", policy,
            "--duration", str(duration_s), "--out", out, "--work-fraction", str(work_fraction)]
@@ -187,7 +197,7 @@ def run(workload: str, policy: str, duration_s: float, out: str, socket: str | N
         cmd += ["--socket", socket]
     if trace_events:
         cmd += ["--trace-events", str(trace_events)]
-    cal = load_calibration() if calibration else None
+    cal = calibration if isinstance(calibration, dict) else load_calibration() if calibration else None
     if calibration and not cal and progress and not _said_uncalibrated:
         # A bound with a smaller release jitter or overhead than the
         # machine's can be broken by the machine alone.
@@ -624,11 +634,12 @@ def _plot_best_effort(summaries: list[dict], moved: list, out_dir: Path, plt) ->
 
 
 def demo(workload: str, duration_s: float, out: str, progress: bool = True,
-         best_effort: list[str] | tuple = (), isolation: bool = False) -> tuple[int, list[str]]:
+         best_effort: list[str] | tuple = (), isolation: bool = False,
+         calibration: bool | dict = True) -> tuple[int, list[str]]:
     """The workload under ros2, picas and paam, one after the other, each
     beside the same BEST_EFFORT programs, and with ISOLATION once more under
-    paam with the workload's isolation section (the others without it);
-    returns (status, result folders)."""
+    paam with the workload's isolation section (the others without it), with
+    CALIBRATION as `run` takes it; returns (status, result folders)."""
     configs = [(policy, False) for policy in POLICIES] + ([("paam", True)] if isolation else [])
     folders: list[str] = []
     walks: list[dict] = []
@@ -638,7 +649,7 @@ def demo(workload: str, duration_s: float, out: str, progress: bool = True,
         # same work in each, whatever the memory of a shared host did
         # between them.
         status = run(workload, policy, duration_s, folder, progress=progress, best_effort=best_effort,
-                     isolation=isolated if isolation else None, walks=walks)
+                     isolation=isolated if isolation else None, walks=walks, calibration=calibration)
         if status != 0:
             return status, folders
         if not folders:
