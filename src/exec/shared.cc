@@ -23,12 +23,18 @@ namespace rtaccel::exec {
 namespace {
 
 constexpr uint64_t kSlack = 8;                  // activations beyond duration / period
+// Trace events beyond what the timers drive an executor to: the
+// expectation is a rate, and a short run's few activations more are many
+// of its events.
+constexpr double kEventMargin = 1.25;
+constexpr uint64_t kEventSlack = 1000;
 
 size_t align_up(size_t n) { return (n + 63) & ~size_t{63}; }
 
 }  // namespace
 
-Capacity capacity_for(const workload::Workload& w, const Plan& plan, uint64_t duration_ns, uint64_t trace_events) {
+Capacity capacity_for(const workload::Workload& w, const Plan& plan, uint64_t duration_ns, uint64_t trace_events,
+                      bool gang) {
   Capacity c;
   for (const auto& chain : w.chains) c.samples_per_chain.push_back(duration_ns / chain.period_ns + kSlack);
   uint64_t fastest = UINT64_MAX;
@@ -38,16 +44,24 @@ Capacity capacity_for(const workload::Workload& w, const Plan& plan, uint64_t du
     c.records_per_timer.push_back(duration_ns / period + kSlack);
   }
   // No callback runs more often than the fastest timer: a subscription fires
-  // once per message of its slowest input.
+  // once per message of its slowest input. That bounds what an executor
+  // makes; mapped and locked for the whole run, it was twice what the
+  // Autoware system's executors wrote in half an hour.
   const uint64_t activations = (fastest == UINT64_MAX ? 0 : duration_ns / fastest) + kSlack;
+  const std::vector<double> expected = trace_events_per_second(w, plan, false);
+  const double seconds = static_cast<double>(duration_ns) / 1e9;
+  auto sized = [&](size_t e, uint64_t bound) {
+    if (!gang) bound = std::min(bound, static_cast<uint64_t>(std::ceil(expected[e] * seconds * kEventMargin)) + kEventSlack);
+    return std::min(bound, trace_events);
+  };
   for (const auto& callbacks : plan.by_executor) {
     uint64_t events = 0;
-    for (size_t cb : callbacks) events += (1 + w.callbacks[cb].segments.size()) * activations;
-    c.events_per_executor.push_back(std::min(events, trace_events));
+    for (size_t cb : callbacks) events += (1 + w.callbacks[cb].segments.size() + (gang ? 3 : 0)) * activations;
+    c.events_per_executor.push_back(sized(c.events_per_executor.size(), events));
   }
   // A bridge traces each message it delivers.
   for (const auto& bridge : plan.bridges)
-    c.events_per_executor.push_back(std::min(bridge.receives.size() * activations, trace_events));
+    c.events_per_executor.push_back(sized(c.events_per_executor.size(), bridge.receives.size() * activations));
   return c;
 }
 

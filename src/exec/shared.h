@@ -162,8 +162,11 @@ struct Capacity {
 
 // Capacities for a run of `duration_ns`: every activation the timers can
 // make, and of trace events what they make, up to TRACE_EVENTS per executor
-// and bridge.
-Capacity capacity_for(const workload::Workload& w, const Plan& plan, uint64_t duration_ns, uint64_t trace_events);
+// and bridge: a quarter more than the timers drive each to (see
+// trace_events_per_second), or under GANG, where a job makes one to three
+// events, as many as every callback at the fastest timer's rate would.
+Capacity capacity_for(const workload::Workload& w, const Plan& plan, uint64_t duration_ns, uint64_t trace_events,
+                      bool gang);
 
 // The trace events each executor, then each bridge, makes in a second as
 // the workload's timers drive it: a callback runs at its timer's rate, or
