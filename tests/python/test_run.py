@@ -40,6 +40,17 @@ server: {{core: 1, overhead_us: 50}}
 """
 
 
+def one_timer_chain(timer_ms, cpu_us):
+    """One executor on core 0 with one timer callback `t`, a chain of its own."""
+    return f"""executors:
+  - {{name: ex, core: 0, priority: 50}}
+callbacks:
+  - {{name: t, executor: ex, trigger: {{timer_ms: {timer_ms}}}, cpu_us: {cpu_us}}}
+chains:
+  - {{name: t, priority: 9, path: [t]}}
+"""
+
+
 def workload(tmp_path, name, body):
     path = tmp_path / f"{name}.yaml"
     path.write_text(HEAD.format(name=name) + body)
@@ -298,13 +309,7 @@ def test_the_latency_table_gives_each_instances_start_to_the_nanosecond(tmp_path
     # A chain starts at its timer's releases, k periods of 1 234 567 ns
     # after the first: a start past a second has seven digits before the
     # point, which six significant ones would round away.
-    path = workload(tmp_path, "starts", """executors:
-  - {name: ex, core: 0, priority: 50}
-callbacks:
-  - {name: t, executor: ex, trigger: {timer_ms: 1.234567}, cpu_us: 50}
-chains:
-  - {name: t, priority: 9, path: [t]}
-""")
+    path = workload(tmp_path, "starts", one_timer_chain(timer_ms=1.234567, cpu_us=50))
     out = tmp_path / "out"
     run(path, "picas", out)
     rows = [row.split(",") for row in (out / "latency.csv").read_text().splitlines()[1:]]
@@ -630,16 +635,10 @@ chains:
 @needs.mark("root", os.geteuid() != 0, "the interference is a SCHED_FIFO thread on the executor's core")
 def test_the_progress_line_counts_instances_over_their_bounds_as_they_come(tmp_path):
     # A loop at SCHED_FIFO 99 on the executor's core, busy 100 ms of every
-    # 300 ms for as long as the run lasts, holds `hot` (bounded in
+    # 300 ms for as long as the run lasts, holds `t` (bounded in
     # milliseconds) off its core: the instances released in its busy spans
     # end over the bound, however long the run took to start.
-    path = workload(tmp_path, "over", """executors:
-  - {name: ex, core: 0, priority: 50}
-callbacks:
-  - {name: hot, executor: ex, trigger: {timer_ms: 50}, cpu_us: 1000}
-chains:
-  - {name: hot, priority: 9, path: [hot]}
-""")
+    path = workload(tmp_path, "over", one_timer_chain(timer_ms=50, cpu_us=1000))
     out = tmp_path / "out"
     spin = ("import time\n"
             "while True:\n"
@@ -653,10 +652,10 @@ chains:
                            r"(\d+) over (?:its bound|their bounds)", line) for line in lines]
     assert counts and all(counts), proc.stderr
     over = int(counts[-1][1])
-    hot = json.loads((out / "summary.json").read_text())["chains"][0]
+    chain = json.loads((out / "summary.json").read_text())["chains"][0]
     # The summary counts what ended before the executors were told to stop,
     # which the last progress line came just before.
-    assert 1 <= over <= hot["over_bound"], (proc.stderr, hot)
+    assert 1 <= over <= chain["over_bound"], (proc.stderr, chain)
     # Under another policy the bounds are the paam system's, and said so.
     proc = rtaccel("run", path, "--policy", "picas", "--duration", "2", "--out", str(out), "--best-effort", hog,
                    check=0)
