@@ -465,6 +465,13 @@ Status prepare(const RunOptions& o, Setup* s) {
     }
   return Status();
 }
+// Chain C's result in the analysis the run's bounds came from; null: none.
+const analysis::ChainResult* bound_of(const Setup& s, size_t c) {
+  for (const auto& r : s.bounds)
+    if (r.chain == s.workload.chains[c].name) return &r;
+  return nullptr;
+}
+
 // Instances that ended after STOPPED are left out: they met the executors'
 // wind-down (a higher one's exit holds a lower one's core), not the workload.
 json chain_summary(const Setup& s, const SharedRun& shared, size_t c, std::ofstream* csv, uint64_t t0,
@@ -491,9 +498,7 @@ json chain_summary(const Setup& s, const SharedRun& shared, size_t c, std::ofstr
   std::sort(latency.begin(), latency.end());
   uint64_t sum = 0;
   for (uint64_t l : latency) sum += l;
-  const analysis::ChainResult* bound = nullptr;
-  for (const auto& r : s.bounds)
-    if (r.chain == chain.name) bound = &r;
+  const analysis::ChainResult* bound = bound_of(s, c);
   json j = {{"chain", chain.name},
             {"priority", chain.priority},
             {"critical", chain.critical},
@@ -1395,9 +1400,8 @@ Status Run::wait_until_ready() {
   progress_over_.assign(setup_.workload.chains.size(), 0);
   progress_bound_.assign(setup_.workload.chains.size(), 0);
   for (size_t c = 0; c < setup_.workload.chains.size(); ++c)
-    for (const auto& r : setup_.bounds)
-      if (r.chain == setup_.workload.chains[c].name && r.bounded && setup_.workload.chains[c].critical)
-        progress_bound_[c] = r.wcrt_ns;
+    if (const auto* bound = bound_of(setup_, c); bound && bound->bounded && setup_.workload.chains[c].critical)
+      progress_bound_[c] = bound->wcrt_ns;
   return Status();
 }
 
