@@ -15,6 +15,7 @@
 
 #include "core/busy.h"
 #include "core/percentile.h"
+#include "core/resident.h"
 
 namespace rtaccel::exec {
 namespace {
@@ -186,6 +187,11 @@ void CoreSampler::record(uint64_t now_ns, const std::vector<CoreLoss>& cumulativ
   at_ns_.push_back(now_ns);
 }
 
+void CoreSampler::reserve(size_t samples) {
+  core::reserve_resident(at_ns_, samples);
+  core::reserve_resident(totals_, samples * cores_.size());
+}
+
 CoreLoss CoreSampler::delta(size_t k, ptrdiff_t column) const {
   const size_t n = cores_.size();
   const CoreLoss& x = totals_[(k - 1) * n + static_cast<size_t>(column)];
@@ -253,6 +259,8 @@ void SpeedSampler::sample(uint64_t now_ns) {
 }
 
 void SpeedSampler::record(uint64_t now_ns, double ratio) { samples_.emplace_back(now_ns, ratio); }
+
+void SpeedSampler::reserve(size_t samples) { core::reserve_resident(samples_, samples); }
 
 double SpeedSampler::slowest(uint64_t from_ns, uint64_t to_ns) const {
   double low = 0;

@@ -63,6 +63,9 @@ class CoreSampler {
   // A sample taken another way (tests): each core's totals so far, by core
   // number.
   void record(uint64_t now_ns, const std::vector<CoreLoss>& cumulative);
+  // Room for SAMPLES samples in all, resident now: a run that knows how
+  // many it takes holds its memory flat while it takes them.
+  void reserve(size_t samples);
   // The cores watched, in order.
   const std::vector<int>& cores() const { return cores_; }
   // What the samples take, in bytes.
@@ -103,6 +106,8 @@ class SpeedSampler {
   void sample(uint64_t now_ns);
   // A ratio measured another way (tests).
   void record(uint64_t now_ns, double ratio);
+  // Room for SAMPLES samples in all, resident now (see CoreSampler).
+  void reserve(size_t samples);
   // The lowest ratio among the samples in [from, to]; 0 when none.
   double slowest(uint64_t from_ns, uint64_t to_ns) const;
   const std::vector<std::pair<uint64_t, double>>& samples() const { return samples_; }

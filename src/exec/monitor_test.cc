@@ -918,6 +918,23 @@ TEST(CoreSampler, KeepsTheCoresItWatchesOnlyAndAnOfflineCoreLosesNothing) {
   std::filesystem::remove(path);
 }
 
+TEST(CoreSampler, ARunThatReservesItsSamplesTakesNoMoreRoomWhileItSamples) {
+  CoreSampler cores({0, 1});
+  SpeedSampler speed;
+  cores.reserve(500);
+  speed.reserve(500);
+  const size_t room = cores.bytes();
+  EXPECT_GE(room, 500 * (sizeof(uint64_t) + 2 * sizeof(CoreLoss)));
+  const auto* speeds = speed.samples().data();
+  for (uint64_t k = 0; k < 500; ++k) {
+    cores.record(k * 20 * kMs, {{k, k, k}, {k, 0, 0}});
+    speed.record(k * 20 * kMs, 1.0);
+  }
+  EXPECT_EQ(cores.bytes(), room);
+  EXPECT_EQ(speed.samples().data(), speeds);
+  EXPECT_EQ(cores.lost(0).total(), 3 * 499u);
+}
+
 TEST(MemoryWalk, RandomVisitsEveryLineOnceBeforeItRepeats) {
   core::MemoryWalk walk;
   ASSERT_TRUE(walk.init(64 * 1000, /*random=*/true));

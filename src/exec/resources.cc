@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <string>
 
+#include "core/resident.h"
+
 namespace rtaccel::exec {
 
 using nlohmann::json;
@@ -43,6 +45,10 @@ void ResourceSampler::sample(uint64_t now_ns) {
     ProcessResources r;
     if (read_resources(p.pid, &r)) p.samples.emplace_back(now_ns, r);
   }
+}
+
+void ResourceSampler::reserve(size_t samples) {
+  for (Process& p : processes_) core::reserve_resident(p.samples, samples);
 }
 
 json ResourceSampler::summary() const {

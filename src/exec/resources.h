@@ -34,6 +34,8 @@ class ResourceSampler {
   // Reads every watched process that is still there: a file and a folder
   // of /proc each.
   void sample(uint64_t now_ns);
+  // Room for SAMPLES samples of each process watched now, resident now.
+  void reserve(size_t samples);
 
   // Per process: its name and pid, how many samples, and its resident
   // memory, the part of it not shared, and descriptors at the first sample,

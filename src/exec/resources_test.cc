@@ -64,6 +64,16 @@ TEST(Resources, GrowthInDescriptorsAndMemoryIsSeen) {
   EXPECT_EQ(sampler.processes()[0].samples[1].first, 2u);
 }
 
+TEST(Resources, SamplesReservedForTheRunGrowInPlace) {
+  ResourceSampler sampler;
+  sampler.watch(getpid(), "this test");
+  sampler.reserve(50);
+  const auto* room = sampler.processes()[0].samples.data();
+  for (uint64_t k = 0; k < 50; ++k) sampler.sample(k);
+  EXPECT_EQ(sampler.processes()[0].samples.size(), 50u);
+  EXPECT_EQ(sampler.processes()[0].samples.data(), room);
+}
+
 TEST(Resources, AProcessThatEndedKeepsWhatWasSampledOfIt) {
   const pid_t child = waiting_child();
   ASSERT_GT(child, 0);

@@ -1507,6 +1507,12 @@ Status Run::supervise() {
   const uint64_t resources_every = std::max<uint64_t>(kSecond, duration_ns_ / 3600);
   uint64_t next_sample = t0_, next_resources = t0_;
   watch_resources();
+  // The samples' room, taken now: one at the start, one per interval, one
+  // at the end. The runner's memory then holds flat through the run, as the
+  // other processes' do.
+  cores_.reserve(duration_ns_ / sample_every + 2);
+  speed_.reserve(duration_ns_ / sample_every + 2);
+  resources_.reserve(duration_ns_ / resources_every + 2);
   while (core::monotonic_ns() < end && !stop_requested()) {
     if (status = failure(); !status) break;
     const uint64_t now = core::monotonic_ns();
