@@ -130,17 +130,19 @@ static void reap_ended(void)
 		}
 }
 
-/* Sends SIG to the children of this process but the program: what the
- * program started and left, whatever its process group or session (a
- * daemon's setsid), comes here when its parent ends, this process being
- * the subreaper. How many it signalled. */
-static int signal_orphans(int sig)
+/* Calls VISIT(pid, ARG) for each live process the program left: the
+ * children of this process but the program (what the program started and
+ * left, whatever its process group or session, a daemon's setsid, comes
+ * here when its parent ends, this process being the subreaper) and, with
+ * GROUP_TOO, the members of the program's process group. How many VISIT
+ * counted. */
+static int each_left(bool group_too, bool (*visit)(pid_t pid, int arg), int arg)
 {
 	DIR *proc = opendir("/proc");
 	if (!proc)
 		return 0;
 	const pid_t self = getpid();
-	int sent = 0;
+	int counted = 0;
 	struct dirent *e;
 	while ((e = readdir(proc))) {
 		char *end;
@@ -155,14 +157,26 @@ static int signal_orphans(int sig)
 		const char *after_name = fgets(line, sizeof(line), f) ? strrchr(line, ')') : NULL;
 		fclose(f);
 		char state;
-		int ppid;
-		if (after_name && sscanf(after_name + 1, " %c %d", &state, &ppid) == 2 && ppid == self &&
-		    state != 'Z' && kill((pid_t)pid, sig) == 0)
-			sent++;
+		int ppid, pgrp;
+		if (after_name && sscanf(after_name + 1, " %c %d %d", &state, &ppid, &pgrp) == 3 && state != 'Z' &&
+		    (ppid == self || (group_too && pgrp == program_group)) && visit((pid_t)pid, arg))
+			counted++;
 	}
 	closedir(proc);
-	return sent;
+	return counted;
 }
+
+static bool send_signal(pid_t pid, int sig) { return kill(pid, sig) == 0; }
+static bool count_one(pid_t pid, int arg)
+{
+	(void)pid;
+	(void)arg;
+	return true;
+}
+
+/* Sends SIG to the children of this process but the program (the group is
+ * signalled whole, by its id). */
+static void signal_orphans(int sig) { each_left(false, send_signal, sig); }
 
 /* Whether nothing of the program is left: its group gone and no child of
  * this process. Reaps what has ended on the way. */
@@ -261,10 +275,17 @@ int isolate_supervise(char **program, uint64_t output_cap)
 		}
 	}
 	sigprocmask(SIG_SETMASK, &waiting, NULL);
+	/* A program that ended by itself and left work running (a command put
+	 * in the background, a daemon): that work ends with it, and the log
+	 * says so, where a user who meant it to run on looks first. */
+	const int left = program_reaped && !end_asked ? each_left(true, count_one, 0) : 0;
 	end_all(reading);
 	if (reading >= 0)
 		drain(reading);
 	write_tail();
+	if (left)
+		fprintf(stderr, "rtaccel-isolate: %s ended, and the %d process(es) it left running were ended with it "
+				"(keep best-effort work in the foreground of its command)\n", program[0], left);
 	if (!program_reaped)
 		return RTACCEL_EXIT_RUNTIME;
 	if (WIFSIGNALED(program_status)) {
