@@ -756,6 +756,16 @@ def test_a_chatty_best_effort_program_keeps_its_first_16_mib_and_its_last_words(
     assert 'exited with status 0 (its log: "last words")' in proc.stderr, proc.stderr
 
 
+def test_a_best_effort_command_that_puts_its_work_in_the_background_hears_that_the_work_was_ended(tmp_path):
+    out = tmp_path / "out"
+    proc = rtaccel("run", workload(tmp_path, "timers", TWO_TIMERS), "--duration", "2", "--out", str(out),
+                   "--quiet", "--best-effort", "sleep 600 &", check=0)
+    assert ("best-effort program 'sleep 600 &' exited with status 0 (its log: \"rtaccel-isolate: sh ended, and "
+            "the 1 process(es) it left running were ended with it (keep best-effort work in the foreground of its "
+            "command)\")") in proc.stderr, proc.stderr
+    assert json.loads((out / "summary.json").read_text())["best_effort"][0]["ended"] == "exited with status 0"
+
+
 def test_working_sets_larger_than_half_the_memory_available_are_refused_before_any_is_mapped(tmp_path):
     available = next(int(line.split()[1]) << 10 for line in pathlib.Path("/proc/meminfo").read_text().splitlines()
                      if line.startswith("MemAvailable:"))

@@ -283,9 +283,12 @@ int isolate_supervise(char **program, uint64_t output_cap)
 	if (reading >= 0)
 		drain(reading);
 	write_tail();
-	if (left)
+	if (left) {
+		const char *slash = strrchr(program[0], '/');
 		fprintf(stderr, "rtaccel-isolate: %s ended, and the %d process(es) it left running were ended with it "
-				"(keep best-effort work in the foreground of its command)\n", program[0], left);
+				"(keep best-effort work in the foreground of its command)\n",
+			slash ? slash + 1 : program[0], left);
+	}
 	if (!program_reaped)
 		return RTACCEL_EXIT_RUNTIME;
 	if (WIFSIGNALED(program_status)) {
