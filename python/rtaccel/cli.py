@@ -6,6 +6,8 @@ them together. Exit status: see rtaccel/errors.py.
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import sys
 
 import rtaccel
@@ -47,7 +49,26 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
+        _no_reader()
         return EXIT_OK
+    except OSError as e:
+        # A terminal that hung up (the ssh session of a long run gone)
+        # fails every write with EIO: what was left to say has no reader,
+        # and a run's results are on disk already.
+        if e.errno != errno.EIO:
+            raise
+        _no_reader()
+        return EXIT_INTERRUPTED
+
+
+def _no_reader() -> None:
+    """Where stdout's reader is gone: what is still buffered for it goes
+    to /dev/null, not into a second error at exit (which Python makes exit
+    status 120)."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, sys.stdout.fileno())
+    os.dup2(null, sys.stderr.fileno())
+    os.close(null)
 
 
 if __name__ == "__main__":

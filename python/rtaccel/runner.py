@@ -225,11 +225,13 @@ def run(workload: str, policy: str, duration_s: float, out: str, socket: str | N
     if not progress:
         cmd.append("--quiet")
     proc = subprocess.Popen(cmd, preexec_fn=accel.stop_with_parent, env=_environment())
-    # SIGTERM (kill, timeout, a service manager) ends the run as Ctrl-C does:
-    # passed on, and this returns once the runner has written the results,
-    # so that what comes after (a script's `rtaccel report`) finds them.
+    # SIGTERM (kill, timeout, a service manager) and a hang-up (the terminal
+    # or ssh session of a long run gone) end the run as Ctrl-C does: passed
+    # on, and this returns once the runner has written the results, so that
+    # what comes after (a script's `rtaccel report`) finds them.
     main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM)) if main else None
+    passed_on = (signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, lambda sig, _: proc.send_signal(sig)) for sig in passed_on} if main else {}
     try:
         while True:
             try:
@@ -248,8 +250,8 @@ def run(workload: str, policy: str, duration_s: float, out: str, socket: str | N
                 # signal to this process alone), pass it on.
                 proc.send_signal(signal.SIGINT)
     finally:
-        if main:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
 
 
 def _environment() -> dict:

@@ -28,8 +28,10 @@ struct SpawnOptions {
   std::string log_path;
   // Signal the child gets when the parent dies (0: none).
   int parent_death_signal = 0;
-  // The child ignores SIGINT (a Ctrl-C meant for the parent, which stops it).
-  bool ignore_sigint = false;
+  // The child ignores SIGINT and SIGHUP, which a terminal sends its whole
+  // foreground process group (Ctrl-C, a hang-up): they are meant for the
+  // parent, which stops the child.
+  bool ignore_terminal_signals = false;
   // Pass a readiness pipe as `--ready-fd N` after argv[0]'s arguments.
   bool ready_handshake = false;
   // The child leads a process group of its own, and terminate() and

@@ -72,6 +72,17 @@ void die_with_parent(pid_t parent) {
   if (getppid() != parent) _exit(1);
 }
 
+// In a forked process of the run (an executor, a bridge): dies with the
+// runner, and leaves to it the signals a terminal sends its whole
+// foreground process group, Ctrl-C and a hang-up: the runner then stops
+// the run's processes itself and writes the results.
+void join_the_run(pid_t runner) {
+  die_with_parent(runner);
+  signal(SIGINT, SIG_IGN);
+  signal(SIGHUP, SIG_IGN);
+  signal(SIGTERM, SIG_DFL);
+}
+
 std::string self_dir() {
   std::error_code ec;
   auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -953,7 +964,7 @@ Status Run::start_private_server() {
   core::SpawnOptions options;
   options.log_path = server_log_;
   options.parent_death_signal = SIGTERM;
-  options.ignore_sigint = true;
+  options.ignore_terminal_signals = true;
   options.ready_handshake = true;
   auto child = core::Child::spawn(args, options);
   if (!child) return child.status().context("cannot start " + binary);
@@ -970,9 +981,7 @@ Status Run::start_executors() {
     const pid_t pid = fork();
     if (pid < 0) return Status::os_error("fork", errno);
     if (pid == 0) {
-      die_with_parent(self);
-      signal(SIGINT, SIG_IGN);  // the runner stops the executors cleanly
-      signal(SIGTERM, SIG_DFL);
+      join_the_run(self);
       if (Status st = nodes_.enter(setup_.workload.executors[e].node); !st) {
         snprintf(shared_.executor(e)->error, sizeof(shared_.executor(e)->error), "%s", st.message().c_str());
         shared_.executor(e)->status.store(static_cast<uint32_t>(ExecutorStatus::kFailed));
@@ -1035,9 +1044,7 @@ Status Run::start_bridges() {
     const pid_t pid = fork();
     if (pid < 0) return Status::os_error("fork", errno);
     if (pid == 0) {
-      die_with_parent(self);
-      signal(SIGINT, SIG_IGN);
-      signal(SIGTERM, SIG_DFL);
+      join_the_run(self);
       ExecutorState* state = shared_.executor(setup_.workload.executors.size() + b);
       if (Status st = nodes_.enter(bp.node); !st) {
         snprintf(state->error, sizeof(state->error), "%s", st.message().c_str());
@@ -1095,7 +1102,7 @@ Status Run::start_isolation() {
   core::SpawnOptions options;
   options.log_path = (out / "regulator.log").string();
   options.parent_death_signal = SIGTERM;
-  options.ignore_sigint = true;
+  options.ignore_terminal_signals = true;
   options.ready_handshake = true;
   options.environment = environment_without_shim();
   auto child = core::Child::spawn(args, options);
@@ -1133,7 +1140,7 @@ Status Run::start_best_effort() {
     core::SpawnOptions options;
     options.log_path = (std::filesystem::path(options_.out_dir) / program.log).string();
     options.parent_death_signal = SIGTERM;
-    options.ignore_sigint = true;
+    options.ignore_terminal_signals = true;
     options.own_process_group = true;
     options.environment = environment_without_shim();
     // rtaccel-isolate run-be ends what the shell started, all of it, when

@@ -591,12 +591,15 @@ def start_runner(tmp_path, path):
     return proc, children_of(proc.pid)
 
 
-def start_rtaccel_run(tmp_path, out):
+def start_rtaccel_run(tmp_path, out, new_session=False):
     """`rtaccel run` of ACCEL for 60 s into OUT, a second after its runner
-    started the server and both executors: (the command, its runner's pid)."""
+    started the server and both executors: (the command, its runner's pid).
+    NEW_SESSION: in a session and process group of its own, as a shell's
+    job is."""
     proc = subprocess.Popen([sys.executable, "-m", "rtaccel.cli", "run", workload(tmp_path, "accel", ACCEL),
                              "--duration", "60", "--out", str(out), "--quiet"], cwd=ROOT, env=ENV,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=new_session)
     deadline = time.monotonic() + 20
     while not (runner := children_of(proc.pid)) or len(children_of(runner[0])) < 3:
         if proc.poll() is not None or time.monotonic() >= deadline:
@@ -717,6 +720,62 @@ def test_rtaccel_run_sent_sigterm_returns_once_the_results_are_written(tmp_path)
     assert (out / "summary.json").exists() and (out / "trace.json").exists()
     assert json.loads((out / "summary.json").read_text())["interrupted"]
     assert "# results: " in stdout, stdout
+    assert wait_gone(processes) == []
+
+
+def test_a_hang_up_ends_the_run_as_ctrl_c_does_and_its_results_are_written(tmp_path):
+    # The terminal or ssh session of a long run gone: the shell sends SIGHUP
+    # to each of its jobs' process groups, here the command, its runner, the
+    # server and the executors at once. Before, all of them died with it and
+    # the run left no results.
+    out = tmp_path / "out"
+    proc, runner = start_rtaccel_run(tmp_path, out, new_session=True)
+    try:
+        processes = [runner] + children_of(runner)
+        os.killpg(proc.pid, signal.SIGHUP)
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["interrupted"] and summary["failed"] is None, summary
+    assert {c["chain"]: c for c in summary["chains"]}["h"]["count"] > 10
+    assert "# results: " in stdout, stdout
+    assert wait_gone(processes) == []
+
+
+def test_a_terminal_that_hangs_up_under_a_run_leaves_its_results(tmp_path):
+    # `rtaccel run` on a terminal of its own that then goes away: the
+    # command, as the session's leader, gets SIGHUP, and every write to the
+    # terminal after it fails (EIO). The shell opens the terminal as a new
+    # session's leader, which makes it the session's controlling terminal,
+    # and becomes `rtaccel run`.
+    out = tmp_path / "out"
+    terminal, peer = os.openpty()
+    try:
+        proc = subprocess.Popen(["/bin/sh", "-c", 'exec "$@" <>"$TERMINAL" >&0 2>&0', "sh", sys.executable, "-m",
+                                 "rtaccel.cli", "run", workload(tmp_path, "accel", ACCEL), "--duration", "60",
+                                 "--out", str(out), "--quiet"],
+                                cwd=ROOT, env=dict(ENV, TERMINAL=os.ttyname(peer)), start_new_session=True,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    finally:
+        os.close(peer)
+    try:
+        deadline = time.monotonic() + 20
+        while not (runner := children_of(proc.pid)) or len(children_of(runner[0])) < 3:
+            assert proc.poll() is None and time.monotonic() < deadline, "the run did not start"
+            time.sleep(0.05)
+        processes = runner + children_of(runner[0])
+        os.close(terminal)  # the hang-up
+        terminal = None
+        assert proc.wait(timeout=30) == 130
+    finally:
+        if terminal is not None:
+            os.close(terminal)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert json.loads((out / "summary.json").read_text())["interrupted"]
     assert wait_gone(processes) == []
 
 

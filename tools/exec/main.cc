@@ -220,11 +220,14 @@ int main(int argc, char** argv) {
   if (!o.shim_modes.empty()) {
     if (const int status = under_shim(o, argv); status) return status;
   }
-  // Ctrl-C and SIGTERM end the run early; the results are still written.
+  // Ctrl-C, SIGTERM and a hang-up (the terminal or the ssh session that
+  // started a long run gone) end the run early; the results are still
+  // written.
   struct sigaction sa{};
   sa.sa_handler = [](int) { g_stop.store(true, std::memory_order_relaxed); };
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);
   o.stop = &g_stop;
   const auto end = rtaccel::exec::run_workload(o);
   if (!end) {
