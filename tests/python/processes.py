@@ -18,6 +18,15 @@ def children_of(pid):
     return out
 
 
+def command_of(pid):
+    """PID's command line, its arguments joined by spaces; "" for one that
+    is gone or has ended (a zombie has none)."""
+    try:
+        return pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
 def alive(pid):
     """Whether PID runs: a zombie has ended."""
     try:

@@ -16,7 +16,7 @@ import time
 import needs
 import pytest
 import trace_format
-from processes import children_of, wait_gone
+from processes import children_of, command_of, wait_gone
 from rtaccel._core import percentile
 from rtaccel.runner import run_labels
 
@@ -742,6 +742,32 @@ def test_a_hang_up_ends_the_run_as_ctrl_c_does_and_its_results_are_written(tmp_p
     assert {c["chain"]: c for c in summary["chains"]}["h"]["count"] > 10
     assert "# results: " in stdout, stdout
     assert wait_gone(processes) == []
+
+
+def test_a_hang_up_of_a_run_whose_output_reader_is_gone_leaves_its_results(tmp_path):
+    # `rtaccel run ... 2>&1 | tee log` over ssh: tee goes with the session,
+    # and the runner's next line (the progress line's last, as it stops)
+    # meets a pipe without a reader. Here the reader reads the first byte
+    # and leaves, before the hang-up.
+    out = tmp_path / "out"
+    proc = subprocess.Popen(["/bin/sh", "-c", '"$@" 2>&1 | head -c 1 >/dev/null', "sh", sys.executable, "-m",
+                             "rtaccel.cli", "run", workload(tmp_path, "accel", ACCEL), "--duration", "60",
+                             "--out", str(out)], cwd=ROOT, env=ENV, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not (command := [p for p in children_of(proc.pid) if "rtaccel.cli" in command_of(p)]) or \
+                not (runner := children_of(command[0])) or len(children_of(runner[0])) < 3 or \
+                any(command_of(p).startswith("head") for p in children_of(proc.pid)):
+            assert proc.poll() is None and time.monotonic() < deadline, "the run did not start"
+            time.sleep(0.05)
+        processes = command + runner + children_of(runner[0])
+        os.killpg(proc.pid, signal.SIGHUP)
+        assert wait_gone(processes, 30) == []
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["interrupted"] and summary["failed"] is None, summary
 
 
 def test_a_terminal_that_hangs_up_under_a_run_leaves_its_results(tmp_path):

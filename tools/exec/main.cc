@@ -228,6 +228,10 @@ int main(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGHUP, &sa, nullptr);
+  // A reader of this output that went (`rtaccel run ... 2>&1 | tee log`,
+  // tee gone with the terminal) is no reason to lose the run: a write to it
+  // fails, and the results still go to their files.
+  signal(SIGPIPE, SIG_IGN);
   o.stop = &g_stop;
   const auto end = rtaccel::exec::run_workload(o);
   if (!end) {
