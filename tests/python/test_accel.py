@@ -205,3 +205,47 @@ def test_preemption_json():
     for k in out["kernels"].values():
         assert k["samples"] >= 1
         assert k["delay_max_us"] >= k["delay_p50_us"] >= 0
+
+
+def _start_server(tmp_path, prefix=()):
+    """rtaccel-server on a socket in TMP_PATH, started through PREFIX (a
+    command that execs it), once it serves: (the process, the socket)."""
+    path = tmp_path / "server.sock"
+    ready_r, ready_w = os.pipe()
+    try:
+        proc = subprocess.Popen([*prefix, str(LIB / "rtaccel-server"), "--socket", str(path), "--levels", "2",
+                                 "--no-fifo", "--ready-fd", str(ready_w)], pass_fds=(ready_w,),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    finally:
+        os.close(ready_w)
+    with os.fdopen(ready_r, "rb") as ready:
+        if ready.readline() != b"ready\n":
+            proc.kill()
+            pytest.fail(f"rtaccel-server did not start: {proc.communicate()[1]}")
+    return proc, path
+
+
+def test_a_server_stops_on_a_hang_up_but_not_on_a_terminals_signals_its_parent_ignored(tmp_path):
+    import signal
+    import time
+
+    # Started by hand, a hang-up of its terminal stops it as Ctrl-C does: in
+    # order, its socket removed.
+    proc, path = _start_server(tmp_path)
+    proc.send_signal(signal.SIGHUP)
+    assert proc.wait(timeout=10) == 0, proc.stderr.read()
+    assert not path.exists()
+    # Started with them ignored, as rtaccel run starts it: the terminal's
+    # Ctrl-C and hang-up are the runner's to act on, which stops the server
+    # once the executors have left it.
+    proc, path = _start_server(tmp_path, ("/bin/sh", "-c", 'trap "" INT HUP; exec "$@"', "sh"))
+    try:
+        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(0.5)
+        assert proc.poll() is None and path.exists()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0, proc.stderr.read()
+    finally:
+        proc.kill()
+        proc.wait()

@@ -200,6 +200,45 @@ def test_the_regulators_memory_holds_still_through_its_periods():
     assert reg.returncode == 0, reg.stderr
 
 
+def test_a_regulator_stops_on_a_hang_up_but_not_on_a_terminals_signals_its_parent_ignored():
+    if os.cpu_count() < 2:
+        needs.skip("cores2", "needs 2 cores")
+    name = f"test-hup.{os.getpid()}"
+    cgroup = f"rtaccel-test-hup.{os.getpid()}"
+
+    def start(prefix=()):
+        reg = subprocess.Popen([*prefix, str(ISOLATE), "regulate", "--cores", "1", "--bwlock", name,
+                                "--cgroup", cgroup, "--own-cgroup", "--quiet"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if not _wait_for(lambda: os.path.exists(f"/dev/shm/rtaccel-regulator.{name}") and _status(name)["running"]):
+            _stop_regulator(reg, name, cgroup)
+            pytest.fail(f"the regulator did not start: {reg.stderr.read()}")
+        return reg
+
+    # Started by hand, a hang-up of its terminal stops it as Ctrl-C does,
+    # its best-effort cgroup removed.
+    reg = start()
+    try:
+        reg.send_signal(signal.SIGHUP)
+        assert reg.wait(timeout=10) == 0, reg.stderr.read()
+        assert not any(os.path.exists(f"{root}/{cgroup}") for root in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup"))
+    finally:
+        _stop_regulator(reg, name, cgroup)
+    # Started with them ignored, as rtaccel run starts it: the terminal's
+    # Ctrl-C and hang-up are the runner's to act on, which stops the
+    # regulator after the best-effort work, so that it is regulated to its end.
+    reg = start(("/bin/sh", "-c", 'trap "" INT HUP; exec "$@"', "sh"))
+    try:
+        reg.send_signal(signal.SIGINT)
+        reg.send_signal(signal.SIGHUP)
+        time.sleep(0.5)
+        assert reg.poll() is None and _status(name)["running"]
+        reg.send_signal(signal.SIGTERM)
+        assert reg.wait(timeout=10) == 0, reg.stderr.read()
+    finally:
+        _stop_regulator(reg, name, cgroup)
+
+
 def test_the_server_holds_the_lock_for_critical_buckets_only():
     from rtaccel import accel
     from rtaccel.isolate import BandwidthLock

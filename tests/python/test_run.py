@@ -723,16 +723,19 @@ def test_rtaccel_run_sent_sigterm_returns_once_the_results_are_written(tmp_path)
     assert wait_gone(processes) == []
 
 
-def test_a_hang_up_ends_the_run_as_ctrl_c_does_and_its_results_are_written(tmp_path):
-    # The terminal or ssh session of a long run gone: the shell sends SIGHUP
-    # to each of its jobs' process groups, here the command, its runner, the
-    # server and the executors at once. Before, all of them died with it and
-    # the run left no results.
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP], ids=["ctrl-c", "hang-up"])
+def test_a_terminals_ctrl_c_or_hang_up_ends_the_run_in_order_and_its_results_are_written(tmp_path, sig):
+    # A terminal sends these to its foreground process group, a shell whose
+    # terminal hung up to each of its jobs' groups: the command, its runner,
+    # the server and the executors at once. The runner alone acts on them:
+    # the executors leave the server before it stops. Before, a hang-up
+    # killed them all and the run left no results, and a Ctrl-C stopped the
+    # server under its executors.
     out = tmp_path / "out"
     proc, runner = start_rtaccel_run(tmp_path, out, new_session=True)
     try:
         processes = [runner] + children_of(runner)
-        os.killpg(proc.pid, signal.SIGHUP)
+        os.killpg(proc.pid, sig)
         stdout, stderr = proc.communicate(timeout=30)
     finally:
         proc.kill()
@@ -742,6 +745,7 @@ def test_a_hang_up_ends_the_run_as_ctrl_c_does_and_its_results_are_written(tmp_p
     assert {c["chain"]: c for c in summary["chains"]}["h"]["count"] > 10
     assert "# results: " in stdout, stdout
     assert wait_gone(processes) == []
+    assert "left at shutdown" not in (out / "server.log").read_text()
 
 
 def test_a_hang_up_of_a_run_whose_output_reader_is_gone_leaves_its_results(tmp_path):

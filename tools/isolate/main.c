@@ -23,6 +23,7 @@
 #include "core/clock.h"
 #include "core/exit.h"
 #include "core/realtime.h"
+#include "core/signals.h"
 #include "core/size.h"
 #include "isolate/regulator.h"
 #include "supervise.h"
@@ -268,8 +269,7 @@ static int cmd_regulate(int argc, char **argv)
 		rtaccel_say_refused("rtaccel-isolate", "locking memory", err,
 				    "memory not locked (CAP_IPC_LOCK or an unlimited RLIMIT_MEMLOCK locks it)");
 #endif
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
+	rtaccel_stop_on_signals(on_signal, SA_RESTART); /* as signal() sets them */
 	struct regulator *reg;
 	char why[256];
 	err = regulator_start(&cfg, &reg, why, sizeof(why));

@@ -16,6 +16,7 @@
 #include "core/exit.h"
 #include "core/size.h"
 #include "core/realtime.h"
+#include "core/signals.h"
 #include "rtaccel/accel.h"
 
 namespace {
@@ -202,10 +203,7 @@ int main(int argc, char** argv) {
   }
   auto server = created.take();
   g_server = server.get();
-  struct sigaction sa{};
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  rtaccel_stop_on_signals(on_signal, 0);
   signal(SIGPIPE, SIG_IGN);
   fprintf(stderr, "rtaccel-server: listening on %s (%s backend, %zu device(s))\n",
           options.socket_path.c_str(), std::string(rtaccel::workload::to_string(options.backend)).c_str(),
