@@ -3,8 +3,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <string_view>
 
@@ -41,7 +44,43 @@ void for_each_entry(const std::filesystem::path& folder, Fn fn) {
     fn(it->path().filename().string(), it->path());
 }
 
+// PID's name (/proc/PID/comm) and parent; false where it is gone.
+bool name_and_parent(pid_t pid, std::string* name, pid_t* parent) {
+  FILE* f = fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "re");
+  if (!f) return false;
+  char line[512];
+  const bool read = fgets(line, sizeof(line), f) != nullptr;
+  fclose(f);
+  // "PID (NAME) STATE PPID ...": a name may hold spaces and parentheses, so
+  // it ends at the last ')'.
+  const char* open = read ? strchr(line, '(') : nullptr;
+  const char* close = read ? strrchr(line, ')') : nullptr;
+  char state;
+  int ppid;
+  if (!open || !close || close < open || sscanf(close + 1, " %c %d", &state, &ppid) != 2 || state == 'Z') return false;
+  name->assign(open + 1, close);
+  *parent = ppid;
+  return true;
+}
+
 }  // namespace
+
+std::vector<pid_t> other_runs_under_way() {
+  std::vector<pid_t> runners;
+  const pid_t self = getpid();
+  for_each_entry("/proc", [&](const std::string& entry, const std::filesystem::path&) {
+    pid_t pid = 0;
+    const auto [at, error] = std::from_chars(entry.data(), entry.data() + entry.size(), pid);
+    if (error != std::errc() || at != entry.data() + entry.size() || pid == self) return;
+    std::string name, parent_name;
+    pid_t parent = 0, grandparent = 0;
+    if (!name_and_parent(pid, &name, &parent) || name != "rtaccel-exec") return;
+    if (name_and_parent(parent, &parent_name, &grandparent) && parent_name == "rtaccel-exec") return;
+    runners.push_back(pid);
+  });
+  std::sort(runners.begin(), runners.end());
+  return runners;
+}
 
 std::vector<std::string> remove_leftovers_of_dead_runs() {
   namespace fs = std::filesystem;

@@ -10,6 +10,8 @@
 #ifndef RTACCEL_EXEC_LEFTOVERS_H_
 #define RTACCEL_EXEC_LEFTOVERS_H_
 
+#include <sys/types.h>
+
 #include <string>
 #include <vector>
 
@@ -21,6 +23,12 @@ inline constexpr const char* kRunPrefix = "rtaccel-run-";
 // Removes what runs whose runner is gone left behind; one line for each
 // thing removed, to tell the user. What this user may not remove stays.
 std::vector<std::string> remove_leftovers_of_dead_runs();
+
+// The runners of the other runs under way on this machine: processes named
+// rtaccel-exec whose parent is not one (an executor's or a bridge's is).
+// Two runs share the machine's cores, and neither measures what it alone
+// would take.
+std::vector<pid_t> other_runs_under_way();
 
 }  // namespace rtaccel::exec
 

@@ -1729,6 +1729,11 @@ Expected<RunEnd> Run::execute() {
   // one does, before it makes names of its own.
   for (const auto& removed : remove_leftovers_of_dead_runs())
     fprintf(stderr, "rtaccel run: removed what a run that was killed left behind: %s\n", removed.c_str());
+  for (pid_t other : other_runs_under_way())
+    fprintf(stderr,
+            "rtaccel run: warning: another run is under way on this machine (its runner: pid %d); the two share "
+            "the cores, and neither run's times are what it alone would take\n",
+            static_cast<int>(other));
   run_name_ = "run-" + std::to_string(getpid());
   cgroup_ = kRunPrefix + std::to_string(getpid());
   struct DirCleanup {

@@ -695,6 +695,25 @@ def test_a_second_run_into_the_folder_of_a_running_one_is_refused(tmp_path):
             "--quiet", check=0)
 
 
+def test_a_run_beside_another_says_so(tmp_path):
+    # Two runs share the cores: neither measures what it alone would take.
+    proc, children = start_runner(tmp_path, workload(tmp_path, "accel", ACCEL))
+    try:
+        second = rtaccel("run", workload(tmp_path, "timers", TWO_TIMERS), "--duration", "1", "--out",
+                         str(tmp_path / "second"), "--quiet", check=0)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert wait_gone(children) == []
+    warnings = [line for line in second.stderr.splitlines() if "another run is under way" in line]
+    assert warnings == [f"rtaccel run: warning: another run is under way on this machine (its runner: pid {proc.pid}); "
+                        "the two share the cores, and neither run's times are what it alone would take"], second.stderr
+    # Alone, nothing of the kind.
+    alone = rtaccel("run", workload(tmp_path, "timers", TWO_TIMERS), "--duration", "1", "--out",
+                    str(tmp_path / "alone"), "--quiet", check=0)
+    assert "another run" not in alone.stderr, alone.stderr
+
+
 def test_interrupt_stops_cleanly_and_writes_the_results(tmp_path):
     proc, children = start_runner(tmp_path, workload(tmp_path, "accel", ACCEL))
     proc.send_signal(signal.SIGINT)
