@@ -17,8 +17,8 @@ namespace rtaccel::core {
 
 // Reserves room for N elements in V and touches each of its pages, so that
 // V grows to N without an allocation or a page fault.
-template <class T>
-void reserve_resident(std::vector<T>& v, size_t n) {
+template <class T, class Allocator>
+void reserve_resident(std::vector<T, Allocator>& v, size_t n) {
   v.reserve(n);
   static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   // The storage past size() is the allocator's raw memory: bytes written

@@ -5,6 +5,8 @@
 #include <sys/mman.h>
 
 #include <cstdint>
+#include <new>
+#include <utility>
 
 #include "core/procfs.h"
 
@@ -23,31 +25,46 @@ size_t resident_pages(const void* p, size_t bytes) {
   return n;
 }
 
-TEST(Resident, ReservedRoomIsResidentAndGrowingIntoItTakesNoMore) {
-  // 16 MB: past malloc's mapping threshold, so the room is fresh pages of
-  // its own, none resident until touched.
-  constexpr size_t kSamples = 1 << 20;
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  const size_t pages = kSamples * 2 * sizeof(uint64_t) / page;
+// Storage in pages mapped for it alone, none resident until touched:
+// malloc may hand out memory that an earlier test touched.
+template <class T>
+struct FreshPages {
+  using value_type = T;
+  FreshPages() = default;
+  template <class U>
+  explicit FreshPages(const FreshPages<U>&) {}
+  T* allocate(size_t n) {
+    void* p = mmap(nullptr, n * sizeof(T), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t n) { munmap(p, n * sizeof(T)); }
+  bool operator==(const FreshPages&) const { return true; }
+};
 
-  // Reserved alone, the room is not resident; unless this process locked
-  // its memory to come (mlockall MCL_FUTURE: under the interposer), which
-  // makes every page resident as it is mapped.
+TEST(Resident, ReservedRoomIsResidentAndGrowingIntoItTakesNoMore) {
+  using Sample = std::pair<uint64_t, uint64_t>;
+  constexpr size_t kSamples = 1 << 20;  // 16 MB
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t pages = kSamples * sizeof(Sample) / page;
+  // Where this process locks its memory to come (mlockall MCL_FUTURE),
+  // every page is resident as it is mapped.
   unsigned long long locked_kb = 0;
   rtaccel_proc_field("/proc/self/status", "VmLck: %llu kB", &locked_kb);
-  std::vector<std::pair<uint64_t, uint64_t>> reserved;
-  reserved.reserve(kSamples);
+
+  std::vector<Sample, FreshPages<Sample>> reserved;
+  reserved.reserve(kSamples);  // reserved alone: not resident
   if (locked_kb == 0) {
-    EXPECT_LT(resident_pages(reserved.data(), kSamples * sizeof(reserved[0])), pages / 2);
+    EXPECT_LT(resident_pages(reserved.data(), kSamples * sizeof(Sample)), pages / 2);
   }
 
-  std::vector<std::pair<uint64_t, uint64_t>> v;
+  std::vector<Sample, FreshPages<Sample>> v;
   v.emplace_back(1, 2);
   reserve_resident(v, kSamples);
   ASSERT_GE(v.capacity(), kSamples);
   EXPECT_EQ(v.size(), 1u);
-  EXPECT_EQ(v[0], std::make_pair(uint64_t{1}, uint64_t{2}));
-  EXPECT_GE(resident_pages(v.data(), kSamples * sizeof(v[0])), pages);
+  EXPECT_EQ(v[0], Sample(1, 2));
+  EXPECT_GE(resident_pages(v.data(), kSamples * sizeof(Sample)), pages);
 
   const auto* room = v.data();
   for (uint64_t i = 1; i < kSamples; ++i) v.emplace_back(i, i);
