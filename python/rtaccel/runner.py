@@ -286,6 +286,8 @@ _SUMMARY_SHAPE = {
                               "topics": [{"lost": int, "first_loss_s": shape.nullable(shape.NUMBER)}]}]),
     "best_effort": shape.optional([{"command": str, "log": str, "ended": shape.nullable(str),
                                     "ended_s": shape.nullable(shape.NUMBER)}]),
+    "other_runs": shape.optional([{"runner_pid": int, "first_seen_s": shape.NUMBER,
+                                   "last_seen_s": shape.NUMBER}]),
     # A process never sampled (it ended first) has no figures.
     "resources": shape.optional([{"process": str, "samples": int, "descriptors": shape.optional(_FIRST_LAST),
                                   "rss_kb": shape.optional(_FIRST_LAST), "private_kb": shape.optional(_FIRST_LAST),
@@ -449,6 +451,10 @@ def format_compare(summaries: list[dict]) -> str:
         moved = best_effort_mb_per_s(s)
         if moved is not None:
             lines.append(f"# {label}: best-effort programs moved {moved:.0f} MB/s")
+        for other in s.get("other_runs", []):
+            lines.append(f"# {label}: another run was under way beside it (its runner: pid {other['runner_pid']}, "
+                         f"seen {other['first_seen_s']:.0f} to {other['last_seen_s']:.0f} s into the run): the two "
+                         "shared the cores")
         for be in s.get("best_effort") or []:
             if be.get("ended"):
                 at = be["ended_s"]

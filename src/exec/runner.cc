@@ -880,6 +880,14 @@ class Run {
   ResourceSampler resources_;  // the run's processes' memory and descriptors
   uint64_t t0_ = 0;
   uint64_t next_report_ = 0;
+  // Other runs under way beside this one: per runner's pid, when this run
+  // first and last saw it (0: before it began).
+  struct OtherRun {
+    uint64_t first_ns = 0;
+    uint64_t last_ns = 0;
+  };
+  std::map<pid_t, OtherRun> other_runs_;
+  void note_other_runs(uint64_t now);
   std::vector<uint64_t> progress_seen_;    // per chain: samples already counted
   std::vector<uint64_t> progress_misses_;  // and the deadline misses among them
   std::vector<uint64_t> progress_over_;    // and the instances over the chain's bound
@@ -1503,6 +1511,23 @@ void Run::watch_resources() {
   resources_.watch(regulator_.pid(), "regulator");
 }
 
+// Other runs under way, looked for as this one starts (NOW 0) and as it
+// samples its processes: a run that shares the cores is said at once, and
+// kept in the summary with when it was seen.
+void Run::note_other_runs(uint64_t now) {
+  for (pid_t pid : other_runs_under_way()) {
+    auto [it, first] = other_runs_.try_emplace(pid, OtherRun{now, now});
+    it->second.last_ns = now;
+    if (!first) continue;
+    const std::string when =
+        now ? "began " + std::to_string((now - t0_) / kSecond) + " s into this one" : "is under way";
+    fprintf(stderr,
+            "rtaccel run: warning: another run %s on this machine (its runner: pid %d); the two share the cores, "
+            "and neither run's times are what it alone would take\n",
+            when.c_str(), static_cast<int>(pid));
+  }
+}
+
 // Until the run's end or a stop request; an error if something died.
 Status Run::supervise() {
   const uint64_t end = t0_ + duration_ns_;
@@ -1531,6 +1556,7 @@ Status Run::supervise() {
     }
     if (now >= next_resources) {
       resources_.sample(now);
+      note_other_runs(now);
       next_resources = now + resources_every;
     }
     fail_links(now);
@@ -1675,6 +1701,13 @@ Status Run::write_results(uint64_t stopped_ns, const std::string& failure) {
     summary["shim"] = shim_summary();
   }
   if (!best_effort_.empty()) summary["best_effort"] = best_effort_summary();
+  if (!other_runs_.empty()) {
+    json others = json::array();
+    auto at = [this](uint64_t ns) { return ns > t0_ ? static_cast<double>(ns - t0_) / 1e9 : 0.0; };
+    for (const auto& [pid, seen] : other_runs_)
+      others.push_back({{"runner_pid", pid}, {"first_seen_s", at(seen.first_ns)}, {"last_seen_s", at(seen.last_ns)}});
+    summary["other_runs"] = std::move(others);
+  }
   summary["resources"] = resources_.summary();
   TraceFile trace;
   Status written = trace.open(out / "trace.json");
@@ -1729,11 +1762,7 @@ Expected<RunEnd> Run::execute() {
   // one does, before it makes names of its own.
   for (const auto& removed : remove_leftovers_of_dead_runs())
     fprintf(stderr, "rtaccel run: removed what a run that was killed left behind: %s\n", removed.c_str());
-  for (pid_t other : other_runs_under_way())
-    fprintf(stderr,
-            "rtaccel run: warning: another run is under way on this machine (its runner: pid %d); the two share "
-            "the cores, and neither run's times are what it alone would take\n",
-            static_cast<int>(other));
+  note_other_runs(0);
   run_name_ = "run-" + std::to_string(getpid());
   cgroup_ = kRunPrefix + std::to_string(getpid());
   struct DirCleanup {

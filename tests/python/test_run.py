@@ -695,23 +695,35 @@ def test_a_second_run_into_the_folder_of_a_running_one_is_refused(tmp_path):
             "--quiet", check=0)
 
 
-def test_a_run_beside_another_says_so(tmp_path):
+def test_a_run_beside_another_says_so_and_so_does_its_summary(tmp_path):
     # Two runs share the cores: neither measures what it alone would take.
-    proc, children = start_runner(tmp_path, workload(tmp_path, "accel", ACCEL))
+    # The first sees the second as it samples its processes (every second);
+    # the second sees the first as it starts.
+    first_out, second_out = tmp_path / "first", tmp_path / "second"
+    proc, runner = start_rtaccel_run(tmp_path, first_out)
     try:
-        second = rtaccel("run", workload(tmp_path, "timers", TWO_TIMERS), "--duration", "1", "--out",
-                         str(tmp_path / "second"), "--quiet", check=0)
+        second = rtaccel("run", workload(tmp_path, "timers", TWO_TIMERS), "--duration", "2", "--out",
+                         str(second_out), check=0)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=30)
     finally:
         proc.kill()
-        proc.wait()
-    assert wait_gone(children) == []
-    warnings = [line for line in second.stderr.splitlines() if "another run is under way" in line]
-    assert warnings == [f"rtaccel run: warning: another run is under way on this machine (its runner: pid {proc.pid}); "
-                        "the two share the cores, and neither run's times are what it alone would take"], second.stderr
+    warned = [line for line in second.stderr.splitlines() if "another run" in line]
+    assert warned == [f"rtaccel run: warning: another run is under way on this machine (its runner: pid {runner}); "
+                      "the two share the cores, and neither run's times are what it alone would take"], second.stderr
+    others = json.loads((second_out / "summary.json").read_text())["other_runs"]
+    assert [o["runner_pid"] for o in others] == [runner] and others[0]["first_seen_s"] == 0, others
+    assert f"another run was under way beside it (its runner: pid {runner}, seen 0 to " in second.stdout
+
+    others = json.loads((first_out / "summary.json").read_text())["other_runs"]
+    assert len(others) == 1 and 0 < others[0]["first_seen_s"] <= others[0]["last_seen_s"], others
+    assert re.search(r"rtaccel run: warning: another run began \d+ s into this one on this machine \(its runner: "
+                     rf"pid {others[0]['runner_pid']}\)", stderr), stderr
     # Alone, nothing of the kind.
     alone = rtaccel("run", workload(tmp_path, "timers", TWO_TIMERS), "--duration", "1", "--out",
                     str(tmp_path / "alone"), "--quiet", check=0)
     assert "another run" not in alone.stderr, alone.stderr
+    assert "other_runs" not in json.loads((tmp_path / "alone" / "summary.json").read_text())
 
 
 def test_interrupt_stops_cleanly_and_writes_the_results(tmp_path):
