@@ -231,7 +231,8 @@ def run(workload: str, policy: str, duration_s: float, out: str, socket: str | N
     # what comes after (a script's `rtaccel report`) finds them.
     main = threading.current_thread() is threading.main_thread()
     passed_on = (signal.SIGTERM, signal.SIGHUP)
-    previous = {sig: signal.signal(sig, lambda sig, _: proc.send_signal(sig)) for sig in passed_on} if main else {}
+    previous = ({sig: signal.signal(sig, lambda signum, _frame: proc.send_signal(signum)) for sig in passed_on}
+                if main else {})
     try:
         while True:
             try:

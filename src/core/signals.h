@@ -7,11 +7,10 @@
 
 /* Stops on SIGTERM, and on the signals a terminal sends its foreground
  * process group, Ctrl-C (SIGINT) and a hang-up (SIGHUP), by HANDLER (with
- * sigaction's FLAGS: SA_RESTART or 0); but a
- * terminal's signal that the program's parent ignored stays ignored. That
- * parent stops the program itself: rtaccel run stops its server after the
- * executors have left it and its regulator after the best-effort work, in
- * that order, whatever the terminal did. */
+ * sigaction's FLAGS: SA_RESTART or 0). But a terminal's signal that the
+ * program's parent ignored stays ignored: that parent stops the program
+ * itself. rtaccel run stops its server after the executors have left it,
+ * and its regulator after the best-effort work, whatever the terminal did. */
 static inline void rtaccel_stop_on_signals(void (*handler)(int), int flags)
 {
 	static const int terminal[] = {SIGINT, SIGHUP};

@@ -44,7 +44,8 @@ void for_each_entry(const std::filesystem::path& folder, Fn fn) {
     fn(it->path().filename().string(), it->path());
 }
 
-// PID's name (/proc/PID/comm) and parent; false where it is gone.
+// PID's name (its comm, as /proc/PID/stat gives it) and parent; false where
+// it is gone or has ended.
 bool name_and_parent(pid_t pid, std::string* name, pid_t* parent) {
   FILE* f = fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "re");
   if (!f) return false;

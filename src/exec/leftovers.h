@@ -1,4 +1,5 @@
-// What runs that were killed left behind (internal).
+// Other runs on this machine (internal): what runs that were killed left
+// behind, and runs under way beside this one.
 //
 // A run removes what it made as it ends, whatever way it ends but one: a
 // runner killed outright (SIGKILL, the OOM killer) removes nothing. Every
