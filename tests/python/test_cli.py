@@ -164,12 +164,36 @@ def test_demo_runs_the_three_policies_and_reports(tmp_path):
     measured = re.search(r"# this machine: epsilon ([\d.]+) us, kappa ([\d.]+) us, release jitter ([\d.]+) us", out)
     assert measured, out
     epsilon, kappa, jitter = map(float, measured.groups())
-    for policy in ("ros2", "picas", "paam"):
-        summary = json.loads((tmp_path / policy / "summary.json").read_text())
-        assert summary["epsilon_us"] >= epsilon - 0.05 and summary["kappa_us"] >= kappa - 0.05, summary
-        assert summary["release_jitter_us"] >= jitter - 0.05, summary
+    # Unless the host ran so slow while it was measured that a chain had no
+    # bound with them (test_demo_goes_on_with_the_workloads_overheads_...).
+    if "the demo runs with the workload's own overheads instead" not in out:
+        for policy in ("ros2", "picas", "paam"):
+            summary = json.loads((tmp_path / policy / "summary.json").read_text())
+            assert summary["epsilon_us"] >= epsilon - 0.05 and summary["kappa_us"] >= kappa - 0.05, summary
+            assert summary["release_jitter_us"] >= jitter - 0.05, summary
     assert not pathlib.Path("/nonexistent/calibration.json").exists()
     assert (tmp_path / "report" / "cdf_hot_path_front.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_demo_goes_on_with_the_workloads_overheads_where_this_machines_leave_a_chain_without_a_bound(tmp_path):
+    # A calibration taken while the host ran slow: an overhead of 5 ms per
+    # request leaves the Autoware system's chains no bound, and the server
+    # refuses them. The demo says so and shows the workload as declared.
+    calibration = tmp_path / "calibration.json"
+    calibration.write_text(json.dumps({"format_version": 1, "epsilon_us": 5000.0, "kappa_us": 100.0,
+                                       "release_jitter_us": 100.0, "link_kernel_ns_per_kb": 500}))
+    proc = subprocess.run([sys.executable, "-m", "rtaccel.cli", "demo", "--duration", "1", "--out",
+                           str(tmp_path / "out"), "--quiet"], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                          env={"PYTHONPATH": str(ROOT / "python"), "PATH": "/usr/bin:/bin",
+                               "RTACCEL_CALIBRATION": str(calibration)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "admission control finds no bound for a chain (above); the demo runs with the workload's own " \
+        "overheads instead" in proc.stdout, proc.stdout
+    assert "refused" in proc.stderr, proc.stderr
+    declared = json.loads((tmp_path / "out" / "paam" / "summary.json").read_text())["epsilon_us"]
+    assert declared < 5000, declared
+    assert "paam p50" in proc.stdout
 
 
 def test_schedulability_experiment_writes_csv_and_png(tmp_path):
