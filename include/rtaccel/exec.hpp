@@ -104,6 +104,10 @@ struct RunOptions {
   bool progress = true;  // a line per second on stderr
   // Set (from any thread or a signal handler) to end the run early.
   const std::atomic<bool>* stop = nullptr;
+  // Counted (from a signal handler) each time something asked the run to
+  // pause: a terminal's Ctrl-Z. A run does not pause, as its executors'
+  // deadlines would pass while they stood still; it says so instead.
+  const std::atomic<uint32_t>* pause_requests = nullptr;
 };
 
 enum class RunEnd {

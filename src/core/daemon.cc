@@ -90,6 +90,7 @@ Expected<Child> Child::spawn(const std::vector<std::string>& argv, const SpawnOp
     if (options.ignore_terminal_signals) {
       signal(SIGINT, SIG_IGN);
       signal(SIGHUP, SIG_IGN);
+      signal(SIGTSTP, SIG_IGN);
     }
     if (options.own_process_group) setpgid(0, 0);
     if (options.ready_handshake) fcntl(ready[1], F_SETFD, 0);  // inherited by the program

@@ -30,7 +30,8 @@ struct SpawnOptions {
   int parent_death_signal = 0;
   // The child ignores SIGINT and SIGHUP, which a terminal sends its whole
   // foreground process group (Ctrl-C, a hang-up): they are meant for the
-  // parent, which stops the child.
+  // parent, which stops the child. And Ctrl-Z's SIGTSTP, which would stop
+  // it in the middle of the parent's work.
   bool ignore_terminal_signals = false;
   // Pass a readiness pipe as `--ready-fd N` after argv[0]'s arguments.
   bool ready_handshake = false;

@@ -75,11 +75,13 @@ void die_with_parent(pid_t parent) {
 // In a forked process of the run (an executor, a bridge): dies with the
 // runner, and leaves to it the signals a terminal sends its whole
 // foreground process group, Ctrl-C and a hang-up: the runner then stops
-// the run's processes itself and writes the results.
+// the run's processes itself and writes the results. Ctrl-Z does not
+// stop them.
 void join_the_run(pid_t runner) {
   die_with_parent(runner);
   signal(SIGINT, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
+  signal(SIGTSTP, SIG_IGN);
   signal(SIGTERM, SIG_DFL);
 }
 
@@ -888,6 +890,12 @@ class Run {
   };
   std::map<pid_t, OtherRun> other_runs_;
   void note_other_runs(uint64_t now);
+  void note_pause_requests();
+  // What a warning in the middle of the run starts with: a new line where
+  // the progress line on a terminal is open.
+  const char* warning_start();
+  bool progress_line_open_ = false;
+  uint32_t pause_requests_seen_ = 0;
   std::vector<uint64_t> progress_seen_;    // per chain: samples already counted
   std::vector<uint64_t> progress_misses_;  // and the deadline misses among them
   std::vector<uint64_t> progress_over_;    // and the instances over the chain's bound
@@ -1076,9 +1084,9 @@ void Run::fail_links(uint64_t now) {
     link_down_ns_[l] = now;
     const char* name = setup_.workload.links[l].name.c_str();
     if (Status st = nodes_.take_down(l); !st)
-      fprintf(stderr, "rtaccel run: cannot take link '%s' down: %s\n", name, st.message().c_str());
+      fprintf(stderr, "%srtaccel run: cannot take link '%s' down: %s\n", warning_start(), name, st.message().c_str());
     else if (options_.progress)
-      fprintf(stderr, "%srtaccel run: link '%s' taken down at %.1f s\n", isatty(STDERR_FILENO) ? "\n" : "", name,
+      fprintf(stderr, "%srtaccel run: link '%s' taken down at %.1f s\n", warning_start(), name,
               static_cast<double>(now - t0_) / 1e9);
   }
 }
@@ -1201,8 +1209,8 @@ Status Run::watch_best_effort(uint64_t now) {
     if (WIFEXITED(status) && (WEXITSTATUS(status) == 126 || WEXITSTATUS(status) == 127))
       return Status::invalid(what + "; give a command the run's PATH finds, or its full path");
     if (t0_ && now > t0_)
-      fprintf(stderr, "rtaccel run: warning: %s %.1f s into the run; the rest of the run is without it\n",
-              what.c_str(), static_cast<double>(now - t0_) / 1e9);
+      fprintf(stderr, "%srtaccel run: warning: %s %.1f s into the run; the rest of the run is without it\n",
+              warning_start(), what.c_str(), static_cast<double>(now - t0_) / 1e9);
     else
       fprintf(stderr, "rtaccel run: warning: %s before the run began; the run is without it\n", what.c_str());
   }
@@ -1490,6 +1498,7 @@ void Run::report_progress(uint64_t now, bool final) {
             tty ? "\r" : "", std::string(to_string(options_.policy)).c_str(), elapsed, options_.duration_s,
             static_cast<unsigned long long>(done), static_cast<unsigned long long>(critical_misses), others, over,
             tty && !final ? "   " : "\n");
+    progress_line_open_ = tty && !final;
   }
   if (!final) next_report_ += kSecond;
 }
@@ -1522,10 +1531,27 @@ void Run::note_other_runs(uint64_t now) {
     const std::string when =
         now ? "began " + std::to_string((now - t0_) / kSecond) + " s into this one" : "is under way";
     fprintf(stderr,
-            "rtaccel run: warning: another run %s on this machine (its runner: pid %d); the two share the cores, "
+            "%srtaccel run: warning: another run %s on this machine (its runner: pid %d); the two share the cores, "
             "and neither run's times are what it alone would take\n",
-            when.c_str(), static_cast<int>(pid));
+            warning_start(), when.c_str(), static_cast<int>(pid));
   }
+}
+
+void Run::note_pause_requests() {
+  if (!options_.pause_requests) return;
+  const uint32_t asked = options_.pause_requests->load(std::memory_order_relaxed);
+  if (asked == pause_requests_seen_) return;
+  pause_requests_seen_ = asked;
+  fprintf(stderr,
+          "%srtaccel run: Ctrl-Z does not pause a run: its chains would miss every deadline while it stood still "
+          "(Ctrl-C ends the run and writes its results)\n",
+          warning_start());
+}
+
+const char* Run::warning_start() {
+  const bool open = progress_line_open_;
+  progress_line_open_ = false;
+  return open ? "\n" : "";
 }
 
 // Until the run's end or a stop request; an error if something died.
@@ -1560,6 +1586,7 @@ Status Run::supervise() {
       next_resources = now + resources_every;
     }
     fail_links(now);
+    note_pause_requests();
     report_progress(now);
     core::sleep_ns(20 * kMs);
   }
@@ -1567,8 +1594,8 @@ Status Run::supervise() {
   resources_.sample(core::monotonic_ns());
   if (status)
     report_progress(core::monotonic_ns(), true);
-  else if (options_.progress && isatty(STDERR_FILENO))
-    fputc('\n', stderr);
+  else
+    fputs(warning_start(), stderr);
   return status;
 }
 

@@ -27,13 +27,18 @@ def command_of(pid):
         return ""
 
 
+def state_of(pid):
+    """PID's state as /proc shows it ("R", "S", "T" for stopped, "Z" for a
+    zombie, ...); "" for one that is gone."""
+    try:
+        return pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return ""
+
+
 def alive(pid):
     """Whether PID runs: a zombie has ended."""
-    try:
-        state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
+    return state_of(pid) not in ("", "Z")
 
 
 def wait_gone(pids, seconds=5.0):

@@ -3,6 +3,7 @@ shutdown, checked on short runs of small workloads. Properties are compared
 against the bad case with wide margins so that a noisy machine cannot flip
 them; the long runs and their figures are in docs/benchmarks.md."""
 
+import contextlib
 import json
 import mmap
 import os
@@ -16,7 +17,7 @@ import time
 import needs
 import pytest
 import trace_format
-from processes import children_of, command_of, wait_gone
+from processes import children_of, command_of, state_of, wait_gone
 from rtaccel._core import percentile
 from rtaccel.runner import run_labels
 
@@ -591,15 +592,17 @@ def start_runner(tmp_path, path):
     return proc, children_of(proc.pid)
 
 
-def start_rtaccel_run(tmp_path, out, new_session=False):
+def start_rtaccel_run(tmp_path, out, new_session=False, new_group=False):
     """`rtaccel run` of ACCEL for 60 s into OUT, a second after its runner
     started the server and both executors: (the command, its runner's pid).
     NEW_SESSION: in a session and process group of its own, as a shell's
-    job is."""
+    job is. NEW_GROUP: in a process group of its own in this session, as a
+    job of a shell with job control is: the kernel stops only such a group
+    on SIGTSTP, one whose parent (the shell) stays to resume it."""
     proc = subprocess.Popen([sys.executable, "-m", "rtaccel.cli", "run", workload(tmp_path, "accel", ACCEL),
                              "--duration", "60", "--out", str(out), "--quiet"], cwd=ROOT, env=ENV,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=new_session)
+                            start_new_session=new_session, process_group=0 if new_group else None)
     deadline = time.monotonic() + 20
     while not (runner := children_of(proc.pid)) or len(children_of(runner[0])) < 3:
         if proc.poll() is not None or time.monotonic() >= deadline:
@@ -773,6 +776,31 @@ def test_a_terminals_ctrl_c_or_hang_up_ends_the_run_and_its_results_are_written(
     assert summary["interrupted"] and summary["failed"] is None, summary
     assert {c["chain"]: c for c in summary["chains"]}["h"]["count"] > 10
     assert "# results: " in stdout, stdout
+    assert wait_gone(processes) == []
+
+
+def test_a_terminals_ctrl_z_does_not_stop_the_run(tmp_path):
+    # Ctrl-Z sends SIGTSTP to the foreground process group. Before, it
+    # stopped the command, its runner, the server and the executors, and
+    # every instance across the pause went over its bound, blamed on the
+    # server's overhead and the timers' release.
+    out = tmp_path / "out"
+    proc, runner = start_rtaccel_run(tmp_path, out, new_group=True)
+    try:
+        processes = [proc.pid, runner] + children_of(runner)
+        os.killpg(proc.pid, signal.SIGTSTP)
+        time.sleep(1.0)  # a stop takes effect as each process next runs: microseconds
+        states = {command_of(p): state_of(p) for p in processes}
+        os.killpg(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # whatever of it is left, stopped or not
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert "T" not in states.values(), states
+    assert stderr.count("rtaccel run: Ctrl-Z does not pause a run") == 1, stderr
+    assert proc.returncode == 130, stderr
+    assert json.loads((out / "summary.json").read_text())["interrupted"]
     assert wait_gone(processes) == []
 
 

@@ -21,6 +21,7 @@
 namespace {
 
 std::atomic<bool> g_stop{false};
+std::atomic<uint32_t> g_pause_requests{0};
 static_assert(std::atomic<bool>::is_always_lock_free, "set from a signal handler");
 
 const char kUsage[] =
@@ -232,7 +233,16 @@ int main(int argc, char** argv) {
   // tee gone with the terminal) is no reason to lose the run: a write to it
   // fails, and the results still go to their files.
   signal(SIGPIPE, SIG_IGN);
+  // A terminal's Ctrl-Z (SIGTSTP, to the whole foreground process group)
+  // would stop the executors mid-run, and every instance across the pause
+  // would miss its deadline for no fault of the analysis'. The run's
+  // processes ignore it; the runner says so. A background run's progress
+  // line goes on under `stty tostop` too (SIGTTOU).
+  sa.sa_handler = [](int) { g_pause_requests.fetch_add(1, std::memory_order_relaxed); };
+  sigaction(SIGTSTP, &sa, nullptr);
+  signal(SIGTTOU, SIG_IGN);
   o.stop = &g_stop;
+  o.pause_requests = &g_pause_requests;
   const auto end = rtaccel::exec::run_workload(o);
   if (!end) {
     fprintf(stderr, "rtaccel-exec: %s\n", end.status().message().c_str());
