@@ -182,6 +182,7 @@ class ServerImpl final : public Server {
   void reply(Connection* c, const RegisterReply& r, const Region* region);
   void unregister(Region* r);
   void drop(Connection* c, const char* why);
+  void settle(Connection* c);
   void refresh_buckets(Device& d);
   void reap();
   void shutdown();
@@ -829,6 +830,23 @@ void ServerImpl::drop(Connection* c, const char* why) {
   connections_.erase(it);
 }
 
+// What a client said before the server was told to stop and the server
+// had not read yet: its unregistrations, and its leaving. A client that
+// unregistered everything and left did not leave at shutdown. A
+// registration then is not served; the connection goes with the rest.
+void ServerImpl::settle(Connection* c) {
+  for (;;) {
+    alignas(8) uint32_t header[3] = {};
+    const ssize_t n = recv(c->fd.get(), header, sizeof(header), MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
+    if (n == 0) {
+      drop(c, "closed its connection");
+      return;
+    }
+    if (n != ssize_t(sizeof(UnregisterRequest)) || header[2] != uint32_t(MessageType::kUnregister)) return;
+    serve(c);
+  }
+}
+
 void ServerImpl::reap() {
   for (auto& d : devices_) {
     Region* dead;
@@ -854,6 +872,7 @@ void ServerImpl::shutdown() {
     for (auto& t : d->workers) t.join();
     d->workers.clear();
   }
+  for (auto it = connections_.begin(); it != connections_.end();) settle((it++)->first);
   while (!connections_.empty()) drop(connections_.begin()->first, "left at shutdown");
   // After the connections: a gateway session waiting for a reply of the
   // control thread sees its connection close.

@@ -788,6 +788,40 @@ TEST(Server, ADeadClientsQueueIsDroppedAndItsMemoryReleasedAtOnce) {
                                    << " us after the blocker, as if the server drained the queue";
 }
 
+// A run's executors unregister and leave, then the run stops the server:
+// what they said may still wait in their sockets when it is told to stop.
+// The server reads it before it drops the connections that are left.
+TEST(Server, AClientThatUnregisteredAndLeftBeforeTheStopDidNotLeaveAtShutdown) {
+  ServerProcess server(cpu_args(), /*keep_log=*/true);
+  ASSERT_TRUE(server.ready());
+  rtaccel_client* c = nullptr;
+  ASSERT_EQ(rtaccel_client_connect(server.socket(), &c), 0);
+  rtaccel_registration* r = nullptr;
+  char why[256] = "";
+  ASSERT_EQ(register_desc(c, busy_chain("leaving", 1), &r, why, sizeof(why)), 0) << why;
+
+  // Stopped, the server reads nothing while the client unregisters and
+  // closes its connection. The stop request then goes to its control
+  // thread (the main one, pid = tid), which ends the wait for its sockets
+  // with EINTR before it sees what they hold.
+  const pid_t pid = server.pid();
+  ASSERT_EQ(kill(pid, SIGSTOP), 0);
+  auto state = [pid] {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const size_t paren = text.rfind(')');
+    return paren == std::string::npos || paren + 2 >= text.size() ? '?' : text[paren + 2];
+  };
+  const uint64_t asked = core::monotonic_ns();
+  while (state() != 'T' && core::monotonic_ns() - asked < 10 * kSecond) usleep(1000);
+  ASSERT_EQ(state(), 'T');
+  rtaccel_client_close(c);
+  ASSERT_EQ(syscall(SYS_tgkill, pid, pid, SIGTERM), 0);
+  ASSERT_EQ(kill(pid, SIGCONT), 0);
+  EXPECT_EQ(server.stop(), 0);
+  EXPECT_EQ(server.log().find("left at shutdown"), std::string::npos) << server.log();
+}
+
 TEST(Server, ADeadServerFailsWaitingClientsInsteadOfHangingThem) {
   for (rtaccel_wait_mode mode : {RTACCEL_WAIT_SUSPEND, RTACCEL_WAIT_SPIN}) {
     ServerProcess server(cpu_args());

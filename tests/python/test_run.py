@@ -758,11 +758,13 @@ def test_rtaccel_run_sent_sigterm_returns_once_the_results_are_written(tmp_path)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP], ids=["ctrl-c", "hang-up"])
-def test_a_terminals_ctrl_c_or_hang_up_ends_the_run_and_its_results_are_written(tmp_path, sig):
+def test_a_terminals_ctrl_c_or_hang_up_ends_the_run_in_order_and_its_results_are_written(tmp_path, sig):
     # A terminal sends these to its foreground process group, a shell whose
     # terminal hung up to each of its jobs' groups: the command, its runner,
-    # the server and the executors at once. The runner alone acts on them.
-    # Before, a hang-up killed them all and the run left no results.
+    # the server and the executors at once. The runner alone acts on them:
+    # the executors leave the server before it stops. Before, a hang-up
+    # killed them all and the run left no results, and a Ctrl-C stopped the
+    # server under its executors.
     out = tmp_path / "out"
     proc, runner = start_rtaccel_run(tmp_path, out, new_session=True)
     try:
@@ -777,6 +779,7 @@ def test_a_terminals_ctrl_c_or_hang_up_ends_the_run_and_its_results_are_written(
     assert {c["chain"]: c for c in summary["chains"]}["h"]["count"] > 10
     assert "# results: " in stdout, stdout
     assert wait_gone(processes) == []
+    assert "left at shutdown" not in (out / "server.log").read_text()
 
 
 def test_a_terminals_ctrl_z_does_not_stop_the_run(tmp_path):
