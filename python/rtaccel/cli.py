@@ -8,7 +8,9 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import signal
 import sys
+import threading
 
 import rtaccel
 from rtaccel import realtime
@@ -44,6 +46,13 @@ def main(argv=None) -> int:
     if argv[:1] == ["isolate"] and argv[1:2] and argv[1] in isolate.COMMANDS:
         return isolate.cmd_isolate(argv[1:])
     args = build_parser().parse_args(argv)
+    # SIGTERM (kill, timeout) and a hang-up (the terminal or ssh session
+    # gone) end a command as Ctrl-C does, so that what it started stops and
+    # what it made goes (a benchmark's private server and its folder in
+    # /tmp). Where they are ignored (nohup), they stay so.
+    stops = [sig for sig in (signal.SIGTERM, signal.SIGHUP) if signal.getsignal(sig) != signal.SIG_IGN]
+    previous = ({sig: signal.signal(sig, _interrupt) for sig in stops}
+                if threading.current_thread() is threading.main_thread() else {})
     try:
         return args.func(args)
     except KeyboardInterrupt:
@@ -59,6 +68,13 @@ def main(argv=None) -> int:
             raise
         _no_reader()
         return EXIT_INTERRUPTED
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _interrupt(_signum, _frame) -> None:
+    raise KeyboardInterrupt
 
 
 def _no_reader() -> None:

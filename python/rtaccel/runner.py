@@ -228,12 +228,13 @@ def run(workload: str, policy: str, duration_s: float, out: str, socket: str | N
     # SIGTERM (kill, timeout, a service manager) and a hang-up (the terminal
     # or ssh session of a long run gone) end the run as Ctrl-C does: passed
     # on, and this returns once the runner has written the results, so that
-    # what comes after (a script's `rtaccel report`) finds them.
-    # A terminal's Ctrl-Z does not stop this command either: the run goes
-    # on (its runner says why), and a shell that took this job for stopped
-    # would leave it to report into the next prompt.
+    # what comes after (a script's `rtaccel report`) finds them. Not a
+    # hang-up this command ignores (nohup). A terminal's Ctrl-Z does not
+    # stop this command either: the run goes on (its runner says why), and
+    # a shell that took this job for stopped would leave it to report into
+    # the next prompt.
     main = threading.current_thread() is threading.main_thread()
-    passed_on = (signal.SIGTERM, signal.SIGHUP)
+    passed_on = [sig for sig in (signal.SIGTERM, signal.SIGHUP) if signal.getsignal(sig) != signal.SIG_IGN]
     previous = ({sig: signal.signal(sig, lambda signum, _frame: proc.send_signal(signum)) for sig in passed_on}
                 if main else {})
     if main:

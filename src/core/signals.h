@@ -9,8 +9,9 @@
  * process group, Ctrl-C (SIGINT) and a hang-up (SIGHUP), by HANDLER (with
  * sigaction's FLAGS: SA_RESTART or 0). But a terminal's signal that the
  * program's parent ignored stays ignored: that parent stops the program
- * itself. rtaccel run stops its server after the executors have left it,
- * and its regulator after the best-effort work, whatever the terminal did. */
+ * itself, or asked it to outlive the terminal (nohup). rtaccel run stops
+ * its server after the executors have left it, and its regulator after the
+ * best-effort work, whatever the terminal did. */
 static inline void rtaccel_stop_on_signals(void (*handler)(int), int flags)
 {
 	static const int terminal[] = {SIGINT, SIGHUP};

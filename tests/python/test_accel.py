@@ -2,16 +2,21 @@
 Timings are not asserted here (they live in docs/benchmarks.md); the output
 contract and the ordering of the phases are."""
 
+import contextlib
 import json
 import os
+import pathlib
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
 import needs
 
 from conftest import ROOT
+from processes import children_of, command_of, wait_gone
 
 RTACCEL = [sys.executable, "-m", "rtaccel.cli"]
 LIB = ROOT / "python" / "rtaccel" / "lib"
@@ -226,9 +231,6 @@ def _start_server(tmp_path, prefix=()):
 
 
 def test_a_server_stops_on_a_hang_up_but_not_on_a_terminals_signals_its_parent_ignored(tmp_path):
-    import signal
-    import time
-
     # Started by hand, a hang-up of its terminal stops it as Ctrl-C does: in
     # order, its socket removed.
     proc, path = _start_server(tmp_path)
@@ -249,3 +251,37 @@ def test_a_server_stops_on_a_hang_up_but_not_on_a_terminals_signals_its_parent_i
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM], ids=["hang-up", "sigterm"])
+def test_a_benchmark_ended_by_a_hang_up_or_sigterm_stops_its_server_and_leaves_nothing(sig):
+    # A hang-up goes to the whole process group (the command, its private
+    # server, its client), SIGTERM (kill, timeout) to the command alone.
+    # Before, either killed the command outright: its server's folder in
+    # /tmp stayed.
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    proc = subprocess.Popen(RTACCEL + ["bench", "request-overhead", "--requests", "1000000"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            children = children_of(proc.pid)
+            commands = [command_of(p) for p in children]
+            if any("rtaccel-accel-bench" in c for c in commands):
+                break
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        server = next(c for c in commands if "rtaccel-server" in c).split()
+        folder = pathlib.Path(server[server.index("--socket") + 1]).parent
+        assert folder.is_dir()
+        if sig == signal.SIGHUP:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
+        assert proc.wait(timeout=30) == 130, proc.communicate()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert not folder.exists()
+    assert wait_gone(children) == []

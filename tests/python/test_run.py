@@ -17,7 +17,7 @@ import time
 import needs
 import pytest
 import trace_format
-from processes import children_of, command_of, state_of, wait_gone
+from processes import alive, children_of, command_of, state_of, wait_gone
 from rtaccel._core import percentile
 from rtaccel.runner import run_labels
 
@@ -592,7 +592,7 @@ def start_runner(tmp_path, path):
     return proc, children_of(proc.pid)
 
 
-def start_rtaccel_run(tmp_path, out, new_session=False, new_group=False):
+def start_rtaccel_run(tmp_path, out, new_session=False, new_group=False, preexec_fn=None):
     """`rtaccel run` of ACCEL for 60 s into OUT, a second after its runner
     started the server and both executors: (the command, its runner's pid).
     NEW_SESSION: in a session and process group of its own, as a shell's
@@ -602,7 +602,8 @@ def start_rtaccel_run(tmp_path, out, new_session=False, new_group=False):
     proc = subprocess.Popen([sys.executable, "-m", "rtaccel.cli", "run", workload(tmp_path, "accel", ACCEL),
                              "--duration", "60", "--out", str(out), "--quiet"], cwd=ROOT, env=ENV,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=new_session, process_group=0 if new_group else None)
+                            start_new_session=new_session, process_group=0 if new_group else None,
+                            preexec_fn=preexec_fn)
     deadline = time.monotonic() + 20
     while not (runner := children_of(proc.pid)) or len(children_of(runner[0])) < 3:
         if proc.poll() is not None or time.monotonic() >= deadline:
@@ -780,6 +781,30 @@ def test_a_terminals_ctrl_c_or_hang_up_ends_the_run_in_order_and_its_results_are
     assert "# results: " in stdout, stdout
     assert wait_gone(processes) == []
     assert "left at shutdown" not in (out / "server.log").read_text()
+
+
+def test_a_run_under_nohup_outlives_the_hang_up(tmp_path):
+    # `nohup rtaccel run ... &`: started with SIGHUP ignored, the run is to
+    # go on when the terminal goes. Before, the command passed the hang-up
+    # on and the runner stopped on it.
+    out = tmp_path / "out"
+    proc, runner = start_rtaccel_run(tmp_path, out, new_session=True,
+                                     preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    try:
+        processes = [runner] + children_of(runner)
+        os.killpg(proc.pid, signal.SIGHUP)
+        time.sleep(1.0)
+        going_on = proc.poll() is None and all(alive(p) for p in processes)
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert going_on, stderr
+    assert proc.returncode == 130, stderr
+    assert json.loads((out / "summary.json").read_text())["interrupted"]
+    assert wait_gone(processes) == []
 
 
 def test_a_terminals_ctrl_z_does_not_stop_the_run(tmp_path):

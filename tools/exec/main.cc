@@ -15,6 +15,7 @@
 #include <string>
 
 #include "core/exit.h"
+#include "core/signals.h"
 #include "core/size.h"
 #include "rtaccel/exec.hpp"
 
@@ -223,12 +224,10 @@ int main(int argc, char** argv) {
   }
   // Ctrl-C, SIGTERM and a hang-up (the terminal or the ssh session that
   // started a long run gone) end the run early; the results are still
-  // written.
-  struct sigaction sa{};
-  sa.sa_handler = [](int) { g_stop.store(true, std::memory_order_relaxed); };
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGHUP, &sa, nullptr);
+  // written. Not where they were ignored when the run began: `nohup` is
+  // asked to outlive the terminal, and a shell's background job without
+  // job control ignores Ctrl-C.
+  rtaccel_stop_on_signals([](int) { g_stop.store(true, std::memory_order_relaxed); }, 0);
   // A reader of this output that went (`rtaccel run ... 2>&1 | tee log`,
   // tee gone with the terminal) is no reason to lose the run: a write to it
   // fails, and the results still go to their files.
@@ -238,6 +237,7 @@ int main(int argc, char** argv) {
   // would miss its deadline for no fault of the analysis'. The run's
   // processes ignore it; the runner says so. A background run's progress
   // line goes on under `stty tostop` too (SIGTTOU).
+  struct sigaction sa{};
   sa.sa_handler = [](int) { g_pause_requests.fetch_add(1, std::memory_order_relaxed); };
   sigaction(SIGTSTP, &sa, nullptr);
   signal(SIGTTOU, SIG_IGN);

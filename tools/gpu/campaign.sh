@@ -45,6 +45,8 @@ B=$(cd "${3:-build-gpu/bundle}" && pwd) || exit 2
 BUDGET_S=${CAMPAIGN_BUDGET_S:-510}
 
 W=$(mktemp -d /tmp/rtaccel-campaign.XXXXXX)/part$PART
+# What the part made is in OUT's archive at the end; the work folder goes.
+trap 'rm -rf "$(dirname "$W")"' EXIT
 mkdir -p "$W" "$OUT"
 export HOME=$W/home PYTHONUNBUFFERED=1
 mkdir -p "$HOME"
