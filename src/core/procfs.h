@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 /* The value of the first line of PATH that FORMAT reads (as
  * "MemAvailable: %llu kB"), in *VALUE; false where the file or the line is
@@ -29,6 +30,38 @@ static inline uint64_t rtaccel_memory_available(void)
 {
 	unsigned long long kb = 0;
 	return rtaccel_proc_field("/proc/meminfo", "MemAvailable: %llu kB", &kb) ? (uint64_t)kb << 10 : 0;
+}
+
+/* What /proc/PID/stat says of a process. */
+struct rtaccel_proc_stat {
+	char name[32]; /* its comm: the kernel keeps 15 bytes */
+	char state;    /* 'R', 'S', 'T' (stopped), 'Z' (ended, not yet reaped), ... */
+	int parent;
+	int group; /* its process group */
+};
+
+/* PID's stat in *ST; false where PID is gone. */
+static inline bool rtaccel_read_proc_stat(long pid, struct rtaccel_proc_stat *st)
+{
+	char path[64], line[512];
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return false;
+	const bool read = fgets(line, sizeof(line), f) != NULL;
+	fclose(f);
+	/* "PID (NAME) STATE PPID PGRP ...": a name may hold spaces and
+	 * parentheses, so it ends at the last ')'. */
+	const char *open = read ? strchr(line, '(') : NULL;
+	const char *close = read ? strrchr(line, ')') : NULL;
+	if (!open || !close || close < open ||
+	    sscanf(close + 1, " %c %d %d", &st->state, &st->parent, &st->group) != 3)
+		return false;
+	const size_t len = (size_t)(close - open - 1) < sizeof(st->name) - 1 ? (size_t)(close - open - 1)
+									      : sizeof(st->name) - 1;
+	memcpy(st->name, open + 1, len);
+	st->name[len] = '\0';
+	return true;
 }
 
 #endif

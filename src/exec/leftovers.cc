@@ -13,6 +13,7 @@
 
 #include "core/cgroup.h"
 #include "core/netns.h"
+#include "core/procfs.h"
 
 namespace rtaccel::exec {
 namespace {
@@ -47,20 +48,10 @@ void for_each_entry(const std::filesystem::path& folder, Fn fn) {
 // PID's name (its comm, as /proc/PID/stat gives it) and parent; false where
 // it is gone or has ended.
 bool name_and_parent(pid_t pid, std::string* name, pid_t* parent) {
-  FILE* f = fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "re");
-  if (!f) return false;
-  char line[512];
-  const bool read = fgets(line, sizeof(line), f) != nullptr;
-  fclose(f);
-  // "PID (NAME) STATE PPID ...": a name may hold spaces and parentheses, so
-  // it ends at the last ')'.
-  const char* open = read ? strchr(line, '(') : nullptr;
-  const char* close = read ? strrchr(line, ')') : nullptr;
-  char state;
-  int ppid;
-  if (!open || !close || close < open || sscanf(close + 1, " %c %d", &state, &ppid) != 2 || state == 'Z') return false;
-  name->assign(open + 1, close);
-  *parent = ppid;
+  rtaccel_proc_stat st;
+  if (!rtaccel_read_proc_stat(pid, &st) || st.state == 'Z') return false;
+  *name = st.name;
+  *parent = st.parent;
   return true;
 }
 

@@ -28,6 +28,7 @@
 
 #include "core/clock.h"
 #include "core/exit.h"
+#include "core/procfs.h"
 
 #define TAIL_BYTES (64 * 1024)
 
@@ -149,17 +150,9 @@ static int each_left(bool group_too, bool (*visit)(pid_t pid, int arg), int arg)
 		const long pid = strtol(e->d_name, &end, 10);
 		if (*end || pid <= 0 || pid == program_group)
 			continue;
-		char path[64], line[512];
-		snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-		FILE *f = fopen(path, "re");
-		if (!f)
-			continue;
-		const char *after_name = fgets(line, sizeof(line), f) ? strrchr(line, ')') : NULL;
-		fclose(f);
-		char state;
-		int ppid, pgrp;
-		if (after_name && sscanf(after_name + 1, " %c %d %d", &state, &ppid, &pgrp) == 3 && state != 'Z' &&
-		    (ppid == self || (group_too && pgrp == program_group)) && visit((pid_t)pid, arg))
+		struct rtaccel_proc_stat st;
+		if (rtaccel_read_proc_stat(pid, &st) && st.state != 'Z' &&
+		    (st.parent == self || (group_too && st.group == program_group)) && visit((pid_t)pid, arg))
 			counted++;
 	}
 	closedir(proc);

@@ -1,0 +1,59 @@
+// What /proc says of a process, read as the supervisor and the runner read it.
+#include "core/procfs.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+
+namespace {
+
+// The state of PID once it is not running or sleeping any more, or its
+// last one after 10 s.
+char settled_state(pid_t pid, char wanted) {
+  rtaccel_proc_stat st{};
+  for (int i = 0; i < 10000; i++) {
+    if (rtaccel_read_proc_stat(pid, &st) && st.state == wanted) break;
+    usleep(1000);
+  }
+  return st.state;
+}
+
+TEST(ProcStat, ANameWithSpacesAndParenthesesStateParentAndGroup) {
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // A name that a parser splitting at the first ')' or at spaces misreads.
+    prctl(PR_SET_NAME, "a) b (c) 9 9");
+    setpgid(0, 0);
+    char ok = 1;
+    if (write(ready[1], &ok, 1) != 1) _exit(1);
+    pause();
+    _exit(0);
+  }
+  char ok = 0;
+  ASSERT_EQ(read(ready[0], &ok, 1), 1);
+  close(ready[0]);
+  close(ready[1]);
+
+  rtaccel_proc_stat st{};
+  ASSERT_TRUE(rtaccel_read_proc_stat(child, &st));
+  EXPECT_STREQ(st.name, "a) b (c) 9 9");
+  EXPECT_EQ(st.parent, getpid());
+  EXPECT_EQ(st.group, child);
+  EXPECT_EQ(settled_state(child, 'S'), 'S');
+
+  kill(child, SIGSTOP);
+  EXPECT_EQ(settled_state(child, 'T'), 'T');
+  kill(child, SIGKILL);
+  EXPECT_EQ(settled_state(child, 'Z'), 'Z');  // ended, not yet reaped
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  EXPECT_FALSE(rtaccel_read_proc_stat(child, &st));
+}
+
+}  // namespace
