@@ -60,8 +60,9 @@ struct RunOptions {
   double work_fraction = 0.9;
   // Trace events each executor and bridge keeps (callbacks, kernels,
   // transfers, gang waits): what the run's trace and monitor read. A run
-  // that makes more is checked up to where they filled.
-  uint64_t trace_events = 1000000;
+  // that makes more is checked up to where they filled. 0: the whole run,
+  // as far as a quarter of the machine's available memory holds them.
+  uint64_t trace_events = 0;
   // Analysis and server: at least these overheads, whatever the workload
   // says (from `rtaccel calibrate`); 0 leaves the workload's values.
   uint64_t epsilon_floor_ns = 0;

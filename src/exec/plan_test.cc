@@ -6,10 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <numeric>
 #include <string>
 
 namespace rtaccel::exec {
 namespace {
+
+// What a test says the machine has available.
+constexpr uint64_t kSixteenGiB = uint64_t{16} << 30;
 
 size_t index_of(const workload::Workload& w, const std::string& name) {
   for (size_t i = 0; i < w.callbacks.size(); ++i)
@@ -96,7 +100,7 @@ TEST_F(AutowarePlan, CallbacksKeepRegistrationOrderPerExecutor) {
 
 TEST_F(AutowarePlan, RecordsThatWouldNotFitTheMachineAreRefusedBeforeAnyIsMapped) {
   // A minute of the reference system: its samples, releases and trace events.
-  const Capacity minute = capacity_for(workload_, plan_, 60ull * 1000000000, 1000000, false);
+  const Capacity minute = capacity_for(workload_, plan_, 60ull * 1000000000, 1000000, false, kSixteenGiB);
   SharedRun fits;
   ASSERT_TRUE(fits.create(plan_, minute));
   // A chain of a billion instances a second would not fit any machine: the
@@ -135,10 +139,47 @@ TEST_F(AutowarePlan, TraceEventsASecondFollowTheTimersThroughTheTopics) {
   // (ex_hot and ex_map: over the million kept), where that is less: ex_misc
   // runs at that rate. Under gangs a job's events vary: the bound.
   const uint64_t half_hour = 1800ull * 1000000000;
-  const Capacity sized = capacity_for(workload_, plan_, half_hour, 1000000, false);
+  const Capacity sized = capacity_for(workload_, plan_, half_hour, 1000000, false, kSixteenGiB);
   EXPECT_EQ(sized.events_per_executor, (std::vector<uint64_t>{361000, 158500, 428500, 3 * 2 * (72000 + 8)}));
-  const Capacity bound = capacity_for(workload_, plan_, half_hour, 1000000, true);
+  const Capacity bound = capacity_for(workload_, plan_, half_hour, 1000000, true, kSixteenGiB);
   EXPECT_EQ(bound.events_per_executor, (std::vector<uint64_t>(4, 1000000)));
+}
+
+TEST_F(AutowarePlan, ByDefaultTracesKeepTheWholeRunAsFarAsAQuarterOfTheMemoryHoldsThem) {
+  // Two hours: ex_misc makes 240 events a second, 1.7 million; a million
+  // kept would leave the run unchecked from 69 minutes on.
+  const uint64_t two_hours = 7200ull * 1000000000;
+  const std::vector<double> rates = trace_events_per_second(workload_, plan_, false);
+  const Capacity whole = capacity_for(workload_, plan_, two_hours, 0, false, kSixteenGiB);
+  uint64_t total = 0;
+  for (size_t e = 0; e < rates.size(); ++e) {
+    EXPECT_GE(static_cast<double>(whole.events_per_executor[e]), rates[e] * 7200) << e;
+    total += whole.events_per_executor[e];
+  }
+  EXPECT_GT(whole.events_per_executor[3], 1000000u);
+  EXPECT_LE(total * kCheckedEventBytes, kSixteenGiB / 4);
+  // An explicit count is kept to.
+  const Capacity capped = capacity_for(workload_, plan_, two_hours, 1000000, false, kSixteenGiB);
+  EXPECT_EQ(capped.events_per_executor[3], 1000000u);
+
+  // 1 GiB available: a quarter holds 771 366 events, shared by the rate
+  // each executor makes them at, so that every trace fills at the same
+  // time: 771 366 / 660 a second, 19.5 minutes in.
+  const uint64_t one_gib = uint64_t{1} << 30;
+  const Capacity cut = capacity_for(workload_, plan_, two_hours, 0, false, one_gib);
+  uint64_t kept = 0;
+  for (uint64_t events : cut.events_per_executor) kept += events;
+  EXPECT_LE(kept, one_gib / 4 / kCheckedEventBytes);
+  EXPECT_GE(kept, one_gib / 4 / kCheckedEventBytes - cut.events_per_executor.size());
+  const double rate = std::accumulate(rates.begin(), rates.end(), 0.0);
+  for (size_t e = 0; e < rates.size(); ++e)
+    EXPECT_NEAR(static_cast<double>(cut.events_per_executor[e]) / rates[e], static_cast<double>(kept) / rate, 1.0)
+        << e;
+
+  // What the machine has unknown: a million each at most, as before.
+  const Capacity unknown = capacity_for(workload_, plan_, two_hours, 0, false, 0);
+  for (size_t e = 0; e < rates.size(); ++e)
+    EXPECT_EQ(unknown.events_per_executor[e], std::min<uint64_t>(whole.events_per_executor[e], kTraceEventsWithoutMemory));
 }
 
 TEST(Plan, PoliciesByName) {

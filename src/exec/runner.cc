@@ -1436,8 +1436,9 @@ void Run::warn_where_traces_fill() const {
   const auto rates = trace_events_per_second(setup_.workload, setup_.plan, setup_.gang);
   for (size_t e = 0; e < rates.size(); ++e) {
     const double expected = rates[e] * options_.duration_s;
-    if (expected <= static_cast<double>(options_.trace_events)) continue;
-    const double fills_s = static_cast<double>(options_.trace_events) / rates[e];
+    const uint64_t kept = shared_.trace_capacity(e);
+    if (expected <= static_cast<double>(kept)) continue;
+    const double fills_s = static_cast<double>(kept) / rates[e];
     char when[32];
     if (fills_s < 120)
       snprintf(when, sizeof when, "%.1f s", fills_s);
@@ -1447,11 +1448,12 @@ void Run::warn_where_traces_fill() const {
     // timers' rates, and a run has a few activations more.
     const auto whole = static_cast<unsigned long long>(std::ceil(expected * 1.1 / 1000) * 1000);
     fprintf(stderr,
-            "rtaccel run: warning: %s makes about %.0f trace events a second and keeps %llu (--trace-events): "
+            "rtaccel run: warning: %s makes about %.0f trace events a second and keeps %llu (%s): "
             "its trace fills about %s into the run, and the monitor checks the run up to there; "
             "--trace-events %llu keeps the whole run\n",
-            trace_owner(setup_.workload, setup_.plan, e).c_str(), rates[e],
-            static_cast<unsigned long long>(options_.trace_events), when, whole);
+            trace_owner(setup_.workload, setup_.plan, e).c_str(), rates[e], static_cast<unsigned long long>(kept),
+            options_.trace_events ? "--trace-events" : "what a quarter of this machine's available memory holds",
+            when, whole);
   }
 }
 
@@ -1803,7 +1805,8 @@ Expected<RunEnd> Run::execute() {
   // A workload without accelerators has nothing for a server to serve.
   if ((options_.policy == Policy::kPaam || setup_.gateway) && socket_.empty() && !setup_.workload.accelerators.empty())
     if (Status st = start_private_server(); !st) return st;
-  if (Status st = shared_.create(setup_.plan, capacity_for(setup_.workload, setup_.plan, duration_ns_, options_.trace_events, setup_.gang)); !st) return st;
+  if (Status st = shared_.create(setup_.plan, capacity_for(setup_.workload, setup_.plan, duration_ns_, options_.trace_events, setup_.gang,
+                                                 rtaccel_memory_available())); !st) return st;
   warn_where_traces_fill();
   struct GangLockCleanup {
     rtaccel_gang_lock_t** lock;

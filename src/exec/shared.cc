@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <new>
+#include <numeric>
 #include <string_view>
 
 #include "core/futex.h"
@@ -34,7 +35,7 @@ size_t align_up(size_t n) { return (n + 63) & ~size_t{63}; }
 }  // namespace
 
 Capacity capacity_for(const workload::Workload& w, const Plan& plan, uint64_t duration_ns, uint64_t trace_events,
-                      bool gang) {
+                      bool gang, uint64_t memory_available) {
   Capacity c;
   for (const auto& chain : w.chains) c.samples_per_chain.push_back(duration_ns / chain.period_ns + kSlack);
   uint64_t fastest = UINT64_MAX;
@@ -52,7 +53,7 @@ Capacity capacity_for(const workload::Workload& w, const Plan& plan, uint64_t du
   const double seconds = static_cast<double>(duration_ns) / 1e9;
   auto sized = [&](size_t e, uint64_t bound) {
     if (!gang) bound = std::min(bound, static_cast<uint64_t>(std::ceil(expected[e] * seconds * kEventMargin)) + kEventSlack);
-    return std::min(bound, trace_events);
+    return trace_events ? std::min(bound, trace_events) : bound;
   };
   for (const auto& callbacks : plan.by_executor) {
     uint64_t events = 0;
@@ -62,6 +63,25 @@ Capacity capacity_for(const workload::Workload& w, const Plan& plan, uint64_t du
   // A bridge traces each message it delivers.
   for (const auto& bridge : plan.bridges)
     c.events_per_executor.push_back(sized(c.events_per_executor.size(), bridge.receives.size() * activations));
+  if (trace_events) return c;
+  if (!memory_available) {
+    for (uint64_t& events : c.events_per_executor) events = std::min(events, kTraceEventsWithoutMemory);
+    return c;
+  }
+  // Where the whole run's do not fit, the room goes by the rate each trace
+  // fills at (under gangs, by what each could make), so that all fill at
+  // the same time: the run is checked up to the first that fills.
+  uint64_t wanted = 0;
+  for (uint64_t events : c.events_per_executor) wanted += events;
+  const uint64_t room = memory_available / 4 / kCheckedEventBytes;
+  if (wanted <= room) return c;
+  std::vector<double> weights(c.events_per_executor.begin(), c.events_per_executor.end());
+  if (!gang && std::accumulate(expected.begin(), expected.end(), 0.0) > 0) weights = expected;
+  const double total = std::accumulate(weights.begin(), weights.end(), 0.0);
+  for (size_t e = 0; e < c.events_per_executor.size(); ++e) {
+    const auto share = static_cast<uint64_t>(static_cast<double>(room) * weights[e] / total);
+    c.events_per_executor[e] = std::max(kEventSlack, std::min(c.events_per_executor[e], share));
+  }
   return c;
 }
 

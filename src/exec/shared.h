@@ -161,12 +161,21 @@ struct Capacity {
 };
 
 // Capacities for a run of `duration_ns`: every activation the timers can
-// make, and of trace events what they make, up to TRACE_EVENTS per executor
-// and bridge: a quarter more than the timers drive each to (see
-// trace_events_per_second), or under GANG, where a job makes one to three
-// events, as many as every callback at the fastest timer's rate would.
+// make, and of trace events what they make: a quarter more than the timers
+// drive each executor and bridge to (see trace_events_per_second), or under
+// GANG, where a job makes one to three events, as many as every callback at
+// the fastest timer's rate would. Up to TRACE_EVENTS per executor and
+// bridge; 0: as many as a quarter of MEMORY_AVAILABLE (bytes; 0: unknown,
+// then kTraceEventsWithoutMemory) holds, at kCheckedEventBytes each, shared
+// where the whole run's do not fit so that every trace fills at the same
+// time.
 Capacity capacity_for(const workload::Workload& w, const Plan& plan, uint64_t duration_ns, uint64_t trace_events,
-                      bool gang);
+                      bool gang, uint64_t memory_available);
+
+// What a trace event kept costs: its place in the run's shared memory, and
+// what the runner takes for it while it checks the run at the end.
+inline constexpr uint64_t kCheckedEventBytes = 88 + 260;
+inline constexpr uint64_t kTraceEventsWithoutMemory = 1000000;
 
 // The trace events each executor, then each bridge, makes in a second as
 // the workload's timers drive it: a callback runs at its timer's rate, or

@@ -269,9 +269,9 @@ def register(sub) -> None:
     p.add_argument("--work-fraction", type=_fraction, default=0.9,
                    help="share of each WCET that callbacks really run (0.9)")
     p.add_argument("--trace-events", type=_trace_events, default=None, metavar="N",
-                   help="trace events each executor and bridge keeps (1000000): the trace and the "
-                        "run's checks cover the run up to where they filled (the run says at its "
-                        "start where one will)")
+                   help="trace events each executor and bridge keeps (default: the whole run's, as far "
+                        "as a quarter of the available memory holds them): the trace and the run's checks "
+                        "cover the run up to where they filled (the run says at its start where one will)")
     p.add_argument("--no-calibration", action="store_true",
                    help="ignore this machine's `rtaccel calibrate` overheads")
     common.gang_options(p, "run")
