@@ -1431,30 +1431,46 @@ Status Run::wait_until_ready() {
 // A trace that fills before the run's end leaves the rest of the run
 // unchecked by the monitor: said before the run starts, with the
 // --trace-events that keeps it whole, rather than found in the results
-// hours later.
+// hours later. Traces sized by the memory fill at one time: one line.
 void Run::warn_where_traces_fill() const {
   const auto rates = trace_events_per_second(setup_.workload, setup_.plan, setup_.gang);
+  auto in_the_run = [](double s) {
+    char text[32];
+    if (s < 120)
+      snprintf(text, sizeof text, "%.1f s", s);
+    else
+      snprintf(text, sizeof text, "%.0f min", s / 60);
+    return std::string(text);
+  };
+  double first_fill_s = INFINITY, rate = 0;
+  uint64_t kept_all = 0, whole_most = 0;
   for (size_t e = 0; e < rates.size(); ++e) {
     const double expected = rates[e] * options_.duration_s;
     const uint64_t kept = shared_.trace_capacity(e);
+    rate += rates[e];
+    kept_all += kept;
     if (expected <= static_cast<double>(kept)) continue;
     const double fills_s = static_cast<double>(kept) / rates[e];
-    char when[32];
-    if (fills_s < 120)
-      snprintf(when, sizeof when, "%.1f s", fills_s);
-    else
-      snprintf(when, sizeof when, "%.0f min", fills_s / 60);
+    first_fill_s = std::min(first_fill_s, fills_s);
     // A tenth more than expected, in thousands: the expectation is the
     // timers' rates, and a run has a few activations more.
-    const auto whole = static_cast<unsigned long long>(std::ceil(expected * 1.1 / 1000) * 1000);
+    const auto whole = static_cast<uint64_t>(std::ceil(expected * 1.1 / 1000) * 1000);
+    whole_most = std::max(whole_most, whole);
+    if (!options_.trace_events) continue;
     fprintf(stderr,
-            "rtaccel run: warning: %s makes about %.0f trace events a second and keeps %llu (%s): "
+            "rtaccel run: warning: %s makes about %.0f trace events a second and keeps %llu (--trace-events): "
             "its trace fills about %s into the run, and the monitor checks the run up to there; "
             "--trace-events %llu keeps the whole run\n",
             trace_owner(setup_.workload, setup_.plan, e).c_str(), rates[e], static_cast<unsigned long long>(kept),
-            options_.trace_events ? "--trace-events" : "what a quarter of this machine's available memory holds",
-            when, whole);
+            in_the_run(fills_s).c_str(), static_cast<unsigned long long>(whole));
   }
+  if (options_.trace_events || !whole_most) return;
+  fprintf(stderr,
+          "rtaccel run: warning: the run makes about %.0f trace events a second, and a quarter of this machine's "
+          "available memory holds %llu: the traces fill about %s into the run, and the monitor checks the run up "
+          "to there; --trace-events %llu keeps the whole run\n",
+          rate, static_cast<unsigned long long>(kept_all), in_the_run(first_fill_s).c_str(),
+          static_cast<unsigned long long>(whole_most));
 }
 
 // A terminal gets one line rewritten every second, a log a line every ten,
