@@ -11,8 +11,7 @@
 
 namespace {
 
-// The state of PID once it is not running or sleeping any more, or its
-// last one after 10 s.
+// PID's state once it is WANTED, or the last one read in 10 s.
 char settled_state(pid_t pid, char wanted) {
   rtaccel_proc_stat st{};
   for (int i = 0; i < 10000; i++) {

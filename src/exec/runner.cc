@@ -1821,8 +1821,9 @@ Expected<RunEnd> Run::execute() {
   // A workload without accelerators has nothing for a server to serve.
   if ((options_.policy == Policy::kPaam || setup_.gateway) && socket_.empty() && !setup_.workload.accelerators.empty())
     if (Status st = start_private_server(); !st) return st;
-  if (Status st = shared_.create(setup_.plan, capacity_for(setup_.workload, setup_.plan, duration_ns_, options_.trace_events, setup_.gang,
-                                                 rtaccel_memory_available())); !st) return st;
+  const Capacity capacity = capacity_for(setup_.workload, setup_.plan, duration_ns_, options_.trace_events,
+                                         setup_.gang, rtaccel_memory_available());
+  if (Status st = shared_.create(setup_.plan, capacity); !st) return st;
   warn_where_traces_fill();
   struct GangLockCleanup {
     rtaccel_gang_lock_t** lock;

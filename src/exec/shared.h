@@ -174,7 +174,7 @@ Capacity capacity_for(const workload::Workload& w, const Plan& plan, uint64_t du
 
 // What a trace event kept costs: its place in the run's shared memory, and
 // what the runner takes for it while it checks the run at the end.
-inline constexpr uint64_t kCheckedEventBytes = 88 + 260;
+inline constexpr uint64_t kCheckedEventBytes = sizeof(TraceEvent) + 260;
 inline constexpr uint64_t kTraceEventsWithoutMemory = 1000000;
 
 // The trace events each executor, then each bridge, makes in a second as
