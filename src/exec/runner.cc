@@ -45,6 +45,7 @@
 #include "core/percentile.h"
 #include "core/procfs.h"
 #include "core/realtime.h"
+#include "core/signals.h"
 #include "rtaccel/analysis.hpp"
 #include "rtaccel/exec.hpp"
 #include "rtaccel/isolate.h"
@@ -74,15 +75,21 @@ void die_with_parent(pid_t parent) {
 
 // In a forked process of the run (an executor, a bridge): dies with the
 // runner, and leaves to it the signals a terminal sends its whole
-// foreground process group, Ctrl-C and a hang-up: the runner then stops
-// the run's processes itself and writes the results. Ctrl-Z does not
-// stop them.
+// foreground process group, Ctrl-C and a hang-up, and a SIGTERM from
+// anyone else (`timeout`, a service manager): the runner then stops the
+// run's processes itself and writes the results. Ctrl-Z does not stop
+// them. A SIGTERM from the runner ends the process.
 void join_the_run(pid_t runner) {
   die_with_parent(runner);
   signal(SIGINT, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
   signal(SIGTSTP, SIG_IGN);
-  signal(SIGTERM, SIG_DFL);
+  rtaccel_stop_through_parent(
+      [](int sig) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+      },
+      0);
 }
 
 std::string self_dir() {
@@ -976,6 +983,7 @@ Status Run::start_private_server() {
     args.insert(args.end(), {"--bwlock", run_name_, "--bwlock-threshold",
                              std::to_string(setup_.workload.isolation.bwlock_threshold_mbps), "--bwlock-bucket",
                              std::to_string(setup_.bwlock_bucket)});
+  args.push_back("--stopped-by-parent");
   server_log_ = (std::filesystem::path(options_.out_dir) / "server.log").string();
   core::SpawnOptions options;
   options.log_path = server_log_;
@@ -1111,7 +1119,8 @@ Status Run::start_isolation() {
                                    std::to_string(iso.period_ns / 1000), "--cgroup", cgroup_, "--own-cgroup",
                                    "--bwlock", run_name_, "--be-peak-mbps", std::to_string(iso.be_peak_mbps),
                                    "--summary", (out / "regulator.json").string(),
-                                   "--trace", (out / "regulator.trace.json").string(), "--quiet"};
+                                   "--trace", (out / "regulator.trace.json").string(), "--quiet",
+                                   "--stopped-by-parent"};
   if (iso.threshold_mbps != workload::Isolation::kUnlimited)
     args.insert(args.end(), {"--threshold", std::to_string(iso.threshold_mbps)});
   if (setup_.gang) args.insert(args.end(), {"--gang", run_name_});

@@ -783,6 +783,34 @@ def test_a_terminals_ctrl_c_or_hang_up_ends_the_run_in_order_and_its_results_are
     assert "left at shutdown" not in (out / "server.log").read_text()
 
 
+@pytest.mark.parametrize("to", ["group", "each"])
+def test_sigterm_to_every_process_of_the_run_stops_it_in_order(tmp_path, to):
+    # `timeout` signals its whole process group, a service manager every
+    # process of its cgroup: the command, its runner, the server and the
+    # executors at once. Before, the executors died in the callback in hand,
+    # and the server released their registrations as closed connections.
+    # Now each passes it to the runner, which stops them in its order.
+    out = tmp_path / "out"
+    proc, runner = start_rtaccel_run(tmp_path, out, new_session=True)
+    try:
+        processes = [runner] + children_of(runner)
+        if to == "group":
+            os.killpg(proc.pid, signal.SIGTERM)
+        else:
+            for pid in [proc.pid] + processes:
+                os.kill(pid, signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert proc.returncode == 130, stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["interrupted"] and summary["failed"] is None, summary
+    assert "releasing" not in (out / "server.log").read_text()
+    assert wait_gone(processes) == []
+
+
 def test_a_run_under_nohup_outlives_the_hang_up(tmp_path):
     # `nohup rtaccel run ... &`: started with SIGHUP ignored, the run is to
     # go on when the terminal goes. Before, the command passed the hang-up

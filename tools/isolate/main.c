@@ -44,6 +44,7 @@ static const char usage[] =
 	"                                [--threshold MBPS] [--be-peak-mbps N] [--tfs RHO]\n"
 	"                                [--park-priority P] [--duration S] [--summary FILE]\n"
 	"                                [--trace FILE] [--quiet] [--own-cgroup] [--ready-fd FD]\n"
+	"                                [--stopped-by-parent]\n"
 	"       rtaccel-isolate status [--bwlock NAME] [--json]\n"
 	"       rtaccel-isolate run-be [--cgroup PATH | --no-cgroup] [--end-with-parent [--output-cap SIZE]]\n"
 	"                              -- PROGRAM [ARGS]\n"
@@ -60,7 +61,9 @@ static const char usage[] =
 	"                     with whatever still runs in it\n"
 	"  --end-with-parent  run-be: PROGRAM and all it started end when this process's parent ends\n"
 	"  --output-cap SIZE  run-be: of PROGRAM's output past SIZE, only the last 64 KiB is kept\n"
-	"  --ready-fd FD      write \"ready\" to FD once regulating, and close it\n";
+	"  --ready-fd FD      write \"ready\" to FD once regulating, and close it\n"
+	"  --stopped-by-parent  regulate: a SIGTERM from anyone but this process's parent goes to the\n"
+	"                     parent, which stops the regulator in its turn (rtaccel run)\n";
 
 /* Whether ERR (negative) is the kernel refusing a user what is root's. */
 static bool denied(int err)
@@ -131,11 +134,11 @@ static int cmd_regulate(int argc, char **argv)
 	snprintf(cfg.bwlock, sizeof(cfg.bwlock), "default");
 	const char *cgroup = DEFAULT_CGROUP, *summary = NULL, *trace = NULL;
 	uint64_t v, duration_ms = 0;
-	bool cores_given = false, own_cgroup = false;
+	bool cores_given = false, own_cgroup = false, stopped_by_parent = false;
 	int ready_fd = -1;
 	enum { O_CORES = 256, O_PERIOD, O_METER, O_CGROUP, O_NO_CGROUP, O_BWLOCK, O_GANG,
 	       O_THRESHOLD, O_PEAK, O_TFS, O_PARK, O_DURATION, O_SUMMARY, O_TRACE, O_QUIET,
-	       O_OWN_CGROUP, O_READY_FD };
+	       O_OWN_CGROUP, O_READY_FD, O_STOPPED_BY_PARENT };
 	static const struct option opts[] = {
 		{"cores", required_argument, 0, O_CORES},
 		{"period-us", required_argument, 0, O_PERIOD},
@@ -153,6 +156,7 @@ static int cmd_regulate(int argc, char **argv)
 		{"trace", required_argument, 0, O_TRACE},
 		{"quiet", no_argument, 0, O_QUIET},
 		{"own-cgroup", no_argument, 0, O_OWN_CGROUP},
+		{"stopped-by-parent", no_argument, 0, O_STOPPED_BY_PARENT},
 		{"ready-fd", required_argument, 0, O_READY_FD},
 		{0, 0, 0, 0}};
 	int opt;
@@ -235,6 +239,7 @@ static int cmd_regulate(int argc, char **argv)
 		case O_TRACE: trace = optarg; break;
 		case O_QUIET: cfg.quiet = true; break;
 		case O_OWN_CGROUP: own_cgroup = true; break;
+		case O_STOPPED_BY_PARENT: stopped_by_parent = true; break;
 		case O_READY_FD:
 			if (parse_u64(optarg, 0, 65535, &v) < 0)
 				return bad("bad file descriptor", optarg);
@@ -269,7 +274,11 @@ static int cmd_regulate(int argc, char **argv)
 		rtaccel_say_refused("rtaccel-isolate", "locking memory", err,
 				    "memory not locked (CAP_IPC_LOCK or an unlimited RLIMIT_MEMLOCK locks it)");
 #endif
-	rtaccel_stop_on_signals(on_signal, SA_RESTART); /* as signal() sets them */
+	/* SA_RESTART as signal() sets it */
+	if (stopped_by_parent)
+		rtaccel_stop_through_parent(on_signal, SA_RESTART);
+	else
+		rtaccel_stop_on_signals(on_signal, SA_RESTART);
 	struct regulator *reg;
 	char why[256];
 	err = regulator_start(&cfg, &reg, why, sizeof(why));

@@ -60,6 +60,8 @@ const char kUsage[] =
     "                           runs (rtaccel isolate regulate throttles best-effort cores)\n"
     "      --bwlock-threshold MBPS  best-effort bandwidth per core those requests allow (0)\n"
     "      --bwlock-bucket N    the lowest critical bucket (default 1: all but the lowest)\n"
+    "      --stopped-by-parent  a SIGTERM from anyone but this process's parent goes to the parent,\n"
+    "                           which stops the server in its turn (rtaccel run)\n"
     "  -v, --verbose            log registrations and departures\n"
     "  -h, --help\n";
 
@@ -71,8 +73,9 @@ int main(int argc, char** argv) {
   options.socket_path = env && *env ? env : RTACCEL_SOCKET_DEFAULT;
   bool devices_given = false;
   enum { kFifoBase = 256, kNoFifo, kEpsilon, kKappa, kJitter, kLowest, kPoll, kPlugin, kList, kReadyFd,
-         kBwlock, kBwlockThreshold, kBwlockBucket, kListen, kWorkerStack };
+         kBwlock, kBwlockThreshold, kBwlockBucket, kListen, kWorkerStack, kStoppedByParent };
   int ready_fd = -1;
+  bool stopped_by_parent = false;
   const option longopts[] = {
       {"socket", required_argument, nullptr, 's'},
       {"backend", required_argument, nullptr, 'b'},
@@ -95,6 +98,7 @@ int main(int argc, char** argv) {
       {"bwlock", required_argument, nullptr, kBwlock},
       {"bwlock-threshold", required_argument, nullptr, kBwlockThreshold},
       {"bwlock-bucket", required_argument, nullptr, kBwlockBucket},
+      {"stopped-by-parent", no_argument, nullptr, kStoppedByParent},
       {"verbose", no_argument, nullptr, 'v'},
       {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0},
@@ -175,6 +179,7 @@ int main(int argc, char** argv) {
         if (rtaccel_parse_long(optarg, 0, 7, &v)) return bad("--bwlock-bucket (0..7)", optarg);
         options.bwlock_bucket = uint32_t(v);
         break;
+      case kStoppedByParent: stopped_by_parent = true; break;
       case 'v': options.verbose = true; break;
       case 'h': fputs(kUsage, stdout); return 0;
       default: fputs(kUsage, stderr); return RTACCEL_EXIT_BAD_INPUT;
@@ -203,7 +208,10 @@ int main(int argc, char** argv) {
   }
   auto server = created.take();
   g_server = server.get();
-  rtaccel_stop_on_signals(on_signal, 0);
+  if (stopped_by_parent)
+    rtaccel_stop_through_parent(on_signal, 0);
+  else
+    rtaccel_stop_on_signals(on_signal, 0);
   signal(SIGPIPE, SIG_IGN);
   fprintf(stderr, "rtaccel-server: listening on %s (%s backend, %zu device(s))\n",
           options.socket_path.c_str(), std::string(rtaccel::workload::to_string(options.backend)).c_str(),
