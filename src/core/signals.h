@@ -48,9 +48,9 @@ static inline void rtaccel_term_through_parent(int sig, siginfo_t *info, void *c
  * order of its own (rtaccel run's server, regulator and executors): a
  * SIGTERM from anyone else goes to the parent instead, which then stops
  * this program in its turn. `timeout` and service managers send SIGTERM to
- * every process of a run at once; so does a user who kills one of them,
- * and the run ends as if its runner had been sent it. With the parent gone
- * (the kernel's PR_SET_PDEATHSIG comes from it), the program stops. */
+ * every process of a run at once, and a user who kills one of them ends
+ * the run as if its runner had been sent it. A SIGTERM from the parent, or
+ * once the parent is gone (PR_SET_PDEATHSIG), stops the program. */
 static inline void rtaccel_stop_through_parent(void (*handler)(int), int flags)
 {
 	rtaccel_stop_on_signals(handler, flags);
