@@ -57,8 +57,9 @@ static inline bool rtaccel_read_proc_stat(long pid, struct rtaccel_proc_stat *st
 	if (!open || !close || close < open ||
 	    sscanf(close + 1, " %c %d %d", &st->state, &st->parent, &st->group) != 3)
 		return false;
-	const size_t len = (size_t)(close - open - 1) < sizeof(st->name) - 1 ? (size_t)(close - open - 1)
-									      : sizeof(st->name) - 1;
+	size_t len = (size_t)(close - open - 1);
+	if (len >= sizeof(st->name))
+		len = sizeof(st->name) - 1;
 	memcpy(st->name, open + 1, len);
 	st->name[len] = '\0';
 	return true;

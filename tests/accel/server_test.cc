@@ -41,6 +41,7 @@
 #include "core/fd.h"
 #include "core/daemon.h"
 #include "core/futex.h"
+#include "core/procfs.h"
 #include "accel/protocol.h"
 #include "accel/remote.h"
 #include "accel/test_descs.h"
@@ -807,10 +808,8 @@ TEST(Server, AClientThatUnregisteredAndLeftBeforeTheStopDidNotLeaveAtShutdown) {
   const pid_t pid = server.pid();
   ASSERT_EQ(kill(pid, SIGSTOP), 0);
   auto state = [pid] {
-    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-    const size_t paren = text.rfind(')');
-    return paren == std::string::npos || paren + 2 >= text.size() ? '?' : text[paren + 2];
+    rtaccel_proc_stat st{};
+    return rtaccel_read_proc_stat(pid, &st) ? st.state : '?';
   };
   const uint64_t asked = core::monotonic_ns();
   while (state() != 'T' && core::monotonic_ns() - asked < 10 * kSecond) usleep(1000);
