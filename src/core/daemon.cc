@@ -15,6 +15,21 @@
 
 namespace rtaccel::core {
 
+namespace {
+
+constexpr int kTakenSignals[] = {SIGINT, SIGHUP, SIGTSTP, SIGTTOU, SIGTERM, SIGPIPE};
+sigset_t started_ignoring;  // of kTakenSignals; empty until noted
+
+}  // namespace
+
+void note_signals_at_start() {
+  sigemptyset(&started_ignoring);
+  for (int sig : kTakenSignals) {
+    struct sigaction was {};
+    if (sigaction(sig, nullptr, &was) == 0 && was.sa_handler == SIG_IGN) sigaddset(&started_ignoring, sig);
+  }
+}
+
 void notify_ready(int fd) {
   static const char kReady[] = "ready\n";
   ssize_t n;
@@ -93,6 +108,10 @@ Expected<Child> Child::spawn(const std::vector<std::string>& argv, const SpawnOp
       signal(SIGTSTP, SIG_IGN);
     }
     if (options.own_process_group) setpgid(0, 0);
+    if (options.as_started) {
+      // Handlers are reset by execve; what is ignored stays ignored.
+      for (int sig : kTakenSignals) signal(sig, sigismember(&started_ignoring, sig) == 1 ? SIG_IGN : SIG_DFL);
+    }
     if (options.ready_handshake) fcntl(ready[1], F_SETFD, 0);  // inherited by the program
     execve(cargv[0], cargv.data(), envp);
     const char* why = strerror(errno);

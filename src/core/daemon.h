@@ -23,6 +23,12 @@ namespace rtaccel::core {
 // In the daemon: says it is ready on fd and closes it.
 void notify_ready(int fd);
 
+// Notes which of the signals rtaccel's programs take for their own (the
+// terminal's SIGINT, SIGHUP, SIGTSTP and SIGTTOU, SIGTERM, SIGPIPE) this
+// process was started with ignored, for SpawnOptions::as_started. Called
+// first in main, before any of them is changed.
+void note_signals_at_start();
+
 struct SpawnOptions {
   // Where the child's stdout and stderr go; empty keeps the parent's.
   std::string log_path;
@@ -33,6 +39,12 @@ struct SpawnOptions {
   // parent, which stops the child. And Ctrl-Z's SIGTSTP, which would stop
   // it in the middle of the parent's work.
   bool ignore_terminal_signals = false;
+  // A program of the user's (best-effort work): it starts with those
+  // signals as this process was started with them (note_signals_at_start;
+  // not noted: all at their default), not as this process set them for
+  // itself. In it `timeout -s INT` ends what it runs, and a pipeline's
+  // writer ends on SIGPIPE when its reader is done, as on a command line.
+  bool as_started = false;
   // Pass a readiness pipe as `--ready-fd N` after argv[0]'s arguments.
   bool ready_handshake = false;
   // The child leads a process group of its own, and terminate() and

@@ -1165,7 +1165,10 @@ Status Run::start_best_effort() {
     core::SpawnOptions options;
     options.log_path = (std::filesystem::path(options_.out_dir) / program.log).string();
     options.parent_death_signal = SIGTERM;
-    options.ignore_terminal_signals = true;
+    // In a process group of its own, the terminal's signals do not reach
+    // it: the user's program starts with the signals the user's command
+    // had, not the run's.
+    options.as_started = true;
     options.own_process_group = true;
     options.environment = environment_without_shim();
     // rtaccel-isolate run-be ends what the shell started, all of it, when

@@ -58,9 +58,9 @@ def workload(tmp_path, name, body):
     return str(path)
 
 
-def rtaccel(*args, check=None):
+def rtaccel(*args, check=None, preexec_fn=None):
     proc = subprocess.run([sys.executable, "-m", "rtaccel.cli", *args], capture_output=True,
-                          text=True, cwd=ROOT, timeout=300, env=ENV)
+                          text=True, cwd=ROOT, timeout=300, env=ENV, preexec_fn=preexec_fn)
     if check is not None:
         assert proc.returncode == check, proc.stdout + proc.stderr
     return proc
@@ -965,6 +965,36 @@ def test_a_best_effort_command_that_puts_its_work_in_the_background_hears_that_t
             "the 1 process(es) it left running were ended with it (keep best-effort work in the foreground of its "
             "command)\")") in proc.stderr, proc.stderr
     assert json.loads((out / "summary.json").read_text())["best_effort"][0]["ended"] == "exited with status 0"
+
+
+def ignored_signals(status_text):
+    """The signals /proc/PID/status's SigIgn line says are ignored."""
+    mask = int(re.search(r"^SigIgn:\s*([0-9a-f]+)$", status_text, re.M).group(1), 16)
+    return {sig for sig in signal.Signals if mask >> (sig - 1) & 1}
+
+
+TAKEN_BY_THE_RUN = {signal.SIGINT, signal.SIGHUP, signal.SIGTSTP, signal.SIGTTOU, signal.SIGTERM, signal.SIGPIPE}
+
+
+@pytest.mark.parametrize("ignored", [set(), {signal.SIGHUP, signal.SIGINT}], ids=["terminal", "nohup-background"])
+def test_a_best_effort_program_starts_with_the_signals_of_the_users_command(tmp_path, ignored):
+    # The run takes Ctrl-C, Ctrl-Z, a hang-up, SIGTTOU and SIGPIPE for its
+    # own processes. Before, a best-effort program started with them all
+    # ignored but SIGHUP: a pipeline's writer got EPIPE instead of ending
+    # ("yes: standard output: Broken pipe"), and `timeout -s INT` did not
+    # end what it ran. Started from `nohup` in a script's background (SIGHUP
+    # and SIGINT ignored), it keeps those two ignored, as its command would.
+    out = tmp_path / "out"
+    program = "grep SigIgn /proc/self/status; yes | head -c 1 >/dev/null; exec sleep 60"
+
+    def start_ignoring():
+        for sig in ignored:
+            signal.signal(sig, signal.SIG_IGN)
+    rtaccel("run", workload(tmp_path, "timers", TWO_TIMERS), "--duration", "1", "--out", str(out), "--quiet",
+            "--best-effort", program, check=0, preexec_fn=start_ignoring)
+    log = (out / "best_effort_0.log").read_text()
+    assert ignored_signals(log) & TAKEN_BY_THE_RUN == ignored, log
+    assert "Broken pipe" not in log, log
 
 
 def test_working_sets_larger_than_half_the_memory_available_are_refused_before_any_is_mapped(tmp_path):

@@ -14,6 +14,7 @@
 #include <set>
 #include <string>
 
+#include "core/daemon.h"
 #include "core/exit.h"
 #include "core/signals.h"
 #include "core/size.h"
@@ -120,6 +121,9 @@ int under_shim(const rtaccel::exec::RunOptions& o, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before the run takes Ctrl-C and the rest for its own: what its
+  // best-effort programs are to start with.
+  rtaccel::core::note_signals_at_start();
   rtaccel::exec::RunOptions o;
   enum { kServer = 256, kFraction, kEpsilon, kKappa, kJitter, kNoGang, kNoFlow, kFailLink, kIsolation, kNoIsolation, kWalk, kShim, kLinkKernel, kTraceEvents };
   const option longopts[] = {

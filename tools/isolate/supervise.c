@@ -214,6 +214,11 @@ int isolate_supervise(char **program, uint64_t output_cap)
 	sigaddset(&blocked, SIGHUP);
 	sigaddset(&blocked, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &blocked, &waiting);
+	/* PROGRAM starts with them as this process did: ignored, where they
+	 * were (nohup), or at their default. */
+	struct sigaction term_at_start, hup_at_start;
+	sigaction(SIGTERM, NULL, &term_at_start);
+	sigaction(SIGHUP, NULL, &hup_at_start);
 	struct sigaction sa = {.sa_handler = on_end};
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGTERM, &sa, NULL);
@@ -244,6 +249,8 @@ int isolate_supervise(char **program, uint64_t output_cap)
 			dup2(pipe_fd[1], STDERR_FILENO);
 		}
 		signal(SIGCHLD, SIG_DFL);
+		sigaction(SIGTERM, &term_at_start, NULL);
+		sigaction(SIGHUP, &hup_at_start, NULL);
 		sigprocmask(SIG_SETMASK, &waiting, NULL);
 		execvp(program[0], program);
 		fprintf(stderr, "rtaccel-isolate: %s: %s\n", program[0], strerror(errno));
