@@ -2,6 +2,8 @@
 run's processes and check what is left."""
 
 import pathlib
+import re
+import signal
 import time
 
 
@@ -34,6 +36,13 @@ def state_of(pid):
         return pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
         return ""
+
+
+def ignored_signals(status_text):
+    """The signals that a /proc/PID/status text's SigIgn line says its
+    process ignores."""
+    mask = int(re.search(r"^SigIgn:\s*([0-9a-f]+)$", status_text, re.M).group(1), 16)
+    return {sig for sig in signal.Signals if mask >> (sig - 1) & 1}
 
 
 def alive(pid):

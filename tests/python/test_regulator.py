@@ -5,6 +5,7 @@ a dead holder, the server and the Python API taking the lock, and what the
 command line says to bad input. Timing checks compare with the unregulated
 case in the same run, with wide margins."""
 
+import contextlib
 import json
 import os
 import pathlib
@@ -16,7 +17,7 @@ import time
 import pytest
 
 import needs
-from processes import wait_gone
+from processes import ignored_signals, wait_gone
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 LIB = ROOT / "python" / "rtaccel" / "lib"
@@ -239,6 +240,27 @@ def test_a_regulator_stops_on_a_hang_up_but_not_on_a_terminals_signals_its_paren
         _stop_regulator(reg, name, cgroup)
 
 
+def test_a_regulator_whose_output_reader_went_writes_on_and_ends_well():
+    # `rtaccel isolate regulate --summary - | tee log`, tee gone with the
+    # terminal: the summary's write fails, and the regulator still ends as
+    # asked, not killed by SIGPIPE.
+    if os.cpu_count() < 2:
+        needs.skip("cores2", "needs 2 cores")
+    name = f"test-pipe.{os.getpid()}"
+    cgroup = f"rtaccel-test-pipe.{os.getpid()}"
+    reg = subprocess.Popen([str(ISOLATE), "regulate", "--cores", "1", "--bwlock", name, "--cgroup", cgroup,
+                            "--own-cgroup", "--quiet", "--summary", "-"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert _wait_for(lambda: os.path.exists(f"/dev/shm/rtaccel-regulator.{name}") and _status(name)["running"])
+        reg.stdout.close()
+        reg.send_signal(signal.SIGTERM)
+        assert reg.wait(timeout=10) == 0, reg.stderr.read()
+        assert not any(os.path.exists(f"{root}/{cgroup}") for root in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup"))
+    finally:
+        _stop_regulator(reg, name, cgroup)
+
+
 def test_the_server_holds_the_lock_for_critical_buckets_only():
     from rtaccel import accel
     from rtaccel.isolate import BandwidthLock
@@ -287,6 +309,44 @@ def test_run_be_ending_with_its_parent_exits_as_its_program_and_leaves_nothing_i
                                          "ended with it (keep best-effort work in the foreground of its command)")
     # A program that leaves nothing running is not told so.
     assert "left running" not in isolate(*supervised, "sh", "-c", "sleep 0.1 & wait").stderr
+
+
+def test_run_be_outlives_a_reader_of_its_output_that_went_and_still_ends_its_program(tmp_path):
+    # `rtaccel-isolate run-be --end-with-parent --output-cap 1M -- PROGRAM |
+    # head -1`: run-be passes PROGRAM's output on. Before, its next write
+    # after the reader went killed it (SIGPIPE), and PROGRAM ran on with no
+    # one to end it.
+    marker = tmp_path / "program.pid"
+    program = f"echo $$ > {marker}; while :; do echo line; sleep 0.02; done"
+    proc = subprocess.Popen([str(ISOLATE), "run-be", "--no-cgroup", "--end-with-parent", "--output-cap", "1M", "--",
+                             "sh", "-c", program], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == b"line\n"
+        proc.stdout.close()
+        time.sleep(0.5)  # some 25 lines more, each a write into the closed pipe
+        running = proc.poll() is None
+        pid = int(marker.read_text())
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        proc.wait()
+        with contextlib.suppress(FileNotFoundError, ValueError, ProcessLookupError):
+            os.kill(int(marker.read_text()), signal.SIGKILL)
+    assert running, proc.stderr.read().decode()
+    assert wait_gone([pid], 5) == []
+
+
+def test_a_program_run_by_the_rtaccel_command_starts_with_sigpipe_at_its_default():
+    # `rtaccel isolate run-be -- PROGRAM` becomes rtaccel-isolate (exec),
+    # which becomes PROGRAM. Python ignores SIGPIPE and SIGXFSZ for itself,
+    # and before, PROGRAM inherited both ignored: a pipeline's writer in it
+    # wrote on into a closed pipe.
+    r = subprocess.run([sys.executable, "-m", "rtaccel.cli", "isolate", "run-be", "--no-cgroup", "--",
+                        "grep", "SigIgn", "/proc/self/status"], capture_output=True, text=True, env=ENV, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert not ignored_signals(r.stdout) & {signal.SIGPIPE, signal.SIGXFSZ}, r.stdout
 
 
 def test_run_be_keeps_the_head_and_the_tail_of_an_output_past_its_cap():

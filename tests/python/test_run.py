@@ -17,7 +17,7 @@ import time
 import needs
 import pytest
 import trace_format
-from processes import alive, children_of, command_of, state_of, wait_gone
+from processes import alive, children_of, command_of, ignored_signals, state_of, wait_gone
 from rtaccel._core import percentile
 from rtaccel.runner import run_labels
 
@@ -965,12 +965,6 @@ def test_a_best_effort_command_that_puts_its_work_in_the_background_hears_that_t
             "the 1 process(es) it left running were ended with it (keep best-effort work in the foreground of its "
             "command)\")") in proc.stderr, proc.stderr
     assert json.loads((out / "summary.json").read_text())["best_effort"][0]["ended"] == "exited with status 0"
-
-
-def ignored_signals(status_text):
-    """The signals /proc/PID/status's SigIgn line says are ignored."""
-    mask = int(re.search(r"^SigIgn:\s*([0-9a-f]+)$", status_text, re.M).group(1), 16)
-    return {sig for sig in signal.Signals if mask >> (sig - 1) & 1}
 
 
 TAKEN_BY_THE_RUN = {signal.SIGINT, signal.SIGHUP, signal.SIGTSTP, signal.SIGTTOU, signal.SIGTERM, signal.SIGPIPE}

@@ -279,6 +279,10 @@ static int cmd_regulate(int argc, char **argv)
 		rtaccel_stop_through_parent(on_signal, SA_RESTART);
 	else
 		rtaccel_stop_on_signals(on_signal, SA_RESTART);
+	/* A reader of its output that went (`| tee log`, with the terminal) is
+	 * no reason to end otherwise than asked: killed by SIGPIPE on a write
+	 * before its end, it would leave its cgroup behind. */
+	signal(SIGPIPE, SIG_IGN);
 	struct regulator *reg;
 	char why[256];
 	err = regulator_start(&cfg, &reg, why, sizeof(why));

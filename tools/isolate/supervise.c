@@ -214,11 +214,15 @@ int isolate_supervise(char **program, uint64_t output_cap)
 	sigaddset(&blocked, SIGHUP);
 	sigaddset(&blocked, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &blocked, &waiting);
-	/* PROGRAM starts with them as this process did: ignored, where they
-	 * were (nohup), or at their default. */
-	struct sigaction term_at_start, hup_at_start;
-	sigaction(SIGTERM, NULL, &term_at_start);
-	sigaction(SIGHUP, NULL, &hup_at_start);
+	/* PROGRAM starts with the signals this process takes as this process
+	 * started with them: ignored where they were (nohup), or at their
+	 * default. A reader of this process's output that went (`| head`) is
+	 * no reason to leave PROGRAM running: SIGPIPE is ignored here. */
+	static const int taken[] = {SIGTERM, SIGHUP, SIGPIPE};
+	struct sigaction at_start[sizeof(taken) / sizeof(taken[0])];
+	for (size_t i = 0; i < sizeof(taken) / sizeof(taken[0]); i++)
+		sigaction(taken[i], NULL, &at_start[i]);
+	signal(SIGPIPE, SIG_IGN);
 	struct sigaction sa = {.sa_handler = on_end};
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGTERM, &sa, NULL);
@@ -249,8 +253,8 @@ int isolate_supervise(char **program, uint64_t output_cap)
 			dup2(pipe_fd[1], STDERR_FILENO);
 		}
 		signal(SIGCHLD, SIG_DFL);
-		sigaction(SIGTERM, &term_at_start, NULL);
-		sigaction(SIGHUP, &hup_at_start, NULL);
+		for (size_t i = 0; i < sizeof(taken) / sizeof(taken[0]); i++)
+			sigaction(taken[i], &at_start[i], NULL);
 		sigprocmask(SIG_SETMASK, &waiting, NULL);
 		execvp(program[0], program);
 		fprintf(stderr, "rtaccel-isolate: %s: %s\n", program[0], strerror(errno));

@@ -8,8 +8,8 @@
 /* Runs PROGRAM (argv, NULL-terminated) in a process group of its own and
  * ends that group and what left it (SIGTERM, SIGKILL a second later) when
  * PROGRAM ends, when this process gets SIGTERM or SIGHUP, and when its
- * parent ends; PROGRAM starts with those two as this process was started
- * with them (ignored under nohup). With
+ * parent ends; PROGRAM starts with those two and SIGPIPE (which this
+ * process ignores) as this process was started with them. With
  * OUTPUT_CAP > 0, PROGRAM's stdout and stderr come through a pipe, and of
  * their bytes past the first OUTPUT_CAP only the last 64 KiB reach this
  * process's stdout, after a line that counts what was left out. Returns

@@ -8,6 +8,7 @@ import argparse
 import errno
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -46,9 +47,14 @@ def print_result(result, as_json: bool, formatter) -> int:
 
 def exec_program(cmd: list) -> int:
     """Becomes the program (so that signals reach it: a best-effort co-runner
-    is stopped with SIGTERM and reports its bandwidth)."""
+    is stopped with SIGTERM and reports its bandwidth). It starts with
+    SIGPIPE and SIGXFSZ at their default, as subprocess starts a program:
+    Python ignores them for itself, and a program run under `rtaccel isolate
+    run-be` would otherwise write on into a closed pipe."""
     sys.stdout.flush()
     sys.stderr.flush()
+    for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(sig, signal.SIG_DFL)
     os.execv(cmd[0], cmd)
     return EXIT_RUNTIME  # not reached
 

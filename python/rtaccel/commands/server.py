@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 
 from rtaccel import accel, realtime
 from rtaccel.commands import common
@@ -20,7 +19,7 @@ def cmd_server(server_args: list) -> int:
         binary = str(accel.binary("rtaccel-server"))
     except accel.AccelError as err:
         return common.fail("rtaccel", err)
-    os.execv(binary, [binary, *server_args])
+    return common.exec_program([binary, *server_args])
 
 
 def cmd_realtime(args) -> int:
