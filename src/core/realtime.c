@@ -25,6 +25,21 @@ bool rtaccel_fifo_allowed(int priority)
 	return true;
 }
 
+int rtaccel_core_allowed(int core)
+{
+	if (core < 0 || core >= CPU_SETSIZE)
+		return -EINVAL;
+	cpu_set_t old, want;
+	if (sched_getaffinity(0, sizeof(old), &old) != 0)
+		return -errno;
+	CPU_ZERO(&want);
+	CPU_SET(core, &want);
+	if (sched_setaffinity(0, sizeof(want), &want) != 0)
+		return -errno;
+	sched_setaffinity(0, sizeof(old), &old);
+	return 0;
+}
+
 int rtaccel_fifo_or_best(int priority)
 {
 	struct sched_param want = {.sched_priority = priority};

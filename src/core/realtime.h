@@ -18,6 +18,12 @@ extern "C" {
  * the caller's policy put back at once). */
 bool rtaccel_fifo_allowed(int priority);
 
+/* Whether this process's threads may run on CORE (asked of the kernel: the
+ * caller moved there, its affinity put back at once). 0 where they may;
+ * -EINVAL for a core that is offline or outside the process's cpuset (a
+ * container's --cpuset-cpus), or another error of sched_setaffinity. */
+int rtaccel_core_allowed(int core);
+
 /* Gives the calling thread SCHED_FIFO PRIORITY; refused, the best it is
  * allowed instead: SCHED_OTHER at nice -20, else as it was. Returns 1 for
  * SCHED_FIFO, 0 for the substitute. */

@@ -360,6 +360,32 @@ Status size_kernels_in_child(const workload::Workload& w, double work_fraction, 
   return decode_sizing(text, status, w, out);
 }
 
+// Every core the run pins a thread to is one this process may use: one
+// outside its cpuset (a container's --cpuset-cpus) or offline would fail
+// the run deep inside, as a kernel that "failed on the device".
+Status check_cores_allowed(const std::string& file, const workload::Workload& w) {
+  std::string refused;
+  auto check = [&](int core, workload::SourceLocation where, const std::string& what) {
+    if (rtaccel_core_allowed(core) == 0) return;
+    refused += (refused.empty() ? "" : "\n") +
+               workload::Diagnostic{file, where, what + ": core " + std::to_string(core) + " is not one this run may use"}
+                   .to_string();
+  };
+  for (const auto& e : w.executors) check(e.core, e.where, "executor '" + e.name + "'");
+  for (const auto& a : w.accelerators)
+    if (a.backend == workload::Backend::kCpu) check(a.core, a.where, "accelerator '" + a.name + "'");
+  if (w.server) check(w.server->core, w.server->where, "server");
+  for (int core : w.isolation.cores) check(core, w.isolation.where, "isolation: regulator");
+  if (refused.empty()) return Status();
+  std::string allowed;
+  const long cores = sysconf(_SC_NPROCESSORS_CONF);
+  for (int core = 0; core < cores; ++core)
+    if (rtaccel_core_allowed(core) == 0) allowed += (allowed.empty() ? "" : ", ") + std::to_string(core);
+  return Status::invalid(refused + "\n(the cores it may use: " + (allowed.empty() ? "none found" : allowed) +
+                         "; the others are offline or outside its cpuset, as a container's --cpuset-cpus or a "
+                         "cgroup's cpuset.cpus sets it)");
+}
+
 Status prepare(const RunOptions& o, Setup* s) {
   auto loaded = workload::load_file(o.workload);
   if (!loaded) return loaded.status();
@@ -425,6 +451,7 @@ Status prepare(const RunOptions& o, Setup* s) {
     return Status::invalid("--isolation: workload '" + w.name + "' has no isolation section to run with "
                            "(docs/workload.md: isolation)");
   if (!s->isolation) w.isolation = workload::Isolation();  // nor in the analysis
+  if (Status st = check_cores_allowed(o.workload, w); !st) return st;
   s->holds_bwlock.assign(w.callbacks.size(), false);
   for (size_t c : w.isolation.bwlock_chains)
     for (size_t cb : w.chains[c].path) {

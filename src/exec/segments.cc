@@ -168,9 +168,10 @@ Status KernelSizer::time_once(const SegmentRequest& request, uint64_t* best_ns) 
     evict(response, request.response_max);
     const uint64_t t0 = core::monotonic_ns();
     size_t len = 0;
-    if (rtaccel_direct_call(direct_, request.service.c_str(), input, request.bytes.size(), response,
-                            request.response_max, &len) != 0)
-      return Status::error("service '" + request.service + "' failed on the device");
+    if (const int err = rtaccel_direct_call(direct_, request.service.c_str(), input, request.bytes.size(), response,
+                                            request.response_max, &len))
+      return Status::error("service '" + request.service + "' failed on the device: " +
+                           (err < 0 ? strerror(-err) : "status " + std::to_string(err)));
     best = std::min(best, core::monotonic_ns() - t0);
   }
   *best_ns = best;

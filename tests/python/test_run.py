@@ -1026,6 +1026,53 @@ def test_a_run_whose_server_dies_ends_and_writes_its_results_up_to_then(tmp_path
     assert "THE RUN ENDED AT" in stdout and "# results: " in stdout, stdout
 
 
+@contextlib.contextmanager
+def cpuset_of(cpus):
+    """A cpuset cgroup that allows CPUS (as cpuset.cpus writes them), removed
+    after: yields its file that a process writes its pid into to join it.
+    In the cgroup v1 cpuset hierarchy, or in v2 where its root hands the
+    cpuset controller down; the test is skipped elsewhere."""
+    name = f"rtaccel-test-cpuset.{os.getpid()}"
+    v1, v2 = pathlib.Path("/sys/fs/cgroup/cpuset"), pathlib.Path("/sys/fs/cgroup")
+    handed_down = v2 / "cgroup.subtree_control"
+    if (v1 / "cpuset.cpus").exists():
+        group, mems = v1 / name, (v1 / "cpuset.mems").read_text().strip()
+    elif handed_down.exists() and "cpuset" in handed_down.read_text().split():
+        group, mems = v2 / name, None
+    else:
+        needs.skip("cpuset", "no cpuset cgroup to make: neither v1's hierarchy nor v2's controller handed down")
+    try:
+        group.mkdir()
+    except OSError as err:
+        needs.skip("cpuset", f"cannot make a cpuset cgroup ({err}; root makes one)")
+    try:
+        (group / "cpuset.cpus").write_text(cpus)
+        if mems is not None:
+            (group / "cpuset.mems").write_text(mems)
+        yield group / "cgroup.procs"
+    finally:
+        for _ in range(50):  # its processes gone first: a child's exit is reaped before it leaves the cgroup
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+
+
+def test_a_core_outside_the_runs_cpuset_is_refused_with_its_line(tmp_path):
+    # In a container with --cpuset-cpus 0 (a cgroup's cpuset), pinning the
+    # accelerator's and the server's threads to core 1 fails. Before, the
+    # run said only "callback 'logger': service 'matmul' failed on the
+    # device" and exited 3.
+    with cpuset_of("0") as procs:
+        proc = rtaccel("run", str(ROOT / "examples" / "quickstart.yaml"), "--duration", "1", "--out",
+                       str(tmp_path / "out"), "--quiet", preexec_fn=lambda: procs.write_text(str(os.getpid())))
+    assert proc.returncode == 2, proc.stderr
+    assert "examples/quickstart.yaml:9:7: accelerator 'acc0': core 1 is not one this run may use\n" in proc.stderr
+    assert "examples/quickstart.yaml:10:9: server: core 1 is not one this run may use\n" in proc.stderr
+    assert "(the cores it may use: 0; the others are offline or outside its cpuset" in proc.stderr, proc.stderr
+
+
 def test_bad_workload_is_reported_with_its_line(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text(HEAD.format(name="bad") + "executors:\n  - {name: ex, core: 0, priority: 500}\n")
