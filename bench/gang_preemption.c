@@ -44,6 +44,7 @@
 
 #include "core/cgroup.h"
 #include "core/clock.h"
+#include "core/exit.h"
 #include "core/percentile.h"
 #include "core/realtime.h"
 
@@ -399,6 +400,15 @@ int main(int argc, char **argv)
 	if (optind != argc) {
 		fputs("usage: rtaccel-gang-bench [--rounds N] [--threads 1,2,4,8] [--json]\n", stderr);
 		return 2;
+	}
+	/* The high thread takes a core while the lower gang's go on on the
+	 * others: on one core the spinning real-time threads leave the
+	 * bench's own thread a share of the real-time throttling's rest. */
+	const int cores = rtaccel_cores_usable();
+	if (cores < 2) {
+		fprintf(stderr, "rtaccel-gang-bench: needs 2 cores, and this process may use %d "
+				"(its affinity or cpuset: taskset, a container's --cpuset-cpus)\n", cores);
+		return RTACCEL_EXIT_CANNOT_RUN_HERE;
 	}
 	struct sched_param sp = {.sched_priority = 20};
 	int realtime = sched_setscheduler(0, SCHED_FIFO, &sp) == 0;

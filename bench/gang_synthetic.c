@@ -556,9 +556,12 @@ int main(int argc, char **argv)
 				"its tasks are real-time ones\n");
 		return RTACCEL_EXIT_CANNOT_RUN_HERE;
 	}
-	if (sysconf(_SC_NPROCESSORS_ONLN) < CORES) {
-		fprintf(stderr, "rtaccel-gang-synthetic: needs %d cores\n", CORES);
-		return 1;
+	for (int c = 0; c < CORES; c++) {
+		if (rtaccel_core_allowed(c)) {
+			fprintf(stderr, "rtaccel-gang-synthetic: needs cores 0 to %d, and this process may not use core %d "
+					"(offline, or outside its cpuset: a container's --cpuset-cpus)\n", CORES - 1, c);
+			return RTACCEL_EXIT_CANNOT_RUN_HERE;
+		}
 	}
 	if (!llc && !(llc = rtaccel_llc_bytes())) {
 		fprintf(stderr, "rtaccel-gang-synthetic: cannot read the LLC size from sysfs; give --llc\n");

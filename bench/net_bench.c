@@ -830,7 +830,21 @@ int main(int argc, char **argv)
 			return usage();
 		}
 	}
-	receiver_cpu = sysconf(_SC_NPROCESSORS_ONLN) > 1 ? 1 : 0;
+	/* The first two CPUs it may use (its affinity, narrowed by taskset or
+	 * a cpuset); one alone serves both. */
+	cpu_set_t usable;
+	if (sched_getaffinity(0, sizeof(usable), &usable) == 0) {
+		bool first = true;
+		for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+			if (!CPU_ISSET(cpu, &usable))
+				continue;
+			receiver_cpu = cpu;
+			if (!first)
+				break;
+			sender_cpu = cpu;
+			first = false;
+		}
+	}
 	bench_ns_given();
 	pin_self(sender_cpu);
 	if (strcmp(transport, "rdma") == 0) {

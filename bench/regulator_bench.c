@@ -41,6 +41,7 @@
 #include "core/cgroup.h"
 #include "core/clock.h"
 #include "core/percentile.h"
+#include "core/realtime.h"
 #include "isolate/regulator.h"
 
 #define LINE 64
@@ -522,8 +523,8 @@ int main(int argc, char **argv)
 		rtaccel_bwlock_unlink(lock_name);
 		return rc;
 	}
-	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
-		return skip("needs 2 cores");
+	if (rtaccel_cores_usable() < 2)
+		return skip("needs 2 cores it may use (its affinity or cpuset)");
 	if (fifo(1) < 0)
 		return skip("needs SCHED_FIFO (CAP_SYS_NICE and real-time runtime in its cgroup)");
 	struct sched_param sp = {0};

@@ -40,6 +40,14 @@ int rtaccel_core_allowed(int core)
 	return 0;
 }
 
+int rtaccel_cores_usable(void)
+{
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof(set), &set) != 0)
+		return 1;
+	return CPU_COUNT(&set);
+}
+
 int rtaccel_fifo_or_best(int priority)
 {
 	struct sched_param want = {.sched_priority = priority};

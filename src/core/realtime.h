@@ -24,6 +24,11 @@ bool rtaccel_fifo_allowed(int priority);
  * container's --cpuset-cpus), or another error of sched_setaffinity. */
 int rtaccel_core_allowed(int core);
 
+/* How many cores this process's threads may run on: its affinity, which
+ * `taskset` and a cpuset (a container's --cpuset-cpus) narrow; not the
+ * machine's cores, which a program that needs two would count wrongly. */
+int rtaccel_cores_usable(void);
+
 /* Gives the calling thread SCHED_FIFO PRIORITY; refused, the best it is
  * allowed instead: SCHED_OTHER at nice -20, else as it was. Returns 1 for
  * SCHED_FIFO, 0 for the substitute. */

@@ -16,6 +16,7 @@ import pytest
 
 import needs
 import trace_format
+from cpusets import cpuset_of
 from processes import alive, children_of, wait_gone, wait_until
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -24,9 +25,9 @@ ENV = {"PYTHONPATH": str(ROOT / "python"), "PATH": f"{ROOT / '.venv' / 'bin'}:/u
        "RTACCEL_CALIBRATION": "/nonexistent/calibration.json"}
 
 
-def rtaccel(*args, check=True, timeout=120):
+def rtaccel(*args, check=True, timeout=120, preexec_fn=None):
     proc = subprocess.run([sys.executable, "-m", "rtaccel.cli", *args], capture_output=True,
-                          text=True, env=ENV, timeout=timeout)
+                          text=True, env=ENV, timeout=timeout, preexec_fn=preexec_fn)
     if check:
         assert proc.returncode == 0, proc.stderr
     return proc
@@ -109,6 +110,22 @@ def test_gang_preemption_bench_contract():
 
 
 @needs.mark("root", os.geteuid() != 0, "sched_rt_runtime_us is root's to set")
+@pytest.mark.parametrize("bench, says", [
+    ("gang-preemption", "rtaccel-gang-bench: needs 2 cores, and this process may use 1 (its affinity or cpuset"),
+    ("gang-synthetic", "rtaccel-gang-synthetic: needs cores 0 to 1, and this process may not use core 1"),
+])
+def test_a_gang_benchmark_on_one_core_of_a_cpuset_says_it_needs_two(bench, says):
+    # In a container with --cpuset-cpus 0 the machine still counts two
+    # cores. Before, gang-preemption's spinning real-time threads took the
+    # one core it had, and it ran on for minutes, a round a throttling
+    # period.
+    with cpuset_of("0") as procs:
+        proc = rtaccel("bench", bench, check=False, timeout=60,
+                       preexec_fn=lambda: procs.write_text(str(os.getpid())))
+    assert proc.returncode == 77, proc.stderr
+    assert says in proc.stderr, proc.stderr
+
+
 def test_gang_preemption_without_rt_throttling_puts_the_setting_back():
     setting = pathlib.Path("/proc/sys/kernel/sched_rt_runtime_us")
     before = setting.read_text()

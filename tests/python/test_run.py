@@ -17,6 +17,7 @@ import time
 import needs
 import pytest
 import trace_format
+from cpusets import cpuset_of
 from processes import alive, children_of, command_of, ignored_signals, state_of, wait_gone
 from rtaccel._core import percentile
 from rtaccel.runner import run_labels
@@ -1024,39 +1025,6 @@ def test_a_run_whose_server_dies_ends_and_writes_its_results_up_to_then(tmp_path
     assert {c["chain"]: c for c in summary["chains"]}["h"]["count"] > 5
     assert trace_format.check(json.loads((out / "trace.json").read_text())) == []
     assert "THE RUN ENDED AT" in stdout and "# results: " in stdout, stdout
-
-
-@contextlib.contextmanager
-def cpuset_of(cpus):
-    """A cpuset cgroup that allows CPUS (as cpuset.cpus writes them), removed
-    after: yields its file that a process writes its pid into to join it.
-    In the cgroup v1 cpuset hierarchy, or in v2 where its root hands the
-    cpuset controller down; the test is skipped elsewhere."""
-    name = f"rtaccel-test-cpuset.{os.getpid()}"
-    v1, v2 = pathlib.Path("/sys/fs/cgroup/cpuset"), pathlib.Path("/sys/fs/cgroup")
-    handed_down = v2 / "cgroup.subtree_control"
-    if (v1 / "cpuset.cpus").exists():
-        group, mems = v1 / name, (v1 / "cpuset.mems").read_text().strip()
-    elif handed_down.exists() and "cpuset" in handed_down.read_text().split():
-        group, mems = v2 / name, None
-    else:
-        needs.skip("cpuset", "no cpuset cgroup to make: neither v1's hierarchy nor v2's controller handed down")
-    try:
-        group.mkdir()
-    except OSError as err:
-        needs.skip("cpuset", f"cannot make a cpuset cgroup ({err}; root makes one)")
-    try:
-        (group / "cpuset.cpus").write_text(cpus)
-        if mems is not None:
-            (group / "cpuset.mems").write_text(mems)
-        yield group / "cgroup.procs"
-    finally:
-        for _ in range(50):  # its processes gone first: a child's exit is reaped before it leaves the cgroup
-            try:
-                group.rmdir()
-                break
-            except OSError:
-                time.sleep(0.1)
 
 
 def test_a_core_outside_the_runs_cpuset_is_refused_with_its_line(tmp_path):

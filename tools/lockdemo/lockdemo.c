@@ -204,8 +204,8 @@ static void *high_thread(void *arg)
 
 static int inversion(int rwlock)
 {
-	if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
-		fprintf(stderr, "rtaccel-lockdemo: SKIP: needs 2 cores\n");
+	if (rtaccel_cores_usable() < 2) {
+		fprintf(stderr, "rtaccel-lockdemo: SKIP: needs 2 cores it may use (its affinity or cpuset)\n");
 		return 77;
 	}
 	struct sched_param sp = {.sched_priority = 1};
