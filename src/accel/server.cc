@@ -24,6 +24,7 @@
 #include "core/clock.h"
 #include "core/fd.h"
 #include "core/futex.h"
+#include "core/realtime.h"
 #include "core/thread.h"
 #include "rtaccel/lock.hpp"
 #include "accel/gateway.h"
@@ -234,6 +235,10 @@ Status ServerImpl::open() {
   if (options_.lowest_bucket_workers < 1 || options_.lowest_bucket_workers > 16) {
     return Status::error("lowest-bucket workers must be 1..16");
   }
+  if (options_.server_core >= 0 && rtaccel_core_allowed(options_.server_core) != 0)
+    return Status::invalid("server core " + std::to_string(options_.server_core) +
+                           " is not one this process may use (offline, or outside its cpuset: a container's "
+                           "--cpuset-cpus)");
   if (!options_.bwlock.empty()) {
     if (int err = rtaccel_bwlock_open(options_.bwlock.c_str(), &bwlock_); err < 0)
       return Status::error("bandwidth lock '" + options_.bwlock + "': " + strerror(-err));

@@ -16,6 +16,7 @@ import pytest
 import needs
 
 from conftest import ROOT
+from cpusets import cpuset_of
 from processes import children_of, command_of, wait_gone
 
 RTACCEL = [sys.executable, "-m", "rtaccel.cli"]
@@ -27,9 +28,10 @@ pytestmark = [
 ]
 
 
-def rtaccel(*args):
+def rtaccel(*args, preexec_fn=None):
     env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
-    return subprocess.run(RTACCEL + list(args), capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run(RTACCEL + list(args), capture_output=True, text=True, env=env, timeout=300,
+                          preexec_fn=preexec_fn)
 
 
 @pytest.mark.parametrize("wait", ["suspend", "spin"])
@@ -228,6 +230,22 @@ def _start_server(tmp_path, prefix=()):
             proc.kill()
             pytest.fail(f"rtaccel-server did not start: {proc.communicate()[1]}")
     return proc, path
+
+
+@pytest.mark.parametrize("args, says", [
+    ([], "rtaccel-server: core 1 is not one this process may use"),
+    (["--device", "0", "--server-core", "1"], "rtaccel-server: server core 1 is not one this process may use"),
+])
+def test_a_server_given_a_core_outside_its_cpuset_says_so_once(tmp_path, args, says):
+    # Before, each of its workers said "cannot pin a worker to core 1:
+    # Invalid argument", and a control thread's core it could not have was
+    # passed over.
+    with cpuset_of("0") as procs:
+        proc = rtaccel("server", "--socket", str(tmp_path / "s.sock"), *args,
+                       preexec_fn=lambda: procs.write_text(str(os.getpid())))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [says + " (offline, or outside its cpuset: a container's --cpuset-cpus)"], \
+        proc.stderr
 
 
 def test_a_server_stops_on_a_hang_up_but_not_on_a_terminals_signals_its_parent_ignored(tmp_path):

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/busy.h"
+#include "core/realtime.h"
 #include "accel/backend.h"
 #include "accel/protocol.h"
 #include "accel/services.h"
@@ -71,6 +72,10 @@ Expected<std::unique_ptr<Backend>> make_cpu_backend(const BackendOptions& option
     return Status::invalid("core " + std::to_string(options.device) + " does not exist (this machine has " +
            std::to_string(cores) + ")");
   }
+  if (rtaccel_core_allowed(options.device) != 0)
+    return Status::invalid("core " + std::to_string(options.device) +
+                           " is not one this process may use (offline, or outside its cpuset: a container's "
+                           "--cpuset-cpus)");
   if (options.levels < 1 || options.levels > kMaxLevels) {
     return Status::error("priority levels must be 1.." + std::to_string(kMaxLevels));
   }
