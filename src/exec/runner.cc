@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -1542,19 +1543,36 @@ void Run::report_progress(uint64_t now, bool final) {
   }
   const double elapsed = static_cast<double>(std::min(now, t0_ + duration_ns_) - t0_) / 1e9;
   if (final || tty || (next_report_ - t0_) % (10 * kSecond) == 0) {
-    char others[64] = "", over[64] = "";
-    if (any_other) snprintf(others, sizeof others, ", %llu non-critical", static_cast<unsigned long long>(other_misses));
+    const auto n = [](uint64_t v) { return static_cast<unsigned long long>(v); };
+    const std::string policy(to_string(options_.policy));
+    char others[64] = "", over[64] = "", line[512];
+    if (any_other) snprintf(others, sizeof others, ", %llu non-critical", n(other_misses));
     // The bounds are the paam system's: under the other policies a chain
     // over one is the policy's doing, as the results' table says.
     if (any_bound && options_.policy == Policy::kPaam)
-      snprintf(over, sizeof over, ", %llu over %s", static_cast<unsigned long long>(over_bound),
-               over_bound == 1 ? "its bound" : "their bounds");
+      snprintf(over, sizeof over, ", %llu over %s", n(over_bound), over_bound == 1 ? "its bound" : "their bounds");
     else if (any_bound)
-      snprintf(over, sizeof over, ", %llu over the paam bounds", static_cast<unsigned long long>(over_bound));
-    fprintf(stderr, "%srtaccel run: %s %5.0f/%.0f s, %llu chain instances, %llu critical deadline misses%s%s%s",
-            tty ? "\r" : "", std::string(to_string(options_.policy)).c_str(), elapsed, options_.duration_s,
-            static_cast<unsigned long long>(done), static_cast<unsigned long long>(critical_misses), others, over,
-            tty && !final ? "   " : "\n");
+      snprintf(over, sizeof over, ", %llu over the paam bounds", n(over_bound));
+    snprintf(line, sizeof line, "rtaccel run: %s %5.0f/%.0f s, %llu chain instances, %llu critical deadline misses%s%s",
+             policy.c_str(), elapsed, options_.duration_s, n(done), n(critical_misses), others, over);
+    if (!tty) {
+      fprintf(stderr, "%s\n", line);
+    } else {
+      // Rewritten in place: a line wider than the terminal would wrap, and
+      // every rewrite would leave a line behind. Where the whole does not
+      // fit, the counts alone, then as much of them as fits.
+      winsize ws{};
+      const size_t width = ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col ? ws.ws_col : 80;
+      if (strlen(line) >= width) {
+        snprintf(line, sizeof line, "%s %.0f/%.0f s: %llu instances, %llu critical misses", policy.c_str(), elapsed,
+                 options_.duration_s, n(done), n(critical_misses));
+        if (any_other) snprintf(line + strlen(line), sizeof line - strlen(line), ", %llu other", n(other_misses));
+        if (any_bound) snprintf(line + strlen(line), sizeof line - strlen(line), ", %llu over bound", n(over_bound));
+        line[std::min(strlen(line), width - 1)] = '\0';
+      }
+      // Erased to the line's end: the line before may have been longer.
+      fprintf(stderr, "\r%s\033[K%s", line, final ? "\n" : "");
+    }
     progress_line_open_ = tty && !final;
   }
   if (!final) next_report_ += kSecond;

@@ -640,6 +640,52 @@ chains:
     assert instances - late > 0
 
 
+def run_on_a_terminal(args, columns):
+    """`rtaccel ARGS` with its stdout and stderr on a terminal COLUMNS wide
+    (a pseudo-terminal): (its exit status, what the terminal got)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "rtaccel.cli", *args], cwd=ROOT, env=ENV,
+                            stdin=subprocess.DEVNULL, stdout=follower, stderr=follower)
+    os.close(follower)
+    got = b""
+    try:
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: every writer closed the terminal
+                break
+            if not chunk:
+                break
+            got += chunk
+    finally:
+        os.close(leader)
+        proc.wait(timeout=60)
+    return proc.returncode, got.decode(errors="replace")
+
+
+@pytest.mark.parametrize("columns", [60, 200])
+def test_the_progress_line_fits_the_terminal_it_is_rewritten_on(tmp_path, columns):
+    # Rewritten every second after a carriage return: a line wider than
+    # the terminal wraps, and each rewrite left a line behind. Before, on a
+    # terminal of 80 columns, the line was 112 characters wide.
+    status, screen = run_on_a_terminal(["run", workload(tmp_path, "timers", TWO_TIMERS), "--duration", "3",
+                                        "--out", str(tmp_path / "out")], columns)
+    assert status == 0, screen
+    progress = re.findall(r"\r([^\r\n]*)\x1b\[K", screen)
+    assert len(progress) >= 3, screen
+    assert all(len(line) < columns for line in progress), progress
+    if columns == 200:
+        assert re.fullmatch(r"rtaccel run: paam +3/3 s, \d+ chain instances, \d+ critical deadline misses, "
+                            r"\d+ over (its bound|their bounds)", progress[-1]), progress
+    else:
+        assert re.fullmatch(r"paam 3/3 s: \d+ instances, \d+ critical misses, \d+ over bound", progress[-1]), progress
+
+
 @needs.mark("root", os.geteuid() != 0, "the interference is a SCHED_FIFO thread on the executor's core")
 def test_the_progress_line_counts_instances_over_their_bounds_as_they_come(tmp_path):
     # A loop at SCHED_FIFO 99 on the executor's core, busy 100 ms of every
