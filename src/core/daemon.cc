@@ -107,6 +107,10 @@ Expected<Child> Child::spawn(const std::vector<std::string>& argv, const SpawnOp
       signal(SIGHUP, SIG_IGN);
       signal(SIGTSTP, SIG_IGN);
     }
+    if (options.stdin_from_null) {
+      const int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+      if (fd >= 0) dup2(fd, STDIN_FILENO);
+    }
     if (options.own_process_group) setpgid(0, 0);
     if (options.as_started) {
       // Handlers are reset by execve; what is ignored stays ignored.

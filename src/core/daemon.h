@@ -45,6 +45,10 @@ struct SpawnOptions {
   // itself. In it `timeout -s INT` ends what it runs, and a pipeline's
   // writer ends on SIGPIPE when its reader is done, as on a command line.
   bool as_started = false;
+  // The child reads /dev/null, not the parent's stdin: in a process group
+  // of its own, a program that read the terminal would be stopped there
+  // (SIGTTIN), its work silently absent.
+  bool stdin_from_null = false;
   // Pass a readiness pipe as `--ready-fd N` after argv[0]'s arguments.
   bool ready_handshake = false;
   // The child leads a process group of its own, and terminate() and

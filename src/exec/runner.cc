@@ -1194,9 +1194,11 @@ Status Run::start_best_effort() {
     options.log_path = (std::filesystem::path(options_.out_dir) / program.log).string();
     options.parent_death_signal = SIGTERM;
     // In a process group of its own, the terminal's signals do not reach
-    // it: the user's program starts with the signals the user's command
-    // had, not the run's.
+    // it, and reading the terminal would stop it: the user's program reads
+    // /dev/null, as a script's background job does, and starts with the
+    // signals the user's command had, not the run's.
     options.as_started = true;
+    options.stdin_from_null = true;
     options.own_process_group = true;
     options.environment = environment_without_shim();
     // rtaccel-isolate run-be ends what the shell started, all of it, when

@@ -640,9 +640,10 @@ chains:
     assert instances - late > 0
 
 
-def run_on_a_terminal(args, columns):
-    """`rtaccel ARGS` with its stdout and stderr on a terminal COLUMNS wide
-    (a pseudo-terminal): (its exit status, what the terminal got)."""
+def run_on_a_terminal(args, columns=80):
+    """`rtaccel ARGS` as a shell runs it in the foreground of a terminal
+    COLUMNS wide (a pseudo-terminal: its stdin, stdout and stderr, and its
+    controlling terminal): (its exit status, what the terminal got)."""
     import fcntl
     import pty
     import struct
@@ -650,7 +651,8 @@ def run_on_a_terminal(args, columns):
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
     proc = subprocess.Popen([sys.executable, "-m", "rtaccel.cli", *args], cwd=ROOT, env=ENV,
-                            stdin=subprocess.DEVNULL, stdout=follower, stderr=follower)
+                            stdin=follower, stdout=follower, stderr=follower, start_new_session=True,
+                            preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
     os.close(follower)
     got = b""
     try:
@@ -666,6 +668,19 @@ def run_on_a_terminal(args, columns):
         os.close(leader)
         proc.wait(timeout=60)
     return proc.returncode, got.decode(errors="replace")
+
+
+def test_a_best_effort_program_that_reads_its_input_is_not_stopped_by_the_terminal(tmp_path):
+    # A run in a terminal's foreground: its best-effort programs, each in a
+    # process group of its own, are in the background there. Before, they
+    # read the terminal, and one that did (ffmpeg looks for its `q` key)
+    # was stopped by SIGTTIN, its load silently absent from the run.
+    out = tmp_path / "out"
+    program = 'read line; echo "read: $?"; exec sleep 60'
+    status, screen = run_on_a_terminal(["run", workload(tmp_path, "timers", TWO_TIMERS), "--duration", "2",
+                                        "--out", str(out), "--quiet", "--best-effort", program])
+    assert status == 0, screen
+    assert (out / "best_effort_0.log").read_text() == "read: 1\n"  # end of input: /dev/null
 
 
 @pytest.mark.parametrize("columns", [60, 200])
