@@ -109,7 +109,6 @@ def test_gang_preemption_bench_contract():
     assert bad.returncode == 2
 
 
-@needs.mark("root", os.geteuid() != 0, "sched_rt_runtime_us is root's to set")
 @pytest.mark.parametrize("bench, says", [
     ("gang-preemption", "rtaccel-gang-bench: needs 2 cores, and this process may use 1 (its affinity or cpuset"),
     ("gang-synthetic", "rtaccel-gang-synthetic: needs cores 0 to 1, and this process may not use core 1"),
@@ -126,6 +125,7 @@ def test_a_gang_benchmark_on_one_core_of_a_cpuset_says_it_needs_two(bench, says)
     assert says in proc.stderr, proc.stderr
 
 
+@needs.mark("root", os.geteuid() != 0, "sched_rt_runtime_us is root's to set")
 def test_gang_preemption_without_rt_throttling_puts_the_setting_back():
     setting = pathlib.Path("/proc/sys/kernel/sched_rt_runtime_us")
     before = setting.read_text()
