@@ -108,8 +108,11 @@ Expected<Child> Child::spawn(const std::vector<std::string>& argv, const SpawnOp
       signal(SIGTSTP, SIG_IGN);
     }
     if (options.stdin_from_null) {
-      const int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-      if (fd >= 0) dup2(fd, STDIN_FILENO);
+      const int fd = open("/dev/null", O_RDONLY);  // 0 itself where the parent's stdin was closed
+      if (fd > STDIN_FILENO) {
+        dup2(fd, STDIN_FILENO);
+        close(fd);
+      }
     }
     if (options.own_process_group) setpgid(0, 0);
     if (options.as_started) {
