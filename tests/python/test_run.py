@@ -4,14 +4,19 @@ against the bad case with wide margins so that a noisy machine cannot flip
 them; the long runs and their figures are in docs/benchmarks.md."""
 
 import contextlib
+import fcntl
 import json
 import mmap
 import os
 import pathlib
+import pty
 import re
+import select
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 
 import needs
@@ -640,14 +645,11 @@ chains:
     assert instances - late > 0
 
 
-def run_on_a_terminal(args, columns=80):
+def run_on_a_terminal(args, columns=80, seconds=60):
     """`rtaccel ARGS` as a shell runs it in the foreground of a terminal
     COLUMNS wide (a pseudo-terminal: its stdin, stdout and stderr, and its
-    controlling terminal): (its exit status, what the terminal got)."""
-    import fcntl
-    import pty
-    import struct
-    import termios
+    controlling terminal): (its exit status, what the terminal got). Ended
+    with all it started where it runs past SECONDS."""
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
     proc = subprocess.Popen([sys.executable, "-m", "rtaccel.cli", *args], cwd=ROOT, env=ENV,
@@ -655,8 +657,11 @@ def run_on_a_terminal(args, columns=80):
                             preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
     os.close(follower)
     got = b""
+    deadline = time.monotonic() + seconds
     try:
-        while True:
+        while time.monotonic() < deadline:
+            if not select.select([leader], [], [], deadline - time.monotonic())[0]:
+                continue
             try:
                 chunk = os.read(leader, 65536)
             except OSError:  # EIO: every writer closed the terminal
@@ -664,9 +669,13 @@ def run_on_a_terminal(args, columns=80):
             if not chunk:
                 break
             got += chunk
+        proc.wait(timeout=max(1.0, deadline - time.monotonic()))
     finally:
         os.close(leader)
-        proc.wait(timeout=60)
+        with contextlib.suppress(ProcessLookupError):
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
     return proc.returncode, got.decode(errors="replace")
 
 
