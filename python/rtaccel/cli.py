@@ -15,7 +15,7 @@ import threading
 import rtaccel
 from rtaccel import realtime
 from rtaccel.commands import analyze, bench, isolate, locks, run, server
-from rtaccel.errors import EXIT_INTERRUPTED, EXIT_OK
+from rtaccel.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME
 
 # In the order `rtaccel --help` lists them.
 FAMILIES = (server, analyze, locks, bench, isolate, run)
@@ -54,7 +54,12 @@ def main(argv=None) -> int:
     previous = ({sig: signal.signal(sig, _interrupt) for sig in stops}
                 if threading.current_thread() is threading.main_thread() else {})
     try:
-        return args.func(args)
+        status = args.func(args)
+        # What is buffered is written here, where a failure to write it is
+        # handled below, not at exit (a traceback and status 120).
+        if sys.stdout is not None:
+            sys.stdout.flush()
+        return status
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
@@ -64,10 +69,20 @@ def main(argv=None) -> int:
         # A terminal that hung up (the ssh session of a long run gone)
         # fails every write with EIO: what was left to say has no reader,
         # and a run's results are on disk already.
-        if e.errno != errno.EIO:
-            raise
-        _no_reader()
-        return EXIT_INTERRUPTED
+        if e.errno == errno.EIO:
+            _no_reader()
+            return EXIT_INTERRUPTED
+        # A full disk under `rtaccel analyze ... > report.txt`: one line,
+        # and the exit status of a failure to run, not a traceback and 1,
+        # which says a chain misses its deadline.
+        if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            _to_null(sys.stdout)
+            try:
+                print(f"rtaccel: cannot write {e.filename or 'its output'}: {e.strerror}", file=sys.stderr)
+            except OSError:
+                _to_null(sys.stderr)
+            return EXIT_RUNTIME
+        raise
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -81,9 +96,15 @@ def _no_reader() -> None:
     """Where stdout's reader is gone: what is still buffered for it goes
     to /dev/null, not into a second error at exit (which Python makes exit
     status 120)."""
+    _to_null(sys.stdout, sys.stderr)
+
+
+def _to_null(*streams) -> None:
+    """What is still buffered for STREAMS goes to /dev/null from here on."""
     null = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, sys.stdout.fileno())
-    os.dup2(null, sys.stderr.fileno())
+    for stream in streams:
+        if stream is not None:  # None: its descriptor was closed when Python started
+            os.dup2(null, stream.fileno())
     os.close(null)
 
 

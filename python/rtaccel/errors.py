@@ -9,7 +9,8 @@ One meaning per status, in the command and in the programs it starts
        priorities are not allowed (realtime);
   2    bad input: an argument, a workload, a file the command reads;
   3    a runtime failure: a program or the machine failed (a server that did
-       not start, a benchmark that crashed, a device that is missing);
+       not start, a benchmark that crashed, a device that is missing, a
+       full disk under the command's output);
   77   a benchmark cannot run on this machine, and said why;
   130  interrupted (Ctrl-C), with what was measured so far written.
 

@@ -220,6 +220,21 @@ def test_experiment_is_reproducible_from_its_seed():
     assert _core.acceptance(p, 50, 7)[1] == 50
 
 
+@pytest.mark.parametrize("stderr_too", [False, True], ids=["stdout", "stdout-and-stderr"])
+def test_output_into_a_full_disk_is_one_line_and_exit_3_not_a_traceback_and_exit_1(stderr_too):
+    # `rtaccel analyze ... > report.txt` on a full disk. Before: a
+    # traceback, and exit 1, which says a critical chain misses.
+    env = {"PYTHONPATH": str(ROOT / "python"), "PATH": "/usr/bin:/bin",
+           "RTACCEL_CALIBRATION": "/nonexistent/calibration.json"}
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "rtaccel.cli", "analyze", "examples/quickstart.yaml"],
+                              stdout=full, stderr=full if stderr_too else subprocess.PIPE, text=True, cwd=ROOT,
+                              env=env, timeout=60)
+    assert proc.returncode == 3, proc.stderr
+    if not stderr_too:
+        assert proc.stderr == "rtaccel: cannot write its output: No space left on device\n"
+
+
 def test_analyze_refuses_a_file_that_is_not_text(tmp_path):
     garbage = tmp_path / "garbage.yaml"
     garbage.write_bytes(b"chains:\n  - name: \xdd\xff\x00binary\n" + bytes(range(256)))
