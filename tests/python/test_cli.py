@@ -13,12 +13,14 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 
 
+ENV = {"PYTHONPATH": str(ROOT / "python"), "PATH": "/usr/bin:/bin",
+       # This machine's calibration must not change the results.
+       "RTACCEL_CALIBRATION": "/nonexistent/calibration.json"}
+
+
 def rtaccel(*args, check=None):
     proc = subprocess.run([sys.executable, "-m", "rtaccel.cli", *args], capture_output=True,
-                          text=True, cwd=ROOT, timeout=300,
-                          env={"PYTHONPATH": str(ROOT / "python"), "PATH": "/usr/bin:/bin",
-                               # This machine's calibration must not change the results.
-                               "RTACCEL_CALIBRATION": "/nonexistent/calibration.json"})
+                          text=True, cwd=ROOT, timeout=300, env=ENV)
     if check is not None:
         assert proc.returncode == check, proc.stdout + proc.stderr
     return proc
@@ -224,12 +226,10 @@ def test_experiment_is_reproducible_from_its_seed():
 def test_output_into_a_full_disk_is_one_line_and_exit_3_not_a_traceback_and_exit_1(stderr_too):
     # `rtaccel analyze ... > report.txt` on a full disk. Before: a
     # traceback, and exit 1, which says a critical chain misses.
-    env = {"PYTHONPATH": str(ROOT / "python"), "PATH": "/usr/bin:/bin",
-           "RTACCEL_CALIBRATION": "/nonexistent/calibration.json"}
     with open("/dev/full", "w") as full:
         proc = subprocess.run([sys.executable, "-m", "rtaccel.cli", "analyze", "examples/quickstart.yaml"],
                               stdout=full, stderr=full if stderr_too else subprocess.PIPE, text=True, cwd=ROOT,
-                              env=env, timeout=60)
+                              env=ENV, timeout=60)
     assert proc.returncode == 3, proc.stderr
     if not stderr_too:
         assert proc.stderr == "rtaccel: cannot write its output: No space left on device\n"
