@@ -17,7 +17,7 @@ import time
 import pytest
 
 import needs
-from processes import ignored_signals, wait_gone
+from processes import ignored_signals, wait_gone, wait_until
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 LIB = ROOT / "python" / "rtaccel" / "lib"
@@ -316,14 +316,17 @@ def test_run_be_outlives_a_reader_of_its_output_that_went_and_still_ends_its_pro
     # head -1`: run-be passes PROGRAM's output on. Before, its next write
     # after the reader went killed it (SIGPIPE), and PROGRAM ran on with no
     # one to end it.
-    marker = tmp_path / "program.pid"
-    program = f"echo $$ > {marker}; while :; do echo line; sleep 0.02; done"
+    marker, written = tmp_path / "program.pid", tmp_path / "lines"
+    program = (f"echo $$ > {marker}; n=0; "
+               f"while :; do echo line; n=$((n + 1)); echo $n > {written}.new; mv {written}.new {written}; "
+               "sleep 0.02; done")
     proc = subprocess.Popen([str(ISOLATE), "run-be", "--no-cgroup", "--end-with-parent", "--output-cap", "1M", "--",
                              "sh", "-c", program], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert proc.stdout.readline() == b"line\n"
         proc.stdout.close()
-        time.sleep(0.5)  # some 25 lines more, each a write into the closed pipe
+        # Ten lines more, each for run-be to write into the closed pipe.
+        assert wait_until(lambda: written.exists() and int(written.read_text() or 0) > 10, 5)
         running = proc.poll() is None
         pid = int(marker.read_text())
         proc.send_signal(signal.SIGTERM)
