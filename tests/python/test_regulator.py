@@ -17,7 +17,7 @@ import time
 import pytest
 
 import needs
-from processes import ignored_signals, wait_gone, wait_until
+from processes import ignored_signals, state_of, wait_gone, wait_until
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 LIB = ROOT / "python" / "rtaccel" / "lib"
@@ -309,6 +309,64 @@ def test_run_be_ending_with_its_parent_exits_as_its_program_and_leaves_nothing_i
                                          "ended with it (keep best-effort work in the foreground of its command)")
     # A program that leaves nothing running is not told so.
     assert "left running" not in isolate(*supervised, "sh", "-c", "sleep 0.1 & wait").stderr
+
+
+@contextlib.contextmanager
+def run_be_in_a_terminals_foreground(tmp_path, preexec_fn=None):
+    """`rtaccel-isolate run-be --end-with-parent -- sh` as a shell with job
+    control runs it: in a process group of its own, to which the terminal
+    sends its Ctrl-C, Ctrl-\\ and Ctrl-Z. Yields (run-be, the program's
+    pid) once the program runs; kills both at the end."""
+    marker = tmp_path / "program.pid"
+    proc = subprocess.Popen([str(ISOLATE), "run-be", "--no-cgroup", "--end-with-parent", "--",
+                             "sh", "-c", f"echo $$ > {marker}.new; mv {marker}.new {marker}; exec sleep 600"],
+                            process_group=0, preexec_fn=preexec_fn, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_until(marker.exists, 10), proc.stderr.read() if proc.poll() is not None else "no program"
+        yield proc, int(marker.read_text())
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        with contextlib.suppress(FileNotFoundError, ValueError, ProcessLookupError):
+            os.kill(int(marker.read_text()), signal.SIGKILL)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGQUIT], ids=["ctrl-c", "ctrl-backslash"])
+def test_run_be_ended_from_its_terminal_ends_its_program_and_exits_by_that_signal(tmp_path, sig):
+    # The program is in a process group of its own, which the terminal's
+    # Ctrl-C does not reach. Before, Ctrl-C ended run-be alone, and the
+    # program ran on with nobody to end it.
+    with run_be_in_a_terminals_foreground(tmp_path) as (proc, program):
+        os.killpg(proc.pid, sig)
+        assert proc.wait(timeout=10) == -sig  # a shell running it in a loop stops there too
+        assert wait_gone([program], 5) == []
+
+
+def test_run_be_paused_from_its_terminal_pauses_its_program_and_fg_continues_both(tmp_path):
+    with run_be_in_a_terminals_foreground(tmp_path) as (proc, program):
+        os.killpg(proc.pid, signal.SIGTSTP)
+        assert wait_until(lambda: state_of(proc.pid) == "T" and state_of(program) == "T", 5), \
+            (state_of(proc.pid), state_of(program))
+        os.killpg(proc.pid, signal.SIGCONT)  # the shell's `fg`
+        assert wait_until(lambda: state_of(proc.pid) == "S" and state_of(program) == "S", 5), \
+            (state_of(proc.pid), state_of(program))
+        proc.terminate()
+        assert proc.wait(timeout=10) == -signal.SIGTERM
+        assert wait_gone([program], 5) == []
+
+
+def test_run_be_started_with_the_terminals_signals_ignored_keeps_them_so(tmp_path):
+    # A script's background job: SIGINT and SIGQUIT ignored, for Ctrl-C to
+    # leave it running. run-be and its program keep them ignored.
+    def start_ignoring():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGQUIT, signal.SIG_IGN)
+
+    with run_be_in_a_terminals_foreground(tmp_path, start_ignoring) as (proc, program):
+        for pid in (proc.pid, program):
+            ignored = ignored_signals(pathlib.Path(f"/proc/{pid}/status").read_text())
+            assert {signal.SIGINT, signal.SIGQUIT} <= ignored, (pid, ignored)
 
 
 def test_run_be_outlives_a_reader_of_its_output_that_went_and_still_ends_its_program(tmp_path):

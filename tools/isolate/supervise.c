@@ -35,9 +35,10 @@
 static pid_t program_group;
 static int program_status;
 static bool program_reaped;
-static volatile sig_atomic_t end_asked;
+static volatile sig_atomic_t end_asked, pause_asked;
 
 static void on_end(int sig) { end_asked = sig; }
+static void on_pause(int sig) { pause_asked = sig; }
 static void on_child(int sig) { (void)sig; }
 
 /* What of the program's output reaches the log: the first CAP bytes as
@@ -179,13 +180,16 @@ static bool nothing_left(void)
 	return kill(-program_group, 0) < 0 && errno == ESRCH && waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD;
 }
 
-/* Ends the program's group and what it left: SIGTERM, then SIGKILL for what
- * is there a second later, waiting up to half a second more. What they
- * write meanwhile is read, so that none blocks on a full pipe. */
+/* Ends the program's group and what it left: SIGTERM (and SIGCONT, for
+ * what is stopped), then SIGKILL for what is there a second later, waiting
+ * up to half a second more. What they write meanwhile is read, so that
+ * none blocks on a full pipe. */
 static void end_all(int pipe_fd)
 {
 	kill(-program_group, SIGTERM);
 	signal_orphans(SIGTERM);
+	kill(-program_group, SIGCONT);
+	signal_orphans(SIGCONT);
 	const uint64_t start = rtaccel_monotonic_ns();
 	for (;;) {
 		if (pipe_fd >= 0)
@@ -204,30 +208,56 @@ static void end_all(int pipe_fd)
 	}
 }
 
+/* Ctrl-Z: PROGRAM and what it left stop, then this process, which the
+ * shell sees as its stopped job; `fg` or `bg` continues this process, which
+ * continues them. */
+static void pause_with_program(void)
+{
+	pause_asked = 0;
+	kill(-program_group, SIGSTOP);
+	signal_orphans(SIGSTOP);
+	raise(SIGSTOP);
+	kill(-program_group, SIGCONT);
+	signal_orphans(SIGCONT);
+}
+
 int isolate_supervise(char **program, uint64_t output_cap)
 {
-	/* The signals that end the wait are blocked but inside ppoll(), so that
-	 * none is lost between a check and the wait. */
+	/* The signals that end or pause the wait are blocked but inside
+	 * ppoll(), so that none is lost between a check and the wait. */
 	sigset_t waiting, blocked;
 	sigemptyset(&blocked);
-	sigaddset(&blocked, SIGTERM);
-	sigaddset(&blocked, SIGHUP);
+	static const int ending[] = {SIGTERM, SIGHUP, SIGINT, SIGQUIT};
+	for (size_t i = 0; i < sizeof(ending) / sizeof(ending[0]); i++)
+		sigaddset(&blocked, ending[i]);
+	sigaddset(&blocked, SIGTSTP);
 	sigaddset(&blocked, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &blocked, &waiting);
 	/* PROGRAM starts with the signals this process takes as this process
-	 * started with them: ignored where they were (nohup), or at their
-	 * default. A reader of this process's output that went (`| head`) is
-	 * no reason to leave PROGRAM running: SIGPIPE is ignored here. */
-	static const int taken[] = {SIGTERM, SIGHUP, SIGPIPE};
+	 * started with them: ignored where they were (nohup; a script's
+	 * background job's SIGINT), or at their default. A reader of this
+	 * process's output that went (`| head`) is no reason to leave PROGRAM
+	 * running: SIGPIPE is ignored here. */
+	static const int taken[] = {SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGTSTP, SIGPIPE};
 	struct sigaction at_start[sizeof(taken) / sizeof(taken[0])];
 	for (size_t i = 0; i < sizeof(taken) / sizeof(taken[0]); i++)
 		sigaction(taken[i], NULL, &at_start[i]);
 	signal(SIGPIPE, SIG_IGN);
-	struct sigaction sa = {.sa_handler = on_end};
+	/* PROGRAM, in a group of its own, is in the background of a terminal
+	 * this process is in the foreground of: the terminal's Ctrl-C, Ctrl-\
+	 * and Ctrl-Z reach this process alone, which ends PROGRAM or pauses it
+	 * with itself, as the shell's job. What was ignored stays ignored
+	 * (nohup's SIGHUP) but SIGTERM, by which the parent ends this process
+	 * (and PR_SET_PDEATHSIG, below). */
+	for (size_t i = 0; i < sizeof(taken) / sizeof(taken[0]); i++) {
+		if (taken[i] == SIGPIPE || (taken[i] != SIGTERM && at_start[i].sa_handler == SIG_IGN))
+			continue;
+		struct sigaction sa = {.sa_handler = taken[i] == SIGTSTP ? on_pause : on_end};
+		sigemptyset(&sa.sa_mask);
+		sigaction(taken[i], &sa, NULL);
+	}
+	struct sigaction sa = {.sa_handler = on_child};
 	sigemptyset(&sa.sa_mask);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	sa.sa_handler = on_child;
 	sigaction(SIGCHLD, &sa, NULL);
 	const pid_t parent = getppid();
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
@@ -272,6 +302,10 @@ int isolate_supervise(char **program, uint64_t output_cap)
 		reap_ended();
 		if (program_reaped)
 			break;
+		if (pause_asked) {
+			pause_with_program();
+			continue;
+		}
 		struct pollfd p = {.fd = reading, .events = POLLIN};
 		if (ppoll(&p, 1, NULL, &waiting) > 0 && !drain(reading)) {
 			close(reading); /* every writer closed it: only the exit is left */
@@ -293,13 +327,22 @@ int isolate_supervise(char **program, uint64_t output_cap)
 				"(keep best-effort work in the foreground of its command)\n",
 			slash ? slash + 1 : program[0], left);
 	}
-	if (!program_reaped)
-		return RTACCEL_EXIT_RUNTIME;
-	if (WIFSIGNALED(program_status)) {
+	/* Ended from the terminal: this process ends by the terminal's signal,
+	 * which tells a shell running it in a loop to stop there too. */
+	const int ended_by = end_asked == SIGINT || end_asked == SIGQUIT ? end_asked
+			     : program_reaped && WIFSIGNALED(program_status) ? WTERMSIG(program_status)
+									   : 0;
+	if (ended_by) {
 		const struct rlimit no_core = {0, 0};
 		setrlimit(RLIMIT_CORE, &no_core);
-		signal(WTERMSIG(program_status), SIG_DFL);
-		raise(WTERMSIG(program_status));
+		signal(ended_by, SIG_DFL);
+		sigset_t only;
+		sigemptyset(&only);
+		sigaddset(&only, ended_by);
+		sigprocmask(SIG_UNBLOCK, &only, NULL);
+		raise(ended_by);
 	}
+	if (!program_reaped)
+		return RTACCEL_EXIT_RUNTIME;
 	return WIFEXITED(program_status) ? WEXITSTATUS(program_status) : RTACCEL_EXIT_RUNTIME;
 }

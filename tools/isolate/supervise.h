@@ -6,10 +6,14 @@
 #include <stdint.h>
 
 /* Runs PROGRAM (argv, NULL-terminated) in a process group of its own and
- * ends that group and what left it (SIGTERM, SIGKILL a second later) when
- * PROGRAM ends, when this process gets SIGTERM or SIGHUP, and when its
- * parent ends; PROGRAM starts with those two and SIGPIPE (which this
- * process ignores) as this process was started with them. With
+ * ends that group and what left it (SIGTERM and SIGCONT, SIGKILL a second
+ * later) when PROGRAM ends, when this process gets SIGTERM, SIGHUP, or a
+ * terminal's SIGINT or SIGQUIT (it then ends by that signal), and when its
+ * parent ends; a terminal's SIGTSTP stops PROGRAM with this process, and
+ * SIGCONT continues both. Those this process was started ignoring (nohup's
+ * SIGHUP) it ignores, all but SIGTERM. PROGRAM starts with them all and
+ * SIGPIPE (which this process ignores) as this process was started with
+ * them. With
  * OUTPUT_CAP > 0, PROGRAM's stdout and stderr come through a pipe, and of
  * their bytes past the first OUTPUT_CAP only the last 64 KiB reach this
  * process's stdout, after a line that counts what was left out. Returns
