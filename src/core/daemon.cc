@@ -114,7 +114,10 @@ Expected<Child> Child::spawn(const std::vector<std::string>& argv, const SpawnOp
         close(fd);
       }
     }
-    if (options.own_process_group) setpgid(0, 0);
+    if (options.own_session)
+      setsid();
+    else if (options.own_process_group)
+      setpgid(0, 0);
     if (options.as_started) {
       // Handlers are reset by execve; what is ignored stays ignored.
       for (int sig : kTakenSignals) signal(sig, sigismember(&started_ignoring, sig) == 1 ? SIG_IGN : SIG_DFL);
@@ -131,10 +134,11 @@ Expected<Child> Child::spawn(const std::vector<std::string>& argv, const SpawnOp
   }
   Child child;
   child.pid_ = pid;
-  if (options.own_process_group) {
+  if (options.own_process_group && !options.own_session)
     setpgid(pid, pid);  // also here: no signal may reach the group before the child made it
-    child.group_ = true;
-  }
+  // (A session leader's group cannot be made from here: until the child's
+  // setsid(), send() finds no group and signals the child alone.)
+  child.group_ = options.own_process_group || options.own_session;
   if (options.ready_handshake) {
     close(ready[1]);
     child.ready_.reset(ready[0]);
@@ -190,7 +194,10 @@ Child Child::adopt(pid_t pid) {
   return child;
 }
 
-void Child::send(int sig) const { kill(group_ ? -pid_ : pid_, sig); }
+void Child::send(int sig) const {
+  if (group_ && kill(-pid_, sig) == 0) return;
+  kill(pid_, sig);
+}
 
 int Child::terminate(uint64_t timeout_ns) {
   if (pid_ < 0) return -1;

@@ -54,6 +54,11 @@ struct SpawnOptions {
   // The child leads a process group of its own, and terminate() and
   // kill_now() signal the whole group: a shell and what it started.
   bool own_process_group = false;
+  // The same, and the child leads a session of its own: it has no
+  // controlling terminal, so nothing it starts is stopped for reading or
+  // writing one (SIGTTIN, SIGTTOU: a program that opens /dev/tty gets ENXIO,
+  // as in a cron job), and no terminal's hang-up or Ctrl-C reaches it.
+  bool own_session = false;
   // The child's environment (NAME=VALUE each); unset: the parent's.
   std::optional<std::vector<std::string>> environment;
 };

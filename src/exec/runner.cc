@@ -1193,13 +1193,14 @@ Status Run::start_best_effort() {
     core::SpawnOptions options;
     options.log_path = (std::filesystem::path(options_.out_dir) / program.log).string();
     options.parent_death_signal = SIGTERM;
-    // In a process group of its own, the terminal's signals do not reach
-    // it, and reading the terminal would stop it: the user's program reads
-    // /dev/null, as a script's background job does, and starts with the
-    // signals the user's command had, not the run's.
+    // In a session of its own, with no terminal, as a cron job: the
+    // terminal's signals do not reach it, and nothing there can stop it
+    // (SIGTTIN for a program that reads /dev/tty). It reads /dev/null, as a
+    // script's background job does, and starts with the signals the user's
+    // command had, not the run's.
     options.as_started = true;
     options.stdin_from_null = true;
-    options.own_process_group = true;
+    options.own_session = true;
     options.environment = environment_without_shim();
     // rtaccel-isolate run-be ends what the shell started, all of it, when
     // the run stops it and also where the run is killed (--end-with-parent),

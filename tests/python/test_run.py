@@ -679,17 +679,22 @@ def run_on_a_terminal(args, columns=80, seconds=60):
     return proc.returncode, got.decode(errors="replace")
 
 
-def test_a_best_effort_program_that_reads_its_input_is_not_stopped_by_the_terminal(tmp_path):
+def test_a_best_effort_program_that_reads_the_terminal_is_not_stopped_by_it(tmp_path):
     # A run in a terminal's foreground: its best-effort programs, each in a
-    # process group of its own, are in the background there. Before, they
+    # process group of its own, were in the background there. Before, they
     # read the terminal, and one that did (ffmpeg looks for its `q` key)
-    # was stopped by SIGTTIN, its load silently absent from the run.
+    # was stopped by SIGTTIN, its load silently absent from the run; and so
+    # was one that opened /dev/tty (a password prompt).
     out = tmp_path / "out"
-    program = 'read line; echo "read: $?"; exec sleep 60'
+    reads_input = 'read line; echo "read: $?"; exec sleep 60'
+    opens_tty = 'read line < /dev/tty; echo "tty: $?"; exec sleep 60'
     status, screen = run_on_a_terminal(["run", workload(tmp_path, "timers", TWO_TIMERS), "--duration", "2",
-                                        "--out", str(out), "--quiet", "--best-effort", program])
+                                        "--out", str(out), "--quiet", "--best-effort", reads_input,
+                                        "--best-effort", opens_tty])
     assert status == 0, screen
     assert (out / "best_effort_0.log").read_text() == "read: 1\n"  # end of input: /dev/null
+    # No controlling terminal, as in a cron job: /dev/tty is not there.
+    assert (out / "best_effort_1.log").read_text().endswith("No such device or address\ntty: 2\n")
 
 
 @pytest.mark.parametrize("columns", [60, 200])
