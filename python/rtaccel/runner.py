@@ -292,7 +292,10 @@ _SUMMARY_SHAPE = {
     "links": shape.optional([{"link": str, "flow_control": shape.optional(bool),
                               "topics": [{"lost": int, "first_loss_s": shape.nullable(shape.NUMBER)}]}]),
     "best_effort": shape.optional([{"command": str, "log": str, "ended": shape.nullable(str),
-                                    "ended_s": shape.nullable(shape.NUMBER)}]),
+                                    "ended_s": shape.nullable(shape.NUMBER),
+                                    "stopped": shape.optional([{"process": str, "pid": int, "from_s": shape.NUMBER,
+                                                                "until_s": shape.nullable(shape.NUMBER)}]),
+                                    "stops_not_kept": shape.optional(int)}]),
     "other_runs": shape.optional([{"runner_pid": int, "first_seen_s": shape.NUMBER,
                                    "last_seen_s": shape.NUMBER}]),
     # A process never sampled (it ended first) has no figures.
@@ -467,6 +470,9 @@ def format_compare(summaries: list[dict]) -> str:
                 at = be["ended_s"]
                 when = "" if at is None else f" {at:.1f} s into the run" if at > 0 else " before the run began"
                 lines.append(f"# {label}: best-effort program '{be['command']}' {be['ended']}{when}")
+            said = stops_line(be, s["duration_s"])
+            if said:
+                lines.append(f"# {label}: best-effort program '{be['command']}' {said}")
     for label, s in zip(labels, summaries):
         for link in s.get("links") or []:
             lost = sum(t["lost"] for t in link["topics"])
@@ -770,3 +776,23 @@ def best_effort_mb_per_s(summary: dict) -> float | None:
         except (OSError, IndexError, ValueError, KeyError, TypeError):
             continue
     return total if found else None
+
+
+def stops_line(program: dict, duration_s: float) -> str | None:
+    """What a best-effort program's stopped processes took from the run
+    ("had processes stopped for 3.0 s of the run, from 1.0 s on, ..."): the
+    time while any was stopped; None where none was."""
+    stops = sorted((stop["from_s"], duration_s if stop["until_s"] is None else stop["until_s"])
+                   for stop in program.get("stopped") or [])
+    if not stops:
+        return None
+    held, reach = 0.0, 0.0
+    for start, end in stops:
+        start = max(start, reach)
+        if end > start:
+            held += end - start
+            reach = end
+    count = len(stops) + program.get("stops_not_kept", 0)
+    to_end = ", to its end" if any(stop["until_s"] is None for stop in program["stopped"]) else ""
+    return (f"had processes stopped for {held:.1f} s of the run, from {stops[0][0]:.1f} s on{to_end} "
+            f"({count} stop(s)): part or all of its load was absent meanwhile")

@@ -3,6 +3,7 @@
 #ifndef RTACCEL_CORE_PROCFS_H
 #define RTACCEL_CORE_PROCFS_H
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -63,6 +64,36 @@ static inline bool rtaccel_read_proc_stat(long pid, struct rtaccel_proc_stat *st
 	memcpy(st->name, open + 1, len);
 	st->name[len] = '\0';
 	return true;
+}
+
+/* Calls VISIT(CHILD, ARG) for each child of PID, of any of its threads
+ * (/proc/PID/task/TID/children: a kernel with CONFIG_PROC_CHILDREN, as
+ * Debian's). How many children; -1 where PID's tasks cannot be read. */
+static inline int rtaccel_for_each_child(long pid, void (*visit)(long child, void *arg), void *arg)
+{
+	char path[96];
+	snprintf(path, sizeof(path), "/proc/%ld/task", pid);
+	DIR *tasks = opendir(path);
+	if (!tasks)
+		return -1;
+	int counted = 0;
+	struct dirent *e;
+	while ((e = readdir(tasks))) {
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%ld/task/%.20s/children", pid, e->d_name);
+		FILE *f = fopen(path, "re");
+		if (!f)
+			continue;
+		long child;
+		while (fscanf(f, "%ld", &child) == 1) {
+			visit(child, arg);
+			counted++;
+		}
+		fclose(f);
+	}
+	closedir(tasks);
+	return counted;
 }
 
 #endif

@@ -31,6 +31,7 @@
 #include "core/busy.h"
 #include "core/clock.h"
 #include "core/fd.h"
+#include "core/procfs.h"
 #include "exec/bridge.h"
 #include "exec/executor.h"
 #include "exec/leftovers.h"
@@ -857,7 +858,9 @@ class Run {
   void end_isolation();
   Status start_best_effort();
   Status watch_best_effort(uint64_t now);
+  void watch_stops(uint64_t now);
   json best_effort_summary() const;
+  void best_effort_trace(uint64_t stopped_ns, TraceFile* trace) const;
   json isolation_summary() const;
   json shim_summary() const;
   std::filesystem::path shim_file(pid_t pid, const char* suffix) const;
@@ -893,6 +896,17 @@ class Run {
     core::Child child;
     uint64_t ended_ns = 0;
     int wait_status = 0;
+    // Its processes seen stopped, from when until when (until 0: stopped
+    // still): those stopped now by pid, and the first kStopsKept of those
+    // that continued or ended, then a count.
+    struct Stop {
+      std::string process;
+      pid_t pid = 0;
+      uint64_t from_ns = 0, until_ns = 0;
+    };
+    std::map<pid_t, Stop> stopped;
+    std::vector<Stop> stops;
+    uint64_t stops_not_kept = 0;
   };
   std::vector<BestEffort> best_effort_;
   // Isolation: the regulator, and the names of what it and the run share
@@ -1260,17 +1274,125 @@ Status Run::watch_best_effort(uint64_t now) {
   return Status();
 }
 
+// The processes of a best-effort program (the supervisor's descendants:
+// those that left their parent come to it, the subreaper) that are
+// stopped, as (pid, name); of at most the first 4096 processes found, which
+// bounds what a fork bomb costs this loop. Stopped by a signal ('T'), not
+// by a tracer ('t'), which under strace is a moment at each system call.
+static std::vector<std::pair<pid_t, std::string>> stopped_processes(pid_t supervisor) {
+  std::vector<std::pair<pid_t, std::string>> stopped;
+  std::vector<long> found;
+  auto add = [](long child, void* arg) { static_cast<std::vector<long>*>(arg)->push_back(child); };
+  rtaccel_for_each_child(supervisor, add, &found);
+  for (size_t i = 0; i < found.size() && i < 4096; ++i) {
+    rtaccel_proc_stat st;
+    if (!rtaccel_read_proc_stat(found[i], &st)) continue;
+    if (st.state == 'T') stopped.emplace_back(static_cast<pid_t>(found[i]), st.name);
+    rtaccel_for_each_child(found[i], add, &found);
+  }
+  return stopped;
+}
+
+// "sleep (pid 41), sh (pid 40)", the first three and a count of the rest.
+static std::string name_processes(const std::vector<std::pair<pid_t, std::string>>& processes) {
+  std::string said;
+  for (size_t i = 0; i < processes.size() && i < 3; ++i)
+    said += (i ? ", " : "") + processes[i].second + " (pid " + std::to_string(processes[i].first) + ")";
+  if (processes.size() > 3) said += " and " + std::to_string(processes.size() - 3) + " more";
+  return said;
+}
+
+// A best-effort program stopped (SIGSTOP, or SIGTSTP sent from outside the
+// run: in a session of its own, no terminal stops it) is a load the run
+// goes without while it stays so, as one that ended is: said when seen and
+// when it continues, kept in the summary. Looked at once a second.
+void Run::watch_stops(uint64_t now) {
+  constexpr size_t kStopsKept = 100;
+  const double at_s = static_cast<double>(now - t0_) / 1e9;
+  for (auto& program : best_effort_) {
+    if (program.ended_ns || program.child.pid() < 0) continue;
+    const auto stopped = stopped_processes(program.child.pid());
+    std::vector<std::pair<pid_t, std::string>> began, ended;
+    for (const auto& [pid, name] : stopped)
+      if (program.stopped.try_emplace(pid, BestEffort::Stop{name, pid, now, 0}).second) began.emplace_back(pid, name);
+    uint64_t longest = 0;
+    for (auto it = program.stopped.begin(); it != program.stopped.end();) {
+      if (std::any_of(stopped.begin(), stopped.end(), [&](const auto& p) { return p.first == it->first; })) {
+        ++it;
+        continue;
+      }
+      BestEffort::Stop stop = std::move(it->second);
+      it = program.stopped.erase(it);
+      stop.until_ns = now;
+      longest = std::max(longest, now - stop.from_ns);
+      ended.emplace_back(stop.pid, stop.process);
+      if (program.stops.size() < kStopsKept)
+        program.stops.push_back(std::move(stop));
+      else
+        ++program.stops_not_kept;
+    }
+    if (!began.empty())
+      fprintf(stderr,
+              "%srtaccel run: warning: best-effort program '%s': %s stopped %.1f s into the run (SIGSTOP, or "
+              "SIGTSTP from outside the run); its load is absent while it stays stopped\n",
+              warning_start(), program.command.c_str(), name_processes(began).c_str(), at_s);
+    if (!ended.empty())
+      fprintf(stderr, "%srtaccel run: best-effort program '%s': %s no longer stopped %.1f s into the run, after up to %.1f s\n",
+              warning_start(), program.command.c_str(), name_processes(ended).c_str(), at_s,
+              static_cast<double>(longest) / 1e9);
+  }
+}
+
 json Run::best_effort_summary() const {
+  auto at = [this](uint64_t ns) { return ns > t0_ ? static_cast<double>(ns - t0_) / 1e9 : 0.0; };
   json programs = json::array();
   for (const auto& program : best_effort_) {
     json entry = {{"command", program.command}, {"log", program.log}, {"ended_s", nullptr}, {"ended", nullptr}};
     if (program.ended_ns) {
-      entry["ended_s"] = program.ended_ns > t0_ ? static_cast<double>(program.ended_ns - t0_) / 1e9 : 0.0;
+      entry["ended_s"] = at(program.ended_ns);
       entry["ended"] = core::describe_wait_status(program.wait_status);
     }
+    // Stops, in the order they began; until_s null: stopped to the end.
+    std::vector<BestEffort::Stop> stops = program.stops;
+    for (const auto& [pid, stop] : program.stopped) stops.push_back(stop);
+    std::sort(stops.begin(), stops.end(), [](const auto& a, const auto& b) { return a.from_ns < b.from_ns; });
+    json listed = json::array();
+    for (const auto& stop : stops)
+      listed.push_back({{"process", stop.process},
+                        {"pid", stop.pid},
+                        {"from_s", at(stop.from_ns)},
+                        {"until_s", stop.until_ns ? json(at(stop.until_ns)) : json(nullptr)}});
+    entry["stopped"] = std::move(listed);
+    if (program.stops_not_kept) entry["stops_not_kept"] = program.stops_not_kept;
     programs.push_back(std::move(entry));
   }
   return programs;
+}
+
+// Perfetto: a process of the best-effort programs, a track each, with a
+// slice over each stop of one of its processes and a mark where it ended
+// before the run did: the load absent, beside what it did to the chains.
+void Run::best_effort_trace(uint64_t stopped_ns, TraceFile* trace) const {
+  if (best_effort_.empty()) return;
+  const int pid = trace->last_pid() + 1;
+  auto ts = [this](uint64_t ns) { return ns > t0_ ? us(ns - t0_) : 0.0; };
+  trace->add({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"args", {{"name", "best-effort programs"}}}});
+  for (size_t i = 0; i < best_effort_.size(); ++i) {
+    const BestEffort& program = best_effort_[i];
+    const int tid = static_cast<int>(i);
+    trace->add({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", program.command}}}});
+    auto slice = [&](const BestEffort::Stop& stop) {
+      const uint64_t until = stop.until_ns ? stop.until_ns : std::max(stopped_ns, stop.from_ns);
+      trace->add({{"ph", "X"}, {"name", "stopped: " + stop.process + " (pid " + std::to_string(stop.pid) + ")"},
+                  {"pid", pid}, {"tid", tid}, {"ts", ts(stop.from_ns)}, {"dur", us(until - stop.from_ns)},
+                  {"args", {{"continued", stop.until_ns != 0}}}});
+    };
+    for (const auto& stop : program.stops) slice(stop);
+    for (const auto& [process, stop] : program.stopped) slice(stop);
+    if (program.ended_ns)
+      trace->add({{"ph", "i"}, {"s", "t"}, {"name", "ended: " + core::describe_wait_status(program.wait_status)},
+                  {"pid", pid}, {"tid", tid}, {"ts", ts(program.ended_ns)}});
+  }
 }
 
 // Per link: its set-up and, per topic crossing it, what was sent, delivered
@@ -1641,7 +1763,7 @@ Status Run::supervise() {
   const uint64_t sample_every = std::max<uint64_t>(20 * kMs, duration_ns_ / 100000);
   // The processes' resources every second, or 3 600 times in a longer run.
   const uint64_t resources_every = std::max<uint64_t>(kSecond, duration_ns_ / 3600);
-  uint64_t next_sample = t0_, next_resources = t0_;
+  uint64_t next_sample = t0_, next_resources = t0_, next_stop_check = t0_;
   watch_resources();
   // The samples' room, taken now: one at the start, one per interval, one
   // at the end. The runner's memory then holds flat through the run, as the
@@ -1662,6 +1784,10 @@ Status Run::supervise() {
       resources_.sample(now);
       note_other_runs(now);
       next_resources = now + resources_every;
+    }
+    if (now >= next_stop_check) {
+      watch_stops(now);
+      next_stop_check = now + kSecond;
     }
     fail_links(now);
     note_pause_requests();
@@ -1818,6 +1944,7 @@ Status Run::write_results(uint64_t stopped_ns, const std::string& failure) {
   Status written = trace.open(out / "trace.json");
   if (written) {
     trace_events(setup_, shared_, cores_, speed_, resources_, findings, t0_, &trace);
+    best_effort_trace(stopped_ns, &trace);
     if (setup_.isolation) merge_trace(out / "regulator.trace.json", t0_, &trace);
     for (const auto& [pid, name] : shim_processes_)
       merge_trace(shim_file(pid, ".trace.json"), t0_, &trace, "shim: " + name + " (pid " + std::to_string(pid) + ")");

@@ -25,7 +25,7 @@ import trace_format
 from cpusets import cpuset_of
 from processes import alive, children_of, command_of, ignored_signals, state_of, wait_gone
 from rtaccel._core import percentile
-from rtaccel.runner import run_labels
+from rtaccel.runner import run_labels, stops_line
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXEC = ROOT / "python" / "rtaccel" / "lib" / "rtaccel-exec"
@@ -1272,6 +1272,75 @@ def test_best_effort_programs_are_watched_and_one_that_cannot_start_ends_the_run
     assert time.monotonic() - started < 20
     assert "best-effort program 'no-such-program --flag' exited with status 127" in proc.stderr
     assert "not found" in proc.stderr
+
+
+def test_a_best_effort_program_that_is_stopped_is_said_while_the_run_goes_and_in_its_summary(tmp_path):
+    # A stopped co-runner is load the run goes without, as one that ended
+    # is. Before, nothing said so. Each program stops itself; the test
+    # continues the first once the run has said it stopped, and leaves the
+    # second stopped to the run's end.
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "rtaccel.cli", "run", workload(tmp_path, "plain", TWO_TIMERS),
+                             "--duration", "60", "--out", str(out), "--quiet",
+                             "--best-effort", "kill -STOP $$; echo continued; exec sleep 60",
+                             "--best-effort", "kill -STOP $$; echo never"],
+                            cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    said = []
+
+    def said_line(pattern, seconds=30):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if select.select([proc.stderr], [], [], 0.5)[0]:
+                line = proc.stderr.readline()
+                said.append(line)
+                if m := re.search(pattern, line):
+                    return m
+        return None
+
+    try:
+        stopped = said_line(r"best-effort program 'kill -STOP \$\$; echo continued; exec sleep 60': sh \(pid (\d+)\) "
+                            r"stopped [\d.]+ s into the run .*its load is absent while it stays stopped")
+        assert stopped, said
+        pid = int(stopped[1])
+        assert state_of(pid) == "T"
+        os.kill(pid, signal.SIGCONT)
+        assert said_line(rf"best-effort program 'kill -STOP \$\$; echo continued; exec sleep 60': sh \(pid {pid}\) "
+                         r"no longer stopped [\d.]+ s into the run, after up to [\d.]+ s"), said
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, said + [stderr]  # interrupted, its results written
+    first, second = json.loads((out / "summary.json").read_text())["best_effort"]
+    assert [(s["process"], s["pid"], s["until_s"] is None) for s in first["stopped"]] == [("sh", pid, False)]
+    assert 0 <= first["stopped"][0]["from_s"] <= first["stopped"][0]["until_s"]
+    assert [(s["process"], s["until_s"]) for s in second["stopped"]] == [("sh", None)]
+    assert (out / "best_effort_0.log").read_text() == "continued\n"
+    assert (out / "best_effort_1.log").read_text() == ""  # ended by the run, still stopped
+    assert "best-effort program 'kill -STOP $$; echo never' had processes stopped for" in stdout
+    assert ", to its end (1 stop(s)): part or all of its load was absent meanwhile" in stdout
+    # And the timeline: a track per program, a slice over each stop.
+    doc = json.loads((out / "trace.json").read_text())
+    assert trace_format.check(doc) == []
+    events = doc["traceEvents"]
+    process = next(e["pid"] for e in events if e["ph"] == "M" and e["args"]["name"] == "best-effort programs")
+    stops = sorted((e["tid"], e["name"], e["args"]["continued"]) for e in events
+                   if e["pid"] == process and e["ph"] == "X")
+    assert stops == [(0, f"stopped: sh (pid {pid})", True), (1, f"stopped: sh (pid {second['stopped'][0]['pid']})", False)]
+
+
+def test_the_table_counts_the_time_while_any_process_was_stopped_once():
+    # make -j2 stopped whole: its processes' stops overlap.
+    program = {"stopped": [{"process": "make", "pid": 1, "from_s": 2.0, "until_s": 5.0},
+                           {"process": "cc1", "pid": 2, "from_s": 3.0, "until_s": 4.0},
+                           {"process": "cc1", "pid": 3, "from_s": 4.5, "until_s": 6.0},
+                           {"process": "sh", "pid": 4, "from_s": 8.0, "until_s": None}],
+               "stops_not_kept": 2}
+    assert stops_line(program, 10.0) == ("had processes stopped for 6.0 s of the run, from 2.0 s on, to its end "
+                                         "(6 stop(s)): part or all of its load was absent meanwhile")
+    assert stops_line({"stopped": []}, 10.0) is None and stops_line({}, 10.0) is None
 
 
 PIPELINE = """executors:
