@@ -18,6 +18,7 @@
 #include "shim_internal.h"
 
 #include "core/thread.h"
+#include "core/utf8.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -466,18 +467,27 @@ __attribute__((format(printf, 1, 2))) static void w_printf(const char *fmt, ...)
 		W.n += (size_t)r < sizeof(W.buf) - W.n ? (size_t)r : sizeof(W.buf) - W.n - 1;
 }
 
-/* JSON string of text, escaped. */
+/* JSON string of text, escaped. A byte that is not part of well-formed
+ * UTF-8 (a command line's Latin-1) becomes U+FFFD: JSON readers refuse
+ * the whole report for one. */
 static void w_string(const char *s)
 {
+	const unsigned char *p = (const unsigned char *)s;
+	size_t left = strlen(s);
 	w_printf("\"");
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
+	while (left) {
+		const unsigned char c = *p;
+		const size_t n = rtaccel_utf8_sequence(p, left);
 		if (c == '"' || c == '\\')
 			w_printf("\\%c", c);
 		else if (c < 0x20)
 			w_printf("\\u%04x", c);
+		else if (n == 0)
+			w_printf("\\ufffd");
 		else
-			w_printf("%c", c);
+			w_printf("%.*s", (int)n, (const char *)p);
+		p += n ? n : 1;
+		left -= n ? n : 1;
 	}
 	w_printf("\"");
 }

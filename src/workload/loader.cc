@@ -22,6 +22,7 @@
 #include "rtaccel/workload.hpp"
 
 #include "core/text_file.h"
+#include "core/utf8.h"
 
 namespace rtaccel::workload {
 namespace {
@@ -1031,34 +1032,11 @@ namespace {
 // Offset of the first byte that is not part of well-formed UTF-8 (overlong
 // forms, surrogates and code points past U+10FFFF included), or npos.
 size_t first_invalid_utf8(std::string_view text) {
-  size_t i = 0;
-  while (i < text.size()) {
-    auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
-    unsigned char c = byte(i);
-    if (c < 0x80) {
-      i++;
-      continue;
-    }
-    size_t n;
-    unsigned lo = 0x80, hi = 0xbf;  // allowed range of the second byte
-    if (c >= 0xc2 && c <= 0xdf) {
-      n = 1;
-    } else if (c >= 0xe0 && c <= 0xef) {
-      n = 2;
-      if (c == 0xe0) lo = 0xa0;
-      if (c == 0xed) hi = 0x9f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      n = 3;
-      if (c == 0xf0) lo = 0x90;
-      if (c == 0xf4) hi = 0x8f;
-    } else {
-      return i;
-    }
-    if (i + n >= text.size()) return i;  // cut short
-    if (byte(i + 1) < lo || byte(i + 1) > hi) return i;
-    for (size_t k = 2; k <= n; k++)
-      if (byte(i + k) < 0x80 || byte(i + k) > 0xbf) return i;
-    i += n + 1;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = rtaccel_utf8_sequence(bytes + i, text.size() - i);
+    if (n == 0) return i;
+    i += n;
   }
   return std::string_view::npos;
 }

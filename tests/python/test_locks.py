@@ -103,6 +103,22 @@ def test_trace_summary_timeline_and_lockstat(tmp_path):
     assert "rwlock" in r.stdout and "rwlock_wrlock#" in r.stdout
 
 
+def test_a_command_line_that_is_not_utf8_leaves_reports_that_json_readers_take(tmp_path):
+    # A file name in Latin-1 on the command line of a traced program. Before,
+    # its bytes went into the report as they were, and lockstat (as any JSON
+    # reader) refused the whole report.
+    latin1 = os.fsdecode(b"caf\xe9.bin")
+    r = rtaccel("shim", "--trace", "--out", str(tmp_path), "--", sys.executable, "-c",
+                "import sys, threading; lock = threading.Lock(); lock.acquire(); lock.release()", latin1)
+    assert r.returncode == 0, r.stderr
+    report = next(p for p in tmp_path.glob("rtaccel-shim.*[0-9].json"))
+    assert json.loads(report.read_bytes().decode("utf-8"))["command"][-1] == "caf\ufffd.bin"
+    json.loads(report.with_suffix(".trace.json").read_bytes().decode("utf-8"))
+    r = rtaccel("lockstat", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "caf\ufffd.bin" in r.stdout
+
+
 def test_each_traced_run_has_a_folder_of_its_own(tmp_path):
     """Runs traced from one folder never mix: each writes a new folder under
     rtaccel-shim/ with its command and exit status, says where, and
