@@ -7,7 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <set>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -53,6 +55,38 @@ TEST(ProcStat, ANameWithSpacesAndParenthesesStateParentAndGroup) {
   EXPECT_EQ(settled_state(child, 'Z'), 'Z');  // ended, not yet reaped
   ASSERT_EQ(waitpid(child, nullptr, 0), child);
   EXPECT_FALSE(rtaccel_read_proc_stat(child, &st));
+}
+
+// A child of a thread other than the main one is on that thread's
+// children list: the runner finds a best-effort program's processes so.
+TEST(ProcChildren, EveryThreadsChildrenAndNoOneElses) {
+  const pid_t first = fork();
+  ASSERT_GE(first, 0);
+  if (first == 0) {
+    pause();
+    _exit(0);
+  }
+  pid_t second = -1;
+  std::thread([&second] {
+    second = fork();
+    if (second == 0) {
+      pause();
+      _exit(0);
+    }
+  }).join();
+  ASSERT_GT(second, 0);
+  std::set<long> found;
+  auto add = [](long child, void* arg) { static_cast<std::set<long>*>(arg)->insert(child); };
+  EXPECT_EQ(rtaccel_for_each_child(getpid(), add, &found), 2);
+  EXPECT_EQ(found, (std::set<long>{first, second}));
+  std::set<long> none;
+  EXPECT_EQ(rtaccel_for_each_child(first, add, &none), 0);
+  EXPECT_TRUE(none.empty());
+  for (pid_t pid : {first, second}) {
+    kill(pid, SIGKILL);
+    ASSERT_EQ(waitpid(pid, nullptr, 0), pid);
+  }
+  EXPECT_EQ(rtaccel_for_each_child(first, add, &none), -1);  // gone
 }
 
 }  // namespace
