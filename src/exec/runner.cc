@@ -1957,7 +1957,10 @@ Status Run::write_results(uint64_t stopped_ns, const std::string& failure) {
   getrusage(RUSAGE_SELF, &self);
   for (json& p : summary["resources"])
     if (p["process"] == "runner") p["peak_kb"] = static_cast<uint64_t>(self.ru_maxrss);
-  if (Status st = write_file(out / "summary.json", summary.dump(2) + "\n"); !st) return st;
+  // Strings of the user's (a command line, a path) need not be UTF-8:
+  // such bytes become U+FFFD, where a throw would lose the results.
+  if (Status st = write_file(out / "summary.json", summary.dump(2, ' ', false, json::error_handler_t::replace) + "\n"); !st)
+    return st;
   if (!written) return written;
   return csv_written;
 }

@@ -25,7 +25,8 @@ Status TraceFile::open(const std::filesystem::path& path) {
 }
 
 void TraceFile::add(const json& event) {
-  out_ << (first_ ? "\n" : ",\n") << event.dump();
+  // (Invalid UTF-8, a program's name or command line, becomes U+FFFD.)
+  out_ << (first_ ? "\n" : ",\n") << event.dump(-1, ' ', false, json::error_handler_t::replace);
   first_ = false;
   const auto pid = event.find("pid");
   if (pid != event.end() && pid->is_number_integer()) last_pid_ = std::max(last_pid_, pid->get<int>());

@@ -1331,6 +1331,23 @@ def test_a_best_effort_program_that_is_stopped_is_said_while_the_run_goes_and_in
     assert stops == [(0, f"stopped: sh (pid {pid})", True), (1, f"stopped: sh (pid {second['stopped'][0]['pid']})", False)]
 
 
+def test_a_run_whose_command_line_is_not_utf8_writes_results_that_json_readers_take(tmp_path):
+    # A workload file and a best-effort command named in Latin-1. Before,
+    # the runner threw on writing them into summary.json and aborted,
+    # leaving no results.
+    path = tmp_path / os.fsdecode(b"caf\xe9.yaml")
+    path.write_text(pathlib.Path(workload(tmp_path, "plain", TWO_TIMERS)).read_text())
+    out = tmp_path / "out"
+    rtaccel("run", str(path), "--duration", "1", "--out", str(out), "--quiet",
+            "--best-effort", os.fsdecode(b"echo caf\xe9; exec sleep 60"), check=0)
+    summary = json.loads((out / "summary.json").read_bytes().decode("utf-8"))
+    assert summary["workload"]["file"].endswith("caf\ufffd.yaml")
+    assert summary["best_effort"][0]["command"] == "echo caf\ufffd; exec sleep 60"
+    doc = json.loads((out / "trace.json").read_bytes().decode("utf-8"))
+    assert trace_format.check(doc) == []
+    assert (out / "best_effort_0.log").read_bytes() == b"caf\xe9\n"  # the program's own bytes
+
+
 def test_the_table_counts_the_time_while_any_process_was_stopped_once():
     # make -j2 stopped whole: its processes' stops overlap.
     program = {"stopped": [{"process": "make", "pid": 1, "from_s": 2.0, "until_s": 5.0},
