@@ -179,6 +179,10 @@ def calibrate(requests: int = 5000, iterations: int = 100) -> dict:
 _said_uncalibrated = False
 
 
+# The signals by which a program ends on a fault of its own.
+_FAULTS = {signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL}
+
+
 def run(workload: str, policy: str, duration_s: float, out: str, socket: str | None = None,
         work_fraction: float = 0.9, progress: bool = True, calibration: bool | dict = True,
         gang: bool | None = None, best_effort: list[str] | tuple = (), flow_control: bool = True,
@@ -248,9 +252,10 @@ def run(workload: str, policy: str, duration_s: float, out: str, socket: str | N
                         killer = signal.Signals(-status).name
                     except ValueError:
                         killer = f"signal {-status}"
-                    raise RunError(f"rtaccel-exec was killed by {killer} and wrote no "
-                                   f"results to {out} (the OOM killer? `dmesg` says); the next run removes "
-                                   "what it left behind")
+                    why = ("a fault in rtaccel: what it said last is above" if -status in _FAULTS
+                           else "the OOM killer? `dmesg` says" if -status == signal.SIGKILL else "sent by someone")
+                    raise RunError(f"rtaccel-exec was killed by {killer} and wrote no results to {out} ({why}); "
+                                   "the next run removes what it left behind")
                 return status
             except KeyboardInterrupt:
                 # The terminal sent SIGINT to rtaccel-exec as well; if not (a

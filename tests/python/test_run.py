@@ -11,6 +11,7 @@ import os
 import pathlib
 import pty
 import re
+import resource
 import select
 import signal
 import struct
@@ -757,6 +758,23 @@ def test_killing_the_runner_leaves_no_orphans_and_no_earlier_runs_results(tmp_pa
     proc.wait()
     assert wait_gone(children) == []
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["server.log"]
+
+
+@pytest.mark.parametrize("sig, why", [(signal.SIGKILL, "the OOM killer? `dmesg` says"),
+                                      (signal.SIGSEGV, "a fault in rtaccel: what it said last is above")],
+                         ids=["killed", "crashed"])
+def test_rtaccel_run_says_how_its_runner_ended_where_it_wrote_no_results(tmp_path, sig, why):
+    # Before, every signal was put down to the OOM killer, a crash too.
+    def no_core_file():
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+    out = tmp_path / "out"
+    proc, runner = start_rtaccel_run(tmp_path, out, preexec_fn=no_core_file)
+    os.kill(runner, sig)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 3, stderr
+    assert (f"rtaccel-exec was killed by {sig.name} and wrote no results to {out} ({why}); the next run removes "
+            "what it left behind") in stderr
 
 
 def test_a_second_run_into_the_folder_of_a_running_one_is_refused(tmp_path):
