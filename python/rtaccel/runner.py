@@ -253,7 +253,8 @@ def run(workload: str, policy: str, duration_s: float, out: str, socket: str | N
                     except ValueError:
                         killer = f"signal {-status}"
                     why = ("a fault in rtaccel: what it said last is above" if -status in _FAULTS
-                           else "the OOM killer? `dmesg` says" if -status == signal.SIGKILL else "sent by another program")
+                           else "the OOM killer? `dmesg` says" if -status == signal.SIGKILL
+                           else "sent by another program")
                     raise RunError(f"rtaccel-exec was killed by {killer} and wrote no results to {out} ({why}); "
                                    "the next run removes what it left behind")
                 return status

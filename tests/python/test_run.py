@@ -1346,7 +1346,8 @@ def test_a_best_effort_program_that_is_stopped_is_said_while_the_run_goes_and_in
     process = next(e["pid"] for e in events if e["ph"] == "M" and e["args"]["name"] == "best-effort programs")
     stops = sorted((e["tid"], e["name"], e["args"]["continued"]) for e in events
                    if e["pid"] == process and e["ph"] == "X")
-    assert stops == [(0, f"stopped: sh (pid {pid})", True), (1, f"stopped: sh (pid {second['stopped'][0]['pid']})", False)]
+    assert stops == [(0, f"stopped: sh (pid {pid})", True),
+                     (1, f"stopped: sh (pid {second['stopped'][0]['pid']})", False)]
 
 
 def test_a_run_whose_command_line_is_not_utf8_writes_results_that_json_readers_take(tmp_path):
