@@ -202,6 +202,10 @@ void Child::send(int sig) const {
 int Child::terminate(uint64_t timeout_ns) {
   if (pid_ < 0) return -1;
   send(SIGTERM);
+  // A stopped child (SIGSTOP, kill -TSTP) takes its SIGTERM once continued;
+  // else it would wait for the SIGKILL, and a supervisor killed so leaves
+  // what it supervises behind.
+  send(SIGCONT);
   const uint64_t deadline = monotonic_ns() + timeout_ns;
   int status = -1;
   while (monotonic_ns() < deadline) {

@@ -83,8 +83,9 @@ class Child {
   bool exited(int* status);
   // A child forked by the caller (not started by spawn).
   static Child adopt(pid_t pid);
-  // SIGTERM, then SIGKILL after timeout_ns; reaps it and returns its wait
-  // status (-1 if it was gone already).
+  // SIGTERM (and SIGCONT, for a child that is stopped), then SIGKILL after
+  // timeout_ns; reaps it and returns its wait status (-1 if it was gone
+  // already).
   int terminate(uint64_t timeout_ns);
   void kill_now();
   pid_t pid() const { return pid_; }

@@ -24,7 +24,7 @@ import needs
 import pytest
 import trace_format
 from cpusets import cpuset_of
-from processes import alive, children_of, command_of, ignored_signals, state_of, wait_gone
+from processes import alive, children_of, command_of, ignored_signals, state_of, wait_gone, wait_until
 from rtaccel._core import percentile
 from rtaccel.runner import run_labels, stops_line
 
@@ -1348,6 +1348,38 @@ def test_a_best_effort_program_that_is_stopped_is_said_while_the_run_goes_and_in
                    if e["pid"] == process and e["ph"] == "X")
     assert stops == [(0, f"stopped: sh (pid {pid})", True),
                      (1, f"stopped: sh (pid {second['stopped'][0]['pid']})", False)]
+
+
+def test_a_best_effort_supervisor_stopped_from_outside_still_ends_its_program_with_the_run(tmp_path):
+    # `kill -TSTP` to a best-effort program's supervisor stops it and its
+    # program. Before, the run's SIGTERM waited for a continue that never
+    # came, its SIGKILL ended the supervisor alone, and a program that
+    # ignores hang-ups ran on.
+    marker, out = tmp_path / "supervisor.pid", tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "rtaccel.cli", "run", workload(tmp_path, "plain", TWO_TIMERS),
+                             "--duration", "60", "--out", str(out), "--quiet",
+                             "--best-effort", f"echo $PPID > {marker}.new; mv {marker}.new {marker}; "
+                                              "trap '' HUP; exec sleep 600"],
+                            cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    program = None
+    try:
+        assert wait_until(marker.exists, 30), "the best-effort program did not start"
+        supervisor = int(marker.read_text())
+        assert wait_until(lambda: command_of(next(iter(children_of(supervisor)), 0)).startswith("sleep"), 10)
+        program = children_of(supervisor)[0]
+        os.kill(supervisor, signal.SIGTSTP)
+        assert wait_until(lambda: state_of(supervisor) == "T" and state_of(program) == "T", 10)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+        assert proc.returncode == 130, stderr
+        assert wait_gone([supervisor, program], 5) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if program:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(program, signal.SIGKILL)
 
 
 def test_a_run_whose_command_line_is_not_utf8_writes_results_that_json_readers_take(tmp_path):
