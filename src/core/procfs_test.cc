@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <future>
 #include <set>
 #include <string>
 #include <thread>
@@ -57,8 +58,9 @@ TEST(ProcStat, ANameWithSpacesAndParenthesesStateParentAndGroup) {
   EXPECT_FALSE(rtaccel_read_proc_stat(child, &st));
 }
 
-// A child of a thread other than the main one is on that thread's
-// children list: the runner finds a best-effort program's processes so.
+// A child forked by a thread other than the main one is on that thread's
+// children list, while the thread lives: the runner reads every thread's
+// list to find a best-effort program's processes.
 TEST(ProcChildren, EveryThreadsChildrenAndNoOneElses) {
   const pid_t first = fork();
   ASSERT_GE(first, 0);
@@ -66,18 +68,25 @@ TEST(ProcChildren, EveryThreadsChildrenAndNoOneElses) {
     pause();
     _exit(0);
   }
-  pid_t second = -1;
-  std::thread([&second] {
-    second = fork();
+  std::promise<pid_t> forked;
+  std::promise<void> read;
+  std::thread thread([&forked, done = read.get_future()]() mutable {
+    const pid_t second = fork();
     if (second == 0) {
       pause();
       _exit(0);
     }
-  }).join();
-  ASSERT_GT(second, 0);
+    forked.set_value(second);
+    done.wait();
+  });
+  const pid_t second = forked.get_future().get();
   std::set<long> found;
   auto add = [](long child, void* arg) { static_cast<std::set<long>*>(arg)->insert(child); };
-  EXPECT_EQ(rtaccel_for_each_child(getpid(), add, &found), 2);
+  const int counted = rtaccel_for_each_child(getpid(), add, &found);
+  read.set_value();
+  thread.join();
+  ASSERT_GT(second, 0);
+  EXPECT_EQ(counted, 2);
   EXPECT_EQ(found, (std::set<long>{first, second}));
   std::set<long> none;
   EXPECT_EQ(rtaccel_for_each_child(first, add, &none), 0);
