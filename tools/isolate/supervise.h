@@ -13,12 +13,11 @@
  * SIGCONT continues both. Those this process was started ignoring (nohup's
  * SIGHUP) it ignores, all but SIGTERM. PROGRAM starts with them all and
  * SIGPIPE (which this process ignores) as this process was started with
- * them. With
- * OUTPUT_CAP > 0, PROGRAM's stdout and stderr come through a pipe, and of
- * their bytes past the first OUTPUT_CAP only the last 64 KiB reach this
- * process's stdout, after a line that counts what was left out. Returns
- * PROGRAM's exit status; where a signal ended it, this process ends by the
- * same signal. */
+ * them. With OUTPUT_CAP > 0, PROGRAM's stdout and stderr come through a
+ * pipe, and of their bytes past the first OUTPUT_CAP only the last 64 KiB
+ * reach this process's stdout, after a line that counts what was left out.
+ * Returns PROGRAM's exit status; where a signal ended it, this process ends
+ * by the same signal (by the terminal's, where the terminal ended it). */
 int isolate_supervise(char **program, uint64_t output_cap);
 
 #endif
