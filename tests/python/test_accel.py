@@ -50,10 +50,13 @@ def test_request_overhead_json(wait):
         (out["p50_us"], out["p99_us"], out["max_us"])
     parts = phases["submit_to_start"]["min_us"] + phases["end_to_resumed"]["min_us"]
     assert 0 < parts <= overhead["min_us"] + 0.01, phases
-    # The kernel is a busy loop calibrated to 100 us (core/busy.h): the
-    # core may run it a few per cent faster than when it was calibrated
-    # (97.7 us seen), never far from it.
-    assert phases["kernel"]["min_us"] >= 90 and phases["kernel"]["p50_us"] < 1000, phases["kernel"]
+    # The kernel is a busy loop calibrated to 100 us (core/busy.h) as the
+    # server starts. The host has run this VM's cores at as little as 0.12x
+    # of their speed for seconds (docs/benchmarks.md): a calibration made in
+    # such a spell makes the loop up to eight times shorter afterwards (a
+    # fresh clone's CI saw 65 us at the fastest, 68 at the median).
+    kernel = phases["kernel"]
+    assert 10 <= kernel["min_us"] <= kernel["p50_us"] <= kernel["p99_us"] and kernel["p50_us"] < 1000, kernel
 
 
 def test_request_overhead_table_and_bad_arguments():
