@@ -116,12 +116,13 @@ def test_request_overhead_at_scale():
         ph = row["phases"]
         # overhead = dispatch + end -> resumed, request by request
         assert ph["dispatch"]["min_us"] + ph["end_to_resumed"]["min_us"] <= ph["overhead"]["min_us"] + 0.01
-        assert ph["queued"]["min_us"] >= 0 and ph["kernel"]["min_us"] >= 90
+        assert ph["queued"]["min_us"] >= 0 and ph["kernel"]["min_us"] >= 10  # see test_request_overhead_json
         assert sum(g["requests"] for g in row["by_priority"]) == row["requests"]
         assert len({g["bucket"] for g in row["by_priority"]}) == row["buckets"]
         assert round(row["p99_us"] / rows[0]["p99_us"], 2) == row["p99_vs_baseline"]
-    # four clients, one kernel at a time: requests wait behind each other
-    assert rows[1]["phases"]["queued"]["p50_us"] > 50
+    # four clients, one kernel at a time: requests wait behind each other,
+    # half a kernel and more
+    assert rows[1]["phases"]["queued"]["p50_us"] > rows[1]["phases"]["kernel"]["p50_us"] / 2
     goal = out["goal"]
     assert (goal["clients"], goal["buckets"], goal["limit"]) == (4, 2, 2.0)
     assert goal["met"] == (goal["p99_vs_baseline"] <= 2.0) and goal["p99_vs_baseline"] == rows[2]["p99_vs_baseline"]
