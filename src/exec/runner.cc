@@ -930,6 +930,8 @@ class Run {
   SpeedSampler speed_;  // the calibrated busy loop's rate now against then
   ResourceSampler resources_;  // the run's processes' memory and descriptors
   uint64_t t0_ = 0;
+  // Seconds from the run's start to NS; 0 for a time before it.
+  double into_run_s(uint64_t ns) const { return ns > t0_ ? static_cast<double>(ns - t0_) / 1e9 : 0.0; }
   uint64_t next_report_ = 0;
   // Other runs under way beside this one: per runner's pid, when this run
   // first and last saw it (0: before it began).
@@ -1308,7 +1310,7 @@ static std::string name_processes(const std::vector<std::pair<pid_t, std::string
 // when it continues, kept in the summary. Looked at once a second.
 void Run::watch_stops(uint64_t now) {
   constexpr size_t kStopsKept = 100;
-  const double at_s = static_cast<double>(now - t0_) / 1e9;
+  const double at_s = into_run_s(now);
   for (auto& program : best_effort_) {
     if (program.ended_ns || program.child.pid() < 0) continue;
     const auto stopped = stopped_processes(program.child.pid());
@@ -1344,12 +1346,11 @@ void Run::watch_stops(uint64_t now) {
 }
 
 json Run::best_effort_summary() const {
-  auto at = [this](uint64_t ns) { return ns > t0_ ? static_cast<double>(ns - t0_) / 1e9 : 0.0; };
   json programs = json::array();
   for (const auto& program : best_effort_) {
     json entry = {{"command", program.command}, {"log", program.log}, {"ended_s", nullptr}, {"ended", nullptr}};
     if (program.ended_ns) {
-      entry["ended_s"] = at(program.ended_ns);
+      entry["ended_s"] = into_run_s(program.ended_ns);
       entry["ended"] = core::describe_wait_status(program.wait_status);
     }
     // Stops, in the order they began; until_s null: stopped to the end.
@@ -1360,8 +1361,8 @@ json Run::best_effort_summary() const {
     for (const auto& stop : stops)
       listed.push_back({{"process", stop.process},
                         {"pid", stop.pid},
-                        {"from_s", at(stop.from_ns)},
-                        {"until_s", stop.until_ns ? json(at(stop.until_ns)) : json(nullptr)}});
+                        {"from_s", into_run_s(stop.from_ns)},
+                        {"until_s", stop.until_ns ? json(into_run_s(stop.until_ns)) : json(nullptr)}});
     entry["stopped"] = std::move(listed);
     if (program.stops_not_kept) entry["stops_not_kept"] = program.stops_not_kept;
     programs.push_back(std::move(entry));
@@ -1934,9 +1935,10 @@ Status Run::write_results(uint64_t stopped_ns, const std::string& failure) {
   if (!best_effort_.empty()) summary["best_effort"] = best_effort_summary();
   if (!other_runs_.empty()) {
     json others = json::array();
-    auto at = [this](uint64_t ns) { return ns > t0_ ? static_cast<double>(ns - t0_) / 1e9 : 0.0; };
     for (const auto& [pid, seen] : other_runs_)
-      others.push_back({{"runner_pid", pid}, {"first_seen_s", at(seen.first_ns)}, {"last_seen_s", at(seen.last_ns)}});
+      others.push_back({{"runner_pid", pid},
+                        {"first_seen_s", into_run_s(seen.first_ns)},
+                        {"last_seen_s", into_run_s(seen.last_ns)}});
     summary["other_runs"] = std::move(others);
   }
   summary["resources"] = resources_.summary();
