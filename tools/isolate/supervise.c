@@ -223,22 +223,21 @@ static void pause_with_program(void)
 
 int isolate_supervise(char **program, uint64_t output_cap)
 {
-	/* The signals that end or pause the wait are blocked but inside
-	 * ppoll(), so that none is lost between a check and the wait. */
-	sigset_t waiting, blocked;
-	sigemptyset(&blocked);
-	static const int ending[] = {SIGTERM, SIGHUP, SIGINT, SIGQUIT};
-	for (size_t i = 0; i < sizeof(ending) / sizeof(ending[0]); i++)
-		sigaddset(&blocked, ending[i]);
-	sigaddset(&blocked, SIGTSTP);
-	sigaddset(&blocked, SIGCHLD);
-	sigprocmask(SIG_BLOCK, &blocked, &waiting);
 	/* PROGRAM starts with the signals this process takes as this process
 	 * started with them: ignored where they were (nohup; a script's
 	 * background job's SIGINT), or at their default. A reader of this
 	 * process's output that went (`| head`) is no reason to leave PROGRAM
 	 * running: SIGPIPE is ignored here. */
 	static const int taken[] = {SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGTSTP, SIGPIPE};
+	/* Those that end or pause the wait, and SIGCHLD, are blocked but inside
+	 * ppoll(), so that none is lost between a check and the wait. */
+	sigset_t waiting, blocked;
+	sigemptyset(&blocked);
+	for (size_t i = 0; i < sizeof(taken) / sizeof(taken[0]); i++)
+		if (taken[i] != SIGPIPE)
+			sigaddset(&blocked, taken[i]);
+	sigaddset(&blocked, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &blocked, &waiting);
 	struct sigaction at_start[sizeof(taken) / sizeof(taken[0])];
 	for (size_t i = 0; i < sizeof(taken) / sizeof(taken[0]); i++)
 		sigaction(taken[i], NULL, &at_start[i]);
