@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -109,29 +110,72 @@ def new_run_folder(command: list[str], out: str | None) -> Path:
 
 def run_under_shim(command: list[str], modes: list[str], out_dir: str | Path | None, ceiling: int = 0,
                    bwlock: str | None = None, bwlock_threshold: int = 0) -> int:
-    """Runs command under the interposer; returns its exit status (128+N for
-    signal N). With "trace" among the modes, out_dir is the run's folder
-    (new_run_folder): the traces of every process of the run, and run.json
-    (the command, the modes, when it started, its exit status)."""
+    """Runs command under the interposer and waits for it, as run_program
+    does; returns its exit status, or -N where signal N ended it (as
+    subprocess says it). With "trace" among the modes, out_dir is the
+    run's folder (new_run_folder): the traces of every process of the run,
+    and run.json (the command, the modes, when it started, its exit status,
+    128+N for signal N as a shell shows it)."""
     if not command:
         raise LockToolError("no command given (rtaccel shim [OPTIONS] -- CMD ...)", bad_input=True)
     env = shim_environment(modes, out_dir, ceiling, bwlock=bwlock,
                            bwlock_threshold=bwlock_threshold)
     started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
     try:
-        proc = subprocess.run(command, env=env)
-        status = 128 - proc.returncode if proc.returncode < 0 else proc.returncode
-    except FileNotFoundError:
-        print(f"rtaccel shim: {command[0]}: command not found", file=sys.stderr)
-        status = 127
-    except PermissionError:
-        print(f"rtaccel shim: {command[0]}: permission denied", file=sys.stderr)
-        status = 126
+        status = run_program(command, env)
+    except OSError as err:
+        status = cannot_start(command, err)
     if "trace" in modes and out_dir is not None:
         run = {"format": "rtaccel-shim-run", "version": 1, "command": command, "modes": modes,
-               "started": started, "exit_status": status}
+               "started": started, "exit_status": 128 - status if status < 0 else status}
         (Path(out_dir) / RUN_FILE).write_text(json.dumps(run, indent=1) + "\n")
     return status
+
+
+def cannot_start(command: list[str], err: OSError) -> int:
+    """Says why COMMAND could not start; the status a shell gives then."""
+    if isinstance(err, FileNotFoundError):
+        print(f"rtaccel shim: {command[0]}: command not found", file=sys.stderr)
+        return 127
+    print(f"rtaccel shim: {command[0]}: {err.strerror}", file=sys.stderr)
+    return 126
+
+
+# What a launcher or a user sends a program to end or steer it: ros2
+# launch's SIGINT, a service manager's SIGTERM, a log rotation's SIGHUP or
+# SIGUSR1.
+PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
+             signal.SIGUSR2)
+# si_code of a signal the kernel sent: a terminal's Ctrl-C, Ctrl-\ or
+# hang-up, which go to its whole foreground process group.
+_SI_KERNEL = 0x80
+
+
+def run_program(command: list[str], env: dict) -> int:
+    """Runs COMMAND (looked up in PATH) as a shell would, and waits for it:
+    it has this process's descriptors (a shell's `3<file`, `<(cmd)`, a
+    service manager's sockets), and the signals this process was started
+    with, SIGPIPE and SIGXFSZ at their default. A signal of PASSED_ON that a
+    process sends to this one goes on to COMMAND, which ends as it chooses;
+    one from a terminal reached COMMAND already, in the same process group,
+    and is not sent twice. Returns COMMAND's exit status, or -N where signal
+    N ended it. Raises OSError where it could not start."""
+    waited = {signal.SIGCHLD, *(sig for sig in PASSED_ON if signal.getsignal(sig) != signal.SIG_IGN)}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, waited)
+    try:
+        pid = os.posix_spawnp(command[0], command, env, setsigmask=mask,
+                              setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
+        while True:
+            info = signal.sigwaitinfo(waited)
+            if info.si_signo != signal.SIGCHLD:
+                if info.si_code != _SI_KERNEL:
+                    os.kill(pid, info.si_signo)
+                continue
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return os.waitstatus_to_exitcode(status)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def _run_started(folder: Path) -> str:

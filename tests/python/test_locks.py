@@ -1,15 +1,23 @@
 """rtaccel shim / lockstat / lockdemo: the interposer's fixes measured against
 the bad case in the same run, its traces, and its transparency."""
 
+import contextlib
+import fcntl
 import json
 import os
+import pty
+import select
 import shutil
+import signal
 import subprocess
 import sys
+import termios
+import time
 
 import pytest
 
 import needs
+from processes import wait_until
 
 from conftest import ROOT
 
@@ -166,6 +174,132 @@ def test_shim_cli_errors_and_exit_status(tmp_path):
     r = rtaccel("shim", "--out", str(tmp_path), "--", "/nonexistent/program")
     assert r.returncode == 127 and "command not found" in r.stderr
     assert rtaccel("shim", "--out", str(tmp_path), "--", "sh", "-c", "exit 7").returncode == 7
+
+
+@pytest.mark.parametrize("flags", [[], ["--trace"]], ids=["plain", "trace"])
+def test_the_shim_ends_as_its_program_did_and_passes_on_its_descriptors(tmp_path, flags):
+    # Before, a traced program's end by signal N was an exit with status
+    # 128+N, which a shell's loop does not stop on after a Ctrl-C; and the
+    # program lost every descriptor past stderr: `rtaccel shim -- sort
+    # <(cmd)` said "cannot read: /dev/fd/63", and a service manager's
+    # sockets (LISTEN_FDS) were closed.
+    out = tmp_path / "t"
+    ended = rtaccel("shim", *flags, "--out", str(out), "--", "sh", "-c", "kill -USR1 $$")
+    assert ended.returncode == -signal.SIGUSR1, ended.stderr
+    if flags:
+        assert json.loads((out / "run.json").read_text())["exit_status"] == 128 + signal.SIGUSR1
+    given = tmp_path / "given"
+    given.write_text("from the caller\n")
+    with open(given) as f:
+        fd = f.fileno()
+        r = rtaccel("shim", *flags, "--out", str(tmp_path / "u"), "--", "cat", f"/dev/fd/{fd}",
+                    pass_fds=(fd,))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "from the caller\n"
+
+
+# A program that ends in its own time on SIGINT, SIGTERM or SIGHUP, as a ROS 2
+# node does: it says it is ready, and on the first such signal cleans up for
+# a second (longer than a wrapper's grace before SIGKILL), writes the signals
+# it got meanwhile into ARGV[1]/got, and exits 3. With ARGV[2] "own-group",
+# it first leaves its process group, and with it the terminal's foreground.
+CLEANS_UP = """
+import os, pathlib, signal, sys, time
+got = []
+for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(sig, lambda sig, _frame: got.append(sig))
+if sys.argv[2:] == ["own-group"]:
+    os.setpgid(0, 0)
+folder = pathlib.Path(sys.argv[1])
+(folder / "ready").write_text("")
+while not got:
+    time.sleep(0.01)
+time.sleep(1.0)
+(folder / "got").write_text(" ".join(signal.Signals(s).name for s in got))
+sys.exit(3)
+"""
+
+
+@contextlib.contextmanager
+def cleaning_program_under_shim(tmp_path, flags, *program_args, **popen):
+    """`rtaccel shim FLAGS -- CLEANS_UP` started in a session of its own:
+    (the command, the run's folder) once the program is ready; the session
+    killed at the end."""
+    out = tmp_path / "t"
+    proc = subprocess.Popen(RTACCEL + ["shim", *flags, "--out", str(out), "--", sys.executable, "-c",
+                                       CLEANS_UP, str(tmp_path), *program_args],
+                            env=dict(os.environ, PYTHONPATH=str(ROOT / "python")), start_new_session=True,
+                            **popen)
+    try:
+        assert wait_until((tmp_path / "ready").exists, 30), "the program did not start"
+        yield proc, out
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+@pytest.mark.parametrize("flags", [[], ["--trace"]], ids=["plain", "trace"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+def test_a_signal_sent_to_the_shim_reaches_its_program_which_ends_in_its_own_time(tmp_path, flags, sig):
+    # ros2 launch ends a node with SIGINT to the process it started, a
+    # service manager with SIGTERM. Before, the shim took them as its own
+    # Ctrl-C: the program got nothing, was killed (SIGKILL) a quarter of a
+    # second later, and wrote no report.
+    with cleaning_program_under_shim(tmp_path, flags) as (proc, out):
+        proc.send_signal(sig)
+        assert proc.wait(timeout=30) == 3
+    assert (tmp_path / "got").read_text() == sig.name
+    if flags:
+        assert json.loads((out / "run.json").read_text())["exit_status"] == 3
+        reports = [json.loads(p.read_text()) for p in out.glob("rtaccel-shim.*[0-9].json")]
+        assert [r["command"][0] for r in reports] == [sys.executable]
+
+
+@contextlib.contextmanager
+def on_a_terminal():
+    """A pseudo-terminal: (its leader's descriptor, what to give Popen to run
+    a program in its foreground, as its controlling terminal)."""
+    leader, follower = pty.openpty()
+    try:
+        yield leader, dict(stdin=follower, stdout=follower, stderr=follower,
+                           preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+    finally:
+        os.close(leader)
+        os.close(follower)
+
+
+def read_until(fd, text, seconds=10):
+    """What FD gave until TEXT came, within SECONDS."""
+    got = b""
+    deadline = time.monotonic() + seconds
+    while text not in got and select.select([fd], [], [], max(0, deadline - time.monotonic()))[0]:
+        got += os.read(fd, 4096)
+    assert text in got, got
+    return got
+
+
+@pytest.mark.parametrize("flags", [[], ["--trace"]], ids=["plain", "trace"])
+def test_a_terminals_ctrl_c_ends_the_program_in_its_own_time(tmp_path, flags):
+    with on_a_terminal() as (leader, terminal):
+        with cleaning_program_under_shim(tmp_path, flags, **terminal) as (proc, _):
+            os.write(leader, b"\x03")
+            assert proc.wait(timeout=30) == 3  # what the shim writes, a line, fits the terminal
+    assert (tmp_path / "got").read_text() == "SIGINT"
+
+
+def test_the_shim_passes_on_a_signal_a_process_sent_it_not_one_the_terminal_sent_to_its_group(tmp_path):
+    # The terminal sends Ctrl-C to its foreground process group, which the
+    # program is in: passed on as well, it would get it twice (seen: "SIGINT
+    # SIGINT" above). Here the program has left that group, so what the
+    # shim passes on shows alone. (Untraced, the shim becomes the program.)
+    with on_a_terminal() as (leader, terminal):
+        with cleaning_program_under_shim(tmp_path, ["--trace"], "own-group", **terminal) as (proc, _):
+            os.write(leader, b"\x03")
+            read_until(leader, b"^C")  # echoed once the terminal sent SIGINT
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=30) == 3
+    assert (tmp_path / "got").read_text() == "SIGTERM"
 
 
 MODES = [[], ["--trace"], ["--pi"], ["--phase-fair"], ["--boost"],

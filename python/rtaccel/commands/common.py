@@ -8,6 +8,7 @@ import argparse
 import errno
 import json
 import os
+import resource
 import signal
 import sys
 from pathlib import Path
@@ -45,18 +46,38 @@ def print_result(result, as_json: bool, formatter) -> int:
     return EXIT_OK
 
 
-def exec_program(cmd: list) -> int:
+def exec_program(cmd: list, env: dict | None = None) -> int:
     """Becomes the program (so that signals reach it: a best-effort co-runner
-    is stopped with SIGTERM and reports its bandwidth). It starts with
+    is stopped with SIGTERM and reports its bandwidth), looked up in PATH,
+    with ENV for its environment (this one's by default). It starts with
     SIGPIPE and SIGXFSZ at their default, as subprocess starts a program:
     Python ignores them for itself, and a program run under `rtaccel isolate
-    run-be` would otherwise write on into a closed pipe."""
+    run-be` would otherwise write on into a closed pipe. Raises OSError
+    where it cannot start."""
     sys.stdout.flush()
     sys.stderr.flush()
     for sig in (signal.SIGPIPE, signal.SIGXFSZ):
         signal.signal(sig, signal.SIG_DFL)
-    os.execv(cmd[0], cmd)
+    try:
+        os.execvpe(cmd[0], cmd, os.environ if env is None else env)
+    except OSError:
+        for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+            signal.signal(sig, signal.SIG_IGN)
+        raise
     return EXIT_RUNTIME  # not reached
+
+
+def end_by_signal(sig: int) -> None:
+    """Ends this process by signal SIG, as the program it ran for the user
+    ended: a shell then stops a loop on the Ctrl-C that ended the program.
+    No core is dumped: the program's was, where it dumped one."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if sig != signal.SIGKILL:
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
+    os.kill(os.getpid(), sig)
 
 
 def _in_range(convert, bad, low, high, what: str):

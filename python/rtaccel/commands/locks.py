@@ -17,16 +17,28 @@ def cmd_shim(args) -> int:
     try:
         if not command:
             raise locks.LockToolError("no command given (rtaccel shim [OPTIONS] -- CMD ...)", bad_input=True)
-        folder = locks.new_run_folder(command, args.out) if args.trace else None
+        if not args.trace:
+            # Nothing is left to do once the program ends: this process
+            # becomes it, and its pid, descriptors and signals are the
+            # caller's own.
+            env = locks.shim_environment(modes, None, args.ceiling, bwlock=args.bwlock,
+                                         bwlock_threshold=args.bwlock_threshold)
+            try:
+                return common.exec_program(command, env)
+            except OSError as err:
+                return locks.cannot_start(command, err)
+        folder = locks.new_run_folder(command, args.out)
         status = locks.run_under_shim(command, modes, folder, args.ceiling,
                                       bwlock=args.bwlock, bwlock_threshold=args.bwlock_threshold)
     except locks.LockToolError as err:
         return common.fail("rtaccel shim", err)
-    if folder is not None:
-        traced = len(locks.traces_in(folder))
-        print(f"# rtaccel shim: {traced} process{'es' if traced != 1 else ''} traced, in {folder}/ "
-              f"(rtaccel lockstat {folder}; open its *.trace.json in ui.perfetto.dev)",
-              file=sys.stderr)
+    traced = len(locks.traces_in(folder))
+    print(f"# rtaccel shim: {traced} process{'es' if traced != 1 else ''} traced, in {folder}/ "
+          f"(rtaccel lockstat {folder}; open its *.trace.json in ui.perfetto.dev)",
+          file=sys.stderr)
+    if status < 0:
+        common.end_by_signal(-status)
+        return 128 - status
     return status
 
 
@@ -60,7 +72,9 @@ def register(sub) -> None:
     """Adds the family's commands to the parser's SUB."""
     p = sub.add_parser("shim", help="run a program with rtaccel's pthread interposer",
                        description="Runs CMD with librtaccel_shim.so preloaded. Exit status: "
-                                   "CMD's (128+N if killed by signal N), 2 on bad arguments.")
+                                   "CMD's (it ends by the signal that ended CMD), 127 where CMD is not "
+                                   "found, 2 on bad arguments. Signals sent to this command go on "
+                                   "to CMD.")
     p.add_argument("--trace", action="store_true",
                    help="record per-lock statistics, lock patterns and a Perfetto timeline")
     p.add_argument("--pi", action="store_true", help="priority inheritance on every mutex")
