@@ -290,6 +290,39 @@ def test_the_server_holds_the_lock_for_critical_buckets_only():
     assert takes[3] >= 40 and takes[0] - takes[3] >= 40, takes
 
 
+def test_hold_passes_a_signal_on_to_its_program_and_holds_the_lock_until_it_has_ended(tmp_path):
+    # Before, SIGTERM to hold (a service manager's, `kill`) ended hold alone:
+    # its program ran on with nobody to end it, and without the lock it was
+    # to run under.
+    from rtaccel.isolate import BandwidthLock
+
+    name = f"test-hold.{os.getpid()}"
+    started, cleaning = tmp_path / "started", tmp_path / "cleaning"
+    program = (f"trap 'touch {cleaning}; sleep 1; exit 3' TERM; touch {started}; "
+               "while :; do sleep 0.02; done")
+    holding = lambda: BandwidthLock(name, "probe", 1).status()["held"]
+    proc = subprocess.Popen([str(ISOLATE), "hold", "--threshold", "100", "--bwlock", name, "--",
+                             "sh", "-c", program], start_new_session=True)
+    try:
+        assert wait_until(started.exists, 10)
+        assert holding() == 1
+        proc.send_signal(signal.SIGTERM)
+        assert wait_until(cleaning.exists, 10), "the program did not get SIGTERM"
+        assert proc.poll() is None and holding() == 1  # while the program cleans up
+        assert proc.wait(timeout=10) == 3
+        assert holding() == 0
+        # A program ended by a signal ends hold by it, the lock released.
+        assert isolate("hold", "--threshold", "100", "--bwlock", name, "--", "sh", "-c",
+                       "kill -USR1 $$").returncode == -signal.SIGUSR1
+        assert holding() == 0
+        assert isolate("hold", "--threshold", "100", "--bwlock", name, "--", "/nonexistent").returncode == 127
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        BandwidthLock.unlink(name)
+
+
 def test_run_be_ending_with_its_parent_exits_as_its_program_and_leaves_nothing_it_started(tmp_path):
     marker = tmp_path / "straggler.pid"
     supervised = ["run-be", "--no-cgroup", "--end-with-parent", "--"]

@@ -451,6 +451,18 @@ static int cmd_run_be(int argc, char **argv)
 
 /* Holds the bandwidth lock while PROGRAM runs: for programs that are one
  * critical section, and to try the regulator by hand. */
+/* The bandwidth lock hold holds while its program runs. */
+static struct {
+	rtaccel_bwlock_t *bw;
+	rtaccel_bwlock_holder_t *holder;
+} held;
+
+static void release_held(void)
+{
+	rtaccel_bwlock_holder_destroy(held.holder);
+	rtaccel_bwlock_close(held.bw);
+}
+
 static int cmd_hold(int argc, char **argv)
 {
 	int at;
@@ -486,22 +498,9 @@ static int cmd_hold(int argc, char **argv)
 		return err == -EINVAL ? RTACCEL_EXIT_BAD_INPUT : RTACCEL_EXIT_RUNTIME;
 	}
 	rtaccel_bwlock_take(h);
-	pid_t child = fork();
-	if (child < 0)
-		fprintf(stderr, "rtaccel-isolate: fork: %s\n", strerror(errno));
-	if (child == 0) {
-		execvp(argv[at], argv + at);
-		fprintf(stderr, "rtaccel-isolate: %s: %s\n", argv[at], strerror(errno));
-		_exit(127);
-	}
-	int status = 0;
-	while (child > 0 && waitpid(child, &status, 0) < 0 && errno == EINTR)
-		;
-	rtaccel_bwlock_holder_destroy(h);
-	rtaccel_bwlock_close(bw);
-	if (child < 0)
-		return RTACCEL_EXIT_RUNTIME;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	held.bw = bw;
+	held.holder = h;
+	return isolate_run(argv + at, release_held);
 }
 
 int main(int argc, char **argv)

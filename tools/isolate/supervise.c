@@ -221,6 +221,20 @@ static void pause_with_program(void)
 	signal_orphans(SIGCONT);
 }
 
+/* Ends this process by SIG, as its program ended (or as the terminal
+ * ended it), without a core of its own. */
+static void end_by(int sig)
+{
+	const struct rlimit no_core = {0, 0};
+	setrlimit(RLIMIT_CORE, &no_core);
+	signal(sig, SIG_DFL);
+	sigset_t only;
+	sigemptyset(&only);
+	sigaddset(&only, sig);
+	sigprocmask(SIG_UNBLOCK, &only, NULL);
+	raise(sig);
+}
+
 int isolate_supervise(char **program, uint64_t output_cap)
 {
 	/* PROGRAM starts with the signals this process takes as this process
@@ -331,17 +345,59 @@ int isolate_supervise(char **program, uint64_t output_cap)
 	const int ended_by = end_asked == SIGINT || end_asked == SIGQUIT ? end_asked
 			     : program_reaped && WIFSIGNALED(program_status) ? WTERMSIG(program_status)
 									   : 0;
-	if (ended_by) {
-		const struct rlimit no_core = {0, 0};
-		setrlimit(RLIMIT_CORE, &no_core);
-		signal(ended_by, SIG_DFL);
-		sigset_t only;
-		sigemptyset(&only);
-		sigaddset(&only, ended_by);
-		sigprocmask(SIG_UNBLOCK, &only, NULL);
-		raise(ended_by);
-	}
+	if (ended_by)
+		end_by(ended_by);
 	if (!program_reaped)
 		return RTACCEL_EXIT_RUNTIME;
 	return WIFEXITED(program_status) ? WEXITSTATUS(program_status) : RTACCEL_EXIT_RUNTIME;
+}
+
+int isolate_run(char **program, void (*ended)(void))
+{
+	/* Blocked from before the fork, so that none is lost: SIGCHLD and the
+	 * signals passed on, those this process was not started ignoring. */
+	static const int passed_on[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+	sigset_t waited, at_start;
+	sigemptyset(&waited);
+	sigaddset(&waited, SIGCHLD);
+	for (size_t i = 0; i < sizeof(passed_on) / sizeof(passed_on[0]); i++) {
+		struct sigaction was;
+		if (sigaction(passed_on[i], NULL, &was) == 0 && was.sa_handler != SIG_IGN)
+			sigaddset(&waited, passed_on[i]);
+	}
+	sigprocmask(SIG_BLOCK, &waited, &at_start);
+	const pid_t child = fork();
+	if (child < 0) {
+		fprintf(stderr, "rtaccel-isolate: fork: %s\n", strerror(errno));
+		sigprocmask(SIG_SETMASK, &at_start, NULL);
+		ended();
+		return RTACCEL_EXIT_RUNTIME;
+	}
+	if (child == 0) {
+		sigprocmask(SIG_SETMASK, &at_start, NULL);
+		execvp(program[0], program);
+		fprintf(stderr, "rtaccel-isolate: %s: %s\n", program[0], strerror(errno));
+		_exit(127);
+	}
+	int status = 0;
+	for (;;) {
+		siginfo_t info;
+		const int sig = sigwaitinfo(&waited, &info);
+		if (sig == SIGCHLD) {
+			if (waitpid(child, &status, WNOHANG) == child)
+				break;
+		} else if (sig > 0 && info.si_code != SI_KERNEL) {
+			/* Sent by a process (kill, a launcher, a service manager)
+			 * to this one: it is the program's. What the kernel sent
+			 * (a terminal's Ctrl-C, its hang-up) went to the whole
+			 * foreground process group, the program's too, and is not
+			 * sent a second time. */
+			kill(child, sig);
+		}
+	}
+	sigprocmask(SIG_SETMASK, &at_start, NULL);
+	ended();
+	if (WIFSIGNALED(status))
+		end_by(WTERMSIG(status));
+	return WIFEXITED(status) ? WEXITSTATUS(status) : RTACCEL_EXIT_RUNTIME;
 }

@@ -1,5 +1,6 @@
 /* rtaccel-isolate run-be --end-with-parent: a program run under a
- * supervisor that ends it, and all it started, with itself. */
+ * supervisor that ends it, and all it started, with itself; and hold's
+ * program, run while the bandwidth lock is held for it. */
 #ifndef RTACCEL_TOOLS_ISOLATE_SUPERVISE_H
 #define RTACCEL_TOOLS_ISOLATE_SUPERVISE_H
 
@@ -19,5 +20,16 @@
  * Returns PROGRAM's exit status; where a signal ended it, this process ends
  * by the same signal (by the terminal's, where the terminal ended it). */
 int isolate_supervise(char **program, uint64_t output_cap);
+
+/* Runs PROGRAM (argv, NULL-terminated) in this process's group, with this
+ * process's descriptors and signals, and waits for it, as a shell runs a
+ * command: a signal a process sends to this one to end or steer PROGRAM
+ * (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2; but those this
+ * process was started ignoring) goes on to it, one a terminal sent to its
+ * foreground group reached PROGRAM already. Calls ENDED once PROGRAM has
+ * ended (or could not start), then ends this process by the signal that
+ * ended PROGRAM, or returns PROGRAM's exit status (127 where it was not
+ * found). */
+int isolate_run(char **program, void (*ended)(void));
 
 #endif
