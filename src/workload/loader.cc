@@ -33,6 +33,11 @@ constexpr uint64_t kNsPerMs = 1000 * 1000;
 // from uint64_t overflow; an hour is beyond any real-time deadline.
 constexpr double kMaxDurationNs = 3600.0 * 1e9;
 constexpr size_t kMaxNameLength = 64;
+// Keys a workload leaves to its user, in any mapping: anchors for merge keys
+// (`x-defaults: &cb {...}`), notes for other tools.
+constexpr std::string_view kUserKeyPrefix = "x-";
+// How deep merged mappings may merge in turn.
+constexpr int kMaxMergeDepth = 16;
 
 SourceLocation location_of(const YAML::Mark& mark) {
   if (mark.is_null()) return {};
@@ -92,9 +97,14 @@ class Fields {
       valid_ = false;
       return;
     }
+    std::vector<YAML::Node> merged;
     for (const auto& pair : map_) {
       if (!pair.first.IsScalar()) {
         ctx_.error(pair.first, what_ + ": keys must be plain words");
+        continue;
+      }
+      if (is_merge_key(pair.first)) {
+        merged.push_back(pair.second);
         continue;
       }
       const std::string& key = pair.first.Scalar();
@@ -102,6 +112,7 @@ class Fields {
         ctx_.error(pair.first, what_ + ": duplicate key '" + key + "'");
       }
     }
+    for (const YAML::Node& from : merged) merge(from, 1);
   }
 
   Fields(const Fields&) = delete;
@@ -229,7 +240,7 @@ class Fields {
     if (!valid_) return;
     std::set<std::string> allowed(allowed_.begin(), allowed_.end());
     for (const auto& [key, nodes] : seen_) {
-      if (allowed.count(key)) continue;
+      if (allowed.count(key) || key.starts_with(kUserKeyPrefix)) continue;
       const YAML::Node& node = nodes.first;
       std::string list;
       for (const std::string& k : allowed_) list += (list.empty() ? "" : ", ") + k;
@@ -238,11 +249,58 @@ class Fields {
   }
 
  private:
+  // YAML's merge key (`<<: *defaults`, a plain `<<`, not a quoted one),
+  // which yaml-cpp leaves to its user: a mapping, or a list of them, whose
+  // keys this mapping takes where it does not have them; of a list, the
+  // earlier mapping's keys win. Merged mappings may merge in turn.
+  static bool is_merge_key(const YAML::Node& key) { return key.Scalar() == "<<" && key.Tag() == "?"; }
+
+  void merge(const YAML::Node& from, int depth) {
+    if (depth > kMaxMergeDepth) {
+      ctx_.error(from, what_ + ": merge keys ('<<') nested more than " + std::to_string(kMaxMergeDepth) +
+                           " deep");
+      return;
+    }
+    if (from.IsSequence()) {
+      for (const auto& item : from) {
+        if (!item.IsMap()) {
+          ctx_.error(item, what_ + ": '<<' must merge mappings, got " + quoted(item));
+          continue;
+        }
+        merge(item, depth);
+      }
+      return;
+    }
+    if (!from.IsMap()) {
+      ctx_.error(from, what_ + ": '<<' must merge a mapping or a list of mappings, got " + quoted(from));
+      return;
+    }
+    // A mapping merged before adds nothing: its keys are here, or
+    // overridden. Aliases could otherwise have a mapping merged an
+    // exponential number of times, or merge itself.
+    for (const YAML::Node& done : merged_) {
+      if (done.is(from)) return;
+    }
+    merged_.push_back(from);
+    std::vector<YAML::Node> nested;
+    for (const auto& pair : from) {
+      if (!pair.first.IsScalar()) {
+        ctx_.error(pair.first, what_ + ": keys must be plain words");
+      } else if (is_merge_key(pair.first)) {
+        nested.push_back(pair.second);
+      } else {
+        seen_.emplace(pair.first.Scalar(), std::make_pair(pair.first, pair.second));
+      }
+    }
+    for (const YAML::Node& inner : nested) merge(inner, depth + 1);
+  }
+
   Context& ctx_;
   YAML::Node map_;
   std::string what_;
   bool valid_ = true;
   std::map<std::string, std::pair<YAML::Node, YAML::Node>> seen_;  // key -> (key, value)
+  std::vector<YAML::Node> merged_;                                  // mappings merged so far
   std::vector<std::string> allowed_;
 };
 

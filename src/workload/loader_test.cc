@@ -150,7 +150,17 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"IsolationCore", "deadline_ms: 90}\n", "deadline_ms: 90}\nisolation: {regulator: {cores: [0, 9]}}\n",
                 "regulator: core 9 does not exist", 20},
         BadCase{"IsolationKey", "deadline_ms: 90}\n", "deadline_ms: 90}\nisolation: {regulatr: {}}\n",
-                "isolation: unknown key 'regulatr' (expected regulator, bandwidth_lock)", 20}),
+                "isolation: unknown key 'regulatr' (expected regulator, bandwidth_lock)", 20},
+        BadCase{"MergeOfAScalar", "cpu_us: 1000.5}", "cpu_us: 1000.5, <<: 5}",
+                "callback 'filter': '<<' must merge a mapping or a list of mappings, got '5'", 17},
+        BadCase{"MergeOfAListOfScalars", "cpu_us: 1000.5}", "cpu_us: 1000.5, <<: [{wait: spin}, 5]}",
+                "callback 'filter': '<<' must merge mappings, got '5'", 17},
+        // Merged keys are read as the mapping's own: a wrong one is said
+        // where it is written.
+        BadCase{"MergedKeyUnknown", "cpu_us: 1000.5}", "cpu_us: 1000.5, <<: {wiat: spin}}",
+                "callback 'filter': unknown key 'wiat'", 17},
+        BadCase{"QuotedMergeKeyIsAKey", "cpu_us: 1000.5}", "cpu_us: 1000.5, '<<': {wait: spin}}",
+                "callback 'filter': unknown key '<<'", 17}),
     [](const ::testing::TestParamInfo<BadCase>& param_info) { return std::string(param_info.param.name); });
 
 TEST(Loader, MemoryWorkAndIsolation) {
@@ -204,6 +214,61 @@ callbacks:
 chains:
   - {name: hot, priority: 10, path: [sensor, filter], deadline_ms: 90}
 )";
+
+TEST(Loader, MergeKeysAndKeysLeftToTheUser) {
+  // YAML's merge key, as a workload of many alike callbacks uses it, with
+  // its anchors under a key left to the user (x-...).
+  const std::string text = replace(replace(kValid, "callbacks:\n", R"(x-defaults:
+  - &fast {executor: ex1, cpu_us: 500, wait: spin}
+  - &slow {cpu_us: 3000, x-note: measured under the regulator}
+callbacks:
+)"), "  - {name: filter, executor: ex1, trigger: {topic: raw}, cpu_us: 1000.5}\n",
+                                   R"(  - {name: filter, trigger: {topic: raw}, cpu_us: 1000.5, <<: *fast}
+  - {name: late, trigger: {topic: raw}, <<: [*slow, *fast]}
+  - {name: merged-twice, trigger: {topic: raw}, <<: [*fast, {<<: *fast, wait: suspend}]}
+)");
+  auto r = load(replace(text, "deadline_ms: 90}\n",
+                        "deadline_ms: 90}\n  - {name: cold, priority: 5, path: [sensor, late]}\n"
+                        "  - {name: colder, priority: 4, path: [sensor, merged-twice]}\n"));
+  ASSERT_TRUE(r.ok()) << r.errors[0];
+  const auto& cbs = r.workload->callbacks;
+  ASSERT_EQ(cbs.size(), 4u);
+  EXPECT_EQ(cbs[1].cpu_ns, 1'000'500u);  // its own key wins over the merged one
+  EXPECT_EQ(cbs[1].wait, WaitMode::kSpin);
+  EXPECT_EQ(cbs[2].cpu_ns, 3'000'000u);  // of a list, the earlier mapping's key wins
+  EXPECT_EQ(cbs[2].executor, cbs[1].executor);
+  EXPECT_EQ(cbs[3].wait, WaitMode::kSpin);  // merged first, from the list's first mapping
+}
+
+TEST(Loader, MergeKeysThatMultiplyOrNestTooDeepAreBounded) {
+  // A mapping merged by every mapping of a chain of them: merged once,
+  // not 20^15 times.
+  std::string anchors = "x-0: &m0 {executor: ex1, cpu_us: 1000.5}\n";
+  for (int i = 1; i < 16; ++i) {
+    std::string list;
+    for (int j = 0; j < 20; ++j) list += (j ? ", *m" : "*m") + std::to_string(i - 1);
+    anchors += "x-" + std::to_string(i) + ": &m" + std::to_string(i) + " {<<: [" + list + "]}\n";
+  }
+  std::string text = replace(kValid, "callbacks:\n", anchors + "callbacks:\n");
+  auto r = load(replace(text, "{name: filter, executor: ex1, trigger: {topic: raw}, cpu_us: 1000.5}",
+                        "{name: filter, trigger: {topic: raw}, <<: *m15}"));
+  ASSERT_TRUE(r.ok()) << r.errors[0];
+  EXPECT_EQ(r.workload->callbacks[1].cpu_ns, 1'000'500u);
+
+  // A mapping that merges itself.
+  r = load(replace(kValid, "{name: filter, executor: ex1,", "&self {name: filter, <<: *self, executor: ex1,"));
+  EXPECT_TRUE(r.ok()) << r.errors[0];
+
+  // Merges nested past the limit are refused where the limit is passed.
+  anchors = "x-0: &m0 {executor: ex1, cpu_us: 1000.5}\n";
+  for (int i = 1; i < 40; ++i)
+    anchors += "x-" + std::to_string(i) + ": &m" + std::to_string(i) + " {<<: *m" + std::to_string(i - 1) + "}\n";
+  text = replace(kValid, "callbacks:\n", anchors + "callbacks:\n");
+  r = load(replace(text, "{name: filter, executor: ex1, trigger: {topic: raw}, cpu_us: 1000.5}",
+                   "{name: filter, trigger: {topic: raw}, <<: *m39}"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.errors[0].find("merge keys ('<<') nested more than 16 deep"), std::string::npos) << r.errors[0];
+}
 
 TEST(Loader, NodesAndLinks) {
   auto r = load(kTwoNodes);
