@@ -37,6 +37,23 @@ def read_text(path: str | os.PathLike) -> str:
     return data.decode("utf-8")
 
 
+def read_once(path: str | os.PathLike) -> bytes | None:
+    """The bytes of PATH where it can be read only once, a pipe (a shell's
+    `<(cmd)`, /dev/stdin under `cmd |`) or a terminal, read up to
+    MAX_BYTES; None for a file (or what cannot be opened, which its reader
+    then says). NotAFile (an OSError) for one larger than that."""
+    try:
+        with open(path, "rb") as f:
+            if stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return None
+            data = f.read(MAX_BYTES + 1)
+    except OSError:
+        return None
+    if len(data) > MAX_BYTES:
+        raise NotAFile(f"larger than {MAX_BYTES >> 20} MB, which no file rtaccel reads is (a device?)")
+    return data
+
+
 def last_line(path: str | os.PathLike, within: int = 4096) -> str:
     """The last line of PATH that is not empty, from its last WITHIN bytes
     (a program's log can be large); '' where there is none."""

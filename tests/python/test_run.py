@@ -1399,6 +1399,33 @@ def test_a_run_whose_command_line_is_not_utf8_writes_results_that_json_readers_t
     assert (out / "best_effort_0.log").read_bytes() == b"caf\xe9\n"  # the program's own bytes
 
 
+@pytest.mark.parametrize("given", ["stdin", "process-substitution"])
+def test_a_workload_given_through_a_pipe_is_run_and_kept_with_the_results(tmp_path, given):
+    # `gen_workload | rtaccel run /dev/stdin`, `rtaccel run <(gen_workload)`.
+    # Before, the check before the run read the pipe, and the runner found
+    # it empty (`the workload is empty`) or closed (`/dev/fd/63: cannot open
+    # the file`).
+    text = pathlib.Path(workload(tmp_path, "piped", TWO_TIMERS)).read_text()
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "rtaccel.cli", "run", "--duration", "1", "--out", str(out), "--quiet"]
+    if given == "stdin":
+        proc = subprocess.run(command + ["/dev/stdin"], input=text, capture_output=True, text=True,
+                              cwd=ROOT, timeout=300, env=ENV)
+    else:
+        (tmp_path / "gen.sh").write_text(f"cat <<'EOF'\n{text}EOF\n")
+        proc = subprocess.run(["bash", "-c", f'"$@" <(sh {tmp_path / "gen.sh"})', "bash", *command],
+                              capture_output=True, text=True, cwd=ROOT, timeout=300, env=ENV)
+    assert proc.returncode == 0, proc.stderr
+    kept = out / "workload.yaml"
+    assert kept.read_text() == text
+    assert json.loads((out / "summary.json").read_text())["workload"]["file"] == str(kept)
+    assert f"{kept} (the workload read from /dev/" in proc.stdout
+    # Its errors name the pipe, with their lines.
+    proc = subprocess.run(command + ["/dev/stdin"], input="version: 1\nname: x\nchians: []\n",
+                          capture_output=True, text=True, cwd=ROOT, timeout=60, env=ENV)
+    assert proc.returncode == 2 and "/dev/stdin:3:1: workload: unknown key 'chians'" in proc.stderr
+
+
 def test_the_table_counts_the_time_while_any_process_was_stopped_once():
     # make -j2 stopped whole: its processes' stops overlap.
     program = {"stopped": [{"process": "make", "pid": 1, "from_s": 2.0, "until_s": 5.0},

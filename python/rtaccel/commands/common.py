@@ -13,7 +13,7 @@ import signal
 import sys
 from pathlib import Path
 
-from rtaccel import _core
+from rtaccel import _core, inputs
 from rtaccel.errors import EXIT_OK, EXIT_RUNTIME, Error
 
 
@@ -30,14 +30,31 @@ def print_workload_error(err: Exception) -> None:
     print(f"rtaccel: {len(messages)} error(s) in the workload", file=sys.stderr)
 
 
-def check_workload(path: str) -> bool:
-    """Loads the workload first so that its errors come as `file:line: what`."""
+def check_workload(path: str, text: bytes | None = None) -> bool:
+    """Loads the workload first so that its errors come as `file:line: what`;
+    TEXT where it was read already (workload_read_once)."""
     try:
-        _core.load_workload(path)
+        if text is None:
+            _core.load_workload(path)
+        else:
+            _core.load_workload_string(text, path)
     except _core.WorkloadError as err:
         print_workload_error(err)
         return False
     return True
+
+
+def workload_read_once(path: str) -> tuple[bytes | None, bool]:
+    """(the text of workload PATH where it can be read only once, a pipe:
+    `rtaccel run <(gen_workload)`, `... | rtaccel run /dev/stdin`; None
+    for a file) and whether it could be read. A command that reads its
+    workload twice (to check it here, then in its runner) runs a copy of
+    such a text."""
+    try:
+        return inputs.read_once(path), True
+    except inputs.NotAFile as err:
+        print(f"{path}: {err}", file=sys.stderr)
+        return None, False
 
 
 def print_result(result, as_json: bool, formatter) -> int:

@@ -25,6 +25,8 @@ def _examples_dir() -> Path:
 EXAMPLES_DIR = _examples_dir()
 DEMO_WORKLOAD = "autoware_reference.yaml"
 ISOLATION_WORKLOAD = "autoware_memory.yaml"  # demo --isolation
+# A workload given through a pipe, as the run's results keep it.
+WORKLOAD_COPY = "workload.yaml"
 
 
 def _walk(text: str) -> dict:
@@ -48,12 +50,21 @@ def _shim_modes(text: str) -> str:
 
 
 def cmd_run(args) -> int:
-    if not common.check_workload(args.workload):
+    text, readable = common.workload_read_once(args.workload)
+    if not readable or not common.check_workload(args.workload, text):
         return EXIT_BAD_INPUT
     if not common.make_results_folder("rtaccel run", args.out):
         return EXIT_BAD_INPUT
+    workload = args.workload
+    if text is not None:
+        # The runner reads the workload from a file, which the results keep.
+        workload = str(Path(args.out) / WORKLOAD_COPY)
+        try:
+            Path(workload).write_bytes(text)
+        except OSError as err:
+            return common.fail("rtaccel run", runner.RunError(f"cannot write {workload}: {err.strerror}"))
     try:
-        status = runner.run(args.workload, args.policy, args.duration, args.out, socket=args.socket,
+        status = runner.run(workload, args.policy, args.duration, args.out, socket=args.socket,
                             work_fraction=args.work_fraction, progress=not args.quiet,
                             calibration=not args.no_calibration, gang=args.gang,
                             isolation=args.isolation, best_effort=args.best_effort, flow_control=not args.no_flow_control,
@@ -67,6 +78,8 @@ def cmd_run(args) -> int:
         print(runner.format_compare([runner.load_summary(args.out)]))
         written = [f"{args.out}/{name}{note}" for name, note in (("summary.json", ""), ("trace.json",
                    " (open in ui.perfetto.dev)"), ("latency.csv", "")) if (Path(args.out) / name).exists()]
+        if text is not None:
+            written.append(f"{workload} (the workload read from {args.workload})")
         print(f"# results: {', '.join(written)}")
         if hint := large_trace_hint(args.out):
             print(hint)
@@ -260,7 +273,8 @@ _trace_events = common.whole_number(1000, 1_000_000_000, "trace events kept per 
 def register(sub) -> None:
     """Adds the family's commands to the parser's SUB."""
     p = sub.add_parser("run", help="run a workload for real and measure its chains")
-    p.add_argument("workload", help="workload YAML file")
+    p.add_argument("workload", help=f"workload YAML file (or a pipe: <(cmd), /dev/stdin; the run "
+                                    f"keeps it as OUT/{WORKLOAD_COPY})")
     p.add_argument("--policy", choices=runner.POLICIES, default="paam",
                    help="executor policy: ros2, picas or paam (default paam)")
     p.add_argument("--duration", type=common.seconds, default=10.0, help="seconds measured (10)")
