@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import stat
+import struct
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -69,6 +72,69 @@ def shim_environment(modes: list[str], out_dir: str | None = None, ceiling: int 
     if bwlock:
         env["RTACCEL_SHIM_BWLOCK"] = f"{bwlock}:{bwlock_threshold}"
     return env
+
+
+# ELF's program types and the program header of a dynamic linker.
+ELF_EXEC, ELF_DYN, PT_INTERP = 2, 3, 3
+
+
+def why_not_preloaded(command: list[str], env: dict) -> str | None:
+    """Why the dynamic linker will not load the interposer into COMMAND, as
+    PATH in ENV finds it, where it can tell: a program linked statically
+    has no dynamic linker, and one that gains privileges as it starts
+    (set-user-ID, set-group-ID, file capabilities) has LD_PRELOAD ignored.
+    None otherwise (a script: its interpreter is what runs)."""
+    path = shutil.which(command[0], path=env.get("PATH"))
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            static = _elf_without_interpreter(f)
+        st = os.stat(path)
+        nosuid = bool(os.statvfs(path).f_flag & os.ST_NOSUID)
+        capabilities = _has_xattr(path, "security.capability")
+    except OSError:
+        return None
+    if static:
+        return "is linked statically, so no dynamic linker loads the interposer into it"
+    if not nosuid and ((st.st_mode & stat.S_ISUID and st.st_uid != os.geteuid())
+                       or (st.st_mode & stat.S_ISGID and st.st_gid != os.getegid())
+                       or (capabilities and os.geteuid() != 0)):
+        return ("gains privileges as it starts (set-user-ID, set-group-ID or file capabilities), "
+                "so the dynamic linker ignores LD_PRELOAD for it")
+    return None
+
+
+def _elf_without_interpreter(f) -> bool:
+    """Whether F is an ELF program with no program interpreter (PT_INTERP):
+    linked statically, static-pie too."""
+    head = f.read(64)
+    if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] not in (1, 2):
+        return False
+    order = "<" if head[5] == 1 else ">"
+    if head[4] == 2:  # 64-bit
+        (e_type,), (phoff,), (phentsize, phnum) = (struct.unpack_from(order + "H", head, 16),
+                                                   struct.unpack_from(order + "Q", head, 32),
+                                                   struct.unpack_from(order + "HH", head, 54))
+    else:
+        (e_type,), (phoff,), (phentsize, phnum) = (struct.unpack_from(order + "H", head, 16),
+                                                   struct.unpack_from(order + "I", head, 28),
+                                                   struct.unpack_from(order + "HH", head, 42))
+    if e_type not in (ELF_EXEC, ELF_DYN) or phnum == 0 or phentsize < 4:
+        return False
+    f.seek(phoff)
+    table = f.read(phentsize * phnum)
+    if len(table) < phentsize * phnum:
+        return False
+    return all(struct.unpack_from(order + "I", table, i * phentsize)[0] != PT_INTERP for i in range(phnum))
+
+
+def _has_xattr(path: str, name: str) -> bool:
+    try:
+        os.getxattr(path, name)
+        return True
+    except OSError:
+        return False
 
 
 TRACE_BASE = "rtaccel-shim"

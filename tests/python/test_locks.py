@@ -302,6 +302,42 @@ def test_the_shim_passes_on_a_signal_a_process_sent_it_not_one_the_terminal_sent
     assert (tmp_path / "got").read_text() == "SIGTERM"
 
 
+@needs.mark("setup", shutil.which("cc") is None, "no C compiler (cc)")
+def test_a_statically_linked_program_is_said_to_run_without_the_interposer(tmp_path):
+    # Before, `rtaccel shim --pi` ran a static program (a Go binary, a
+    # static-pie tool) without the fix, and said nothing.
+    source = tmp_path / "static.c"
+    source.write_text("#include <pthread.h>\n#include <stdio.h>\n"
+                      "int main(void) { pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;\n"
+                      "  pthread_mutex_lock(&m); pthread_mutex_unlock(&m); puts(\"ran\"); return 0; }\n")
+    static = tmp_path / "static"
+    subprocess.run(["cc", "-static", "-pthread", "-o", str(static), str(source)], check=True)
+    for flags in ([], ["--pi"], ["--trace"]):
+        out = tmp_path / ("t" + "".join(flags))
+        r = rtaccel("shim", *flags, "--out", str(out), "--", str(static))
+        assert r.returncode == 0 and r.stdout == "ran\n", r.stderr
+        assert (f"rtaccel shim: {static} is linked statically, so no dynamic linker loads the interposer "
+                "into it; it runs as it would without rtaccel shim") in r.stderr
+    assert "0 processes traced" in r.stderr and "writes no report" in r.stderr
+    # A program the interposer goes into is not named.
+    r = rtaccel("shim", "--pi", "--", "true")
+    assert r.returncode == 0 and "runs as it would" not in r.stderr
+
+
+@needs.mark("root", os.geteuid() != 0, "makes a set-user-ID program of another user")
+def test_a_program_that_gains_privileges_is_said_to_run_without_the_interposer(tmp_path):
+    if os.statvfs(tmp_path).f_flag & os.ST_NOSUID:
+        pytest.skip(f"{tmp_path} is on a nosuid file system")
+    privileged = tmp_path / "privileged"
+    shutil.copy(shutil.which("true"), privileged)
+    os.chown(privileged, 65534, 65534)
+    os.chmod(privileged, 0o4755)
+    r = rtaccel("shim", "--trace", "--out", str(tmp_path / "t"), "--", str(privileged))
+    assert r.returncode == 0, r.stderr
+    assert f"{privileged} gains privileges as it starts" in r.stderr
+    assert "0 processes traced" in r.stderr  # as said: the dynamic linker ignored LD_PRELOAD
+
+
 MODES = [[], ["--trace"], ["--pi"], ["--phase-fair"], ["--boost"],
          ["--trace", "--pi", "--boost"]]
 

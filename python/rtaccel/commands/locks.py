@@ -4,6 +4,7 @@ and of the lock demonstration (lockdemo)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from rtaccel import locks
@@ -17,6 +18,10 @@ def cmd_shim(args) -> int:
     try:
         if not command:
             raise locks.LockToolError("no command given (rtaccel shim [OPTIONS] -- CMD ...)", bad_input=True)
+        # Said first: the program runs, but as it would without the shim.
+        if why := locks.why_not_preloaded(command, os.environ):
+            print(f"rtaccel shim: {command[0]} {why}; it runs as it would without rtaccel shim",
+                  file=sys.stderr)
         if not args.trace:
             # Nothing is left to do once the program ends: this process
             # becomes it, and its pid, descriptors and signals are the
@@ -34,7 +39,8 @@ def cmd_shim(args) -> int:
         return common.fail("rtaccel shim", err)
     traced = len(locks.traces_in(folder))
     print(f"# rtaccel shim: {traced} process{'es' if traced != 1 else ''} traced, in {folder}/ "
-          f"(rtaccel lockstat {folder}; open its *.trace.json in ui.perfetto.dev)",
+          + (f"(rtaccel lockstat {folder}; open its *.trace.json in ui.perfetto.dev)" if traced else
+             "(a process that ends by a signal or by _exit writes no report; docs/locks.md)"),
           file=sys.stderr)
     if status < 0:
         common.end_by_signal(-status)
