@@ -241,6 +241,10 @@ def run_program(command: list[str], env: dict) -> int:
             if done:
                 return os.waitstatus_to_exitcode(status)
     finally:
+        # What came after COMMAND ended had no one to go to: unblocked, it
+        # would end this process before it says how COMMAND ended.
+        while signal.sigtimedwait(waited, 0) is not None:
+            pass
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
