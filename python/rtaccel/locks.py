@@ -61,9 +61,7 @@ def shim_environment(modes: list[str], out_dir: str | None = None, ceiling: int 
     with ``bwlock``, the program holds that bandwidth lock (threshold
     ``bwlock_threshold`` MB/s) during its GPU segments."""
     env = dict(os.environ if base is None else base)
-    lib = str(shim_library())
-    preload = env.get("LD_PRELOAD", "")
-    env["LD_PRELOAD"] = lib + (":" + preload if preload else "")
+    _preload_first(env, shim_library())
     env["RTACCEL_SHIM"] = ",".join(modes)
     if out_dir is not None:
         env["RTACCEL_SHIM_OUT"] = str(Path(out_dir).resolve())
@@ -135,6 +133,25 @@ def _has_xattr(path: str, name: str) -> bool:
         return True
     except OSError:
         return False
+
+
+def _preload_first(env: dict, lib: Path) -> None:
+    """Puts LIB first in ENV's LD_PRELOAD. The dynamic linker splits that
+    list at spaces as well as colons: a LIB in a folder whose path has a
+    space (a virtualenv under "My Projects") goes in by its name, that
+    folder first in LD_LIBRARY_PATH, which is split at colons and
+    semicolons alone. tools/exec/main.cc does the same for `rtaccel run
+    --shim`."""
+    path = str(lib)
+    if ":" in path or (" " in path and ";" in path):
+        raise LockToolError(f"{path}: the interposer's path has a character the dynamic linker splits "
+                            "LD_PRELOAD at (':', or ' ' with ';'): install rtaccel where its path has none")
+    if " " in path:
+        folders = env.get("LD_LIBRARY_PATH", "")
+        env["LD_LIBRARY_PATH"] = str(lib.parent) + (":" + folders if folders else "")
+        path = lib.name
+    preload = env.get("LD_PRELOAD", "")
+    env["LD_PRELOAD"] = path + (":" + preload if preload else "")
 
 
 TRACE_BASE = "rtaccel-shim"

@@ -30,7 +30,7 @@ pytestmark = needs.mark("build", not (LIB / "librtaccel_shim.so").exists(),
 
 
 def rtaccel(*args, **kw):
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    env = kw.pop("env", dict(os.environ, PYTHONPATH=str(ROOT / "python")))
     return subprocess.run(RTACCEL + list(args), capture_output=True, text=True, env=env,
                           timeout=kw.pop("timeout", 120), **kw)
 
@@ -300,6 +300,26 @@ def test_the_shim_passes_on_a_signal_a_process_sent_it_not_one_the_terminal_sent
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=30) == 3
     assert (tmp_path / "got").read_text() == "SIGTERM"
+
+
+def test_an_interposer_whose_path_has_a_space_is_preloaded_and_one_with_a_colon_is_refused(tmp_path):
+    # A virtualenv under "My Projects": the dynamic linker splits LD_PRELOAD
+    # at spaces. Before, it refused the two halves of the path ("ERROR:
+    # ld.so: object '.../my' from LD_PRELOAD cannot be preloaded"), and the
+    # program ran without the interposer.
+    for folder, traced in (("my lib", True), ("my:lib", False)):
+        lib = tmp_path / folder / "librtaccel_shim.so"
+        lib.parent.mkdir()
+        shutil.copy(LIB / "librtaccel_shim.so", lib)
+        out = tmp_path / f"t-{traced}"
+        r = rtaccel("shim", "--trace", "--out", str(out), "--", sys.executable, "-c", "print('ran')",
+                    env=dict(os.environ, PYTHONPATH=str(ROOT / "python"), RTACCEL_SHIM_LIB=str(lib)))
+        if traced:
+            assert r.returncode == 0 and r.stdout == "ran\n" and "ld.so" not in r.stderr, r.stderr
+            assert "1 process traced" in r.stderr
+        else:
+            assert r.returncode == 3 and r.stdout == "", r.stderr
+            assert "the interposer's path has a character the dynamic linker splits LD_PRELOAD at" in r.stderr
 
 
 @needs.mark("setup", shutil.which("cc") is None, "no C compiler (cc)")

@@ -13,6 +13,7 @@ import pty
 import re
 import resource
 import select
+import shutil
 import signal
 import struct
 import subprocess
@@ -1535,6 +1536,24 @@ def test_one_timeline_a_flow_per_chain_instance_through_its_slices(tmp_path):
             at = [x for x in slices if x["pid"] == s["pid"] and x["tid"] == s["tid"] and x["ts"] == s["ts"]]
             names.append((at[0]["cat"], at[0]["name"]))
         assert names == [("callback", "sensor"), ("kernel", "sensor: busy"), ("callback", "filter")], names
+
+
+def test_an_interposer_whose_path_has_a_space_goes_into_every_program_of_the_run(tmp_path):
+    # A virtualenv under "My Projects": the dynamic linker splits LD_PRELOAD
+    # at spaces. Before, it refused the two halves of the path, and the run
+    # failed.
+    lib = tmp_path / "my lib" / "librtaccel_shim.so"
+    lib.parent.mkdir()
+    shutil.copy(ROOT / "python" / "rtaccel" / "lib" / "librtaccel_shim.so", lib)
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "rtaccel.cli", "run", workload(tmp_path, "pipeline", PIPELINE),
+                           "--duration", "1", "--out", str(out), "--quiet", "--shim", "pi"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300,
+                          env=dict(ENV, RTACCEL_SHIM_LIB=str(lib)))
+    assert proc.returncode == 0, proc.stderr
+    assert "ld.so" not in proc.stderr
+    procs = {p["process"] for p in json.loads((out / "summary.json").read_text())["shim"]["processes"]}
+    assert procs == {"runner", "server", "executor ex"}
 
 
 def test_the_interposer_in_a_run_traces_its_programs_on_the_run_timeline(tmp_path):

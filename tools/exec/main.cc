@@ -108,8 +108,26 @@ int under_shim(const rtaccel::exec::RunOptions& o, char** argv) {
     fprintf(stderr, "rtaccel-exec: --shim: cannot create %s: %s\n", out.c_str(), ec.message().c_str());
     return RTACCEL_EXIT_RUNTIME;
   }
+  // The dynamic linker splits LD_PRELOAD at spaces as well as colons: a
+  // library in a folder whose path has a space goes in by its name, that
+  // folder first in LD_LIBRARY_PATH, split at colons and semicolons alone
+  // (as rtaccel.locks does for `rtaccel shim`).
+  std::string entry = lib;
+  if (lib.find(':') != std::string::npos ||
+      (lib.find(' ') != std::string::npos && lib.find(';') != std::string::npos)) {
+    fprintf(stderr, "rtaccel-exec: --shim: %s: the interposer's path has a character the dynamic linker splits "
+                    "LD_PRELOAD at (':', or ' ' with ';'): install rtaccel where its path has none\n", lib.c_str());
+    return RTACCEL_EXIT_RUNTIME;
+  }
+  if (lib.find(' ') != std::string::npos) {
+    const std::filesystem::path path(lib);
+    const char* folders = getenv("LD_LIBRARY_PATH");
+    const std::string searched = path.parent_path().string() + (folders && *folders ? ":" + std::string(folders) : "");
+    setenv("LD_LIBRARY_PATH", searched.c_str(), 1);
+    entry = path.filename().string();
+  }
   const char* preload = getenv("LD_PRELOAD");
-  const std::string preloads = lib + (preload && *preload ? ":" + std::string(preload) : "");
+  const std::string preloads = entry + (preload && *preload ? ":" + std::string(preload) : "");
   setenv("LD_PRELOAD", preloads.c_str(), 1);
   setenv("RTACCEL_SHIM", o.shim_modes.c_str(), 1);
   setenv("RTACCEL_SHIM_OUT", out.c_str(), 1);
