@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/cgroup.h"
@@ -449,8 +448,6 @@ static int cmd_run_be(int argc, char **argv)
 	return 127;
 }
 
-/* Holds the bandwidth lock while PROGRAM runs: for programs that are one
- * critical section, and to try the regulator by hand. */
 /* The bandwidth lock hold holds while its program runs. */
 static struct {
 	rtaccel_bwlock_t *bw;
@@ -463,6 +460,8 @@ static void release_held(void)
 	rtaccel_bwlock_close(held.bw);
 }
 
+/* Holds the bandwidth lock while PROGRAM runs: for programs that are one
+ * critical section, and to try the regulator by hand. */
 static int cmd_hold(int argc, char **argv)
 {
 	int at;

@@ -395,6 +395,11 @@ int isolate_run(char **program, void (*ended)(void))
 			kill(child, sig);
 		}
 	}
+	/* What came after PROGRAM ended had no one to go to: unblocked, it
+	 * would end this process before ENDED and PROGRAM's status. */
+	const struct timespec now = {0, 0};
+	while (sigtimedwait(&waited, NULL, &now) > 0)
+		;
 	sigprocmask(SIG_SETMASK, &at_start, NULL);
 	ended();
 	if (WIFSIGNALED(status))
