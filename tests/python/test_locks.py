@@ -17,7 +17,7 @@ import time
 import pytest
 
 import needs
-from processes import wait_until
+from processes import command_of, wait_until
 
 from conftest import ROOT
 
@@ -211,7 +211,8 @@ for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
 if sys.argv[2:] == ["own-group"]:
     os.setpgid(0, 0)
 folder = pathlib.Path(sys.argv[1])
-(folder / "ready").write_text("")
+(folder / "ready.new").write_text(str(os.getpid()))
+(folder / "ready.new").rename(folder / "ready")
 while not got:
     time.sleep(0.01)
 time.sleep(1.0)
@@ -224,7 +225,7 @@ sys.exit(3)
 def cleaning_program_under_shim(tmp_path, flags, *program_args, **popen):
     """`rtaccel shim FLAGS -- CLEANS_UP` started in a session of its own:
     (the command, the run's folder) once the program is ready; the session
-    killed at the end."""
+    and the program killed at the end."""
     out = tmp_path / "t"
     proc = subprocess.Popen(RTACCEL + ["shim", *flags, "--out", str(out), "--", sys.executable, "-c",
                                        CLEANS_UP, str(tmp_path), *program_args],
@@ -236,6 +237,10 @@ def cleaning_program_under_shim(tmp_path, flags, *program_args, **popen):
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(FileNotFoundError, ValueError, ProcessLookupError):
+            program = int((tmp_path / "ready").read_text())
+            if CLEANS_UP in command_of(program):  # still it, in a group of its own
+                os.kill(program, signal.SIGKILL)
         proc.wait()
 
 
