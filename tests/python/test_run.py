@@ -1425,6 +1425,13 @@ def test_a_workload_given_through_a_pipe_is_run_and_kept_with_the_results(tmp_pa
     proc = subprocess.run(command + ["/dev/stdin"], input="version: 1\nname: x\nchians: []\n",
                           capture_output=True, text=True, cwd=ROOT, timeout=60, env=ENV)
     assert proc.returncode == 2 and "/dev/stdin:3:1: workload: unknown key 'chians'" in proc.stderr
+    if given == "stdin":  # and `rtaccel bench bounds`, which runs each workload as `rtaccel run` does
+        proc = subprocess.run([sys.executable, "-m", "rtaccel.cli", "bench", "bounds", "/dev/stdin", "--duration",
+                               "1", "--out", str(tmp_path / "bounds"), "--quiet", "--json"], input=text,
+                              capture_output=True, text=True, cwd=ROOT, timeout=300, env=ENV)
+        assert proc.returncode == 0, proc.stderr
+        [run] = json.loads(proc.stdout)["workloads"]
+        assert run["workload"] == str(tmp_path / "bounds" / "workload-1.yaml") and run["chains"]
 
 
 def test_the_table_counts_the_time_while_any_process_was_stopped_once():

@@ -415,11 +415,21 @@ def cmd_bench_bounds(args) -> int:
     its longest instance, and the goal judged."""
     named = bool(args.workloads)
     workloads = args.workloads or sorted(str(p) for p in Path(args.examples).glob("*.yaml"))
+    texts = []
     for w in workloads:
-        if not common.check_workload(w):
+        text, readable = common.workload_read_once(w)
+        if not readable or not common.check_workload(w, text):
             return EXIT_BAD_INPUT
+        texts.append(text)
     if not common.make_results_folder("rtaccel bench bounds", args.out):
         return EXIT_BAD_INPUT
+    # A workload given through a pipe is run from a copy, as `rtaccel run` runs it.
+    for i, text in enumerate(texts):
+        if text is not None:
+            workloads[i] = common.keep_workload("rtaccel bench bounds", text,
+                                                Path(args.out) / f"workload-{i + 1}.yaml")
+            if workloads[i] is None:
+                return EXIT_RUNTIME
     try:
         status, result = runner.bounds_over_maxima(workloads, args.duration, args.out, progress=not args.quiet,
                                                    skip_unrunnable=not named)

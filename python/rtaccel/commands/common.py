@@ -57,6 +57,18 @@ def workload_read_once(path: str) -> tuple[bytes | None, bool]:
         return None, False
 
 
+def keep_workload(prog: str, text: bytes, path: Path) -> str | None:
+    """Writes TEXT, a workload read once, to PATH in a results folder for
+    the runner to read (and the results to keep); PATH as a string, or None
+    where it cannot, said in one line."""
+    try:
+        path.write_bytes(text)
+    except OSError as err:
+        print(f"{prog}: cannot write {path}: {err.strerror or err}", file=sys.stderr)
+        return None
+    return str(path)
+
+
 def print_result(result, as_json: bool, formatter) -> int:
     """Prints a command's result as JSON or through its table formatter."""
     print(json.dumps(result, indent=1) if as_json else formatter(result))

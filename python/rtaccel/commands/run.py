@@ -58,11 +58,9 @@ def cmd_run(args) -> int:
     workload = args.workload
     if text is not None:
         # The runner reads the workload from a file, which the results keep.
-        workload = str(Path(args.out) / WORKLOAD_COPY)
-        try:
-            Path(workload).write_bytes(text)
-        except OSError as err:
-            return common.fail("rtaccel run", runner.RunError(f"cannot write {workload}: {err.strerror}"))
+        workload = common.keep_workload("rtaccel run", text, Path(args.out) / WORKLOAD_COPY)
+        if workload is None:
+            return EXIT_RUNTIME
     try:
         status = runner.run(workload, args.policy, args.duration, args.out, socket=args.socket,
                             work_fraction=args.work_fraction, progress=not args.quiet,
