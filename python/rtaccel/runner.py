@@ -301,7 +301,8 @@ _SUMMARY_SHAPE = {
                                     "ended_s": shape.nullable(shape.NUMBER),
                                     "stopped": shape.optional([{"process": str, "pid": int, "from_s": shape.NUMBER,
                                                                 "until_s": shape.nullable(shape.NUMBER)}]),
-                                    "stops_not_kept": shape.optional(int)}]),
+                                    "stops_not_kept": shape.optional(int),
+                                    "stopped_s": shape.optional(shape.NUMBER)}]),
     "other_runs": shape.optional([{"runner_pid": int, "first_seen_s": shape.NUMBER,
                                    "last_seen_s": shape.NUMBER}]),
     # A process never sampled (it ended first) has no figures.
@@ -787,7 +788,8 @@ def best_effort_mb_per_s(summary: dict) -> float | None:
 def stops_line(program: dict, duration_s: float) -> str | None:
     """What a best-effort program's stopped processes took from the run
     ("had processes stopped for 3.0 s of the run, from 1.0 s on, ..."): the
-    time while any was stopped; None where none was."""
+    time while any was stopped (the runner's count of every stop, where the
+    summary has it; else from the stops it kept); None where none was."""
     stops = sorted((stop["from_s"], duration_s if stop["until_s"] is None else stop["until_s"])
                    for stop in program.get("stopped") or [])
     if not stops:
@@ -798,6 +800,7 @@ def stops_line(program: dict, duration_s: float) -> str | None:
         if end > start:
             held += end - start
             reach = end
+    held = program.get("stopped_s", held)
     count = len(stops) + program.get("stops_not_kept", 0)
     to_end = ", to its end" if any(stop["until_s"] is None for stop in program["stopped"]) else ""
     return (f"had processes stopped for {held:.1f} s of the run, from {stops[0][0]:.1f} s on{to_end} "

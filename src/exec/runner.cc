@@ -859,7 +859,7 @@ class Run {
   Status start_best_effort();
   Status watch_best_effort(uint64_t now);
   void watch_stops(uint64_t now);
-  json best_effort_summary() const;
+  json best_effort_summary(uint64_t stopped_ns) const;
   void best_effort_trace(uint64_t stopped_ns, TraceFile* trace) const;
   json isolation_summary() const;
   json shim_summary() const;
@@ -907,6 +907,9 @@ class Run {
     std::map<pid_t, Stop> stopped;
     std::vector<Stop> stops;
     uint64_t stops_not_kept = 0;
+    // The time while any of its processes was stopped, every stop counted
+    // (kept or not), up to the last look.
+    uint64_t stopped_ns = 0, looked_ns = 0;
   };
   std::vector<BestEffort> best_effort_;
   // Isolation: the regulator, and the names of what it and the run share
@@ -1313,6 +1316,9 @@ void Run::watch_stops(uint64_t now) {
   const double at_s = into_run_s(now);
   for (auto& program : best_effort_) {
     if (program.ended_ns || program.child.pid() < 0) continue;
+    // Stopped since the last look, as the stops below are kept.
+    if (!program.stopped.empty()) program.stopped_ns += now - program.looked_ns;
+    program.looked_ns = now;
     const auto stopped = stopped_processes(program.child.pid());
     std::vector<std::pair<pid_t, std::string>> began, ended;
     for (const auto& [pid, name] : stopped)
@@ -1345,7 +1351,7 @@ void Run::watch_stops(uint64_t now) {
   }
 }
 
-json Run::best_effort_summary() const {
+json Run::best_effort_summary(uint64_t stopped_ns) const {
   json programs = json::array();
   for (const auto& program : best_effort_) {
     json entry = {{"command", program.command}, {"log", program.log}, {"ended_s", nullptr}, {"ended", nullptr}};
@@ -1365,6 +1371,9 @@ json Run::best_effort_summary() const {
                         {"until_s", stop.until_ns ? json(into_run_s(stop.until_ns)) : json(nullptr)}});
     entry["stopped"] = std::move(listed);
     if (program.stops_not_kept) entry["stops_not_kept"] = program.stops_not_kept;
+    // A stop open at the end lasts to the run's end, as until_s null says.
+    const uint64_t open = program.stopped.empty() || stopped_ns < program.looked_ns ? 0 : stopped_ns - program.looked_ns;
+    entry["stopped_s"] = static_cast<double>(program.stopped_ns + open) / 1e9;
     programs.push_back(std::move(entry));
   }
   return programs;
@@ -1932,7 +1941,7 @@ Status Run::write_results(uint64_t stopped_ns, const std::string& failure) {
     write_shim_report();  // the runner's own: what it locked during the run
     summary["shim"] = shim_summary();
   }
-  if (!best_effort_.empty()) summary["best_effort"] = best_effort_summary();
+  if (!best_effort_.empty()) summary["best_effort"] = best_effort_summary(stopped_ns);
   if (!other_runs_.empty()) {
     json others = json::array();
     for (const auto& [pid, seen] : other_runs_)

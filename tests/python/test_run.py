@@ -1336,6 +1336,10 @@ def test_a_best_effort_program_that_is_stopped_is_said_while_the_run_goes_and_in
     assert [(s["process"], s["pid"], s["until_s"] is None) for s in first["stopped"]] == [("sh", pid, False)]
     assert 0 <= first["stopped"][0]["from_s"] <= first["stopped"][0]["until_s"]
     assert [(s["process"], s["until_s"]) for s in second["stopped"]] == [("sh", None)]
+    # The time stopped, counted by the runner over every stop, kept or not.
+    summary = json.loads((out / "summary.json").read_text())
+    assert first["stopped_s"] == pytest.approx(first["stopped"][0]["until_s"] - first["stopped"][0]["from_s"], abs=1e-6)
+    assert second["stopped_s"] == pytest.approx(summary["duration_s"] - second["stopped"][0]["from_s"], abs=1e-6)
     assert (out / "best_effort_0.log").read_text() == "continued\n"
     assert (out / "best_effort_1.log").read_text() == ""  # ended by the run, still stopped
     assert "best-effort program 'kill -STOP $$; echo never' had processes stopped for" in stdout
@@ -1443,6 +1447,8 @@ def test_the_table_counts_the_time_while_any_process_was_stopped_once():
                "stops_not_kept": 2}
     assert stops_line(program, 10.0) == ("had processes stopped for 6.0 s of the run, from 2.0 s on, to its end "
                                          "(6 stop(s)): part or all of its load was absent meanwhile")
+    # Past the stops the summary keeps, the runner's count of the time.
+    assert stops_line(dict(program, stopped_s=7.5), 10.0).startswith("had processes stopped for 7.5 s of the run")
     assert stops_line({"stopped": []}, 10.0) is None and stops_line({}, 10.0) is None
 
 
