@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import stat
@@ -346,7 +347,7 @@ def _us(ns: float) -> str:
 def format_lockstat(reports: list[dict], top: int = 10) -> str:
     lines = []
     for rep in reports:
-        cmd = " ".join(rep.get("command", []))
+        cmd = shlex.join(rep.get("command", []))  # an argument with a space reads as one
         modes = [k for k, v in rep.get("modes", {}).items() if v]
         lines.append(f"# pid {rep['pid']}: {cmd}  (modes: {', '.join(modes) or 'trace only'})")
         locks = sorted(rep["locks"], key=lambda l: (l["wait_ns_total"], l["acquisitions"]),

@@ -117,14 +117,16 @@ def test_a_command_line_that_is_not_utf8_leaves_reports_that_json_readers_take(t
     # reader) refused the whole report.
     latin1 = os.fsdecode(b"caf\xe9.bin")
     r = rtaccel("shim", "--trace", "--out", str(tmp_path), "--", sys.executable, "-c",
-                "import sys, threading; lock = threading.Lock(); lock.acquire(); lock.release()", latin1)
+                "import sys, threading; lock = threading.Lock(); lock.acquire(); lock.release()", latin1,
+                "two words")
     assert r.returncode == 0, r.stderr
     report = next(p for p in tmp_path.glob("rtaccel-shim.*[0-9].json"))
-    assert json.loads(report.read_bytes().decode("utf-8"))["command"][-1] == "caf\ufffd.bin"
+    assert json.loads(report.read_bytes().decode("utf-8"))["command"][-2:] == ["caf\ufffd.bin", "two words"]
     json.loads(report.with_suffix(".trace.json").read_bytes().decode("utf-8"))
     r = rtaccel("lockstat", str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert "caf\ufffd.bin" in r.stdout
+    assert " 'two words'" in r.stdout  # one argument, as a shell would read it back
 
 
 def test_each_traced_run_has_a_folder_of_its_own(tmp_path):

@@ -298,7 +298,7 @@ def test_hold_passes_a_signal_on_to_its_program_and_holds_the_lock_until_it_has_
 
     name = f"test-hold.{os.getpid()}"
     started, cleaning = tmp_path / "started", tmp_path / "cleaning"
-    program = (f"trap 'touch {cleaning}; sleep 1; exit 3' TERM; touch {started}; "
+    program = (f"trap 'touch {cleaning}; sleep 3; exit 3' TERM; touch {started}; "
                "while :; do sleep 0.02; done")
     holding = lambda: BandwidthLock(name, "probe", 1).status()["held"]
     proc = subprocess.Popen([str(ISOLATE), "hold", "--threshold", "100", "--bwlock", name, "--",
