@@ -31,10 +31,16 @@ def read_text(path: str | os.PathLike) -> str:
     file larger than MAX_BYTES, UnicodeDecodeError (a ValueError) for one
     that is not UTF-8."""
     with open_file(path) as f:
-        data = f.read(MAX_BYTES + 1)
+        return _read_bounded(f).decode("utf-8")
+
+
+def _read_bounded(f: BinaryIO, hint: str = "") -> bytes:
+    """F's bytes to its end; NotAFile where they pass MAX_BYTES (HINT: what
+    such an input may be)."""
+    data = f.read(MAX_BYTES + 1)
     if len(data) > MAX_BYTES:
-        raise NotAFile(f"larger than {MAX_BYTES >> 20} MB, which no file rtaccel reads is")
-    return data.decode("utf-8")
+        raise NotAFile(f"larger than {MAX_BYTES >> 20} MB, which no file rtaccel reads is{hint}")
+    return data
 
 
 def read_once(path: str | os.PathLike) -> bytes | None:
@@ -46,12 +52,11 @@ def read_once(path: str | os.PathLike) -> bytes | None:
         with open(path, "rb") as f:
             if stat.S_ISREG(os.fstat(f.fileno()).st_mode):
                 return None
-            data = f.read(MAX_BYTES + 1)
+            return _read_bounded(f, " (a device?)")
+    except NotAFile:
+        raise
     except OSError:
         return None
-    if len(data) > MAX_BYTES:
-        raise NotAFile(f"larger than {MAX_BYTES >> 20} MB, which no file rtaccel reads is (a device?)")
-    return data
 
 
 def last_line(path: str | os.PathLike, within: int = 4096) -> str:

@@ -111,14 +111,11 @@ def _elf_without_interpreter(f) -> bool:
     if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] not in (1, 2):
         return False
     order = "<" if head[5] == 1 else ">"
-    if head[4] == 2:  # 64-bit
-        (e_type,), (phoff,), (phentsize, phnum) = (struct.unpack_from(order + "H", head, 16),
-                                                   struct.unpack_from(order + "Q", head, 32),
-                                                   struct.unpack_from(order + "HH", head, 54))
-    else:
-        (e_type,), (phoff,), (phentsize, phnum) = (struct.unpack_from(order + "H", head, 16),
-                                                   struct.unpack_from(order + "I", head, 28),
-                                                   struct.unpack_from(order + "HH", head, 42))
+    # Where e_phoff is, and how wide, and where e_phentsize and e_phnum are.
+    phoff_at, phoff_kind, counts_at = (32, "Q", 54) if head[4] == 2 else (28, "I", 42)
+    (e_type,) = struct.unpack_from(order + "H", head, 16)
+    (phoff,) = struct.unpack_from(order + phoff_kind, head, phoff_at)
+    phentsize, phnum = struct.unpack_from(order + "HH", head, counts_at)
     if e_type not in (ELF_EXEC, ELF_DYN) or phnum == 0 or phentsize < 4:
         return False
     f.seek(phoff)

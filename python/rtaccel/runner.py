@@ -794,13 +794,14 @@ def stops_line(program: dict, duration_s: float) -> str | None:
                    for stop in program.get("stopped") or [])
     if not stops:
         return None
-    held, reach = 0.0, 0.0
-    for start, end in stops:
-        start = max(start, reach)
-        if end > start:
-            held += end - start
-            reach = end
-    held = program.get("stopped_s", held)
+    held = program.get("stopped_s")
+    if held is None:  # a summary from before the runner counted it
+        held, reach = 0.0, 0.0
+        for start, end in stops:
+            start = max(start, reach)
+            if end > start:
+                held += end - start
+                reach = end
     count = len(stops) + program.get("stops_not_kept", 0)
     to_end = ", to its end" if any(stop["until_s"] is None for stop in program["stopped"]) else ""
     return (f"had processes stopped for {held:.1f} s of the run, from {stops[0][0]:.1f} s on{to_end} "
