@@ -42,6 +42,15 @@
  * error (-ECONNABORTED after a timeout mid-frame, so that it never reads as
  * "nothing yet"), and rtaccel_net_error() says why.
  *
+ * fork(): a link belongs to the process that made it. A child forked from
+ * that process closes its copies of the link's descriptors as it starts and
+ * finds the link failed with -ENOTCONN; it may close it, which frees its
+ * copy and leaves the parent's link as it was. So the peer sees the link end
+ * when the parent ends, whatever the child does. (Not over rdma: there the
+ * child's copies stay open until it execs or exits, since letting go of them
+ * would end the parent's connection.) A child that needs a link makes its
+ * own.
+ *
  * Real-time notes: send and take allocate nothing. An uncontended send makes
  * only the transport's system calls (none on shm while the receiver is
  * awake); take makes none when a message is there.

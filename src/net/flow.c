@@ -108,6 +108,7 @@ struct rtaccel_net_link {
 	bool rx_started;
 	_Atomic int rx_priority; /* the receive thread's SCHED_FIFO priority now */
 	_Atomic bool closing;
+	struct rtaccel_net_link *prev, *next; /* the process's links */
 };
 
 struct rtaccel_net_listener {
@@ -645,6 +646,8 @@ int rtaccel_net_set_rx_priority(rtaccel_net_link_t *link, int priority)
 {
 	if (priority < 0 || priority > 99)
 		return -EINVAL;
+	if (!link->rx_started) /* a forked child's copy: no receive thread here */
+		return atomic_load(&link->err);
 	struct sched_param sp = {.sched_priority = priority};
 	int r = pthread_setschedparam(link->rx, priority ? SCHED_FIFO : SCHED_OTHER, &sp);
 	if (r)
@@ -654,6 +657,68 @@ int rtaccel_net_set_rx_priority(rtaccel_net_link_t *link, int priority)
 }
 
 /* ---- links ---- */
+
+/* Every link of this process, for a child forked from it. The child gets a
+ * copy of each link's memory and descriptors but not its receive thread,
+ * and whatever it sent, or a shutdown of its copy of the socket, would reach
+ * the parent's peer or end the parent's link. So the child lets go of its
+ * copies as it starts (net_link_forget): its links are failed with
+ * -ENOTCONN, and its copies of the descriptors no longer keep the
+ * connections open after the parent has ended. */
+static pthread_mutex_t links_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct rtaccel_net_link *links;
+
+static void lock_links(void) { pthread_mutex_lock(&links_mu); }
+static void unlock_links(void) { pthread_mutex_unlock(&links_mu); }
+
+static void let_go_in_child(void)
+{
+	for (struct rtaccel_net_link *link = links; link; link = link->next) {
+		/* The parent's threads may have held these at the fork, and
+		 * waited on them; none of those threads is in this process. */
+		pi_mutex_init(&link->mu);
+		cond_init(&link->ack_cv);
+		link->busy = false;
+		link->waiters = NULL;
+		atomic_store(&link->nwaiting, 0);
+		link->nacks = 0;
+		atomic_store(&link->acks_queued, 0);
+		for (int i = 0; i < atomic_load(&link->nchannels); i++)
+			pi_mutex_init(&link->channels[i]->mu);
+		link->rx_started = false;
+		atomic_store(&link->err, -ENOTCONN);
+		snprintf(link->why, sizeof(link->why),
+			 "the link belongs to the process this one was forked from");
+		net_link_forget(&link->t);
+	}
+	pthread_mutex_unlock(&links_mu);
+}
+
+static void at_fork(void) { pthread_atfork(lock_links, unlock_links, let_go_in_child); }
+
+static void track(struct rtaccel_net_link *link)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, at_fork);
+	pthread_mutex_lock(&links_mu);
+	link->next = links;
+	if (links)
+		links->prev = link;
+	links = link;
+	pthread_mutex_unlock(&links_mu);
+}
+
+static void untrack(struct rtaccel_net_link *link)
+{
+	pthread_mutex_lock(&links_mu);
+	if (link->prev)
+		link->prev->next = link->next;
+	else
+		links = link->next;
+	if (link->next)
+		link->next->prev = link->prev;
+	pthread_mutex_unlock(&links_mu);
+}
 
 static int make_link(struct net_link *t, const struct rtaccel_net_options *o,
 		     rtaccel_net_link_t **out)
@@ -674,6 +739,7 @@ static int make_link(struct net_link *t, const struct rtaccel_net_options *o,
 		free(link);
 		return err;
 	}
+	track(link);
 	*out = link;
 	return 0;
 }
@@ -788,6 +854,7 @@ void rtaccel_net_close(rtaccel_net_link_t *link)
 {
 	if (!link)
 		return;
+	untrack(link);
 	/* BYE under the token, so that it does not land inside a frame */
 	struct waiter w = {.priority = ACK_PRIORITY};
 	cond_init(&w.cv);

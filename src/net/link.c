@@ -332,6 +332,14 @@ void net_link_close(struct net_link *link)
 	link->priv = NULL;
 }
 
+void net_link_forget(struct net_link *link)
+{
+	if (link->transport && link->transport->ops->forget)
+		link->transport->ops->forget(link);
+	link->transport = NULL;
+	link->priv = NULL;
+}
+
 void net_listener_close(struct net_listener *l)
 {
 	if (l->transport)

@@ -542,6 +542,7 @@ static const struct net_transport_ops shm_ops = {
 	.read = shm_read,
 	.shutdown = shm_shutdown,
 	.close = shm_close,
+	.forget = shm_close, /* unmaps and closes, writes nothing into the rings */
 	.close_listener = shm_close_listener,
 };
 

@@ -88,6 +88,11 @@ struct net_listener {
  * shutdown	wakes a blocked read or write with -ECONNRESET, and fails
  *		every later one so.
  * close	frees the link's state (after shutdown or not).
+ * forget	in a process forked from the link's: closes this process's
+ *		copies of the link's descriptors and frees its state, and
+ *		does nothing the process it was forked from would notice
+ *		(no shutdown, no write, nothing undone in the kernel). NULL:
+ *		the transport cannot, and the copies stay as they are.
  * close_listener frees the listener's state.
  * port		the port a listener got (port 0 picks one); NULL: addresses
  *		have no port.
@@ -104,6 +109,7 @@ struct net_transport_ops {
 	int (*read)(struct net_link *link, void *buf, size_t len, uint64_t deadline);
 	void (*shutdown)(struct net_link *link);
 	void (*close)(struct net_link *link);
+	void (*forget)(struct net_link *link);
 	void (*close_listener)(struct net_listener *l);
 	int (*port)(const struct net_listener *l);
 	int (*register_region)(struct net_link *link, const void *buf, size_t len);
@@ -164,6 +170,9 @@ uint64_t net_link_zero_copy_sends(const struct net_link *link);
  * every later call fail the same way; close still has to follow. */
 void net_link_shutdown(struct net_link *link);
 void net_link_close(struct net_link *link);
+/* In a child forked from the link's process: lets go of the child's copy of
+ * LINK (ops->forget), sending nothing; the link goes on in the parent. */
+void net_link_forget(struct net_link *link);
 void net_listener_close(struct net_listener *l);
 
 /* For the transports: deadlines in CLOCK_MONOTONIC ns.

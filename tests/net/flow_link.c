@@ -446,6 +446,47 @@ static int partial_frame_peer(const char *part, const char *address, int ready)
 	return T_FAIL; /* never continued */
 }
 
+/* A peer that forks once its link is up. Its child must find the link
+ * failed, and close it without touching the parent's: the parent then sends
+ * "after". The child lives on, ended by the test (or at the latest with the
+ * test process), to show that its copy of the link's descriptors does not
+ * keep the link open after the parent has ended. READY gets 'r', then the
+ * child's pid; 'x' if the child's checks failed. */
+static int forking_peer(rtaccel_net_link_t *link, rtaccel_net_channel_t *ch, int ready)
+{
+	const pid_t test = getppid();
+	int closed[2];
+	if (pipe(closed))
+		return T_FAIL;
+	const pid_t child = fork();
+	if (child < 0)
+		return T_FAIL;
+	if (child == 0) {
+		const bool refused = rtaccel_net_send(ch, "child", 5, 0, SEC) == -ENOTCONN &&
+				     strstr(rtaccel_net_error(link), "forked") != NULL;
+		rtaccel_net_close(link);
+		if (write(closed[1], refused ? "c" : "x", 1) != 1)
+			_exit(T_FAIL);
+		for (int i = 0; i < 3000 && kill(test, 0) == 0; i++)
+			sleep_ns(10 * MS);
+		_exit(T_PASS);
+	}
+	char c = 'x';
+	if (read(closed[0], &c, 1) != 1 || c != 'c' || rtaccel_net_send(ch, "after", 5, 0, 5 * SEC)) {
+		fprintf(stderr, "forker: %s\n", c != 'c' ? "the child could use the link" : "the child ended the link");
+		kill(child, SIGKILL);
+		const ssize_t said = write(ready, "x", 1); /* the test fails on it, or on the pipe's end */
+		(void)said;
+		return T_FAIL;
+	}
+	if (write(ready, "r", 1) != 1 || write(ready, &child, sizeof(child)) != sizeof(child)) {
+		kill(child, SIGKILL);
+		return T_FAIL;
+	}
+	pause(); /* killed by the test, without a goodbye on the link */
+	return T_FAIL;
+}
+
 /* net_flow_link --peer TRANSPORT ROLE ADDRESS ARG */
 static int peer_main(char **argv)
 {
@@ -466,6 +507,8 @@ static int peer_main(char **argv)
 	struct rtaccel_net_channel_attr a = {.id = 1, .max_size = 64u << 20};
 	if (rtaccel_net_channel_open(link, &a, &ch))
 		return T_FAIL;
+	if (strcmp(role, "forker") == 0)
+		return forking_peer(link, ch, ready);
 	if (write(ready, "r", 1) != 1)
 		return T_FAIL;
 	if (strcmp(role, "sender") == 0) {
@@ -496,8 +539,9 @@ static void start_peer(rtaccel_net_listener_t *l, const char *address, const cha
 	CHECK_EQ(rtaccel_net_accept(l, 5 * SEC, &p->link, NULL, 0), 0);
 	struct rtaccel_net_channel_attr a = {.id = 1, .max_size = 64u << 20};
 	CHECK_EQ(rtaccel_net_channel_open(p->link, &a, &p->ch), 0);
-	char c;
+	char c = 0;
 	CHECK_EQ(read(p->ready[0], &c, 1), 1);
+	CHECK_EQ(c, 'r');
 }
 
 static void end_peer(struct peer *p)
@@ -553,6 +597,39 @@ static void a_peer_killed_mid_transfer(void)
 		       killed_sender ? "sender" : "receiver", strerror(-err), rtaccel_net_error(link));
 		end_peer(&p);
 	}
+	rtaccel_net_listener_close(l);
+}
+
+/* A process that forks while it has a link: the child's copy neither works,
+ * nor ends the parent's link when the child closes it, nor keeps the link
+ * open for the peer once the parent has ended (but over rdma, see net.h). */
+static void a_forked_childs_copy_of_a_link_lets_go_of_it(void)
+{
+	char address[128];
+	rtaccel_net_listener_t *l = listen_here(address, sizeof(address));
+	struct peer p;
+	start_peer(l, address, "forker", &p);
+	pid_t child = 0;
+	CHECK_EQ(read(p.ready[0], &child, sizeof(child)), (ssize_t)sizeof(child));
+	struct rtaccel_net_msg m;
+	uint64_t seen = 0;
+	CHECK_EQ(rtaccel_net_take(p.ch, &seen, 5 * SEC, &m), 0);
+	CHECK(m.len == 5 && memcmp(m.data, "after", 5) == 0);
+	rtaccel_net_release(&m);
+	kill(p.pid, SIGKILL);
+	waitpid(p.pid, NULL, 0);
+	int err = 0;
+	if (!rdma) {
+		err = rtaccel_net_take(p.ch, &seen, 5 * SEC, &m);
+		CHECK(err == -ECONNRESET || err == -EPIPE);
+	}
+	const bool child_lived = kill(child, 0) == 0;
+	kill(child, SIGKILL);
+	CHECK(child_lived);
+	printf("%s: a forked child's copy of a link: refused, closed without ending the parent's%s%s\n",
+	       transport, rdma ? "" : "; the parent's end seen while the child lived: ",
+	       rdma ? "" : strerror(-err));
+	end_peer(&p);
 	rtaccel_net_listener_close(l);
 }
 
@@ -762,6 +839,7 @@ int main(int argc, char **argv)
 	a_peer_killed_mid_transfer();
 	a_peer_stopped_mid_frame();
 	strangers_are_refused_and_named();
+	a_forked_childs_copy_of_a_link_lets_go_of_it();
 	a_spinning_wait_never_sleeps();
 	return the_receive_thread_priority_changes_on_a_live_link();
 }
