@@ -23,6 +23,14 @@
  * and fit their arrays. A registration is used by one thread at a time; a
  * client (connection) may be shared by threads for register/unregister.
  *
+ * fork(): a client and its registrations belong to the process that connected.
+ * In a child forked from it, register, submit, wait and poll return
+ * -ENOTCONN; unregister and close free the child's copies and leave the
+ * parent's registrations as they are. A child that needs the server connects
+ * anew. The server releases a client's registrations when the process that
+ * connected ends, whatever its children do (a remote client's over rdma:
+ * once its children too have exec'd or exited; see rtaccel/net.h).
+ *
  * Request formats of the built-in services (little-endian, float = IEEE 754
  * binary32; the response is written at the response buffer's start):
  *   busy       {uint64_t ns}                                   -> nothing

@@ -1,5 +1,6 @@
 // Client library of rtaccel-server (the C API of rtaccel/accel.h).
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -29,6 +30,58 @@ constexpr uint64_t kLivenessCheckNs = 50ull * 1000 * 1000;
 
 void set_why(char* why, size_t len, const char* text) {
   if (why && len) snprintf(why, len, "%s", text);
+}
+
+// Every client of this process, for a child forked from it. The child gets a
+// copy of each, of its memory and its socket, and a child that closed its
+// copy would unregister the parent's callbacks from under it; one that
+// submitted would share the parent's rings. So the child marks the clients
+// inherited as it starts, and closes its copies of their sockets, which it
+// may not use: it may close the clients, which forgets them here, and do
+// nothing else with them.
+std::mutex clients_mu;
+rtaccel_client* clients = nullptr;
+
+void lock_clients() { clients_mu.lock(); }
+void unlock_clients() { clients_mu.unlock(); }
+
+void let_go_in_child() {
+  for (rtaccel_client* c = clients; c; c = c->next) {
+    c->inherited = true;
+    c->fd.reset();
+    // A thread of the parent may have held it at the fork; that thread is
+    // not in this process to release it.
+    new (&c->mu) std::mutex;
+  }
+  clients_mu.unlock();
+}
+
+void track(rtaccel_client* c) {
+  static std::once_flag once;
+  std::call_once(once, [] { pthread_atfork(lock_clients, unlock_clients, let_go_in_child); });
+  std::lock_guard<std::mutex> guard(clients_mu);
+  c->next = clients;
+  if (clients) clients->prev = c;
+  clients = c;
+}
+
+void untrack(rtaccel_client* c) {
+  std::lock_guard<std::mutex> guard(clients_mu);
+  (c->prev ? c->prev->next : clients) = c->next;
+  if (c->next) c->next->prev = c->prev;
+}
+
+// Drops an inherited registration from this process alone: the server, or
+// the gateway, serves it for the parent still.
+void forget(rtaccel_registration* reg) {
+  rtaccel_client* c = reg->client;
+  {
+    std::lock_guard<std::mutex> guard(c->mu);
+    if (reg->remote) c->slots[reg->remote->slot].used = false;
+    auto& list = c->registrations;
+    list.erase(std::remove(list.begin(), list.end(), reg), list.end());
+  }
+  delete reg;
 }
 
 // The server's socket reports a hang-up once the server process is gone.
@@ -144,7 +197,11 @@ extern "C" {
 int rtaccel_client_connect(const char* socket_path, rtaccel_client** out) {
   if (!socket_path) socket_path = getenv(RTACCEL_SOCKET_ENV);
   if (!socket_path || !*socket_path) socket_path = RTACCEL_SOCKET_DEFAULT;
-  if (is_remote_address(socket_path)) return remote_connect(socket_path, out);
+  if (is_remote_address(socket_path)) {
+    if (int err = remote_connect(socket_path, out)) return err;
+    track(*out);
+    return 0;
+  }
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (strlen(socket_path) >= sizeof(addr.sun_path)) return -ENAMETOOLONG;
@@ -155,12 +212,20 @@ int rtaccel_client_connect(const char* socket_path, rtaccel_client** out) {
   auto* c = new (std::nothrow) rtaccel_client;
   if (!c) return -ENOMEM;
   c->fd = std::move(fd);
+  track(c);
   *out = c;
   return 0;
 }
 
 void rtaccel_client_close(rtaccel_client* client) {
   if (!client) return;
+  untrack(client);
+  if (client->inherited) {
+    while (!client->registrations.empty()) forget(client->registrations.back());
+    rtaccel_net_close(client->link);  // the net layer let go of the child's copy at the fork
+    delete client;
+    return;
+  }
   if (client->link) {
     remote_close(client);
     return;
@@ -172,6 +237,10 @@ void rtaccel_client_close(rtaccel_client* client) {
 int rtaccel_client_register(rtaccel_client* client, const rtaccel_registration_desc* desc,
                             rtaccel_registration** out, char* why, size_t why_len) {
   if (!client || !desc || !out) return -EINVAL;
+  if (client->inherited) {
+    set_why(why, why_len, "the client was connected by the process this one was forked from; connect again");
+    return -ENOTCONN;
+  }
   if (client->link) return remote_register(client, desc, out, why, why_len);
   std::lock_guard<std::mutex> guard(client->mu);
   auto* m = new (std::nothrow) RegisterRequest{};
@@ -246,6 +315,10 @@ int rtaccel_client_register_all(rtaccel_client* client, const rtaccel_registrati
 
 void rtaccel_client_unregister(rtaccel_registration* reg) {
   if (!reg) return;
+  if (reg->client->inherited) {
+    forget(reg);
+    return;
+  }
   if (reg->remote) {
     remote_unregister(reg);
     return;
@@ -294,6 +367,7 @@ int rtaccel_submit(rtaccel_registration* reg, int service, size_t request_len,
   if (service < 0 || uint32_t(service) >= reg->nservices) return -EINVAL;
   const ServiceArea& area = reg->services[service];
   if (request_len > area.request_max) return -EMSGSIZE;
+  if (reg->client->inherited) return -ENOTCONN;
   if (reg->remote) return remote_submit(reg, service, request_len, ticket);
   const uint32_t index = reg->next % kRingEntries;
   RequestEntry* e = &reg->entries[index];
@@ -325,6 +399,7 @@ int rtaccel_submit(rtaccel_registration* reg, int service, size_t request_len,
 
 int rtaccel_poll(rtaccel_registration* reg, rtaccel_ticket* ticket, size_t* response_len) {
   if (!ticket || ticket->entry >= kRingEntries) return -EINVAL;
+  if (reg->client->inherited) return -ENOTCONN;
   if (reg->remote) return remote_wait(reg, ticket, 0, response_len, true);
   const uint32_t done = (ticket->state & ~kPhaseMask) | kDone;
   const uint32_t state = __atomic_load_n(&reg->entries[ticket->entry].state, __ATOMIC_ACQUIRE);
@@ -336,6 +411,7 @@ int rtaccel_poll(rtaccel_registration* reg, rtaccel_ticket* ticket, size_t* resp
 int rtaccel_wait(rtaccel_registration* reg, rtaccel_ticket* ticket, uint64_t timeout_ns,
                  size_t* response_len) {
   if (!ticket || ticket->entry >= kRingEntries) return -EINVAL;
+  if (reg->client->inherited) return -ENOTCONN;
   if (reg->remote) return remote_wait(reg, ticket, timeout_ns, response_len, false);
   return local_wait(reg, ticket, timeout_ns, response_len, reg->info.wait == RTACCEL_WAIT_SPIN);
 }

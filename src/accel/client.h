@@ -24,6 +24,11 @@ struct rtaccel_client {
   rtaccel::core::UniqueFd fd;  // local
   std::mutex mu;               // one registration round trip at a time
   std::vector<rtaccel_registration*> registrations;
+  // Made by the process this one was forked from: its connection and
+  // registrations are the parent's, and this process may not use them.
+  bool inherited = false;
+  rtaccel_client* prev = nullptr;  // the process's list of clients
+  rtaccel_client* next = nullptr;
   // Remote: the link to the gateway and its channels.
   rtaccel_net_link_t* link = nullptr;
   rtaccel_net_channel_t* control = nullptr;

@@ -821,6 +821,101 @@ TEST(Server, AClientThatUnregisteredAndLeftBeforeTheStopDidNotLeaveAtShutdown) {
   EXPECT_EQ(server.log().find("left at shutdown"), std::string::npos) << server.log();
 }
 
+// A child forked from a client's process (a helper, a daemon's second half)
+// has copies of the client and its registrations. Closing them there, as a
+// C++ wrapper's destructor does on the child's way out, unregistered the
+// parent's callbacks: its next request waited for a server that had dropped
+// them.
+TEST(Server, AForkedChildCannotUseItsParentsRegistrationsNorEndThem) {
+  ServerProcess server(cpu_args());
+  ASSERT_TRUE(server.ready());
+  Client client(server);
+  rtaccel_registration* r = client.reg(busy_chain("parent", 5));
+  ASSERT_TRUE(r);
+  const size_t regions = server.maps_containing("rtaccel-region");
+
+  const pid_t child = fork();
+  if (child == 0) {
+    rtaccel_ticket t;
+    if (submit_busy(r, kMs, &t) != -ENOTCONN) _exit(10);
+    if (rtaccel_wait(r, &t, kSecond, nullptr) != -ENOTCONN || rtaccel_poll(r, &t, nullptr) != -ENOTCONN) _exit(11);
+    rtaccel_registration* other = nullptr;
+    char why[256] = "";
+    if (register_desc(client.c, busy_chain("child", 5), &other, why, sizeof(why)) != -ENOTCONN ||
+        !strstr(why, "forked"))
+      _exit(12);
+    rtaccel_client_unregister(r);
+    rtaccel_client_close(client.c);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child's check " << status << " failed";
+
+  EXPECT_EQ(server.maps_containing("rtaccel-region"), regions) << "the child's close unregistered the parent";
+  rtaccel_ticket t;
+  ASSERT_EQ(submit_busy(r, kMs, &t), 0);
+  EXPECT_EQ(rtaccel_wait(r, &t, 10 * kSecond, nullptr), 0);
+  // and a child may connect on its own
+  const pid_t second = fork();
+  if (second == 0) {
+    rtaccel_client* c = nullptr;
+    rtaccel_registration* own = nullptr;
+    rtaccel_ticket mine;
+    if (rtaccel_client_connect(server.socket(), &c) || register_desc(c, busy_chain("own", 5), &own, nullptr, 0) ||
+        submit_busy(own, kMs, &mine) || rtaccel_wait(own, &mine, 10 * kSecond, nullptr))
+      _exit(20);
+    rtaccel_client_close(c);
+    _exit(0);
+  }
+  ASSERT_EQ(waitpid(second, &status, 0), second);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+// The server watches a client's process, not only its socket: a child with a
+// copy of the socket does not keep its parent's registrations, and the
+// accelerator time admission control gave them, once the parent has ended.
+TEST(Server, AClientsRegistrationsEndWithItsProcessThoughAChildLivesOn) {
+  ServerProcess server(cpu_args());
+  ASSERT_TRUE(server.ready());
+  const size_t regions = server.maps_containing("rtaccel-region");
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  const pid_t parent = fork();
+  if (parent == 0) {
+    rtaccel_client* c = nullptr;
+    rtaccel_registration* r = nullptr;
+    if (rtaccel_client_connect(server.socket(), &c) || register_desc(c, busy_chain("mortal", 5), &r, nullptr, 0))
+      _exit(1);
+    const pid_t child = fork();
+    if (child == 0) {
+      pause();
+      _exit(0);
+    }
+    if (write(pipe_fds[1], &child, sizeof(child)) != ssize_t(sizeof(child))) _exit(1);
+    _exit(0);  // without closing the client, as a process that dies
+  }
+  close(pipe_fds[1]);
+  pid_t child = -1;
+  const bool got = read(pipe_fds[0], &child, sizeof(child)) == ssize_t(sizeof(child));
+  close(pipe_fds[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(parent, &status, 0), parent);
+  ASSERT_TRUE(got && WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  // The child is the parent's, reparented: not ours to wait for.
+  struct Ender {
+    pid_t pid;
+    ~Ender() { kill(pid, SIGKILL); }
+  } ender{child};
+
+  const uint64_t ended = core::monotonic_ns();
+  while (server.maps_containing("rtaccel-region") > regions && core::monotonic_ns() - ended < 10 * kSecond)
+    usleep(1000);
+  EXPECT_EQ(server.maps_containing("rtaccel-region"), regions)
+      << "the server keeps the registration of a process that ended, while its child lives";
+  EXPECT_EQ(kill(child, 0), 0) << "the child ended before the check";
+}
+
 TEST(Server, ADeadServerFailsWaitingClientsInsteadOfHangingThem) {
   for (rtaccel_wait_mode mode : {RTACCEL_WAIT_SUSPEND, RTACCEL_WAIT_SPIN}) {
     ServerProcess server(cpu_args());
@@ -1532,6 +1627,67 @@ TEST(Remote, AClientDyingMidRequestLeavesNothingBehind) {
   }
   EXPECT_EQ(err, 0);
   close(ready[0]);
+}
+
+// A remote client's registrations go with its link. A child forked from the
+// client's process has copies of the link's descriptors: it must neither use
+// the registrations nor, by living on, keep them after the parent ended.
+TEST(Remote, AForkedChildNeitherUsesNorKeepsItsParentsRegistrations) {
+  RemoteServer rs(kPeerPolicy);
+  ASSERT_TRUE(rs.server->ready());
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  const pid_t parent = fork();
+  if (parent == 0) {
+    rtaccel_client* c = nullptr;
+    rtaccel_registration* r = nullptr;
+    if (rtaccel_client_connect(rs.address.c_str(), &c) || register_desc(c, busy_chain("forking", 5), &r, nullptr, 0))
+      _exit(1);
+    int checked[2];
+    if (pipe(checked)) _exit(1);
+    const pid_t child = fork();
+    if (child == 0) {
+      rtaccel_ticket t;
+      rtaccel_registration* other = nullptr;
+      char code = 0;
+      if (submit_busy(r, kMs, &t) != -ENOTCONN || rtaccel_poll(r, &t, nullptr) != -ENOTCONN ||
+          register_desc(c, busy_chain("child", 5), &other, nullptr, 0) != -ENOTCONN)
+        code = 1;
+      rtaccel_client_close(c);
+      if (write(checked[1], &code, 1) != 1) _exit(1);
+      pause();
+      _exit(0);
+    }
+    char code = 1;
+    if (read(checked[0], &code, 1) != 1 || code) _exit(2);
+    rtaccel_ticket t;  // the child's close left the parent's registration
+    if (submit_busy(r, kMs, &t) || rtaccel_wait(r, &t, 10 * kSecond, nullptr)) _exit(3);
+    if (write(pipe_fds[1], &child, sizeof(child)) != ssize_t(sizeof(child))) _exit(1);
+    _exit(0);  // without closing the client, as a process that dies
+  }
+  close(pipe_fds[1]);
+  pid_t child = -1;
+  const bool got = read(pipe_fds[0], &child, sizeof(child)) == ssize_t(sizeof(child));
+  close(pipe_fds[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(parent, &status, 0), parent);
+  ASSERT_TRUE(got && WIFEXITED(status) && WEXITSTATUS(status) == 0) << core::describe_wait_status(status);
+  struct Ender {  // the child is the parent's, reparented: not ours to wait for
+    pid_t pid;
+    ~Ender() { kill(pid, SIGKILL); }
+  } ender{child};
+
+  // The parent's registration went with it: the same callback registers again.
+  Client local(*rs.server);
+  rtaccel_registration* r = nullptr;
+  int err = -EEXIST;
+  const uint64_t deadline = core::monotonic_ns() + 5 * kSecond;
+  while (err == -EEXIST && core::monotonic_ns() < deadline) {
+    err = register_desc(local.c, busy_chain("forking", 5), &r, nullptr, 0);
+    if (err == -EEXIST) usleep(20000);
+  }
+  EXPECT_EQ(err, 0) << "the gateway keeps the registration of a process that ended, while its child lives";
+  EXPECT_EQ(kill(child, 0), 0) << "the child ended before the check";
 }
 
 TEST(Remote, ADeadServerFailsARemoteWaitInsteadOfHangingIt) {
