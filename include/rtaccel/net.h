@@ -42,14 +42,15 @@
  * error (-ECONNABORTED after a timeout mid-frame, so that it never reads as
  * "nothing yet"), and rtaccel_net_error() says why.
  *
- * fork(): a link belongs to the process that made it. A child forked from
- * that process closes its copies of the link's descriptors as it starts and
- * finds the link failed with -ENOTCONN; it may close it, which frees its
- * copy and leaves the parent's link as it was. So the peer sees the link end
- * when the parent ends, whatever the child does. (Not over rdma: there the
- * child's copies stay open until it execs or exits, since letting go of them
- * would end the parent's connection.) A child that needs a link makes its
- * own.
+ * fork(): links and listeners belong to the process that made them. A child
+ * forked from that process closes its copies of their descriptors as it
+ * starts, finds each link failed with -ENOTCONN and each listener's accept
+ * refused so; it may close them, which frees its copies and leaves the
+ * parent's as they were. So the peer sees a link end when the parent ends,
+ * and a listener's address is free once the parent closed it, whatever the
+ * child does. (Not over rdma: there the child's copies stay open until it
+ * execs or exits, since letting go of them would end the parent's
+ * connection.) A child that needs a link makes its own.
  *
  * Real-time notes: send and take allocate nothing. An uncontended send makes
  * only the transport's system calls (none on shm while the receiver is

@@ -1,6 +1,5 @@
 // Client library of rtaccel-server (the C API of rtaccel/accel.h).
 #include <poll.h>
-#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -32,43 +31,25 @@ void set_why(char* why, size_t len, const char* text) {
   if (why && len) snprintf(why, len, "%s", text);
 }
 
-// Every client of this process, for a child forked from it. The child gets a
-// copy of each, of its memory and its socket, and a child that closed its
-// copy would unregister the parent's callbacks from under it; one that
-// submitted would share the parent's rings. So the child marks the clients
-// inherited as it starts, and closes its copies of their sockets, which it
-// may not use: it may close the clients, which forgets them here, and do
-// nothing else with them.
-std::mutex clients_mu;
-rtaccel_client* clients = nullptr;
-
-void lock_clients() { clients_mu.lock(); }
-void unlock_clients() { clients_mu.unlock(); }
-
-void let_go_in_child() {
-  for (rtaccel_client* c = clients; c; c = c->next) {
-    c->inherited = true;
-    c->fd.reset();
-    // A thread of the parent may have held it at the fork; that thread is
-    // not in this process to release it.
-    new (&c->mu) std::mutex;
-  }
-  clients_mu.unlock();
+// In a child forked from the client's process (core/fork.h): the client is
+// marked inherited, and the child's copy of its socket closed. A child that
+// closed the client as its own would unregister the parent's callbacks from
+// under it; one that submitted would share the parent's rings. It may close
+// the client, which forgets it here, and do nothing else with it. (A remote
+// client's link lets go of its own, in the net layer.)
+void client_in_child(rtaccel_fork_entry* entry) {
+  rtaccel_client* c = reinterpret_cast<ClientForkEntry*>(entry)->client;
+  c->inherited = true;
+  c->fd.reset();
+  // A thread of the parent may have held it at the fork; that thread is not
+  // in this process to release it.
+  new (&c->mu) std::mutex;
 }
 
 void track(rtaccel_client* c) {
-  static std::once_flag once;
-  std::call_once(once, [] { pthread_atfork(lock_clients, unlock_clients, let_go_in_child); });
-  std::lock_guard<std::mutex> guard(clients_mu);
-  c->next = clients;
-  if (clients) clients->prev = c;
-  clients = c;
-}
-
-void untrack(rtaccel_client* c) {
-  std::lock_guard<std::mutex> guard(clients_mu);
-  (c->prev ? c->prev->next : clients) = c->next;
-  if (c->next) c->next->prev = c->prev;
+  c->fork.entry.in_child = client_in_child;
+  c->fork.client = c;
+  rtaccel_fork_track(&c->fork.entry);
 }
 
 // Drops an inherited registration from this process alone: the server, or
@@ -219,7 +200,7 @@ int rtaccel_client_connect(const char* socket_path, rtaccel_client** out) {
 
 void rtaccel_client_close(rtaccel_client* client) {
   if (!client) return;
-  untrack(client);
+  rtaccel_fork_untrack(&client->fork.entry);
   if (client->inherited) {
     while (!client->registrations.empty()) forget(client->registrations.back());
     rtaccel_net_close(client->link);  // the net layer let go of the child's copy at the fork

@@ -17,8 +17,18 @@
 #include "accel/protocol.h"
 #include "accel/remote.h"
 #include "core/fd.h"
+#include "core/fork.h"
 #include "rtaccel/accel.h"
 #include "rtaccel/net.h"
+
+struct rtaccel_client;
+
+// A client's entry in the list of what a forked child lets go of
+// (core/fork.h), which hands the entry back: the entry first.
+struct ClientForkEntry {
+  rtaccel_fork_entry entry{};
+  rtaccel_client* client = nullptr;
+};
 
 struct rtaccel_client {
   rtaccel::core::UniqueFd fd;  // local
@@ -27,8 +37,7 @@ struct rtaccel_client {
   // Made by the process this one was forked from: its connection and
   // registrations are the parent's, and this process may not use them.
   bool inherited = false;
-  rtaccel_client* prev = nullptr;  // the process's list of clients
-  rtaccel_client* next = nullptr;
+  ClientForkEntry fork;
   // Remote: the link to the gateway and its channels.
   rtaccel_net_link_t* link = nullptr;
   rtaccel_net_channel_t* control = nullptr;

@@ -31,11 +31,13 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/fork.h"
 #include "core/futex.h"
 #include "net/flow.h"
 #include "net/transport.h"
@@ -108,7 +110,7 @@ struct rtaccel_net_link {
 	bool rx_started;
 	_Atomic int rx_priority; /* the receive thread's SCHED_FIFO priority now */
 	_Atomic bool closing;
-	struct rtaccel_net_link *prev, *next; /* the process's links */
+	struct rtaccel_fork_entry fork;
 };
 
 struct rtaccel_net_listener {
@@ -116,7 +118,10 @@ struct rtaccel_net_listener {
 	struct rtaccel_net_options opt;
 	char address[300];
 	char peers[RTACCEL_NET_ALLOW_MAX][64];
+	struct rtaccel_fork_entry fork;
 };
+
+static const char forked_why[] = "the link belongs to the process this one was forked from";
 
 /* Every arrival and every link failure bumps this word too; readers of
  * several channels sleep on it. */
@@ -658,66 +663,36 @@ int rtaccel_net_set_rx_priority(rtaccel_net_link_t *link, int priority)
 
 /* ---- links ---- */
 
-/* Every link of this process, for a child forked from it. The child gets a
- * copy of each link's memory and descriptors but not its receive thread,
- * and whatever it sent, or a shutdown of its copy of the socket, would reach
- * the parent's peer or end the parent's link. So the child lets go of its
- * copies as it starts (net_link_forget): its links are failed with
- * -ENOTCONN, and its copies of the descriptors no longer keep the
- * connections open after the parent has ended. */
-static pthread_mutex_t links_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct rtaccel_net_link *links;
-
-static void lock_links(void) { pthread_mutex_lock(&links_mu); }
-static void unlock_links(void) { pthread_mutex_unlock(&links_mu); }
-
-static void let_go_in_child(void)
+/* A child forked from the link's process: its copy of the link fails with
+ * -ENOTCONN and lets go of the descriptors (net_link_forget), so that the
+ * child neither reaches the parent's peer nor, living on, keeps the link
+ * open after the parent has ended (core/fork.h). */
+static void link_in_child(struct rtaccel_fork_entry *entry)
 {
-	for (struct rtaccel_net_link *link = links; link; link = link->next) {
-		/* The parent's threads may have held these at the fork, and
-		 * waited on them; none of those threads is in this process. */
-		pi_mutex_init(&link->mu);
-		cond_init(&link->ack_cv);
-		link->busy = false;
-		link->waiters = NULL;
-		atomic_store(&link->nwaiting, 0);
-		link->nacks = 0;
-		atomic_store(&link->acks_queued, 0);
-		for (int i = 0; i < atomic_load(&link->nchannels); i++)
-			pi_mutex_init(&link->channels[i]->mu);
-		link->rx_started = false;
-		atomic_store(&link->err, -ENOTCONN);
-		snprintf(link->why, sizeof(link->why),
-			 "the link belongs to the process this one was forked from");
-		net_link_forget(&link->t);
-	}
-	pthread_mutex_unlock(&links_mu);
+	struct rtaccel_net_link *link =
+		(struct rtaccel_net_link *)((char *)entry - offsetof(struct rtaccel_net_link, fork));
+	/* The parent's threads may have held these at the fork, and waited on
+	 * them; none of those threads is in this process. */
+	pi_mutex_init(&link->mu);
+	cond_init(&link->ack_cv);
+	link->busy = false;
+	link->waiters = NULL;
+	atomic_store(&link->nwaiting, 0);
+	link->nacks = 0;
+	atomic_store(&link->acks_queued, 0);
+	for (int i = 0; i < atomic_load(&link->nchannels); i++)
+		pi_mutex_init(&link->channels[i]->mu);
+	link->rx_started = false;
+	atomic_store(&link->err, -ENOTCONN);
+	snprintf(link->why, sizeof(link->why), "%s", forked_why);
+	net_link_forget(&link->t);
 }
 
-static void at_fork(void) { pthread_atfork(lock_links, unlock_links, let_go_in_child); }
-
-static void track(struct rtaccel_net_link *link)
+static void listener_in_child(struct rtaccel_fork_entry *entry)
 {
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-	pthread_once(&once, at_fork);
-	pthread_mutex_lock(&links_mu);
-	link->next = links;
-	if (links)
-		links->prev = link;
-	links = link;
-	pthread_mutex_unlock(&links_mu);
-}
-
-static void untrack(struct rtaccel_net_link *link)
-{
-	pthread_mutex_lock(&links_mu);
-	if (link->prev)
-		link->prev->next = link->next;
-	else
-		links = link->next;
-	if (link->next)
-		link->next->prev = link->prev;
-	pthread_mutex_unlock(&links_mu);
+	struct rtaccel_net_listener *l =
+		(struct rtaccel_net_listener *)((char *)entry - offsetof(struct rtaccel_net_listener, fork));
+	net_listener_forget(&l->l);
 }
 
 static int make_link(struct net_link *t, const struct rtaccel_net_options *o,
@@ -739,7 +714,8 @@ static int make_link(struct net_link *t, const struct rtaccel_net_options *o,
 		free(link);
 		return err;
 	}
-	track(link);
+	link->fork.in_child = link_in_child;
+	rtaccel_fork_track(&link->fork);
 	*out = link;
 	return 0;
 }
@@ -778,6 +754,8 @@ int rtaccel_net_listen(const char *address, const char *const *allow, int nallow
 		free(l);
 		return err;
 	}
+	l->fork.in_child = listener_in_child;
+	rtaccel_fork_track(&l->fork);
 	*out = l;
 	return 0;
 }
@@ -790,6 +768,8 @@ int rtaccel_net_listener_address(const rtaccel_net_listener_t *l, char *out, siz
 int rtaccel_net_accept(rtaccel_net_listener_t *l, uint64_t timeout_ns, rtaccel_net_link_t **out,
 		       char *refused, size_t refused_len)
 {
+	if (!l->l.transport) /* a forked child's copy, let go of */
+		return -ENOTCONN;
 	struct net_link t;
 	int err = net_accept(&l->l, timeout_ns, &t, refused, refused_len);
 	return err ? err : make_link(&t, &l->opt, out);
@@ -799,6 +779,7 @@ void rtaccel_net_listener_close(rtaccel_net_listener_t *l)
 {
 	if (!l)
 		return;
+	rtaccel_fork_untrack(&l->fork);
 	net_listener_close(&l->l);
 	free(l);
 }
@@ -854,7 +835,7 @@ void rtaccel_net_close(rtaccel_net_link_t *link)
 {
 	if (!link)
 		return;
-	untrack(link);
+	rtaccel_fork_untrack(&link->fork);
 	/* BYE under the token, so that it does not land inside a frame */
 	struct waiter w = {.priority = ACK_PRIORITY};
 	cond_init(&w.cv);

@@ -347,3 +347,11 @@ void net_listener_close(struct net_listener *l)
 	l->transport = NULL;
 	l->priv = NULL;
 }
+
+void net_listener_forget(struct net_listener *l)
+{
+	if (l->transport && l->transport->ops->forget_listener)
+		l->transport->ops->forget_listener(l);
+	l->transport = NULL;
+	l->priv = NULL;
+}

@@ -641,11 +641,11 @@ static const struct net_transport_ops rdma_ops = {
 	.read = rc_read,
 	.shutdown = rc_shutdown,
 	.close = rc_close,
-	/* No forget: the queue pair, its memory and the connection are the
-	 * kernel's, reached through the descriptors a forked child shares with
-	 * its parent, and whatever the child destroys or disconnects, the
-	 * parent loses. */
 	.close_listener = rc_close_listener,
+	/* No forget, no forget_listener: the queue pair, its memory, the
+	 * connection and the listening id are the kernel's, reached through
+	 * the descriptors a forked child shares with its parent, and whatever
+	 * the child destroys or disconnects, the parent loses. */
 	.port = rc_port,
 	.register_region = rc_register,
 	.drain = rc_drain,

@@ -544,6 +544,7 @@ static const struct net_transport_ops shm_ops = {
 	.close = shm_close,
 	.forget = shm_close, /* unmaps and closes, writes nothing into the rings */
 	.close_listener = shm_close_listener,
+	.forget_listener = shm_close_listener, /* a close; the name is abstract */
 };
 
 /* The rate a shm link declares is the payload's; its window is the ring,

@@ -247,6 +247,7 @@ static const struct net_transport_ops tcp_ops = {
 	.close = tcp_close,
 	.forget = tcp_close, /* a close of the child's descriptor, no shutdown */
 	.close_listener = tcp_close_listener,
+	.forget_listener = tcp_close_listener,
 	.port = tcp_port,
 };
 

@@ -94,6 +94,7 @@ struct net_listener {
  *		(no shutdown, no write, nothing undone in the kernel). NULL:
  *		the transport cannot, and the copies stay as they are.
  * close_listener frees the listener's state.
+ * forget_listener as forget, for a listener.
  * port		the port a listener got (port 0 picks one); NULL: addresses
  *		have no port.
  * register_region, drain, zero_copy_sends: sends without a copy from a
@@ -111,6 +112,7 @@ struct net_transport_ops {
 	void (*close)(struct net_link *link);
 	void (*forget)(struct net_link *link);
 	void (*close_listener)(struct net_listener *l);
+	void (*forget_listener)(struct net_listener *l);
 	int (*port)(const struct net_listener *l);
 	int (*register_region)(struct net_link *link, const void *buf, size_t len);
 	int (*drain)(struct net_link *link, uint64_t deadline);
@@ -174,6 +176,7 @@ void net_link_close(struct net_link *link);
  * LINK (ops->forget), sending nothing; the link goes on in the parent. */
 void net_link_forget(struct net_link *link);
 void net_listener_close(struct net_listener *l);
+void net_listener_forget(struct net_listener *l);
 
 /* For the transports: deadlines in CLOCK_MONOTONIC ns.
  *

@@ -29,21 +29,27 @@ static bool shm, rdma;
 
 static int serial;
 
-/* A listener on a fresh address of the transport, for this uid or
- * 127.0.0.1. */
+/* rtaccel_net_listen on WANT, for this uid or 127.0.0.1. */
+static int listen_on(const char *want, rtaccel_net_listener_t **l)
+{
+	char uid[32];
+	snprintf(uid, sizeof(uid), "uid:%u", (unsigned)getuid());
+	const char *allow[] = {shm ? uid : rdma ? rdma_addr() : "127.0.0.1"};
+	return rtaccel_net_listen(want, allow, 1, "server", NULL, l);
+}
+
+/* A listener on a fresh address of the transport. */
 static rtaccel_net_listener_t *listen_here(char *address, size_t n)
 {
-	char want[64], uid[32];
-	snprintf(uid, sizeof(uid), "uid:%u", (unsigned)getuid());
+	char want[64];
 	if (shm)
 		snprintf(want, sizeof(want), "shm:link-%d-%d", (int)getpid(), serial++);
 	else if (rdma)
 		snprintf(want, sizeof(want), "rdma:%s:0", rdma_addr());
 	else
 		snprintf(want, sizeof(want), "tcp:127.0.0.1:0");
-	const char *allow[] = {shm ? uid : rdma ? rdma_addr() : "127.0.0.1"};
 	rtaccel_net_listener_t *l;
-	CHECK_EQ(rtaccel_net_listen(want, allow, 1, "server", NULL, &l), 0);
+	CHECK_EQ(listen_on(want, &l), 0);
 	CHECK_EQ(rtaccel_net_listener_address(l, address, n), 0);
 	return l;
 }
@@ -633,6 +639,59 @@ static void a_forked_childs_copy_of_a_link_lets_go_of_it(void)
 	rtaccel_net_listener_close(l);
 }
 
+/* A process that forks while it listens: the child's copy of the listener
+ * accepts nothing and closes without closing the parent's, and the address
+ * is free once the parent has closed its listener, while the child lives
+ * (but over rdma, see net.h). */
+static void a_forked_childs_copy_of_a_listener_lets_go_of_it(void)
+{
+	char address[128];
+	rtaccel_net_listener_t *l = listen_here(address, sizeof(address));
+	int checked[2];
+	CHECK_EQ(pipe(checked), 0);
+	const pid_t child = test_fork();
+	if (child == 0) {
+		rtaccel_net_link_t *link;
+		const bool refused = rtaccel_net_accept(l, SEC, &link, NULL, 0) == -ENOTCONN;
+		rtaccel_net_listener_close(l);
+		if (write(checked[1], refused ? "c" : "x", 1) != 1)
+			_exit(T_FAIL);
+		pause(); /* killed by the test, or with it */
+		_exit(T_FAIL);
+	}
+	char c = 0;
+	const bool said = read(checked[0], &c, 1) == 1;
+	close(checked[0]);
+	close(checked[1]);
+	if (!said || c != 'c')
+		kill(child, SIGKILL);
+	CHECK(said);
+	CHECK_EQ(c, 'c');
+
+	struct accepting acc = {.l = l};
+	pthread_t t;
+	pthread_create(&t, NULL, accept_one, &acc);
+	rtaccel_net_link_t *link = NULL;
+	const int connected = rtaccel_net_connect(address, "client", NULL, 5 * SEC, &link);
+	pthread_join(t, NULL);
+	rtaccel_net_listener_close(l);
+	int again = 0;
+	if (!rdma) {
+		rtaccel_net_listener_t *second = NULL;
+		again = listen_on(address, &second);
+		rtaccel_net_listener_close(second);
+	}
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	CHECK_EQ(connected, 0);
+	CHECK_EQ(acc.err, 0);
+	CHECK_EQ(again, 0);
+	rtaccel_net_close(link);
+	rtaccel_net_close(acc.link);
+	printf("%s: a forked child's copy of a listener: refused, closed without closing the parent's%s\n",
+	       transport, rdma ? "" : "; its address free again once the parent closed it");
+}
+
 /* A tcp sender that stops in the middle of a frame (a cable cut, a hung
  * node) leaves the receiver a link that is broken, not idle: take fails with
  * -ECONNABORTED, never the -ETIMEDOUT of "nothing yet" that a reader would
@@ -840,6 +899,7 @@ int main(int argc, char **argv)
 	a_peer_stopped_mid_frame();
 	strangers_are_refused_and_named();
 	a_forked_childs_copy_of_a_link_lets_go_of_it();
+	a_forked_childs_copy_of_a_listener_lets_go_of_it();
 	a_spinning_wait_never_sleeps();
 	return the_receive_thread_priority_changes_on_a_live_link();
 }
