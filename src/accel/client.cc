@@ -82,6 +82,12 @@ int receive_reply(int fd, RegisterReply* reply, int fds[3], int* nfds) {
   ssize_t n;
   do n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
   while (n < 0 && errno == EINTR);
+  // A server that refused the connection closed it with our request unread,
+  // which resets it; the refusal it sent first waits behind the reset.
+  if (n < 0 && errno == ECONNRESET) {
+    n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (n < 0) errno = ECONNRESET;
+  }
   if (n < 0) return -errno;
   *nfds = 0;
   for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm))
@@ -233,6 +239,14 @@ int rtaccel_client_register(rtaccel_client* client, const rtaccel_registration_d
   ssize_t sent = send(client->fd.get(), m, sizeof(*m), MSG_NOSIGNAL);
   delete m;
   if (sent < 0) {
+    // A server that refused the connection said why before it closed it.
+    RegisterReply refusal{};
+    if (recv(client->fd.get(), &refusal, sizeof(refusal), MSG_DONTWAIT) == ssize_t(sizeof(refusal)) &&
+        refusal.magic == kMagic && refusal.version == kProtocolVersion && refusal.status < 0) {
+      refusal.message[sizeof(refusal.message) - 1] = '\0';
+      set_why(why, why_len, refusal.message);
+      return refusal.status;
+    }
     set_why(why, why_len, "the server is gone");
     return -EPIPE;
   }

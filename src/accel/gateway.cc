@@ -312,6 +312,7 @@ class GatewayImpl final : public Gateway {
   std::atomic<bool> stopping_{false};
   core::Thread acceptor_;
   std::list<Running> sessions_;
+  uint64_t refused_ = 0;  // peers refused since descriptors ran out, said once
 };
 
 GatewayImpl::~GatewayImpl() {
@@ -367,9 +368,19 @@ void GatewayImpl::accept_loop() {
       log("refused %s: not a peer of the policy", refused);
       continue;
     }
+    if (err == -EMFILE || err == -ENFILE) {  // that peer was let go (core/accept.h)
+      if (refused_++ == 0)
+        log("no descriptor left for a peer (%s, %zu peers connected): refusing new peers until some leave",
+            strerror(-err), sessions_.size());
+      continue;
+    }
     if (err) {
       if (err != -ETIMEDOUT) log("accept: %s", strerror(-err));
       continue;
+    }
+    if (refused_) {
+      log("accepting peers again; %llu refused meanwhile", static_cast<unsigned long long>(refused_));
+      refused_ = 0;
     }
     // "tcp:10.0.0.2": the policy names the address.
     std::string peer = rtaccel_net_peer_address(link);

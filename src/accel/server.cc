@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -21,6 +22,7 @@
 
 #include "accel/admission.h"
 #include "accel/backend.h"
+#include "core/accept.h"
 #include "core/clock.h"
 #include "core/fd.h"
 #include "core/futex.h"
@@ -183,6 +185,7 @@ class ServerImpl final : public Server {
   void reply(Connection* c, const RegisterReply& r, const Region* region);
   void unregister(Region* r);
   void drop(Connection* c, const char* why);
+  void refused_for_descriptors(int err);
   void settle(Connection* c);
   void refresh_buckets(Device& d);
   void reap();
@@ -206,6 +209,9 @@ class ServerImpl final : public Server {
   std::atomic<bool> stopping_{false};
   bool shut_down_ = false;
   bool bound_ = false;  // the socket file is ours to remove
+  // Clients refused since the server ran out of descriptors; said when the
+  // first is refused and when one is accepted again, not once a client.
+  uint64_t refused_ = 0;
   rtaccel_bwlock_t* bwlock_ = nullptr;
   std::unique_ptr<Gateway> gateway_;
 };
@@ -280,6 +286,8 @@ Status ServerImpl::open() {
   if (!bound_ || chmod(options_.socket_path.c_str(), 0666) < 0 || listen(listen_fd_.get(), 128) < 0) {
     return Status::error(options_.socket_path + ": " + strerror(errno));
   }
+  if (int err = rtaccel_accept_reserve())
+    return Status::error(std::string("cannot keep a descriptor in reserve: ") + strerror(-err));
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.ptr = &listen_watch_;
@@ -589,13 +597,49 @@ Status ServerImpl::run() {
   return Status();
 }
 
+namespace {
+
+// Tells a client refused for want of descriptors why, as the reply to the
+// registration it is about to send (the client reads it once its send fails).
+void refuse_for_descriptors(int fd, int err, void*) {
+  RegisterReply r{};
+  r.magic = kMagic;
+  r.version = kProtocolVersion;
+  r.status = -err;
+  rlimit limit{};
+  getrlimit(RLIMIT_NOFILE, &limit);
+  if (err == EMFILE)
+    snprintf(r.message, sizeof(r.message),
+             "rtaccel-server has no descriptor left for a client (its limit: %llu); try again once clients have left",
+             static_cast<unsigned long long>(limit.rlim_cur));
+  else
+    snprintf(r.message, sizeof(r.message), "rtaccel-server could not accept a client: %s", strerror(err));
+  send(fd, &r, sizeof(r), MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+}  // namespace
+
+void ServerImpl::refused_for_descriptors(int err) {
+  if (refused_++ == 0)
+    log("no descriptor left for a client (%s, %zu clients connected): refusing new clients until some leave",
+        strerror(err), connections_.size());
+}
+
 void ServerImpl::accept_clients() {
   for (;;) {
-    core::UniqueFd fd(accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-    if (!fd) {
-      if (errno != EAGAIN && errno != EINTR) log("accept: %s", strerror(errno));
+    const int got = rtaccel_accept(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK,
+                                   refuse_for_descriptors, nullptr);
+    if (got == -EMFILE || got == -ENFILE) {
+      // The client waiting was told and let go (core/accept.h); the next
+      // one is the next turn's, so that no loop here spins.
+      refused_for_descriptors(-got);
       return;
     }
+    if (got < 0) {
+      if (got != -EAGAIN && got != -EINTR) log("accept: %s", strerror(-got));
+      return;
+    }
+    core::UniqueFd fd(got);
     ucred cred{};
     socklen_t len = sizeof(cred);
     if (getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
@@ -607,8 +651,18 @@ void ServerImpl::accept_clients() {
     c->uid = cred.uid;
     c->pidfd.reset(int(syscall(SYS_pidfd_open, cred.pid, 0)));
     if (!c->pidfd) {
-      log("pidfd_open(%d): %s; refusing the client", int(cred.pid), strerror(errno));
+      const int err = errno;
+      if (err == EMFILE || err == ENFILE) {
+        refuse_for_descriptors(fd.get(), err, nullptr);
+        refused_for_descriptors(err);
+      } else {
+        log("pidfd_open(%d): %s; refusing the client", int(cred.pid), strerror(err));
+      }
       continue;
+    }
+    if (refused_) {
+      log("accepting clients again; %llu refused meanwhile", static_cast<unsigned long long>(refused_));
+      refused_ = 0;
     }
     c->fd = std::move(fd);
     epoll_event ev{};

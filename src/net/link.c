@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "core/accept.h"
 #include "core/clock.h"
 
 void net_limits_defaults(struct net_limits *limits)
@@ -220,7 +221,11 @@ int net_listen(const char *address, const struct net_allow *allow, const char *n
 	out->limits = *limits;
 	out->allow = *allow;
 	snprintf(out->name, sizeof(out->name), "%s", name);
-	int err = t->ops->listen(out, address);
+	/* the descriptor the transports' accepts refuse a peer on when the
+	 * process has no other (core/accept.h) */
+	int err = rtaccel_accept_reserve();
+	if (!err)
+		err = t->ops->listen(out, address);
 	if (!err)
 		out->transport = t;
 	return err;

@@ -26,6 +26,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "core/accept.h"
 #include "core/clock.h"
 
 #define SHM_MAGIC 0x4d48534eu /* "NSHM" */
@@ -372,13 +373,13 @@ static int shm_accept(struct net_listener *l, uint64_t deadline, struct net_link
 	const int lfd = ((const struct shm_listener *)l->priv)->fd;
 	int fd;
 	for (;;) {
-		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		fd = rtaccel_accept(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK, NULL, NULL);
 		if (fd >= 0)
 			break;
-		if (errno == EINTR || errno == ECONNABORTED)
+		if (fd == -EINTR || fd == -ECONNABORTED)
 			continue;
-		if (errno != EAGAIN)
-			return -errno;
+		if (fd != -EAGAIN)
+			return fd;
 		int err = net_wait_fds(lfd, POLLIN, -1, 0, deadline);
 		if (err)
 			return err;

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/accept.h"
 #include "core/clock.h"
 
 /* A link's or a listener's socket. */
@@ -175,12 +176,13 @@ static int tcp_accept(struct net_listener *l, uint64_t deadline, struct net_link
 	for (;;) {
 		struct sockaddr_storage ss;
 		socklen_t len = sizeof(ss);
-		int fd = accept4(lfd, (struct sockaddr *)&ss, &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		int fd = rtaccel_accept(lfd, (struct sockaddr *)&ss, &len, SOCK_CLOEXEC | SOCK_NONBLOCK,
+					NULL, NULL);
 		if (fd < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
+			if (fd == -EINTR || fd == -ECONNABORTED)
 				continue;
-			if (errno != EAGAIN)
-				return -errno;
+			if (fd != -EAGAIN)
+				return fd;
 			int err = wait_fd(lfd, POLLIN, deadline);
 			if (err)
 				return err;

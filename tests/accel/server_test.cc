@@ -916,6 +916,93 @@ TEST(Server, AClientsRegistrationsEndWithItsProcessThoughAChildLivesOn) {
   EXPECT_EQ(kill(child, 0), 0) << "the child ended before the check";
 }
 
+// CPU time PID has had so far.
+uint64_t cpu_ns_of(pid_t pid) {
+  clockid_t clock;
+  timespec ts{};
+  if (clock_getcpuclockid(pid, &clock) || clock_gettime(clock, &ts)) return 0;
+  return uint64_t(ts.tv_sec) * kSecond + uint64_t(ts.tv_nsec);
+}
+
+// Registers BUSY_CHAIN(NAME) from a process of its own, bounded in time:
+// the registration's status, or -ETIMEDOUT where it did not come back in
+// 10 s (the process is then killed). WHY gets the server's reason.
+int register_elsewhere(const ServerProcess& server, const std::string& name, std::string* why) {
+  int answer[2];
+  if (pipe(answer)) return -errno;
+  const pid_t child = fork();
+  if (child == 0) {
+    char reason[256] = "";
+    rtaccel_client* c = nullptr;
+    rtaccel_registration* r = nullptr;
+    int err = rtaccel_client_connect(server.socket(), &c);
+    if (!err) err = register_desc(c, busy_chain(name, 5), &r, reason, sizeof(reason));
+    const bool said = write(answer[1], &err, sizeof(err)) == ssize_t(sizeof(err)) &&
+                      write(answer[1], reason, sizeof(reason)) == ssize_t(sizeof(reason));
+    _exit(said ? 0 : 1);
+  }
+  close(answer[1]);
+  int err = -ETIMEDOUT;
+  char reason[256] = "";
+  pollfd p{answer[0], POLLIN, 0};
+  if (poll(&p, 1, 10000) == 1 && read(answer[0], &err, sizeof(err)) == ssize_t(sizeof(err)) &&
+      read(answer[0], reason, sizeof(reason)) == ssize_t(sizeof(reason)))
+    *why = std::string(reason, strnlen(reason, sizeof(reason)));
+  close(answer[0]);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  return err;
+}
+
+size_t count_of(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) n++;
+  return n;
+}
+
+// A server out of descriptors could not accept: the waiting client stayed
+// in the backlog, and the control thread, woken again at once for it, spun
+// on its core and logged a line a turn (a million lines in three seconds),
+// while the client's registration hung. A local user could do it by opening
+// connections. Now each such client is refused at once, with why, the log
+// says it once, and the server accepts again once descriptors are free.
+TEST(Server, OutOfDescriptorsItRefusesClientsAtOnceWithoutSpinning) {
+  // Room for three clients (a socket and a pidfd each), and one descriptor
+  // more or not: with an even number free, the accept is what fails; with
+  // an odd one, the pidfd.
+  for (rlim_t spare : {6, 7}) {
+    SCOPED_TRACE("descriptors free: " + std::to_string(spare));
+    ServerProcess server(cpu_args(), /*keep_log=*/true);
+    ASSERT_TRUE(server.ready());
+    const rlim_t limit = server.open_fds() + spare;
+    const rlimit low{limit, limit};
+    ASSERT_EQ(prlimit(server.pid(), RLIMIT_NOFILE, &low, nullptr), 0) << strerror(errno);
+    std::vector<std::unique_ptr<RawClient>> idle;
+    for (int i = 0; i < 20; i++) {
+      idle.push_back(std::make_unique<RawClient>(server.socket()));
+      ASSERT_TRUE(idle.back()->connected());
+    }
+    std::string why;
+    EXPECT_EQ(register_elsewhere(server, "refused", &why), -EMFILE);
+    EXPECT_NE(why.find("no descriptor left for a client"), std::string::npos) << why;
+
+    const uint64_t cpu_before = cpu_ns_of(server.pid());
+    usleep(1000000);
+    const uint64_t cpu = cpu_ns_of(server.pid()) - cpu_before;
+    EXPECT_LT(cpu, 300 * kMs) << "the server used " << cpu / kMs << " ms of CPU in the second after";
+    const std::string log = server.log();
+    EXPECT_EQ(count_of(log, "no descriptor left for a client"), 1u) << log.substr(0, 2000);
+
+    idle.clear();
+    EXPECT_EQ(register_elsewhere(server, "accepted", &why), 0) << why;
+    // The 17 idle connections past the three that fit, and the registration.
+    const std::string again = server.log();
+    const size_t at = again.find("accepting clients again; ");
+    ASSERT_NE(at, std::string::npos) << again.substr(0, 2000);
+    EXPECT_GE(atoi(again.c_str() + at + strlen("accepting clients again; ")), 10) << again.substr(at, 80);
+  }
+}
+
 TEST(Server, ADeadServerFailsWaitingClientsInsteadOfHangingThem) {
   for (rtaccel_wait_mode mode : {RTACCEL_WAIT_SUSPEND, RTACCEL_WAIT_SPIN}) {
     ServerProcess server(cpu_args());
@@ -1469,14 +1556,14 @@ struct RemoteServer {
   std::string policy_path;
   std::string address;
   std::unique_ptr<ServerProcess> server;
-  explicit RemoteServer(const std::string& policy, std::vector<std::string> extra = {}) {
+  explicit RemoteServer(const std::string& policy, std::vector<std::string> extra = {}, bool keep_log = false) {
     static int counter = 0;
     policy_path = "/tmp/rtaccel-test-policy-" + std::to_string(getpid()) + "-" + std::to_string(counter++) + ".yaml";
     std::ofstream(policy_path) << policy;
     address = "tcp:127.0.0.1:" + std::to_string(free_port());
     std::vector<std::string> args = {"--policy", policy_path, "--listen", address};
     args.insert(args.end(), extra.begin(), extra.end());
-    server = std::make_unique<ServerProcess>(cpu_args(args));
+    server = std::make_unique<ServerProcess>(cpu_args(args), keep_log);
   }
   ~RemoteServer() { unlink(policy_path.c_str()); }
 };
@@ -1688,6 +1775,49 @@ TEST(Remote, AForkedChildNeitherUsesNorKeepsItsParentsRegistrations) {
   }
   EXPECT_EQ(err, 0) << "the gateway keeps the registration of a process that ended, while its child lives";
   EXPECT_EQ(kill(child, 0), 0) << "the child ended before the check";
+}
+
+// The gateway out of descriptors: each peer that comes is refused at once,
+// its connect fails, the log says so once, and the gateway's thread waits
+// for the next peer instead of spinning on the one it could not take.
+TEST(Remote, OutOfDescriptorsTheGatewayRefusesPeersAtOnceWithoutSpinning) {
+  RemoteServer rs(kPeerPolicy, {}, /*keep_log=*/true);
+  ASSERT_TRUE(rs.server->ready());
+  const rlim_t limit = rs.server->open_fds() + 9;
+  const rlimit low{limit, limit};
+  ASSERT_EQ(prlimit(rs.server->pid(), RLIMIT_NOFILE, &low, nullptr), 0) << strerror(errno);
+  std::vector<rtaccel_client*> clients;
+  int refused = 0;
+  for (int i = 0; i < 12; i++) {
+    rtaccel_client* c = nullptr;
+    const uint64_t asked = core::monotonic_ns();
+    if (int err = rtaccel_client_connect(rs.address.c_str(), &c)) {
+      refused++;
+      EXPECT_LT(core::monotonic_ns() - asked, 2 * kSecond) << "refused late: " << strerror(-err);
+    } else {
+      clients.push_back(c);
+    }
+  }
+  EXPECT_GT(refused, 0);
+  EXPECT_GT(clients.size(), 0u);
+  const uint64_t cpu_before = cpu_ns_of(rs.server->pid());
+  usleep(1000000);
+  const uint64_t cpu = cpu_ns_of(rs.server->pid()) - cpu_before;
+  EXPECT_LT(cpu, 300 * kMs) << "the server used " << cpu / kMs << " ms of CPU in the second after";
+  const std::string log = rs.server->log();
+  EXPECT_EQ(count_of(log, "no descriptor left for a peer"), 1u) << log.substr(0, 2000);
+
+  for (rtaccel_client* c : clients) rtaccel_client_close(c);
+  // The gateway lets a session's descriptors go once it has seen its end.
+  int err = -1;
+  for (const uint64_t deadline = core::monotonic_ns() + 5 * kSecond; err && core::monotonic_ns() < deadline;) {
+    rtaccel_client* c = nullptr;
+    err = rtaccel_client_connect(rs.address.c_str(), &c);
+    if (err) usleep(100000);
+    rtaccel_client_close(c);
+  }
+  EXPECT_EQ(err, 0);
+  EXPECT_NE(rs.server->log().find("accepting peers again; "), std::string::npos) << rs.server->log().substr(0, 2000);
 }
 
 TEST(Remote, ADeadServerFailsARemoteWaitInsteadOfHangingIt) {

@@ -9,12 +9,17 @@
  * unset), and skips when there is none. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/un.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <poll.h>
 
 #include "net/flow.h"
 #include "net/transport.h"
@@ -692,6 +697,80 @@ static void a_forked_childs_copy_of_a_listener_lets_go_of_it(void)
 	       transport, rdma ? "" : "; its address free again once the parent closed it");
 }
 
+/* A connection to a tcp or shm listener at ADDRESS that says nothing: it
+ * waits in the listener's backlog until accepted. */
+static int raw_connect(const char *address)
+{
+	int fd;
+	if (shm) {
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
+		const int n = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "rtaccel-net.%s", address + 4);
+		fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+		CHECK(fd >= 0);
+		CHECK_EQ(connect(fd, (struct sockaddr *)&sa,
+				 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n)), 0);
+	} else {
+		struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		sa.sin_port = htons((uint16_t)atoi(strrchr(address, ':') + 1));
+		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		CHECK(fd >= 0);
+		CHECK_EQ(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	}
+	return fd;
+}
+
+/* A listener's process out of descriptors: accept refuses the waiting peer
+ * at once (-EMFILE) and lets its connection go. It stayed in the backlog
+ * before, so that every later accept failed at once, a caller's accept loop
+ * spun, and the peer waited out its timeout. Once descriptors are free,
+ * accept takes peers again. (Not over rdma: its connections come through
+ * the connection manager's events.) */
+static void a_listener_out_of_descriptors_refuses_a_peer_at_once(void)
+{
+	if (rdma) {
+		printf("%s: out of descriptors: not checked (the connection manager accepts)\n", transport);
+		return;
+	}
+	char address[128];
+	rtaccel_net_listener_t *l = listen_here(address, sizeof(address));
+	const int waiting = raw_connect(address);
+	struct rlimit was;
+	CHECK_EQ(getrlimit(RLIMIT_NOFILE, &was), 0);
+	struct rlimit low = was;
+	if (low.rlim_cur > 512)
+		low.rlim_cur = 512;
+	CHECK_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+	int fillers[512];
+	int n = 0;
+	while (n < 512 && (fillers[n] = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
+		n++;
+	const bool exhausted = n < 512 && errno == EMFILE;
+
+	rtaccel_net_link_t *link;
+	const int first = rtaccel_net_accept(l, 5 * SEC, &link, NULL, 0);
+	const uint64_t start = now_ns(CLOCK_MONOTONIC);
+	const int second = rtaccel_net_accept(l, 200 * MS, &link, NULL, 0);
+	const uint64_t waited = now_ns(CLOCK_MONOTONIC) - start;
+	for (int i = 0; i < n; i++)
+		close(fillers[i]);
+	CHECK_EQ(setrlimit(RLIMIT_NOFILE, &was), 0);
+	struct pollfd p = {waiting, POLLIN, 0};
+	const bool let_go = poll(&p, 1, 0) == 1 && (p.revents & (POLLIN | POLLHUP));
+	close(waiting);
+	CHECK(exhausted);
+	CHECK_EQ(first, -EMFILE);
+	CHECK(let_go); /* its end of file, or reset, is there */
+	CHECK_EQ(second, -ETIMEDOUT);
+	CHECK(waited >= 150 * MS);
+
+	struct peer peer;
+	start_peer(l, address, "receiver", &peer);
+	end_peer(&peer);
+	rtaccel_net_listener_close(l);
+	printf("%s: out of descriptors: a peer refused at once, the next accept waited, then accepted again\n",
+	       transport);
+}
+
 /* A tcp sender that stops in the middle of a frame (a cable cut, a hung
  * node) leaves the receiver a link that is broken, not idle: take fails with
  * -ECONNABORTED, never the -ETIMEDOUT of "nothing yet" that a reader would
@@ -900,6 +979,7 @@ int main(int argc, char **argv)
 	strangers_are_refused_and_named();
 	a_forked_childs_copy_of_a_link_lets_go_of_it();
 	a_forked_childs_copy_of_a_listener_lets_go_of_it();
+	a_listener_out_of_descriptors_refuses_a_peer_at_once();
 	a_spinning_wait_never_sleeps();
 	return the_receive_thread_priority_changes_on_a_live_link();
 }

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 
 #include <cerrno>
 #include <climits>
@@ -199,6 +200,16 @@ int main(int argc, char** argv) {
     rtaccel_say_refused("rtaccel-server", "SCHED_FIFO", EPERM,
                         "workers at SCHED_OTHER (as --no-fifo): no real-time priority, bounds do not apply");
     options.fifo_base = 0;
+  }
+
+  // Each client holds two descriptors and each registration a region's
+  // while it is set up; the soft limit, 1024 by default, is meant for
+  // programs that use select(), which the server does not. The hard limit
+  // is what the system allows it.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
   }
 
   auto created = rtaccel::accel::Server::create(options);
