@@ -212,6 +212,7 @@ class ServerImpl final : public Server {
   // Clients refused since the server ran out of descriptors; said when the
   // first is refused and when one is accepted again, not once a client.
   uint64_t refused_ = 0;
+  bool said_no_pidfd_ = false;
   rtaccel_bwlock_t* bwlock_ = nullptr;
   std::unique_ptr<Gateway> gateway_;
 };
@@ -655,10 +656,18 @@ void ServerImpl::accept_clients() {
       if (err == EMFILE || err == ENFILE) {
         refuse_for_descriptors(fd.get(), err, nullptr);
         refused_for_descriptors(err);
-      } else {
-        log("pidfd_open(%d): %s; refusing the client", int(cred.pid), strerror(err));
+        continue;
       }
-      continue;
+      if (err != ENOSYS && err != EPERM) {  // ESRCH: the client has gone already
+        log("pidfd_open(%d): %s; refusing the client", int(cred.pid), strerror(err));
+        continue;
+      }
+      // A kernel before 5.3, or a container whose seccomp profile forbids
+      // it (Docker's before 20.10): a client's end is then its socket's,
+      // which a child it forked without rtaccel's client library may hold.
+      if (!said_no_pidfd_)
+        log("pidfd_open: %s; a client's end is seen by its socket alone", strerror(err));
+      said_no_pidfd_ = true;
     }
     if (refused_) {
       log("accepting clients again; %llu refused meanwhile", static_cast<unsigned long long>(refused_));
@@ -671,7 +680,7 @@ void ServerImpl::accept_clients() {
     epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, c->fd.get(), &ev);
     ev.events = EPOLLIN;
     ev.data.ptr = &c->pidfd_watch;
-    epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, c->pidfd.get(), &ev);
+    if (c->pidfd) epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, c->pidfd.get(), &ev);
     if (options_.verbose) log("client pid %d uid %u connected", int(c->pid), unsigned(c->uid));
     Connection* key = c.get();
     connections_.emplace(key, std::move(c));
@@ -885,7 +894,7 @@ void ServerImpl::drop(Connection* c, const char* why) {
     log("client pid %d %s; releasing %zu registration(s)", int(c->pid), why, c->regions.size());
   while (!c->regions.empty()) unregister(c->regions.back());
   epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, c->fd.get(), nullptr);
-  epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, c->pidfd.get(), nullptr);
+  if (c->pidfd) epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, c->pidfd.get(), nullptr);
   connections_.erase(it);
 }
 

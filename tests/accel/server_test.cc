@@ -1003,6 +1003,61 @@ TEST(Server, OutOfDescriptorsItRefusesClientsAtOnceWithoutSpinning) {
   }
 }
 
+// Where pidfd_open does not exist (a kernel before 5.3) or is forbidden (a
+// container's seccomp profile, Docker's before 20.10), the server refused
+// every client, which read "the server is gone". It serves them, sees a
+// client's end by its socket, and says once why it watches sockets alone.
+TEST(Server, WithoutPidfdOpenClientsAreServedAndTheirEndSeenByTheirSocket) {
+  const pid_t scenario = fork();
+  if (scenario == 0) {
+    // The server inherits the filter from this process.
+    sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_pidfd_open, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    sock_fprog prog = {sizeof(f) / sizeof(f[0]), f};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog)) _exit(2);
+    std::string problem;
+    {
+      ServerProcess server(cpu_args(), /*keep_log=*/true);
+      if (!server.ready()) problem = "the server did not get ready";
+      const size_t regions = server.maps_containing("rtaccel-region");
+      int status = 0;
+      if (problem.empty()) {  // a client served, that ends without a word
+        const pid_t client = fork();
+        if (client == 0) {
+          rtaccel_client* c = nullptr;
+          rtaccel_registration* r = nullptr;
+          rtaccel_ticket t;
+          if (rtaccel_client_connect(server.socket(), &c) || register_desc(c, busy_chain("first", 5), &r, nullptr, 0) ||
+              submit_busy(r, kMs, &t) || rtaccel_wait(r, &t, 10 * kSecond, nullptr))
+            _exit(1);
+          _exit(0);
+        }
+        waitpid(client, &status, 0);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) problem = "the client was not served";
+      }
+      const uint64_t ended = core::monotonic_ns();
+      while (problem.empty() && server.maps_containing("rtaccel-region") > regions &&
+             core::monotonic_ns() - ended < 10 * kSecond)
+        usleep(1000);
+      if (problem.empty() && server.maps_containing("rtaccel-region") > regions)
+        problem = "the ended client's registration is still there";
+      std::string why;
+      if (problem.empty() && register_elsewhere(server, "second", &why) != 0) problem = "a second client: " + why;
+      if (problem.empty() && count_of(server.log(), "pidfd_open") != 1) problem = "the log:\n" + server.log();
+    }
+    if (!problem.empty()) fprintf(stderr, "%s\n", problem.c_str());
+    _exit(problem.empty() ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(scenario, &status, 0), scenario);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 2) SKIP_WITHOUT("seccomp", "no seccomp filter here");
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << core::describe_wait_status(status);
+}
+
 TEST(Server, ADeadServerFailsWaitingClientsInsteadOfHangingThem) {
   for (rtaccel_wait_mode mode : {RTACCEL_WAIT_SUSPEND, RTACCEL_WAIT_SPIN}) {
     ServerProcess server(cpu_args());
