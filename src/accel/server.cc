@@ -209,6 +209,7 @@ class ServerImpl final : public Server {
   std::atomic<bool> stopping_{false};
   bool shut_down_ = false;
   bool bound_ = false;  // the socket file is ours to remove
+  ino_t socket_inode_ = 0;  // while it is still the file we bound
   // Clients refused since the server ran out of descriptors; said when the
   // first is refused and when one is accepted again, not once a client.
   uint64_t refused_ = 0;
@@ -281,9 +282,18 @@ Status ServerImpl::open() {
   if (connect(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
     return Status::error(options_.socket_path + ": another server is listening there");
   }
+  // Only a socket is replaced: a path given by mistake (a policy file, a
+  // folder) was deleted.
+  struct stat there {};
+  if (lstat(options_.socket_path.c_str(), &there) == 0 && !S_ISSOCK(there.st_mode)) {
+    return Status::invalid(options_.socket_path + ": exists and is not a socket; give another --socket");
+  }
   listen_fd_.reset(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   unlink(options_.socket_path.c_str());
-  if (bind(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) bound_ = true;
+  if (bind(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    bound_ = true;
+    if (lstat(options_.socket_path.c_str(), &there) == 0) socket_inode_ = there.st_ino;
+  }
   if (!bound_ || chmod(options_.socket_path.c_str(), 0666) < 0 || listen(listen_fd_.get(), 128) < 0) {
     return Status::error(options_.socket_path + ": " + strerror(errno));
   }
@@ -946,7 +956,11 @@ void ServerImpl::shutdown() {
   // control thread sees its connection close.
   gateway_.reset();
   reap();
-  if (bound_) unlink(options_.socket_path.c_str());
+  // Not a file put there since (a server started in our place).
+  struct stat there {};
+  if (bound_ && lstat(options_.socket_path.c_str(), &there) == 0 && S_ISSOCK(there.st_mode) &&
+      there.st_ino == socket_inode_)
+    unlink(options_.socket_path.c_str());
 }
 
 }  // namespace

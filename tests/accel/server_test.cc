@@ -353,6 +353,48 @@ TEST(Server, BadArgumentsAreRefusedClearly) {
   EXPECT_NE(std::string(buf, n).find("core 4000 does not exist"), std::string::npos) << std::string(buf, n);
 }
 
+// The server replaces a socket file a dead server left, and deleted any
+// other file given for its socket (as root, a policy file named by
+// mistake, /etc/passwd). It refuses such a path and leaves the file, and at
+// its end removes its own socket only, not one another server put there.
+TEST(Server, ASocketPathThatIsNotASocketIsRefusedAndLeftAlone) {
+  const std::string base = "/tmp/rtaccel-test-" + std::to_string(getpid()) + "-notasocket";
+  std::ofstream(base + ".txt") << "precious\n";
+  mkdir((base + ".d").c_str(), 0755);
+  for (const std::string& path : {base + ".txt", base + ".d"}) {
+    // (bounded: a server that took the path would listen on it for ever)
+    const std::string command =
+        "timeout 10 " + server_bin() + " " + cpu_args()[0] + " " + cpu_args()[1] + " --socket " + path + " 2>&1";
+    FILE* p = popen(command.c_str(), "r");
+    char buf[4096] = {};
+    const size_t n = fread(buf, 1, sizeof(buf) - 1, p);
+    EXPECT_EQ(WEXITSTATUS(pclose(p)), 2);
+    EXPECT_NE(std::string(buf, n).find(path + ": exists and is not a socket; give another --socket"),
+              std::string::npos)
+        << std::string(buf, n);
+  }
+  std::string kept;
+  std::getline(std::ifstream(base + ".txt"), kept);
+  EXPECT_EQ(kept, "precious");
+  struct stat st {};
+  EXPECT_TRUE(stat((base + ".d").c_str(), &st) == 0 && S_ISDIR(st.st_mode));
+  unlink((base + ".txt").c_str());
+  rmdir((base + ".d").c_str());
+
+  ServerProcess server(cpu_args());
+  ASSERT_TRUE(server.ready());
+  // Another server's socket in its place (as one started when this one did
+  // not answer would leave it).
+  ASSERT_EQ(unlink(server.socket()), 0);
+  core::UniqueFd other(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  snprintf(a.sun_path, sizeof(a.sun_path), "%s", server.socket());
+  ASSERT_EQ(bind(other.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  EXPECT_EQ(server.stop(), 0);
+  EXPECT_EQ(access(server.socket(), F_OK), 0) << "the server removed the socket another put there";
+}
+
 // The server locks its memory, and with it every page of each worker's
 // stack: 23 workers on the default 8 MiB stacks kept 184 MiB resident.
 TEST(Server, ItsWorkersStacksAreSizedNotTheDefaultAndSayWhatTheyUsed) {
