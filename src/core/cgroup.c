@@ -3,9 +3,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <mntent.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -92,6 +94,10 @@ int rtaccel_cgroup_remove(const char *path, uint64_t grace_ns, int *killed)
 		return 0;
 	if (errno != EBUSY)
 		return -errno;
+	/* Never the caller's own, nor one above it (the root: every process of
+	 * the machine), whatever a caller was given for a cgroup of its own. */
+	if (rtaccel_cgroup_holds_self(path) != 0)
+		return -EBUSY;
 	/* A frozen task takes no signal but SIGKILL: thawed, each may end as
 	 * it chooses to on SIGTERM. */
 	rtaccel_cgroup_write(path, "cgroup.freeze", "0");
@@ -112,4 +118,31 @@ int rtaccel_cgroup_remove(const char *path, uint64_t grace_ns, int *killed)
 			rtaccel_cgroup_signal(path, SIGKILL);
 		rtaccel_sleep_ns(10 * 1000 * 1000);
 	}
+}
+
+int rtaccel_cgroup_holds_self(const char *path)
+{
+	char root[256], line[512], own[768];
+	int err = rtaccel_cgroup2_root(root, sizeof(root));
+	if (err)
+		return err;
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	if (!f)
+		return -errno;
+	err = -ENOENT;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, "0::", 3) == 0) { /* the cgroup v2 line */
+			line[strcspn(line, "\n")] = '\0';
+			snprintf(own, sizeof(own), "%s%s", root, line + 3);
+			err = 0;
+			break;
+		}
+	fclose(f);
+	if (err)
+		return err;
+	char given[PATH_MAX], self[PATH_MAX];
+	if (!realpath(path, given) || !realpath(own, self))
+		return -errno;
+	const size_t n = strlen(given);
+	return strncmp(given, self, n) == 0 && (self[n] == '/' || self[n] == '\0');
 }

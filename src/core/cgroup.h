@@ -29,6 +29,10 @@ int rtaccel_cgroup_signal(const char *path, int sig);
  * and SIGKILL once GRACE_NS has passed; it waits up to a second more for
  * them to go. *KILLED (may be NULL): how many processes it had to signal. */
 int rtaccel_cgroup_remove(const char *path, uint64_t grace_ns, int *killed);
+/* 1 where the cgroup at absolute PATH holds the caller: it is the caller's
+ * cgroup or one above it (the root holds every process); 0 where not;
+ * -errno. */
+int rtaccel_cgroup_holds_self(const char *path);
 
 #ifdef __cplusplus
 }

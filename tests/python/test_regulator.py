@@ -481,6 +481,50 @@ def test_bad_arguments_get_one_clear_line(args, message):
     assert "Traceback" not in r.stderr
 
 
+def _cgroup2_root():
+    for line in pathlib.Path("/proc/self/mounts").read_text().splitlines():
+        fields = line.split()
+        if fields[2] == "cgroup2":
+            return fields[1]
+    return None
+
+
+@pytest.mark.parametrize("given", ["root", "own"])
+def test_a_best_effort_cgroup_that_holds_the_regulator_is_refused(given):
+    """The regulator throttles by freezing its best-effort cgroup, and with
+    --own-cgroup ends what runs there as it stops. Given the hierarchy's
+    root ('.'), it would have ended every process of the machine; given the
+    cgroup it runs in, frozen itself."""
+    root = _cgroup2_root()
+    if root is None:
+        needs.skip("cgroup2", "no cgroup2 hierarchy mounted")
+    own = next(line[3:] for line in pathlib.Path("/proc/self/cgroup").read_text().splitlines()
+               if line.startswith("0::"))
+    command = [str(ISOLATE), "regulate", "--cgroup", "", "--own-cgroup"]
+    below = None
+    if given == "root":
+        path = "."
+    elif own != "/":
+        path = root + own
+    else:  # this process is in the root: the regulator goes into a cgroup below it
+        if os.geteuid() != 0:
+            needs.skip("root", "this process is in the root cgroup; making one below it needs root")
+        below = pathlib.Path(root) / f"rtaccel-test-holds-{os.getpid()}"
+        below.mkdir()
+        path = str(below)
+        command = ["sh", "-c", f'echo $$ > {path}/cgroup.procs && exec "$@"', "sh", *command]
+    command[command.index("--cgroup") + 1] = path
+    try:
+        r = subprocess.run(command, capture_output=True, text=True, timeout=10)
+    finally:
+        if below is not None:
+            below.rmdir()
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert r.stderr == (f"rtaccel-isolate: best-effort cgroup {path} holds rtaccel-isolate itself (and what "
+                        "--own-cgroup would end with it): freezing it would stop the regulator; give a cgroup "
+                        "of the best-effort work alone\n")
+
+
 def test_status_without_a_regulator_says_how_to_start_one():
     r = isolate("status", "--bwlock", f"never-{os.getpid()}")
     assert r.returncode == 2  # bad input: the name names no regulator

@@ -263,6 +263,15 @@ static int cmd_regulate(int argc, char **argv)
 				denied(err) ? " (the cgroup hierarchy is root's; --no-cgroup meters whole cores)" : "");
 			return RTACCEL_EXIT_RUNTIME;
 		}
+		/* It is frozen to throttle it, and with --own-cgroup what runs
+		 * in it is ended. */
+		if (rtaccel_cgroup_holds_self(cfg.cgroup) == 1) {
+			fprintf(stderr,
+				"rtaccel-isolate: best-effort cgroup %s holds rtaccel-isolate itself%s: freezing it "
+				"would stop the regulator; give a cgroup of the best-effort work alone\n",
+				cgroup, own_cgroup ? " (and what --own-cgroup would end with it)" : "");
+			return RTACCEL_EXIT_BAD_INPUT;
+		}
 	}
 	/* A page fault in a core's thread would be latency on the core it
 	 * regulates. (Not under AddressSanitizer, whose shadow memory is
