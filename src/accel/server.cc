@@ -185,7 +185,7 @@ class ServerImpl final : public Server {
   void reply(Connection* c, const RegisterReply& r, const Region* region);
   void unregister(Region* r);
   void drop(Connection* c, const char* why);
-  void refused_for_descriptors(int err);
+  void note_refusal(int err);
   void settle(Connection* c);
   void refresh_buckets(Device& d);
   void reap();
@@ -612,7 +612,7 @@ namespace {
 
 // Tells a client refused for want of descriptors why, as the reply to the
 // registration it is about to send (the client reads it once its send fails).
-void refuse_for_descriptors(int fd, int err, void*) {
+void send_refusal(int fd, int err, void*) {
   RegisterReply r{};
   r.magic = kMagic;
   r.version = kProtocolVersion;
@@ -630,7 +630,7 @@ void refuse_for_descriptors(int fd, int err, void*) {
 
 }  // namespace
 
-void ServerImpl::refused_for_descriptors(int err) {
+void ServerImpl::note_refusal(int err) {
   if (refused_++ == 0)
     log("no descriptor left for a client (%s, %zu clients connected): refusing new clients until some leave",
         strerror(err), connections_.size());
@@ -639,11 +639,11 @@ void ServerImpl::refused_for_descriptors(int err) {
 void ServerImpl::accept_clients() {
   for (;;) {
     const int got = rtaccel_accept(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK,
-                                   refuse_for_descriptors, nullptr);
+                                   send_refusal, nullptr);
     if (got == -EMFILE || got == -ENFILE) {
       // The client waiting was told and let go (core/accept.h); the next
       // one is the next turn's, so that no loop here spins.
-      refused_for_descriptors(-got);
+      note_refusal(-got);
       return;
     }
     if (got < 0) {
@@ -664,8 +664,8 @@ void ServerImpl::accept_clients() {
     if (!c->pidfd) {
       const int err = errno;
       if (err == EMFILE || err == ENFILE) {
-        refuse_for_descriptors(fd.get(), err, nullptr);
-        refused_for_descriptors(err);
+        send_refusal(fd.get(), err, nullptr);
+        note_refusal(err);
         continue;
       }
       if (err != ENOSYS && err != EPERM) {  // ESRCH: the client has gone already
