@@ -863,6 +863,14 @@ TEST(Server, AClientThatUnregisteredAndLeftBeforeTheStopDidNotLeaveAtShutdown) {
   EXPECT_EQ(server.log().find("left at shutdown"), std::string::npos) << server.log();
 }
 
+// For a process that outlives its parent on purpose: ends once the test
+// process TEST has, or after 30 s, whichever comes first, so that a test
+// that fails before it ends the process leaves nothing behind for long.
+[[noreturn]] void live_while(pid_t test) {
+  for (int i = 0; i < 3000 && kill(test, 0) == 0; i++) usleep(10000);
+  _exit(0);
+}
+
 // A child forked from a client's process (a helper, a daemon's second half)
 // has copies of the client and its registrations. Closing them there, as a
 // C++ wrapper's destructor does on the child's way out, unregistered the
@@ -923,6 +931,7 @@ TEST(Server, AClientsRegistrationsEndWithItsProcessThoughAChildLivesOn) {
   const size_t regions = server.maps_containing("rtaccel-region");
   int pipe_fds[2];
   ASSERT_EQ(pipe(pipe_fds), 0);
+  const pid_t test = getpid();
   const pid_t parent = fork();
   if (parent == 0) {
     rtaccel_client* c = nullptr;
@@ -930,10 +939,7 @@ TEST(Server, AClientsRegistrationsEndWithItsProcessThoughAChildLivesOn) {
     if (rtaccel_client_connect(server.socket(), &c) || register_desc(c, busy_chain("mortal", 5), &r, nullptr, 0))
       _exit(1);
     const pid_t child = fork();
-    if (child == 0) {
-      pause();
-      _exit(0);
-    }
+    if (child == 0) live_while(test);
     if (write(pipe_fds[1], &child, sizeof(child)) != ssize_t(sizeof(child))) _exit(1);
     _exit(0);  // without closing the client, as a process that dies
   }
@@ -1821,6 +1827,7 @@ TEST(Remote, AForkedChildNeitherUsesNorKeepsItsParentsRegistrations) {
   ASSERT_TRUE(rs.server->ready());
   int pipe_fds[2];
   ASSERT_EQ(pipe(pipe_fds), 0);
+  const pid_t test = getpid();
   const pid_t parent = fork();
   if (parent == 0) {
     rtaccel_client* c = nullptr;
@@ -1839,8 +1846,7 @@ TEST(Remote, AForkedChildNeitherUsesNorKeepsItsParentsRegistrations) {
         code = 1;
       rtaccel_client_close(c);
       if (write(checked[1], &code, 1) != 1) _exit(1);
-      pause();
-      _exit(0);
+      live_while(test);
     }
     char code = 1;
     if (read(checked[0], &code, 1) != 1 || code) _exit(2);
