@@ -863,12 +863,73 @@ TEST(Server, AClientThatUnregisteredAndLeftBeforeTheStopDidNotLeaveAtShutdown) {
   EXPECT_EQ(server.log().find("left at shutdown"), std::string::npos) << server.log();
 }
 
+// Connects to ADDRESS, registers chain NAME and has one request of it
+// served: true where all went well. The client stays open, in *OUT.
+bool connect_and_serve_one(const char* address, const char* name, rtaccel_client** out) {
+  rtaccel_registration* r = nullptr;
+  rtaccel_ticket t;
+  return rtaccel_client_connect(address, out) == 0 && register_desc(*out, busy_chain(name, 5), &r, nullptr, 0) == 0 &&
+         submit_busy(r, kMs, &t) == 0 && rtaccel_wait(r, &t, 10 * kSecond, nullptr) == 0;
+}
+
 // For a process that outlives its parent on purpose: ends once the test
 // process TEST has, or after 30 s, whichever comes first, so that a test
 // that fails before it ends the process leaves nothing behind for long.
 [[noreturn]] void live_while(pid_t test) {
   for (int i = 0; i < 3000 && kill(test, 0) == 0; i++) usleep(10000);
   _exit(0);
+}
+
+// A check run in a client's process: true where it holds.
+using ClientCheck = bool (*)(rtaccel_client* c, rtaccel_registration* r);
+
+// The child a client's process left running: killed as the test ends.
+struct LeftChild {
+  pid_t pid = -1;
+  ~LeftChild() {
+    if (pid > 0) kill(pid, SIGKILL);
+  }
+};
+
+// A client's process that registers chain NAME at ADDRESS and forks: the
+// child runs IN_CHILD, then the parent AFTER (each may be null), and the
+// parent ends without a word while the child lives on. The child's pid, or
+// -1 where a step failed; *STATUS is the parent's wait status.
+pid_t client_that_ends_leaving_a_child(const char* address, const char* name, ClientCheck in_child,
+                                       ClientCheck after, int* status) {
+  int left[2], checked[2];
+  if (pipe(left)) return -1;
+  if (pipe(checked)) {
+    close(left[0]);
+    close(left[1]);
+    return -1;
+  }
+  const pid_t test = getpid();
+  const pid_t parent = fork();
+  if (parent == 0) {
+    rtaccel_client* c = nullptr;
+    rtaccel_registration* r = nullptr;
+    if (rtaccel_client_connect(address, &c) || register_desc(c, busy_chain(name, 5), &r, nullptr, 0)) _exit(1);
+    const pid_t child = fork();
+    if (child == 0) {
+      const char held = !in_child || in_child(c, r);
+      if (write(checked[1], &held, 1) != 1) _exit(1);
+      live_while(test);
+    }
+    char held = 0;
+    if (read(checked[0], &held, 1) != 1 || !held) _exit(2);
+    if (after && !after(c, r)) _exit(3);
+    if (write(left[1], &child, sizeof(child)) != ssize_t(sizeof(child))) _exit(1);
+    _exit(0);  // without closing the client, as a process that dies
+  }
+  close(left[1]);
+  close(checked[0]);
+  close(checked[1]);
+  pid_t child = -1;
+  const bool got = read(left[0], &child, sizeof(child)) == ssize_t(sizeof(child));
+  close(left[0]);
+  waitpid(parent, status, 0);
+  return got && WIFEXITED(*status) && WEXITSTATUS(*status) == 0 ? child : -1;
 }
 
 // A child forked from a client's process (a helper, a daemon's second half)
@@ -910,11 +971,7 @@ TEST(Server, AForkedChildCannotUseItsParentsRegistrationsNorEndThem) {
   const pid_t second = fork();
   if (second == 0) {
     rtaccel_client* c = nullptr;
-    rtaccel_registration* own = nullptr;
-    rtaccel_ticket mine;
-    if (rtaccel_client_connect(server.socket(), &c) || register_desc(c, busy_chain("own", 5), &own, nullptr, 0) ||
-        submit_busy(own, kMs, &mine) || rtaccel_wait(own, &mine, 10 * kSecond, nullptr))
-      _exit(20);
+    if (!connect_and_serve_one(server.socket(), "own", &c)) _exit(20);
     rtaccel_client_close(c);
     _exit(0);
   }
@@ -929,39 +986,16 @@ TEST(Server, AClientsRegistrationsEndWithItsProcessThoughAChildLivesOn) {
   ServerProcess server(cpu_args());
   ASSERT_TRUE(server.ready());
   const size_t regions = server.maps_containing("rtaccel-region");
-  int pipe_fds[2];
-  ASSERT_EQ(pipe(pipe_fds), 0);
-  const pid_t test = getpid();
-  const pid_t parent = fork();
-  if (parent == 0) {
-    rtaccel_client* c = nullptr;
-    rtaccel_registration* r = nullptr;
-    if (rtaccel_client_connect(server.socket(), &c) || register_desc(c, busy_chain("mortal", 5), &r, nullptr, 0))
-      _exit(1);
-    const pid_t child = fork();
-    if (child == 0) live_while(test);
-    if (write(pipe_fds[1], &child, sizeof(child)) != ssize_t(sizeof(child))) _exit(1);
-    _exit(0);  // without closing the client, as a process that dies
-  }
-  close(pipe_fds[1]);
-  pid_t child = -1;
-  const bool got = read(pipe_fds[0], &child, sizeof(child)) == ssize_t(sizeof(child));
-  close(pipe_fds[0]);
   int status = 0;
-  ASSERT_EQ(waitpid(parent, &status, 0), parent);
-  ASSERT_TRUE(got && WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  // The child is the parent's, reparented: not ours to wait for.
-  struct Ender {
-    pid_t pid;
-    ~Ender() { kill(pid, SIGKILL); }
-  } ender{child};
+  LeftChild child{client_that_ends_leaving_a_child(server.socket(), "mortal", nullptr, nullptr, &status)};
+  ASSERT_GT(child.pid, 0) << core::describe_wait_status(status);
 
   const uint64_t ended = core::monotonic_ns();
   while (server.maps_containing("rtaccel-region") > regions && core::monotonic_ns() - ended < 10 * kSecond)
     usleep(1000);
   EXPECT_EQ(server.maps_containing("rtaccel-region"), regions)
       << "the server keeps the registration of a process that ended, while its child lives";
-  EXPECT_EQ(kill(child, 0), 0) << "the child ended before the check";
+  EXPECT_EQ(kill(child.pid, 0), 0) << "the child ended before the check";
 }
 
 // CPU time PID has had so far.
@@ -1077,12 +1111,7 @@ TEST(Server, WithoutPidfdOpenClientsAreServedAndTheirEndSeenByTheirSocket) {
         const pid_t client = fork();
         if (client == 0) {
           rtaccel_client* c = nullptr;
-          rtaccel_registration* r = nullptr;
-          rtaccel_ticket t;
-          if (rtaccel_client_connect(server.socket(), &c) || register_desc(c, busy_chain("first", 5), &r, nullptr, 0) ||
-              submit_busy(r, kMs, &t) || rtaccel_wait(r, &t, 10 * kSecond, nullptr))
-            _exit(1);
-          _exit(0);
+          _exit(connect_and_serve_one(server.socket(), "first", &c) ? 0 : 1);
         }
         waitpid(client, &status, 0);
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) problem = "the client was not served";
@@ -1825,47 +1854,21 @@ TEST(Remote, AClientDyingMidRequestLeavesNothingBehind) {
 TEST(Remote, AForkedChildNeitherUsesNorKeepsItsParentsRegistrations) {
   RemoteServer rs(kPeerPolicy);
   ASSERT_TRUE(rs.server->ready());
-  int pipe_fds[2];
-  ASSERT_EQ(pipe(pipe_fds), 0);
-  const pid_t test = getpid();
-  const pid_t parent = fork();
-  if (parent == 0) {
-    rtaccel_client* c = nullptr;
-    rtaccel_registration* r = nullptr;
-    if (rtaccel_client_connect(rs.address.c_str(), &c) || register_desc(c, busy_chain("forking", 5), &r, nullptr, 0))
-      _exit(1);
-    int checked[2];
-    if (pipe(checked)) _exit(1);
-    const pid_t child = fork();
-    if (child == 0) {
-      rtaccel_ticket t;
-      rtaccel_registration* other = nullptr;
-      char code = 0;
-      if (submit_busy(r, kMs, &t) != -ENOTCONN || rtaccel_poll(r, &t, nullptr) != -ENOTCONN ||
-          register_desc(c, busy_chain("child", 5), &other, nullptr, 0) != -ENOTCONN)
-        code = 1;
-      rtaccel_client_close(c);
-      if (write(checked[1], &code, 1) != 1) _exit(1);
-      live_while(test);
-    }
-    char code = 1;
-    if (read(checked[0], &code, 1) != 1 || code) _exit(2);
+  ClientCheck refused = [](rtaccel_client* c, rtaccel_registration* r) {
+    rtaccel_ticket t;
+    rtaccel_registration* other = nullptr;
+    const bool held = submit_busy(r, kMs, &t) == -ENOTCONN && rtaccel_poll(r, &t, nullptr) == -ENOTCONN &&
+                      register_desc(c, busy_chain("child", 5), &other, nullptr, 0) == -ENOTCONN;
+    rtaccel_client_close(c);
+    return held;
+  };
+  ClientCheck still_served = [](rtaccel_client*, rtaccel_registration* r) {
     rtaccel_ticket t;  // the child's close left the parent's registration
-    if (submit_busy(r, kMs, &t) || rtaccel_wait(r, &t, 10 * kSecond, nullptr)) _exit(3);
-    if (write(pipe_fds[1], &child, sizeof(child)) != ssize_t(sizeof(child))) _exit(1);
-    _exit(0);  // without closing the client, as a process that dies
-  }
-  close(pipe_fds[1]);
-  pid_t child = -1;
-  const bool got = read(pipe_fds[0], &child, sizeof(child)) == ssize_t(sizeof(child));
-  close(pipe_fds[0]);
+    return submit_busy(r, kMs, &t) == 0 && rtaccel_wait(r, &t, 10 * kSecond, nullptr) == 0;
+  };
   int status = 0;
-  ASSERT_EQ(waitpid(parent, &status, 0), parent);
-  ASSERT_TRUE(got && WIFEXITED(status) && WEXITSTATUS(status) == 0) << core::describe_wait_status(status);
-  struct Ender {  // the child is the parent's, reparented: not ours to wait for
-    pid_t pid;
-    ~Ender() { kill(pid, SIGKILL); }
-  } ender{child};
+  LeftChild child{client_that_ends_leaving_a_child(rs.address.c_str(), "forking", refused, still_served, &status)};
+  ASSERT_GT(child.pid, 0) << core::describe_wait_status(status);
 
   // The parent's registration went with it: the same callback registers again.
   Client local(*rs.server);
@@ -1877,7 +1880,7 @@ TEST(Remote, AForkedChildNeitherUsesNorKeepsItsParentsRegistrations) {
     if (err == -EEXIST) usleep(20000);
   }
   EXPECT_EQ(err, 0) << "the gateway keeps the registration of a process that ended, while its child lives";
-  EXPECT_EQ(kill(child, 0), 0) << "the child ended before the check";
+  EXPECT_EQ(kill(child.pid, 0), 0) << "the child ended before the check";
 }
 
 // The gateway out of descriptors: each peer that comes is refused at once,
