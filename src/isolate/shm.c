@@ -33,6 +33,14 @@ static int map_fd(int fd, bool fresh, size_t size, uint32_t magic, uint32_t vers
 {
 	if (fresh && ftruncate(fd, (off_t)size) < 0)
 		return -errno;
+	/* The pages taken now: on a full /dev/shm (a container's 64 MiB, that
+	 * other programs filled) the first touch of one not had would be
+	 * SIGBUS. -ENOSPC instead. */
+	if (fresh) {
+		const int err = posix_fallocate(fd, 0, (off_t)size);
+		if (err)
+			return -err;
+	}
 	/* A creator in another process may not have sized it yet. */
 	for (int i = 0; !fresh; i++) {
 		struct stat st;

@@ -525,6 +525,29 @@ def test_a_best_effort_cgroup_that_holds_the_regulator_is_refused(given):
                         "of the best-effort work alone\n")
 
 
+def test_a_lock_on_a_full_dev_shm_is_refused_with_why_not_a_bus_error():
+    """A container's /dev/shm is 64 MiB, and other programs fill it (a DNN's
+    data loaders). A lock made there was sized but not given its pages:
+    the first touch of it was SIGBUS, in rtaccel-isolate and in a Python
+    program that took a lock. Run with a /dev/shm of 16 KiB, full, of its
+    own (a mount namespace)."""
+    if os.geteuid() != 0:
+        needs.skip("root", "a /dev/shm of its own is mounted in a mount namespace")
+    full = ('mount -t tmpfs -o size=16k rtaccel-test /dev/shm && '
+            '{ head -c 65536 /dev/zero > /dev/shm/fill; } 2>/dev/null; exec "$@"')
+    take = ("import sys; sys.path.insert(0, sys.argv[1]); from rtaccel.isolate import BandwidthLock\n"
+            "try:\n    BandwidthLock('full', 'test', 100)\nexcept OSError as e:\n    print(e)")
+    for command, status, said in [
+        ([str(ISOLATE), "hold", "--bwlock", "full", "--threshold", "100", "--", "true"], 3,
+         "rtaccel-isolate: bandwidth lock 'full': No space left on device\n"),
+        ([sys.executable, "-c", take, str(ROOT / "python")], 0, "No space left on device"),
+    ]:
+        r = subprocess.run(["unshare", "-m", "sh", "-c", full, "sh", *command], capture_output=True, text=True,
+                           timeout=30)
+        assert r.returncode == status, (r.returncode, r.stdout, r.stderr)
+        assert said in r.stderr + r.stdout
+
+
 def test_status_without_a_regulator_says_how_to_start_one():
     r = isolate("status", "--bwlock", f"never-{os.getpid()}")
     assert r.returncode == 2  # bad input: the name names no regulator
