@@ -275,9 +275,15 @@ Status ServerImpl::open() {
     return Status::error("socket path empty or longer than " + std::to_string(sizeof(addr.sun_path) - 1) + " bytes");
   }
   memcpy(addr.sun_path, options_.socket_path.c_str(), options_.socket_path.size() + 1);
-  // The default socket lives in /run/rtaccel/, which a fresh boot lacks.
+  // The default socket lives in /run/rtaccel/, which a fresh boot lacks,
+  // and which only root may make.
+  const char* elsewhere = "; give --socket a path in a folder this user may write, such as $XDG_RUNTIME_DIR/rtaccel.sock";
   const std::string dir = options_.socket_path.substr(0, options_.socket_path.rfind('/'));
-  if (!dir.empty() && dir != options_.socket_path) mkdir(dir.c_str(), 0755);
+  if (!dir.empty() && dir != options_.socket_path && mkdir(dir.c_str(), 0755) < 0 && errno != EEXIST) {
+    const int err = errno;
+    return Status::error("cannot make the socket's folder " + dir + ": " + strerror(err) +
+                         (err == EACCES || err == EPERM || err == EROFS ? elsewhere : ""));
+  }
   // A socket file left by a server that died is replaced; a live server keeps it.
   if (connect(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
     return Status::error(options_.socket_path + ": another server is listening there");
@@ -295,7 +301,9 @@ Status ServerImpl::open() {
     if (lstat(options_.socket_path.c_str(), &there) == 0) socket_inode_ = there.st_ino;
   }
   if (!bound_ || chmod(options_.socket_path.c_str(), 0666) < 0 || listen(listen_fd_.get(), 128) < 0) {
-    return Status::error(options_.socket_path + ": " + strerror(errno));
+    const int err = errno;
+    return Status::error(options_.socket_path + ": " + strerror(err) +
+                         (err == EACCES || err == EPERM || err == EROFS ? elsewhere : ""));
   }
   if (int err = rtaccel_accept_reserve())
     return Status::error(std::string("cannot keep a descriptor in reserve: ") + strerror(-err));

@@ -395,6 +395,31 @@ TEST(Server, ASocketPathThatIsNotASocketIsRefusedAndLeftAlone) {
   EXPECT_EQ(access(server.socket(), F_OK), 0) << "the server removed the socket another put there";
 }
 
+// A user without root started the server with the default socket, in
+// /run/rtaccel, which only root may make: it said "/run/rtaccel/server.sock:
+// No such file or directory". It says what it could not make, and where a
+// socket of this user's goes.
+TEST(Server, AUserWhoMayNotWriteTheSocketsFolderIsToldWhereToPutIt) {
+  if (geteuid() != 0) SKIP_WITHOUT("root", "the server is run as another user (nobody)");
+  const std::string folder = "/tmp/rtaccel-test-" + std::to_string(getpid()) + "-roots";
+  ASSERT_EQ(mkdir(folder.c_str(), 0755), 0);
+  const std::string hint = "give --socket a path in a folder this user may write, such as $XDG_RUNTIME_DIR/rtaccel.sock";
+  for (const std::string& socket : {folder + "/s.sock", folder + "/sub/s.sock"}) {
+    const std::string command = "timeout 10 runuser -u nobody -- " + server_bin() + " --no-fifo " + cpu_args()[0] +
+                                " " + cpu_args()[1] + " --socket " + socket + " 2>&1";
+    FILE* p = popen(command.c_str(), "r");
+    char buf[4096] = {};
+    const std::string said(buf, fread(buf, 1, sizeof(buf) - 1, p));
+    EXPECT_EQ(WEXITSTATUS(pclose(p)), 3) << said;
+    EXPECT_NE(said.find(socket.ends_with("sub/s.sock")
+                            ? "cannot make the socket's folder " + folder + "/sub: Permission denied; " + hint
+                            : socket + ": Permission denied; " + hint),
+              std::string::npos)
+        << said;
+  }
+  rmdir(folder.c_str());
+}
+
 // The server locks its memory, and with it every page of each worker's
 // stack: 23 workers on the default 8 MiB stacks kept 184 MiB resident.
 TEST(Server, ItsWorkersStacksAreSizedNotTheDefaultAndSayWhatTheyUsed) {
