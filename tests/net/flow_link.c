@@ -2,14 +2,19 @@
  * arrive intact; ACK timeouts retry, then give up; stale data is dropped or
  * flagged; consumers at several rates share slots without copies; AND and
  * OR activation; a peer killed in the middle of a transfer; peers refused
- * by the allow-list; on shm, a peer that corrupts the rings.
+ * by the allow-list; a forked child's copies of a link and a listener; a
+ * listener whose process has no descriptor left; on shm, a peer that
+ * corrupts the rings.
  *
  * usage: net_flow_link tcp|shm|rdma
  * rdma uses the RDMA device that serves RTACCEL_RDMA_ADDR (127.0.0.1 if
  * unset), and skips when there is none. */
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -17,9 +22,6 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/un.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
-#include <poll.h>
 
 #include "net/flow.h"
 #include "net/transport.h"
