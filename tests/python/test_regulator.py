@@ -482,11 +482,9 @@ def test_bad_arguments_get_one_clear_line(args, message):
 
 
 def _cgroup2_root():
-    for line in pathlib.Path("/proc/self/mounts").read_text().splitlines():
-        fields = line.split()
-        if fields[2] == "cgroup2":
-            return fields[1]
-    return None
+    """Where the cgroup v2 hierarchy is mounted, None where it is not."""
+    mounts = [line.split() for line in pathlib.Path("/proc/self/mounts").read_text().splitlines()]
+    return next((m[1] for m in mounts if m[2] == "cgroup2"), None)
 
 
 @pytest.mark.parametrize("given", ["root", "own"])
@@ -616,8 +614,7 @@ def test_the_running_gang_sets_the_threshold():
 def test_the_rtaccel_command_runs_a_program_as_best_effort_work_in_the_documented_form():
     # `rtaccel isolate run-be -- CMD`, as docs/isolate.md has it: the "--"
     # right after run-be reaches rtaccel-isolate.
-    mounts = [line.split() for line in pathlib.Path("/proc/self/mounts").read_text().splitlines()]
-    hierarchy = next((m[1] for m in mounts if m[2] == "cgroup2"), None)
+    hierarchy = _cgroup2_root()
     if hierarchy is None:
         needs.skip("cgroup2", "no cgroup v2 hierarchy is mounted")
     default = pathlib.Path(hierarchy) / "rtaccel-be"
