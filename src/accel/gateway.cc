@@ -312,7 +312,7 @@ class GatewayImpl final : public Gateway {
   std::atomic<bool> stopping_{false};
   core::Thread acceptor_;
   std::list<Running> sessions_;
-  uint64_t refused_ = 0;  // peers refused since descriptors ran out, said once
+  Refusals refusals_;
 };
 
 GatewayImpl::~GatewayImpl() {
@@ -369,7 +369,7 @@ void GatewayImpl::accept_loop() {
       continue;
     }
     if (err == -EMFILE || err == -ENFILE) {  // that peer was let go (core/accept.h)
-      if (refused_++ == 0)
+      if (refusals_.refused())
         log("no descriptor left for a peer (%s, %zu peers connected): refusing new peers until some leave",
             strerror(-err), sessions_.size());
       continue;
@@ -378,10 +378,8 @@ void GatewayImpl::accept_loop() {
       if (err != -ETIMEDOUT) log("accept: %s", strerror(-err));
       continue;
     }
-    if (refused_) {
-      log("accepting peers again; %llu refused meanwhile", static_cast<unsigned long long>(refused_));
-      refused_ = 0;
-    }
+    if (const unsigned long long turned_away = refusals_.accepted())
+      log("accepting peers again; %llu refused meanwhile", turned_away);
     // "tcp:10.0.0.2": the policy names the address.
     std::string peer = rtaccel_net_peer_address(link);
     peer = peer.substr(peer.find(':') + 1);

@@ -4,7 +4,9 @@
 #define RTACCEL_ACCEL_LOG_H_
 
 #include <cstdarg>
+#include <cstdint>
 #include <cstdio>
+#include <utility>
 
 namespace rtaccel::accel {
 
@@ -13,6 +15,19 @@ inline void vlog(const char* part, const char* fmt, va_list ap) {
   vsnprintf(line, sizeof(line), fmt, ap);
   fprintf(stderr, "rtaccel-server: %s%s%s\n", part, *part ? ": " : "", line);
 }
+
+// Clients or peers refused since descriptors ran out: said when the first
+// is refused and when one is accepted again, with how many, not once each.
+class Refusals {
+ public:
+  // True for the first refusal since the last acceptance.
+  bool refused() { return count_++ == 0; }
+  // How many were refused before this acceptance (0: nothing to say).
+  unsigned long long accepted() { return std::exchange(count_, 0); }
+
+ private:
+  unsigned long long count_ = 0;
+};
 
 }  // namespace rtaccel::accel
 

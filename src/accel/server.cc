@@ -210,9 +210,7 @@ class ServerImpl final : public Server {
   bool shut_down_ = false;
   bool bound_ = false;  // the socket file is ours to remove
   ino_t socket_inode_ = 0;  // while it is still the file we bound
-  // Clients refused since the server ran out of descriptors; said when the
-  // first is refused and when one is accepted again, not once a client.
-  uint64_t refused_ = 0;
+  Refusals refusals_;
   bool said_no_pidfd_ = false;
   rtaccel_bwlock_t* bwlock_ = nullptr;
   std::unique_ptr<Gateway> gateway_;
@@ -277,12 +275,15 @@ Status ServerImpl::open() {
   memcpy(addr.sun_path, options_.socket_path.c_str(), options_.socket_path.size() + 1);
   // The default socket lives in /run/rtaccel/, which a fresh boot lacks,
   // and which only root may make.
-  const char* elsewhere = "; give --socket a path in a folder this user may write, such as $XDG_RUNTIME_DIR/rtaccel.sock";
+  auto elsewhere = [](int err) {
+    return err == EACCES || err == EPERM || err == EROFS
+               ? "; give --socket a path in a folder this user may write, such as $XDG_RUNTIME_DIR/rtaccel.sock"
+               : "";
+  };
   const std::string dir = options_.socket_path.substr(0, options_.socket_path.rfind('/'));
   if (!dir.empty() && dir != options_.socket_path && mkdir(dir.c_str(), 0755) < 0 && errno != EEXIST) {
     const int err = errno;
-    return Status::error("cannot make the socket's folder " + dir + ": " + strerror(err) +
-                         (err == EACCES || err == EPERM || err == EROFS ? elsewhere : ""));
+    return Status::error("cannot make the socket's folder " + dir + ": " + strerror(err) + elsewhere(err));
   }
   // A socket file left by a server that died is replaced; a live server keeps it.
   if (connect(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
@@ -302,8 +303,7 @@ Status ServerImpl::open() {
   }
   if (!bound_ || chmod(options_.socket_path.c_str(), 0666) < 0 || listen(listen_fd_.get(), 128) < 0) {
     const int err = errno;
-    return Status::error(options_.socket_path + ": " + strerror(err) +
-                         (err == EACCES || err == EPERM || err == EROFS ? elsewhere : ""));
+    return Status::error(options_.socket_path + ": " + strerror(err) + elsewhere(err));
   }
   if (int err = rtaccel_accept_reserve())
     return Status::error(std::string("cannot keep a descriptor in reserve: ") + strerror(-err));
@@ -639,7 +639,7 @@ void send_refusal(int fd, int err, void*) {
 }  // namespace
 
 void ServerImpl::note_refusal(int err) {
-  if (refused_++ == 0)
+  if (refusals_.refused())
     log("no descriptor left for a client (%s, %zu clients connected): refusing new clients until some leave",
         strerror(err), connections_.size());
 }
@@ -687,10 +687,8 @@ void ServerImpl::accept_clients() {
         log("pidfd_open: %s; a client's end is seen by its socket alone", strerror(err));
       said_no_pidfd_ = true;
     }
-    if (refused_) {
-      log("accepting clients again; %llu refused meanwhile", static_cast<unsigned long long>(refused_));
-      refused_ = 0;
-    }
+    if (const unsigned long long refused = refusals_.accepted())
+      log("accepting clients again; %llu refused meanwhile", refused);
     c->fd = std::move(fd);
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
