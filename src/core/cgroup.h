@@ -1,6 +1,7 @@
-/* cgroup v2 groups (core, internal; C and C++): the best-effort cgroup the
- * regulator meters and freezes, and the removal of a run's group with
- * whatever still runs in it. Each call is 0 or -errno. */
+/* cgroups (core, internal; C and C++): the cgroup v2 best-effort group the
+ * regulator meters and freezes, the removal of a run's group with whatever
+ * still runs in it, and the memory a process's memory cgroups leave it.
+ * Each call is 0 or -errno unless it says otherwise. */
 #ifndef RTACCEL_CORE_CGROUP_H
 #define RTACCEL_CORE_CGROUP_H
 
@@ -33,6 +34,17 @@ int rtaccel_cgroup_remove(const char *path, uint64_t grace_ns, int *killed);
  * cgroup or one above it (the root holds every process); 0 where not;
  * -errno. */
 int rtaccel_cgroup_holds_self(const char *path);
+/* The memory this process may still take without swapping or being killed
+ * for it, in bytes: what the kernel has available (/proc/meminfo's
+ * MemAvailable), and no more than the memory cgroups it sits in leave under
+ * their limits (cgroup v2's memory.max, v1's memory.limit_in_bytes, and
+ * those of the groups above; a container's limit), their file cache counted
+ * as free. 0 where unknown. */
+uint64_t rtaccel_memory_available(void);
+/* What the memory cgroups of a process leave it, from its CGROUPS and
+ * MOUNTS files (/proc/self/cgroup, /proc/self/mountinfo); UINT64_MAX where
+ * none has a limit. rtaccel_memory_available's part, apart for its tests. */
+uint64_t rtaccel_cgroup_memory_left(const char *cgroups, const char *mounts);
 
 #ifdef __cplusplus
 }

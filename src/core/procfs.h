@@ -25,14 +25,6 @@ static inline bool rtaccel_proc_field(const char *path, const char *format, unsi
 	return found;
 }
 
-/* What the kernel can give without swapping (/proc/meminfo's MemAvailable),
- * in bytes; 0 where unknown. */
-static inline uint64_t rtaccel_memory_available(void)
-{
-	unsigned long long kb = 0;
-	return rtaccel_proc_field("/proc/meminfo", "MemAvailable: %llu kB", &kb) ? (uint64_t)kb << 10 : 0;
-}
-
 /* What /proc/PID/stat says of a process. */
 struct rtaccel_proc_stat {
 	char name[32]; /* its comm: the kernel keeps 15 bytes */

@@ -29,9 +29,15 @@
 #include <tuple>
 
 #include "core/busy.h"
+#include "core/cgroup.h"
 #include "core/clock.h"
+#include "core/daemon.h"
 #include "core/fd.h"
+#include "core/futex.h"
+#include "core/percentile.h"
 #include "core/procfs.h"
+#include "core/realtime.h"
+#include "core/signals.h"
 #include "exec/bridge.h"
 #include "exec/executor.h"
 #include "exec/leftovers.h"
@@ -40,14 +46,8 @@
 #include "exec/plan.h"
 #include "exec/resources.h"
 #include "exec/segments.h"
-#include "core/daemon.h"
 #include "exec/shared.h"
 #include "exec/timeline.h"
-#include "core/futex.h"
-#include "core/percentile.h"
-#include "core/procfs.h"
-#include "core/realtime.h"
-#include "core/signals.h"
 #include "rtaccel/analysis.hpp"
 #include "rtaccel/exec.hpp"
 #include "rtaccel/isolate.h"
@@ -472,14 +472,14 @@ Status prepare(const RunOptions& o, Setup* s) {
   // of the run shares one calibration.
   core::calibrate_busy_loop();
   // Each executor maps and locks its callbacks' working sets for the whole
-  // run: more than half of what the machine has free would push the rest
-  // of the system, and the run, out of memory (the shared records' rule).
+  // run: more than half of the memory available would push the rest of the
+  // system, and the run, out of memory (the shared records' rule).
   uint64_t working_sets = 0;
   for (const auto& callback : w.callbacks) working_sets += callback.working_set_bytes;
   if (const uint64_t available = rtaccel_memory_available(); available && working_sets > available / 2)
     return Status::invalid("workload '" + w.name + "': the callbacks' working sets take " +
                            std::to_string(working_sets >> 20) + " MiB in all, resident for the whole run, more than "
-                           "half of the " + std::to_string(available >> 20) + " MiB this machine has available");
+                           "half of the " + std::to_string(available >> 20) + " MiB of memory available to the run (free on the machine, within its memory cgroup's limit)");
   // Working sets too, one calibration per size and pattern.
   s->walk_ns_per_line.assign(w.callbacks.size(), 0);
   std::map<std::pair<uint64_t, bool>, double> walks = o.walk_ns_per_line;

@@ -15,8 +15,8 @@
 #include <numeric>
 #include <string_view>
 
+#include "core/cgroup.h"
 #include "core/futex.h"
-#include "core/procfs.h"
 #include "rtaccel/isolate.h"
 #include "rtaccel/lock.h"
 
@@ -157,12 +157,14 @@ Status SharedRun::create(const Plan& plan, const Capacity& capacity) {
   const size_t events_at = table(capacity.events_per_executor, sizeof(TraceEvent), &event_offset_);
 
   // Mapped populated, the records are resident from the start: a run that
-  // needs more than half of what the machine has free would push the rest
-  // of the system, the run's own processes too, out of memory.
+  // needs more than half of the memory available to it (free on the
+  // machine, within its memory cgroup's limit) would push the rest of the
+  // system, the run's own processes too, out of memory.
   if (const uint64_t available = rtaccel_memory_available(); available && size > available / 2)
     return Status::invalid("the run's records (every chain instance, timer release and trace event) take " +
                            std::to_string(size >> 20) + " MiB for its duration, more than half of the " +
-                           std::to_string(available >> 20) + " MiB this machine has available: shorten --duration");
+                           std::to_string(available >> 20) + " MiB of memory available to the run (free on the machine, within its memory cgroup's "
+                           "limit): shorten --duration");
   // Anonymous shared memory: inherited by the forked executors, gone with the
   // last of them; nothing to clean up in /dev/shm after a crash.
   void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE,

@@ -8,6 +8,8 @@
  *   cores2   two usable cores
  *   netns    network namespaces, veth and tc
  *   cgroup2  a writable cgroup v2 hierarchy
+ *   cpuset   a cpuset cgroup to make (v1's hierarchy, or v2's controller)
+ *   memcg    a memory cgroup to make (v1's hierarchy, or v2's controller)
  *   qemu     QEMU and a guest kernel (the RDMA tests)
  *   seccomp  seccomp filters (the no-system-call tests)
  *   cuda     a CUDA device

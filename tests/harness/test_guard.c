@@ -18,9 +18,9 @@
  * With --resources (for tests that run alone, RUN_SERIAL), and in --check,
  * the machine's named objects are compared before and after: POSIX shared
  * memory (/dev/shm), socket files under /tmp, network namespaces
- * (/run/netns), network interfaces, cgroup v2 groups. A new one that no
- * live process uses was left behind: it is named and removed, and the test
- * fails. (Tests that run beside others are not compared: a neighbour's
+ * (/run/netns), network interfaces, cgroups (v2, and v1's memory
+ * controller's). A new one that no live process uses was left behind: it
+ * is named and removed, and the test fails. (Tests that run beside others are not compared: a neighbour's
  * objects would be taken for theirs.)
  *
  * --sweep is the same end for a test runner that is itself the subreaper
@@ -292,20 +292,32 @@ static void walk(struct names *s, const char *kind, const char *dir, int depth, 
 	closedir(d);
 }
 
-/* Where cgroup v2 is mounted (/sys/fs/cgroup, or /sys/fs/cgroup/unified
- * beside v1), or "" when it is not. */
-static void cgroup2_root(char *out, size_t n)
+/* Whether the comma-separated mount OPTIONS name OPTION. */
+static bool has_option(const char *options, const char *option)
 {
-	out[0] = 0;
+	const size_t n = strlen(option);
+	for (const char *p = options;; p++) {
+		const size_t len = strcspn(p, ",");
+		if (len == n && strncmp(p, option, n) == 0)
+			return true;
+		p += len;
+		if (!*p)
+			return false;
+	}
+}
+
+/* The groups of the hierarchies tests make groups in: cgroup v2
+ * (/sys/fs/cgroup, or /sys/fs/cgroup/unified beside v1), and cgroup v1's
+ * memory controller where v1 holds it (a memory limit for a test). */
+static void walk_cgroups(struct names *s)
+{
 	FILE *f = fopen("/proc/self/mounts", "re");
 	if (!f)
 		return;
-	char dev[256], dir[PATH_MAX], type[64];
-	while (fscanf(f, "%255s %4095s %63s %*[^\n]", dev, dir, type) == 3)
-		if (strcmp(type, "cgroup2") == 0) {
-			snprintf(out, n, "%s", dir);
-			break;
-		}
+	char dev[256], dir[PATH_MAX], type[64], options[512];
+	while (fscanf(f, "%255s %4095s %63s %511s %*[^\n]", dev, dir, type, options) == 4)
+		if (strcmp(type, "cgroup2") == 0 || (strcmp(type, "cgroup") == 0 && has_option(options, "memory")))
+			walk(s, "cgroup", dir, 4, true);
 	fclose(f);
 }
 
@@ -316,10 +328,7 @@ static struct names snapshot(void)
 	list_dir(&s, "netns", "/run/netns");
 	list_dir(&s, "link", "/sys/class/net");
 	walk(&s, "socket", "/tmp", 3, false);
-	char root[PATH_MAX];
-	cgroup2_root(root, sizeof(root));
-	if (root[0])
-		walk(&s, "cgroup", root, 4, true);
+	walk_cgroups(&s);
 	names_sort(&s, cmp_str);
 	return s;
 }

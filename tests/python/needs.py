@@ -2,9 +2,9 @@
 tests/harness/skip.h, for pytest.
 
 A skip names what the machine lacks (root, fifo, cores2, netns, cgroup2,
-qemu, seccomp, cuda, opencl, rdma, and here also ``build``: a program or
-extension ``make build`` makes, and ``setup``: a package tools/setup.sh
-installs). RTACCEL_TEST_REQUIRE lists, comma separated or ``all``, what the
+cpuset, memcg, qemu, seccomp, cuda, opencl, rdma, and here also ``build``:
+a program or extension ``make build`` makes, and ``setup``: a package
+tools/setup.sh installs). RTACCEL_TEST_REQUIRE lists, comma separated or ``all``, what the
 machine running the suite is known to have; CI's does (.ci/run). There a
 skip for one of them fails the test instead, so a green run never hides a
 test that did not run.

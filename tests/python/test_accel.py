@@ -16,7 +16,7 @@ import pytest
 import needs
 
 from conftest import ROOT
-from cpusets import cpuset_of
+from cgroups import cpuset_of
 from processes import children_of, command_of, wait_gone
 
 RTACCEL = [sys.executable, "-m", "rtaccel.cli"]

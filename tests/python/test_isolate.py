@@ -16,7 +16,7 @@ import pytest
 
 import needs
 import trace_format
-from cpusets import cpuset_of
+from cgroups import cpuset_of, memory_cgroup
 from processes import alive, children_of, wait_gone, wait_until
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -205,6 +205,19 @@ def test_membench_refuses_a_working_set_larger_than_the_memory_available():
         pytest.skip(f"this machine has {available_gib} GiB available; membench's sizes stop at 64G")
     proc = rtaccel("membench", "read", f"--size={2 * available_gib + 2}G", "--duration", "0.1", check=False)
     assert proc.returncode == 2 and "more than the" in proc.stderr and "available" in proc.stderr, proc.stderr
+
+
+@needs.mark("root", os.geteuid() != 0, "a memory cgroup is made for the test")
+def test_membench_in_a_memory_cgroup_refuses_a_working_set_past_its_limit():
+    # In a container (docker run --memory) the limit is what membench may
+    # touch, not what the machine has free: before, a 384 MB working set
+    # under a 256 MiB limit had the kernel kill it.
+    with memory_cgroup(256 << 20) as procs:
+        proc = rtaccel("membench", "read", "--size=384M", "--duration", "0.1", check=False,
+                       preexec_fn=lambda: procs.write_text(str(os.getpid())))
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert re.search(r"--size 384 MB is more than the \d+ MB of memory available to it \(free on the machine, "
+                     r"within its memory cgroup's limit\)", proc.stderr), proc.stderr
 
 
 def _member(lock, gang, priority, started, results, hold_s):

@@ -24,7 +24,7 @@ import time
 import needs
 import pytest
 import trace_format
-from cpusets import cpuset_of
+from cgroups import cpuset_of
 from processes import alive, children_of, command_of, ignored_signals, state_of, wait_gone, wait_until
 from rtaccel._core import percentile
 from rtaccel.runner import run_labels, stops_line
@@ -1097,7 +1097,7 @@ def test_working_sets_larger_than_half_the_memory_available_are_refused_before_a
                                      f"{callbacks}chains:\n{chains}")
     proc = rtaccel("run", path, "--duration", "1", "--out", str(tmp_path / "out"), check=2)
     assert re.search(rf"workload 'big': the callbacks' working sets take {count << 10} MiB in all, resident for "
-                     r"the whole run, more than half of the \d+ MiB this machine has available", proc.stderr), \
+                     r"the whole run, more than half of the \d+ MiB of memory available to the run", proc.stderr), \
         proc.stderr
 
 

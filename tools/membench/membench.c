@@ -21,8 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/cgroup.h"
 #include "core/clock.h"
-#include "core/procfs.h"
 #include "core/size.h"
 
 #define LINE 64
@@ -95,13 +95,15 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	/* The working set is touched in full before measuring: one larger than
-	 * the memory the machine has to give would push it into swap or have
-	 * the kernel kill a process, maybe not this one. */
+	 * the memory available (free on the machine, within this process's
+	 * memory cgroup's limit) would push it into swap or have the kernel
+	 * kill a process, maybe not this one. */
 	uint64_t available = rtaccel_memory_available();
 	if (available && size > available) {
 		fprintf(stderr,
-			"rtaccel-membench: --size %zu MB is more than the %llu MB of memory this machine has "
-			"available (MemAvailable): a smaller working set measures the same bandwidth\n",
+			"rtaccel-membench: --size %zu MB is more than the %llu MB of memory available to it "
+			"(free on the machine, within its memory cgroup's limit): a smaller working set "
+			"measures the same bandwidth\n",
 			size >> 20, (unsigned long long)(available >> 20));
 		return 2;
 	}
