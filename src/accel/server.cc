@@ -22,20 +22,21 @@
 
 #include "accel/admission.h"
 #include "accel/backend.h"
-#include "core/accept.h"
-#include "core/clock.h"
-#include "core/fd.h"
-#include "core/futex.h"
-#include "core/realtime.h"
-#include "core/thread.h"
-#include "rtaccel/lock.hpp"
 #include "accel/gateway.h"
 #include "accel/log.h"
 #include "accel/policy.h"
 #include "accel/protocol.h"
 #include "accel/services.h"
+#include "core/accept.h"
+#include "core/cgroup.h"
+#include "core/clock.h"
+#include "core/fd.h"
+#include "core/futex.h"
+#include "core/realtime.h"
+#include "core/thread.h"
 #include "rtaccel/isolate.h"
 #include "rtaccel/lock.h"
+#include "rtaccel/lock.hpp"
 
 namespace rtaccel::accel {
 namespace {
@@ -168,6 +169,7 @@ class ServerImpl final : public Server {
     ssize_t ignored = write(wake_fd_.get(), &one, sizeof(one));
     (void)ignored;
   }
+  uint64_t region_memory() const override { return region_limit_; }
 
  private:
   Status open_device(uint32_t index, int device);
@@ -184,6 +186,9 @@ class ServerImpl final : public Server {
                        Region** out);
   void reply(Connection* c, const RegisterReply& r, const Region* region);
   void unregister(Region* r);
+  // Frees a region no request uses any more.
+  void destroy(Device& d, Region* r);
+  Status fits_in_memory(const rtaccel_registration_desc& desc) const;
   void drop(Connection* c, const char* why);
   void note_refusal(int err);
   void settle(Connection* c);
@@ -205,6 +210,8 @@ class ServerImpl final : public Server {
   Watch skip_watch_{WatchKind::kSkip, nullptr};
   std::map<Connection*, std::unique_ptr<Connection>> connections_;
   std::map<std::string, Region*> by_callback_;
+  uint64_t region_limit_ = 0;  // what the regions may hold together
+  uint64_t region_bytes_ = 0;  // what they hold
   uint64_t next_id_ = 1;
   std::atomic<bool> stopping_{false};
   bool shut_down_ = false;
@@ -238,6 +245,11 @@ Status ServerImpl::open() {
     if (!policy) return policy.status();
     policy_ = policy.take();
   }
+  // Half of what there is: the rest is the machine's, the clients' and the
+  // server's own (its workers' stacks, a backend's buffers).
+  region_limit_ = options_.region_memory;
+  if (!region_limit_) region_limit_ = rtaccel_memory_available() / 2;
+  if (!region_limit_) region_limit_ = UINT64_MAX;  // nothing known to weigh it against
   if (options_.lowest_bucket_workers < 1 || options_.lowest_bucket_workers > 16) {
     return Status::error("lowest-bucket workers must be 1..16");
   }
@@ -764,6 +776,7 @@ void ServerImpl::handle_register(Connection* c, const RegisterRequest& m) {
       st = Status::error(std::string("service '") + desc.services[i].name + "' is not offered by the " +
                              std::string(workload::to_string(options_.backend)) + " backend",
                          ENOENT);
+  if (st) st = fits_in_memory(desc);
   if (st) st = admission_->admit(desc, &admitted);
   if (st) {
     st = create_region(c, desc, admitted, &region);
@@ -828,6 +841,7 @@ Status ServerImpl::create_region(Connection* c, const rtaccel_registration_desc&
   }
   c->regions.push_back(region);
   by_callback_[region->callback] = region;
+  region_bytes_ += region->layout.size;
   refresh_buckets(d);
   *out = region;
   return Status();
@@ -896,11 +910,29 @@ void ServerImpl::unregister(Region* r) {
   by_callback_.erase(r->callback);
   admission_->release(r->chain);
   r->owner = nullptr;
-  if (free_now) {
-    d.backend->detach(r->device_handle);
-    delete r;
-  }
+  if (free_now) destroy(d, r);
   refresh_buckets(d);
+}
+
+void ServerImpl::destroy(Device& d, Region* r) {
+  d.backend->detach(r->device_handle);
+  region_bytes_ -= r->layout.size;
+  delete r;
+}
+
+// A region is resident from its registration on (the server locks its
+// memory, the client maps it): a registration the memory cannot hold would
+// have the kernel kill a process, the server first, as the one holding the
+// most. It is refused before it is admitted, its size and the limit said.
+Status ServerImpl::fits_in_memory(const rtaccel_registration_desc& desc) const {
+  Layout layout;
+  if (Status st = compute_layout(desc, &layout); !st) return st;
+  if (region_bytes_ + layout.size <= region_limit_) return Status();
+  const auto mib = [](uint64_t bytes) { return std::to_string((bytes + (1 << 19)) >> 20) + " MiB"; };
+  return Status::error("its region of " + mib(layout.size) + " would bring the registrations' memory to " +
+                           mib(region_bytes_ + layout.size) + ", above the server's limit of " +
+                           mib(region_limit_) + " (--region-memory); smaller buffers, or fewer registrations",
+                       ENOMEM);
 }
 
 void ServerImpl::drop(Connection* c, const char* why) {
@@ -940,8 +972,7 @@ void ServerImpl::reap() {
     }
     while (dead) {
       Region* next = dead->next_dead;
-      d->backend->detach(dead->device_handle);
-      delete dead;
+      destroy(*d, dead);
       dead = next;
     }
   }

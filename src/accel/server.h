@@ -47,6 +47,11 @@ struct ServerOptions {
   std::string bwlock;                // empty: none
   uint32_t bwlock_threshold_mbps = 0;
   uint32_t bwlock_bucket = 1;
+  // The registrations' regions together hold at most this many bytes: the
+  // server locks its memory, so each is resident while it is registered
+  // (up to 256 MiB each). 0: half the memory available to the server as it
+  // starts (free on the machine, within its memory cgroup's limit).
+  uint64_t region_memory = 0;
   bool verbose = false;
 };
 
@@ -59,6 +64,9 @@ class Server {
   virtual Status run() = 0;
   // Async-signal-safe.
   virtual void stop() = 0;
+  // What the registrations' regions may hold together (options'
+  // region_memory, or the default it stands for).
+  virtual uint64_t region_memory() const = 0;
 };
 
 // The lines `rtaccel-server --list-backends` prints.

@@ -19,6 +19,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/ucontext.h>
 #include <sys/un.h>
@@ -37,14 +38,15 @@
 #include <string>
 #include <vector>
 
-#include "core/clock.h"
-#include "core/fd.h"
-#include "core/daemon.h"
-#include "core/futex.h"
-#include "core/procfs.h"
 #include "accel/protocol.h"
 #include "accel/remote.h"
 #include "accel/test_descs.h"
+#include "core/cgroup.h"
+#include "core/clock.h"
+#include "core/daemon.h"
+#include "core/fd.h"
+#include "core/futex.h"
+#include "core/procfs.h"
 #include "rtaccel/accel.h"
 #include "rtaccel/net.h"
 #include "../harness/skip.h"
@@ -83,12 +85,16 @@ std::string server_bin() {
 class ServerProcess {
  public:
   // KEEP_LOG: its output goes to a file of its own (log()), not the test's.
-  explicit ServerProcess(std::vector<std::string> args, bool keep_log = false) {
+  // WRAPPER: a command that execs the server as its arguments (the server
+  // keeps its pid).
+  explicit ServerProcess(std::vector<std::string> args, bool keep_log = false,
+                         const std::vector<std::string>& wrapper = {}) {
     static int counter = 0;
     const std::string name = "/tmp/rtaccel-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
     socket_ = name + ".sock";
     if (keep_log) log_ = name + ".log";
     args.insert(args.begin(), {server_bin(), "--socket", socket_});
+    args.insert(args.begin(), wrapper.begin(), wrapper.end());
     core::SpawnOptions options;
     options.ready_handshake = true;
     options.log_path = log_;
@@ -121,6 +127,11 @@ class ServerProcess {
     return text.str();
   }
   pid_t pid() const { return child_.pid(); }
+  // Not ended (nor ended and not reaped yet).
+  bool alive() const {
+    rtaccel_proc_stat st{};
+    return rtaccel_read_proc_stat(child_.pid(), &st) && st.state != 'Z';
+  }
 
   size_t open_fds() const {
     size_t n = 0;
@@ -1110,6 +1121,121 @@ TEST(Server, OutOfDescriptorsItRefusesClientsAtOnceWithoutSpinning) {
     const size_t at = again.find("accepting clients again; ");
     ASSERT_NE(at, std::string::npos) << again.substr(0, 2000);
     EXPECT_GE(atoi(again.c_str() + at + strlen("accepting clients again; ")), 10) << again.substr(at, 80);
+  }
+}
+
+// A registration whose region holds about MIB MiB: the busy service's
+// buffers, MIB / 2 each way.
+rtaccel_registration_desc big_chain(const std::string& name, uint32_t mib) {
+  rtaccel_registration_desc d = busy_chain(name, 5);
+  d.services[0].request_max = d.services[0].response_max = mib << 19;
+  return d;
+}
+
+// The server holds every registration's region resident (it locks its
+// memory), up to 256 MiB each, and it admitted them by time alone: a client
+// the policy allows could have it hold more than the machine had. The
+// registrations' memory has a limit; past it a registration is refused with
+// its size and the limit, and one fits again once another has gone.
+TEST(Server, RegistrationsPastItsRegionMemoryAreRefusedWithWhy) {
+  ServerProcess server(cpu_args({"--region-memory", "160M"}), /*keep_log=*/true);
+  ASSERT_TRUE(server.ready());
+  EXPECT_NE(server.log().find("regions up to 160 MiB"), std::string::npos) << server.log();
+  Client client(server);
+  rtaccel_registration* first = client.reg(big_chain("first", 100));
+  ASSERT_NE(first, nullptr);
+  rtaccel_registration* second = nullptr;
+  char why[256] = "";
+  EXPECT_EQ(register_desc(client.c, big_chain("second", 100), &second, why, sizeof(why)), -ENOMEM);
+  EXPECT_NE(strstr(why, "would bring the registrations' memory to 200 MiB, above the server's limit of 160 MiB"),
+            nullptr) << why;
+  // What fits still does.
+  rtaccel_registration* small = client.reg(big_chain("small", 40));
+  EXPECT_NE(small, nullptr);
+  rtaccel_client_unregister(first);
+  // The server frees the region as it reads the unregistration; the
+  // registration after it, on the same connection, is read after it.
+  EXPECT_NE(second = client.reg(big_chain("second", 100)), nullptr);
+}
+
+// A memory cgroup of its own with LIMIT bytes, for a process run in it:
+// cgroup v2 where v2 holds the memory controller, else v1's. Removed with
+// this object, once what ran in it has ended.
+class MemoryCgroup {
+ public:
+  explicit MemoryCgroup(uint64_t limit) {
+    std::ifstream mounts("/proc/self/mounts");
+    std::string v2, v1;
+    for (std::string device, dir, type, options, rest; mounts >> device >> dir >> type >> options;) {
+      std::getline(mounts, rest);
+      std::string controllers;
+      if (type == "cgroup2") std::getline(std::ifstream(dir + "/cgroup.controllers"), controllers);
+      if (type == "cgroup2" && (" " + controllers + " ").find(" memory ") != std::string::npos) v2 = dir;
+      if (type == "cgroup" && ("," + options + ",").find(",memory,") != std::string::npos) v1 = dir;
+    }
+    if (v2.empty() && v1.empty()) {
+      why_ = "no memory cgroup controller here (cgroup v2's memory, or v1's)";
+      return;
+    }
+    // v2 gives a group the controller through its parent's subtree_control.
+    if (!v2.empty()) rtaccel_cgroup_write(v2.c_str(), "cgroup.subtree_control", "+memory");
+    const std::string path = (v2.empty() ? v1 : v2) + "/rtaccel-test-memory-" + std::to_string(getpid());
+    if (mkdir(path.c_str(), 0755) < 0) {
+      why_ = path + ": " + strerror(errno);
+      return;
+    }
+    path_ = path;
+    const int err = rtaccel_cgroup_write(path.c_str(), v2.empty() ? "memory.limit_in_bytes" : "memory.max",
+                                         std::to_string(limit).c_str());
+    if (err) why_ = path + ": memory limit: " + strerror(-err);
+  }
+  ~MemoryCgroup() {
+    if (!path_.empty()) rmdir(path_.c_str());
+  }
+  MemoryCgroup(const MemoryCgroup&) = delete;
+  MemoryCgroup& operator=(const MemoryCgroup&) = delete;
+  // Empty where it is there, else why not.
+  const std::string& why_not() const { return why_; }
+  // The command that moves itself into the group and execs its arguments.
+  std::vector<std::string> wrapper() const {
+    return {"/bin/sh", "-c", "echo $$ > " + path_ + "/cgroup.procs && exec \"$@\"", "sh"};
+  }
+
+ private:
+  std::string path_;
+  std::string why_;
+};
+
+// In a container (a memory cgroup with a limit) the server's regions come
+// out of the container's memory. Registrations past it had the kernel kill
+// the server (seen: "Memory cgroup out of memory: Killed process
+// (rtaccel-server)" at the third of 256 MiB under a 700 MiB limit). By
+// default it keeps its regions within half of what its cgroup leaves it.
+TEST(Server, InAMemoryCgroupItsRegionsStayWithinTheLimitAndItLives) {
+  if (geteuid() != 0) SKIP_WITHOUT("root", "a memory cgroup is made for the server");
+  MemoryCgroup cgroup(uint64_t{400} << 20);
+  if (!cgroup.why_not().empty()) SKIP_WITHOUT("memcg", cgroup.why_not());
+  {
+    ServerProcess server(cpu_args(), /*keep_log=*/true, cgroup.wrapper());
+    ASSERT_TRUE(server.ready()) << server.log();
+    const std::string log = server.log();
+    const size_t at = log.find("regions up to ");
+    ASSERT_NE(at, std::string::npos) << log;
+    EXPECT_LE(atoi(log.c_str() + at + strlen("regions up to ")), 200) << log;
+    Client client(server);
+    int err = 0;
+    char why[256] = "";
+    for (int i = 0; i < 6 && !err; i++) {
+      rtaccel_registration* r = nullptr;
+      err = register_desc(client.c, big_chain("big" + std::to_string(i), 100), &r, why, sizeof(why));
+    }
+    EXPECT_EQ(err, -ENOMEM) << why;
+    EXPECT_NE(strstr(why, "above the server's limit"), nullptr) << why;
+    EXPECT_TRUE(server.alive()) << "the server died: " << server.log();
+    std::string small_why;
+    EXPECT_EQ(register_elsewhere(server, "small", &small_why), 0) << small_why;
+    // Gone before its cgroup is removed.
+    server.stop();
   }
 }
 

@@ -49,6 +49,9 @@ const char kUsage[] =
     "                           (default 100; 0 sleeps at once)\n"
     "      --worker-stack-kib K each worker's stack, resident with the server's locked memory\n"
     "                           (64..65536, default 1024); services run on it\n"
+    "      --region-memory SIZE what the registrations' shared regions may hold together, resident\n"
+    "                           while registered (as 512M, 4G; default: half the memory available\n"
+    "                           to the server as it starts, within its memory cgroup's limit)\n"
     "  -p, --policy FILE        YAML: which users (and remote peers) may register which chain\n"
     "                           priorities\n"
     "      --listen ADDRESS     serve clients on other nodes at tcp:HOST:PORT or rdma:HOST:PORT\n"
@@ -74,7 +77,7 @@ int main(int argc, char** argv) {
   options.socket_path = env && *env ? env : RTACCEL_SOCKET_DEFAULT;
   bool devices_given = false;
   enum { kFifoBase = 256, kNoFifo, kEpsilon, kKappa, kJitter, kLowest, kPoll, kPlugin, kList, kReadyFd,
-         kBwlock, kBwlockThreshold, kBwlockBucket, kListen, kWorkerStack, kStoppedByParent };
+         kBwlock, kBwlockThreshold, kBwlockBucket, kListen, kWorkerStack, kRegionMemory, kStoppedByParent };
   int ready_fd = -1;
   bool stopped_by_parent = false;
   const option longopts[] = {
@@ -91,6 +94,7 @@ int main(int argc, char** argv) {
       {"lowest-workers", required_argument, nullptr, kLowest},
       {"poll-us", required_argument, nullptr, kPoll},
       {"worker-stack-kib", required_argument, nullptr, kWorkerStack},
+      {"region-memory", required_argument, nullptr, kRegionMemory},
       {"policy", required_argument, nullptr, 'p'},
       {"listen", required_argument, nullptr, kListen},
       {"plugin", required_argument, nullptr, kPlugin},
@@ -158,6 +162,13 @@ int main(int argc, char** argv) {
         if (rtaccel_parse_long(optarg, 64, 65536, &v)) return bad("--worker-stack-kib (64..65536)", optarg);
         options.worker_stack = size_t(v) << 10;
         break;
+      case kRegionMemory: {
+        size_t bytes;
+        if (rtaccel_parse_size(optarg, 1 << 20, uint64_t{1} << 50, &bytes))
+          return bad("--region-memory (1M or more, as 512M or 4G)", optarg);
+        options.region_memory = bytes;
+        break;
+      }
       case kPoll:
         if (rtaccel_parse_long(optarg, 0, 10000000, &v)) return bad("--poll-us", optarg);
         options.poll_ns = uint64_t(v) * 1000;
@@ -224,9 +235,9 @@ int main(int argc, char** argv) {
   else
     rtaccel_stop_on_signals(on_signal, 0);
   signal(SIGPIPE, SIG_IGN);
-  fprintf(stderr, "rtaccel-server: listening on %s (%s backend, %zu device(s))\n",
+  fprintf(stderr, "rtaccel-server: listening on %s (%s backend, %zu device(s); regions up to %llu MiB)\n",
           options.socket_path.c_str(), std::string(rtaccel::workload::to_string(options.backend)).c_str(),
-          options.devices.size());
+          options.devices.size(), static_cast<unsigned long long>((server->region_memory() + (1 << 19)) >> 20));
   if (ready_fd >= 0) rtaccel::core::notify_ready(ready_fd);
   const rtaccel::Status served = server->run();
   g_server = nullptr;
