@@ -986,7 +986,10 @@ TEST(Server, AForkedChildCannotUseItsParentsRegistrationsNorEndThem) {
 
   const pid_t child = fork();
   if (child == 0) {
-    rtaccel_ticket t;
+    // A well-formed ticket (the refused submission leaves it as it was):
+    // wait and poll check a ticket before whose client it is, and one of
+    // the stack's leftovers would be refused as -EINVAL.
+    rtaccel_ticket t{};
     if (submit_busy(r, kMs, &t) != -ENOTCONN) _exit(10);
     if (rtaccel_wait(r, &t, kSecond, nullptr) != -ENOTCONN || rtaccel_poll(r, &t, nullptr) != -ENOTCONN) _exit(11);
     rtaccel_registration* other = nullptr;
@@ -2009,7 +2012,7 @@ TEST(Remote, AForkedChildNeitherUsesNorKeepsItsParentsRegistrations) {
   RemoteServer rs(kPeerPolicy);
   ASSERT_TRUE(rs.server->ready());
   ClientCheck refused = [](rtaccel_client* c, rtaccel_registration* r) {
-    rtaccel_ticket t;
+    rtaccel_ticket t{};  // well-formed: poll checks a ticket before whose client it is
     rtaccel_registration* other = nullptr;
     const bool held = submit_busy(r, kMs, &t) == -ENOTCONN && rtaccel_poll(r, &t, nullptr) == -ENOTCONN &&
                       register_desc(c, busy_chain("child", 5), &other, nullptr, 0) == -ENOTCONN;
