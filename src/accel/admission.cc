@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 #include "accel/protocol.h"
@@ -43,16 +44,17 @@ bool same_chain(const rtaccel_chain_desc& a, const rtaccel_chain_desc& b) {
 Admission::Admission(AdmissionOptions options) : options_(std::move(options)) {}
 
 double Admission::device_utilisation(uint32_t device) const {
+  // Each callback at its shortest period, in one pass over the chains.
+  std::map<std::string, uint64_t> period;
+  for (const auto& [name, cb] : callbacks_)
+    if (cb.device == device) period[name] = 0;
+  for (const auto& [chain_name, chain] : chains_)
+    for (uint32_t i = 0; i < chain.desc.ncallbacks; i++)
+      if (auto it = period.find(chain.desc.callbacks[i].name);
+          it != period.end() && (!it->second || chain.desc.period_ns < it->second))
+        it->second = chain.desc.period_ns;
   double sum = 0;
-  for (const auto& [name, cb] : callbacks_) {
-    if (cb.device != device) continue;
-    uint64_t period = 0;
-    for (const auto& [chain_name, chain] : chains_)
-      for (uint32_t i = 0; i < chain.desc.ncallbacks; i++)
-        if (name == chain.desc.callbacks[i].name && (!period || chain.desc.period_ns < period))
-          period = chain.desc.period_ns;
-    sum += accelerator_utilisation(cb.desc, period);  // at its shortest period
-  }
+  for (const auto& [name, shortest] : period) sum += accelerator_utilisation(callbacks_.at(name).desc, shortest);
   return sum;
 }
 
@@ -129,13 +131,15 @@ Status Admission::admit(const rtaccel_registration_desc& desc, Admitted* out) {
 void Admission::release(const std::string& chain) {
   auto it = chains_.find(chain);
   if (it == chains_.end() || --it->second.references > 0) return;
+  const rtaccel_chain_desc gone = it->second.desc;
   chains_.erase(it);
-  for (auto cb = callbacks_.begin(); cb != callbacks_.end();) {
+  // Only the chain's own callbacks may have lost their last chain.
+  for (uint32_t k = 0; k < gone.ncallbacks; k++) {
     bool used = false;
     for (const auto& [name, entry] : chains_)
       for (uint32_t i = 0; i < entry.desc.ncallbacks && !used; i++)
-        used = cb->first == entry.desc.callbacks[i].name;
-    cb = used ? std::next(cb) : callbacks_.erase(cb);
+        used = strcmp(gone.callbacks[k].name, entry.desc.callbacks[i].name) == 0;
+    if (!used) callbacks_.erase(gone.callbacks[k].name);
   }
 }
 
@@ -155,13 +159,33 @@ Admitted Admission::lookup(const std::string& callback) const {
 }
 
 uint32_t Admission::bucket(const std::string& callback) const {
-  const Admitted me = lookup(callback);
+  const auto placed = placements(lookup(callback).device);
+  const auto it = placed.find(callback);
+  return it == placed.end() ? 0 : it->second.bucket;
+}
+
+std::map<std::string, Placement> Admission::placements(uint32_t device) const {
+  std::map<std::string, Placement> placed;
+  for (const auto& [name, cb] : callbacks_)
+    if (cb.device == device) placed[name].priority = INT_MIN;
+  // A callback's request priority: the most critical of its chains'.
+  for (const auto& [name, chain] : chains_)
+    for (uint32_t i = 0; i < chain.desc.ncallbacks; i++)
+      if (auto it = placed.find(chain.desc.callbacks[i].name); it != placed.end())
+        it->second.priority = std::max(it->second.priority, chain.desc.priority);
   // The analysis' down-sampling, over the request priorities on the device.
   std::vector<int> priorities;
-  for (const auto& [name, cb] : callbacks_)
-    if (cb.device == me.device && cb.desc.nsegments > 0) priorities.push_back(lookup(name).priority);
-  const int b = analysis::bucket_of(me.priority, priorities, int(options_.device_levels[me.device]));
-  return b < 0 ? 0 : uint32_t(b);
+  for (auto& [name, p] : placed) {
+    if (p.priority == INT_MIN) p.priority = 0;  // in no chain (lookup()'s answer)
+    if (callbacks_.at(name).desc.nsegments > 0) priorities.push_back(p.priority);
+  }
+  std::sort(priorities.begin(), priorities.end());
+  priorities.erase(std::unique(priorities.begin(), priorities.end()), priorities.end());
+  for (auto& [name, p] : placed) {
+    const int b = analysis::bucket_of(p.priority, priorities, int(options_.device_levels[device]));
+    p.bucket = b < 0 ? 0 : uint32_t(b);
+  }
+  return placed;
 }
 
 workload::Workload Admission::workload() const { return build(chains_, callbacks_); }

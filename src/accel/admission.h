@@ -32,6 +32,12 @@ struct Admitted {
   int priority = 0;  // request priority: the most critical chain's with the callback
 };
 
+// Where a callback's requests go on its device.
+struct Placement {
+  int priority = 0;     // its request priority (Admitted's)
+  uint32_t bucket = 0;  // its bucket among the device's request priorities
+};
+
 class Admission {
  public:
   explicit Admission(AdmissionOptions options);
@@ -48,6 +54,10 @@ class Admission {
   // Current request priority and bucket of a callback with segments.
   Admitted lookup(const std::string& callback) const;
   uint32_t bucket(const std::string& callback) const;
+  // Those of every callback on `device`, in one pass over the admitted set:
+  // the server places all of a device's regions anew after each change, and
+  // lookup() and bucket() per callback would take time cubic in them.
+  std::map<std::string, Placement> placements(uint32_t device) const;
   // Sum over the callbacks assigned to `device` of their segments' WCET over
   // their period.
   double device_utilisation(uint32_t device) const;

@@ -880,10 +880,13 @@ void ServerImpl::refresh_buckets(Device& d) {
       all.insert(all.end(), d.buckets[b].begin(), d.buckets[b].end());
       d.buckets[b].clear();
     }
+    const auto placed = admission_->placements(d.index);
     for (Region* r : all) {
       const uint32_t old = r->bucket;
-      r->priority = admission_->lookup(r->callback).priority;
-      r->bucket = std::min(admission_->bucket(r->callback), d.levels - 1);
+      const auto it = placed.find(r->callback);
+      const Placement p = it == placed.end() ? Placement{} : it->second;
+      r->priority = p.priority;
+      r->bucket = std::min(p.bucket, d.levels - 1);
       d.buckets[r->bucket].push_back(r);
       __atomic_store_n(&r->header()->bucket, r->bucket, __ATOMIC_SEQ_CST);
       if (old != r->bucket) moved.emplace_back(old, r->bucket);
