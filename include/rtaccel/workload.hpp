@@ -222,6 +222,9 @@ struct Workload {
   // critical chain containing the callback. Every callback is in some chain
   // (the loader checks it).
   int callback_priority(size_t callback) const;
+  // Every callback's, in one pass over the chains: what an analysis of
+  // hundreds of callbacks asks of each.
+  std::vector<int> callback_priorities() const;
 
   // The node a callback runs on (its executor's); 0 without nodes.
   size_t node_of_callback(size_t callback) const;

@@ -158,6 +158,7 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
     std::vector<Kernel> kernels;
   };
   const std::vector<std::vector<int>> requests = request_priorities(w);
+  const std::vector<int> priority = w.callback_priorities();
   std::vector<Job> jobs(w.callbacks.size());
   for (size_t k = 0; k < w.callbacks.size(); ++k) {
     const workload::Callback& cb = w.callbacks[k];
@@ -171,7 +172,7 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
       const uint64_t kappa = acc.priority_levels > 1 ? acc.preemption_cost_ns : 0;
       Kernel kernel;
       kernel.accelerator = s.accelerator;
-      kernel.bucket = bucket_of(w.callback_priority(k), requests[s.accelerator], acc.priority_levels);
+      kernel.bucket = bucket_of(priority[k], requests[s.accelerator], acc.priority_levels);
       kernel.ns = add(add(regulated_segment_ns(w, s.accelerator, s.wcet_ns), mul(2, kappa)), epsilon);
       j.accelerator_ns = add(j.accelerator_ns, kernel.ns);
       j.kernels.push_back(kernel);
@@ -197,7 +198,7 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
   // then once (blocking below), not as interference.
   auto below_on_executor = [&](size_t k, size_t other) {
     return jobs[k].executor == jobs[other].executor && w.executors[jobs[k].executor].threads == 1 &&
-           w.callback_priority(other) < w.callback_priority(k);
+           priority[other] < priority[k];
   };
   auto delays = [&](size_t k, size_t other) {
     const Job& me = jobs[k];

@@ -57,6 +57,8 @@ struct Blocker {
   uint64_t lemma2_ns = 0;       // its segments' Lemma 2 bounds, summed
   uint64_t lemma3_base_ns = 0;  // sum of A* + max lps in their bucket (Lemma 3's constant part)
   std::set<size_t> hps;         // the entries that may delay them
+  // Those and the ones that may delay the blocked sub-chain's own segments.
+  std::vector<size_t> hps_with_own;
 };
 
 struct Subchain {
@@ -86,6 +88,9 @@ class Analysis {
     epsilon_ = workload_.server ? workload_.server->overhead_ns : 0;
     for (const Chain& chain : workload_.chains) max_period_ = std::max(max_period_, chain.period_ns);
     owned_ = owned_callbacks(workload_);
+    on_paths_.assign(workload_.callbacks.size(), 0);
+    for (const auto& chain : workload_.chains)
+      for (size_t cb : chain.path) on_paths_[cb]++;
     build_entries();
     for (Entry& e : entries_) e.lemma2 = lemma2(e, max_period_);
     build_subchains();
@@ -162,6 +167,7 @@ class Analysis {
 
   void build_entries() {
     const std::vector<std::vector<int>> requests = request_priorities(workload_);
+    const std::vector<int> callback_priority = workload_.callback_priorities();
     for (size_t c = 0; c < workload_.chains.size(); ++c) {
       for (size_t cb : workload_.chains[c].path) {
         for (size_t j = 0; j < workload_.callbacks[cb].segments.size(); ++j) {
@@ -176,7 +182,7 @@ class Analysis {
           // exists between buckets; a one-level device never preempts.
           uint64_t kappa = acc.priority_levels > 1 ? acc.preemption_cost_ns : 0;
           e.a_star = add(regulated_segment_ns(workload_, seg.accelerator, seg.wcet_ns), mul(2, kappa));
-          e.bucket = bucket_of(workload_.callback_priority(cb), requests[seg.accelerator], acc.priority_levels);
+          e.bucket = bucket_of(callback_priority[cb], requests[seg.accelerator], acc.priority_levels);
           entries_.push_back(e);
         }
       }
@@ -221,7 +227,9 @@ class Analysis {
     for (size_t x : hps) {
       const Entry& o = entries_[x];
       const uint64_t mu = released(window, o.chain);
-      if (!owns(o.chain, o.callback)) {
+      // A callback on one path has one entry per segment: nothing to count
+      // once (and no map to fill, where hundreds of chains are analysed).
+      if (on_paths_[o.callback] < 2 || !owns(o.chain, o.callback)) {
         total = add(total, mul(mu, o.a_star));
         continue;
       }
@@ -440,6 +448,13 @@ class Analysis {
       depend_on_hps(c, e);
     }
     const uint64_t overhead = mul(s.entries.size(), epsilon_);  // delta_c * epsilon, Eq. (1)
+    // Once, not at every step of the recurrence below.
+    for (Blocker& b : blockers) {
+      if (!options_.blocking_shares_arrivals || b.hps.empty()) continue;
+      std::set<size_t> both = lemma3_hps;
+      both.insert(b.hps.begin(), b.hps.end());
+      b.hps_with_own.assign(both.begin(), both.end());
+    }
 
     // hp(Gamma_c): HP chains on this executor; hpp(Gamma_c): chains on other
     // executors of this core with a process priority at least as high (equal
@@ -486,9 +501,7 @@ class Analysis {
           // Lemma 3 over the blocking segments and ours together, each
           // higher activation in the window counted once.
           uint64_t together = add(b.lemma3_base_ns, lemma3_base);
-          std::set<size_t> hps = lemma3_hps;
-          hps.insert(b.hps.begin(), b.hps.end());
-          together = add(together, hp_segments_ns(hps, r));
+          together = add(together, hp_segments_ns(b.hps_with_own, r));
           waits = std::min(waits, together - std::min(together, own_handling));
         }
         blocking = std::max(blocking, add(b.cpu_ns, waits));
@@ -651,6 +664,7 @@ class Analysis {
   std::vector<std::set<size_t>> together_;  // lower chains left out of blocking as released together
   std::set<size_t> blocks_anyway_;          // ... and found without a bound
   std::vector<std::vector<bool>> owned_;
+  std::vector<size_t> on_paths_;  // how often the chains' paths name each callback
 };
 
 }  // namespace

@@ -31,10 +31,11 @@ inline ChainResult result_for(const workload::Chain& chain) {
 // onto the accelerator's buckets, as the server does.
 inline std::vector<std::vector<int>> request_priorities(const workload::Workload& w) {
   std::vector<std::vector<int>> out(w.accelerators.size());
+  const std::vector<int> priority = w.callback_priorities();
   for (size_t i = 0; i < w.callbacks.size(); ++i)
     for (const auto& seg : w.callbacks[i].segments) {
       auto& list = out[seg.accelerator];
-      const int p = w.callback_priority(i);
+      const int p = priority[i];
       if (std::find(list.begin(), list.end(), p) == list.end()) list.push_back(p);
     }
   return out;

@@ -26,13 +26,18 @@ void raise_overheads(Workload* w, uint64_t epsilon_ns, uint64_t kappa_ns, uint64
 }
 
 int Workload::callback_priority(size_t callback) const {
-  bool found = false;
-  int priority = 0;
-  for (const Chain& chain : chains) {
-    if (std::find(chain.path.begin(), chain.path.end(), callback) == chain.path.end()) continue;
-    priority = found ? std::max(priority, chain.priority) : chain.priority;
-    found = true;
-  }
+  return callback < callbacks.size() ? callback_priorities()[callback] : 0;
+}
+
+std::vector<int> Workload::callback_priorities() const {
+  std::vector<int> priority(callbacks.size(), 0);
+  std::vector<bool> found(callbacks.size(), false);
+  for (const Chain& chain : chains)
+    for (size_t callback : chain.path) {
+      if (callback >= callbacks.size()) continue;
+      priority[callback] = found[callback] ? std::max(priority[callback], chain.priority) : chain.priority;
+      found[callback] = true;
+    }
   return priority;
 }
 
