@@ -29,6 +29,16 @@
 //     that other work runs on the device's core between kernels. Every
 //     sample, for `rtaccel bench corunners`, which runs it beside memory
 //     hogs on each core in turn.
+//   registrations --socket S [--callbacks N,...] [--executor-core E] [--json]
+//     How long registrations take with N callbacks registered, eight to a
+//     critical chain: the admission of the N-th's chain (its first
+//     callback's registration, which analyses every chain admitted) and
+//     the median of its chain's registrations up to it; and how long the
+//     server takes to let go of them all when their client leaves (another
+//     client's registration of one of their names is refused, -EEXIST,
+//     until then). N up to 792: 99 chains, the default policy's priorities.
+//     Admission analyses everything admitted, and the server places every
+//     region of the device anew, at each change: what grows with N.
 //   timer-latency [--iterations N] [--json]
 //     How late a timer wakes the calling thread (cyclictest's measure): N
 //     absolute 1 ms sleeps. Its p99 is the release jitter `rtaccel calibrate`
@@ -562,6 +572,97 @@ int kernels(rtaccel_client* c, int iterations) {
   return 0;
 }
 
+// --- registrations at scale --------------------------------------------------
+
+constexpr uint32_t kScaleChainLength = 8;
+constexpr long kMostCallbacks = 99 * kScaleChainLength;
+
+// Registration I: callback I % 8 of critical chain I / 8, whose eight
+// callbacks run on eight executors of core EXECUTOR_CORE (not the server's:
+// rule R1), each with a busy segment. The chains have priorities of their
+// own, as a workload's do: the default policy's 0..99 hold 99 chains.
+rtaccel_registration_desc scale_desc(long i, int executor_core) {
+  rtaccel_registration_desc d;
+  const std::string chain = "scale-" + std::to_string(i / kScaleChainLength);
+  fill_desc(&d, chain.c_str(), int(1 + i / kScaleChainLength), "busy", sizeof(rtaccel_busy_request), 64,
+            RTACCEL_WAIT_SUSPEND, 1000);
+  d.chain.critical = 1;
+  // Room for all: each callback costs the chains below it the server's
+  // overheads (epsilon, kappa), 150 us and more.
+  d.chain.period_ns = d.chain.deadline_ns = 100 * RTACCEL_NS_PER_S;
+  d.chain.ncallbacks = kScaleChainLength;
+  for (uint32_t k = 0; k < kScaleChainLength; k++) {
+    rtaccel_callback_desc& cb = d.chain.callbacks[k];
+    cb = d.chain.callbacks[0];
+    snprintf(cb.name, sizeof(cb.name), "%s-callback-%u", chain.c_str(), k);
+    snprintf(cb.executor, sizeof(cb.executor), "scale-executor-%u", k);
+    cb.executor_core = executor_core;
+    cb.executor_priority = int(10 + k);
+  }
+  d.callback = uint32_t(i % kScaleChainLength);
+  return d;
+}
+
+int registrations(const std::string& socket_path, const std::vector<long>& counts, int executor_core, bool json) {
+  const char* socket = socket_path.empty() ? nullptr : socket_path.c_str();
+  rtaccel_client *holder, *other;
+  if (int err = rtaccel_client_connect(socket, &holder); err || (err = rtaccel_client_connect(socket, &other))) {
+    fprintf(stderr, "rtaccel-accel-bench: cannot connect to the server: %s\n", strerror(-err));
+    return 1;
+  }
+  const long most = *std::max_element(counts.begin(), counts.end());
+  std::vector<double> took_ms;
+  took_ms.reserve(size_t(most));
+  for (long i = 0; i < most; i++) {
+    const rtaccel_registration_desc d = scale_desc(i, executor_core);
+    rtaccel_registration* r;
+    const uint64_t start = monotonic_ns();
+    if (register_one(holder, d, &r)) return 1;
+    took_ms.push_back(double(monotonic_ns() - start) / 1e6);
+  }
+  const uint64_t left = monotonic_ns();
+  rtaccel_client_close(holder);
+  const rtaccel_registration_desc first = scale_desc(0, executor_core);
+  int err;
+  do {
+    rtaccel_registration* r;
+    char why[256];
+    err = rtaccel_client_register(other, &first, &r, why, sizeof(why));
+  } while (err == -EEXIST && monotonic_ns() - left < 600 * RTACCEL_NS_PER_S);
+  const double release_ms = double(monotonic_ns() - left) / 1e6;
+  rtaccel_client_close(other);
+  if (err) {
+    fprintf(stderr, "rtaccel-accel-bench: the registrations of a client that left were not released: %s\n",
+            strerror(-err));
+    return 1;
+  }
+  ordered_json out = {{"version", 1}, {"benchmark", "registrations"}, {"release_of", most},
+                      {"release_ms", release_ms}};
+  // The last chain's registrations up to the N-th: the first of a chain's
+  // admits it (the analysis of every chain admitted), the others find it
+  // admitted.
+  for (long n : counts) {
+    const long head = (n - 1) / long(kScaleChainLength) * long(kScaleChainLength);
+    std::vector<double> chain(took_ms.begin() + head, took_ms.begin() + n);
+    rtaccel_sort_double(chain.data(), chain.size());
+    out["at"].push_back({{"callbacks", n},
+                         {"chains", head / long(kScaleChainLength) + 1},
+                         {"admit_ms", took_ms[size_t(head)]},
+                         {"register_ms", rtaccel_percentile_sorted(chain.data(), chain.size(), 0.50)}});
+  }
+  if (json) {
+    printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  printf("# the N-th registration's chain (8 callbacks): its admission, and its registrations' median\n");
+  printf("%9s %6s %12s %12s\n", "callbacks", "chains", "admit ms", "median ms");
+  for (const auto& at : out["at"])
+    printf("%9ld %6ld %12.3f %12.3f\n", at["callbacks"].get<long>(), at["chains"].get<long>(),
+           at["admit_ms"].get<double>(), at["register_ms"].get<double>());
+  printf("# the server let go of %ld registrations of a client that left in %.1f ms\n", most, release_ms);
+  return 0;
+}
+
 // --- timer latency ----------------------------------------------------------
 
 int timer_latency(int iterations, bool json) {
@@ -590,6 +691,7 @@ const char kUsage[] =
     "                           [--json]\n"
     "       rtaccel-accel-bench preemption --socket S [--iterations N] [--sizes cpu|gpu] [--json]\n"
     "       rtaccel-accel-bench kernels --socket S [--iterations N] --json\n"
+    "       rtaccel-accel-bench registrations --socket S [--callbacks N,...] [--executor-core E] [--json]\n"
     "       rtaccel-accel-bench timer-latency [--iterations N] [--json]\n";
 
 }  // namespace
@@ -604,6 +706,8 @@ int main(int argc, char** argv) {
   int count = 0;
   long kernel_us = 100, rounds = 0, gap_us = 0;
   std::vector<long> clients, buckets;  // request-overhead at scale when either is given
+  std::vector<long> callbacks = {8, 80, 400, 792};  // registrations
+  long executor_core = 0;
   bool json = false, gpu = false;
   const option longopts[] = {{"sizes", required_argument, nullptr, 'z'},
                              {"socket", required_argument, nullptr, 's'},
@@ -616,6 +720,8 @@ int main(int argc, char** argv) {
                              {"buckets", required_argument, nullptr, 'b'},
                              {"rounds", required_argument, nullptr, 'r'},
                              {"gap-us", required_argument, nullptr, 'g'},
+                             {"callbacks", required_argument, nullptr, 'C'},
+                             {"executor-core", required_argument, nullptr, 'E'},
                              {nullptr, 0, nullptr, 0}};
   optind = 2;
   int opt;
@@ -636,6 +742,19 @@ int main(int argc, char** argv) {
         // The server refuses more levels than it has (8) when it starts.
         if (!parse_counts(optarg, kMaxClients, &buckets)) {
           fprintf(stderr, "rtaccel-accel-bench: --buckets takes counts of 1..%d separated by commas\n", kMaxClients);
+          return 2;
+        }
+        break;
+      case 'C':
+        if (!parse_counts(optarg, kMostCallbacks, &callbacks)) {
+          fprintf(stderr, "rtaccel-accel-bench: --callbacks takes counts of 1..%ld separated by commas\n",
+                  kMostCallbacks);
+          return 2;
+        }
+        break;
+      case 'E':
+        if (rtaccel_parse_long(optarg, 0, 4095, &executor_core)) {
+          fprintf(stderr, "rtaccel-accel-bench: --executor-core must be 0..4095\n");
           return 2;
         }
         break;
@@ -684,6 +803,7 @@ int main(int argc, char** argv) {
   }
   rtaccel_lock_memory();  // where it cannot starve later thread stacks
   if (what == "timer-latency") return timer_latency(count > 0 ? count : 2000, json);
+  if (what == "registrations") return registrations(socket_path, callbacks, int(executor_core), json);
   if (what == "request-overhead") {
     const OverheadOptions o{socket_path, wait == "spin" ? RTACCEL_WAIT_SPIN : RTACCEL_WAIT_SUSPEND,
                             uint64_t(kernel_us) * 1000, uint64_t(gap_us) * 1000};

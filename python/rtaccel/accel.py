@@ -366,6 +366,21 @@ def format_overhead(result: dict) -> str:
     return "\n".join(lines)
 
 
+# rtaccel-accel-bench registrations: 99 chains of eight callbacks.
+REGISTRATIONS_MOST = 792
+
+
+def format_registrations(result: dict) -> str:
+    lines = ["# registrations, eight callbacks to a critical chain: the admission of the N-th's chain "
+             "(the analysis of every chain admitted) and the median of its chain's registrations",
+             f"{'callbacks':>9s} {'chains':>6s} {'admit':>10s} {'median':>10s}  (ms)"]
+    for at in result["at"]:
+        lines.append(f"{at['callbacks']:9d} {at['chains']:6d} {at['admit_ms']:10.3f} {at['register_ms']:10.3f}")
+    lines.append(f"# the server let go of the {result['release_of']} registrations of a client that left "
+                 f"in {result['release_ms']:.1f} ms")
+    return "\n".join(lines)
+
+
 def format_preemption(result: dict) -> str:
     lines = [f"# cross-bucket preemption delay, {result['iterations']} "
              "iterations per kernel (the PAAM paper's Table I: GPU, 15-41 us mean)",

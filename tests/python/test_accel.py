@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -216,6 +217,22 @@ def test_preemption_json():
     for k in out["kernels"].values():
         assert k["samples"] >= 1
         assert k["delay_max_us"] >= k["delay_p50_us"] >= 0
+
+
+def test_registrations_json_and_table():
+    r = rtaccel("bench", "registrations", "--callbacks", "3,8,20", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert [(a["callbacks"], a["chains"]) for a in out["at"]] == [(3, 1), (8, 1), (20, 3)]
+    assert all(a["admit_ms"] > 0 and a["register_ms"] > 0 for a in out["at"]), out
+    assert out["release_of"] == 20 and out["release_ms"] > 0
+    r = rtaccel("bench", "registrations", "--callbacks", "16")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^ +16 +2 +[\d.]+ +[\d.]+$", r.stdout, re.M), r.stdout
+    assert "registrations of a client that left in" in r.stdout
+    for bad in ("0", "793", "8,x"):
+        r = rtaccel("bench", "registrations", "--callbacks", bad)
+        assert r.returncode == 2 and "callback counts" in r.stderr, (bad, r.stderr)
 
 
 def _start_server(tmp_path, prefix=()):

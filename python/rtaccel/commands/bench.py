@@ -103,6 +103,17 @@ def cmd_bench_preemption(args) -> int:
     return _bench(args, "preemption", ["--iterations", str(args.iterations)], accel.format_preemption)
 
 
+def cmd_bench_registrations(args) -> int:
+    # The chains' executors on the device's core: not the server's (rule R1).
+    device, _ = accel.default_cores()
+    extra = ["--callbacks", ",".join(str(n) for n in args.callbacks), "--executor-core", str(device)]
+    try:
+        result = accel.run_bench("registrations", extra, fifo=_fifo(args))
+    except accel.AccelError as err:
+        return common.fail("rtaccel bench", err)
+    return common.print_result(result, args.json, accel.format_registrations)
+
+
 RT_RUNTIME = Path("/proc/sys/kernel/sched_rt_runtime_us")
 
 
@@ -487,6 +498,16 @@ def register(sub) -> None:
     b.add_argument("--json", action="store_true", help="print JSON")
     backend_options(b)
     b.set_defaults(func=cmd_bench_preemption)
+    b = bsub.add_parser("registrations",
+                        help="registration time as hundreds of callbacks are admitted (each chain's "
+                             "admission analyses all), and the release of a client that leaves")
+    b.add_argument("--callbacks", type=common.counts(1, accel.REGISTRATIONS_MOST, "callback counts"),
+                   default=[8, 80, 400, 792], metavar="N[,N...]",
+                   help="the registrations to report at, eight callbacks to a chain (8,80,400,792; at most "
+                        f"{accel.REGISTRATIONS_MOST}: 99 chains, the default policy's priorities)")
+    b.add_argument("--no-fifo", action="store_true", help="run server workers and client at SCHED_OTHER")
+    b.add_argument("--json", action="store_true", help="print JSON")
+    b.set_defaults(func=cmd_bench_registrations)
     b = bsub.add_parser("corunners",
                         help="the server's kernels alone and beside a memory hog or an L1 loop on the device's "
                              "core and on the client's: what co-runners cost them here")
