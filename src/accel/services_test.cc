@@ -110,12 +110,17 @@ TEST(Services, BusyRunsForAboutTheRequestedTime) {
   memcpy(b.req(), &r, 8);
   call("busy", b, 8, 0);  // calibrates
   const uint64_t start = core::monotonic_ns();
+  const uint64_t start_cpu = core::thread_cpu_ns();
   ASSERT_EQ(call("busy", b, 8, 0), 0);
   const uint64_t took = core::monotonic_ns() - start;
-  // Never much shorter (calibrated on the fastest trial); longer only by
-  // interference, which the margin allows on a noisy machine.
+  const uint64_t cpu = core::thread_cpu_ns() - start_cpu;
+  // Never much shorter (calibrated on the fastest trial). Longer by what
+  // the machine did meanwhile: in wall time, whatever else ran on the core
+  // (118 ms once, beside the rest of the suite under the shim), so the
+  // bound is on the CPU time this thread took, and wide: the bad case is a
+  // loop calibrated wrong, running many times as long.
   EXPECT_GE(took, 4000000u);
-  EXPECT_LT(took, 100000000u);
+  EXPECT_LT(cpu, 100000000u) << "wall " << took;
 }
 
 TEST(ServiceTable, PluginErrorsAreReported) {
