@@ -96,6 +96,21 @@ Status Admission::admit(const rtaccel_registration_desc& desc, Admitted* out) {
       }
     fresh.push_back(&cb);
   }
+  // An executor runs the higher chain's callbacks first: two chains of one
+  // priority there have no order, and the analysis finds no bound for
+  // either (each needs the other's first). Where neither is critical no
+  // bound is asked for.
+  for (const auto& [name, other] : chains_) {
+    if (other.desc.priority != chain.priority || (!chain.critical && !other.desc.critical)) continue;
+    for (uint32_t i = 0; i < chain.ncallbacks; i++)
+      for (uint32_t k = 0; k < other.desc.ncallbacks; k++)
+        if (strcmp(chain.callbacks[i].executor, other.desc.callbacks[k].executor) == 0)
+          return Status::invalid("chain '" + chain_name + "': priority " + std::to_string(chain.priority) +
+                                 " is chain '" + name + "''s too, and both run on executor '" +
+                                 chain.callbacks[i].executor +
+                                 "', which runs the higher chain's callbacks first: give the chains priorities "
+                                 "of their own");
+  }
   std::stable_sort(fresh.begin(), fresh.end(), [&](auto* a, auto* b) {
     return accelerator_utilisation(*a, chain.period_ns) > accelerator_utilisation(*b, chain.period_ns);
   });

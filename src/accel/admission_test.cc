@@ -47,6 +47,35 @@ TEST(Admission, AdmitsASchedulableSetAndRefusesAMissWithTheChainAndItsBound) {
   EXPECT_EQ(out.priority, 20);
 }
 
+// The executor runs the higher chain's callbacks first; two chains of one
+// priority on one executor have no order, and the analysis, which needs
+// the higher one's bound first, found none for either: the second was
+// refused as "would break chain 'a': relies on chain 'b', which has no
+// bound". A workload file may not give two chains one priority; a chain
+// registered with another's, on an executor they share, is refused saying
+// so where either is critical. On executors of their own they may (clients
+// at the same level), and where neither asks for a bound.
+TEST(Admission, TwoChainsOfOnePriorityOnOneExecutorAreRefusedSayingSo) {
+  Admission a(options());
+  Admitted out;
+  std::string why;
+  ASSERT_EQ(wire_status(a.admit(one_callback("a", 10, 50 * kMs, {.name = "a1", .wcet_ns = kMs}), &out), &why), 0)
+      << why;
+  EXPECT_EQ(wire_status(a.admit(one_callback("b", 10, 50 * kMs, {.name = "b1", .wcet_ns = kMs}), &out), &why),
+            -EINVAL);
+  EXPECT_EQ(why, "chain 'b': priority 10 is chain 'a''s too, and both run on executor 'ex', which runs the higher "
+                 "chain's callbacks first: give the chains priorities of their own");
+  EXPECT_EQ(a.chains(), 1u);
+  EXPECT_EQ(wire_status(a.admit(one_callback("c", 10, 50 * kMs, {.name = "c1", .executor = "ec", .wcet_ns = kMs}),
+                                &out), &why), 0) << why;
+  const auto best_effort = [](const std::string& name) {
+    return one_callback(name, 3, 50 * kMs, {.name = name + "1", .executor = "eb", .core = 1, .wcet_ns = kMs}, 64, 64,
+                        false);
+  };
+  EXPECT_EQ(wire_status(a.admit(best_effort("d"), &out), &why), 0) << why;
+  EXPECT_EQ(wire_status(a.admit(best_effort("e"), &out), &why), 0) << why;
+}
+
 TEST(Admission, AgreesWithTheAnalysisOfTheSameWorkload) {
   Admission a(options());
   Admitted out;
