@@ -149,8 +149,7 @@ int rtaccel_cgroup_holds_self(const char *path)
 	return strncmp(given, self, n) == 0 && (self[n] == '/' || self[n] == '\0');
 }
 
-/* Whether the comma-separated mount OPTIONS name OPTION. */
-static bool names_option(const char *options, const char *option)
+bool rtaccel_mount_has_option(const char *options, const char *option)
 {
 	const size_t n = strlen(option);
 	for (const char *p = options;; p++) {
@@ -203,7 +202,7 @@ static bool memory_cgroup_dir(const char *cgroups, const char *mounts, bool v2, 
 		if (!tail || sscanf(line, "%*s %*s %*s %4095s %4095s", root, point) != 2 ||
 		    sscanf(tail, " - %31s %*s %511s", type, super) != 2)
 			continue;
-		if (v2 ? strcmp(type, "cgroup2") != 0 : strcmp(type, "cgroup") != 0 || !names_option(super, "memory"))
+		if (v2 ? strcmp(type, "cgroup2") != 0 : strcmp(type, "cgroup") != 0 || !rtaccel_mount_has_option(super, "memory"))
 			continue;
 		const size_t n = strcmp(root, "/") == 0 ? 0 : strlen(root);
 		if (strncmp(own, root, n) != 0 || (own[n] != '/' && own[n] != '\0'))

@@ -5,6 +5,7 @@
 #ifndef RTACCEL_CORE_CGROUP_H
 #define RTACCEL_CORE_CGROUP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -13,6 +14,9 @@
 extern "C" {
 #endif
 
+/* Whether the comma-separated mount OPTIONS (a cgroup v1 mount's name its
+ * controllers: "rw,memory") name OPTION. */
+bool rtaccel_mount_has_option(const char *options, const char *option);
 /* The cgroup2 mount point (/sys/fs/cgroup, or /sys/fs/cgroup/unified on a
  * hybrid system). 0 or -ENOENT. */
 int rtaccel_cgroup2_root(char *path, size_t len);

@@ -49,6 +49,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/cgroup.h"
+
 #define EXIT_LEFT_BEHIND 1
 #define EXIT_TIMED_OUT 124
 #define EXIT_USAGE 2
@@ -292,20 +294,6 @@ static void walk(struct names *s, const char *kind, const char *dir, int depth, 
 	closedir(d);
 }
 
-/* Whether the comma-separated mount OPTIONS name OPTION. */
-static bool has_option(const char *options, const char *option)
-{
-	const size_t n = strlen(option);
-	for (const char *p = options;; p++) {
-		const size_t len = strcspn(p, ",");
-		if (len == n && strncmp(p, option, n) == 0)
-			return true;
-		p += len;
-		if (!*p)
-			return false;
-	}
-}
-
 /* The groups of the hierarchies tests make groups in: cgroup v2
  * (/sys/fs/cgroup, or /sys/fs/cgroup/unified beside v1), and cgroup v1's
  * memory controller where v1 holds it (a memory limit for a test). */
@@ -316,7 +304,7 @@ static void walk_cgroups(struct names *s)
 		return;
 	char dev[256], dir[PATH_MAX], type[64], options[512];
 	while (fscanf(f, "%255s %4095s %63s %511s %*[^\n]", dev, dir, type, options) == 4)
-		if (strcmp(type, "cgroup2") == 0 || (strcmp(type, "cgroup") == 0 && has_option(options, "memory")))
+		if (strcmp(type, "cgroup2") == 0 || (strcmp(type, "cgroup") == 0 && rtaccel_mount_has_option(options, "memory")))
 			walk(s, "cgroup", dir, 4, true);
 	fclose(f);
 }

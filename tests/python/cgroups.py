@@ -25,10 +25,7 @@ def cpuset_of(cpus):
         group, mems = v2 / name, None
     else:
         needs.skip("cpuset", "no cpuset cgroup to make: neither v1's hierarchy nor v2's controller handed down")
-    try:
-        group.mkdir()
-    except OSError as err:
-        needs.skip("cpuset", f"cannot make a cpuset cgroup ({err}; root makes one)")
+    _make(group, "cpuset")
     try:
         (group / "cpuset.cpus").write_text(cpus)
         if mems is not None:
@@ -53,15 +50,20 @@ def memory_cgroup(limit):
         group, limit_file = v2 / name, "memory.max"
     else:
         needs.skip("memcg", "no memory cgroup to make: neither v1's hierarchy nor v2's controller")
-    try:
-        group.mkdir()
-    except OSError as err:
-        needs.skip("memcg", f"cannot make a memory cgroup ({err}; root makes one)")
+    _make(group, "memcg")
     try:
         (group / limit_file).write_text(str(limit))
         yield group / "cgroup.procs"
     finally:
         _remove(group)
+
+
+def _make(group, need):
+    """Makes GROUP, or skips the test for want of NEED."""
+    try:
+        group.mkdir()
+    except OSError as err:
+        needs.skip(need, f"cannot make the cgroup {group} ({err}; root makes one)")
 
 
 def _remove(group):
