@@ -235,9 +235,14 @@ int main(int argc, char** argv) {
   else
     rtaccel_stop_on_signals(on_signal, 0);
   signal(SIGPIPE, SIG_IGN);
-  fprintf(stderr, "rtaccel-server: listening on %s (%s backend, %zu device(s); regions up to %llu MiB)\n",
-          options.socket_path.c_str(), std::string(rtaccel::workload::to_string(options.backend)).c_str(),
-          options.devices.size(), static_cast<unsigned long long>((server->region_memory() + (1 << 19)) >> 20));
+  // The memory the registrations may hold: what it is, or that nothing
+  // gave one (no /proc/meminfo, no --region-memory).
+  char regions[64] = "no limit on regions";
+  if (server->region_memory() != UINT64_MAX)
+    snprintf(regions, sizeof(regions), "regions up to %llu MiB",
+             static_cast<unsigned long long>((server->region_memory() + (1 << 19)) >> 20));
+  fprintf(stderr, "rtaccel-server: listening on %s (%s backend, %zu device(s); %s)\n", options.socket_path.c_str(),
+          std::string(rtaccel::workload::to_string(options.backend)).c_str(), options.devices.size(), regions);
   if (ready_fd >= 0) rtaccel::core::notify_ready(ready_fd);
   const rtaccel::Status served = server->run();
   g_server = nullptr;
