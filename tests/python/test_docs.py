@@ -149,6 +149,7 @@ SHORTER = {
     ("bench", "gang-synthetic"): ["--duration", "1"],
     ("bench", "net-priority"): ["--sizes", "1M"],
     ("bench", "corunners"): ["--rounds", "1", "--iterations", "50"],
+    ("bench", "registrations"): ["--callbacks", "8,80"],
 }
 
 
