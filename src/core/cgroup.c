@@ -6,7 +6,6 @@
 #include <limits.h>
 #include <mntent.h>
 #include <signal.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -127,10 +127,15 @@ class ServerProcess {
     return text.str();
   }
   pid_t pid() const { return child_.pid(); }
-  // Not ended (nor ended and not reaped yet).
-  bool alive() const {
+  // Its state as /proc says it ('R', 'S', 'T', 'Z': ended, not reaped);
+  // '?' once it is gone.
+  char state() const {
     rtaccel_proc_stat st{};
-    return rtaccel_read_proc_stat(child_.pid(), &st) && st.state != 'Z';
+    return rtaccel_read_proc_stat(child_.pid(), &st) ? st.state : '?';
+  }
+  bool alive() const {
+    const char now = state();
+    return now != 'Z' && now != '?';
   }
 
   size_t open_fds() const {
@@ -888,13 +893,9 @@ TEST(Server, AClientThatUnregisteredAndLeftBeforeTheStopDidNotLeaveAtShutdown) {
   // with EINTR before it sees what they hold.
   const pid_t pid = server.pid();
   ASSERT_EQ(kill(pid, SIGSTOP), 0);
-  auto state = [pid] {
-    rtaccel_proc_stat st{};
-    return rtaccel_read_proc_stat(pid, &st) ? st.state : '?';
-  };
   const uint64_t asked = core::monotonic_ns();
-  while (state() != 'T' && core::monotonic_ns() - asked < 10 * kSecond) usleep(1000);
-  ASSERT_EQ(state(), 'T');
+  while (server.state() != 'T' && core::monotonic_ns() - asked < 10 * kSecond) usleep(1000);
+  ASSERT_EQ(server.state(), 'T');
   rtaccel_client_close(c);
   ASSERT_EQ(syscall(SYS_tgkill, pid, pid, SIGTERM), 0);
   ASSERT_EQ(kill(pid, SIGCONT), 0);
@@ -1225,7 +1226,7 @@ class MemoryCgroup {
       std::string controllers;
       if (type == "cgroup2") std::getline(std::ifstream(dir + "/cgroup.controllers"), controllers);
       if (type == "cgroup2" && (" " + controllers + " ").find(" memory ") != std::string::npos) v2 = dir;
-      if (type == "cgroup" && ("," + options + ",").find(",memory,") != std::string::npos) v1 = dir;
+      if (type == "cgroup" && rtaccel_mount_has_option(options.c_str(), "memory")) v1 = dir;
     }
     if (v2.empty() && v1.empty()) {
       why_ = "no memory cgroup controller here (cgroup v2's memory, or v1's)";
