@@ -84,13 +84,29 @@ Expected<Child> Child::spawn(const std::vector<std::string>& argv, const SpawnOp
   char** envp = options.environment ? cenv.data() : environ;
   const pid_t parent = getpid();
 
+  // Until the child has set its signals, none is taken: one that came
+  // between fork and execve would run a copy of this process's handler in
+  // the child, which execve then forgets (a SIGTERM that asked a supervisor
+  // to end its program lost; the supervisor killed later, its program left).
+  // Blocked, it waits for the child's own dispositions: a SIGTERM then ends
+  // the child before it has started anything.
+  sigset_t all, before;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &before);
   const pid_t pid = fork();
   if (pid < 0) {
     const int err = errno;
+    pthread_sigmask(SIG_SETMASK, &before, nullptr);
     if (ready[0] >= 0) close(ready[0]), close(ready[1]);
     return Status::os_error("fork", err);
   }
   if (pid == 0) {
+    for (int sig = 1; sig < NSIG; ++sig) {
+      struct sigaction was {};
+      if (sig != SIGKILL && sig != SIGSTOP && sigaction(sig, nullptr, &was) == 0 && was.sa_handler != SIG_IGN &&
+          was.sa_handler != SIG_DFL)
+        signal(sig, SIG_DFL);
+    }
     if (options.parent_death_signal) {
       prctl(PR_SET_PDEATHSIG, options.parent_death_signal);
       if (getppid() != parent) _exit(127);
@@ -123,6 +139,7 @@ Expected<Child> Child::spawn(const std::vector<std::string>& argv, const SpawnOp
       for (int sig : kTakenSignals) signal(sig, sigismember(&started_ignoring, sig) == 1 ? SIG_IGN : SIG_DFL);
     }
     if (options.ready_handshake) fcntl(ready[1], F_SETFD, 0);  // inherited by the program
+    sigprocmask(SIG_SETMASK, &before, nullptr);
     execve(cargv[0], cargv.data(), envp);
     const char* why = strerror(errno);
     (void)!write(STDERR_FILENO, "cannot start ", 13);
@@ -132,6 +149,7 @@ Expected<Child> Child::spawn(const std::vector<std::string>& argv, const SpawnOp
     (void)!write(STDERR_FILENO, "\n", 1);
     _exit(127);
   }
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
   Child child;
   child.pid_ = pid;
   if (options.own_process_group && !options.own_session)
