@@ -843,6 +843,12 @@ Status write_file(const std::filesystem::path& path, const std::string& text) {
 class Run {
  public:
   explicit Run(const RunOptions& o) : options_(o) {}
+  Run(const Run&) = delete;
+  Run& operator=(const Run&) = delete;
+  // Whatever way the run ended, its best-effort programs end as at its
+  // end: a supervisor killed outright (the children's own destructor)
+  // would leave its program running.
+  ~Run() { end_best_effort(); }
   Expected<RunEnd> execute();
 
  private:
@@ -857,6 +863,7 @@ class Run {
   Status start_isolation();
   void end_isolation();
   Status start_best_effort();
+  void end_best_effort();
   Status watch_best_effort(uint64_t now);
   void watch_stops(uint64_t now);
   json best_effort_summary(uint64_t stopped_ns) const;
@@ -1190,7 +1197,7 @@ Status Run::start_isolation() {
 // objects named after the run. Nothing of it is left behind.
 void Run::end_isolation() {
   if (!setup_.isolation) return;
-  for (auto& program : best_effort_) program.child.terminate(2 * kSecond);
+  end_best_effort();
   regulator_.terminate(10 * kSecond);
   rtaccel_bwlock_unlink(run_name_.c_str());
   if (setup_.gang) rtaccel_gang_lock_unlink(run_name_.c_str());
@@ -1240,6 +1247,18 @@ Status Run::start_best_effort() {
     best_effort_.push_back(std::move(program));
   }
   return Status();
+}
+
+// Each supervisor ends its program and what that started, SIGKILL for
+// what is left a second after the SIGTERM, and is done within 1.5 s of
+// the SIGTERM of its own clock. It is waited for longer than that: a
+// supervisor killed before it is done leaves what it supervises running,
+// and one on a slow host, or on a core its regulator parks, takes longer.
+// (Under isolation the regulator ends what is left in its cgroup; without
+// it nothing would.)
+void Run::end_best_effort() {
+  constexpr uint64_t kSupervisorGrace = 10 * kSecond;
+  for (auto& program : best_effort_) program.child.terminate(kSupervisorGrace);
 }
 
 // The last line a program wrote to its log (from its last 4 KiB: a
@@ -1825,7 +1844,7 @@ void Run::stop_executors() {
 void Run::wind_down() {
   // Best-effort programs first, so that their measurement spans the run
   // (the memory benchmarks print their bandwidth on SIGTERM).
-  for (auto& program : best_effort_) program.child.terminate(2 * kSecond);
+  end_best_effort();
   stop_executors();
   uint64_t longest = 0;
   for (const auto& cb : setup_.workload.callbacks) {

@@ -15,6 +15,7 @@ import resource
 import select
 import shutil
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -1379,6 +1380,47 @@ def test_a_best_effort_supervisor_stopped_from_outside_still_ends_its_program_wi
         assert proc.returncode == 130, stderr
         assert wait_gone([supervisor, program], 5) == []
     finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if program:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(program, signal.SIGKILL)
+
+
+def test_a_run_that_ends_before_it_began_ends_its_best_effort_programs(tmp_path):
+    # The run waits for its executors, whose server (a socket that takes
+    # them and never answers) keeps them from getting ready; its best-effort
+    # program has started, and the run is interrupted. Before, the runner's
+    # children were killed outright on that way out, the program's
+    # supervisor with them, and a program that ignores hang-ups ran on
+    # (as after an admission refusal, which `rtaccel demo` retries).
+    path = workload(tmp_path, "mute", """executors:
+  - {name: ex, core: 0, priority: 50}
+callbacks:
+  - {name: a, executor: ex, trigger: {timer_ms: 10}, cpu_us: 1000, segments: [{accelerator: acc0, service: busy, wcet_us: 500}]}
+chains:
+  - {name: a, priority: 2, path: [a]}
+""")
+    mute = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    mute.bind(str(tmp_path / "server.sock"))
+    mute.listen(16)
+    marker, program = tmp_path / "program.pid", None
+    proc = subprocess.Popen([str(EXEC), path, "--policy", "paam", "--socket", str(tmp_path / "server.sock"),
+                             "--duration", "5", "--out", str(tmp_path / "out"), "--quiet",
+                             "--best-effort", f"echo $$ > {marker}.new; mv {marker}.new {marker}; "
+                                              "trap '' HUP; exec sleep 600"],
+                            cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_until(marker.exists, 30), "the best-effort program did not start"
+        program = int(marker.read_text())
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+        assert "interrupted before the run started" in stderr, stderr
+        assert wait_gone([program], 5) == [], f"the best-effort program ({command_of(program)}) ran on"
+    finally:
+        mute.close()
         if proc.poll() is None:
             proc.kill()
             proc.wait()
