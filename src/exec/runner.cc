@@ -845,9 +845,9 @@ class Run {
   explicit Run(const RunOptions& o) : options_(o) {}
   Run(const Run&) = delete;
   Run& operator=(const Run&) = delete;
-  // Whatever way the run ended, its best-effort programs end as at its
-  // end: a supervisor killed outright (the children's own destructor)
-  // would leave its program running.
+  // Whatever way the run ends, its best-effort programs end as at its
+  // end: the destructor of a supervisor's Child kills it outright, which
+  // leaves its program running.
   ~Run() { end_best_effort(); }
   Expected<RunEnd> execute();
 
@@ -1249,13 +1249,12 @@ Status Run::start_best_effort() {
   return Status();
 }
 
-// Each supervisor ends its program and what that started, SIGKILL for
-// what is left a second after the SIGTERM, and is done within 1.5 s of
-// the SIGTERM of its own clock. It is waited for longer than that: a
-// supervisor killed before it is done leaves what it supervises running,
-// and one on a slow host, or on a core its regulator parks, takes longer.
-// (Under isolation the regulator ends what is left in its cgroup; without
-// it nothing would.)
+// Each supervisor ends its program and what that started (SIGKILL for what
+// is left a second after the SIGTERM) and is done 1.5 s after its SIGTERM
+// by its own clock. It is waited for longer: a supervisor killed before it
+// is done leaves what it supervises running, and one on a slow host, or on
+// a core the regulator parks, takes longer. (Under isolation the regulator
+// ends what is left in its cgroup; without it nothing would.)
 void Run::end_best_effort() {
   constexpr uint64_t kSupervisorGrace = 10 * kSecond;
   for (auto& program : best_effort_) program.child.terminate(kSupervisorGrace);
