@@ -1,6 +1,7 @@
 """The processes a test started, as /proc shows them: for tests that kill a
 run's processes and check what is left."""
 
+import os
 import pathlib
 import re
 import signal
@@ -66,3 +67,17 @@ def wait_until(condition, seconds=5.0):
             return False
         time.sleep(0.05)
     return True
+
+
+def end_left(proc, *pids):
+    """What a failed test leaves: PROC (a Popen) killed and reaped where it
+    runs still, and each of PIDS (None: not known yet) killed."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    for pid in pids:
+        if pid:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

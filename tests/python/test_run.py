@@ -26,7 +26,7 @@ import needs
 import pytest
 import trace_format
 from cgroups import cpuset_of
-from processes import alive, children_of, command_of, ignored_signals, state_of, wait_gone, wait_until
+from processes import alive, children_of, command_of, end_left, ignored_signals, state_of, wait_gone, wait_until
 from rtaccel._core import percentile
 from rtaccel.runner import run_labels, stops_line
 
@@ -58,6 +58,18 @@ callbacks:
   - {{name: t, executor: ex, trigger: {{timer_ms: {timer_ms}}}, cpu_us: {cpu_us}}}
 chains:
   - {{name: t, priority: 9, path: [t]}}
+"""
+
+
+def one_segment_chain(service, timer_ms):
+    """One executor on core 0 with one timer callback `a` that calls SERVICE
+    on acc0, a chain of its own."""
+    return f"""executors:
+  - {{name: ex, core: 0, priority: 50}}
+callbacks:
+  - {{name: a, executor: ex, trigger: {{timer_ms: {timer_ms}}}, cpu_us: 1000, segments: [{{accelerator: acc0, service: {service}, wcet_us: 500}}]}}
+chains:
+  - {{name: a, priority: 2, path: [a]}}
 """
 
 
@@ -1156,13 +1168,7 @@ def test_bad_arguments_are_refused():
 def test_a_run_that_fails_under_the_interposer_says_why_and_nothing_else(tmp_path):
     # The run stops while it sizes the kernels, before it has made its result
     # folder; the interposer's report of the runner still has a place.
-    path = workload(tmp_path, "plugin", """executors:
-  - {name: ex, core: 0, priority: 50}
-callbacks:
-  - {name: a, executor: ex, trigger: {timer_ms: 100}, cpu_us: 1000, segments: [{accelerator: acc0, service: mine, wcet_us: 500}]}
-chains:
-  - {name: c, priority: 1, path: [a]}
-""")
+    path = workload(tmp_path, "plugin", one_segment_chain("mine", 100))
     out = tmp_path / "out"
     proc = rtaccel("run", path, "--shim", "trace", "--duration", "1", "--out", str(out), "--quiet", check=2)
     assert proc.stderr.strip().splitlines() == [
@@ -1380,12 +1386,7 @@ def test_a_best_effort_supervisor_stopped_from_outside_still_ends_its_program_wi
         assert proc.returncode == 130, stderr
         assert wait_gone([supervisor, program], 5) == []
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        if program:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(program, signal.SIGKILL)
+        end_left(proc, program)
 
 
 def test_a_run_that_ends_before_it_began_ends_its_best_effort_programs(tmp_path):
@@ -1395,13 +1396,7 @@ def test_a_run_that_ends_before_it_began_ends_its_best_effort_programs(tmp_path)
     # children were killed outright on that way out, the program's
     # supervisor with them, and a program that ignores hang-ups ran on
     # (as after an admission refusal, which `rtaccel demo` retries).
-    path = workload(tmp_path, "mute", """executors:
-  - {name: ex, core: 0, priority: 50}
-callbacks:
-  - {name: a, executor: ex, trigger: {timer_ms: 10}, cpu_us: 1000, segments: [{accelerator: acc0, service: busy, wcet_us: 500}]}
-chains:
-  - {name: a, priority: 2, path: [a]}
-""")
+    path = workload(tmp_path, "mute", one_segment_chain("busy", 10))
     mute = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     mute.bind(str(tmp_path / "server.sock"))
     mute.listen(16)
@@ -1421,12 +1416,7 @@ chains:
         assert wait_gone([program], 5) == [], f"the best-effort program ({command_of(program)}) ran on"
     finally:
         mute.close()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        if program:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(program, signal.SIGKILL)
+        end_left(proc, program)
 
 
 def test_a_run_whose_command_line_is_not_utf8_writes_results_that_json_readers_take(tmp_path):
