@@ -1250,11 +1250,11 @@ Status Run::start_best_effort() {
 }
 
 // Each supervisor ends its program and what that started (SIGKILL for what
-// is left a second after the SIGTERM) and is done 1.5 s after its SIGTERM
-// by its own clock. It is waited for longer: a supervisor killed before it
-// is done leaves what it supervises running, and one on a slow host, or on
-// a core the regulator parks, takes longer. (Under isolation the regulator
-// ends what is left in its cgroup; without it nothing would.)
+// is left a second after the SIGTERM) and is done at most 1.5 s after its
+// SIGTERM by its own clock. It is waited for longer: a supervisor killed
+// before it is done leaves what it supervises running, and one on a slow
+// host, or on a core the regulator parks, takes longer. (Under isolation the
+// regulator ends what is left in its cgroup; without it nothing would.)
 void Run::end_best_effort() {
   constexpr uint64_t kSupervisorGrace = 10 * kSecond;
   for (auto& program : best_effort_) program.child.terminate(kSupervisorGrace);
