@@ -178,9 +178,10 @@ bool all_critical_schedulable(const std::vector<ChainResult>& results);
 uint64_t arrivals(uint64_t window_ns, uint64_t period_ns);
 
 // Server bucket for a request priority: the distinct priorities `priorities`
-// (any order) are divided into `levels` evenly sized groups, the highest
-// priorities into the highest bucket (PAAM Sec. IV-C). Returns 0..levels-1,
-// or -1 when `priority` is not among `priorities`.
+// (any order; a list ascending and distinct is read without a copy) are
+// divided into `levels` evenly sized groups, the highest priorities into the
+// highest bucket (PAAM Sec. IV-C). Returns 0..levels-1, or -1 when
+// `priority` is not among `priorities`.
 int bucket_of(int priority, const std::vector<int>& priorities, int levels);
 // The bucket of segment SEGMENT of callback CALLBACK: bucket_of() its
 // callback's priority among every request priority on its accelerator, as

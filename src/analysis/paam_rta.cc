@@ -6,6 +6,8 @@
 // per segment. Arithmetic is exact in integer nanoseconds and saturates at
 // kUnbounded, which is larger than every horizon.
 #include <algorithm>
+#include <functional>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <set>
@@ -35,6 +37,18 @@ std::string us(uint64_t ns) {
   return text + " us";
 }
 
+// A set of higher entries (below) as their time within a window is summed:
+// the A* of one chain's entries added up, since they are all released as
+// often as that chain, and apart from them the entries of callbacks that
+// several of their chains own, each segment of which counts once. Made once
+// per set, so that the recurrences take a term per chain, not per entry.
+struct HpCharges {
+  std::vector<size_t> entries;                        // sorted, each once
+  std::vector<uint64_t> bits;                         // the same, a bit per entry
+  std::vector<std::pair<size_t, uint64_t>> by_chain;  // (chain, its entries' A*)
+  std::vector<size_t> once;                           // entries of owned shared callbacks
+};
+
 // One accelerator segment as requested by one chain: a (chain, callback,
 // segment) triple. A callback shared by several chains gives one entry per
 // chain, so it is charged once per chain that contains it (safe).
@@ -45,20 +59,30 @@ struct Entry {
   size_t accelerator = 0;
   uint64_t a_star = 0;  // A*_{i,j}
   int bucket = 0;       // b(tau_{i,j}), from the request priority
-  std::vector<size_t> hps;  // hps(tau_{i,j}): entries of HP chains, same accelerator
+  HpCharges hps;  // hps(tau_{i,j}): entries of HP chains, same accelerator
   uint64_t max_lp_same_bucket = 0;  // max over lps(tau_{i,j}) in b(tau_{i,j}) of A*
   uint64_t lemma2 = kUnbounded;     // H_{c,i,j} of Lemma 2 with Lemma 1's counts (no chain bounded yet)
 };
 
-// A lower-priority callback that may hold a sub-chain's executor at its
-// release (Lemma 4), and what its segments add to the hold.
-struct Blocker {
+// What a callback of a sub-chain holds its executor for where it blocks a
+// higher sub-chain there (Lemma 4): the same for every sub-chain it blocks,
+// so made once.
+struct Hold {
   uint64_t cpu_ns = 0;          // its CPU WCET plus epsilon per segment
-  uint64_t lemma2_ns = 0;       // its segments' Lemma 2 bounds, summed
+  std::vector<size_t> entries;  // its segments' (with lp_blocking_includes_accelerator)
   uint64_t lemma3_base_ns = 0;  // sum of A* + max lps in their bucket (Lemma 3's constant part)
-  std::set<size_t> hps;         // the entries that may delay them
-  // Those and the ones that may delay the blocked sub-chain's own segments.
-  std::vector<size_t> hps_with_own;
+  HpCharges hps;                // the entries that may delay them
+};
+
+// A lower-priority callback that may hold a sub-chain's executor at its
+// release, and what its segments add to the hold there.
+struct Blocker {
+  const Hold* hold = nullptr;
+  uint64_t lemma2_ns = 0;  // its segments' Lemma 2 bounds, summed
+  // Its hps and the ones that may delay the blocked sub-chain's own
+  // segments: one of the two where it holds the other, else `both`.
+  const HpCharges* hps_with_own = nullptr;
+  HpCharges both;
 };
 
 struct Subchain {
@@ -67,6 +91,7 @@ struct Subchain {
   size_t first = 0;  // position of its first callback on the chain's path
   std::vector<size_t> callbacks;
   std::vector<size_t> entries;
+  std::vector<Hold> holds;  // per callback
   uint64_t cpu_ns = 0;  // E of the sub-chain
   bool spins = false;   // some segment busy-waits
   uint64_t spin_ns = 0;  // spin(Gamma_h) when charged as an hpp chain
@@ -92,6 +117,7 @@ class Analysis {
     for (const auto& chain : workload_.chains)
       for (size_t cb : chain.path) on_paths_[cb]++;
     build_entries();
+    for (Entry& e : entries_) e.hps = charges(std::move(e.hps.entries));
     for (Entry& e : entries_) e.lemma2 = lemma2(e, max_period_);
     build_subchains();
   }
@@ -197,7 +223,7 @@ class Analysis {
         // nothing else: a segment issued there is neither queued nor running.
         if (holds_executor && workload_.callbacks[o.callback].executor == executor) continue;
         if (priority(o.chain) > priority(e.chain)) {
-          e.hps.push_back(x);
+          e.hps.entries.push_back(x);
         } else if (o.bucket == e.bucket) {
           // Same bucket, lower chain: a request already running cannot be
           // preempted (R3). Lower buckets are preempted (R4) and do not block.
@@ -216,23 +242,53 @@ class Analysis {
     return false;
   }
 
+  // HPS, a sorted set of entries, grouped for hp_segments_ns. A callback on
+  // one path has one entry per segment: nothing to count once.
+  HpCharges charges(std::vector<size_t> hps) const {
+    HpCharges out;
+    for (size_t x : hps) {
+      const Entry& o = entries_[x];
+      if (on_paths_[o.callback] >= 2 && owns(o.chain, o.callback)) {
+        out.once.push_back(x);
+        continue;
+      }
+      if (out.by_chain.empty() || out.by_chain.back().first != o.chain) out.by_chain.emplace_back(o.chain, 0);
+      out.by_chain.back().second = add(out.by_chain.back().second, o.a_star);
+    }
+    out.bits.assign((entries_.size() + 63) / 64, 0);
+    for (size_t x : hps) out.bits[x / 64] |= uint64_t(1) << (x % 64);
+    out.entries = std::move(hps);
+    return out;
+  }
+
+  static bool includes(const HpCharges& a, const HpCharges& b) {
+    for (size_t w = 0; w < a.bits.size(); ++w)
+      if (b.bits[w] & ~a.bits[w]) return false;
+    return true;
+  }
+
+  // The charges of the union of two sets.
+  HpCharges charges(const HpCharges& a, const HpCharges& b) const {
+    std::vector<size_t> both;
+    both.reserve(a.entries.size() + b.entries.size());
+    std::set_union(a.entries.begin(), a.entries.end(), b.entries.begin(), b.entries.end(),
+                   std::back_inserter(both));
+    return charges(std::move(both));
+  }
+
   // The accelerator time of the segments in HPS (entries of higher chains)
   // released within a window: mu(window) A* each (Lemmas 2 and 3). The
   // entries of one segment of a callback that some of their chains own are
-  // one segment, as often as the slowest owning chain releases it.
-  template <class Entries>
-  uint64_t hp_segments_ns(const Entries& hps, uint64_t window) const {
+  // one segment, as often as the slowest owning chain releases it. The
+  // arithmetic saturates, so a chain's A* summed first gives the same total.
+  uint64_t hp_segments_ns(const HpCharges& hps, uint64_t window) const {
     uint64_t total = 0;
+    for (const auto& [chain, a_star] : hps.by_chain) total = add(total, mul(released(window, chain), a_star));
+    if (hps.once.empty()) return total;
     std::map<std::pair<size_t, size_t>, std::pair<uint64_t, uint64_t>> once;  // segment -> (mu, A*)
-    for (size_t x : hps) {
+    for (size_t x : hps.once) {
       const Entry& o = entries_[x];
       const uint64_t mu = released(window, o.chain);
-      // A callback on one path has one entry per segment: nothing to count
-      // once (and no map to fill, where hundreds of chains are analysed).
-      if (on_paths_[o.callback] < 2 || !owns(o.chain, o.callback)) {
-        total = add(total, mul(mu, o.a_star));
-        continue;
-      }
       auto [it, fresh] = once.try_emplace({o.callback, o.segment}, mu, o.a_star);
       if (!fresh) it->second.first = std::min(it->second.first, mu);
     }
@@ -240,30 +296,45 @@ class Analysis {
     return total;
   }
 
-  // The interference on chain C's sub-chain within a window R from the
-  // higher sub-chains on its executor (HP: their CPU time and handling time
-  // per activation) and on other executors of its core (HPP: CPU time and
-  // spin). With shared callbacks counted once: a callback C owns is left out
-  // when C's window holds only C's own activation (its bound within the
-  // period), since its firings there are C's own, counted as C's, or fall
-  // outside this sub-chain's window; a callback that interfering chains own
-  // is charged once, as often as the slowest of them releases it.
-  uint64_t interference_ns(size_t c, const std::vector<const Subchain*>& hp,
-                           const std::vector<const Subchain*>& hpp, uint64_t window) const {
+  // interference_ns's terms for chain C's sub-chain, from the higher
+  // sub-chains on its executor (HP: their CPU time and handling time per
+  // activation) and on other executors of its core (HPP: CPU time and spin).
+  // They hold through the sub-chain's recurrence, so they are made before it
+  // and each step takes a product per chain. With shared callbacks counted
+  // once: a callback C owns is left out when C's window holds only C's own
+  // activation (its bound within the period), since its firings there are
+  // C's own, counted as C's, or fall outside this sub-chain's window; a
+  // callback that interfering chains own is charged once, as often as the
+  // slowest of them releases it.
+  struct InterferenceTerms {
+    std::vector<std::pair<size_t, uint64_t>> whole;  // (chain, cost per activation)
+    struct Split {
+      size_t chain;
+      uint64_t full;  // every activation whole, as the paper charges it
+      uint64_t rest;  // its callbacks that neither C nor its chain owns
+    };
+    std::vector<Split> split;
+    struct Pooled {
+      size_t callback;
+      size_t chain;
+      uint64_t cost;  // per firing
+    };
+    std::vector<Pooled> pooled;
+  };
+
+  InterferenceTerms interference_terms(size_t c, const std::vector<const Subchain*>& hp,
+                                       const std::vector<const Subchain*>& hpp) const {
     const bool once = options_.shared_callbacks_once && limit(c) <= period(c);
-    uint64_t plain = 0;  // every activation whole, as the paper charges it
-    uint64_t total = 0;
-    std::map<size_t, std::pair<uint64_t, uint64_t>> pool;  // callback -> (mu, its cost per firing)
+    InterferenceTerms out;
     for (const auto* list : {&hp, &hpp}) {
       const bool same_executor = list == &hp;
       for (const Subchain* h : *list) {
-        const uint64_t mu = released(window, h->chain);
         const uint64_t full = add(h->cpu_ns, same_executor ? h->handling_star_ns : h->spin_ns);
-        plain = add(plain, mul(mu, full));
         bool split = false;
         for (size_t cb : h->callbacks) split = split || (once && (owns(c, cb) || owns(h->chain, cb)));
         if (!split) {
-          total = add(total, mul(mu, full));
+          if (out.whole.empty() || out.whole.back().first != h->chain) out.whole.emplace_back(h->chain, 0);
+          out.whole.back().second = add(out.whole.back().second, full);
           continue;
         }
         // Callback by callback: CPU time, and each segment's Lemma 2 bound
@@ -283,15 +354,36 @@ class Analysis {
             rest = add(rest, cost);
             continue;
           }
-          auto [it, fresh] = pool.try_emplace(cb, mu, cost);
-          if (!fresh) it->second = {std::min(it->second.first, mu), std::max(it->second.second, cost)};
+          out.pooled.push_back({cb, h->chain, cost});
         }
-        total = add(total, mul(mu, rest));
+        out.split.push_back({h->chain, full, rest});
       }
     }
+    return out;
+  }
+
+  // The interference within a window from TERMS. Callback by callback loses
+  // Lemma 3 for the handling time: never more than the whole activations.
+  uint64_t interference_ns(const InterferenceTerms& terms, uint64_t window) const {
+    uint64_t plain = 0;  // every activation whole
+    uint64_t total = 0;
+    for (const auto& [chain, full] : terms.whole) {
+      const uint64_t charge = mul(released(window, chain), full);
+      plain = add(plain, charge);
+      total = add(total, charge);
+    }
+    for (const auto& h : terms.split) {
+      const uint64_t mu = released(window, h.chain);
+      plain = add(plain, mul(mu, h.full));
+      total = add(total, mul(mu, h.rest));
+    }
+    std::map<size_t, std::pair<uint64_t, uint64_t>> pool;  // callback -> (mu, its cost per firing)
+    for (const auto& p : terms.pooled) {
+      const uint64_t mu = released(window, p.chain);
+      auto [it, fresh] = pool.try_emplace(p.callback, mu, p.cost);
+      if (!fresh) it->second = {std::min(it->second.first, mu), std::max(it->second.second, p.cost)};
+    }
     for (const auto& [cb, charge] : pool) total = add(total, mul(charge.first, charge.second));
-    // Callback by callback loses Lemma 3 for the handling time: never more
-    // than the whole activations.
     return std::min(total, plain);
   }
 
@@ -348,6 +440,22 @@ class Analysis {
         s.spins = s.spins || spin;
         s.spin_ns = add(s.spin_ns, spin ? add(e.lemma2, epsilon_) : epsilon_);
       }
+      for (size_t cb : s.callbacks) {
+        Hold h;
+        h.cpu_ns = workload_.callbacks[cb].cpu_ns;
+        h.hps = charges({});
+        if (options_.lp_blocking_includes_accelerator) {
+          for (size_t i : s.entries) {
+            const Entry& e = entries_[i];
+            if (e.callback != cb) continue;
+            h.cpu_ns = add(h.cpu_ns, epsilon_);
+            h.entries.push_back(i);
+            h.lemma3_base_ns = add(h.lemma3_base_ns, add(e.a_star, e.max_lp_same_bucket));
+            h.hps = charges(h.hps, e.hps);
+          }
+        }
+        s.holds.push_back(std::move(h));
+      }
     }
   }
 
@@ -374,8 +482,9 @@ class Analysis {
   }
 
   // Chains whose arrivals Lemma 1 counts for entry `e` (its hps).
-  void depend_on_hps(size_t chain, const Entry& e) {
-    for (size_t x : e.hps) depends_[chain].insert(entries_[x].chain);
+  void depend_on_hps(size_t chain, const HpCharges& hps) {
+    for (const auto& [h, a_star] : hps.by_chain) depends_[chain].insert(h);
+    for (size_t x : hps.once) depends_[chain].insert(entries_[x].chain);
   }
 
   // Theorem 1 for one sub-chain. Returns false (and sets `why`) if no bound.
@@ -412,26 +521,16 @@ class Analysis {
       const bool together = options_.released_together && s.first == 0 && joins_.released_with(o.chain, c) &&
                             !blocks_anyway_.count(o.chain);
       for (size_t n = 0; n < o.callbacks.size(); ++n) {
-        const size_t cb = o.callbacks[n];
         if (together && owned_[o.chain][o.first + n]) {
           depends_[c].insert(o.chain);
           together_[c].insert(o.chain);
           continue;
         }
         Blocker b;
-        b.cpu_ns = workload_.callbacks[cb].cpu_ns;
-        if (options_.lp_blocking_includes_accelerator) {
-          for (size_t i : o.entries) {
-            const Entry& e = entries_[i];
-            if (e.callback != cb) continue;
-            b.cpu_ns = add(b.cpu_ns, epsilon_);
-            b.lemma2_ns = add(b.lemma2_ns, lemma2(e, max_period_));
-            b.lemma3_base_ns = add(b.lemma3_base_ns, add(e.a_star, e.max_lp_same_bucket));
-            b.hps.insert(e.hps.begin(), e.hps.end());
-            depend_on_hps(c, e);
-          }
-        }
-        blocking_cpu = std::max(blocking_cpu, b.cpu_ns);
+        b.hold = &o.holds[n];
+        for (size_t i : b.hold->entries) b.lemma2_ns = add(b.lemma2_ns, lemma2(entries_[i], max_period_));
+        depend_on_hps(c, b.hold->hps);
+        blocking_cpu = std::max(blocking_cpu, b.hold->cpu_ns);
         blockers.push_back(std::move(b));
       }
     }
@@ -439,21 +538,27 @@ class Analysis {
     // Own segments: Lemma 2 summed, and Lemma 3's constant part and HP set.
     uint64_t lemma2_sum = 0;
     uint64_t lemma3_base = 0;
-    std::set<size_t> lemma3_hps;
+    HpCharges lemma3_hps = charges({});
     for (size_t i : s.entries) {
       const Entry& e = entries_[i];
       lemma2_sum = add(lemma2_sum, lemma2(e, max_period_));
       lemma3_base = add(lemma3_base, add(e.a_star, e.max_lp_same_bucket));
-      lemma3_hps.insert(e.hps.begin(), e.hps.end());
-      depend_on_hps(c, e);
+      lemma3_hps = charges(lemma3_hps, e.hps);
+      depend_on_hps(c, e.hps);
     }
     const uint64_t overhead = mul(s.entries.size(), epsilon_);  // delta_c * epsilon, Eq. (1)
     // Once, not at every step of the recurrence below.
     for (Blocker& b : blockers) {
-      if (!options_.blocking_shares_arrivals || b.hps.empty()) continue;
-      std::set<size_t> both = lemma3_hps;
-      both.insert(b.hps.begin(), b.hps.end());
-      b.hps_with_own.assign(both.begin(), both.end());
+      const HpCharges& theirs = b.hold->hps;
+      if (!options_.blocking_shares_arrivals || theirs.entries.empty()) continue;
+      if (includes(theirs, lemma3_hps)) {
+        b.hps_with_own = &theirs;
+      } else if (includes(lemma3_hps, theirs)) {
+        b.hps_with_own = &lemma3_hps;
+      } else {
+        b.both = charges(lemma3_hps, theirs);
+        b.hps_with_own = &b.both;
+      }
     }
 
     // hp(Gamma_c): HP chains on this executor; hpp(Gamma_c): chains on other
@@ -479,11 +584,12 @@ class Analysis {
         hpp.push_back(&o);
         depends_[c].insert(o.chain);
         for (size_t i : o.entries) {
-          if (workload_.callbacks[entries_[i].callback].wait == WaitMode::kSpin) depend_on_hps(c, entries_[i]);
+          if (workload_.callbacks[entries_[i].callback].wait == WaitMode::kSpin) depend_on_hps(c, entries_[i].hps);
         }
       }
     }
 
+    const InterferenceTerms terms = interference_terms(c, hp, hpp);
     uint64_t r = add(add(blocking_cpu, s.cpu_ns), add(lemma3_base, overhead));
     while (true) {
       uint64_t lemma3 = lemma3_base;
@@ -497,17 +603,17 @@ class Analysis {
       uint64_t blocking = 0;
       for (const Blocker& b : blockers) {
         uint64_t waits = b.lemma2_ns;
-        if (options_.blocking_shares_arrivals && !b.hps.empty()) {
+        if (b.hps_with_own) {
           // Lemma 3 over the blocking segments and ours together, each
           // higher activation in the window counted once.
-          uint64_t together = add(b.lemma3_base_ns, lemma3_base);
-          together = add(together, hp_segments_ns(b.hps_with_own, r));
+          uint64_t together = add(b.hold->lemma3_base_ns, lemma3_base);
+          together = add(together, hp_segments_ns(*b.hps_with_own, r));
           waits = std::min(waits, together - std::min(together, own_handling));
         }
-        blocking = std::max(blocking, add(b.cpu_ns, waits));
+        blocking = std::max(blocking, add(b.hold->cpu_ns, waits));
       }
 
-      const uint64_t interference = interference_ns(c, hp, hpp, r);
+      const uint64_t interference = interference_ns(terms, r);
       // Isolation: the regulator's thread on this core, above every executor.
       const uint64_t regulator = regulator_ns(workload_, ex.core, r);
       // The kernel's work for the links, on this core at any priority.
@@ -695,11 +801,20 @@ uint64_t regulated_segment_ns(const workload::Workload& workload, size_t acceler
 }
 
 int bucket_of(int priority, const std::vector<int>& priorities, int levels) {
-  std::vector<int> sorted(priorities);
-  std::sort(sorted.begin(), sorted.end());
-  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
-  auto it = std::find(sorted.begin(), sorted.end(), priority);
-  if (it == sorted.end() || levels < 1) return -1;
+  // Sorted and distinct already where the analysis and the server ask, for
+  // every segment of hundreds of chains: a copy sorted each time would make
+  // forming the buckets quadratic.
+  std::vector<int> copy;
+  const bool ascending = std::adjacent_find(priorities.begin(), priorities.end(), std::greater_equal<int>()) ==
+                         priorities.end();
+  if (!ascending) {
+    copy = priorities;
+    std::sort(copy.begin(), copy.end());
+    copy.erase(std::unique(copy.begin(), copy.end()), copy.end());
+  }
+  const std::vector<int>& sorted = ascending ? priorities : copy;
+  auto it = std::lower_bound(sorted.begin(), sorted.end(), priority);
+  if (it == sorted.end() || *it != priority || levels < 1) return -1;
   const long long m = static_cast<long long>(sorted.size());
   const long long below_top = m - 1 - (it - sorted.begin());  // 0 for the highest priority
   // Evenly sized groups counted from the top, so that the most critical

@@ -57,6 +57,14 @@ TEST(Buckets, EvenGroupsWithTheMostCriticalOnTop) {
   EXPECT_EQ(bucket_of(1, {1, 2}, 4), 1);
   EXPECT_EQ(bucket_of(7, {7}, 1), 0);
   EXPECT_EQ(bucket_of(8, {7}, 4), -1);
+  // The list in any order, with repeats, is the same six priorities (the
+  // sorted one is read as it is, any other sorted first).
+  const std::vector<int> shuffled = {40, 60, 10, 50, 20, 60, 30, 10};
+  for (int p : six) EXPECT_EQ(bucket_of(p, shuffled, 4), bucket_of(p, six, 4)) << p;
+  EXPECT_EQ(bucket_of(35, shuffled, 4), -1);
+  EXPECT_EQ(bucket_of(35, six, 4), -1);
+  EXPECT_EQ(bucket_of(70, six, 4), -1);
+  EXPECT_EQ(bucket_of(5, six, 4), -1);
 }
 
 // No accelerator: one executor, chains A (T=10, E=1+1) and B (T=20, E=3),

@@ -28,16 +28,17 @@ inline ChainResult result_for(const workload::Chain& chain) {
 
 // Per accelerator, the distinct request priorities of its segments (a
 // segment's is its callback's priority, CAPA): what bucket_of() down-samples
-// onto the accelerator's buckets, as the server does.
+// onto the accelerator's buckets, as the server does. Each list ascending,
+// which bucket_of() takes without sorting it again.
 inline std::vector<std::vector<int>> request_priorities(const workload::Workload& w) {
   std::vector<std::vector<int>> out(w.accelerators.size());
   const std::vector<int> priority = w.callback_priorities();
   for (size_t i = 0; i < w.callbacks.size(); ++i)
-    for (const auto& seg : w.callbacks[i].segments) {
-      auto& list = out[seg.accelerator];
-      const int p = priority[i];
-      if (std::find(list.begin(), list.end(), p) == list.end()) list.push_back(p);
-    }
+    for (const auto& seg : w.callbacks[i].segments) out[seg.accelerator].push_back(priority[i]);
+  for (auto& list : out) {
+    std::sort(list.begin(), list.end());
+    list.erase(std::unique(list.begin(), list.end()), list.end());
+  }
   return out;
 }
 
