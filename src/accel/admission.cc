@@ -139,6 +139,7 @@ Status Admission::admit(const rtaccel_registration_desc& desc, Admitted* out) {
   }
   chains_ = std::move(chains);
   callbacks_ = std::move(callbacks);
+  generation_++;
   *out = lookup(callback_name);
   return Status();
 }
@@ -148,6 +149,7 @@ void Admission::release(const std::string& chain) {
   if (it == chains_.end() || --it->second.references > 0) return;
   const rtaccel_chain_desc gone = it->second.desc;
   chains_.erase(it);
+  generation_++;
   // Only the chain's own callbacks may have lost their last chain.
   for (uint32_t k = 0; k < gone.ncallbacks; k++) {
     bool used = false;

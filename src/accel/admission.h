@@ -62,6 +62,10 @@ class Admission {
   // their period.
   double device_utilisation(uint32_t device) const;
   size_t chains() const { return chains_.size(); }
+  // Changes whenever the admitted set does (a chain admitted or let go of),
+  // not for another reference to a chain: what was derived from the set,
+  // placements() among it, holds until then.
+  uint64_t generation() const { return generation_; }
 
   // The admitted set as a workload (what the analysis sees).
   workload::Workload workload() const;
@@ -82,6 +86,7 @@ class Admission {
   AdmissionOptions options_;
   std::map<std::string, ChainEntry> chains_;
   std::map<std::string, CallbackEntry> callbacks_;
+  uint64_t generation_ = 0;
 };
 
 // Same meaning, compared field by field (bytes after a name's NUL do not count).

@@ -123,6 +123,11 @@ struct Device {
   // not poll then, or the lower kernel would stay off the core for poll_ns.
   std::atomic<uint32_t> running[kMaxLevels] = {};
   std::vector<core::Thread> workers;
+  // Where the admitted set of generation `placed_at` puts each callback of
+  // the device (the control thread's alone): kept while the set is the same,
+  // so that a registration to an admitted chain places its own region only.
+  std::map<std::string, Placement> placed;
+  uint64_t placed_at = UINT64_MAX;  // none yet
 
   uint32_t* doorbell_word(uint32_t bucket) const { return &doorbell->bucket[bucket].seq; }
   uint32_t* sleeping_word(uint32_t bucket) const { return &status->bucket[bucket].sleeping; }
@@ -192,7 +197,7 @@ class ServerImpl final : public Server {
   void drop(Connection* c, const char* why);
   void note_refusal(int err);
   void settle(Connection* c);
-  void refresh_buckets(Device& d);
+  void refresh_buckets(Device& d, Region* fresh = nullptr);
   void reap();
   void shutdown();
   void log(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -842,7 +847,7 @@ Status ServerImpl::create_region(Connection* c, const rtaccel_registration_desc&
   c->regions.push_back(region);
   by_callback_[region->callback] = region;
   region_bytes_ += region->layout.size;
-  refresh_buckets(d);
+  refresh_buckets(d, region);
   *out = region;
   return Status();
 }
@@ -870,21 +875,33 @@ void ServerImpl::reply(Connection* c, const RegisterReply& r, const Region* regi
 }
 
 // Recomputes every region's request priority and bucket on the device after
-// the admitted set changed, and moves regions whose bucket changed.
-void ServerImpl::refresh_buckets(Device& d) {
+// the admitted set changed, and moves regions whose bucket changed. Where it
+// is the same, a new region (FRESH, in bucket 0) alone takes its place.
+void ServerImpl::refresh_buckets(Device& d, Region* fresh) {
+  const bool same = d.placed_at == admission_->generation();
+  if (same && !fresh) return;
+  if (!same) {
+    d.placed = admission_->placements(d.index);
+    d.placed_at = admission_->generation();
+  }
   std::vector<std::pair<uint32_t, uint32_t>> moved;
   {
     lock::MutexLock guard(d.mu);
     std::vector<Region*> all;
-    for (uint32_t b = 0; b < d.levels; b++) {
-      all.insert(all.end(), d.buckets[b].begin(), d.buckets[b].end());
-      d.buckets[b].clear();
+    if (same) {
+      auto& list = d.buckets[fresh->bucket];
+      list.erase(std::remove(list.begin(), list.end(), fresh), list.end());
+      all.push_back(fresh);
+    } else {
+      for (uint32_t b = 0; b < d.levels; b++) {
+        all.insert(all.end(), d.buckets[b].begin(), d.buckets[b].end());
+        d.buckets[b].clear();
+      }
     }
-    const auto placed = admission_->placements(d.index);
     for (Region* r : all) {
       const uint32_t old = r->bucket;
-      const auto it = placed.find(r->callback);
-      const Placement p = it == placed.end() ? Placement{} : it->second;
+      const auto it = d.placed.find(r->callback);
+      const Placement p = it == d.placed.end() ? Placement{} : it->second;
       r->priority = p.priority;
       r->bucket = std::min(p.bucket, d.levels - 1);
       d.buckets[r->bucket].push_back(r);

@@ -657,6 +657,57 @@ TEST(Server, HigherBucketPreemptsALowerOne) {
   EXPECT_LT(l.end_ns - l.start_ns, 200 * kMs + kPollNs);
 }
 
+// A region's bucket follows the admitted chains: a higher chain admitted
+// moves a lower chain's region down, a registration to a chain admitted
+// already moves nothing and takes its own place, and the higher chain's end
+// moves the lower region back. The server keeps a device's placements while
+// the admitted set is the same; each check here is one it must not keep.
+TEST(Server, RegionsFollowTheAdmittedChainsBetweenBuckets) {
+  ServerProcess server(cpu_args({"--levels", "4"}));
+  ASSERT_TRUE(server.ready());
+  Client client(server);
+  auto bucket = [](rtaccel_registration* r) {
+    rtaccel_registration_info info;
+    rtaccel_registration_query(r, &info);
+    return info.bucket;
+  };
+  // The server reads a connection's messages in order: a refused
+  // registration's reply comes after it has read what was sent before.
+  auto settled = [&](const rtaccel_registration_desc& d) {
+    rtaccel_registration* r = nullptr;
+    char why[256] = "";
+    EXPECT_EQ(register_desc(client.c, d, &r, why, sizeof(why)), -EEXIST) << why;
+  };
+  rtaccel_registration* low = client.reg(busy_chain("low", 1));
+  ASSERT_TRUE(low);
+  EXPECT_EQ(bucket(low), 3u);  // the one priority: the top bucket of four
+
+  // Priorities 1 and 9 on four levels: 9 on top, 1 in bucket 1.
+  rtaccel_registration_desc high = busy_chain("high", 9);
+  high.chain.ncallbacks = 2;
+  high.chain.callbacks[1] = high.chain.callbacks[0];
+  snprintf(high.chain.callbacks[1].name, sizeof(high.chain.callbacks[1].name), "high-cb2");
+  rtaccel_registration* first = client.reg(high);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(bucket(first), 3u);
+  EXPECT_EQ(bucket(low), 1u);
+  high.callback = 1;
+  rtaccel_registration* second = client.reg(high);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(bucket(second), 3u) << "a registration to an admitted chain was left where it began";
+  EXPECT_EQ(bucket(low), 1u);
+
+  // One of the chain's two gone: still admitted, nothing moves.
+  rtaccel_client_unregister(first);
+  settled(high);
+  EXPECT_EQ(bucket(low), 1u);
+  EXPECT_EQ(bucket(second), 3u);
+  // The other: the chain is let go of, and the low region goes back up.
+  rtaccel_client_unregister(second);
+  settled(busy_chain("low", 1));
+  EXPECT_EQ(bucket(low), 3u) << "the lower region stayed where the higher chain had put it";
+}
+
 TEST(Server, RefusesForgedRequestsAndKeepsServingOthers) {
   ServerProcess server(cpu_args());
   ASSERT_TRUE(server.ready());
