@@ -37,6 +37,27 @@ std::string us(uint64_t ns) {
   return text + " us";
 }
 
+// A set of chains, a bit each: a bound's premises (the chains it rests on)
+// are added many times over, every higher segment's chain for every blocker.
+class ChainSet {
+ public:
+  ChainSet() = default;
+  explicit ChainSet(size_t chains) : words_((chains + 63) / 64, 0) {}
+  void insert(size_t chain) { words_[chain / 64] |= uint64_t(1) << (chain % 64); }
+  void insert(const ChainSet& other) {
+    for (size_t w = 0; w < other.words_.size(); ++w) words_[w] |= other.words_[w];
+  }
+  std::vector<size_t> members() const {  // ascending
+    std::vector<size_t> out;
+    for (size_t w = 0; w < words_.size(); ++w)
+      for (uint64_t bits = words_[w]; bits; bits &= bits - 1) out.push_back(w * 64 + size_t(__builtin_ctzll(bits)));
+    return out;
+  }
+
+ private:
+  std::vector<uint64_t> words_;
+};
+
 // A set of higher entries (below) as their time within a window is summed:
 // the A* of one chain's entries added up, since they are all released as
 // often as that chain, and apart from them the entries of callbacks that
@@ -47,6 +68,7 @@ struct HpCharges {
   std::vector<uint64_t> bits;                         // the same, a bit per entry
   std::vector<std::pair<size_t, uint64_t>> by_chain;  // (chain, its entries' A*)
   std::vector<size_t> once;                           // entries of owned shared callbacks
+  ChainSet chains;                                    // the chains of its entries
 };
 
 // One accelerator segment as requested by one chain: a (chain, callback,
@@ -92,6 +114,8 @@ struct Subchain {
   std::vector<size_t> callbacks;
   std::vector<size_t> entries;
   std::vector<Hold> holds;  // per callback
+  bool all_owned = false;   // every callback fires only for the chain (owned_)
+  bool after_a_wait = false;  // the chain waits at a fusion before it
   uint64_t cpu_ns = 0;  // E of the sub-chain
   bool spins = false;   // some segment busy-waits
   uint64_t spin_ns = 0;  // spin(Gamma_h) when charged as an hpp chain
@@ -145,7 +169,7 @@ class Analysis {
       constexpr int kPasses = 32;
       for (int pass = 0;; ++pass) {
         results_.assign(workload_.chains.size(), ChainResult{});
-        depends_.assign(workload_.chains.size(), {});
+        depends_.assign(workload_.chains.size(), ChainSet(workload_.chains.size()));
         together_.assign(workload_.chains.size(), {});
         for (Subchain& s : subs_) s.computed = s.bounded = false;
         for (size_t c : order) analyze_chain(c);
@@ -246,8 +270,10 @@ class Analysis {
   // one path has one entry per segment: nothing to count once.
   HpCharges charges(std::vector<size_t> hps) const {
     HpCharges out;
+    out.chains = ChainSet(workload_.chains.size());
     for (size_t x : hps) {
       const Entry& o = entries_[x];
+      out.chains.insert(o.chain);
       if (on_paths_[o.callback] >= 2 && owns(o.chain, o.callback)) {
         out.once.push_back(x);
         continue;
@@ -456,6 +482,9 @@ class Analysis {
         }
         s.holds.push_back(std::move(h));
       }
+      s.all_owned = true;
+      for (size_t n = s.first; n < s.first + s.callbacks.size(); ++n) s.all_owned = s.all_owned && owned_[s.chain][n];
+      for (size_t k = 1; k <= s.first; ++k) s.after_a_wait = s.after_a_wait || joins_.waits_at(s.chain, k);
     }
   }
 
@@ -467,12 +496,11 @@ class Analysis {
   // and the next release comes after C's bound (at most the period). So O
   // does not interfere with S.
   bool done_before(size_t c, const Subchain& s, const Subchain& o) const {
-    if (!options_.released_together || !joins_.released_together(c, o.chain)) return false;
+    if (!s.after_a_wait || !o.all_owned || !options_.released_together || !joins_.released_together(c, o.chain))
+      return false;
     const auto& path = workload_.chains[c].path;
     const auto& theirs = workload_.chains[o.chain].path;
     const size_t o_end = o.first + o.callbacks.size();
-    for (size_t n = o.first; n < o_end; ++n)
-      if (!owned_[o.chain][n]) return false;
     for (size_t k = 1; k <= s.first; ++k) {
       if (!joins_.waits_at(c, k)) continue;
       for (size_t q = o_end; q < theirs.size(); ++q)
@@ -482,10 +510,7 @@ class Analysis {
   }
 
   // Chains whose arrivals Lemma 1 counts for entry `e` (its hps).
-  void depend_on_hps(size_t chain, const HpCharges& hps) {
-    for (const auto& [h, a_star] : hps.by_chain) depends_[chain].insert(h);
-    for (size_t x : hps.once) depends_[chain].insert(entries_[x].chain);
-  }
+  void depend_on_hps(size_t chain, const HpCharges& hps) { depends_[chain].insert(hps.chains); }
 
   // Theorem 1 for one sub-chain. Returns false (and sets `why`) if no bound.
   bool analyze_subchain(Subchain& s, uint64_t limit, std::string& why) {
@@ -751,7 +776,7 @@ class Analysis {
   // within their period): a bound that counted the arrivals of a chain
   // without one is withdrawn (results.h).
   void propagate_validity() {
-    withdraw_unfounded(workload_, [&](size_t c) -> const std::set<size_t>& { return depends_[c]; }, &results_);
+    withdraw_unfounded(workload_, [&](size_t c) { return depends_[c].members(); }, &results_);
   }
 
   const Workload& workload_;
@@ -766,7 +791,7 @@ class Analysis {
   std::vector<Subchain> subs_;
   std::vector<std::vector<size_t>> subchains_of_;
   std::vector<ChainResult> results_;
-  std::vector<std::set<size_t>> depends_;
+  std::vector<ChainSet> depends_;
   std::vector<std::set<size_t>> together_;  // lower chains left out of blocking as released together
   std::set<size_t> blocks_anyway_;          // ... and found without a bound
   std::vector<std::vector<bool>> owned_;
