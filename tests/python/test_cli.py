@@ -235,6 +235,28 @@ def test_output_into_a_full_disk_is_one_line_and_exit_3_not_a_traceback_and_exit
         assert proc.stderr == "rtaccel: cannot write its output: No space left on device\n"
 
 
+def test_analysis_scale_bench_times_every_mode_and_saves_what_it_answered(tmp_path):
+    """bench/analysis_scale.py: the workloads it makes load and are analysed
+    in each mode; --save keeps each answer, for comparing two builds."""
+    bench = [sys.executable, str(ROOT / "bench" / "analysis_scale.py")]
+    proc = subprocess.run([*bench, "--registrations", "3", "--mixed", "4", "--repeat", "1", "--json",
+                           "--save", str(tmp_path)], capture_output=True, text=True, timeout=300, env=ENV)
+    assert proc.returncode == 0, proc.stderr
+    runs = json.loads(proc.stdout)["runs"]
+    modes = ["rtaccel", "paper", "deadline", "gang"]
+    assert [(r["workload"], r["chains"], r["mode"]) for r in runs] == \
+        [("registrations-3", 3, m) for m in modes] + [("mixed-4", 12, m) for m in modes]
+    assert all(r["ms"] > 0 and 0 <= r["bounded"] <= r["chains"] for r in runs), runs
+    # The registrations' chains have room: every one bounded in rtaccel's analysis.
+    assert runs[0]["bounded"] == 3
+    saved = json.loads((tmp_path / "mixed-4.rtaccel.json").read_text())
+    assert len(saved) == 12 and all("wcrt_us" in c and "reason" in c for c in saved)
+    assert len(list(tmp_path.glob("*.json"))) == 8
+    for bad in ("0", "x", "3,501"):
+        proc = subprocess.run([*bench, "--mixed", bad], capture_output=True, text=True, timeout=60, env=ENV)
+        assert proc.returncode == 2 and "counts" in proc.stderr, (bad, proc.stderr)
+
+
 def test_analyze_refuses_a_file_that_is_not_text(tmp_path):
     garbage = tmp_path / "garbage.yaml"
     garbage.write_bytes(b"chains:\n  - name: \xdd\xff\x00binary\n" + bytes(range(256)))
