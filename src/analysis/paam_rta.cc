@@ -9,7 +9,6 @@
 #include <functional>
 #include <iterator>
 #include <limits>
-#include <map>
 #include <set>
 #include <string>
 
@@ -67,7 +66,7 @@ struct HpCharges {
   std::vector<size_t> entries;                        // sorted, each once
   std::vector<uint64_t> bits;                         // the same, a bit per entry
   std::vector<std::pair<size_t, uint64_t>> by_chain;  // (chain, its entries' A*)
-  std::vector<size_t> once;                           // entries of owned shared callbacks
+  std::vector<size_t> once;  // entries of owned shared callbacks, by (callback, segment)
   ChainSet chains;                                    // the chains of its entries
 };
 
@@ -281,6 +280,10 @@ class Analysis {
       if (out.by_chain.empty() || out.by_chain.back().first != o.chain) out.by_chain.emplace_back(o.chain, 0);
       out.by_chain.back().second = add(out.by_chain.back().second, o.a_star);
     }
+    // One segment's entries side by side, in the order of the set.
+    std::stable_sort(out.once.begin(), out.once.end(), [&](size_t a, size_t b) {
+      return std::pair(entries_[a].callback, entries_[a].segment) < std::pair(entries_[b].callback, entries_[b].segment);
+    });
     out.bits.assign((entries_.size() + 63) / 64, 0);
     for (size_t x : hps) out.bits[x / 64] |= uint64_t(1) << (x % 64);
     out.entries = std::move(hps);
@@ -310,15 +313,17 @@ class Analysis {
   uint64_t hp_segments_ns(const HpCharges& hps, uint64_t window) const {
     uint64_t total = 0;
     for (const auto& [chain, a_star] : hps.by_chain) total = add(total, mul(released(window, chain), a_star));
-    if (hps.once.empty()) return total;
-    std::map<std::pair<size_t, size_t>, std::pair<uint64_t, uint64_t>> once;  // segment -> (mu, A*)
-    for (size_t x : hps.once) {
-      const Entry& o = entries_[x];
-      const uint64_t mu = released(window, o.chain);
-      auto [it, fresh] = once.try_emplace({o.callback, o.segment}, mu, o.a_star);
-      if (!fresh) it->second.first = std::min(it->second.first, mu);
+    // A segment in several entries: its first's A*, at the fewest arrivals.
+    for (size_t i = 0; i < hps.once.size();) {
+      const Entry& first = entries_[hps.once[i]];
+      uint64_t mu = released(window, first.chain);
+      for (++i; i < hps.once.size(); ++i) {
+        const Entry& o = entries_[hps.once[i]];
+        if (o.callback != first.callback || o.segment != first.segment) break;
+        mu = std::min(mu, released(window, o.chain));
+      }
+      total = add(total, mul(mu, first.a_star));
     }
-    for (const auto& [segment, charge] : once) total = add(total, mul(charge.first, charge.second));
     return total;
   }
 
@@ -345,7 +350,7 @@ class Analysis {
       size_t chain;
       uint64_t cost;  // per firing
     };
-    std::vector<Pooled> pooled;
+    std::vector<Pooled> pooled;  // by callback
   };
 
   InterferenceTerms interference_terms(size_t c, const std::vector<const Subchain*>& hp,
@@ -385,6 +390,8 @@ class Analysis {
         out.split.push_back({h->chain, full, rest});
       }
     }
+    std::stable_sort(out.pooled.begin(), out.pooled.end(),
+                     [](const auto& a, const auto& b) { return a.callback < b.callback; });
     return out;
   }
 
@@ -403,13 +410,17 @@ class Analysis {
       plain = add(plain, mul(mu, h.full));
       total = add(total, mul(mu, h.rest));
     }
-    std::map<size_t, std::pair<uint64_t, uint64_t>> pool;  // callback -> (mu, its cost per firing)
-    for (const auto& p : terms.pooled) {
-      const uint64_t mu = released(window, p.chain);
-      auto [it, fresh] = pool.try_emplace(p.callback, mu, p.cost);
-      if (!fresh) it->second = {std::min(it->second.first, mu), std::max(it->second.second, p.cost)};
+    // A callback pooled from several chains: as often as the slowest of
+    // them releases it, at its largest cost.
+    for (size_t i = 0; i < terms.pooled.size();) {
+      const size_t callback = terms.pooled[i].callback;
+      uint64_t mu = released(window, terms.pooled[i].chain), cost = terms.pooled[i].cost;
+      for (++i; i < terms.pooled.size() && terms.pooled[i].callback == callback; ++i) {
+        mu = std::min(mu, released(window, terms.pooled[i].chain));
+        cost = std::max(cost, terms.pooled[i].cost);
+      }
+      total = add(total, mul(mu, cost));
     }
-    for (const auto& [cb, charge] : pool) total = add(total, mul(charge.first, charge.second));
     return std::min(total, plain);
   }
 
