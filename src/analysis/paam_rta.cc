@@ -66,7 +66,7 @@ struct HpCharges {
   std::vector<size_t> entries;                        // sorted, each once
   std::vector<uint64_t> bits;                         // the same, a bit per entry
   std::vector<std::pair<size_t, uint64_t>> by_chain;  // (chain, its entries' A*)
-  std::vector<size_t> once;  // entries of owned shared callbacks, by (callback, segment)
+  std::vector<size_t> once;                           // owned shared callbacks', by segment
   ChainSet chains;                                    // the chains of its entries
 };
 
@@ -290,6 +290,7 @@ class Analysis {
     return out;
   }
 
+  // Whether A holds every entry of B.
   static bool includes(const HpCharges& a, const HpCharges& b) {
     for (size_t w = 0; w < a.bits.size(); ++w)
       if (b.bits[w] & ~a.bits[w]) return false;
@@ -520,7 +521,7 @@ class Analysis {
     return false;
   }
 
-  // Chains whose arrivals Lemma 1 counts for entry `e` (its hps).
+  // Chains whose arrivals Lemma 1 counts for the entries of HPS.
   void depend_on_hps(size_t chain, const HpCharges& hps) { depends_[chain].insert(hps.chains); }
 
   // Theorem 1 for one sub-chain. Returns false (and sets `why`) if no bound.
