@@ -138,7 +138,8 @@ RTACCEL_API void rtaccel_client_close(struct rtaccel_client *client);
 /* Registers one callback. On refusal returns a negative errno (-EPERM: the
  * policy does not allow the priority for this user; -EDEADLK: admission
  * control found a deadline miss; -EINVAL: malformed description; -EEXIST:
- * callback already registered) and, when why is not NULL, the server's reason,
+ * callback already registered; -EPROTONOSUPPORT: a server of another rtaccel
+ * version) and, when why is not NULL, the server's reason,
  * e.g. "chain 'hot': bound 120.5 ms exceeds deadline 100 ms". Blocks for one
  * round trip; allocates. */
 RTACCEL_API int rtaccel_client_register(struct rtaccel_client *client,

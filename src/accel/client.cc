@@ -103,8 +103,11 @@ int receive_reply(int fd, RegisterReply* reply, int fds[3], int* nfds) {
       }
     }
   if (n == 0) return -EPIPE;
-  if (size_t(n) != sizeof(*reply) || reply->magic != kMagic || reply->version != kProtocolVersion)
-    return -EPROTO;
+  // A server of another rtaccel: its reply may have another shape, but
+  // every version begins with the magic and the version.
+  if (size_t(n) >= 2 * sizeof(uint32_t) && reply->magic == kMagic && reply->version != kProtocolVersion)
+    return -EPROTONOSUPPORT;
+  if (size_t(n) != sizeof(*reply) || reply->magic != kMagic) return -EPROTO;
   return 0;
 }
 
@@ -256,7 +259,13 @@ int rtaccel_client_register(rtaccel_client* client, const rtaccel_registration_d
   int err = receive_reply(client->fd.get(), &reply, fds, &nfds);
   core::UniqueFd region_fd(fds[0]), doorbell_fd(fds[1]), status_fd(fds[2]);
   if (err) {
-    set_why(why, why_len, err == -EPIPE ? "the server closed the connection" : "malformed reply");
+    char text[160];
+    if (err == -EPROTONOSUPPORT)
+      snprintf(text, sizeof(text), "rtaccel-server speaks protocol version %u and this client %u: use a server "
+               "and clients of one rtaccel", reply.version, kProtocolVersion);
+    else
+      snprintf(text, sizeof(text), "%s", err == -EPIPE ? "the server closed the connection" : "malformed reply");
+    set_why(why, why_len, text);
     return err;
   }
   if (reply.status != 0) {

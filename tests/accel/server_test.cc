@@ -36,6 +36,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "accel/protocol.h"
@@ -813,6 +814,40 @@ TEST(Server, MalformedRegistrationsGetAnErrorAndTheServerCarriesOn) {
   EXPECT_GT(raw.send_bytes(&u, sizeof(u)), 0);
   Client client(server);
   EXPECT_TRUE(client.reg(busy_chain("after", 1)));
+}
+
+// A client and a server of two rtaccel versions: the registration is
+// refused naming both versions, not as a malformed reply.
+TEST(Server, AServerOfAnotherProtocolVersionIsNamedAsSuch) {
+  const std::string path = "/tmp/rtaccel-test-" + std::to_string(getpid()) + "-other-version.sock";
+  unlink(path.c_str());
+  core::UniqueFd listener(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  snprintf(a.sun_path, sizeof(a.sun_path), "%s", path.c_str());
+  ASSERT_EQ(bind(listener.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(listen(listener.get(), 1), 0);
+  std::thread other([&] {
+    core::UniqueFd peer(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    RegisterRequest m;
+    if (recv(peer.get(), &m, sizeof(m), 0) <= 0) return;
+    RegisterReply r{};
+    r.magic = kMagic;
+    r.version = kProtocolVersion - 1;
+    send(peer.get(), &r, sizeof(r), MSG_NOSIGNAL);
+  });
+  rtaccel_client* c = nullptr;
+  ASSERT_EQ(rtaccel_client_connect(path.c_str(), &c), 0);
+  rtaccel_registration* r = nullptr;
+  char why[256] = "";
+  EXPECT_EQ(register_desc(c, busy_chain("versions", 1), &r, why, sizeof(why)), -EPROTONOSUPPORT) << why;
+  EXPECT_NE(std::string(why).find("protocol version " + std::to_string(kProtocolVersion - 1) +
+                                  " and this client " + std::to_string(kProtocolVersion)),
+            std::string::npos)
+      << why;
+  other.join();
+  rtaccel_client_close(c);
+  unlink(path.c_str());
 }
 
 TEST(Server, PolicyDecidesWhoMayRegisterWhichPriority) {
