@@ -1,7 +1,7 @@
 // rtaccel-accel-bench: measurements of rtaccel-server, run by `rtaccel bench`.
 //
 //   request-overhead --socket S --wait suspend|spin [--requests N] [--kernel-us K]
-//                    [--gap-us G] [--clients C,...] [--buckets B,...] [--rounds R] [--json]
+//                    [--gap-us G] [--idle N] [--clients C,...] [--buckets B,...] [--rounds R] [--json]
 //     Round trips of busy requests of K us (default 100: long enough that a
 //     suspending client really sleeps). Per request: submit -> worker start
 //     -> kernel end -> client resumed; the overhead is the round trip minus
@@ -13,6 +13,9 @@
 //     queue). --gap-us: each client sleeps G us between a request's end and
 //     its next, as a periodic callback does, so that the server's worker
 //     stops polling and both cores can go idle: what a run's requests meet.
+//     --idle N: N registrations of another client in the measured client's
+//     bucket, which submit nothing: what a device serving many callbacks
+//     has beside the one that runs.
 //   preemption --socket S [--iterations N] [--sizes cpu|gpu] [--json]
 //     Cross-bucket preemption delay (the paper's Table I): the response time
 //     of a small high-bucket request while a large low-bucket request of the
@@ -37,8 +40,8 @@
 //     server takes to let go of them all when their client leaves (another
 //     client's registration of one of their names is refused, -EEXIST,
 //     until then). N up to 792: 99 chains, the default policy's priorities.
-//     Admission analyses everything admitted, and the server places every
-//     region of the device anew, at each change: what grows with N.
+//     A chain's first registration analyses everything admitted: what
+//     grows with N.
 //   timer-latency [--iterations N] [--json]
 //     How late a timer wakes the calling thread (cyclictest's measure): N
 //     absolute 1 ms sleeps. Its p99 is the release jitter `rtaccel calibrate`
@@ -219,6 +222,7 @@ struct OverheadOptions {
   rtaccel_wait_mode wait = RTACCEL_WAIT_SUSPEND;
   uint64_t kernel_ns = 100000;
   uint64_t gap_ns = 0;
+  long idle = 0;  // registrations of another client beside the measured ones
   const char* mode() const { return wait == RTACCEL_WAIT_SPIN ? "spin" : "suspend"; }
   bool remote() const { return socket.find(':') != std::string::npos && socket[0] != '/'; }
 };
@@ -366,6 +370,27 @@ ordered_json shape_json(Shape shape, const ShapeRun& run) {
   return out;
 }
 
+// IDLE registrations of another client, at the measured client's priority
+// and so in its bucket, that submit nothing: what a device serving a
+// system's many callbacks has beside the one that runs. Closed by the caller.
+int register_idle(const OverheadOptions& o, rtaccel_client** holder) {
+  *holder = nullptr;
+  if (o.idle == 0) return 0;
+  if (int err = rtaccel_client_connect(o.socket.empty() ? nullptr : o.socket.c_str(), holder)) {
+    fprintf(stderr, "rtaccel-accel-bench: the idle registrations' client cannot connect: %s\n", strerror(-err));
+    return 1;
+  }
+  for (long i = 0; i < o.idle; i++) {
+    char chain[RTACCEL_NAME_MAX];
+    snprintf(chain, sizeof(chain), "idle-%ld", i);
+    rtaccel_registration_desc d;
+    fill_desc(&d, chain, client_priority(0, 1), "busy", sizeof(rtaccel_busy_request), 0, o.wait, o.kernel_ns + 1000);
+    rtaccel_registration* r;
+    if (register_one(*holder, d, &r)) return 1;
+  }
+  return 0;
+}
+
 // One client, one bucket, one round: the server's overhead per request as
 // `rtaccel calibrate` takes it for epsilon.
 int request_overhead(const OverheadOptions& o, int requests, bool json) {
@@ -373,14 +398,15 @@ int request_overhead(const OverheadOptions& o, int requests, bool json) {
   if (int rc = run_shape(o, {1, 1}, requests, &run)) return rc;
   if (json) {
     ordered_json out = {{"version", 1}, {"benchmark", "request-overhead"}, {"wait", o.mode()},
-                        {"kernel_us", double(o.kernel_ns) / 1000.0}, {"gap_us", double(o.gap_ns) / 1000.0}};
+                        {"kernel_us", double(o.kernel_ns) / 1000.0}, {"gap_us", double(o.gap_ns) / 1000.0},
+                        {"idle", o.idle}};
     out.update(shape_json({1, 1}, run));
     printf("%s\n", out.dump(2).c_str());
     return 0;
   }
   const Phases& p = run.phases;
-  printf("# request overhead, wait=%s, %zu requests of busy(%.0f us), %.0f us apart\n", o.mode(),
-         p.overhead.size(), double(o.kernel_ns) / 1000.0, double(o.gap_ns) / 1000.0);
+  printf("# request overhead, wait=%s, %zu requests of busy(%.0f us), %.0f us apart, %ld idle registrations\n",
+         o.mode(), p.overhead.size(), double(o.kernel_ns) / 1000.0, double(o.gap_ns) / 1000.0, o.idle);
   print_stats("submit -> start", stats_us(p.to_start));
   print_stats("start -> end (kernel)", stats_us(p.kernel));
   print_stats("end -> resumed", stats_us(p.to_resume));
@@ -687,8 +713,8 @@ int timer_latency(int iterations, bool json) {
 
 const char kUsage[] =
     "usage: rtaccel-accel-bench request-overhead --socket S --wait suspend|spin [--requests N]\n"
-    "                           [--kernel-us K] [--gap-us G] [--clients C,...] [--buckets B,...] [--rounds R]\n"
-    "                           [--json]\n"
+    "                           [--kernel-us K] [--gap-us G] [--idle N] [--clients C,...] [--buckets B,...]\n"
+    "                           [--rounds R] [--json]\n"
     "       rtaccel-accel-bench preemption --socket S [--iterations N] [--sizes cpu|gpu] [--json]\n"
     "       rtaccel-accel-bench kernels --socket S [--iterations N] --json\n"
     "       rtaccel-accel-bench registrations --socket S [--callbacks N,...] [--executor-core E] [--json]\n"
@@ -704,7 +730,7 @@ int main(int argc, char** argv) {
   const std::string what = argv[1];
   std::string socket_path, wait = "suspend";
   int count = 0;
-  long kernel_us = 100, rounds = 0, gap_us = 0;
+  long kernel_us = 100, rounds = 0, gap_us = 0, idle = 0;
   std::vector<long> clients, buckets;  // request-overhead at scale when either is given
   std::vector<long> callbacks = {8, 80, 400, 792};  // registrations
   long executor_core = 0;
@@ -722,6 +748,7 @@ int main(int argc, char** argv) {
                              {"gap-us", required_argument, nullptr, 'g'},
                              {"callbacks", required_argument, nullptr, 'C'},
                              {"executor-core", required_argument, nullptr, 'E'},
+                             {"idle", required_argument, nullptr, 'I'},
                              {nullptr, 0, nullptr, 0}};
   optind = 2;
   int opt;
@@ -755,6 +782,12 @@ int main(int argc, char** argv) {
       case 'E':
         if (rtaccel_parse_long(optarg, 0, 4095, &executor_core)) {
           fprintf(stderr, "rtaccel-accel-bench: --executor-core must be 0..4095\n");
+          return 2;
+        }
+        break;
+      case 'I':
+        if (rtaccel_parse_long(optarg, 0, 4096, &idle)) {
+          fprintf(stderr, "rtaccel-accel-bench: --idle must be 0..4096\n");
           return 2;
         }
         break;
@@ -806,10 +839,15 @@ int main(int argc, char** argv) {
   if (what == "registrations") return registrations(socket_path, callbacks, int(executor_core), json);
   if (what == "request-overhead") {
     const OverheadOptions o{socket_path, wait == "spin" ? RTACCEL_WAIT_SPIN : RTACCEL_WAIT_SUSPEND,
-                            uint64_t(kernel_us) * 1000, uint64_t(gap_us) * 1000};
+                            uint64_t(kernel_us) * 1000, uint64_t(gap_us) * 1000, idle};
     const int requests = count > 0 ? count : 20000;
-    if (at_scale) return request_overhead_at_scale(o, clients, buckets, rounds > 0 ? int(rounds) : 1, requests, json);
-    return request_overhead(o, requests, json);
+    rtaccel_client* holder;
+    int rc = register_idle(o, &holder);
+    if (rc == 0)
+      rc = at_scale ? request_overhead_at_scale(o, clients, buckets, rounds > 0 ? int(rounds) : 1, requests, json)
+                    : request_overhead(o, requests, json);
+    rtaccel_client_close(holder);
+    return rc;
   }
   rtaccel_client* c;
   if (int err = rtaccel_client_connect(socket_path.empty() ? nullptr : socket_path.c_str(), &c)) {

@@ -355,8 +355,9 @@ def format_overhead_paths(result: dict) -> str:
 
 def format_overhead(result: dict) -> str:
     gap = f", {result['gap_us']:.0f} us apart" if result.get("gap_us") else ""
+    idle = f", beside {result['idle']} idle registrations" if result.get("idle") else ""
     lines = [f"# request overhead, wait={result['wait']}, {result['requests']} requests of "
-             f"busy({result['kernel_us']:.0f} us){gap}; the PAAM paper reports 198-391 us"]
+             f"busy({result['kernel_us']:.0f} us){gap}{idle}; the PAAM paper reports 198-391 us"]
     names = {"submit_to_start": "submit -> worker start", "kernel": "kernel",
              "end_to_resumed": "kernel end -> resumed", "overhead": "overhead (round trip - kernel)"}
     for key, label in names.items():

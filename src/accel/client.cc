@@ -297,6 +297,7 @@ int rtaccel_client_register(rtaccel_client* client, const rtaccel_registration_d
   reg->nservices = h->nservices;
   memcpy(reg->services, h->services, sizeof(reg->services));
   reg->next = *reg->head;
+  reg->hint_slot = h->hint_slot < kHintSlots ? h->hint_slot : kNoHintSlot;
   client->registrations.push_back(reg);
   *out = reg;
   return 0;
@@ -390,9 +391,15 @@ int rtaccel_submit(rtaccel_registration* reg, int service, size_t request_len,
   reg->submit_ns[index] = core::monotonic_ns();
   __atomic_store_n(&e->state, submitted, __ATOMIC_RELEASE);
   __atomic_store_n(reg->head, ++reg->next, __ATOMIC_SEQ_CST);
+  auto* doorbell = reg->doorbell.at<DoorbellPage>(0);
+  // Which registration to look at (DoorbellPage::hints): a worker that takes
+  // the bits acquires what was published before them.
+  if (reg->hint_slot != kNoHintSlot) {
+    __atomic_fetch_or(&doorbell->hints[reg->hint_slot / 64], uint64_t(1) << (reg->hint_slot % 64), __ATOMIC_RELEASE);
+    __atomic_fetch_or(&doorbell->summary.words, uint64_t(1) << (reg->hint_slot / 64), __ATOMIC_RELEASE);
+  }
   // Read after publishing: see the comment on RegionHeader::bucket.
   const uint32_t bucket = __atomic_load_n(&reg->header->bucket, __ATOMIC_SEQ_CST) % kMaxLevels;
-  auto* doorbell = reg->doorbell.at<DoorbellPage>(0);
   auto* status = reg->status.at<const StatusPage>(0);
   __atomic_fetch_add(&doorbell->bucket[bucket].seq, 1, __ATOMIC_SEQ_CST);
   if (__atomic_load_n(&status->bucket[bucket].sleeping, __ATOMIC_SEQ_CST))

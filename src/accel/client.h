@@ -80,6 +80,7 @@ struct rtaccel_registration {
   uint32_t nservices = 0;
   rtaccel::accel::ServiceArea services[RTACCEL_MAX_SERVICES] = {};
   uint32_t next = 0;  // private copy of the producer index
+  uint32_t hint_slot = rtaccel::accel::kNoHintSlot;  // its bit in the doorbell page's hints
   uint64_t submit_ns[rtaccel::accel::kRingEntries] = {};
   std::unique_ptr<RemoteState> remote;  // set for a remote registration
 };

@@ -7,8 +7,11 @@
 //
 // Shared memory, per device:
 //  - doorbell (read-write for every client): one futex word per bucket that a
-//    client increments after submitting. A client can only cause spurious
-//    wake-ups through it.
+//    client increments after submitting, and a bit per registration that it
+//    sets first, so that the workers look at the registrations that
+//    submitted rather than at all. A client that rewrites the page can
+//    delay the others' requests by at most kUntrustedPageBoundNs: the
+//    workers wake and look at every registration at least that often.
 //  - status (sealed with F_SEAL_FUTURE_WRITE: clients can map it read-only):
 //    whether each bucket's worker sleeps, so that a client wakes it only then.
 // Per registered callback, a region only that client and the server map:
@@ -31,10 +34,17 @@
 namespace rtaccel::accel {
 
 constexpr uint32_t kMagic = 0x52544143;  // "RTAC"
-constexpr uint32_t kProtocolVersion = 1;
+constexpr uint32_t kProtocolVersion = 2;
 constexpr uint32_t kMaxLevels = 8;      // device priority levels per device
 constexpr uint32_t kRingEntries = 16;   // requests in flight per registration
 constexpr size_t kCacheLine = 64;
+// Registrations of a device with a bit in its doorbell page (hints): one
+// past them is looked at whenever a worker looks for work.
+constexpr uint32_t kHintSlots = 1024;
+constexpr uint32_t kNoHintSlot = UINT32_MAX;
+// The most a client that rewrites the doorbell page (its words, its hints)
+// can keep a worker from seeing another client's request.
+constexpr uint64_t kUntrustedPageBoundNs = 50000000;
 
 enum class MessageType : uint32_t { kRegister = 1, kUnregister = 2 };
 
@@ -90,6 +100,8 @@ struct alignas(kCacheLine) RegionHeader {
   // client reads it after publishing its request, so no wake-up is lost.
   uint32_t bucket;
   ServiceArea services[RTACCEL_MAX_SERVICES];
+  // This registration's bit in the doorbell page's hints (kNoHintSlot: none).
+  uint32_t hint_slot;
 };
 
 // Phases of an entry's state word; the upper bits count submissions so that a
@@ -123,8 +135,16 @@ struct alignas(kCacheLine) RegionProducer {
 struct alignas(kCacheLine) DoorbellWord {
   uint32_t seq;
 };
+struct alignas(kCacheLine) HintSummary {
+  uint64_t words;  // bit w: hints[w] may have a bit set
+};
 struct DoorbellPage {
   DoorbellWord bucket[kMaxLevels];
+  // Bit s of hints: the registration in slot s submitted since a worker last
+  // took the bit. A client sets its bit, then the summary's, after it
+  // publishes its request and before it rings the doorbell.
+  HintSummary summary;
+  uint64_t hints[kHintSlots / 64];
 };
 
 struct alignas(kCacheLine) SleepFlag {
@@ -154,7 +174,9 @@ static_assert(sizeof(ServiceArea) == 48 && sizeof(RegionHeader) == 448 && offset
 static_assert(offsetof(RequestEntry, state) == 0 && offsetof(RequestEntry, callback_id) == 8 &&
               offsetof(RequestEntry, status) == 36 && offsetof(RequestEntry, start_ns) == 48 &&
               offsetof(RequestEntry, end_ns) == 56);
-static_assert(sizeof(DoorbellPage) == 512 && sizeof(StatusPage) == 576 && offsetof(StatusPage, bucket) == 64);
+static_assert(sizeof(DoorbellPage) == 704 && offsetof(DoorbellPage, summary) == 512 &&
+              offsetof(DoorbellPage, hints) == 576 && sizeof(StatusPage) == 576 && offsetof(StatusPage, bucket) == 64);
+static_assert(offsetof(RegionHeader, hint_slot) == 424 && kHintSlots / 64 <= 64, "a summary bit per hint word");
 // The words both sides update atomically (with __atomic builtins) must be
 // lock-free: a lock inside an atomic would not be shared between processes.
 static_assert(__atomic_always_lock_free(sizeof(uint32_t), nullptr) &&

@@ -69,6 +69,8 @@ struct Region {
   bool faulted = false;
   uint64_t refused = 0;
   Region* next_dead = nullptr;
+  uint32_t slot = kNoHintSlot;  // its bit in the doorbell page's hints
+  bool candidate = false;       // in its bucket's candidates
 
   RegionHeader* header() const { return map.at<RegionHeader>(0); }
   RegionProducer* producer() const { return map.at<RegionProducer>(layout.producer_offset); }
@@ -115,6 +117,15 @@ struct Device {
   lock::PiMutex mu;
   std::vector<Region*> buckets[kMaxLevels] RTACCEL_GUARDED_BY(mu);
   Region* graveyard RTACCEL_GUARDED_BY(mu) = nullptr;  // dead regions whose last request finished
+  // The registrations of each hint slot (DoorbellPage::hints) and the slots
+  // free; per bucket, the registrations that may have requests not taken
+  // yet: those hinted since, those with more than one, one without a slot
+  // always, and every one at a full look (full_look_ns, at least every
+  // kUntrustedPageBoundNs). A worker looks at these, not the whole bucket.
+  std::vector<Region*> slots RTACCEL_GUARDED_BY(mu);
+  std::vector<uint32_t> free_slots RTACCEL_GUARDED_BY(mu);
+  std::vector<Region*> candidates[kMaxLevels] RTACCEL_GUARDED_BY(mu);
+  uint64_t full_look_ns[kMaxLevels] RTACCEL_GUARDED_BY(mu) = {};
   // Doorbell value each bucket's workers last scanned at: a higher bucket that
   // sees a lower one's doorbell move stops polling so the lower one can run.
   std::atomic<uint32_t> last_seen[kMaxLevels] = {};
@@ -132,6 +143,33 @@ struct Device {
   uint32_t* doorbell_word(uint32_t bucket) const { return &doorbell->bucket[bucket].seq; }
   uint32_t* sleeping_word(uint32_t bucket) const { return &status->bucket[bucket].sleeping; }
 };
+
+// Puts R among its bucket's candidates.
+void enlist(Device& d, Region* r) RTACCEL_REQUIRES(d.mu) {
+  if (r->candidate) return;
+  r->candidate = true;
+  d.candidates[r->bucket].push_back(r);
+}
+
+void delist(Device& d, Region* r) RTACCEL_REQUIRES(d.mu) {
+  if (!r->candidate) return;
+  auto& list = d.candidates[r->bucket];
+  list.erase(std::remove(list.begin(), list.end(), r), list.end());
+  r->candidate = false;
+}
+
+// Takes the doorbell page's hints and makes their registrations candidates.
+// Bits of a free slot, or of a registration in another bucket, cost a look
+// at most.
+void take_hints(Device& d) RTACCEL_REQUIRES(d.mu) {
+  uint64_t summary = __atomic_exchange_n(&d.doorbell->summary.words, 0, __ATOMIC_ACQUIRE);
+  for (; summary; summary &= summary - 1) {
+    const uint32_t w = uint32_t(__builtin_ctzll(summary));
+    if (w >= kHintSlots / 64) break;  // a client's scribble
+    for (uint64_t bits = __atomic_exchange_n(&d.doorbell->hints[w], 0, __ATOMIC_ACQUIRE); bits; bits &= bits - 1)
+      if (Region* r = d.slots[w * 64 + uint32_t(__builtin_ctzll(bits))]) enlist(d, r);
+  }
+}
 
 void ring(Device& d, uint32_t bucket) {
   __atomic_fetch_add(d.doorbell_word(bucket), 1, __ATOMIC_SEQ_CST);
@@ -401,6 +439,11 @@ Status ServerImpl::open_device(uint32_t index, int device) {
   if (d->mu.init() != 0) {
     return Status::error("cannot create a priority-inheritance mutex");
   }
+  {
+    lock::MutexLock guard(d->mu);
+    d->slots.assign(kHintSlots, nullptr);
+    for (uint32_t s = kHintSlots; s-- > 0;) d->free_slots.push_back(s);  // the lowest first
+  }
   if (options_.verbose) log("device %u: %s", index, d->backend->describe().c_str());
   devices_.push_back(std::move(d));
   return Status();
@@ -455,14 +498,22 @@ void ServerImpl::worker(Device& d, uint32_t bucket, std::latch* prepared) {
 // Picks the request to run next in `bucket`: the highest request priority,
 // then the earliest arrival (FIFO among equals). Requests are taken in ring
 // order within a region. Malformed entries are completed with an error here.
+// Only the bucket's candidates are looked at; one found with nothing to take
+// leaves them until its hint comes again.
 bool ServerImpl::take(Device& d, uint32_t bucket, Job* job) {
   lock::MutexLock guard(d.mu);
+  take_hints(d);
+  if (const uint64_t now = core::monotonic_ns(); now - d.full_look_ns[bucket] >= kUntrustedPageBoundNs) {
+    for (Region* r : d.buckets[bucket]) enlist(d, r);
+    d.full_look_ns[bucket] = now;
+  }
+  std::vector<Region*>& candidates = d.candidates[bucket];
   for (;;) {
     const uint64_t now = core::monotonic_ns();
     Region* best = nullptr;
-    for (Region* r : d.buckets[bucket]) {
-      if (r->faulted) continue;
-      const uint32_t head = __atomic_load_n(&r->producer()->head, __ATOMIC_ACQUIRE);
+    for (size_t i = 0; i < candidates.size();) {
+      Region* r = candidates[i];
+      const uint32_t head = r->faulted ? r->consumed : __atomic_load_n(&r->producer()->head, __ATOMIC_ACQUIRE);
       const uint32_t pending = head - r->consumed;
       if (pending > kRingEntries) {
         // Only a client that broke the protocol gets here; it alone suffers.
@@ -473,6 +524,13 @@ bool ServerImpl::take(Device& d, uint32_t bucket, Job* job) {
       }
       for (; r->discovered - r->consumed < pending; r->discovered++)
         r->arrival[r->discovered % kRingEntries] = now;
+      if (pending == 0 && r->slot != kNoHintSlot) {
+        r->candidate = false;
+        candidates[i] = candidates.back();
+        candidates.pop_back();
+        continue;
+      }
+      i++;
       if (pending == 0) continue;
       if (!best || r->priority > best->priority ||
           (r->priority == best->priority &&
@@ -569,7 +627,7 @@ void ServerImpl::idle(Device& d, uint32_t bucket, uint32_t seen) {
   if (__atomic_load_n(word, __ATOMIC_SEQ_CST) == seen && !stopping_.load()) {
     // The timeout only bounds how long a hostile client that rewrites the
     // doorbell page can make us miss a wake-up.
-    const timespec limit = core::deadline_in(50 * 1000 * 1000);
+    const timespec limit = core::deadline_in(kUntrustedPageBoundNs);
     futex_wait(word, seen, true, CLOCK_MONOTONIC, &limit);
   }
   __atomic_store_n(d.sleeping_word(bucket), 0, __ATOMIC_RELAXED);
@@ -843,6 +901,12 @@ Status ServerImpl::create_region(Connection* c, const rtaccel_registration_desc&
     region->priority = admitted.priority;
     region->bucket = 0;
     d.buckets[0].push_back(region);
+    if (!d.free_slots.empty()) {
+      region->slot = d.free_slots.back();
+      d.free_slots.pop_back();
+      d.slots[region->slot] = region;
+    }
+    h->hint_slot = region->slot;  // before the client maps the region
   }
   c->regions.push_back(region);
   by_callback_[region->callback] = region;
@@ -891,11 +955,13 @@ void ServerImpl::refresh_buckets(Device& d, Region* fresh) {
     if (same) {
       auto& list = d.buckets[fresh->bucket];
       list.erase(std::remove(list.begin(), list.end(), fresh), list.end());
+      delist(d, fresh);
       all.push_back(fresh);
     } else {
       for (uint32_t b = 0; b < d.levels; b++) {
         all.insert(all.end(), d.buckets[b].begin(), d.buckets[b].end());
         d.buckets[b].clear();
+        d.candidates[b].clear();
       }
     }
     for (Region* r : all) {
@@ -905,6 +971,10 @@ void ServerImpl::refresh_buckets(Device& d, Region* fresh) {
       r->priority = p.priority;
       r->bucket = std::min(p.bucket, d.levels - 1);
       d.buckets[r->bucket].push_back(r);
+      // A moved region may have requests its client hinted in the old
+      // bucket: every one is looked at in its new bucket once.
+      r->candidate = false;
+      enlist(d, r);
       __atomic_store_n(&r->header()->bucket, r->bucket, __ATOMIC_SEQ_CST);
       if (old != r->bucket) moved.emplace_back(old, r->bucket);
     }
@@ -923,6 +993,12 @@ void ServerImpl::unregister(Region* r) {
     lock::MutexLock guard(d.mu);
     auto& list = d.buckets[r->bucket];
     list.erase(std::remove(list.begin(), list.end(), r), list.end());
+    delist(d, r);
+    if (r->slot != kNoHintSlot) {
+      d.slots[r->slot] = nullptr;
+      d.free_slots.push_back(r->slot);
+      r->slot = kNoHintSlot;
+    }
     r->dead = true;  // queued requests are dropped; one running finishes
     free_now = r->inflight == 0;
   }

@@ -306,7 +306,8 @@ class RawClient {
   RequestEntry* entry(uint32_t i) { return region_.at<RequestEntry>(header()->entries_offset) + (i % kRingEntries); }
   uint32_t* head() { return region_.at<uint32_t>(header()->producer_offset); }
 
-  // Writes the next entry as given, publishes it and rings the doorbell.
+  // Writes the next entry as given, publishes it, sets its hint and rings
+  // the doorbell.
   uint32_t submit(const RequestEntry& fields) {
     const uint32_t index = *head();
     RequestEntry* e = entry(index);
@@ -315,12 +316,17 @@ class RawClient {
     copy.state = state;
     *e = copy;
     __atomic_store_n(head(), index + 1, __ATOMIC_SEQ_CST);
+    if (const uint32_t slot = header()->hint_slot; slot < kHintSlots) {
+      __atomic_fetch_or(&doorbell()->hints[slot / 64], uint64_t(1) << (slot % 64), __ATOMIC_RELEASE);
+      __atomic_fetch_or(&doorbell()->summary.words, uint64_t(1) << (slot / 64), __ATOMIC_RELEASE);
+    }
     ring();
     return index;
   }
+  DoorbellPage* doorbell() { return doorbell_.at<DoorbellPage>(0); }
   void ring() {
     const uint32_t b = header()->bucket;
-    auto* db = doorbell_.at<DoorbellPage>(0);
+    auto* db = doorbell();
     __atomic_fetch_add(&db->bucket[b].seq, 1, __ATOMIC_SEQ_CST);
     futex_wake(&db->bucket[b].seq, INT_MAX, true);
   }
@@ -710,6 +716,82 @@ TEST(Server, RegionsFollowTheAdmittedChainsBetweenBuckets) {
   rtaccel_client_unregister(second);
   settled(busy_chain("low", 1));
   EXPECT_EQ(bucket(low), 3u) << "the lower region stayed where the higher chain had put it";
+}
+
+// A client may write the doorbell page as it likes. Taking the others'
+// hints away delays their requests, by at most kUntrustedPageBoundNs: the
+// workers look at every registration that often. Here the hint is wiped
+// while the server stands still, so that only that look can find the
+// request.
+TEST(Server, ARequestWhoseHintAClientWipedIsServedWithinTheBound) {
+  ServerProcess server(cpu_args({"--poll-us", "0"}));
+  ASSERT_TRUE(server.ready());
+  Client victim(server);
+  rtaccel_registration* r = victim.reg(busy_chain("victim", 10));
+  ASSERT_TRUE(r);
+  RawClient hostile(server.socket());
+  RegisterReply reply;
+  ASSERT_EQ(hostile.register_desc(busy_chain("hostile", 5), &reply), 0) << reply.message;
+  const int s = rtaccel_service_index(r, "busy");
+  static_cast<rtaccel_busy_request*>(rtaccel_request_buffer(r, s, nullptr))->ns = 100000;
+  for (int round = 0; round < 3; round++) {
+    ASSERT_EQ(kill(server.pid(), SIGSTOP), 0);
+    const uint64_t asked = core::monotonic_ns();
+    while (server.state() != 'T' && core::monotonic_ns() - asked < 10 * kSecond) usleep(1000);
+    ASSERT_EQ(server.state(), 'T');
+    rtaccel_ticket t{};
+    ASSERT_EQ(rtaccel_submit(r, s, sizeof(rtaccel_busy_request), &t), 0);
+    DoorbellPage* db = hostile.doorbell();
+    ASSERT_NE(__atomic_load_n(&db->summary.words, __ATOMIC_SEQ_CST), 0u) << "the client set no hint";
+    __atomic_store_n(&db->summary.words, 0, __ATOMIC_SEQ_CST);
+    for (uint64_t& w : db->hints) __atomic_store_n(&w, 0, __ATOMIC_SEQ_CST);
+    const uint64_t resumed = core::monotonic_ns();
+    ASSERT_EQ(kill(server.pid(), SIGCONT), 0);
+    ASSERT_EQ(rtaccel_wait(r, &t, 5 * kSecond, nullptr), 0) << "round " << round << ": the request was lost";
+    // The bound, and room for this machine's stalls; a lost request would
+    // have waited for the 5 s.
+    EXPECT_LT(core::monotonic_ns() - resumed, kUntrustedPageBoundNs + 950 * kMs) << round;
+  }
+}
+
+// The registrations past a device's hint slots have none, and are looked
+// at whenever a worker looks for work: their requests wait for no look at
+// every registration.
+TEST(Server, RegistrationsPastTheHintSlotsAreServedAtOnce) {
+  ServerProcess server(cpu_args({"--poll-us", "0"}));
+  ASSERT_TRUE(server.ready());
+  Client holder(server);
+  constexpr uint32_t kPerChain = RTACCEL_MAX_CALLBACKS;
+  for (uint32_t i = 0; i < kHintSlots; i++) {
+    const std::string chain = "slots-" + std::to_string(i / kPerChain);
+    rtaccel_registration_desc d = one_callback(chain, 1, 100 * kSecond, CallbackSpec{.name = chain}, 64, 64,
+                                               /*critical=*/false);
+    d.chain.ncallbacks = kPerChain;
+    for (uint32_t k = 0; k < kPerChain; k++)
+      test::set_callback(&d.chain.callbacks[k], CallbackSpec{.name = chain + "-" + std::to_string(k),
+                                                             .executor = "slots-ex", .cpu_ns = 1000, .wcet_ns = 1000});
+    d.callback = i % kPerChain;
+    ASSERT_TRUE(holder.reg(d)) << i;
+  }
+  RawClient past(server.socket());
+  RegisterReply reply;
+  ASSERT_EQ(past.register_desc(busy_chain("past", 2), &reply), 0) << reply.message;
+  EXPECT_EQ(past.header()->hint_slot, kNoHintSlot);
+  Client client(server);
+  rtaccel_registration* r = client.reg(busy_chain("past-too", 3));
+  ASSERT_TRUE(r);
+  const int s = rtaccel_service_index(r, "busy");
+  static_cast<rtaccel_busy_request*>(rtaccel_request_buffer(r, s, nullptr))->ns = 10000;
+  // A hundred calls, the worker asleep before each: some 20 ms in all here.
+  // Found only by the looks at every registration, they would take about
+  // half the bound each, some 2.5 s.
+  const uint64_t start = core::monotonic_ns();
+  for (int i = 0; i < 100; i++) {
+    usleep(500);
+    size_t len = 0;
+    ASSERT_EQ(rtaccel_call(r, s, sizeof(rtaccel_busy_request), 5 * kSecond, &len), 0) << i;
+  }
+  EXPECT_LT(core::monotonic_ns() - start, 1250 * kMs);
 }
 
 TEST(Server, RefusesForgedRequestsAndKeepsServingOthers) {

@@ -70,6 +70,19 @@ def test_request_overhead_table_and_bad_arguments():
     assert r.returncode == 2 and "0..1000000" in r.stderr
 
 
+def test_request_overhead_beside_idle_registrations():
+    r = rtaccel("bench", "request-overhead", "--idle", "300", "--requests", "300", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["idle"] == 300 and out["requests"] == 300 and 0 < out["p50_us"] <= out["p99_us"]
+    r = rtaccel("bench", "request-overhead", "--idle", "20", "--requests", "100")
+    assert r.returncode == 0 and "beside 20 idle registrations" in r.stdout, r.stdout + r.stderr
+    for bad, message in ((["--idle", "4097"], "0..4096"), (["--idle", "x"], "not a whole number"),
+                         (["--idle", "5", "--clients", "4"], "--idle goes with one local client")):
+        r = rtaccel("bench", "request-overhead", *bad)
+        assert r.returncode == 2 and message in r.stderr, (bad, r.stderr)
+
+
 def test_requests_apart_pay_the_wake_ups_that_requests_back_to_back_do_not():
     back = json.loads(rtaccel("bench", "request-overhead", "--requests", "200", "--json").stdout)
     r = rtaccel("bench", "request-overhead", "--requests", "100", "--gap-us", "5000", "--json")

@@ -40,10 +40,14 @@ def _bench(args, what: str, extra: list, formatter) -> int:
 
 
 def cmd_bench_request_overhead(args) -> int:
+    if args.idle and (args.clients or args.buckets or args.remote):
+        print("rtaccel bench: --idle goes with one local client (no --clients, --buckets or --remote)",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
     if args.clients or args.buckets:
         return _request_overhead_at_scale(args)
     extra = ["--wait", args.wait, "--requests", str(args.requests), "--kernel-us", str(args.kernel_us),
-             "--gap-us", str(args.gap_us)]
+             "--gap-us", str(args.gap_us), "--idle", str(args.idle)]
     if not args.remote:
         if args.dds:
             print("rtaccel bench: --dds goes with --remote", file=sys.stderr)
@@ -471,6 +475,10 @@ def register(sub) -> None:
     b.add_argument("--gap-us", type=_gap_us, default=0, metavar="US",
                    help="sleep between a request's end and the next, as periodic work does: the server's "
                         "worker stops polling and the cores may go idle (0: back to back)")
+    b.add_argument("--idle", default=0, metavar="N",
+                   type=common.whole_number(0, 4096, "idle registrations are 0..4096", " of registrations"),
+                   help="N registrations of another client beside the measured one, in its bucket, that "
+                        "submit nothing: what a device serving many callbacks has to look past (0)")
     b.add_argument("--no-fifo", action="store_true",
                    help="run server workers and client at SCHED_OTHER (no privilege needed)")
     b.add_argument("--remote", action="store_true",
