@@ -119,9 +119,10 @@ struct Device {
   Region* graveyard RTACCEL_GUARDED_BY(mu) = nullptr;  // dead regions whose last request finished
   // The registrations of each hint slot (DoorbellPage::hints) and the slots
   // free; per bucket, the registrations that may have requests not taken
-  // yet: those hinted since, those with more than one, one without a slot
-  // always, and every one at a full look (full_look_ns, at least every
-  // kUntrustedPageBoundNs). A worker looks at these, not the whole bucket.
+  // yet: those hinted since a worker looked, those that held requests still
+  // when it did, any without a slot, and all at a full look (full_look_ns,
+  // at least every kUntrustedPageBoundNs). A worker looks at these, not at
+  // the whole bucket.
   std::vector<Region*> slots RTACCEL_GUARDED_BY(mu);
   std::vector<uint32_t> free_slots RTACCEL_GUARDED_BY(mu);
   std::vector<Region*> candidates[kMaxLevels] RTACCEL_GUARDED_BY(mu);
