@@ -113,6 +113,7 @@ struct Subchain {
   std::vector<size_t> callbacks;
   std::vector<size_t> entries;
   std::vector<Hold> holds;  // per callback
+  HpCharges own_hps;        // the entries that may delay its own segments (Lemma 3's set)
   bool all_owned = false;   // every callback fires only for the chain (owned_)
   bool after_a_wait = false;  // the chain waits at a fusion before it
   uint64_t cpu_ns = 0;  // E of the sub-chain
@@ -478,6 +479,8 @@ class Analysis {
         s.spins = s.spins || spin;
         s.spin_ns = add(s.spin_ns, spin ? add(e.lemma2, epsilon_) : epsilon_);
       }
+      s.own_hps = charges({});
+      for (size_t i : s.entries) s.own_hps = charges(s.own_hps, entries_[i].hps);
       for (size_t cb : s.callbacks) {
         Hold h;
         h.cpu_ns = workload_.callbacks[cb].cpu_ns;
@@ -575,14 +578,13 @@ class Analysis {
     // Own segments: Lemma 2 summed, and Lemma 3's constant part and HP set.
     uint64_t lemma2_sum = 0;
     uint64_t lemma3_base = 0;
-    HpCharges lemma3_hps = charges({});
+    const HpCharges& lemma3_hps = s.own_hps;
     for (size_t i : s.entries) {
       const Entry& e = entries_[i];
       lemma2_sum = add(lemma2_sum, lemma2(e, max_period_));
       lemma3_base = add(lemma3_base, add(e.a_star, e.max_lp_same_bucket));
-      lemma3_hps = charges(lemma3_hps, e.hps);
-      depend_on_hps(c, e.hps);
     }
+    depend_on_hps(c, lemma3_hps);
     const uint64_t overhead = mul(s.entries.size(), epsilon_);  // delta_c * epsilon, Eq. (1)
     // Once, not at every step of the recurrence below.
     for (Blocker& b : blockers) {
