@@ -1013,6 +1013,14 @@ void ServerImpl::unregister(Region* r) {
 
 void ServerImpl::destroy(Device& d, Region* r) {
   d.backend->detach(r->device_handle);
+  // The client may keep its mapping of the region, and the descriptor, past
+  // the registration; the pages would then outlive it, locked and no longer
+  // counted against the region limit, and a client that registered and
+  // unregistered in a loop would hold memory without bound. Punching them
+  // out of the file frees them whoever maps it: what the client touches
+  // afterwards is new memory of its own, charged to it.
+  if (fallocate(r->memfd.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, off_t(r->layout.size)) < 0)
+    log("freeing the region of callback %s: %s", r->callback.c_str(), strerror(errno));
   region_bytes_ -= r->layout.size;
   delete r;
 }

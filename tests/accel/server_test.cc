@@ -252,6 +252,12 @@ bool wait_started(rtaccel_registration* r, const rtaccel_ticket& t) {
   return false;
 }
 
+// The bytes a file holds (its blocks, not its size).
+uint64_t bytes_in(int fd) {
+  struct stat st{};
+  return fstat(fd, &st) == 0 ? uint64_t(st.st_blocks) * 512 : UINT64_MAX;
+}
+
 // --- a client that speaks the protocol by hand ----------------------------------
 
 class RawClient {
@@ -290,6 +296,7 @@ class RawClient {
       // The status page is sealed: a client cannot map it writable.
       status_writable_ = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, status.get(), 0) != MAP_FAILED;
       shrinkable_ = ftruncate(region.get(), 4096) == 0;
+      region_fd_ = std::move(region);
     }
     return reply->status;
   }
@@ -341,9 +348,12 @@ class RawClient {
   }
   bool status_writable() const { return status_writable_; }
   bool shrinkable() const { return shrinkable_; }
+  int region_fd() const { return region_fd_.get(); }  // the last registration's
+  uint64_t callback_id() { return header()->callback_id; }
 
  private:
   core::UniqueFd fd_;
+  core::UniqueFd region_fd_;  // kept as a client may keep it
   bool connected_ = false;
   core::Mapping region_, doorbell_, status_;
   bool status_writable_ = false;
@@ -1337,6 +1347,41 @@ TEST(Server, RegistrationsPastItsRegionMemoryAreRefusedWithWhy) {
   // The server frees the region as it reads the unregistration; the
   // registration after it, on the same connection, is read after it.
   EXPECT_NE(second = client.reg(big_chain("second", 100)), nullptr);
+}
+
+// A client may keep its region's mapping and descriptor after it
+// unregisters, as a hostile or careless one would. The pages were the
+// server's, locked, and no longer counted against the region limit once the
+// registration went: a client that registered, kept the mapping and
+// unregistered, round after round, held memory without bound, past the
+// limit. The server frees a region's pages as it lets the region go.
+TEST(Server, ARegionsMemoryGoesWithItsRegistrationThoughTheClientKeepsIt) {
+  ServerProcess server(cpu_args({"--region-memory", "160M"}));
+  ASSERT_TRUE(server.ready());
+  RawClient raw(server.socket());
+  ASSERT_TRUE(raw.connected());
+  constexpr uint64_t kMiB = 1 << 20;
+  std::vector<core::UniqueFd> kept;
+  for (int round = 0; round <= 4; round++) {  // 400 MiB in all, a limit of 160
+    // A registration on the connection is read after the unregistration
+    // before it: once it is answered, the last region has gone.
+    RegisterReply reply{};
+    ASSERT_EQ(raw.register_desc(big_chain("kept-" + std::to_string(round), round < 4 ? 100 : 1), &reply), 0)
+        << "round " << round << ": " << reply.message;
+    if (round > 0) {
+      EXPECT_EQ(bytes_in(kept.back().get()), 0u) << "round " << round - 1 << ": the unregistered region still holds "
+                                                 << bytes_in(kept.back().get()) / kMiB << " MiB";
+    }
+    if (round == 4) break;
+    kept.emplace_back(dup(raw.region_fd()));
+    // The request buffer is the client's to write: written, its 50 MiB are
+    // in the file whether or not the server locked the region in.
+    const ServiceArea& area = raw.header()->services[0];
+    memset(reinterpret_cast<char*>(raw.header()) + area.request_offset, 0x5a, area.request_max);
+    ASSERT_GE(bytes_in(kept.back().get()), 50 * kMiB) << "round " << round;
+    UnregisterRequest u{kMagic, kProtocolVersion, uint32_t(MessageType::kUnregister), 0, raw.callback_id()};
+    ASSERT_EQ(raw.send_bytes(&u, sizeof(u)), int(sizeof(u)));
+  }
 }
 
 // Registration I: callback I % 8 of critical chain I / 8 (a priority of its
