@@ -394,10 +394,8 @@ int rtaccel_submit(rtaccel_registration* reg, int service, size_t request_len,
   auto* doorbell = reg->doorbell.at<DoorbellPage>(0);
   // Which registration to look at (DoorbellPage::hints): a worker that takes
   // the bits acquires what was published before them.
-  if (reg->hint_slot != kNoHintSlot) {
+  if (reg->hint_slot != kNoHintSlot)
     __atomic_fetch_or(&doorbell->hints[reg->hint_slot / 64], uint64_t(1) << (reg->hint_slot % 64), __ATOMIC_RELEASE);
-    __atomic_fetch_or(&doorbell->summary.words, uint64_t(1) << (reg->hint_slot / 64), __ATOMIC_RELEASE);
-  }
   // Read after publishing: see the comment on RegionHeader::bucket.
   const uint32_t bucket = __atomic_load_n(&reg->header->bucket, __ATOMIC_SEQ_CST) % kMaxLevels;
   auto* status = reg->status.at<const StatusPage>(0);

@@ -34,7 +34,7 @@
 namespace rtaccel::accel {
 
 constexpr uint32_t kMagic = 0x52544143;  // "RTAC"
-constexpr uint32_t kProtocolVersion = 2;
+constexpr uint32_t kProtocolVersion = 3;
 constexpr uint32_t kMaxLevels = 8;      // device priority levels per device
 constexpr uint32_t kRingEntries = 16;   // requests in flight per registration
 constexpr size_t kCacheLine = 64;
@@ -135,16 +135,12 @@ struct alignas(kCacheLine) RegionProducer {
 struct alignas(kCacheLine) DoorbellWord {
   uint32_t seq;
 };
-struct alignas(kCacheLine) HintSummary {
-  uint64_t words;  // bit w: hints[w] may have a bit set
-};
 struct DoorbellPage {
   DoorbellWord bucket[kMaxLevels];
-  // Bit s of hints: the registration in slot s submitted since a worker last
-  // took the bit. A client sets its bit, then the summary's, after it
-  // publishes its request and before it rings the doorbell.
-  HintSummary summary;
-  uint64_t hints[kHintSlots / 64];
+  // Bit s: the registration in slot s submitted since a worker last took
+  // the bit. A client sets its bit after it publishes its request and before
+  // it rings the doorbell.
+  alignas(kCacheLine) uint64_t hints[kHintSlots / 64];
 };
 
 struct alignas(kCacheLine) SleepFlag {
@@ -174,9 +170,8 @@ static_assert(sizeof(ServiceArea) == 48 && sizeof(RegionHeader) == 448 && offset
 static_assert(offsetof(RequestEntry, state) == 0 && offsetof(RequestEntry, callback_id) == 8 &&
               offsetof(RequestEntry, status) == 36 && offsetof(RequestEntry, start_ns) == 48 &&
               offsetof(RequestEntry, end_ns) == 56);
-static_assert(sizeof(DoorbellPage) == 704 && offsetof(DoorbellPage, summary) == 512 &&
-              offsetof(DoorbellPage, hints) == 576 && sizeof(StatusPage) == 576 && offsetof(StatusPage, bucket) == 64);
-static_assert(offsetof(RegionHeader, hint_slot) == 424 && kHintSlots / 64 <= 64, "a summary bit per hint word");
+static_assert(sizeof(DoorbellPage) == 640 && offsetof(DoorbellPage, hints) == 512 && sizeof(StatusPage) == 576 && offsetof(StatusPage, bucket) == 64);
+static_assert(offsetof(RegionHeader, hint_slot) == 424);
 // The words both sides update atomically (with __atomic builtins) must be
 // lock-free: a lock inside an atomic would not be shared between processes.
 static_assert(__atomic_always_lock_free(sizeof(uint32_t), nullptr) &&
