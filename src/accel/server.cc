@@ -235,7 +235,7 @@ class ServerImpl final : public Server {
   void unregister(Region* r);
   // Frees a region no request uses any more.
   void destroy(Device& d, Region* r);
-  Status fits_in_memory(const rtaccel_registration_desc& desc) const;
+  Status fits_in_memory(const rtaccel_registration_desc& desc);
   void drop(Connection* c, const char* why);
   void note_refusal(int err);
   void settle(Connection* c);
@@ -259,6 +259,7 @@ class ServerImpl final : public Server {
   std::map<std::string, Region*> by_callback_;
   uint64_t region_limit_ = 0;  // what the regions may hold together
   uint64_t region_bytes_ = 0;  // what they hold
+  uint64_t unweighed_bytes_ = 0;  // registered since the memory left was last read
   uint64_t next_id_ = 1;
   std::atomic<bool> stopping_{false};
   bool shut_down_ = false;
@@ -1032,14 +1033,27 @@ void ServerImpl::destroy(Device& d, Region* r) {
 // memory, the client maps it): a registration the memory cannot hold would
 // have the kernel kill a process, the server first, as the one holding the
 // most. It is refused before it is admitted, its size and the limit said.
-Status ServerImpl::fits_in_memory(const rtaccel_registration_desc& desc) const {
+Status ServerImpl::fits_in_memory(const rtaccel_registration_desc& desc) {
   Layout layout;
   if (Status st = compute_layout(desc, &layout); !st) return st;
-  if (region_bytes_ + layout.size <= region_limit_) return Status();
   const auto mib = [](uint64_t bytes) { return std::to_string((bytes + (1 << 19)) >> 20) + " MiB"; };
-  return Status::error("its region of " + mib(layout.size) + " would bring the registrations' memory to " +
-                           mib(region_bytes_ + layout.size) + ", above the server's limit of " +
-                           mib(region_limit_) + " (--region-memory); smaller buffers, or fewer registrations",
+  if (region_bytes_ + layout.size > region_limit_)
+    return Status::error("its region of " + mib(layout.size) + " would bring the registrations' memory to " +
+                             mib(region_bytes_ + layout.size) + ", above the server's limit of " +
+                             mib(region_limit_) + " (--region-memory); smaller buffers, or fewer registrations",
+                         ENOMEM);
+  // The limit was weighed against the memory there was as the server
+  // started; the machine's other processes, or the container's, may have
+  // taken much of it since. What is left is read again (some 0.2 ms) once
+  // the regions registered since the last reading come to a 64th of the
+  // limit, and a region may take half of it at most.
+  unweighed_bytes_ += layout.size;
+  if (unweighed_bytes_ < region_limit_ / 64) return Status();
+  unweighed_bytes_ = 0;
+  const uint64_t left = rtaccel_memory_available();
+  if (!left || layout.size <= left / 2) return Status();
+  return Status::error("its region of " + mib(layout.size) + " would take more than half of the " + mib(left) +
+                           " that the machine and the server's memory cgroup have left",
                        ENOMEM);
 }
 

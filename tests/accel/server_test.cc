@@ -1460,9 +1460,18 @@ class MemoryCgroup {
       return;
     }
     path_ = path;
-    const int err = rtaccel_cgroup_write(path.c_str(), v2.empty() ? "memory.limit_in_bytes" : "memory.max",
-                                         std::to_string(limit).c_str());
-    if (err) why_ = path + ": memory limit: " + strerror(-err);
+    v2_ = !v2.empty();
+    if (int err = set_limit(limit)) why_ = path + ": memory limit: " + strerror(-err);
+  }
+  int set_limit(uint64_t limit) const {
+    return rtaccel_cgroup_write(path_.c_str(), v2_ ? "memory.max" : "memory.limit_in_bytes",
+                                std::to_string(limit).c_str());
+  }
+  // What its processes use now, file cache and all.
+  uint64_t current() const {
+    uint64_t used = 0;
+    std::ifstream(path_ + (v2_ ? "/memory.current" : "/memory.usage_in_bytes")) >> used;
+    return used;
   }
   ~MemoryCgroup() {
     if (!path_.empty()) rmdir(path_.c_str());
@@ -1479,6 +1488,7 @@ class MemoryCgroup {
  private:
   std::string path_;
   std::string why_;
+  bool v2_ = false;
 };
 
 // In a container (a memory cgroup with a limit) the server's regions come
@@ -1510,6 +1520,33 @@ TEST(Server, InAMemoryCgroupItsRegionsStayWithinTheLimitAndItLives) {
     std::string small_why;
     EXPECT_EQ(register_elsewhere(server, "small", &small_why), 0) << small_why;
     // Gone before its cgroup is removed.
+    server.stop();
+  }
+}
+
+// The limit is weighed against what memory there is as the server starts.
+// Where the container's memory shrinks after that (here its limit is
+// lowered to what it uses and 40 MiB more), a registration within the limit
+// had the kernel kill the server as it locked the region in. The server
+// reads what is left again and refuses what would take more than half.
+TEST(Server, ARegistrationTheMemoryLeftCannotHoldIsRefusedThoughWithinTheLimit) {
+  if (geteuid() != 0) SKIP_WITHOUT("root", "a memory cgroup is made for the server");
+  MemoryCgroup cgroup(uint64_t{400} << 20);
+  if (!cgroup.why_not().empty()) SKIP_WITHOUT("memcg", cgroup.why_not());
+  {
+    ServerProcess server(cpu_args(), /*keep_log=*/true, cgroup.wrapper());
+    ASSERT_TRUE(server.ready()) << server.log();
+    Client client(server);
+    char why[256] = "";
+    rtaccel_registration* first = nullptr;
+    ASSERT_EQ(register_desc(client.c, big_chain("first", 50), &first, why, sizeof(why)), 0) << why;
+    ASSERT_EQ(cgroup.set_limit(cgroup.current() + (uint64_t{40} << 20)), 0);
+    rtaccel_registration* second = nullptr;
+    EXPECT_EQ(register_desc(client.c, big_chain("second", 50), &second, why, sizeof(why)), -ENOMEM) << why;
+    EXPECT_NE(strstr(why, "would take more than half of the"), nullptr) << why;
+    EXPECT_TRUE(server.alive()) << "the server died: " << server.log();
+    std::string small_why;
+    EXPECT_EQ(register_elsewhere(server, "small", &small_why), 0) << small_why;
     server.stop();
   }
 }
