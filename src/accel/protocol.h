@@ -170,7 +170,8 @@ static_assert(sizeof(ServiceArea) == 48 && sizeof(RegionHeader) == 448 && offset
 static_assert(offsetof(RequestEntry, state) == 0 && offsetof(RequestEntry, callback_id) == 8 &&
               offsetof(RequestEntry, status) == 36 && offsetof(RequestEntry, start_ns) == 48 &&
               offsetof(RequestEntry, end_ns) == 56);
-static_assert(sizeof(DoorbellPage) == 640 && offsetof(DoorbellPage, hints) == 512 && sizeof(StatusPage) == 576 && offsetof(StatusPage, bucket) == 64);
+static_assert(sizeof(DoorbellPage) == 640 && offsetof(DoorbellPage, hints) == 512 && sizeof(StatusPage) == 576 &&
+              offsetof(StatusPage, bucket) == 64);
 static_assert(offsetof(RegionHeader, hint_slot) == 424);
 // The words both sides update atomically (with __atomic builtins) must be
 // lock-free: a lock inside an atomic would not be shared between processes.
