@@ -38,7 +38,8 @@
  *   matmul     {uint32_t n, pad; float a[n*n], b[n*n]}         -> float c[n*n] (row-major)
  *   reduction  {uint32_t n, pad; float x[n]}                   -> double sum
  *   histogram  {uint32_t n, bins; float lo, hi; float x[n]}    -> uint32_t count[bins]
- * (the structs below spell the headers). Values outside [lo, hi) are not counted.
+ * (the structs below spell the headers). The histogram's lo and hi are finite,
+ * lo < hi; values outside [lo, hi), NaN among them, are not counted.
  */
 #ifndef RTACCEL_ACCEL_H
 #define RTACCEL_ACCEL_H

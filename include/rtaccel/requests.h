@@ -13,6 +13,7 @@
 #define RTACCEL_REQUESTS_H
 
 #include <errno.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -51,7 +52,7 @@ struct rtaccel_request_view {
 	int service;         /* enum rtaccel_builtin */
 	uint64_t n;          /* busy: ns; matmul: matrix side; else elements */
 	uint32_t bins;       /* histogram */
-	float lo, hi;        /* histogram: the binned range [lo, hi) */
+	float lo, hi;        /* histogram: the binned range [lo, hi), finite */
 	const float *a, *b;  /* inputs: a for all but busy, b for vecadd and matmul */
 	size_t input_bytes;  /* bytes of float inputs after the header */
 	size_t response_len; /* bytes the result takes */
@@ -106,8 +107,16 @@ static inline int rtaccel_request_sizes(int service, uint64_t n, uint32_t bins, 
 	}
 }
 
+/* A histogram's range: lo below hi, both finite. An infinite end would make
+ * the bin of every finite value undefined (its width infinite). */
+static inline int rtaccel_histogram_range_valid(float lo, float hi)
+{
+	return lo < hi && isfinite(lo) && isfinite(hi);
+}
+
 /* Checks a request of the service against its buffers: 0 with *out filled,
- * or -EINVAL (too short, past the limits, inputs or result not fitting). */
+ * or -EINVAL (too short, past the limits, inputs or result not fitting, a
+ * histogram's range not valid). */
 static inline int rtaccel_request_decode(int service, const void *request, size_t request_len,
 					 size_t response_cap, struct rtaccel_request_view *out)
 {
@@ -123,7 +132,7 @@ static inline int rtaccel_request_decode(int service, const void *request, size_
 	} else if (service == RTACCEL_HISTOGRAM) {
 		struct rtaccel_histogram_request r;
 		memcpy(&r, request, sizeof(r));
-		if (!(r.lo < r.hi))
+		if (!rtaccel_histogram_range_valid(r.lo, r.hi))
 			return -EINVAL;
 		out->n = r.n, out->bins = r.bins, out->lo = r.lo, out->hi = r.hi;
 	} else {
@@ -156,7 +165,7 @@ static inline long rtaccel_request_encode(int service, uint64_t n, uint32_t bins
 	const size_t header = rtaccel_request_header_size(service);
 	if (header == 0 || rtaccel_request_sizes(service, n, bins, &inputs, &response) < 0)
 		return -EINVAL;
-	if (service == RTACCEL_HISTOGRAM && !(lo < hi))
+	if (service == RTACCEL_HISTOGRAM && !rtaccel_histogram_range_valid(lo, hi))
 		return -EINVAL;
 	const uint64_t len = header + inputs * sizeof(float);
 	if (len > cap || !buf)

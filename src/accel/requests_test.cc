@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <limits>
 #include <vector>
 
 namespace {
@@ -63,10 +64,23 @@ TEST(Requests, WhatDoesNotFitItsBuffersIsRefused) {
   EXPECT_EQ(rtaccel_request_decode(RTACCEL_MATMUL, &big_matrix, sizeof(big_matrix), SIZE_MAX, &v), -EINVAL);
   const rtaccel_busy_request hours{RTACCEL_BUSY_MAX_NS + 1};
   EXPECT_EQ(rtaccel_request_decode(RTACCEL_BUSY, &hours, sizeof(hours), 0, &v), -EINVAL);
-  // A histogram without bins or with an empty range.
-  for (const rtaccel_histogram_request h : {rtaccel_histogram_request{0, 0, 0.0f, 1.0f},
-                                            rtaccel_histogram_request{0, 8, 1.0f, 1.0f}})
-    EXPECT_EQ(rtaccel_request_decode(RTACCEL_HISTOGRAM, &h, sizeof(h), 4096, &v), -EINVAL);
+  // A histogram without bins, with an empty range, or with an end that is
+  // not finite (the width of its bins would be infinite): refused by the
+  // decoder and by the encoder alike.
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (const rtaccel_histogram_request h :
+       {rtaccel_histogram_request{0, 0, 0.0f, 1.0f}, rtaccel_histogram_request{0, 8, 1.0f, 1.0f},
+        rtaccel_histogram_request{0, 8, -inf, 1.0f}, rtaccel_histogram_request{0, 8, 0.0f, inf},
+        rtaccel_histogram_request{0, 8, -inf, inf}, rtaccel_histogram_request{0, 8, nan, 1.0f},
+        rtaccel_histogram_request{0, 8, 0.0f, nan}}) {
+    EXPECT_EQ(rtaccel_request_decode(RTACCEL_HISTOGRAM, &h, sizeof(h), 4096, &v), -EINVAL) << h.lo << " " << h.hi;
+    unsigned char header[sizeof(h)];
+    EXPECT_EQ(rtaccel_request_encode(RTACCEL_HISTOGRAM, 0, h.bins, h.lo, h.hi, header, sizeof(header)), -EINVAL);
+  }
+  // The widest finite range is one.
+  const float max = std::numeric_limits<float>::max();
+  const rtaccel_histogram_request widest{0, 8, -max, max};
+  EXPECT_EQ(rtaccel_request_decode(RTACCEL_HISTOGRAM, &widest, sizeof(widest), 4096, &v), 0);
   // An unknown service, and encoding into too small a buffer.
   EXPECT_EQ(rtaccel_request_decode(RTACCEL_BUILTINS, bytes.data(), bytes.size(), 400, &v), -EINVAL);
   unsigned char small[8];
