@@ -33,6 +33,14 @@ namespace {
 // Every kernel addresses one buffer, `mem`, by element offsets: request and
 // response lie in the same client region.
 const char* kSource = R"CLC(
+/* wide: the reduction's and the histogram's arithmetic, double as on the
+ * other backends where the device has it. */
+#ifdef RTACCEL_FP64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+typedef double wide;
+#else
+typedef float wide;
+#endif
 __kernel void busy(ulong iterations, __global uint *sink) {
   uint x = (uint)get_global_id(0) + 1u;
   for (ulong i = 0; i < iterations; i++) x = x * 1664525u + 1013904223u;
@@ -48,18 +56,20 @@ __kernel void matmul(__global float *mem, uint a, uint b, uint c, uint n) {
   for (uint k = 0; k < n; k++) acc += mem[a + row * n + k] * mem[b + k * n + col];
   mem[c + row * n + col] = acc;
 }
-__kernel void reduction(__global const float *mem, uint x, uint n, __global float *partial) {
+__kernel void reduction(__global const float *mem, uint x, uint n, __global wide *partial) {
   size_t g = get_global_id(0), stride = get_global_size(0);
-  float sum = 0.0f;
+  wide sum = 0;
   for (size_t i = g; i < n; i += stride) sum += mem[x + i];
   partial[g] = sum;
 }
-__kernel void histogram(__global float *mem, uint x, uint n, float lo, float hi, uint bins, uint c) {
+/* scale: bins / (hi - lo), from the host in double. x - lo, in float, would
+ * overflow over a range wider than half of float's. */
+__kernel void histogram(__global float *mem, uint x, uint n, float lo, float hi, wide scale, uint bins, uint c) {
   size_t i = get_global_id(0);
   float v = mem[x + i];
   if (!(v >= lo && v < hi)) return;
-  uint bin = (uint)((v - lo) * ((float)bins / (hi - lo)));
-  if (bin >= bins) bin = bins - 1;
+  wide at = ((wide)v - (wide)lo) * scale;
+  uint bin = at < (wide)bins ? (uint)at : bins - 1; /* rounding at the upper edge */
   atomic_inc((__global uint *)mem + c + bin);
 }
 __kernel void zero(__global uint *mem, uint c) { mem[c + get_global_id(0)] = 0u; }
@@ -102,6 +112,15 @@ std::string device_name(cl_device_id d) {
   return name;
 }
 
+// Double arithmetic is optional in OpenCL 1.2 (cl_khr_fp64): a device
+// without it sums and bins in float, which its description says.
+bool has_fp64(cl_device_id d) {
+  cl_device_fp_config fp64 = 0;
+  return clGetDeviceInfo(d, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof(fp64), &fp64, nullptr) == CL_SUCCESS && fp64 != 0;
+}
+
+constexpr char kNoFp64[] = " (no double precision: reduction and histogram compute in float)";
+
 class OpenClBackend final : public Backend {
  public:
   ~OpenClBackend() override {
@@ -125,6 +144,7 @@ class OpenClBackend final : public Backend {
     }
     device_ = devices[size_t(options.device)];
     name_ = device_name(device_);
+    fp64_ = has_fp64(device_);
     cl_int err;
     context_ = clCreateContext(nullptr, 1, &device_, nullptr, nullptr, &err);
     if (!context_) return fail("clCreateContext", err);
@@ -132,7 +152,8 @@ class OpenClBackend final : public Backend {
     if (!queue_) return fail("clCreateCommandQueue", err);
     program_ = clCreateProgramWithSource(context_, 1, &kSource, nullptr, &err);
     if (!program_) return fail("clCreateProgramWithSource", err);
-    if ((err = clBuildProgram(program_, 1, &device_, "-cl-std=CL1.2", nullptr, nullptr)) != CL_SUCCESS) {
+    const char* build_options = fp64_ ? "-cl-std=CL1.2 -DRTACCEL_FP64=1" : "-cl-std=CL1.2";
+    if ((err = clBuildProgram(program_, 1, &device_, build_options, nullptr, nullptr)) != CL_SUCCESS) {
       char log[2048] = {};
       clGetProgramBuildInfo(program_, device_, CL_PROGRAM_BUILD_LOG, sizeof(log) - 1, log, nullptr);
       return Status::error(cl_error("clBuildProgram", err) + ": " + log);
@@ -141,12 +162,15 @@ class OpenClBackend final : public Backend {
       kernels_[k] = clCreateKernel(program_, kNames[k], &err);
       if (!kernels_[k]) return fail("clCreateKernel", err);
     }
-    scratch_ = clCreateBuffer(context_, CL_MEM_READ_WRITE, kPartials * sizeof(float), nullptr, &err);
+    scratch_ = clCreateBuffer(context_, CL_MEM_READ_WRITE, kPartials * sizeof(double), nullptr, &err);
     if (!scratch_) return fail("clCreateBuffer", err);
     return calibrate();
   }
 
-  std::string describe() const override { return "opencl device " + std::to_string(options_.device) + ": " + name_; }
+  std::string describe() const override {
+    return "opencl device " + std::to_string(options_.device) + ": " + name_ +
+           (fp64_ ? "" : kNoFp64);
+  }
   uint32_t levels() const override { return 1; }
   bool preemptive() const override { return false; }
 
@@ -306,12 +330,17 @@ class OpenClBackend final : public Backend {
         clSetKernelArg(k, 1, sizeof(x), &x);
         clSetKernelArg(k, 2, sizeof(n), &n);
         clSetKernelArg(k, 3, sizeof(cl_mem), &scratch_);
-        float partial[kPartials];
-        if (!launch(k, kPartials, 1) ||
-            clEnqueueReadBuffer(queue_, scratch_, CL_TRUE, 0, sizeof(partial), partial, 0, nullptr, nullptr) != CL_SUCCESS)
-          return -EIO;
+        // The partial sums are the kernel's `wide`: double, or float.
         double sum = 0;
-        for (float p : partial) sum += p;
+        auto add_partials = [&](auto zero) {
+          decltype(zero) partial[kPartials];
+          if (!launch(k, kPartials, 1) || clEnqueueReadBuffer(queue_, scratch_, CL_TRUE, 0, sizeof(partial), partial,
+                                                               0, nullptr, nullptr) != CL_SUCCESS)
+            return false;
+          for (auto p : partial) sum += p;
+          return true;
+        };
+        if (!(fp64_ ? add_partials(0.0) : add_partials(0.0f))) return -EIO;
         // The response goes through the device buffer like every other result.
         if (clEnqueueWriteBuffer(queue_, mem, CL_TRUE, resp, sizeof(sum), &sum, 0, nullptr, nullptr) != CL_SUCCESS)
           return -EIO;
@@ -329,8 +358,14 @@ class OpenClBackend final : public Backend {
         clSetKernelArg(k, 2, sizeof(n), &n);
         clSetKernelArg(k, 3, sizeof(float), &v.lo);
         clSetKernelArg(k, 4, sizeof(float), &v.hi);
-        clSetKernelArg(k, 5, sizeof(bins), &bins);
-        clSetKernelArg(k, 6, sizeof(c), &c);
+        const double scale = double(v.bins) / (double(v.hi) - double(v.lo));
+        const float scale_float = float(scale);
+        if (fp64_)
+          clSetKernelArg(k, 5, sizeof(scale), &scale);
+        else
+          clSetKernelArg(k, 5, sizeof(scale_float), &scale_float);
+        clSetKernelArg(k, 6, sizeof(bins), &bins);
+        clSetKernelArg(k, 7, sizeof(c), &c);
         if (!launch(z, bins, 1) || !launch(k, n, 1)) return -EIO;
         call->response_len = v.response_len;
         return 0;
@@ -346,7 +381,8 @@ class OpenClBackend final : public Backend {
   cl_command_queue queue_ = nullptr;
   cl_program program_ = nullptr;
   cl_kernel kernels_[kKernels] = {};
-  cl_mem scratch_ = nullptr;
+  cl_mem scratch_ = nullptr;  // the busy kernel's sink; the reduction's partial sums
+  bool fp64_ = false;
   double iterations_per_us_ = 1.0;
   std::mutex mu_;
 };
@@ -367,7 +403,8 @@ std::vector<BackendProbe> probe_backends() {
   const auto devices = all_devices();
   cl.found = !devices.empty();
   for (size_t i = 0; i < devices.size(); i++)
-    cl.detail += (i ? "; " : "") + std::to_string(i) + ": " + device_name(devices[i]);
+    cl.detail += (i ? "; " : "") + std::to_string(i) + ": " + device_name(devices[i]) +
+                 (has_fp64(devices[i]) ? "" : kNoFp64);
   if (devices.empty()) cl.detail = "no OpenCL platform or device";
   out.push_back(cl);
   out.push_back(probe_cuda());
