@@ -135,6 +135,10 @@ struct MonitorInput {
   // When the executors were told to stop: work and chain instances that
   // ended after it met their wind-down, not the workload, and are left out.
   uint64_t stop_ns = UINT64_MAX;
+  // Whether the run scheduled as the bounds' analysis assumes (paam). Under
+  // another policy an instance over a bound with nothing broken in its time
+  // is the policy's doing, not evidence against the analysis.
+  bool policy_analysed = true;
 };
 
 // What the monitor found over what the analysis allowed, and when: a piece
@@ -174,7 +178,8 @@ struct Finding {
 // instance is explained where it is within that bound, or over it by no more
 // than what its cores lost to interrupts, softirqs, steal and threads outside
 // the workload in its time. Without, where any assumption broke in its time.
-// `unexplained` counts the others: a run's evidence against the analysis.
+// `unexplained` counts the others: a run's evidence against the analysis,
+// and none where the policy is not the analysed one (`policy_analysed`).
 // With `findings`, every overrun and instance over its bound, in time order
 // of their start.
 nlohmann::json check_assumptions(const MonitorInput& in, nlohmann::json* chains,

@@ -1910,6 +1910,7 @@ Status Run::write_results(uint64_t stopped_ns, const std::string& failure) {
   // policy's doing, not the analysis', and the monitor only lists what broke.
   MonitorInput monitor{&w, &setup_.plan, &setup_.bounds, &shared_, &cores_, t0_, {}, &speed_, options_.work_fraction,
                        stopped_ns};
+  monitor.policy_analysed = options_.policy == Policy::kPaam;
   if (options_.policy == Policy::kPaam)
     monitor.analyze = [gang = setup_.gang](const workload::Workload& measured) {
       return gang ? analysis::analyze_gangs(measured) : analysis::analyze(measured);
