@@ -257,6 +257,37 @@ def test_analysis_scale_bench_times_every_mode_and_saves_what_it_answered(tmp_pa
         assert proc.returncode == 2 and "counts" in proc.stderr, (bad, proc.stderr)
 
 
+def test_random_runs_bench_makes_workloads_that_load_and_runs_the_schedulable_ones(tmp_path):
+    """bench/random_runs.py: every workload it makes loads (a shape the
+    loader refused would be dropped unseen as unschedulable), enough of them
+    have bounds to be run, and a run's critical chains come back with their
+    bound, maximum and unexplained count."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import random_runs
+    finally:
+        sys.path.pop(0)
+    from rtaccel import analysis
+    runnable = 0
+    for seed in range(1, 41):
+        path = tmp_path / f"w{seed}.yaml"
+        path.write_text(random_runs.random_workload(seed))
+        _, results = analysis.analyze_file(str(path))
+        runnable += random_runs.schedulable(path, None)
+    assert runnable >= 10, runnable
+    bench = [sys.executable, str(ROOT / "bench" / "random_runs.py")]
+    proc = subprocess.run([*bench, "--count", "1", "--duration", "2", "--json", "--out", str(tmp_path / "runs")],
+                          capture_output=True, text=True, timeout=120, env=ENV)
+    assert proc.returncode in (0, 1), proc.stderr
+    result = json.loads(proc.stdout)
+    assert len(result["runs"]) == 1 and not result["failed"], result
+    chains = result["runs"][0]["chains"]
+    assert chains and all(c["wcrt_us"] > 0 and c["count"] > 0 and c["unexplained"] >= 0 for c in chains), chains
+    assert result["unexplained"] == sum(c["unexplained"] for c in chains)
+    proc = subprocess.run([*bench, "--count", "0"], capture_output=True, text=True, timeout=60, env=ENV)
+    assert proc.returncode == 2 and "--count" in proc.stderr, proc.stderr
+
+
 def test_analyze_refuses_a_file_that_is_not_text(tmp_path):
     garbage = tmp_path / "garbage.yaml"
     garbage.write_bytes(b"chains:\n  - name: \xdd\xff\x00binary\n" + bytes(range(256)))
