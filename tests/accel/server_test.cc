@@ -384,6 +384,12 @@ TEST(Server, BadArgumentsAreRefusedClearly) {
   n = fread(buf, 1, sizeof(buf) - 1, p);
   EXPECT_EQ(WEXITSTATUS(pclose(p)), 2);
   EXPECT_NE(std::string(buf, n).find("core 4000 does not exist"), std::string::npos) << std::string(buf, n);
+  // Buckets that one in-order queue could not let preempt each other.
+  p = popen((server_bin() + " --socket /tmp/rtaccel-x.sock --levels 4 --backend opencl 2>&1").c_str(), "r");
+  n = fread(buf, 1, sizeof(buf) - 1, p);
+  EXPECT_EQ(WEXITSTATUS(pclose(p)), 2);
+  EXPECT_NE(std::string(buf, n).find("bad --levels for the opencl backend (one queue: 1) '4'"), std::string::npos)
+      << std::string(buf, n);
 }
 
 // The server replaces a socket file a dead server left, and deleted any
@@ -1764,6 +1770,19 @@ bool opencl_device_found() {
   size_t n = fread(buf, 1, sizeof(buf) - 1, p);
   pclose(p);
   return std::string(buf, n).find("opencl   device found") != std::string::npos;
+}
+
+TEST(OpenCl, WithoutADeviceNamedTheServerTakesTheFirst) {
+  if (!opencl_device_found()) SKIP_WITHOUT("opencl", "no OpenCL device (install pocl-opencl-icd)");
+  ServerProcess server({"--backend", "opencl"}, /*keep_log=*/true);
+  ASSERT_TRUE(server.ready()) << server.log();
+  Client client(server);
+  rtaccel_registration* r = client.reg(busy_chain("cl", 10));
+  ASSERT_TRUE(r);
+  rtaccel_registration_info info;
+  rtaccel_registration_query(r, &info);
+  EXPECT_EQ(info.device, 0u);
+  EXPECT_EQ(info.bucket, 0u);  // one level
 }
 
 // --- CUDA --------------------------------------------------------------------------

@@ -33,8 +33,8 @@ const char kUsage[] =
     "  -s, --socket PATH        Unix socket to listen on ($" RTACCEL_SOCKET_ENV " or " RTACCEL_SOCKET_DEFAULT ")\n"
     "  -b, --backend NAME       cpu (default), opencl or cuda\n"
     "  -d, --device N           device: a core (cpu), an OpenCL device index or a CUDA device\n"
-    "                           number; repeat for\n"
-    "                           several devices (callbacks placed worst-fit decreasing). Default 1\n"
+    "                           number; repeat for several devices (callbacks placed worst-fit\n"
+    "                           decreasing). Default: core 1 (cpu), the first device (opencl, cuda)\n"
     "  -l, --levels N           device priority levels = buckets (1..8, default 4; cuda: at\n"
     "                           most the device's stream priorities; opencl: 1)\n"
     "      --fifo-base P        SCHED_FIFO priority of the lowest bucket (default 80)\n"
@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
   const char* env = getenv(RTACCEL_SOCKET_ENV);
   options.socket_path = env && *env ? env : RTACCEL_SOCKET_DEFAULT;
   bool devices_given = false;
+  const char* levels_arg = nullptr;  // --levels as given
   enum { kFifoBase = 256, kNoFifo, kEpsilon, kKappa, kJitter, kLowest, kPoll, kPlugin, kList, kReadyFd,
          kBwlock, kBwlockThreshold, kBwlockBucket, kListen, kWorkerStack, kRegionMemory, kStoppedByParent };
   int ready_fd = -1;
@@ -132,6 +133,7 @@ int main(int argc, char** argv) {
       case 'l':
         if (rtaccel_parse_long(optarg, 1, 8, &v)) return bad("--levels (1..8)", optarg);
         options.levels = uint32_t(v);
+        levels_arg = optarg;
         break;
       case kFifoBase:
         if (rtaccel_parse_long(optarg, 1, 98, &v)) return bad("--fifo-base (1..98)", optarg);
@@ -198,7 +200,13 @@ int main(int argc, char** argv) {
     }
   }
   if (optind < argc) return bad("argument", argv[optind]);
-  if (options.backend == rtaccel::workload::Backend::kOpenCl) options.levels = 1;
+  if (!devices_given && options.backend != rtaccel::workload::Backend::kCpu) options.devices = {0};
+  if (options.backend == rtaccel::workload::Backend::kOpenCl) {
+    // One in-order queue: more buckets would not preempt each other, and
+    // admission control would assume that they do.
+    if (levels_arg && options.levels != 1) return bad("--levels for the opencl backend (one queue: 1)", levels_arg);
+    options.levels = 1;
+  }
 
   // Page faults in a worker would be latency; keep everything resident.
   // (Not under AddressSanitizer, whose shadow memory is terabytes of reserve.)
