@@ -207,12 +207,24 @@ class Analysis {
   // length t sees the releases of a window of t + J (Lemma 1). A chain already
   // bounded by R does all of an activation's work within R of its nominal
   // release: activations released in a span of t + R, at most ceil((t + R)/T).
+  //
+  // The recurrences ask this for every higher segment at every step: most
+  // of the analysis' time. So the smaller of the two counts is one
+  // division: ceil(x / T) + 1 = ceil((x + T) / T), and ceil is monotone, so
+  // min(ceil((t + J) / T) + 1, ceil((t + R) / T)) = ceil((t + min(J + T, R)) / T),
+  // where nothing saturates.
   uint64_t released(uint64_t window_ns, size_t chain) const {
-    const uint64_t lemma1 = arrivals(add(window_ns, workload_.release_jitter_ns), period(chain));
-    if (!options_.jitter_from_bounds || chain >= results_.size() || !results_[chain].bounded) return lemma1;
-    const uint64_t span = add(window_ns, results_[chain].wcrt_ns);
-    const uint64_t by_bound = span / period(chain) + (span % period(chain) ? 1 : 0);
-    return std::min(lemma1, by_bound);
+    const uint64_t p = period(chain), jitter = workload_.release_jitter_ns;
+    if (!options_.jitter_from_bounds || chain >= results_.size() || !results_[chain].bounded)
+      return arrivals(add(window_ns, jitter), p);
+    const uint64_t bound = results_[chain].wcrt_ns;
+    constexpr uint64_t kFar = uint64_t{1} << 62;  // the sums below stay under 2^64
+    if (p == 0 || p > kFar || window_ns > kFar || jitter > kFar || bound > kFar) {
+      const uint64_t span = add(window_ns, bound);
+      return std::min(arrivals(add(window_ns, jitter), p), p ? span / p + (span % p ? 1 : 0) : kUnbounded);
+    }
+    const uint64_t x = window_ns + std::min(jitter + p, bound);
+    return x / p + (x % p ? 1 : 0);
   }
 
   void build_entries() {
