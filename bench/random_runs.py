@@ -14,10 +14,12 @@ priority levels. Only workloads with critical chains, all with bounds within
 their deadlines, are run (the server would refuse the others).
 
 usage: .venv/bin/python bench/random_runs.py [--count 12] [--seed 1] [--duration 10]
-                                             [--calibrated] [--out DIR] [--json]
+                                             [--calibrated] [--gang] [--out DIR] [--json]
 --calibrated measures this machine's overheads first (`rtaccel calibrate`,
 into DIR/calibration.json through $RTACCEL_CALIBRATION) and analyses and
-runs with them; without it, with each workload's own.
+runs with them; without it, with each workload's own. --gang analyses and
+runs them under gang scheduling (each executor a gang of its own), which
+the gang analysis bounds instead of paam's.
 Exit status 1 when some run had instances over their bound that it could not
 explain (or failed), 0 otherwise.
 """
@@ -113,9 +115,9 @@ def _drop_unread(line: str, read: set) -> str:
     return line if topic in read else line.replace(f", publishes: {topic}", "")
 
 
-def schedulable(path: Path, calibration: dict | None) -> bool:
+def schedulable(path: Path, calibration: dict | None, gang: bool = False) -> bool:
     try:
-        _, results = analysis.analyze_file(str(path), calibration=calibration)
+        _, results = analysis.analyze_file(str(path), calibration=calibration, gang=gang)
     except Exception:  # a shape the loader refuses: not a workload to run
         return False
     critical = [r for r in results if r.critical]
@@ -127,8 +129,9 @@ def rtaccel(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "rtaccel.cli", *args], env=env, capture_output=True, text=True)
 
 
-def run(path: Path, out: Path, duration: float) -> dict:
-    proc = rtaccel("run", str(path), "--policy", "paam", "--duration", str(duration), "--out", str(out), "--quiet")
+def run(path: Path, out: Path, duration: float, gang: bool = False) -> dict:
+    proc = rtaccel("run", str(path), "--policy", "paam", "--duration", str(duration), "--out", str(out), "--quiet",
+                   "--gang" if gang else "--no-gang")
     summary_path = out / "summary.json"
     if not summary_path.exists():
         return {"failed": (proc.stdout + proc.stderr).strip()[-400:]}
@@ -146,6 +149,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1, help="first seed (default 1)")
     ap.add_argument("--duration", type=float, default=10, help="seconds per run (default 10)")
     ap.add_argument("--calibrated", action="store_true", help="measure this machine's overheads first, and use them")
+    ap.add_argument("--gang", action="store_true", help="gang scheduling, and the gang analysis")
     ap.add_argument("--out", help="folder for the workloads and runs (default: a temporary one)")
     ap.add_argument("--json", action="store_true", help="print JSON")
     args = ap.parse_args()
@@ -166,8 +170,8 @@ def main() -> int:
         tried += 1
         path = folder / f"random-{seed}.yaml"
         path.write_text(random_workload(seed))
-        if schedulable(path, calibration):
-            result = run(path, folder / f"run-{seed}", args.duration)
+        if schedulable(path, calibration, args.gang):
+            result = run(path, folder / f"run-{seed}", args.duration, args.gang)
             runs.append({"seed": seed, "workload": str(path), **result})
             if not args.json:
                 print(_line(runs[-1]), flush=True)
@@ -177,7 +181,7 @@ def main() -> int:
     unexplained = sum(c["unexplained"] for r in runs for c in r.get("chains", []))
     failed = [r["seed"] for r in runs if r.get("failed")]
     result = {"runs": runs, "tried": tried, "unexplained": unexplained, "failed": failed, "folder": str(folder),
-              "calibration": calibration}
+              "calibration": calibration, "gang": args.gang}
     if args.json:
         print(json.dumps(result, indent=2))
     else:
