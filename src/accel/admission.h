@@ -23,6 +23,7 @@ struct AdmissionOptions {
   uint64_t kappa_ns = 0;        // device preemption cost (analysis' kappa)
   uint64_t jitter_ns = 0;       // release jitter of the clients' timers
   int server_core = -1;         // the server's core; -1: none an executor uses
+  bool check_deadlines = true;  // false: no EDEADLK, no analysis (ServerOptions)
   std::vector<uint32_t> device_levels;  // priority levels of each device
   workload::Backend backend = workload::Backend::kCpu;
 };
@@ -43,9 +44,9 @@ class Admission {
   explicit Admission(AdmissionOptions options);
 
   // Adds the chain of `desc` (or a new reference to it, if admitted before)
-  // when every critical chain stays schedulable. A refusal says why, with
-  // err() EINVAL (the description conflicts with an admitted one) or EDEADLK
-  // (a deadline would be missed).
+  // when every critical chain stays schedulable (unless check_deadlines is
+  // off). A refusal says why, with err() EINVAL (the description conflicts
+  // with an admitted one) or EDEADLK (a deadline would be missed).
   Status admit(const rtaccel_registration_desc& desc, Admitted* out);
   // Drops one reference to a chain; the last one removes it and the callbacks
   // no other chain has.

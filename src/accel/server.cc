@@ -317,6 +317,7 @@ Status ServerImpl::open() {
   admission.kappa_ns = options_.kappa_ns;
   admission.jitter_ns = options_.jitter_ns;
   admission.server_core = options_.server_core;
+  admission.check_deadlines = options_.check_deadlines;
   admission.backend = options_.backend;
   for (const auto& d : devices_) admission.device_levels.push_back(d->levels);
   admission_ = std::make_unique<Admission>(admission);

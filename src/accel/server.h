@@ -27,6 +27,10 @@ struct ServerOptions {
   uint64_t epsilon_ns = 50000;      // analysis: server overhead per request
   uint64_t kappa_ns = 50000;        // analysis: preemption cost per segment side
   uint64_t jitter_ns = 0;           // analysis: release jitter of the clients' timers
+  // Refuse a chain that the PAAM analysis finds would miss a deadline. Off
+  // where the chains' bounds are another analysis' (a run under gangs):
+  // admission control then still places callbacks and refuses conflicts.
+  bool check_deadlines = true;
   uint32_t lowest_bucket_workers = 1;  // >1: best-effort requests run concurrently
   // Each worker's stack. Locked with the server's memory, all of it is
   // resident: the built-in services used 17-24 KiB of theirs. A plugin's

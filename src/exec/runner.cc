@@ -1033,6 +1033,10 @@ Status Run::start_private_server() {
     const auto prefix = nodes_.run_in(there);
     args.insert(args.begin(), prefix.begin(), prefix.end());
   }
+  // Under gangs the bounds are the gang analysis', which the PAAM analysis
+  // of the server's admission control does not match: it would refuse
+  // chains the run's analysis bounds.
+  if (setup_.gang) args.push_back("--no-deadline-check");
   if (setup_.isolation && setup_.bwlock_bucket >= 0 && options_.policy == Policy::kPaam)
     args.insert(args.end(), {"--bwlock", run_name_, "--bwlock-threshold",
                              std::to_string(setup_.workload.isolation.bwlock_threshold_mbps), "--bwlock-bucket",

@@ -919,6 +919,33 @@ TEST(Server, AdmissionControlRefusesARegistrationThatBreaksADeadline) {
   EXPECT_EQ(register_desc(client.c, hd, &r, why, sizeof(why)), -EEXIST);
 }
 
+TEST(Server, WithoutTheDeadlineCheckAdmissionPlacesButRefusesOnlyConflicts) {
+  // A system whose bounds come from another analysis (gangs): the heavy
+  // chain that breaks 'hot' by the PAAM analysis is admitted and placed.
+  ServerProcess server(cpu_args({"--epsilon-us", "50", "--kappa-us", "50", "--no-deadline-check"}));
+  ASSERT_TRUE(server.ready());
+  Client client(server);
+  CallbackSpec hot{.name = "sensor", .executor = "e1", .core = 0, .wcet_ns = 10 * kMs};
+  auto hd = one_callback("hot", 10, 100 * kMs, hot);
+  hd.chain.deadline_ns = 20 * kMs;
+  ASSERT_TRUE(client.reg(hd));
+  CallbackSpec heavy{.name = "planner", .executor = "e2", .core = 0, .executor_priority = 40, .wcet_ns = 15 * kMs};
+  rtaccel_registration* r = nullptr;
+  char why[256] = "";
+  ASSERT_EQ(register_desc(client.c, one_callback("heavy", 20, 100 * kMs, heavy), &r, why, sizeof(why)), 0) << why;
+  rtaccel_registration_info info;
+  rtaccel_registration_query(r, &info);
+  EXPECT_EQ(info.priority, 20);
+  rtaccel_ticket t;
+  ASSERT_EQ(submit_busy(r, kMs, &t), 0);
+  EXPECT_EQ(rtaccel_wait(r, &t, 10 * kSecond, nullptr), 0);
+  // Conflicts are still refused: the same callback again, and a chain of
+  // another description under an admitted name.
+  EXPECT_EQ(register_desc(client.c, hd, &r, why, sizeof(why)), -EEXIST);
+  CallbackSpec other{.name = "sensor2", .executor = "e1", .core = 0, .wcet_ns = 10 * kMs};
+  EXPECT_EQ(register_desc(client.c, one_callback("hot", 11, 100 * kMs, other), &r, why, sizeof(why)), -EINVAL) << why;
+}
+
 TEST(Server, WorstFitDecreasingAcrossDevices) {
   ServerProcess server({"--device", "0", "--device", "1", "--no-fifo"});
   ASSERT_TRUE(server.ready());

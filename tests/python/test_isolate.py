@@ -79,6 +79,66 @@ def test_run_under_gang_scheduling_with_best_effort_corunners(tmp_path):
     assert [b["command"] for b in summary["best_effort"]][1] == "rtaccel membench cache --json"
 
 
+# Three executors on one core, of process priorities that do not follow the
+# chains': the PAAM analysis bounds no chain of it, the gang analysis
+# (one executor a gang) every critical one. (bench/random_runs.py --gang
+# found it, seed 301.)
+GANGS_BUT_NOT_PAAM = """\
+version: 1
+name: gangs-but-not-paam
+platform:
+  accelerators:
+    - {name: acc0, backend: cpu, core: 1, priority_levels: 2, preemption_cost_us: 50}
+server: {core: 1, overhead_us: 60}
+executors:
+  - {name: ex0, core: 0, priority: 80}
+  - {name: ex1, core: 0, priority: 81}
+  - {name: ex2, core: 0, priority: 82}
+callbacks:
+  - {name: c0k0, executor: ex0, trigger: {timer_ms: 60}, publishes: c0k0_out, cpu_us: 1434,
+     segments: [{accelerator: acc0, service: matmul, wcet_us: 1543}], wait: spin}
+  - {name: c0k1, executor: ex0, trigger: {topic: c0k0_out}, publishes: c0k1_out, cpu_us: 1167}
+  - {name: c0k2, executor: ex2, trigger: {topic: c0k1_out}, publishes: c0k2_out, cpu_us: 1013}
+  - {name: c0k3, executor: ex1, trigger: {topic: c0k2_out}, cpu_us: 1394}
+  - {name: c0b, executor: ex0, trigger: {topic: c0k0_out}, cpu_us: 1463}
+  - {name: c1k0, executor: ex0, trigger: {timer_ms: 40}, publishes: c1k0_out, cpu_us: 1064,
+     segments: [{accelerator: acc0, service: matmul, wcet_us: 2374}]}
+  - {name: c1k1, executor: ex0, trigger: {topic: c1k0_out}, publishes: c1k1_out, cpu_us: 135}
+  - {name: c1k2, executor: ex2, trigger: {topic: c1k1_out}, cpu_us: 1018,
+     segments: [{accelerator: acc0, service: busy, wcet_us: 1167}]}
+  - {name: c2k0, executor: ex1, trigger: {timer_ms: 20}, publishes: c2k0_out, cpu_us: 176,
+     segments: [{accelerator: acc0, service: busy, wcet_us: 2090}], wait: spin}
+  - {name: c2k1, executor: ex1, trigger: {topic: c2k0_out}, publishes: c2k1_out, cpu_us: 687}
+  - {name: c2k2, executor: ex2, trigger: {topic: c2k1_out}, cpu_us: 318}
+chains:
+  - {name: chain2, priority: 1, path: [c2k0, c2k1, c2k2], deadline_ms: 20, critical: true}
+  - {name: chain0, priority: 2, path: [c0k0, c0k1, c0k2, c0k3], deadline_ms: 60, critical: true}
+  - {name: chain0b, priority: 3, path: [c0k0, c0b], deadline_ms: 60, critical: true}
+  - {name: chain1, priority: 4, path: [c1k0, c1k1, c1k2], deadline_ms: 40, critical: false}
+"""
+
+
+def test_a_run_under_gangs_is_not_refused_by_the_paam_analysis_of_the_server(tmp_path):
+    # The server's admission control analyses as PAAM does; under gangs the
+    # run's bounds are the gang analysis', and the server refused this
+    # workload's callbacks ("relies on chain 'chain1', which has no bound").
+    path = tmp_path / "w.yaml"
+    path.write_text(GANGS_BUT_NOT_PAAM)
+    paam = json.loads(rtaccel("analyze", str(path), "--json", "--no-gang", check=False).stdout)
+    gang = json.loads(rtaccel("analyze", str(path), "--json", "--gang").stdout)
+    assert not any(c["schedulable"] for c in paam["chains"] if c["critical"])
+    assert all(c["schedulable"] for c in gang["chains"] if c["critical"])
+    out = tmp_path / "out"
+    proc = rtaccel("run", str(path), "--policy", "paam", "--gang", "--duration", "2", "--out", str(out), "--quiet",
+                   check=False)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "refused" not in proc.stderr, proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["gang_scheduling"] is True and not summary["failed"]
+    chains = {c["chain"]: c for c in summary["chains"]}
+    assert chains["chain2"]["count"] > 50 and chains["chain2"]["wcrt_us"] == gang["chains"][0]["wcrt_us"]
+
+
 def test_run_refuses_bad_gang_options(tmp_path):
     proc = rtaccel("run", EXAMPLE, "--gang", "--no-gang", check=False)
     assert proc.returncode == 2 and "not allowed with" in proc.stderr

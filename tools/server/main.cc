@@ -43,6 +43,9 @@ const char kUsage[] =
     "      --epsilon-us US      admission control: server overhead per request (default 50)\n"
     "      --kappa-us US        admission control: device preemption cost (default 50)\n"
     "      --release-jitter-us US  admission control: how late clients' timers may fire (0)\n"
+    "      --no-deadline-check  admission control places callbacks and refuses conflicting ones,\n"
+    "                           but not chains the PAAM analysis says would miss a deadline: for\n"
+    "                           a system whose bounds come from another analysis (gang scheduling)\n"
     "      --lowest-workers N   workers of the lowest bucket: >1 runs best-effort requests\n"
     "                           concurrently (default 1)\n"
     "      --poll-us US         a worker polls this long for the next request before it sleeps\n"
@@ -78,7 +81,8 @@ int main(int argc, char** argv) {
   bool devices_given = false;
   const char* levels_arg = nullptr;  // --levels as given
   enum { kFifoBase = 256, kNoFifo, kEpsilon, kKappa, kJitter, kLowest, kPoll, kPlugin, kList, kReadyFd,
-         kBwlock, kBwlockThreshold, kBwlockBucket, kListen, kWorkerStack, kRegionMemory, kStoppedByParent };
+         kBwlock, kBwlockThreshold, kBwlockBucket, kListen, kWorkerStack, kRegionMemory, kStoppedByParent,
+         kNoDeadlineCheck };
   int ready_fd = -1;
   bool stopped_by_parent = false;
   const option longopts[] = {
@@ -105,6 +109,7 @@ int main(int argc, char** argv) {
       {"bwlock-threshold", required_argument, nullptr, kBwlockThreshold},
       {"bwlock-bucket", required_argument, nullptr, kBwlockBucket},
       {"stopped-by-parent", no_argument, nullptr, kStoppedByParent},
+      {"no-deadline-check", no_argument, nullptr, kNoDeadlineCheck},
       {"verbose", no_argument, nullptr, 'v'},
       {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0},
@@ -194,6 +199,7 @@ int main(int argc, char** argv) {
         options.bwlock_bucket = uint32_t(v);
         break;
       case kStoppedByParent: stopped_by_parent = true; break;
+      case kNoDeadlineCheck: options.check_deadlines = false; break;
       case 'v': options.verbose = true; break;
       case 'h': fputs(kUsage, stdout); return 0;
       default: fputs(kUsage, stderr); return RTACCEL_EXIT_BAD_INPUT;
