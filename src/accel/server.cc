@@ -309,6 +309,16 @@ Status ServerImpl::open() {
     if (int err = rtaccel_bwlock_open(options_.bwlock.c_str(), &bwlock_); err < 0)
       return Status::error("bandwidth lock '" + options_.bwlock + "': " + strerror(-err));
   }
+  // A device runtime's own threads (PoCL's compute pool, the CUDA driver's)
+  // are made as the device opens and take this thread's cores: on the
+  // server's core, not the executors'. (The cpu backend's workers pin
+  // themselves to their device core.)
+  if (options_.server_core >= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(options_.server_core, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+  }
   for (uint32_t i = 0; i < options_.devices.size(); i++)
     if (Status st = open_device(i, options_.devices[i]); !st) return st;
 

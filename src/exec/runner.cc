@@ -342,6 +342,16 @@ Status size_kernels_in_child(const workload::Workload& w, double work_fraction, 
   if (pid == 0) {
     close(fds[0]);
     die_with_parent(parent);
+    // A device runtime's threads (PoCL's compute pool, the CUDA driver's)
+    // take the cores of the thread that opens the device: here the server's
+    // core, as in the server, so that the kernels are sized as they will
+    // run there. (The cpu backend moves each call to its device core.)
+    if (w.server && !w.accelerators.empty() && w.accelerators.front().backend != workload::Backend::kCpu) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(w.server->core, &set);
+      sched_setaffinity(0, sizeof(set), &set);
+    }
     SegmentTable table;
     bool invalid = false;
     const std::string error = size_kernels(w, work_fraction, &table, &invalid);

@@ -1812,6 +1812,25 @@ TEST(OpenCl, WithoutADeviceNamedTheServerTakesTheFirst) {
   EXPECT_EQ(info.bucket, 0u);  // one level
 }
 
+TEST(OpenCl, TheDevicesOwnThreadsRunOnTheServersCore) {
+  if (!opencl_device_found()) SKIP_WITHOUT("opencl", "no OpenCL device (install pocl-opencl-icd)");
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) SKIP_WITHOUT("cores2", "one core: every thread is on it anyway");
+  // PoCL runs kernels on a pool of threads of its own, made as the device
+  // opens: they ran on every core, the executors' too, and took them from
+  // the callbacks (a 1.7 ms kernel took up to 28 ms in a run).
+  ServerProcess server({"--backend", "opencl", "--server-core", "0"});
+  ASSERT_TRUE(server.ready());
+  Client client(server);
+  rtaccel_registration* r = client.reg(busy_chain("cl", 10));
+  ASSERT_TRUE(r);
+  rtaccel_ticket t;
+  ASSERT_EQ(submit_busy(r, kMs, &t), 0);
+  ASSERT_EQ(rtaccel_wait(r, &t, 10 * kSecond, nullptr), 0);
+  const std::vector<std::string> cores = server.cores_of_threads("");
+  EXPECT_GT(cores.size(), 2u);  // the control thread, the worker, the runtime's
+  for (const std::string& c : cores) EXPECT_EQ(c, "0");
+}
+
 // --- CUDA --------------------------------------------------------------------------
 
 std::string cuda_line() {
