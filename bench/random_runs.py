@@ -14,12 +14,14 @@ priority levels. Only workloads with critical chains, all with bounds within
 their deadlines, are run (the server would refuse the others).
 
 usage: .venv/bin/python bench/random_runs.py [--count 12] [--seed 1] [--duration 10]
-                                             [--calibrated] [--gang] [--out DIR] [--json]
+                                             [--calibrated] [--gang] [--backend cpu|opencl]
+                                             [--out DIR] [--json]
 --calibrated measures this machine's overheads first (`rtaccel calibrate`,
 into DIR/calibration.json through $RTACCEL_CALIBRATION) and analyses and
 runs with them; without it, with each workload's own. --gang analyses and
 runs them under gang scheduling (each executor a gang of its own), which
-the gang analysis bounds instead of paam's.
+the gang analysis bounds instead of paam's. --backend opencl puts the
+accelerator on the OpenCL device (one level) instead of core 1.
 Exit status 1 when some run had instances over their bound that it could not
 explain (or failed), 0 otherwise.
 """
@@ -41,11 +43,14 @@ from rtaccel import analysis  # noqa: E402
 PERIODS_MS = [20, 25, 40, 50, 60, 100]
 
 
-def random_workload(seed: int) -> str:
+def random_workload(seed: int, backend: str = "cpu") -> str:
     rnd = random.Random(seed)
     levels = rnd.choice([1, 2, 4])
+    if backend == "opencl":  # one in-order queue, on no core of its own
+        levels = 1
     lines = ["version: 1", f"name: random-{seed}", "platform:", "  accelerators:",
-             f"    - {{name: acc0, backend: cpu, core: 1, priority_levels: {levels}, preemption_cost_us: 50}}",
+             f"    - {{name: acc0, backend: {backend},{' core: 1,' if backend == 'cpu' else ''} "
+             f"priority_levels: {levels}, preemption_cost_us: 50}}",
              "server: {core: 1, overhead_us: 60}", "executors:"]
     executors = rnd.randint(1, 3)
     lines += [f"  - {{name: ex{e}, core: 0, priority: {80 + e}}}" for e in range(executors)]
@@ -150,6 +155,7 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=10, help="seconds per run (default 10)")
     ap.add_argument("--calibrated", action="store_true", help="measure this machine's overheads first, and use them")
     ap.add_argument("--gang", action="store_true", help="gang scheduling, and the gang analysis")
+    ap.add_argument("--backend", choices=["cpu", "opencl"], default="cpu", help="the accelerator's (default cpu)")
     ap.add_argument("--out", help="folder for the workloads and runs (default: a temporary one)")
     ap.add_argument("--json", action="store_true", help="print JSON")
     args = ap.parse_args()
@@ -169,7 +175,7 @@ def main() -> int:
     while len(runs) < args.count and tried < 50 * args.count:
         tried += 1
         path = folder / f"random-{seed}.yaml"
-        path.write_text(random_workload(seed))
+        path.write_text(random_workload(seed, args.backend))
         if schedulable(path, calibration, args.gang):
             result = run(path, folder / f"run-{seed}", args.duration, args.gang)
             runs.append({"seed": seed, "workload": str(path), **result})
@@ -181,7 +187,7 @@ def main() -> int:
     unexplained = sum(c["unexplained"] for r in runs for c in r.get("chains", []))
     failed = [r["seed"] for r in runs if r.get("failed")]
     result = {"runs": runs, "tried": tried, "unexplained": unexplained, "failed": failed, "folder": str(folder),
-              "calibration": calibration, "gang": args.gang}
+              "calibration": calibration, "gang": args.gang, "backend": args.backend}
     if args.json:
         print(json.dumps(result, indent=2))
     else:
