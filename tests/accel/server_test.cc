@@ -900,19 +900,30 @@ TEST(Server, PolicyDecidesWhoMayRegisterWhichPriority) {
   unlink(path);
 }
 
+// 'hot' (10 ms of work, deadline 20 ms) and 'heavy', of a higher chain
+// priority, whose 15 ms on the same core break hot's deadline by the PAAM
+// analysis.
+struct HotAndHeavy {
+  rtaccel_registration_desc hot, heavy;
+  HotAndHeavy() {
+    CallbackSpec sensor{.name = "sensor", .executor = "e1", .core = 0, .wcet_ns = 10 * kMs};
+    hot = one_callback("hot", 10, 100 * kMs, sensor);
+    hot.chain.deadline_ns = 20 * kMs;
+    CallbackSpec planner{.name = "planner", .executor = "e2", .core = 0, .executor_priority = 40, .wcet_ns = 15 * kMs};
+    heavy = one_callback("heavy", 20, 100 * kMs, planner);
+  }
+};
+
 TEST(Server, AdmissionControlRefusesARegistrationThatBreaksADeadline) {
   ServerProcess server(cpu_args({"--epsilon-us", "50", "--kappa-us", "50"}));
   ASSERT_TRUE(server.ready());
   Client client(server);
-  CallbackSpec hot{.name = "sensor", .executor = "e1", .core = 0, .wcet_ns = 10 * kMs};
-  auto hd = one_callback("hot", 10, 100 * kMs, hot);
-  hd.chain.deadline_ns = 20 * kMs;
+  const HotAndHeavy d;
+  const rtaccel_registration_desc& hd = d.hot;
   ASSERT_TRUE(client.reg(hd));
-  CallbackSpec heavy{.name = "planner", .executor = "e2", .core = 0, .executor_priority = 40, .wcet_ns = 15 * kMs};
   rtaccel_registration* r = nullptr;
   char why[256];
-  EXPECT_EQ(register_desc(client.c, one_callback("heavy", 20, 100 * kMs, heavy), &r, why, sizeof(why)),
-            -EDEADLK);
+  EXPECT_EQ(register_desc(client.c, d.heavy, &r, why, sizeof(why)), -EDEADLK);
   EXPECT_NE(std::string(why).find("chain 'hot': bound"), std::string::npos) << why;
   EXPECT_NE(std::string(why).find("exceeds deadline 20.000 ms"), std::string::npos) << why;
   // The same callback twice is refused too.
@@ -925,14 +936,12 @@ TEST(Server, WithoutTheDeadlineCheckAdmissionPlacesButRefusesOnlyConflicts) {
   ServerProcess server(cpu_args({"--epsilon-us", "50", "--kappa-us", "50", "--no-deadline-check"}));
   ASSERT_TRUE(server.ready());
   Client client(server);
-  CallbackSpec hot{.name = "sensor", .executor = "e1", .core = 0, .wcet_ns = 10 * kMs};
-  auto hd = one_callback("hot", 10, 100 * kMs, hot);
-  hd.chain.deadline_ns = 20 * kMs;
+  const HotAndHeavy d;
+  const rtaccel_registration_desc& hd = d.hot;
   ASSERT_TRUE(client.reg(hd));
-  CallbackSpec heavy{.name = "planner", .executor = "e2", .core = 0, .executor_priority = 40, .wcet_ns = 15 * kMs};
   rtaccel_registration* r = nullptr;
   char why[256] = "";
-  ASSERT_EQ(register_desc(client.c, one_callback("heavy", 20, 100 * kMs, heavy), &r, why, sizeof(why)), 0) << why;
+  ASSERT_EQ(register_desc(client.c, d.heavy, &r, why, sizeof(why)), 0) << why;
   rtaccel_registration_info info;
   rtaccel_registration_query(r, &info);
   EXPECT_EQ(info.priority, 20);
