@@ -34,6 +34,7 @@
 #include <fstream>
 #include <limits>
 #include <new>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -1463,17 +1464,31 @@ class MemoryCgroup {
   bool v2_ = false;
 };
 
+// Each test's server in a memory cgroup of 400 MiB of its own.
+class InAMemoryCgroup : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) SKIP_WITHOUT("root", "a memory cgroup is made for the server");
+    cgroup_.emplace(uint64_t{400} << 20);
+    if (!cgroup_->why_not().empty()) SKIP_WITHOUT("memcg", cgroup_->why_not());
+  }
+  // After a refusal: the server lives, and a small registration still fits.
+  static void expect_alive_and_serving(const ServerProcess& server) {
+    EXPECT_TRUE(server.alive()) << "the server died: " << server.log();
+    std::string why;
+    EXPECT_EQ(register_elsewhere(server, "small", &why), 0) << why;
+  }
+  std::optional<MemoryCgroup> cgroup_;
+};
+
 // In a container (a memory cgroup with a limit) the server's regions come
 // out of the container's memory. Registrations past it had the kernel kill
 // the server (seen: "Memory cgroup out of memory: Killed process
 // (rtaccel-server)" at the third of 256 MiB under a 700 MiB limit). By
 // default it keeps its regions within half of what its cgroup leaves it.
-TEST(Server, InAMemoryCgroupItsRegionsStayWithinTheLimitAndItLives) {
-  if (geteuid() != 0) SKIP_WITHOUT("root", "a memory cgroup is made for the server");
-  MemoryCgroup cgroup(uint64_t{400} << 20);
-  if (!cgroup.why_not().empty()) SKIP_WITHOUT("memcg", cgroup.why_not());
+TEST_F(InAMemoryCgroup, TheServersRegionsStayWithinTheLimitAndItLives) {
   {
-    ServerProcess server(cpu_args(), /*keep_log=*/true, cgroup.wrapper());
+    ServerProcess server(cpu_args(), /*keep_log=*/true, cgroup_->wrapper());
     ASSERT_TRUE(server.ready()) << server.log();
     const std::string log = server.log();
     const size_t at = log.find("regions up to ");
@@ -1488,9 +1503,7 @@ TEST(Server, InAMemoryCgroupItsRegionsStayWithinTheLimitAndItLives) {
     }
     EXPECT_EQ(err, -ENOMEM) << why;
     EXPECT_NE(strstr(why, "above the server's limit"), nullptr) << why;
-    EXPECT_TRUE(server.alive()) << "the server died: " << server.log();
-    std::string small_why;
-    EXPECT_EQ(register_elsewhere(server, "small", &small_why), 0) << small_why;
+    expect_alive_and_serving(server);
     // Gone before its cgroup is removed.
     server.stop();
   }
@@ -1501,24 +1514,19 @@ TEST(Server, InAMemoryCgroupItsRegionsStayWithinTheLimitAndItLives) {
 // lowered to what it uses and 40 MiB more), a registration within the limit
 // had the kernel kill the server as it locked the region in. The server
 // reads what is left again and refuses what would take more than half.
-TEST(Server, ARegistrationTheMemoryLeftCannotHoldIsRefusedThoughWithinTheLimit) {
-  if (geteuid() != 0) SKIP_WITHOUT("root", "a memory cgroup is made for the server");
-  MemoryCgroup cgroup(uint64_t{400} << 20);
-  if (!cgroup.why_not().empty()) SKIP_WITHOUT("memcg", cgroup.why_not());
+TEST_F(InAMemoryCgroup, ARegistrationTheMemoryLeftCannotHoldIsRefusedThoughWithinTheLimit) {
   {
-    ServerProcess server(cpu_args(), /*keep_log=*/true, cgroup.wrapper());
+    ServerProcess server(cpu_args(), /*keep_log=*/true, cgroup_->wrapper());
     ASSERT_TRUE(server.ready()) << server.log();
     Client client(server);
     char why[256] = "";
     rtaccel_registration* first = nullptr;
     ASSERT_EQ(register_desc(client.c, big_chain("first", 50), &first, why, sizeof(why)), 0) << why;
-    ASSERT_EQ(cgroup.set_limit(cgroup.current() + (uint64_t{40} << 20)), 0);
+    ASSERT_EQ(cgroup_->set_limit(cgroup_->current() + (uint64_t{40} << 20)), 0);
     rtaccel_registration* second = nullptr;
     EXPECT_EQ(register_desc(client.c, big_chain("second", 50), &second, why, sizeof(why)), -ENOMEM) << why;
     EXPECT_NE(strstr(why, "would take more than half of the"), nullptr) << why;
-    EXPECT_TRUE(server.alive()) << "the server died: " << server.log();
-    std::string small_why;
-    EXPECT_EQ(register_elsewhere(server, "small", &small_why), 0) << small_why;
+    expect_alive_and_serving(server);
     server.stop();
   }
 }
