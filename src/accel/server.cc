@@ -175,6 +175,15 @@ void take_hints(Device& d) RTACCEL_REQUIRES(d.mu) {
   }
 }
 
+// The calling thread onto CORE alone (checked by open(): one this process
+// may use).
+void pin_this_thread(int core) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(core, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
 void ring(Device& d, uint32_t bucket) {
   __atomic_fetch_add(d.doorbell_word(bucket), 1, __ATOMIC_SEQ_CST);
   futex_wake(d.doorbell_word(bucket), INT_MAX, true);
@@ -313,12 +322,7 @@ Status ServerImpl::open() {
   // are made as the device opens and take this thread's cores: on the
   // server's core, not the executors'. (The cpu backend's workers pin
   // themselves to their device core.)
-  if (options_.server_core >= 0) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(options_.server_core, &set);
-    pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-  }
+  if (options_.server_core >= 0) pin_this_thread(options_.server_core);
   for (uint32_t i = 0; i < options_.devices.size(); i++)
     if (Status st = open_device(i, options_.devices[i]); !st) return st;
 
@@ -652,12 +656,7 @@ void ServerImpl::idle(Device& d, uint32_t bucket, uint32_t seen) {
 // --- control thread ----------------------------------------------------------
 
 Status ServerImpl::run() {
-  if (options_.server_core >= 0) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(options_.server_core, &set);
-    pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-  }
+  if (options_.server_core >= 0) pin_this_thread(options_.server_core);
   epoll_event events[32];
   while (!stopping_.load()) {
     int n = epoll_wait(epoll_fd_.get(), events, 32, -1);
