@@ -55,9 +55,11 @@ def random_workload(seed: int, backend: str = "cpu") -> str:
     executors = rnd.randint(1, 3)
     lines += [f"  - {{name: ex{e}, core: 0, priority: {80 + e}}}" for e in range(executors)]
     lines.append("callbacks:")
+    # callbacks: (name, topics it reads, topic it may publish, its keys before
+    # and after `publishes`)
     callbacks, chains = [], []
 
-    def callback(name, trigger, publishes=None):
+    def callback(name, trigger, reads=None, publishes=None):
         cpu = rnd.randint(100, 1500)
         parts = []
         if rnd.random() < 0.6:
@@ -65,35 +67,39 @@ def random_workload(seed: int, backend: str = "cpu") -> str:
             parts.append(f", segments: [{{accelerator: acc0, service: {service}, wcet_us: {rnd.randint(500, 3000)}}}]")
             if rnd.random() < 0.25:
                 parts.append(", wait: spin")
-        out = f", publishes: {publishes}" if publishes else ""
-        callbacks.append(f"  - {{name: {name}, executor: ex{rnd.randrange(executors)}, trigger: {trigger}{out}, "
-                         f"cpu_us: {cpu}{''.join(parts)}}}")
+        executor = rnd.randrange(executors)
+        callbacks.append((name, reads or [], publishes, f"executor: ex{executor}, trigger: {trigger}",
+                          f"cpu_us: {cpu}{''.join(parts)}"))
+
+    def topic(source):
+        return f"{{topic: {source}_out}}", [f"{source}_out"]
 
     for c in range(rnd.randint(2, 4)):
         period = rnd.choice(PERIODS_MS)
         length = rnd.randint(1, 4)
         names = [f"c{c}k{k}" for k in range(length)]
         for k, name in enumerate(names):
-            trigger = f"{{timer_ms: {period}}}" if k == 0 else f"{{topic: {names[k - 1]}_out}}"
+            trigger, reads = (f"{{timer_ms: {period}}}", None) if k == 0 else topic(names[k - 1])
             # A chain of one publishes too: a fusion below may read it.
-            callback(name, trigger, f"{name}_out" if k < length - 1 or length == 1 else None)
+            callback(name, trigger, reads, f"{name}_out" if k < length - 1 or length == 1 else None)
         chains.append((f"chain{c}", names, period))
         if length > 1 and rnd.random() < 0.3:
             # Another chain from the same head: the head's output, a branch.
             branch = f"c{c}b"
-            callback(branch, f"{{topic: {names[0]}_out}}")
+            callback(branch, *topic(names[0]))
             chains.append((f"chain{c}b", [names[0], branch], period))
     # A fusion of two heads' outputs where two one-callback chains allow it.
     singles = [(n, p) for n, p, _ in chains if len(p) == 1]
     if len(singles) >= 2 and rnd.random() < 0.5:
         (_, a), (_, b) = singles[:2]
-        callback("fusion", f"{{topics: [{a[0]}_out, {b[0]}_out]}}")
+        callback("fusion", f"{{topics: [{a[0]}_out, {b[0]}_out]}}", [f"{a[0]}_out", f"{b[0]}_out"])
         period = dict((n, per) for n, _, per in chains)[singles[0][0]]
         chains.append(("fused", [a[0], "fusion"], period))
     # What nobody reads is not published.
-    read = {t for line in callbacks for t in _triggers(line)}
-    callbacks = [_drop_unread(line, read) for line in callbacks]
-    lines += callbacks
+    read = {t for _, reads, _, _, _ in callbacks for t in reads}
+    for name, _, publishes, head, tail in callbacks:
+        out = f", publishes: {publishes}" if publishes in read else ""
+        lines.append(f"  - {{name: {name}, {head}{out}, {tail}}}")
     lines.append("chains:")
     order = list(range(len(chains)))
     rnd.shuffle(order)
@@ -103,21 +109,6 @@ def random_workload(seed: int, backend: str = "cpu") -> str:
         lines.append(f"  - {{name: {name}, priority: {rank + 1}, path: [{', '.join(path)}], "
                      f"deadline_ms: {period}, critical: {critical}}}")
     return "\n".join(lines) + "\n"
-
-
-def _triggers(line: str) -> list[str]:
-    if "trigger: {topic: " in line:
-        return [line.split("trigger: {topic: ")[1].split("}")[0]]
-    if "trigger: {topics: [" in line:
-        return [t.strip() for t in line.split("trigger: {topics: [")[1].split("]")[0].split(",")]
-    return []
-
-
-def _drop_unread(line: str, read: set) -> str:
-    if ", publishes: " not in line:
-        return line
-    topic = line.split(", publishes: ")[1].split(",")[0].split("}")[0]
-    return line if topic in read else line.replace(f", publishes: {topic}", "")
 
 
 def schedulable(path: Path, calibration: dict | None, gang: bool = False) -> bool:
