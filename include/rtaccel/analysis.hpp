@@ -78,6 +78,14 @@ struct Options {
   // its period plus that bound (docs/analysis.md, "Fusions"). false: the
   // paper's chains, which do not wait.
   bool fusions_wait = true;
+  // A fusion's firing takes one message of each input. Where a chain from a
+  // timer brings every message of the topic it reaches the fusion on, the
+  // fusion fires at most once per release, and an input of another rate that
+  // publishes again between two firings is there when the next release
+  // arrives: the wait counts from the fusion's last firing, not from a
+  // message just taken (docs/analysis.md, "Fusions"). false: every release
+  // may wait the other input's period and its bound. Only with fusions_wait.
+  bool fusion_waits_from_last_firing = true;
   // Chains whose first callbacks are timers on one node are released from
   // one instant on: where a lower one's period is a multiple of a higher
   // one's, every release of the lower is one of the higher's. The lower one,
@@ -102,6 +110,7 @@ struct Options {
     options.blocking_shares_arrivals = false;
     options.shared_callbacks_once = false;
     options.fusions_wait = false;
+    options.fusion_waits_from_last_firing = false;
     options.released_together = false;
     options.transfers_once_per_chain = false;
     return options;

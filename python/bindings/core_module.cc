@@ -33,6 +33,7 @@ analysis::Options make_options(const std::string& horizon, bool paper, bool refi
     options.blocking_shares_arrivals = false;
     options.shared_callbacks_once = false;
     options.released_together = false;
+    options.fusion_waits_from_last_firing = false;
   }
   options.horizon = parse_horizon(horizon);
   return options;

@@ -137,7 +137,7 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
   const uint64_t epsilon = w.server ? w.server->overhead_ns : 0;
   const uint64_t two_delta = mul(2, w.gang_preemption_ns);
   const NetworkTerms network(w);
-  const Joins joins(w, network, options.fusions_wait);
+  const Joins joins(w, network, options);
 
   // Each callback as a gang job. Its segments as the server runs them: in the
   // bucket of its priority among the requests to its accelerator, each with a

@@ -3,12 +3,15 @@
 
 #include <algorithm>
 
+#include "analysis/results.h"
 #include "analysis/saturating.h"
 
 namespace rtaccel::analysis {
 
-Joins::Joins(const workload::Workload& w, const NetworkTerms& network, bool enabled)
+Joins::Joins(const workload::Workload& w, const NetworkTerms& network, const Options& options)
     : workload_(w), waits_(w.chains.size()), joins_(w.chains.size()), depends_(w.chains.size()) {
+  const bool enabled = options.fusions_wait;
+  const std::vector<std::vector<bool>> owned = owned_callbacks(w);
   auto fuses = [&](size_t callback) { return w.callbacks[callback].trigger.topics.size() > 1; };
   // Position of CALLBACK on chain C when no fusion lies on C's path up to it.
   auto plain_position = [&](size_t c, size_t callback) -> long {
@@ -29,6 +32,7 @@ Joins::Joins(const workload::Workload& w, const NetworkTerms& network, bool enab
       if (fusion.trigger.topics.size() < 2) continue;
       Wait wait;
       wait.position = k;
+      if (options.fusion_waits_from_last_firing && owned[c][k]) wait.once_per_ns = w.callbacks[path[0]].trigger.timer_ns;
       for (const std::string& topic : fusion.trigger.topics) {
         if (topic == w.callbacks[path[k - 1]].publishes) continue;
         // Published earlier on the path, on this node: there already.
@@ -52,6 +56,7 @@ Joins::Joins(const workload::Workload& w, const NetworkTerms& network, bool enab
             s.period_ns = w.chains[o].period_ns;
             s.hop_ns = hop;
             s.common = released_together(c, o);
+            s.same_start = starts_with(c, o);
             input.sources.push_back(s);
             if (std::find(depends_[c].begin(), depends_[c].end(), o) == depends_[c].end()) depends_[c].push_back(o);
           }
@@ -66,12 +71,17 @@ Joins::Joins(const workload::Workload& w, const NetworkTerms& network, bool enab
   }
 }
 
-bool Joins::released_together(size_t a, size_t b) const {
+bool Joins::starts_with(size_t a, size_t b) const {
   const workload::Workload& w = workload_;
   const size_t head_a = w.chains[a].path[0], head_b = w.chains[b].path[0];
-  const uint64_t period = w.callbacks[head_a].trigger.timer_ns;
-  return period && period == w.callbacks[head_b].trigger.timer_ns &&
+  return w.callbacks[head_a].trigger.timer_ns && w.callbacks[head_b].trigger.timer_ns &&
          w.node_of_callback(head_a) == w.node_of_callback(head_b);
+}
+
+bool Joins::released_together(size_t a, size_t b) const {
+  const workload::Workload& w = workload_;
+  return starts_with(a, b) &&
+         w.callbacks[w.chains[a].path[0]].trigger.timer_ns == w.callbacks[w.chains[b].path[0]].trigger.timer_ns;
 }
 
 bool Joins::released_with(size_t lower, size_t higher) const {
@@ -110,20 +120,33 @@ Joins::Composed Joins::compose_chain(size_t c, const std::vector<Pieces>& pieces
     if (next < joins_[c].size() && joins_[c][next].position == k) {
       const Wait& wait = joins_[c][next++];
       const uint64_t arrival = add(out.end[k - 1], mine.enter[k]);
-      uint64_t ready = arrival;
+      const uint64_t own = mine.within[k];  // X in joins.h
+      // READY: every release's, by the bounds of each input alone; FRESH:
+      // counted from the fusion's last firing, where that holds.
+      uint64_t ready = arrival, fresh = arrival;
       for (const Input& input : wait.inputs) {
-        // The input is there by the earliest of its sources' bounds.
-        uint64_t there = kUnbounded;
+        // The input is there by the earliest of its sources' bounds; FIRST:
+        // the same for the first release; GAP: the longest between messages.
+        uint64_t there = kUnbounded, first = kUnbounded, gap = kUnbounded;
         for (const Source& s : input.sources) {
           const Pieces& theirs = pieces[s.chain];
           if (!theirs.known) {
-            there = std::min(there, s.common ? 0 : arrival);  // optimistic until analysed
+            const uint64_t guess = s.common ? 0 : arrival;  // optimistic until analysed
+            there = std::min(there, guess);
+            first = std::min(first, guess);
             continue;
           }
           const uint64_t through = s.chain == c ? out.end[s.position] : now[s.chain].end[s.position];
           if (through > theirs.limit_ns) continue;
           const uint64_t at = add(through, s.hop_ns);
-          there = std::min(there, s.common ? at : add(arrival, add(s.period_ns, at)));
+          if (s.common) {
+            there = std::min(there, at);
+            first = std::min(first, at);
+            continue;
+          }
+          gap = std::min(gap, add(s.period_ns, at));
+          there = std::min(there, add(arrival, add(s.period_ns, at)));
+          first = std::min(first, s.same_start ? at : add(arrival, add(s.period_ns, at)));
         }
         if (there == kUnbounded && out.reason.empty() && arrival != kUnbounded) {
           out.reason = "waits at '" + workload_.callbacks[path[k]].name + "' for '" + input.topic + "', ";
@@ -134,7 +157,10 @@ Joins::Composed Joins::compose_chain(size_t c, const std::vector<Pieces>& pieces
                           "', which publishes it, has no bound through its publisher";
         }
         ready = std::max(ready, there);
+        const bool renewed = wait.once_per_ns && gap != kUnbounded && add(gap, own) <= wait.once_per_ns;
+        fresh = std::max(fresh, renewed ? first : there);
       }
+      if (fresh < ready && add(fresh, own) <= wait.once_per_ns) ready = fresh;
       if (ready != kUnbounded) out.wait_ns = add(out.wait_ns, ready - arrival);
       start = ready;
     }

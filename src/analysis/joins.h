@@ -15,8 +15,25 @@
 //    end), so it is there by C''s bound through P plus the hand-over to the
 //    fusion, counted from the common release;
 //  - otherwise, C' starts at a timer: P publishes once per activation, the
-//    messages arrive at most T' + (C''s bound through P plus the hand-over)
-//    apart, and the chain waits at most that long after its own arrived.
+//    messages arrive at most G = T' + (C''s bound through P plus the
+//    hand-over) apart, and the chain waits at most that long after its own
+//    arrived.
+//
+// From the last firing: a firing takes one message of each input. Where the
+// chain starts at a timer of period T and owns the fusion (every message of
+// the topic it arrives on is one of its releases'), the fusion fires at most
+// once per release. Let D bound, from each release, the instant the fusion
+// has all its inputs, and X the fusion's own bound from then to its end,
+// with D + X <= T: release k-1's firing has taken its messages by
+// r_{k-1} + D + X <= r_k, before release k's message can arrive, and nothing
+// takes a message between the two firings. A message of C' comes at most G
+// after that firing, so release k finds it by r_{k-1} + D + X + G, which is
+// at most r_k + D when G + X <= T. The first release needs a first message:
+// where C' starts at a timer on the chain's node, the runner releases both
+// at one instant and C''s first message is there by its bound through P
+// plus the hand-over; elsewhere by the wait above. By induction D is the
+// larger of the chain's own arrival, those first messages, and the other
+// inputs' bounds above. Where D + X > T the bound above stays.
 //
 // The bound through P rests on C''s bound within its period: a source whose
 // bound through P passes that is no source. A topic without a source leaves
@@ -63,14 +80,18 @@ class Joins {
     std::string reason;           // why a wait has no bound
   };
 
-  // ENABLED false: no chain waits (the paper's chains).
-  Joins(const workload::Workload& workload, const NetworkTerms& network, bool enabled);
+  // Options::fusions_wait false: no chain waits (the paper's chains).
+  // Options::fusion_waits_from_last_firing: as above.
+  Joins(const workload::Workload& workload, const NetworkTerms& network, const Options& options);
 
   bool any() const { return any_; }
   // A fusion waits at position K of CHAIN: a piece starts there.
   bool waits_at(size_t chain, size_t k) const { return waits_[chain][k]; }
   // The same for every position of CHAIN's path.
   const std::vector<bool>& waits(size_t chain) const { return waits_[chain]; }
+  // Chains A and B start at timers on one node: the runner releases both
+  // first at one instant.
+  bool starts_with(size_t a, size_t b) const;
   // Chains A and B start at timers of one period on one node: the runner
   // releases them at the same instants.
   bool released_together(size_t a, size_t b) const;
@@ -90,6 +111,7 @@ class Joins {
  private:
   struct Source {
     bool common = false;  // released with the chain; else one per period
+    bool same_start = false;  // its first release is the chain's
     size_t chain = 0, position = 0;
     uint64_t period_ns = 0;
     uint64_t hop_ns = 0;  // from P to the fusion
@@ -100,6 +122,9 @@ class Joins {
   };
   struct Wait {
     size_t position = 0;
+    // The chain's timer period where the fusion fires at most once per
+    // release (from its last firing, above); 0 otherwise.
+    uint64_t once_per_ns = 0;
     std::vector<Input> inputs;
   };
 

@@ -133,7 +133,7 @@ struct Subchain {
 class Analysis {
  public:
   Analysis(const Workload& w, const Options& options)
-      : workload_(w), options_(options), network_(w), joins_(w, network_, options.fusions_wait) {
+      : workload_(w), options_(options), network_(w), joins_(w, network_, options) {
     epsilon_ = workload_.server ? workload_.server->overhead_ns : 0;
     for (const Chain& chain : workload_.chains) max_period_ = std::max(max_period_, chain.period_ns);
     owned_ = owned_callbacks(workload_);

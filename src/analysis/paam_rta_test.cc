@@ -653,12 +653,16 @@ TEST(Fusions, AChainWaitsForTheOtherBranchOfItsRelease) {
   EXPECT_EQ(find(analyze(load(kFusion), Options::paper()), "A").wcrt_ns, 6 * kMs);
 }
 
-// D fuses its own message with C's, of another period: C publishes every
-// 30 ms, at most its bound through c1 late, so D's message waits at most
-// 30 + that after it arrived. D: d1 and c1 as blocking (C is released apart
-// from D), 2; C's bound: c1, d1 and g once each, 3; the wait 30 + 3 = 33;
-// g, fed by ex alone, 1: D = 36.
-TEST(Fusions, AnInputOfAnotherPeriodIsWaitedForAPeriodAndItsLateness) {
+// D fuses its own message with C's, of another period. Every release of D
+// brings one message of td, so g fires at most once per release, and C
+// publishes three times in each of D's periods. By hand, both released at
+// 0: d1 0-1, c1 1-2 (g waits for tc), g 2-3: D = 3. At 100, g last took
+// tc at 2; C's message of 90 is there by 93: d1 100-101, g 101-102, D = 2.
+// The bound: d1 and c1 as blocking (C is released apart from D), 2; C's
+// bound (c1, d1 and g once each), 3, is when its first message is there:
+// the wait ends at 3, g's 1 makes D = 4. Later releases: g took its
+// messages by 3 + 1, C's next comes by 4 + 30 + 3 = 37, before 100.
+TEST(Fusions, AnInputOfAnotherPeriodIsWaitedForFromTheFusionsLastFiring) {
   const std::string text = one_executor("fusion") + R"(
 callbacks:
   - {name: d1, executor: ex, trigger: {timer_ms: 100}, publishes: td, cpu_us: 1000}
@@ -670,10 +674,30 @@ chains:
 )";
   const auto r = analyze(load(text));
   EXPECT_EQ(find(r, "C").wcrt_ns, 3 * kMs);
-  EXPECT_EQ(find(r, "D").wcrt_ns, 36 * kMs);
-  EXPECT_EQ(find(r, "D").breakdown.fusion_wait_ns, 33 * kMs);
+  EXPECT_EQ(find(r, "D").wcrt_ns, 4 * kMs);
+  EXPECT_EQ(find(r, "D").breakdown.fusion_wait_ns, 1 * kMs);
   EXPECT_EQ(find(r, "D").breakdown.blocking_ns, 1 * kMs);
-  EXPECT_EQ(std::string(find(r, "D").dominant_term()), "fusion wait");
+  // Counted from a message just taken: C's messages arrive at most 30 + 3
+  // apart, so D's may wait that long, and g's 1 after: D = 36.
+  Options taken;
+  taken.fusion_waits_from_last_firing = false;
+  const auto old = analyze(load(text), taken);
+  EXPECT_EQ(find(old, "D").wcrt_ns, 36 * kMs);
+  EXPECT_EQ(find(old, "D").breakdown.fusion_wait_ns, 33 * kMs);
+  EXPECT_EQ(std::string(find(old, "D").dominant_term()), "fusion wait");
+  // The gang analysis composes the same waits: C's first message is there
+  // before D's own arrives, where a message just taken costs C's period.
+  const auto gangs = analyze_gangs(load(text)), gangs_old = analyze_gangs(load(text), taken);
+  ASSERT_TRUE(find(gangs, "D").bounded && find(gangs_old, "D").bounded);
+  EXPECT_EQ(find(gangs, "D").breakdown.fusion_wait_ns, 0u);
+  EXPECT_EQ(find(gangs_old, "D").wcrt_ns, find(gangs, "D").wcrt_ns + find(gangs_old, "D").breakdown.fusion_wait_ns);
+  EXPECT_GT(find(gangs_old, "D").breakdown.fusion_wait_ns, 30 * kMs);
+  // C slower than D: C's messages may come 150 + 3 apart, more than D's
+  // period less g, so a release may find the last one taken: no bound
+  // within D's period, as counted from a message just taken.
+  std::string slower = text;
+  slower.replace(slower.find("timer_ms: 30"), 12, "timer_ms: 150");
+  EXPECT_FALSE(find(analyze(load(slower)), "D").bounded);
   // c1 longer than its period: C has no bound, nor has the wait.
   std::string slow = text;
   slow.replace(slow.find("timer_ms: 30}, publishes: tc, cpu_us: 1000"), 42, "timer_ms: 30}, publishes: tc, cpu_us: 40000");
@@ -681,6 +705,52 @@ chains:
   EXPECT_FALSE(find(late, "D").bounded);
   EXPECT_EQ(find(late, "D").reason,
             "waits at 'g' for 'tc', and chain 'C', which publishes it, has no bound through its publisher");
+}
+
+// The first release's wait rests on the runner starting both timers at one
+// instant: with C's on another node, D's first message may find none of
+// C's yet, and the first release may wait as long as a message just taken.
+// A chain that does not start at a timer brings its messages at no known
+// rate: the same.
+TEST(Fusions, FromTheLastFiringOnlyWhereTheFirstReleaseAndTheRateAreKnown) {
+  const std::string apart = R"(version: 1
+name: apart
+nodes: [{name: soc1}, {name: soc2}]
+links: [{name: eth0, between: [soc1, soc2], transport: tcp, rate_mbps: 1000}]
+platform: {cores: 2}
+executors:
+  - {name: ex1, node: soc1, core: 0, priority: 50}
+  - {name: ex2, node: soc2, core: 1, priority: 50}
+callbacks:
+  - {name: d1, executor: ex1, trigger: {timer_ms: 100}, publishes: td, cpu_us: 1000}
+  - {name: c1, executor: ex2, trigger: {timer_ms: 30}, publishes: tc, cpu_us: 1000}
+  - {name: g, executor: ex1, trigger: {topics: [td, tc]}, cpu_us: 1000}
+chains:
+  - {name: D, priority: 2, path: [d1, g]}
+  - {name: C, priority: 1, path: [c1]}
+)";
+  Options taken;
+  taken.fusion_waits_from_last_firing = false;
+  const auto r = analyze(load(apart)), old = analyze(load(apart), taken);
+  ASSERT_TRUE(find(r, "D").bounded);
+  EXPECT_GT(find(r, "D").breakdown.fusion_wait_ns, 30 * kMs);
+  EXPECT_EQ(find(r, "D").wcrt_ns, find(old, "D").wcrt_ns);
+
+  const std::string relayed = one_executor("relayed") + R"(
+callbacks:
+  - {name: s, executor: ex, trigger: {timer_ms: 100}, publishes: ts, cpu_us: 1000}
+  - {name: d1, executor: ex, trigger: {topic: ts}, publishes: td, cpu_us: 1000}
+  - {name: c1, executor: ex, trigger: {timer_ms: 30}, publishes: tc, cpu_us: 1000}
+  - {name: g, executor: ex, trigger: {topics: [td, tc]}, cpu_us: 1000}
+chains:
+  - {name: S, priority: 3, path: [s]}
+  - {name: D, priority: 2, period_ms: 100, path: [d1, g]}
+  - {name: C, priority: 1, path: [c1]}
+)";
+  const auto q = analyze(load(relayed)), q_old = analyze(load(relayed), taken);
+  ASSERT_TRUE(find(q, "D").bounded);
+  EXPECT_GT(find(q, "D").breakdown.fusion_wait_ns, 30 * kMs);
+  EXPECT_EQ(find(q, "D").wcrt_ns, find(q_old, "D").wcrt_ns);
 }
 
 // An input that no chain from a timer publishes has no bound on its wait.
