@@ -15,13 +15,15 @@ their deadlines, are run (the server would refuse the others).
 
 usage: .venv/bin/python bench/random_runs.py [--count 12] [--seed 1] [--duration 10]
                                              [--calibrated] [--gang] [--backend cpu|opencl]
-                                             [--out DIR] [--json]
+                                             [--fusions] [--out DIR] [--json]
 --calibrated measures this machine's overheads first (`rtaccel calibrate`,
 into DIR/calibration.json through $RTACCEL_CALIBRATION) and analyses and
 runs with them; without it, with each workload's own. --gang analyses and
 runs them under gang scheduling (each executor a gang of its own), which
 the gang analysis bounds instead of paam's. --backend opencl puts the
-accelerator on the OpenCL device (one level) instead of core 1.
+accelerator on the OpenCL device (one level) instead of core 1. --fusions
+keeps only the workloads with a fusion, whose waits the analysis bounds
+from the other input's rate.
 Exit status 1 when some run had instances over their bound that it could not
 explain (or failed), 0 otherwise.
 """
@@ -41,6 +43,8 @@ sys.path.insert(0, str(ROOT / "python"))
 from rtaccel import analysis  # noqa: E402
 
 PERIODS_MS = [20, 25, 40, 50, 60, 100]
+FUSED_CHAIN = "fused"  # the chain through a workload's fusion, if it has one
+FUSED = f"{{name: {FUSED_CHAIN}, "
 
 
 def random_workload(seed: int, backend: str = "cpu") -> str:
@@ -94,7 +98,7 @@ def random_workload(seed: int, backend: str = "cpu") -> str:
         (_, a), (_, b) = singles[:2]
         callback("fusion", f"{{topics: [{a[0]}_out, {b[0]}_out]}}", [f"{a[0]}_out", f"{b[0]}_out"])
         period = dict((n, per) for n, _, per in chains)[singles[0][0]]
-        chains.append(("fused", [a[0], "fusion"], period))
+        chains.append((FUSED_CHAIN, [a[0], "fusion"], period))
     # What nobody reads is not published.
     read = {t for _, reads, _, _, _ in callbacks for t in reads}
     for name, _, publishes, head, tail in callbacks:
@@ -147,6 +151,7 @@ def main() -> int:
     ap.add_argument("--calibrated", action="store_true", help="measure this machine's overheads first, and use them")
     ap.add_argument("--gang", action="store_true", help="gang scheduling, and the gang analysis")
     ap.add_argument("--backend", choices=["cpu", "opencl"], default="cpu", help="the accelerator's (default cpu)")
+    ap.add_argument("--fusions", action="store_true", help="only workloads with a fusion")
     ap.add_argument("--out", help="folder for the workloads and runs (default: a temporary one)")
     ap.add_argument("--json", action="store_true", help="print JSON")
     args = ap.parse_args()
@@ -166,8 +171,9 @@ def main() -> int:
     while len(runs) < args.count and tried < 50 * args.count:
         tried += 1
         path = folder / f"random-{seed}.yaml"
-        path.write_text(random_workload(seed, args.backend))
-        if schedulable(path, calibration, args.gang):
+        text = random_workload(seed, args.backend)
+        path.write_text(text)
+        if (not args.fusions or FUSED in text) and schedulable(path, calibration, args.gang):
             result = run(path, folder / f"run-{seed}", args.duration, args.gang)
             runs.append({"seed": seed, "workload": str(path), **result})
             if not args.json:
@@ -178,7 +184,7 @@ def main() -> int:
     unexplained = sum(c["unexplained"] for r in runs for c in r.get("chains", []))
     failed = [r["seed"] for r in runs if r.get("failed")]
     result = {"runs": runs, "tried": tried, "unexplained": unexplained, "failed": failed, "folder": str(folder),
-              "calibration": calibration, "gang": args.gang, "backend": args.backend}
+              "calibration": calibration, "gang": args.gang, "backend": args.backend, "fusions": args.fusions}
     if args.json:
         print(json.dumps(result, indent=2))
     else:
