@@ -62,6 +62,15 @@ struct Options {
   // is less than the blocking callback's Lemma 2 bounds plus the sub-chain's
   // own handling time. Only with lp_blocking_includes_accelerator.
   bool blocking_shares_arrivals = true;
+  // The lower callback that blocks a sub-chain of chain c (Lemma 4) is in
+  // progress as the sub-chain becomes ready. Until it ends, no segment of a
+  // callback c owns (every firing one of c's activations) can be issued:
+  // c's earlier callbacks of this activation have ended, its later ones
+  // wait behind the blocker on its executor, and its previous activation
+  // ended within its period. Those segments are left out of what delays the
+  // blocking callback's segments. false: every higher chain's segment on
+  // the accelerator, c's included.
+  bool blocking_without_own_segments = true;
   // A callback that every firing of which belongs to an activation of a
   // chain (the chain's head, or triggered by a topic only its predecessor on
   // the path publishes: see owned_) is counted once, not once per chain that
@@ -108,6 +117,7 @@ struct Options {
     options.one_segment_per_executor = false;
     options.jitter_from_bounds = false;
     options.blocking_shares_arrivals = false;
+    options.blocking_without_own_segments = false;
     options.shared_callbacks_once = false;
     options.fusions_wait = false;
     options.fusion_waits_from_last_firing = false;

@@ -9,6 +9,7 @@
 #include <functional>
 #include <iterator>
 #include <limits>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -100,6 +101,10 @@ struct Hold {
 struct Blocker {
   const Hold* hold = nullptr;
   uint64_t lemma2_ns = 0;  // its segments' Lemma 2 bounds, summed
+  // Its hps less the blocked chain's own segments, where they held some
+  // (Options::blocking_without_own_segments).
+  bool less_own = false;
+  HpCharges hps_less_own;
   // Its hps and the ones that may delay the blocked sub-chain's own
   // segments: one of the two where it holds the other, else `both`.
   const HpCharges* hps_with_own = nullptr;
@@ -143,6 +148,10 @@ class Analysis {
     build_entries();
     for (Entry& e : entries_) e.hps = charges(std::move(e.hps.entries));
     for (Entry& e : entries_) e.lemma2 = lemma2(e, max_period_);
+    owned_entries_.assign(workload_.chains.size(), std::vector<uint64_t>((entries_.size() + 63) / 64, 0));
+    for (size_t x = 0; x < entries_.size(); ++x)
+      for (size_t c = 0; c < workload_.chains.size(); ++c)
+        if (owns_firings(c, entries_[x].callback)) owned_entries_[c][x / 64] |= uint64_t(1) << (x % 64);
     build_subchains();
   }
 
@@ -267,6 +276,26 @@ class Analysis {
         }
       }
     }
+  }
+
+  // Every firing of CALLBACK is one of CHAIN's activations (owned_).
+  bool owns_firings(size_t chain, size_t callback) const {
+    const auto& path = workload_.chains[chain].path;
+    for (size_t k = 0; k < path.size(); ++k)
+      if (path[k] == callback && owned_[chain][k]) return true;
+    return false;
+  }
+
+  // HPS less the entries of callbacks CHAIN owns; nullopt where it has none.
+  std::optional<HpCharges> less_owned(const HpCharges& hps, size_t chain) const {
+    const std::vector<uint64_t>& owned = owned_entries_[chain];
+    bool any = false;
+    for (size_t w = 0; w < hps.bits.size() && !any; ++w) any = hps.bits[w] & owned[w];
+    if (!any) return std::nullopt;
+    std::vector<size_t> kept;
+    for (size_t x : hps.entries)
+      if (!(owned[x / 64] >> (x % 64) & 1)) kept.push_back(x);
+    return charges(std::move(kept));
   }
 
   bool owns(size_t chain, size_t callback) const {
@@ -440,11 +469,13 @@ class Analysis {
 
   // Lemma 2, Eq. (3): H <- A* + max_lps A* + sum_hps mu(H) A*, from the first
   // two terms; kUnbounded once it passes `limit`.
-  uint64_t lemma2(const Entry& e, uint64_t limit) const {
+  uint64_t lemma2(const Entry& e, uint64_t limit) const { return lemma2(e, e.hps, limit); }
+  // The same with HPS in place of e's.
+  uint64_t lemma2(const Entry& e, const HpCharges& hps, uint64_t limit) const {
     const uint64_t base = add(e.a_star, e.max_lp_same_bucket);
     uint64_t h = base;
     while (true) {
-      const uint64_t next = add(base, hp_segments_ns(e.hps, h));
+      const uint64_t next = add(base, hp_segments_ns(hps, h));
       if (next > limit) return kUnbounded;
       if (next == h) return h;
       h = next;
@@ -580,8 +611,19 @@ class Analysis {
         }
         Blocker b;
         b.hold = &o.holds[n];
-        for (size_t i : b.hold->entries) b.lemma2_ns = add(b.lemma2_ns, lemma2(entries_[i], max_period_));
-        depend_on_hps(c, b.hold->hps);
+        const bool less_own = options_.blocking_without_own_segments && options_.lp_blocking_includes_accelerator;
+        for (size_t i : b.hold->entries) {
+          const Entry& e = entries_[i];
+          const std::optional<HpCharges> theirs = less_own ? less_owned(e.hps, c) : std::nullopt;
+          b.lemma2_ns = add(b.lemma2_ns, theirs ? lemma2(e, *theirs, max_period_) : lemma2(e, max_period_));
+        }
+        if (less_own) {
+          if (std::optional<HpCharges> theirs = less_owned(b.hold->hps, c)) {
+            b.less_own = true;
+            b.hps_less_own = std::move(*theirs);
+          }
+        }
+        depend_on_hps(c, b.less_own ? b.hps_less_own : b.hold->hps);
         blocking_cpu = std::max(blocking_cpu, b.hold->cpu_ns);
         blockers.push_back(std::move(b));
       }
@@ -600,7 +642,7 @@ class Analysis {
     const uint64_t overhead = mul(s.entries.size(), epsilon_);  // delta_c * epsilon, Eq. (1)
     // Once, not at every step of the recurrence below.
     for (Blocker& b : blockers) {
-      const HpCharges& theirs = b.hold->hps;
+      const HpCharges& theirs = b.less_own ? b.hps_less_own : b.hold->hps;
       if (!options_.blocking_shares_arrivals || theirs.entries.empty()) continue;
       if (includes(theirs, lemma3_hps)) {
         b.hps_with_own = &theirs;
@@ -822,6 +864,8 @@ class Analysis {
   std::set<size_t> blocks_anyway_;          // ... and found without a bound
   std::vector<std::vector<bool>> owned_;
   std::vector<size_t> on_paths_;  // how often the chains' paths name each callback
+  // Per chain, a bit per entry whose callback it owns (owns_firings).
+  std::vector<std::vector<uint64_t>> owned_entries_;
 };
 
 }  // namespace
