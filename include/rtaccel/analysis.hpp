@@ -55,6 +55,12 @@ struct Options {
   // ceil((t + R) / T) activations reach the window; the smaller count is
   // taken. false: Lemma 1's count only.
   bool jitter_from_bounds = true;
+  // The same count for the chains that have no bound yet as a chain is
+  // analysed (lower chains on executors of higher OS priority on its core):
+  // where the first analysis counted one of them by Lemma 1, the analysis
+  // runs again with every bound of the first, each one valid, and keeps
+  // each chain's smaller bound. Only with jitter_from_bounds.
+  bool jitter_from_earlier_bounds = true;
   // The blocking callback's segments and the sub-chain's own are issued one
   // after another from one executor, within the sub-chain's window: one
   // activation of a higher chain delays them all at most once. Their wait
@@ -116,6 +122,7 @@ struct Options {
     options.lp_blocking_includes_accelerator = false;
     options.one_segment_per_executor = false;
     options.jitter_from_bounds = false;
+    options.jitter_from_earlier_bounds = false;
     options.blocking_shares_arrivals = false;
     options.blocking_without_own_segments = false;
     options.shared_callbacks_once = false;

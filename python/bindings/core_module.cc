@@ -30,6 +30,7 @@ analysis::Options make_options(const std::string& horizon, bool paper, bool refi
   if (!paper && !refine) {
     options.one_segment_per_executor = false;
     options.jitter_from_bounds = false;
+    options.jitter_from_earlier_bounds = false;
     options.blocking_shares_arrivals = false;
     options.blocking_without_own_segments = false;
     options.shared_callbacks_once = false;

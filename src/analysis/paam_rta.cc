@@ -9,7 +9,6 @@
 #include <functional>
 #include <iterator>
 #include <limits>
-#include <optional>
 #include <set>
 #include <string>
 
@@ -71,6 +70,8 @@ struct HpCharges {
   ChainSet chains;                                    // the chains of its entries
 };
 
+constexpr size_t kNoChain = SIZE_MAX;
+
 // One accelerator segment as requested by one chain: a (chain, callback,
 // segment) triple. A callback shared by several chains gives one entry per
 // chain, so it is charged once per chain that contains it (safe).
@@ -101,10 +102,9 @@ struct Hold {
 struct Blocker {
   const Hold* hold = nullptr;
   uint64_t lemma2_ns = 0;  // its segments' Lemma 2 bounds, summed
-  // Its hps less the blocked chain's own segments, where they held some
-  // (Options::blocking_without_own_segments).
-  bool less_own = false;
-  HpCharges hps_less_own;
+  // The blocked chain, whose segments its hps sums leave out
+  // (Options::blocking_without_own_segments); kNoChain: none left out.
+  size_t skip = kNoChain;
   // Its hps and the ones that may delay the blocked sub-chain's own
   // segments: one of the two where it holds the other, else `both`.
   const HpCharges* hps_with_own = nullptr;
@@ -142,20 +142,47 @@ class Analysis {
     epsilon_ = workload_.server ? workload_.server->overhead_ns : 0;
     for (const Chain& chain : workload_.chains) max_period_ = std::max(max_period_, chain.period_ns);
     owned_ = owned_callbacks(workload_);
+    counted_unbounded_ = ChainSet(workload_.chains.size());
     on_paths_.assign(workload_.callbacks.size(), 0);
     for (const auto& chain : workload_.chains)
       for (size_t cb : chain.path) on_paths_[cb]++;
     build_entries();
     for (Entry& e : entries_) e.hps = charges(std::move(e.hps.entries));
     for (Entry& e : entries_) e.lemma2 = lemma2(e, max_period_);
-    owned_entries_.assign(workload_.chains.size(), std::vector<uint64_t>((entries_.size() + 63) / 64, 0));
-    for (size_t x = 0; x < entries_.size(); ++x)
-      for (size_t c = 0; c < workload_.chains.size(); ++c)
-        if (owns_firings(c, entries_[x].callback)) owned_entries_[c][x / 64] |= uint64_t(1) << (x % 64);
+    path_owned_.assign(workload_.chains.size(), false);
+    for (size_t c = 0; c < workload_.chains.size(); ++c)
+      path_owned_[c] = std::all_of(owned_[c].begin(), owned_[c].end(), [](bool owned) { return owned; });
     build_subchains();
   }
 
+  // Options::jitter_from_earlier_bounds: each analysis is sound on its own,
+  // so each chain keeps the smaller of its bounds.
   std::vector<ChainResult> run() {
+    // A third analysis gained little on random workloads and costs as much
+    // as the first: the server runs this at every registration.
+    constexpr int kAnalyses = 2;
+    counted_unbounded_ = ChainSet(workload_.chains.size());
+    std::vector<ChainResult> best = run_once();
+    bool any = false;
+    for (size_t c : counted_unbounded_.members()) any = any || best[c].bounded;
+    if (!any) return best;
+    for (int n = 1; n < kAnalyses; ++n) {
+      earlier_.assign(best.size(), kUnbounded);
+      for (size_t c = 0; c < best.size(); ++c)
+        if (best[c].bounded) earlier_[c] = best[c].wcrt_ns;
+      std::vector<ChainResult> next = run_once();
+      bool tighter = false;
+      for (size_t c = 0; c < best.size(); ++c) {
+        if (!next[c].bounded || (best[c].bounded && next[c].wcrt_ns >= best[c].wcrt_ns)) continue;
+        best[c] = std::move(next[c]);
+        tighter = true;
+      }
+      if (!tighter) break;
+    }
+    return best;
+  }
+
+  std::vector<ChainResult> run_once() {
     std::vector<size_t> order(workload_.chains.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::sort(order.begin(), order.end(),
@@ -224,9 +251,13 @@ class Analysis {
   // where nothing saturates.
   uint64_t released(uint64_t window_ns, size_t chain) const {
     const uint64_t p = period(chain), jitter = workload_.release_jitter_ns;
-    if (!options_.jitter_from_bounds || chain >= results_.size() || !results_[chain].bounded)
+    if (!options_.jitter_from_bounds) return arrivals(add(window_ns, jitter), p);
+    uint64_t bound = chain < results_.size() && results_[chain].bounded ? results_[chain].wcrt_ns : kUnbounded;
+    if (chain < earlier_.size()) bound = std::min(bound, earlier_[chain]);
+    if (bound == kUnbounded) {
+      if (options_.jitter_from_earlier_bounds && earlier_.empty()) counted_unbounded_.insert(chain);
       return arrivals(add(window_ns, jitter), p);
-    const uint64_t bound = results_[chain].wcrt_ns;
+    }
     constexpr uint64_t kFar = uint64_t{1} << 62;  // the sums below stay under 2^64
     if (p == 0 || p > kFar || window_ns > kFar || jitter > kFar || bound > kFar) {
       const uint64_t span = add(window_ns, bound);
@@ -276,26 +307,6 @@ class Analysis {
         }
       }
     }
-  }
-
-  // Every firing of CALLBACK is one of CHAIN's activations (owned_).
-  bool owns_firings(size_t chain, size_t callback) const {
-    const auto& path = workload_.chains[chain].path;
-    for (size_t k = 0; k < path.size(); ++k)
-      if (path[k] == callback && owned_[chain][k]) return true;
-    return false;
-  }
-
-  // HPS less the entries of callbacks CHAIN owns; nullopt where it has none.
-  std::optional<HpCharges> less_owned(const HpCharges& hps, size_t chain) const {
-    const std::vector<uint64_t>& owned = owned_entries_[chain];
-    bool any = false;
-    for (size_t w = 0; w < hps.bits.size() && !any; ++w) any = hps.bits[w] & owned[w];
-    if (!any) return std::nullopt;
-    std::vector<size_t> kept;
-    for (size_t x : hps.entries)
-      if (!(owned[x / 64] >> (x % 64) & 1)) kept.push_back(x);
-    return charges(std::move(kept));
   }
 
   bool owns(size_t chain, size_t callback) const {
@@ -353,19 +364,24 @@ class Analysis {
   // entries of one segment of a callback that some of their chains own are
   // one segment, as often as the slowest owning chain releases it. The
   // arithmetic saturates, so a chain's A* summed first gives the same total.
-  uint64_t hp_segments_ns(const HpCharges& hps, uint64_t window) const {
+  // SKIP: a chain whose segments none of the window holds (Blocker::skip),
+  // and with them every segment of a callback it owns.
+  uint64_t hp_segments_ns(const HpCharges& hps, uint64_t window, size_t skip = kNoChain) const {
     uint64_t total = 0;
-    for (const auto& [chain, a_star] : hps.by_chain) total = add(total, mul(released(window, chain), a_star));
+    for (const auto& [chain, a_star] : hps.by_chain)
+      if (chain != skip) total = add(total, mul(released(window, chain), a_star));
     // A segment in several entries: its first's A*, at the fewest arrivals.
     for (size_t i = 0; i < hps.once.size();) {
       const Entry& first = entries_[hps.once[i]];
       uint64_t mu = released(window, first.chain);
+      bool skipped = first.chain == skip;
       for (++i; i < hps.once.size(); ++i) {
         const Entry& o = entries_[hps.once[i]];
         if (o.callback != first.callback || o.segment != first.segment) break;
         mu = std::min(mu, released(window, o.chain));
+        skipped = skipped || o.chain == skip;
       }
-      total = add(total, mul(mu, first.a_star));
+      if (!skipped) total = add(total, mul(mu, first.a_star));
     }
     return total;
   }
@@ -469,13 +485,12 @@ class Analysis {
 
   // Lemma 2, Eq. (3): H <- A* + max_lps A* + sum_hps mu(H) A*, from the first
   // two terms; kUnbounded once it passes `limit`.
-  uint64_t lemma2(const Entry& e, uint64_t limit) const { return lemma2(e, e.hps, limit); }
-  // The same with HPS in place of e's.
-  uint64_t lemma2(const Entry& e, const HpCharges& hps, uint64_t limit) const {
+  // SKIP as for hp_segments_ns.
+  uint64_t lemma2(const Entry& e, uint64_t limit, size_t skip = kNoChain) const {
     const uint64_t base = add(e.a_star, e.max_lp_same_bucket);
     uint64_t h = base;
     while (true) {
-      const uint64_t next = add(base, hp_segments_ns(hps, h));
+      const uint64_t next = add(base, hp_segments_ns(e.hps, h, skip));
       if (next > limit) return kUnbounded;
       if (next == h) return h;
       h = next;
@@ -611,19 +626,11 @@ class Analysis {
         }
         Blocker b;
         b.hold = &o.holds[n];
-        const bool less_own = options_.blocking_without_own_segments && options_.lp_blocking_includes_accelerator;
-        for (size_t i : b.hold->entries) {
-          const Entry& e = entries_[i];
-          const std::optional<HpCharges> theirs = less_own ? less_owned(e.hps, c) : std::nullopt;
-          b.lemma2_ns = add(b.lemma2_ns, theirs ? lemma2(e, *theirs, max_period_) : lemma2(e, max_period_));
-        }
-        if (less_own) {
-          if (std::optional<HpCharges> theirs = less_owned(b.hold->hps, c)) {
-            b.less_own = true;
-            b.hps_less_own = std::move(*theirs);
-          }
-        }
-        depend_on_hps(c, b.less_own ? b.hps_less_own : b.hold->hps);
+        // Every callback of the chain is its own: none of its segments is
+        // issued while the blocker holds the executor.
+        if (options_.blocking_without_own_segments && path_owned_[c]) b.skip = c;
+        for (size_t i : b.hold->entries) b.lemma2_ns = add(b.lemma2_ns, lemma2(entries_[i], max_period_, b.skip));
+        depend_on_hps(c, b.hold->hps);
         blocking_cpu = std::max(blocking_cpu, b.hold->cpu_ns);
         blockers.push_back(std::move(b));
       }
@@ -642,7 +649,7 @@ class Analysis {
     const uint64_t overhead = mul(s.entries.size(), epsilon_);  // delta_c * epsilon, Eq. (1)
     // Once, not at every step of the recurrence below.
     for (Blocker& b : blockers) {
-      const HpCharges& theirs = b.less_own ? b.hps_less_own : b.hold->hps;
+      const HpCharges& theirs = b.hold->hps;
       if (!options_.blocking_shares_arrivals || theirs.entries.empty()) continue;
       if (includes(theirs, lemma3_hps)) {
         b.hps_with_own = &theirs;
@@ -700,7 +707,7 @@ class Analysis {
           // Lemma 3 over the blocking segments and ours together, each
           // higher activation in the window counted once.
           uint64_t together = add(b.hold->lemma3_base_ns, lemma3_base);
-          together = add(together, hp_segments_ns(*b.hps_with_own, r));
+          together = add(together, hp_segments_ns(*b.hps_with_own, r, b.skip));
           waits = std::min(waits, together - std::min(together, own_handling));
         }
         blocking = std::max(blocking, add(b.hold->cpu_ns, waits));
@@ -864,8 +871,12 @@ class Analysis {
   std::set<size_t> blocks_anyway_;          // ... and found without a bound
   std::vector<std::vector<bool>> owned_;
   std::vector<size_t> on_paths_;  // how often the chains' paths name each callback
-  // Per chain, a bit per entry whose callback it owns (owns_firings).
-  std::vector<std::vector<uint64_t>> owned_entries_;
+  // Per chain, its bound by an earlier analysis (kUnbounded: none); the
+  // chains the first counted by Lemma 1 for want of a bound.
+  std::vector<uint64_t> earlier_;
+  mutable ChainSet counted_unbounded_;
+  // Per chain, whether it owns every callback of its path (owned_).
+  std::vector<bool> path_owned_;
 };
 
 }  // namespace

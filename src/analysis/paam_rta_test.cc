@@ -30,6 +30,7 @@ Options unrefined() {
   Options options;
   options.one_segment_per_executor = false;
   options.jitter_from_bounds = false;
+  options.jitter_from_earlier_bounds = false;
   options.blocking_shares_arrivals = false;
   options.blocking_without_own_segments = false;
   options.shared_callbacks_once = false;
@@ -539,6 +540,7 @@ chains:
   EXPECT_EQ(h.wcrt_ns, 7500 * kUs + w.communication_ns);
   Options with_own;
   with_own.blocking_without_own_segments = false;
+  with_own.jitter_from_earlier_bounds = false;
   const auto results_with_own = analyze(w, with_own);
   const auto& before = find(results_with_own, "H");
   EXPECT_EQ(before.breakdown.blocking_ns, 8 * kMs);
@@ -617,6 +619,35 @@ chains:
   std::string other = text;
   other.replace(other.find("timer_ms: 100}, cpu_us: 3000"), 13, "timer_ms: 50");
   EXPECT_EQ(find(analyze(load(other)), "A").wcrt_ns, 4 * kMs);
+}
+
+// L, of lower chain priority, runs on an executor of higher OS priority on
+// H's core: it interferes with H, and has no bound yet as H is analysed, so
+// Lemma 1 counts it: H: 10 + (ceil(10/40) + 1) * 5 = 20, a fixed point. L
+// itself: 5. Analysed again with L's 5: ceil((10 + 5)/40) = 1, H = 15, and
+// ceil((15 + 5)/40) = 1 again. By hand: an L released more than 5 before
+// H's release has ended, and the next comes 40 later: one in H's 15.
+TEST(Refinements, ALowerChainsBoundLimitsItsActivationsTheNextTime) {
+  const std::string text = R"(version: 1
+name: lower_above
+platform: {cores: 2}
+executors:
+  - {name: eh, core: 0, priority: 50}
+  - {name: el, core: 0, priority: 60}
+callbacks:
+  - {name: h, executor: eh, trigger: {timer_ms: 100}, cpu_us: 10000}
+  - {name: l, executor: el, trigger: {timer_ms: 40}, cpu_us: 5000}
+chains:
+  - {name: H, priority: 2, path: [h]}
+  - {name: L, priority: 1, path: [l]}
+)";
+  const auto r = analyze(load(text));
+  EXPECT_EQ(find(r, "L").wcrt_ns, 5 * kMs);
+  EXPECT_EQ(find(r, "H").wcrt_ns, 15 * kMs);
+  EXPECT_EQ(find(r, "H").breakdown.interference_ns, 5 * kMs);
+  Options once;
+  once.jitter_from_earlier_bounds = false;
+  EXPECT_EQ(find(analyze(load(text), once), "H").wcrt_ns, 20 * kMs);
 }
 
 // A lower chain whose period is a multiple of a higher one's is released at
