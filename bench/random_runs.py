@@ -13,7 +13,7 @@ spinning and suspending waits, busy and matmul kernels, one to four device
 priority levels. Only workloads with critical chains, all with bounds within
 their deadlines, are run (the server would refuse the others).
 
-usage: .venv/bin/python bench/random_runs.py [--count 12] [--seed 1] [--duration 10]
+usage: .venv/bin/python bench/random_runs.py [--count 12] [--seed 1 | --seeds 4,9,123] [--duration 10]
                                              [--calibrated] [--gang] [--backend cpu|opencl]
                                              [--fusions] [--out DIR] [--json]
 --calibrated measures this machine's overheads first (`rtaccel calibrate`,
@@ -23,12 +23,14 @@ runs them under gang scheduling (each executor a gang of its own), which
 the gang analysis bounds instead of paam's. --backend opencl puts the
 accelerator on the OpenCL device (one level) instead of core 1. --fusions
 keeps only the workloads with a fusion, whose waits the analysis bounds
-from the other input's rate.
+from the other input's rate. --seeds runs the workloads of those seeds that
+have bounds, and no others, to run again what an earlier run made.
 Exit status 1 when some run had instances over their bound that it could not
 explain (or failed), 0 otherwise.
 """
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -147,6 +149,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--count", type=int, default=12, help="workloads to run (default 12)")
     ap.add_argument("--seed", type=int, default=1, help="first seed (default 1)")
+    ap.add_argument("--seeds", help="these seeds only, comma-separated (instead of --count and --seed)")
     ap.add_argument("--duration", type=float, default=10, help="seconds per run (default 10)")
     ap.add_argument("--calibrated", action="store_true", help="measure this machine's overheads first, and use them")
     ap.add_argument("--gang", action="store_true", help="gang scheduling, and the gang analysis")
@@ -157,6 +160,12 @@ def main() -> int:
     args = ap.parse_args()
     if args.count < 1 or not args.duration > 0:
         ap.error("--count must be at least 1 and --duration above 0")
+    seeds = None
+    if args.seeds is not None:
+        try:
+            seeds = [int(x) for x in args.seeds.split(",")]
+        except ValueError:
+            ap.error(f"--seeds must be whole numbers separated by commas, got '{args.seeds}'")
     folder = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="rtaccel-random-"))
     folder.mkdir(parents=True, exist_ok=True)
     calibration = None
@@ -167,8 +176,10 @@ def main() -> int:
             print(f"rtaccel calibrate failed: {(done.stdout + done.stderr).strip()}", file=sys.stderr)
             return 2
         calibration = json.loads((folder / "calibration.json").read_text())
-    runs, tried, seed = [], 0, args.seed
-    while len(runs) < args.count and tried < 50 * args.count:
+    runs, tried = [], 0
+    for seed in seeds if seeds is not None else itertools.count(args.seed):
+        if seeds is None and (len(runs) == args.count or tried == 50 * args.count):
+            break
         tried += 1
         path = folder / f"random-{seed}.yaml"
         text = random_workload(seed, args.backend)
@@ -180,7 +191,6 @@ def main() -> int:
                 print(_line(runs[-1]), flush=True)
         else:
             path.unlink()
-        seed += 1
     unexplained = sum(c["unexplained"] for r in runs for c in r.get("chains", []))
     failed = [r["seed"] for r in runs if r.get("failed")]
     result = {"runs": runs, "tried": tried, "unexplained": unexplained, "failed": failed, "folder": str(folder),

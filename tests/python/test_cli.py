@@ -261,7 +261,8 @@ def test_random_runs_bench_makes_workloads_that_load_and_runs_the_schedulable_on
     """bench/random_runs.py: every workload it makes loads (a shape the
     loader refused would be dropped unseen as unschedulable), enough of them
     have bounds to be run, and a run's critical chains come back with their
-    bound, maximum and unexplained count; --fusions runs one with a fusion."""
+    bound, maximum and unexplained count; --fusions keeps those with a
+    fusion, --seeds runs the seeds named."""
     sys.path.insert(0, str(ROOT / "bench"))
     try:
         import random_runs
@@ -276,17 +277,20 @@ def test_random_runs_bench_makes_workloads_that_load_and_runs_the_schedulable_on
         runnable += random_runs.schedulable(path, None)
     assert runnable >= 10, runnable
     bench = [sys.executable, str(ROOT / "bench" / "random_runs.py")]
-    proc = subprocess.run([*bench, "--count", "1", "--duration", "2", "--fusions", "--json",
+    # Seed 6 makes no fusion, 7 one whose chains have bounds.
+    proc = subprocess.run([*bench, "--seeds", "6,7", "--duration", "2", "--fusions", "--json",
                            "--out", str(tmp_path / "runs")], capture_output=True, text=True, timeout=120, env=ENV)
     assert proc.returncode in (0, 1), proc.stderr
     result = json.loads(proc.stdout)
-    assert len(result["runs"]) == 1 and not result["failed"], result
+    assert result["tried"] == 2 and [r["seed"] for r in result["runs"]] == [7] and not result["failed"], result
     assert random_runs.FUSED in pathlib.Path(result["runs"][0]["workload"]).read_text()
     chains = result["runs"][0]["chains"]
     assert chains and all(c["wcrt_us"] > 0 and c["count"] > 0 and c["unexplained"] >= 0 for c in chains), chains
     assert result["unexplained"] == sum(c["unexplained"] for c in chains)
     proc = subprocess.run([*bench, "--count", "0"], capture_output=True, text=True, timeout=60, env=ENV)
     assert proc.returncode == 2 and "--count" in proc.stderr, proc.stderr
+    proc = subprocess.run([*bench, "--seeds", "4,x"], capture_output=True, text=True, timeout=60, env=ENV)
+    assert proc.returncode == 2 and "--seeds must be whole numbers" in proc.stderr, proc.stderr
 
 
 def test_analyze_refuses_a_file_that_is_not_text(tmp_path):
