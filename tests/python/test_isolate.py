@@ -234,9 +234,12 @@ def test_gang_dnn_experiment_runs_the_three_configurations(tmp_path):
     assert doc == json.loads((out / "gang_dnn.json").read_text())
     configs = doc["configurations"]
     assert set(configs) == {"solo", "cosched", "gang"}
+    # 1 s of frames released every period, the network alone taking 45% of
+    # it: about 1000 / period frames, none of them free. The period follows
+    # the probe of this machine's speed, which a slow VM doubles.
+    released = 1000 / doc["dnn_period_ms"]
     for name, c in configs.items():
-        # 1 s at 45% of a core per frame: tens of frames, none of them free.
-        assert c["frames"] >= 20, (name, c)
+        assert c["frames"] >= max(5, released / 2), (name, c, doc["dnn_period_ms"])
         assert 0 < c["frame_ms"]["min"] <= c["frame_ms"]["p50"] <= c["frame_ms"]["max"]
     for name in ("cosched", "gang"):
         assert configs[name]["bwwrite_jobs"] > 0
