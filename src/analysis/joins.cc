@@ -32,7 +32,7 @@ Joins::Joins(const workload::Workload& w, const NetworkTerms& network, const Opt
       if (fusion.trigger.topics.size() < 2) continue;
       Wait wait;
       wait.position = k;
-      if (options.fusion_waits_from_last_firing && owned[c][k]) wait.once_per_ns = w.callbacks[path[0]].trigger.timer_ns;
+      if (options.fusion_waits_from_last_firing && owned[c][k]) wait.once_per_ns = timer_of(c);
       for (const std::string& topic : fusion.trigger.topics) {
         if (topic == w.callbacks[path[k - 1]].publishes) continue;
         // Published earlier on the path, on this node: there already.
@@ -71,25 +71,22 @@ Joins::Joins(const workload::Workload& w, const NetworkTerms& network, const Opt
   }
 }
 
+uint64_t Joins::timer_of(size_t chain) const {
+  return workload_.callbacks[workload_.chains[chain].path[0]].trigger.timer_ns;
+}
+
 bool Joins::starts_with(size_t a, size_t b) const {
   const workload::Workload& w = workload_;
-  const size_t head_a = w.chains[a].path[0], head_b = w.chains[b].path[0];
-  return w.callbacks[head_a].trigger.timer_ns && w.callbacks[head_b].trigger.timer_ns &&
-         w.node_of_callback(head_a) == w.node_of_callback(head_b);
+  return timer_of(a) && timer_of(b) &&
+         w.node_of_callback(w.chains[a].path[0]) == w.node_of_callback(w.chains[b].path[0]);
 }
 
 bool Joins::released_together(size_t a, size_t b) const {
-  const workload::Workload& w = workload_;
-  return starts_with(a, b) &&
-         w.callbacks[w.chains[a].path[0]].trigger.timer_ns == w.callbacks[w.chains[b].path[0]].trigger.timer_ns;
+  return starts_with(a, b) && timer_of(a) == timer_of(b);
 }
 
 bool Joins::released_with(size_t lower, size_t higher) const {
-  const workload::Workload& w = workload_;
-  const size_t head_l = w.chains[lower].path[0], head_h = w.chains[higher].path[0];
-  const uint64_t period_l = w.callbacks[head_l].trigger.timer_ns, period_h = w.callbacks[head_h].trigger.timer_ns;
-  return period_l && period_h && period_l % period_h == 0 &&
-         w.node_of_callback(head_l) == w.node_of_callback(head_h);
+  return starts_with(lower, higher) && timer_of(lower) % timer_of(higher) == 0;
 }
 
 bool Joins::fed_by_own_executor(size_t chain, size_t k) const {
@@ -144,9 +141,10 @@ Joins::Composed Joins::compose_chain(size_t c, const std::vector<Pieces>& pieces
             first = std::min(first, at);
             continue;
           }
-          gap = std::min(gap, add(s.period_ns, at));
-          there = std::min(there, add(arrival, add(s.period_ns, at)));
-          first = std::min(first, s.same_start ? at : add(arrival, add(s.period_ns, at)));
+          const uint64_t apart = add(s.period_ns, at);  // G
+          gap = std::min(gap, apart);
+          there = std::min(there, add(arrival, apart));
+          first = std::min(first, s.same_start ? at : add(arrival, apart));
         }
         if (there == kUnbounded && out.reason.empty() && arrival != kUnbounded) {
           out.reason = "waits at '" + workload_.callbacks[path[k]].name + "' for '" + input.topic + "', ";

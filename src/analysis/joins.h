@@ -89,6 +89,8 @@ class Joins {
   bool waits_at(size_t chain, size_t k) const { return waits_[chain][k]; }
   // The same for every position of CHAIN's path.
   const std::vector<bool>& waits(size_t chain) const { return waits_[chain]; }
+  // The period of the timer that starts CHAIN (0: none).
+  uint64_t timer_of(size_t chain) const;
   // Chains A and B start at timers on one node: the runner releases both
   // first at one instant.
   bool starts_with(size_t a, size_t b) const;

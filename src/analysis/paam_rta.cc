@@ -156,29 +156,21 @@ class Analysis {
   }
 
   // Options::jitter_from_earlier_bounds: each analysis is sound on its own,
-  // so each chain keeps the smaller of its bounds.
+  // so each chain keeps the smaller of its bounds. A third analysis gained
+  // little on random workloads and costs as much as the first: the server
+  // runs this at every registration.
   std::vector<ChainResult> run() {
-    // A third analysis gained little on random workloads and costs as much
-    // as the first: the server runs this at every registration.
-    constexpr int kAnalyses = 2;
-    counted_unbounded_ = ChainSet(workload_.chains.size());
+    counted_unbounded_ = ChainSet(workload_.chains.size());  // not the constructor's Lemma 2 counts
     std::vector<ChainResult> best = run_once();
     bool any = false;
     for (size_t c : counted_unbounded_.members()) any = any || best[c].bounded;
     if (!any) return best;
-    for (int n = 1; n < kAnalyses; ++n) {
-      earlier_.assign(best.size(), kUnbounded);
-      for (size_t c = 0; c < best.size(); ++c)
-        if (best[c].bounded) earlier_[c] = best[c].wcrt_ns;
-      std::vector<ChainResult> next = run_once();
-      bool tighter = false;
-      for (size_t c = 0; c < best.size(); ++c) {
-        if (!next[c].bounded || (best[c].bounded && next[c].wcrt_ns >= best[c].wcrt_ns)) continue;
-        best[c] = std::move(next[c]);
-        tighter = true;
-      }
-      if (!tighter) break;
-    }
+    earlier_.assign(best.size(), kUnbounded);
+    for (size_t c = 0; c < best.size(); ++c)
+      if (best[c].bounded) earlier_[c] = best[c].wcrt_ns;
+    std::vector<ChainResult> next = run_once();
+    for (size_t c = 0; c < best.size(); ++c)
+      if (next[c].bounded && (!best[c].bounded || next[c].wcrt_ns < best[c].wcrt_ns)) best[c] = std::move(next[c]);
     return best;
   }
 
@@ -222,7 +214,7 @@ class Analysis {
       bool again = false;
       for (size_t c = 0; c < together_.size(); ++c)
         for (size_t d : together_[c])
-          if ((!results_[d].bounded || results_[d].wcrt_ns > head_period(c)) && blocks_anyway_.insert(d).second)
+          if ((!results_[d].bounded || results_[d].wcrt_ns > joins_.timer_of(c)) && blocks_anyway_.insert(d).second)
             again = true;
       if (!again) return std::move(results_);
     }
@@ -230,10 +222,6 @@ class Analysis {
 
  private:
   int priority(size_t chain) const { return workload_.chains[chain].priority; }
-  // The period of the timer that starts CHAIN (0: none).
-  uint64_t head_period(size_t chain) const {
-    return workload_.callbacks[workload_.chains[chain].path[0]].trigger.timer_ns;
-  }
   uint64_t period(size_t chain) const { return workload_.chains[chain].period_ns; }
   // Where the iterations for a chain give up: its deadline or its period.
   uint64_t limit(size_t chain) const {
