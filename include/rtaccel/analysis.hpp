@@ -85,6 +85,26 @@ struct Options {
   // owns it, whose window holds only its own firing (the bound within the
   // period). The Autoware hot paths share their tail this way.
   bool shared_callbacks_once = true;
+  // A callback that a chain owns and shares with other chains has an entry
+  // in each of them, yet its every firing is one of the chain's
+  // activations: for the chain's own segments (in its Lemmas 2 and 3, and
+  // where the chain interferes with another) those entries are neither
+  // higher nor lower segments. In the activation the firing has ended, is
+  // the segment's own, or has not begun; the other activations end before
+  // it starts or start after it ends, on the premise of the chain's bound
+  // within its period. Where a callback of the chain blocks another chain,
+  // whose analysis does not rest on that bound, they still count. Only with
+  // shared_callbacks_once.
+  bool shared_segments_are_own = true;
+  // Chains that start at the same callback are released by its firings,
+  // one activation each. A callback of chain H after the part of the path
+  // it shares with chain C from there, fired only for H, runs in C's
+  // activation only once that part has ended, and at most once (earlier
+  // activations of H have ended, later ones begin after C's, both bounds
+  // within the period): it does not delay C's callbacks and segments on
+  // the common part, and delays those after it at most once, whatever the
+  // window. Only with shared_callbacks_once.
+  bool shared_heads = true;
   // A callback with several trigger topics (a fusion) fires once each has a
   // message: a chain that reaches it on one topic waits there for the others.
   // The chain's pieces between its fusions are bounded one by one, and each
@@ -126,6 +146,8 @@ struct Options {
     options.blocking_shares_arrivals = false;
     options.blocking_without_own_segments = false;
     options.shared_callbacks_once = false;
+    options.shared_segments_are_own = false;
+    options.shared_heads = false;
     options.fusions_wait = false;
     options.fusion_waits_from_last_firing = false;
     options.released_together = false;

@@ -34,6 +34,8 @@ analysis::Options make_options(const std::string& horizon, bool paper, bool refi
     options.blocking_shares_arrivals = false;
     options.blocking_without_own_segments = false;
     options.shared_callbacks_once = false;
+    options.shared_segments_are_own = false;
+    options.shared_heads = false;
     options.released_together = false;
     options.fusion_waits_from_last_firing = false;
   }

@@ -67,6 +67,11 @@ struct HpCharges {
   std::vector<uint64_t> bits;                         // the same, a bit per entry
   std::vector<std::pair<size_t, uint64_t>> by_chain;  // (chain, its entries' A*)
   std::vector<size_t> once;                           // owned shared callbacks', by segment
+  // Entries of segments that fire at most once in the window, whatever its
+  // length (Options::shared_heads): sorted, a subset of `entries`; and the
+  // first of each such segment, the one charged.
+  std::vector<size_t> singles;
+  std::vector<size_t> single_segments;
   ChainSet chains;                                    // the chains of its entries
 };
 
@@ -79,12 +84,20 @@ struct Entry {
   size_t chain = 0;
   size_t callback = 0;
   size_t segment = 0;  // j, its index among the callback's segments
+  size_t position = 0;  // of the callback on the chain's path
   size_t accelerator = 0;
   uint64_t a_star = 0;  // A*_{i,j}
   int bucket = 0;       // b(tau_{i,j}), from the request priority
   HpCharges hps;  // hps(tau_{i,j}): entries of HP chains, same accelerator
   uint64_t max_lp_same_bucket = 0;  // max over lps(tau_{i,j}) in b(tau_{i,j}) of A*
   uint64_t lemma2 = kUnbounded;     // H_{c,i,j} of Lemma 2 with Lemma 1's counts (no chain bounded yet)
+  // Where the segment blocks another chain's sub-chain (Hold): hps and lps
+  // with the other chains' entries of the callbacks its chain owns, which
+  // Options::shared_segments_are_own leaves out above on the premise of its
+  // chain's bound, which the blocked chain's analysis does not have.
+  bool blocking_differs = false;
+  HpCharges blocking_hps;  // valid where blocking_differs
+  uint64_t blocking_max_lp = 0;
 };
 
 // What a callback of a sub-chain holds its executor for where it blocks a
@@ -147,7 +160,10 @@ class Analysis {
     for (const auto& chain : workload_.chains)
       for (size_t cb : chain.path) on_paths_[cb]++;
     build_entries();
-    for (Entry& e : entries_) e.hps = charges(std::move(e.hps.entries));
+    for (Entry& e : entries_) {
+      e.hps = charges(std::move(e.hps.entries), std::move(e.hps.singles));
+      if (e.blocking_differs) e.blocking_hps = charges(std::move(e.blocking_hps.entries));
+    }
     for (Entry& e : entries_) e.lemma2 = lemma2(e, max_period_);
     path_owned_.assign(workload_.chains.size(), false);
     for (size_t c = 0; c < workload_.chains.size(); ++c)
@@ -259,7 +275,9 @@ class Analysis {
     const std::vector<std::vector<int>> requests = request_priorities(workload_);
     const std::vector<int> callback_priority = workload_.callback_priorities();
     for (size_t c = 0; c < workload_.chains.size(); ++c) {
-      for (size_t cb : workload_.chains[c].path) {
+      const auto& path = workload_.chains[c].path;
+      for (size_t k = 0; k < path.size(); ++k) {
+        const size_t cb = path[k];
         for (size_t j = 0; j < workload_.callbacks[cb].segments.size(); ++j) {
           const auto& seg = workload_.callbacks[cb].segments[j];
           const auto& acc = workload_.accelerators[seg.accelerator];
@@ -267,6 +285,7 @@ class Analysis {
           e.chain = c;
           e.callback = cb;
           e.segment = j;
+          e.position = k;
           e.accelerator = seg.accelerator;
           // Preemption (and its cost kappa, before and after the segment) only
           // exists between buckets; a one-level device never preempts.
@@ -280,19 +299,48 @@ class Analysis {
     for (Entry& e : entries_) {
       const size_t executor = workload_.callbacks[e.callback].executor;
       const bool holds_executor = options_.one_segment_per_executor && workload_.executors[executor].threads == 1;
+      const bool sequential = options_.shared_segments_are_own && limit(e.chain) <= period(e.chain);
       for (size_t x = 0; x < entries_.size(); ++x) {
         const Entry& o = entries_[x];
         if (o.accelerator != e.accelerator || o.chain == e.chain) continue;
         // While e's callback waits for e, its single-threaded executor runs
         // nothing else: a segment issued there is neither queued nor running.
         if (holds_executor && workload_.callbacks[o.callback].executor == executor) continue;
+        // Another chain's entry of a callback that e's chain owns is a
+        // request of e's chain: its firing in this activation has ended
+        // before e, is e, or comes after it, and the others belong to
+        // activations that end before this one starts or start after it
+        // ends (the chain's bound, within its period).
+        const bool own = sequential && owns(e.chain, o.callback);
+        if (own) e.blocking_differs = true;
         if (priority(o.chain) > priority(e.chain)) {
-          e.hps.entries.push_back(x);
+          // A higher chain released with e's by the same head fires o's
+          // callback once per activation, after the part of the path the
+          // two have in common: not while e waits, where e is on that part,
+          // and at most once in e's window after it.
+          const size_t common = own ? 0 : after_common_part(e.chain, o.chain, o.position);
+          if (common) {
+            e.blocking_differs = true;
+            e.blocking_hps.entries.push_back(x);
+            if (e.position >= common) {
+              e.hps.entries.push_back(x);
+              e.hps.singles.push_back(x);
+            }
+            continue;
+          }
+          (own ? e.blocking_hps : e.hps).entries.push_back(x);
         } else if (o.bucket == e.bucket) {
           // Same bucket, lower chain: a request already running cannot be
           // preempted (R3). Lower buckets are preempted (R4) and do not block.
-          e.max_lp_same_bucket = std::max(e.max_lp_same_bucket, o.a_star);
+          if (!own) e.max_lp_same_bucket = std::max(e.max_lp_same_bucket, o.a_star);
+          e.blocking_max_lp = std::max(e.blocking_max_lp, o.a_star);
         }
+      }
+      if (e.blocking_differs) {
+        std::vector<size_t>& all = e.blocking_hps.entries;
+        all.insert(all.end(), e.hps.entries.begin(), e.hps.entries.end());
+        std::sort(all.begin(), all.end());
+        all.erase(std::unique(all.begin(), all.end()), all.end());
       }
     }
   }
@@ -306,14 +354,51 @@ class Analysis {
     return false;
   }
 
+  // Options::shared_heads: where chains C and H start at the same callback,
+  // their activations are its firings, one each. The length of the part of
+  // their paths they have in common from there, where H's Q-th callback
+  // comes after it and fires only for H (owned_); else 0. Every firing of
+  // that callback belongs to one activation of H and comes after its
+  // common part; an earlier activation ends before C's release, a later one
+  // begins after C's end (both bounds within the period, H's a premise of
+  // what counts H at all).
+  size_t after_common_part(size_t c, size_t h, size_t q) const {
+    if (!options_.shared_heads || !options_.shared_callbacks_once) return 0;
+    const auto& mine = workload_.chains[c].path;
+    const auto& theirs = workload_.chains[h].path;
+    if (mine.empty() || theirs.empty() || mine[0] != theirs[0] || q >= theirs.size() || !owned_[h][q]) return 0;
+    if (period(c) != period(h) || limit(c) > period(c) || limit(h) > period(h)) return 0;
+    size_t common = 0;
+    while (common < mine.size() && common < theirs.size() && mine[common] == theirs[common] &&
+           owned_[c][common] && owned_[h][common])
+      ++common;
+    return q >= common ? common : 0;
+  }
+
   // HPS, a sorted set of entries, grouped for hp_segments_ns. A callback on
-  // one path has one entry per segment: nothing to count once.
-  HpCharges charges(std::vector<size_t> hps) const {
+  // one path has one entry per segment: nothing to count once. SINGLES
+  // (sorted, a subset): entries whose segment fires at most once in the
+  // window; one that another entry of HPS counts as usual is not.
+  HpCharges charges(std::vector<size_t> hps, std::vector<size_t> singles = {}) const {
     HpCharges out;
     out.chains = ChainSet(workload_.chains.size());
+    std::set<std::pair<size_t, size_t>> once_only, charged;  // (callback, segment)
+    if (!singles.empty()) {
+      std::set<std::pair<size_t, size_t>> usual;
+      for (size_t x : hps) {
+        const Entry& o = entries_[x];
+        (std::binary_search(singles.begin(), singles.end(), x) ? once_only : usual).emplace(o.callback, o.segment);
+      }
+      for (const auto& key : usual) once_only.erase(key);
+    }
     for (size_t x : hps) {
       const Entry& o = entries_[x];
       out.chains.insert(o.chain);
+      if (!once_only.empty() && once_only.count({o.callback, o.segment})) {
+        out.singles.push_back(x);
+        if (charged.emplace(o.callback, o.segment).second) out.single_segments.push_back(x);
+        continue;
+      }
       if (on_paths_[o.callback] >= 2 && owns(o.chain, o.callback)) {
         out.once.push_back(x);
         continue;
@@ -338,13 +423,20 @@ class Analysis {
     return true;
   }
 
-  // The charges of the union of two sets.
+  // The charges of the union of two sets: a segment fires at most once in
+  // the window where it does in each set that holds it.
   HpCharges charges(const HpCharges& a, const HpCharges& b) const {
-    std::vector<size_t> both;
+    std::vector<size_t> both, singles;
     both.reserve(a.entries.size() + b.entries.size());
     std::set_union(a.entries.begin(), a.entries.end(), b.entries.begin(), b.entries.end(),
                    std::back_inserter(both));
-    return charges(std::move(both));
+    const auto usual_in = [](const HpCharges& set, size_t x) {
+      return (set.bits[x / 64] >> (x % 64) & 1) && !std::binary_search(set.singles.begin(), set.singles.end(), x);
+    };
+    std::set_union(a.singles.begin(), a.singles.end(), b.singles.begin(), b.singles.end(),
+                   std::back_inserter(singles));
+    std::erase_if(singles, [&](size_t x) { return usual_in(a, x) || usual_in(b, x); });
+    return charges(std::move(both), std::move(singles));
   }
 
   // The accelerator time of the segments in HPS (entries of higher chains)
@@ -356,6 +448,8 @@ class Analysis {
   // and with them every segment of a callback it owns.
   uint64_t hp_segments_ns(const HpCharges& hps, uint64_t window, size_t skip = kNoChain) const {
     uint64_t total = 0;
+    for (size_t x : hps.single_segments)
+      if (entries_[x].chain != skip) total = add(total, entries_[x].a_star);
     for (const auto& [chain, a_star] : hps.by_chain)
       if (chain != skip) total = add(total, mul(released(window, chain), a_star));
     // A segment in several entries: its first's A*, at the fewest arrivals.
@@ -396,12 +490,14 @@ class Analysis {
       size_t callback;
       size_t chain;
       uint64_t cost;  // per firing
+      bool single;    // fires at most once in the window (Options::shared_heads)
     };
     std::vector<Pooled> pooled;  // by callback
   };
 
-  InterferenceTerms interference_terms(size_t c, const std::vector<const Subchain*>& hp,
+  InterferenceTerms interference_terms(const Subchain& s, const std::vector<const Subchain*>& hp,
                                        const std::vector<const Subchain*>& hpp) const {
+    const size_t c = s.chain;
     const bool once = options_.shared_callbacks_once && limit(c) <= period(c);
     InterferenceTerms out;
     for (const auto* list : {&hp, &hpp}) {
@@ -418,8 +514,13 @@ class Analysis {
         // Callback by callback: CPU time, and each segment's Lemma 2 bound
         // plus epsilon (hp) or its spin (hpp).
         uint64_t rest = 0;
-        for (size_t cb : h->callbacks) {
+        for (size_t n = 0; n < h->callbacks.size(); ++n) {
+          const size_t cb = h->callbacks[n];
           if (owns(c, cb)) continue;
+          // After the part of the path that H shares with C from their
+          // common head: it fires once that part has ended, once.
+          const size_t common = after_common_part(c, h->chain, h->first + n);
+          if (common && s.first + s.callbacks.size() <= common) continue;
           uint64_t cost = workload_.callbacks[cb].cpu_ns;
           for (size_t i : h->entries) {
             const Entry& e = entries_[i];
@@ -432,7 +533,7 @@ class Analysis {
             rest = add(rest, cost);
             continue;
           }
-          out.pooled.push_back({cb, h->chain, cost});
+          out.pooled.push_back({cb, h->chain, cost, common > 0});
         }
         out.split.push_back({h->chain, full, rest});
       }
@@ -462,10 +563,13 @@ class Analysis {
     for (size_t i = 0; i < terms.pooled.size();) {
       const size_t callback = terms.pooled[i].callback;
       uint64_t mu = released(window, terms.pooled[i].chain), cost = terms.pooled[i].cost;
+      bool single = terms.pooled[i].single;
       for (++i; i < terms.pooled.size() && terms.pooled[i].callback == callback; ++i) {
         mu = std::min(mu, released(window, terms.pooled[i].chain));
         cost = std::max(cost, terms.pooled[i].cost);
+        single = single || terms.pooled[i].single;
       }
+      if (single) mu = std::min<uint64_t>(mu, 1);
       total = add(total, mul(mu, cost));
     }
     return std::min(total, plain);
@@ -474,11 +578,15 @@ class Analysis {
   // Lemma 2, Eq. (3): H <- A* + max_lps A* + sum_hps mu(H) A*, from the first
   // two terms; kUnbounded once it passes `limit`.
   // SKIP as for hp_segments_ns.
-  uint64_t lemma2(const Entry& e, uint64_t limit, size_t skip = kNoChain) const {
-    const uint64_t base = add(e.a_star, e.max_lp_same_bucket);
+  // BLOCKING: the bound where e's callback blocks another chain
+  // (Entry::blocking_differs).
+  uint64_t lemma2(const Entry& e, uint64_t limit, size_t skip = kNoChain, bool blocking = false) const {
+    blocking = blocking && e.blocking_differs;
+    const uint64_t base = add(e.a_star, blocking ? e.blocking_max_lp : e.max_lp_same_bucket);
+    const HpCharges& hps = blocking ? e.blocking_hps : e.hps;
     uint64_t h = base;
     while (true) {
-      const uint64_t next = add(base, hp_segments_ns(e.hps, h, skip));
+      const uint64_t next = add(base, hp_segments_ns(hps, h, skip));
       if (next > limit) return kUnbounded;
       if (next == h) return h;
       h = next;
@@ -537,8 +645,9 @@ class Analysis {
             if (e.callback != cb) continue;
             h.cpu_ns = add(h.cpu_ns, epsilon_);
             h.entries.push_back(i);
-            h.lemma3_base_ns = add(h.lemma3_base_ns, add(e.a_star, e.max_lp_same_bucket));
-            h.hps = charges(h.hps, e.hps);
+            const uint64_t max_lp = e.blocking_differs ? e.blocking_max_lp : e.max_lp_same_bucket;
+            h.lemma3_base_ns = add(h.lemma3_base_ns, add(e.a_star, max_lp));
+            h.hps = charges(h.hps, e.blocking_differs ? e.blocking_hps : e.hps);
           }
         }
         s.holds.push_back(std::move(h));
@@ -617,7 +726,7 @@ class Analysis {
         // Every callback of the chain is its own: none of its segments is
         // issued while the blocker holds the executor.
         if (options_.blocking_without_own_segments && path_owned_[c]) b.skip = c;
-        for (size_t i : b.hold->entries) b.lemma2_ns = add(b.lemma2_ns, lemma2(entries_[i], max_period_, b.skip));
+        for (size_t i : b.hold->entries) b.lemma2_ns = add(b.lemma2_ns, lemma2(entries_[i], max_period_, b.skip, true));
         depend_on_hps(c, b.hold->hps);
         blocking_cpu = std::max(blocking_cpu, b.hold->cpu_ns);
         blockers.push_back(std::move(b));
@@ -677,7 +786,7 @@ class Analysis {
       }
     }
 
-    const InterferenceTerms terms = interference_terms(c, hp, hpp);
+    const InterferenceTerms terms = interference_terms(s, hp, hpp);
     uint64_t r = add(add(blocking_cpu, s.cpu_ns), add(lemma3_base, overhead));
     while (true) {
       uint64_t lemma3 = lemma3_base;

@@ -34,6 +34,8 @@ Options unrefined() {
   options.blocking_shares_arrivals = false;
   options.blocking_without_own_segments = false;
   options.shared_callbacks_once = false;
+  options.shared_segments_are_own = false;
+  options.shared_heads = false;
   options.released_together = false;
   return options;
 }
@@ -591,6 +593,67 @@ chains:
   // 1 + 2 + 4 = 7 (apart, 1 + 2 + 4 + 4 = 11).
   EXPECT_EQ(find(a, "B").wcrt_ns, 11 * kMs);
   EXPECT_EQ(find(r, "B").wcrt_ns, 7 * kMs);
+}
+
+// H and L start at one callback, head, so their activations are its
+// firings; H goes on at h1 on the other core, L at l1 on head's executor.
+// By hand, from a release at 0: head 0-1, its segment 1-4; then h1 1 and
+// its segment 2 (H = 7), l1 on e0 at the same time, 1 (L = 5). No kappa,
+// no epsilon.
+TEST(Refinements, ChainsFromOneHeadAreNotEachOthersRivalsOnTheirCommonPart) {
+  const std::string text = two_executors("one_head") + R"(
+callbacks:
+  - {name: head, executor: e0, trigger: {timer_ms: 100}, publishes: th, cpu_us: 1000, segments: [{accelerator: acc, service: busy, wcet_us: 3000}]}
+  - {name: h1, executor: e1, trigger: {topic: th}, cpu_us: 1000, segments: [{accelerator: acc, service: busy, wcet_us: 2000}]}
+  - {name: l1, executor: e0, trigger: {topic: th}, cpu_us: 1000}
+chains:
+  - {name: H, priority: 2, path: [head, h1]}
+  - {name: L, priority: 1, path: [head, l1]}
+)";
+  const auto w = load(text);
+  const auto r = analyze(w);
+  EXPECT_EQ(find(r, "H").wcrt_ns, 7 * kMs);
+  EXPECT_EQ(find(r, "L").wcrt_ns, 5 * kMs);
+  // head's segment as L's is a lower segment in h1's bucket, which a
+  // request of h1 may find running (R3): 3 more. But every firing of head
+  // is one of H's activations: H's own, ended before h1's.
+  Options rivals;
+  rivals.shared_segments_are_own = false;
+  EXPECT_EQ(find(analyze(w, rivals), "H").wcrt_ns, 10 * kMs);
+  // h1's segment, of the higher chain, delays head's by Lemma 2 (one
+  // activation: 2 more). But h1 fires for the release whose head it
+  // follows, after it.
+  Options before;
+  before.shared_heads = false;
+  EXPECT_EQ(find(analyze(w, before), "L").wcrt_ns, 7 * kMs);
+}
+
+// The same on the CPU: H goes on at a, on an executor of higher OS
+// priority on head's core, L at b on the other core. By hand: head 0-1,
+// then a 1-3 on core 0 and b 1-4 on core 1: L = 4. Charged a in head's
+// window (L's first sub-chain, 1 + 2), L would be 6.
+TEST(Refinements, ACallbackAfterTheCommonPartFiresOnceThatPartHasEnded) {
+  const std::string text = R"(version: 1
+name: one_head_cpu
+platform: {cores: 2}
+executors:
+  - {name: e0, core: 0, priority: 50}
+  - {name: e2, core: 0, priority: 60}
+  - {name: e1, core: 1, priority: 50}
+callbacks:
+  - {name: head, executor: e0, trigger: {timer_ms: 100}, publishes: th, cpu_us: 1000}
+  - {name: a, executor: e2, trigger: {topic: th}, cpu_us: 2000}
+  - {name: b, executor: e1, trigger: {topic: th}, cpu_us: 3000}
+chains:
+  - {name: H, priority: 2, path: [head, a]}
+  - {name: L, priority: 1, path: [head, b]}
+)";
+  const auto w = load(text);
+  EXPECT_EQ(find(analyze(w), "L").wcrt_ns, 4 * kMs + w.communication_ns);
+  EXPECT_EQ(find(analyze(w), "H").wcrt_ns, 3 * kMs + w.communication_ns);
+  Options before;
+  before.shared_heads = false;
+  EXPECT_EQ(find(analyze(w, before), "L").wcrt_ns, 6 * kMs + w.communication_ns);
 }
 
 // A workload's head with one executor, ex on core 0, and no accelerator.

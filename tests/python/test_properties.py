@@ -1,7 +1,8 @@
 """Property tests of the analysis over random small workloads (hypothesis).
 
 Workloads are generated as YAML and go through the same loader users use.
-Some chains fuse their path with another chain's topic (a fusion callback).
+Some chains fuse their path with another chain's topic (a fusion callback),
+some branch off the first callbacks of an earlier chain.
 """
 
 import copy
@@ -41,12 +42,17 @@ def workloads(draw, levels=None):
         period = draw(st.sampled_from(periods))
         earlier = [cb["name"] for cb in doc["callbacks"]]
         path = []
-        for k in range(draw(st.integers(1, 3))):
+        if doc["chains"] and draw(st.integers(0, 2)) == 0:
+            # A branch: the first callbacks of an earlier chain, then its own.
+            trunk = draw(st.sampled_from(doc["chains"]))["path"]
+            path = list(trunk[:draw(st.integers(1, len(trunk)))])
+        for k in range(len(path), len(path) + draw(st.integers(1, 3))):
             name = f"c{c}_{k}"
             trigger = {"timer_ms": period} if k == 0 else {"topic": path[-1]}
-            if k > 0 and earlier and draw(st.integers(0, 2)) == 0:
+            others = [topic for topic in earlier if not path or topic != path[-1]]
+            if k > 0 and others and draw(st.integers(0, 2)) == 0:
                 # A fusion of its predecessor's topic and an earlier chain's.
-                trigger = {"topics": [path[-1], draw(st.sampled_from(earlier))]}
+                trigger = {"topics": [path[-1], draw(st.sampled_from(others))]}
             cb = {"name": name, "executor": f"e{draw(st.integers(0, n_exec - 1))}",
                   "trigger": trigger,
                   "publishes": name, "cpu_us": draw(st.integers(0, 3000)),
