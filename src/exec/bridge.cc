@@ -276,7 +276,7 @@ void Bridge::deliver_loop(uint32_t h) {
     const uint64_t arrival = msg.arrival_ns;
     const int stale = msg.stale;
     rtaccel_net_release(&msg);
-    for (uint32_t q : hop.queues) queue_push(shared_, plan_, q, header.message);
+    publish(shared_, workload_, plan_, hop.queues, header.message, executor);
     st->delivered.fetch_add(1, std::memory_order_relaxed);
     TraceEvent ev{};
     ev.kind = static_cast<uint32_t>(TraceKind::kTransfer);

@@ -225,7 +225,7 @@ void Executor::run_callback(size_t thread, const Pick& pick, Scratch* scratch) {
   }
   const uint64_t end = core::monotonic_ns();
   out.publish_ns = end;
-  for (uint32_t q : p.outputs) queue_push(shared_, plan_, q, out);
+  publish(shared_, workload_, plan_, p.outputs, out, config_.executor);
   for (uint32_t chain : p.chain_ends) {
     if (!out.stamps[chain]) continue;  // an instance that started before a drop
     auto* state = shared_.chain(chain);

@@ -1,5 +1,6 @@
 #include "exec/shared.h"
 
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -232,7 +233,54 @@ void queue_push(SharedRun& shared, const Plan& plan, uint32_t queue, const Messa
   __atomic_store_n(&q->count, q->count + 1, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&q->lock);
   rtaccel_gang_preempt_enable();
-  wake(shared.executor(plan.queues[queue].executor));
+}
+
+void publish(SharedRun& shared, const workload::Workload& w, const Plan& plan, const std::vector<uint32_t>& queues,
+             const Message& message, size_t publisher) {
+  for (uint32_t q : queues) queue_push(shared, plan, q, message);
+  // The consumers to wake, each once, highest SCHED_FIFO priority first
+  // (a bridge first of all: it takes the message to another node). A wake
+  // of an executor above the publisher on the publisher's core hands it
+  // that core at once: the messages are all in their queues by then, and
+  // a lower consumer woken after it would have waited for it anyway.
+  constexpr size_t kMost = 64;  // on the stack: a publish allocates nothing
+  size_t order[kMost];
+  int rank[kMost];
+  size_t n = 0;
+  const size_t executors = w.executors.size();
+  const bool placed = publisher < executors;
+  const int core = placed ? w.executors[publisher].core : -1;
+  const int own = placed ? w.executors[publisher].priority : 0;
+  int above = 0, highest = 0;  // consumers above the publisher on its core, and their top priority
+  for (uint32_t q : queues) {
+    const size_t e = plan.queues[q].executor;
+    if (std::find(order, order + n, e) != order + n) continue;
+    if (n == kMost) {
+      wake(shared.executor(e));
+      continue;
+    }
+    const int priority = e < executors ? w.executors[e].priority : INT_MAX;
+    if (placed && e < executors && w.executors[e].core == core && priority > own) {
+      ++above;
+      highest = std::max(highest, priority);
+    }
+    size_t i = n++;
+    for (; i > 0 && rank[i - 1] < priority; --i) {
+      order[i] = order[i - 1];
+      rank[i] = rank[i - 1];
+    }
+    order[i] = e;
+    rank[i] = priority;
+  }
+  // Two or more of them above the publisher on its core: the first woken
+  // would run before the publisher wakes the second, which would then
+  // wait for whatever the first set going above the publisher (an
+  // inversion). The publisher takes the highest priority of them while it
+  // wakes them all; only a real-time publisher can (and needs to).
+  const bool boost = above >= 2 && shared.executor(publisher)->realtime;
+  if (boost) pthread_setschedprio(pthread_self(), std::min(highest, 99));
+  for (size_t i = 0; i < n; ++i) wake(shared.executor(order[i]));
+  if (boost) pthread_setschedprio(pthread_self(), own);
 }
 
 }  // namespace rtaccel::exec

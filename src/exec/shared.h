@@ -242,9 +242,17 @@ void wake(ExecutorState* state);
 // A subscription queue's two ends (under its PI mutex; not preemptible by a
 // gang, whose parked thread would stop the other gang that needs the queue).
 // A push to a full queue drops its oldest message, counting a drop for every
-// chain instance it carried, and wakes the queue's consumer.
+// chain instance it carried; it wakes no one (publish does).
 void queue_push(SharedRun& shared, const Plan& plan, uint32_t queue, const Message& message);
 void queue_pop(SharedRun& shared, uint32_t queue, Message* out);
+
+// A message to every queue of QUEUES, as the analysis has it: all are
+// pushed before any consumer is woken, so that a consumer that preempts
+// the publisher finds every message of the publish, and the consumers are
+// woken highest priority first. PUBLISHER: the executor (or, from
+// Workload::executors.size() on, the bridge) that publishes.
+void publish(SharedRun& shared, const workload::Workload& w, const Plan& plan, const std::vector<uint32_t>& queues,
+             const Message& message, size_t publisher);
 
 }  // namespace rtaccel::exec
 

@@ -116,6 +116,68 @@ def test_ros2_runs_a_snapshot_in_registration_order_picas_by_priority(tmp_path):
     assert picas["low"]["p50_us"] > 1.5 * picas["high"]["p50_us"]
 
 
+# head publishes to a and c, both on ex2 above head's ex0 on core 0; a's
+# topic wakes b, 5 ms, on ex1 between them. a is registered first, so its
+# message goes out first. Were ex2 woken by a's message alone, it would run
+# a at once, a would wake b, and c's message would wait in ex0, below b,
+# for 5 ms. Woken once both are in, ex2 runs c, of the more critical chain,
+# first.
+FANOUT = """executors:
+  - {name: ex0, core: 0, priority: 50}
+  - {name: ex1, core: 0, priority: 51}
+  - {name: ex2, core: 0, priority: 52}
+callbacks:
+  - {name: head, executor: ex0, trigger: {timer_ms: 50}, publishes: th, cpu_us: 300}
+  - {name: a, executor: ex2, trigger: {topic: th}, publishes: ta, cpu_us: 300}
+  - {name: b, executor: ex1, trigger: {topic: ta}, cpu_us: 5000}
+  - {name: c, executor: ex2, trigger: {topic: th}, cpu_us: 300}
+chains:
+  - {name: L, priority: 1, path: [head, a, b]}
+  - {name: H, priority: 9, path: [head, c]}
+"""
+
+
+def test_a_publish_wakes_its_subscribers_once_every_message_is_in(tmp_path):
+    path = workload(tmp_path, "fanout", FANOUT)
+    _, chains = run(path, "paam", tmp_path / "out")
+    trace = json.loads((tmp_path / "out" / "trace.json").read_text())["traceEvents"]
+    starts = {}
+    for e in trace:
+        if e.get("cat") == "callback" and e["name"] in ("head", "a", "c"):
+            starts.setdefault(e["name"], []).append(e["ts"])
+    assert len(starts["head"]) >= 20
+    for release in starts["head"]:
+        a = min(t for t in starts["a"] if t >= release)
+        c = min(t for t in starts["c"] if t >= release)
+        assert c < a, f"c started after a in the activation from {release} us"
+    assert chains["H"]["p50_us"] < 2500  # head and c, not b's 5 ms
+
+
+# The same with c on ex2 and a on ex3, both above ex0: woken first, ex3
+# runs a, whose topic wakes b on ex1, above ex0. Had ex0 not yet woken
+# ex2, c would wait for b. The publisher wakes both at ex3's priority.
+FANOUT_ABOVE = FANOUT.replace("  - {name: ex2, core: 0, priority: 52}",
+                              "  - {name: ex2, core: 0, priority: 52}\n  - {name: ex3, core: 0, priority: 53}") \
+                     .replace("{name: a, executor: ex2", "{name: a, executor: ex3")
+
+
+@needs.mark("root", os.geteuid() != 0, "the publisher takes a higher SCHED_FIFO priority while it wakes")
+def test_a_publisher_wakes_two_executors_above_it_on_its_core_before_either_runs(tmp_path):
+    path = workload(tmp_path, "fanout_above", FANOUT_ABOVE)
+    _, chains = run(path, "paam", tmp_path / "out")
+    trace = json.loads((tmp_path / "out" / "trace.json").read_text())["traceEvents"]
+    spans = {}
+    for e in trace:
+        if e.get("cat") == "callback" and e["name"] in ("head", "b", "c"):
+            spans.setdefault(e["name"], []).append((e["ts"], e["ts"] + e["dur"]))
+    assert len(spans["head"]) >= 20
+    for release, _ in spans["head"]:
+        c = min(begin for begin, _ in spans["c"] if begin >= release)
+        b_end = min(end for begin, end in spans["b"] if begin >= release)
+        assert c < b_end, f"c waited for b in the activation from {release} us"
+    assert chains["H"]["p50_us"] < 2500
+
+
 def test_timers_fire_at_their_period(tmp_path):
     path = workload(tmp_path, "two_timers", TWO_TIMERS)
     summary, _ = run(path, "picas", tmp_path / "out")
