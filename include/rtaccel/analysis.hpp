@@ -105,6 +105,15 @@ struct Options {
   // the common part, and delays those after it at most once, whatever the
   // window. Only with shared_callbacks_once.
   bool shared_heads = true;
+  // A chain over several executors is bounded sub-chain by sub-chain, each
+  // charged the higher work that reaches its own window: a higher chain
+  // whose activation reaches two of them is charged in both. Over the
+  // chain's activation as a whole, each unit of that work delays it once,
+  // in whichever sub-chain it is then: the interference is also bounded by
+  // the higher activations that reach the chain's whole window, each at its
+  // largest charge in any sub-chain, and the smaller of the two is taken.
+  // Chains that wait at a fusion keep the sum.
+  bool interference_once_per_chain = true;
   // A callback with several trigger topics (a fusion) fires once each has a
   // message: a chain that reaches it on one topic waits there for the others.
   // The chain's pieces between its fusions are bounded one by one, and each
@@ -148,6 +157,7 @@ struct Options {
     options.shared_callbacks_once = false;
     options.shared_segments_are_own = false;
     options.shared_heads = false;
+    options.interference_once_per_chain = false;
     options.fusions_wait = false;
     options.fusion_waits_from_last_firing = false;
     options.released_together = false;

@@ -36,6 +36,7 @@ analysis::Options make_options(const std::string& horizon, bool paper, bool refi
     options.shared_callbacks_once = false;
     options.shared_segments_are_own = false;
     options.shared_heads = false;
+    options.interference_once_per_chain = false;
     options.released_together = false;
     options.fusion_waits_from_last_firing = false;
   }

@@ -138,6 +138,16 @@ struct Subchain {
   bool spins = false;   // some segment busy-waits
   uint64_t spin_ns = 0;  // spin(Gamma_h) when charged as an hpp chain
 
+  // What each higher sub-chain in its interference term costs it per
+  // activation (Options::interference_once_per_chain): the sub-chain's
+  // index, its usual charge and the part that fires once in the window.
+  struct Interferer {
+    size_t sub;
+    uint64_t usual;
+    uint64_t single;
+  };
+  std::vector<Interferer> interferers;
+
   bool computed = false;
   bool bounded = false;
   uint64_t wcrt_ns = 0;
@@ -543,6 +553,100 @@ class Analysis {
     return out;
   }
 
+  // What sub-chain O, on S's executor (SAME_EXECUTOR: hp) or another of its
+  // core (hpp), costs S per activation, as interference_terms charges it:
+  // the whole sub-chain, or callback by callback where C owns some of its
+  // callbacks or some fire once in C's activation (Options::shared_heads).
+  Subchain::Interferer interferer(const Subchain& s, const Subchain& o, bool same_executor) const {
+    const size_t c = s.chain;
+    const bool once = options_.shared_callbacks_once && limit(c) <= period(c);
+    const uint64_t full = add(o.cpu_ns, same_executor ? o.handling_star_ns : o.spin_ns);
+    Subchain::Interferer out{size_t(&o - subs_.data()), 0, 0};
+    bool whole = true;
+    for (size_t n = 0; n < o.callbacks.size(); ++n) {
+      const size_t cb = o.callbacks[n];
+      if (once && owns(c, cb)) {
+        whole = false;
+        continue;
+      }
+      const size_t common = after_common_part(c, o.chain, o.first + n);
+      if (common && s.first + s.callbacks.size() <= common) {
+        whole = false;
+        continue;
+      }
+      uint64_t cost = workload_.callbacks[cb].cpu_ns;
+      for (size_t i : o.entries) {
+        const Entry& e = entries_[i];
+        if (e.callback != cb) continue;
+        const bool spins = workload_.callbacks[cb].wait == WaitMode::kSpin;
+        cost = add(cost, add(same_executor || spins ? lemma2(e, max_period_) : 0, epsilon_));
+      }
+      if (common) {
+        out.single = add(out.single, cost);
+        whole = false;
+      } else {
+        out.usual = add(out.usual, cost);
+      }
+    }
+    if (whole) out.usual = std::min(out.usual, full);
+    return out;
+  }
+
+  // Options::interference_once_per_chain: the chain's bound TOTAL with the
+  // interference of its sub-chains, each bounded in its own window, taken
+  // instead over the chain's whole activation where that is less. Every
+  // unit of a higher sub-chain's work delays the chain once at most, in
+  // whichever sub-chain it is in then, so over the activation [r, r + R]
+  // it costs what its activations that reach the window bring: its largest
+  // charge in any sub-chain, at most ceil((R + R_h) / T_h) times (or
+  // Lemma 1's count), or once for what fires once in the activation. Per
+  // interfering chain the smaller of that and its charges summed over the
+  // sub-chains would be tighter still, but the callbacks pooled from
+  // several chains have no one chain to go to; the smaller of the two sums
+  // is taken.
+  uint64_t once_per_chain(size_t c, uint64_t total, uint64_t* interference) const {
+    const auto& mine = subchains_of_[c];
+    if (mine.size() < 2) return total;
+    std::vector<std::pair<size_t, Subchain::Interferer>> largest;  // by interfering sub-chain
+    uint64_t summed = 0;
+    for (size_t m : mine) {
+      summed = add(summed, subs_[m].breakdown.interference_ns);
+      for (const auto& i : subs_[m].interferers) {
+        auto it = std::find_if(largest.begin(), largest.end(), [&](const auto& l) { return l.first == i.sub; });
+        if (it == largest.end()) {
+          largest.emplace_back(i.sub, i);
+        } else {
+          it->second.usual = std::max(it->second.usual, i.usual);
+          it->second.single = std::max(it->second.single, i.single);
+        }
+      }
+    }
+    if (summed == 0 || summed == kUnbounded || total == kUnbounded) return total;
+    std::vector<std::pair<size_t, uint64_t>> per_chain;  // (chain, usual charge per activation)
+    uint64_t singles = 0;
+    for (const auto& [sub, i] : largest) {
+      const size_t h = subs_[sub].chain;
+      auto it = std::find_if(per_chain.begin(), per_chain.end(), [&](const auto& p) { return p.first == h; });
+      if (it == per_chain.end()) {
+        per_chain.emplace_back(h, i.usual);
+      } else {
+        it->second = add(it->second, i.usual);
+      }
+      singles = add(singles, i.single);
+    }
+    const uint64_t rest = total - summed;
+    uint64_t r = rest;
+    for (;;) {
+      uint64_t whole = singles;
+      for (const auto& [h, usual] : per_chain) whole = add(whole, mul(released(r, h), usual));
+      const uint64_t next = add(rest, std::min(summed, whole));
+      if (next == r) break;
+      r = next;
+    }
+    *interference = r - rest;
+    return r;
+  }
+
   // The interference within a window from TERMS. Callback by callback loses
   // Lemma 3 for the handling time: never more than the whole activations.
   uint64_t interference_ns(const InterferenceTerms& terms, uint64_t window) const {
@@ -831,6 +935,11 @@ class Analysis {
     }
     s.wcrt_ns = r;
     s.bounded = true;
+    s.interferers.clear();
+    if (options_.interference_once_per_chain) {
+      for (const auto* list : {&hp, &hpp})
+        for (const Subchain* o : *list) s.interferers.push_back(interferer(s, *o, list == &hp));
+    }
     return true;
   }
 
@@ -918,6 +1027,12 @@ class Analysis {
         out.reason = composed.reason;
       }
       for (size_t d : joins_.sources_of(c)) depends_[c].insert(d);
+    }
+    if (bounded && options_.interference_once_per_chain &&
+        std::none_of(joins_.waits(c).begin(), joins_.waits(c).end(), [](bool w) { return w; })) {
+      uint64_t interference = out.breakdown.interference_ns;
+      total = once_per_chain(c, total, &interference);
+      out.breakdown.interference_ns = interference;
     }
     if (bounded && total > limit) {
       bounded = false;

@@ -36,6 +36,7 @@ Options unrefined() {
   options.shared_callbacks_once = false;
   options.shared_segments_are_own = false;
   options.shared_heads = false;
+  options.interference_once_per_chain = false;
   options.released_together = false;
   return options;
 }
@@ -654,6 +655,39 @@ chains:
   Options before;
   before.shared_heads = false;
   EXPECT_EQ(find(analyze(w, before), "L").wcrt_ns, 6 * kMs + w.communication_ns);
+}
+
+// C runs c1 on ea and c2 on eb, both below eh on core 0, where H's one
+// callback h preempts either. Each of C's sub-chains, bounded on its own,
+// meets one activation of H: 2 + 3 each, 10 in all. By hand: H releases
+// once within C's activation, and its 3 ms delay whichever of c1 and c2 is
+// running then, once: C = 2 + 2 + 3 = 7.
+TEST(Refinements, AHigherActivationDelaysAChainOnceOverItsSubchains) {
+  const std::string text = R"(version: 1
+name: once_per_chain
+platform: {cores: 2}
+executors:
+  - {name: ea, core: 0, priority: 50}
+  - {name: eb, core: 0, priority: 50}
+  - {name: eh, core: 0, priority: 60}
+callbacks:
+  - {name: c1, executor: ea, trigger: {timer_ms: 100}, publishes: t1, cpu_us: 2000}
+  - {name: c2, executor: eb, trigger: {topic: t1}, cpu_us: 2000}
+  - {name: h, executor: eh, trigger: {timer_ms: 100}, cpu_us: 3000}
+chains:
+  - {name: C, priority: 1, path: [c1, c2]}
+  - {name: H, priority: 2, path: [h]}
+)";
+  const auto w = load(text);
+  const auto& c = find(analyze(w), "C");
+  EXPECT_EQ(c.wcrt_ns, 7 * kMs + w.communication_ns);
+  EXPECT_EQ(c.breakdown.interference_ns, 3 * kMs);
+  ASSERT_EQ(c.subchains.size(), 2u);
+  EXPECT_EQ(c.subchains[0].breakdown.interference_ns, 3 * kMs);  // each on its own
+  EXPECT_EQ(c.subchains[1].breakdown.interference_ns, 3 * kMs);
+  Options apart;
+  apart.interference_once_per_chain = false;
+  EXPECT_EQ(find(analyze(w, apart), "C").wcrt_ns, 10 * kMs + w.communication_ns);
 }
 
 // A workload's head with one executor, ex on core 0, and no accelerator.
