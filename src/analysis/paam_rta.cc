@@ -621,7 +621,7 @@ class Analysis {
         }
       }
     }
-    if (summed == 0 || summed == kUnbounded || total == kUnbounded) return total;
+    if (summed == 0 || summed == kUnbounded || total == kUnbounded || total < summed) return total;
     std::vector<std::pair<size_t, uint64_t>> per_chain;  // (chain, usual charge per activation)
     uint64_t singles = 0;
     for (const auto& [sub, i] : largest) {

@@ -679,7 +679,8 @@ chains:
   - {name: H, priority: 2, path: [h]}
 )";
   const auto w = load(text);
-  const auto& c = find(analyze(w), "C");
+  const auto results = analyze(w);
+  const auto& c = find(results, "C");
   EXPECT_EQ(c.wcrt_ns, 7 * kMs + w.communication_ns);
   EXPECT_EQ(c.breakdown.interference_ns, 3 * kMs);
   ASSERT_EQ(c.subchains.size(), 2u);
