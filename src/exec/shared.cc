@@ -238,11 +238,12 @@ void queue_push(SharedRun& shared, const Plan& plan, uint32_t queue, const Messa
 void publish(SharedRun& shared, const workload::Workload& w, const Plan& plan, const std::vector<uint32_t>& queues,
              const Message& message, size_t publisher) {
   for (uint32_t q : queues) queue_push(shared, plan, q, message);
-  // The consumers to wake, each once, highest SCHED_FIFO priority first
-  // (a bridge first of all: it takes the message to another node). A wake
-  // of an executor above the publisher on the publisher's core hands it
-  // that core at once: the messages are all in their queues by then, and
-  // a lower consumer woken after it would have waited for it anyway.
+  // The consumers to wake, each once: first those that cannot take the
+  // publisher's core from it (bridges, executors on other cores or not
+  // above it), then those above it on its core, highest SCHED_FIFO
+  // priority first. The first of these takes the core at once: the
+  // messages are all in their queues by then, no consumer elsewhere waits
+  // for it, and one lower here woken after it would have waited anyway.
   constexpr size_t kMost = 64;  // on the stack: a publish allocates nothing
   size_t order[kMost];
   int rank[kMost];
@@ -259,18 +260,20 @@ void publish(SharedRun& shared, const workload::Workload& w, const Plan& plan, c
       wake(shared.executor(e));
       continue;
     }
-    const int priority = e < executors ? w.executors[e].priority : INT_MAX;
-    if (placed && e < executors && w.executors[e].core == core && priority > own) {
+    const int priority = e < executors ? w.executors[e].priority : 100;  // SCHED_FIFO's are 1-99
+    const bool takes_core = placed && e < executors && w.executors[e].core == core && priority > own;
+    if (takes_core) {
       ++above;
       highest = std::max(highest, priority);
     }
+    const int key = takes_core ? priority : 1000 + priority;  // woken in descending order
     size_t i = n++;
-    for (; i > 0 && rank[i - 1] < priority; --i) {
+    for (; i > 0 && rank[i - 1] < key; --i) {
       order[i] = order[i - 1];
       rank[i] = rank[i - 1];
     }
     order[i] = e;
-    rank[i] = priority;
+    rank[i] = key;
   }
   // Two or more of them above the publisher on its core: the first woken
   // would run before the publisher wakes the second, which would then

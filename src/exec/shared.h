@@ -248,8 +248,9 @@ void queue_pop(SharedRun& shared, uint32_t queue, Message* out);
 
 // A message to every queue of QUEUES, as the analysis has it: all are
 // pushed before any consumer is woken, so that a consumer that preempts
-// the publisher finds every message of the publish, and the consumers are
-// woken highest priority first. PUBLISHER: the executor (or, from
+// the publisher finds every message of the publish; the consumers that
+// cannot take the publisher's core are woken first, then those that can,
+// highest priority first. PUBLISHER: the executor (or, from
 // Workload::executors.size() on, the bridge) that publishes.
 void publish(SharedRun& shared, const workload::Workload& w, const Plan& plan, const std::vector<uint32_t>& queues,
              const Message& message, size_t publisher);
