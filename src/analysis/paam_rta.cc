@@ -505,6 +505,21 @@ class Analysis {
     std::vector<Pooled> pooled;  // by callback
   };
 
+  // What one firing of callback CB of sub-chain O costs a sub-chain it
+  // interferes with, callback by callback: its CPU time, and per segment
+  // epsilon and, on the same executor (hp) or where it spins (hpp), the
+  // segment's Lemma 2 bound.
+  uint64_t firing_cost(const Subchain& o, size_t cb, bool same_executor) const {
+    uint64_t cost = workload_.callbacks[cb].cpu_ns;
+    const bool spins = workload_.callbacks[cb].wait == WaitMode::kSpin;
+    for (size_t i : o.entries) {
+      const Entry& e = entries_[i];
+      if (e.callback != cb) continue;
+      cost = add(cost, add(same_executor || spins ? lemma2(e, max_period_) : 0, epsilon_));
+    }
+    return cost;
+  }
+
   InterferenceTerms interference_terms(const Subchain& s, const std::vector<const Subchain*>& hp,
                                        const std::vector<const Subchain*>& hpp) const {
     const size_t c = s.chain;
@@ -531,14 +546,7 @@ class Analysis {
           // common head: it fires once that part has ended, once.
           const size_t common = after_common_part(c, h->chain, h->first + n);
           if (common && s.first + s.callbacks.size() <= common) continue;
-          uint64_t cost = workload_.callbacks[cb].cpu_ns;
-          for (size_t i : h->entries) {
-            const Entry& e = entries_[i];
-            if (e.callback != cb) continue;
-            const bool spins = workload_.callbacks[cb].wait == WaitMode::kSpin;
-            const uint64_t wait = same_executor || spins ? lemma2(e, max_period_) : 0;
-            cost = add(cost, add(wait, epsilon_));
-          }
+          const uint64_t cost = firing_cost(*h, cb, same_executor);
           if (!owns(h->chain, cb)) {
             rest = add(rest, cost);
             continue;
@@ -583,13 +591,7 @@ class Analysis {
         whole = false;
         continue;
       }
-      uint64_t cost = workload_.callbacks[cb].cpu_ns;
-      for (size_t i : o.entries) {
-        const Entry& e = entries_[i];
-        if (e.callback != cb) continue;
-        const bool spins = workload_.callbacks[cb].wait == WaitMode::kSpin;
-        cost = add(cost, add(same_executor || spins ? lemma2(e, max_period_) : 0, epsilon_));
-      }
+      const uint64_t cost = firing_cost(o, cb, same_executor);
       if (common) {
         out.single = add(out.single, cost);
         whole = false;

@@ -137,18 +137,23 @@ chains:
 """
 
 
+def callback_spans(out, *names):
+    """Each named callback's runs in the run's trace: (begin, end) in us."""
+    spans = {name: [] for name in names}
+    for e in json.loads((out / "trace.json").read_text())["traceEvents"]:
+        if e.get("cat") == "callback" and e["name"] in spans:
+            spans[e["name"]].append((e["ts"], e["ts"] + e["dur"]))
+    return spans
+
+
 def test_a_publish_wakes_its_subscribers_once_every_message_is_in(tmp_path):
     path = workload(tmp_path, "fanout", FANOUT)
     _, chains = run(path, "paam", tmp_path / "out")
-    trace = json.loads((tmp_path / "out" / "trace.json").read_text())["traceEvents"]
-    starts = {}
-    for e in trace:
-        if e.get("cat") == "callback" and e["name"] in ("head", "a", "c"):
-            starts.setdefault(e["name"], []).append(e["ts"])
-    assert len(starts["head"]) >= 20
-    for release in starts["head"]:
-        a = min(t for t in starts["a"] if t >= release)
-        c = min(t for t in starts["c"] if t >= release)
+    spans = callback_spans(tmp_path / "out", "head", "a", "c")
+    assert len(spans["head"]) >= 20
+    for release, _ in spans["head"]:
+        a = min(begin for begin, _ in spans["a"] if begin >= release)
+        c = min(begin for begin, _ in spans["c"] if begin >= release)
         assert c < a, f"c started after a in the activation from {release} us"
     assert chains["H"]["p50_us"] < 2500  # head and c, not b's 5 ms
 
@@ -165,11 +170,7 @@ FANOUT_ABOVE = FANOUT.replace("  - {name: ex2, core: 0, priority: 52}",
 def test_a_publisher_wakes_two_executors_above_it_on_its_core_before_either_runs(tmp_path):
     path = workload(tmp_path, "fanout_above", FANOUT_ABOVE)
     _, chains = run(path, "paam", tmp_path / "out")
-    trace = json.loads((tmp_path / "out" / "trace.json").read_text())["traceEvents"]
-    spans = {}
-    for e in trace:
-        if e.get("cat") == "callback" and e["name"] in ("head", "b", "c"):
-            spans.setdefault(e["name"], []).append((e["ts"], e["ts"] + e["dur"]))
+    spans = callback_spans(tmp_path / "out", "head", "b", "c")
     assert len(spans["head"]) >= 20
     for release, _ in spans["head"]:
         c = min(begin for begin, _ in spans["c"] if begin >= release)
