@@ -2,7 +2,8 @@
 // registration message, request entries in shared memory, and the policy
 // file. Properties checked beyond "no crash":
 //  - a registration that passes the check has a layout and goes through
-//    admission control (the analysis) without trouble;
+//    admission control (the analysis) without trouble, and so does a
+//    declaration beside the chain it shares a fusion with;
 //  - a request entry that decodes lies entirely inside its service's buffers,
 //    64-byte aligned;
 //  - a policy either parses or is refused with a "file:line:" message;
@@ -59,12 +60,40 @@ RegisterRequest valid_registration() {
     cb.nsegments = 1;
     strcpy(cb.segments[0].service, "busy");
     cb.segments[0].wcet_ns = 2000000;
+    snprintf(cb.publishes, sizeof(cb.publishes), "topic%d", i);
   }
+  c.callbacks[1].ntriggers = 1;
+  strcpy(c.callbacks[1].triggers[0], "topic0");
   m.desc.nservices = 1;
   strcpy(m.desc.services[0].name, "busy");
   m.desc.services[0].request_max = 64;
   m.desc.services[0].response_max = 64;
   return m;
+}
+
+// 'front' and 'rear' meeting at a fusion (both drivers' topics trigger it).
+struct FusionPair {
+  rtaccel_chain_desc front, rear;
+};
+FusionPair fusion_pair() {
+  FusionPair p;
+  rtaccel_chain_desc* chains[2] = {&p.front, &p.rear};
+  for (int k = 0; k < 2; k++) {
+    rtaccel_chain_desc& c = *chains[k];
+    c = valid_registration().desc.chain;
+    snprintf(c.name, sizeof(c.name), "%s", k ? "rear" : "front");
+    c.priority = k ? 10 : 20;
+    snprintf(c.callbacks[0].name, sizeof(c.callbacks[0].name), "%s_driver", c.name);
+    snprintf(c.callbacks[0].executor, sizeof(c.callbacks[0].executor), "ex_%s", c.name);
+    snprintf(c.callbacks[0].publishes, sizeof(c.callbacks[0].publishes), "%s", k ? "Rear" : "Front");
+    rtaccel_callback_desc& fusion = c.callbacks[1];
+    strcpy(fusion.name, "fusion");
+    strcpy(fusion.executor, "ex_fusion");
+    fusion.ntriggers = 2;
+    strcpy(fusion.triggers[0], "Front");
+    strcpy(fusion.triggers[1], "Rear");
+  }
+  return p;
 }
 
 template <typename T>
@@ -79,7 +108,7 @@ void overlay(T* target, const uint8_t* data, size_t size) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
-  const uint8_t target = data[0] % 7;
+  const uint8_t target = data[0] % 8;
   data++;
   size--;
   switch (target) {
@@ -176,6 +205,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
            out.type != uint32_t(RemoteType::kHello)))
         abort();
       if (decode_remote_control(&m, sizeof(m) - 1, &out)) abort();  // not whole
+      break;
+    }
+    case 7: {  // a declaration's chain, overlaid on one that feeds the other's fusion
+      const FusionPair pair = fusion_pair();
+      DeclareRequest m{};
+      m.magic = kMagic;
+      m.version = kProtocolVersion;
+      m.type = uint32_t(MessageType::kDeclare);
+      m.flags = kDeclareLast;
+      m.chain = pair.rear;
+      overlay(&m, data, size);
+      if (Status st = check_declaration(&m, sizeof(m)); !st) {
+        if (st.message().empty() || st.err() != EINVAL) abort();
+        return 0;
+      }
+      AdmissionOptions options;
+      options.device_levels = {4, 2};
+      Admission admission(options);
+      const Status declared = admission.declare({pair.front, m.chain});
+      if (!declared && declared.message().empty()) abort();
+      if (declared && admission.chains() != 2 && strcmp(m.chain.name, pair.front.name) != 0) abort();
       break;
     }
     case 3: {  // policy text

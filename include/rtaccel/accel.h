@@ -61,6 +61,7 @@ extern "C" {
 #define RTACCEL_MAX_SEGMENTS 8      /* accelerator segments per callback */
 #define RTACCEL_MAX_CALLBACKS 16    /* callbacks per chain */
 #define RTACCEL_MAX_SERVICES 8      /* services per registration */
+#define RTACCEL_MAX_TRIGGERS 8      /* topics that trigger one callback */
 #define RTACCEL_MAX_BUFFER (64u << 20) /* largest request or response buffer */
 
 /* Environment variable naming the server's socket; default below. */
@@ -89,6 +90,16 @@ struct rtaccel_callback_desc {
 	uint32_t wait;             /* enum rtaccel_wait_mode */
 	uint32_t nsegments;
 	struct rtaccel_segment_desc segments[RTACCEL_MAX_SEGMENTS];
+	/* The topic it publishes ("" none) and the topics that trigger it, one
+	 * message from each per firing. With them admission sees which firings
+	 * belong to one chain alone and where a chain waits at a fusion (two or
+	 * more triggers) for the chains that publish its other inputs. Without
+	 * (0 triggers) a callback is taken to follow its predecessor, with no
+	 * wait. The first callback of a chain starts at the chain's period. */
+	char publishes[RTACCEL_NAME_MAX];
+	uint32_t ntriggers;
+	uint32_t reserved;
+	char triggers[RTACCEL_MAX_TRIGGERS][RTACCEL_NAME_MAX];
 };
 
 /* A chain as the analysis sees it. Every process that registers a callback of
@@ -155,6 +166,20 @@ RTACCEL_API int rtaccel_client_register_all(struct rtaccel_client *client,
 					    const struct rtaccel_registration_desc *descs, size_t n,
 					    struct rtaccel_registration **out, char *why,
 					    size_t why_len);
+
+/* Declares chains to admission control without registering a callback: the
+ * chains of a system whose processes register one by one, or that call no
+ * accelerator at all but share executors and fusions with chains that do.
+ * The n chains are admitted together (one analysis of them all with what is
+ * admitted, so a fusion's inputs may come in any order) or not at all; a
+ * chain admitted before takes another reference, and a later registration
+ * of one of their callbacks finds its chain admitted (its description must
+ * be the same, topics included). They stay admitted until the client is
+ * closed. Refusals as rtaccel_client_register's; -EOPNOTSUPP for a client
+ * connected to a remote gateway (declare on the server's node). Set-up
+ * time: one round trip per chain. */
+RTACCEL_API int rtaccel_client_declare(struct rtaccel_client *client, const struct rtaccel_chain_desc *chains,
+				       size_t n, char *why, size_t why_len);
 
 /* Ends a registration; waits for none of its requests. NULL is ignored. */
 RTACCEL_API void rtaccel_client_unregister(struct rtaccel_registration *reg);

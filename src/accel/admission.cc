@@ -29,6 +29,9 @@ bool same_callback(const rtaccel_callback_desc& a, const rtaccel_callback_desc& 
         strcmp(a.segments[j].accelerator, b.segments[j].accelerator) ||
         a.segments[j].wcet_ns != b.segments[j].wcet_ns)
       return false;
+  if (strcmp(a.publishes, b.publishes) || a.ntriggers != b.ntriggers) return false;
+  for (uint32_t t = 0; t < a.ntriggers; t++)
+    if (strcmp(a.triggers[t], b.triggers[t])) return false;
   return true;
 }
 
@@ -59,33 +62,57 @@ double Admission::device_utilisation(uint32_t device) const {
 }
 
 Status Admission::admit(const rtaccel_registration_desc& desc, Admitted* out) {
-  const rtaccel_chain_desc& chain = desc.chain;
-  const std::string chain_name = chain.name;
-  const std::string callback_name = chain.callbacks[desc.callback].name;
-  if (auto it = chains_.find(chain_name); it != chains_.end()) {
-    if (!same_chain(it->second.desc, chain)) {
-      return Status::invalid("chain '" + chain_name + "' was admitted with a different description");
-    }
-    it->second.references++;
-    *out = lookup(callback_name);
+  // Another reference to an admitted chain changes nothing to analyse.
+  if (auto it = chains_.find(desc.chain.name); it != chains_.end()) {
+    if (Status st = refer(&it->second, desc.chain); !st) return st;
+    *out = lookup(desc.chain.callbacks[desc.callback].name);
     return Status();
   }
+  Staged s = stage();
+  if (Status st = add(desc.chain, &s); !st) return st;
+  if (Status st = commit(std::move(s)); !st) return st;
+  *out = lookup(desc.chain.callbacks[desc.callback].name);
+  return Status();
+}
+
+Status Admission::declare(const std::vector<rtaccel_chain_desc>& chains) {
+  Staged s = stage();
+  for (const rtaccel_chain_desc& chain : chains)
+    if (Status st = add(chain, &s); !st) return st;
+  return commit(std::move(s));
+}
+
+Status Admission::refer(ChainEntry* entry, const rtaccel_chain_desc& chain) {
+  if (!same_chain(entry->desc, chain))
+    return Status::invalid(std::string("chain '") + chain.name + "' was admitted with a different description");
+  entry->references++;
+  return Status();
+}
+
+Admission::Staged Admission::stage() const {
+  Staged s{chains_, callbacks_, std::vector<double>(options_.device_levels.size()), {}};
+  for (uint32_t d = 0; d < s.load.size(); d++) s.load[d] = device_utilisation(d);
+  return s;
+}
+
+Status Admission::add(const rtaccel_chain_desc& chain, Staged* s) const {
+  const std::string chain_name = chain.name;
+  if (auto it = s->chains.find(chain_name); it != s->chains.end()) return refer(&it->second, chain);
 
   // Check the new chain against what is admitted, then place its new
   // callbacks on devices: largest utilisation first, each on the device with
   // the lowest utilisation so far (worst fit decreasing).
-  auto callbacks = callbacks_;
   std::vector<const rtaccel_callback_desc*> fresh;
   for (uint32_t i = 0; i < chain.ncallbacks; i++) {
     const rtaccel_callback_desc& cb = chain.callbacks[i];
-    if (auto it = callbacks.find(cb.name); it != callbacks.end()) {
+    if (auto it = s->callbacks.find(cb.name); it != s->callbacks.end()) {
       if (!same_callback(it->second.desc, cb)) {
         return Status::invalid(std::string("callback '") + cb.name + "' of chain '" + chain_name +
                "' differs from the one admitted with another chain");
       }
       continue;
     }
-    for (const auto& [name, other] : callbacks)
+    for (const auto& [name, other] : s->callbacks)
       if (strcmp(other.desc.executor, cb.executor) == 0 &&
           (other.desc.executor_core != cb.executor_core ||
            other.desc.executor_priority != cb.executor_priority)) {
@@ -100,7 +127,7 @@ Status Admission::admit(const rtaccel_registration_desc& desc, Admitted* out) {
   // priority there have no order, and the analysis finds no bound for
   // either (each needs the other's first). Where neither is critical no
   // bound is asked for.
-  for (const auto& [name, other] : chains_) {
+  for (const auto& [name, other] : s->chains) {
     if (other.desc.priority != chain.priority || (!chain.critical && !other.desc.critical)) continue;
     for (uint32_t i = 0; i < chain.ncallbacks; i++)
       for (uint32_t k = 0; k < other.desc.ncallbacks; k++)
@@ -114,19 +141,20 @@ Status Admission::admit(const rtaccel_registration_desc& desc, Admitted* out) {
   std::stable_sort(fresh.begin(), fresh.end(), [&](auto* a, auto* b) {
     return accelerator_utilisation(*a, chain.period_ns) > accelerator_utilisation(*b, chain.period_ns);
   });
-  const uint32_t devices = uint32_t(options_.device_levels.size());
-  std::vector<double> load(devices);
-  for (uint32_t d = 0; d < devices; d++) load[d] = device_utilisation(d);
   for (const rtaccel_callback_desc* cb : fresh) {
-    const uint32_t device = uint32_t(std::min_element(load.begin(), load.end()) - load.begin());
-    load[device] += accelerator_utilisation(*cb, chain.period_ns);
-    callbacks[cb->name] = CallbackEntry{*cb, device};
+    const uint32_t device = uint32_t(std::min_element(s->load.begin(), s->load.end()) - s->load.begin());
+    s->load[device] += accelerator_utilisation(*cb, chain.period_ns);
+    s->callbacks[cb->name] = CallbackEntry{*cb, device};
   }
-  auto chains = chains_;
-  chains[chain_name] = ChainEntry{chain, 1};
+  s->chains[chain_name] = ChainEntry{chain, 1};
+  s->added.push_back(chain_name);
+  return Status();
+}
 
-  const auto results = options_.check_deadlines ? analysis::analyze(build(chains, callbacks))
-                                                : std::vector<analysis::ChainResult>{};
+Status Admission::commit(Staged s) {
+  const bool grows = !s.added.empty();
+  const auto results = options_.check_deadlines && grows ? analysis::analyze(build(s.chains, s.callbacks))
+                                                         : std::vector<analysis::ChainResult>{};
   for (const auto& r : results) {
     if (!r.critical || r.schedulable) continue;
     std::string reason = "chain '" + r.chain + "': ";
@@ -134,13 +162,15 @@ Status Admission::admit(const rtaccel_registration_desc& desc, Admitted* out) {
       reason += "bound " + ms(r.wcrt_ns) + " exceeds deadline " + ms(r.deadline_ns);
     else
       reason += r.reason.empty() ? "no bound within its period" : r.reason;
-    if (r.chain != chain_name) reason = "admitting chain '" + chain_name + "' would break " + reason;
+    if (std::find(s.added.begin(), s.added.end(), r.chain) == s.added.end())
+      reason = (s.added.size() == 1 ? "admitting chain '" + s.added.front() + "'"
+                                    : "admitting " + std::to_string(s.added.size()) + " chains") +
+               " would break " + reason;
     return Status::error(reason, EDEADLK);
   }
-  chains_ = std::move(chains);
-  callbacks_ = std::move(callbacks);
-  generation_++;
-  *out = lookup(callback_name);
+  chains_ = std::move(s.chains);
+  callbacks_ = std::move(s.callbacks);
+  if (grows) generation_++;
   return Status();
 }
 
@@ -238,6 +268,8 @@ workload::Workload Admission::build(const std::map<std::string, ChainEntry>& cha
     c.executor = ex->second;
     c.cpu_ns = cb.desc.cpu_ns;
     c.wait = cb.desc.wait == RTACCEL_WAIT_SPIN ? workload::WaitMode::kSpin : workload::WaitMode::kSuspend;
+    c.publishes = cb.desc.publishes;
+    for (uint32_t t = 0; t < cb.desc.ntriggers; t++) c.trigger.topics.emplace_back(cb.desc.triggers[t]);
     for (uint32_t j = 0; j < cb.desc.nsegments; j++)
       c.segments.push_back({cb.device, cb.desc.segments[j].service, cb.desc.segments[j].wcet_ns, {}});
     callback_index[name] = w.callbacks.size();
@@ -252,7 +284,9 @@ workload::Workload Admission::build(const std::map<std::string, ChainEntry>& cha
     c.critical = entry.desc.critical != 0;
     for (uint32_t i = 0; i < entry.desc.ncallbacks; i++)
       c.path.push_back(callback_index.at(entry.desc.callbacks[i].name));
-    if (!c.path.empty()) w.callbacks[c.path.front()].trigger.timer_ns = c.period_ns;
+    // A chain starts at its period, whatever else triggers its first
+    // callback in the system (the client's).
+    if (!c.path.empty()) w.callbacks[c.path.front()].trigger = workload::Trigger{c.period_ns, {}};
     w.chains.push_back(std::move(c));
   }
   return w;

@@ -48,6 +48,11 @@ class Admission {
   // off). A refusal says why, with err() EINVAL (the description conflicts
   // with an admitted one) or EDEADLK (a deadline would be missed).
   Status admit(const rtaccel_registration_desc& desc, Admitted* out);
+  // Adds the chains of a declaration together, each another reference where
+  // admitted before, when every critical chain stays schedulable with them
+  // all: one analysis, so that a chain may wait at a fusion for one declared
+  // beside it. Refusals as admit()'s; none of them is added then.
+  Status declare(const std::vector<rtaccel_chain_desc>& chains);
   // Drops one reference to a chain; the last one removes it and the callbacks
   // no other chain has.
   void release(const std::string& chain);
@@ -80,6 +85,22 @@ class Admission {
     rtaccel_callback_desc desc;
     uint32_t device = 0;
   };
+
+  // The admitted set with chains added, before the analysis has judged it.
+  struct Staged {
+    std::map<std::string, ChainEntry> chains;
+    std::map<std::string, CallbackEntry> callbacks;
+    std::vector<double> load;        // each device's accelerator utilisation
+    std::vector<std::string> added;  // chains new to the set
+  };
+  Staged stage() const;
+  // Another reference to an admitted chain, whose description must be CHAIN.
+  static Status refer(ChainEntry* entry, const rtaccel_chain_desc& chain);
+  // Adds CHAIN to S (another reference where S has it): the conflicts with
+  // what S holds are refused, its new callbacks placed on devices.
+  Status add(const rtaccel_chain_desc& chain, Staged* s) const;
+  // Keeps S when every critical chain of it is schedulable.
+  Status commit(Staged s);
 
   workload::Workload build(const std::map<std::string, ChainEntry>& chains,
                            const std::map<std::string, CallbackEntry>& callbacks) const;

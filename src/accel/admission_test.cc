@@ -144,5 +144,87 @@ TEST(Admission, BucketsFollowTheAnalysisDownSampling) {
   EXPECT_EQ(a.bucket("c4cb"), 1u);
 }
 
+const analysis::ChainResult& result_of(const std::vector<analysis::ChainResult>& results, const std::string& chain) {
+  for (const auto& r : results)
+    if (r.chain == chain) return r;
+  ADD_FAILURE() << "no result for chain " << chain;
+  static const analysis::ChainResult none;
+  return none;
+}
+
+// Registered without its topics, a chain through a fusion looked like one
+// that never waits there: 'front' was admitted with a bound of a few
+// milliseconds while its fusion waits 20 ms for the rear driver's kernel.
+// With the topics its bound holds the wait, and a chain whose other input
+// no admitted chain publishes has no bound: what feeds a fusion is
+// declared with it.
+TEST(Admission, AFusionWaitsForTheChainsDeclaredWithItInEitherOrder) {
+  const test::FusionPair p = test::fusion_pair(100 * kMs, 20 * kMs);
+  Admitted out;
+  std::string why;
+  {
+    Admission alone(options());
+    EXPECT_EQ(wire_status(alone.admit(test::registration_of(p.front, 1), &out), &why), -EDEADLK);
+    EXPECT_NE(why.find("waits at 'fusion' for 'Rear'"), std::string::npos) << why;
+    EXPECT_EQ(alone.chains(), 0u);
+  }
+  for (const bool front_first : {true, false}) {
+    Admission a(options());
+    const std::vector<rtaccel_chain_desc> both =
+        front_first ? std::vector{p.front, p.rear} : std::vector{p.rear, p.front};
+    ASSERT_EQ(wire_status(a.declare(both), &why), 0) << why;
+    EXPECT_EQ(a.chains(), 2u);
+    const auto results = analysis::analyze(a.workload());
+    const analysis::ChainResult& front = result_of(results, "front");
+    EXPECT_TRUE(front.schedulable) << front.reason;
+    EXPECT_GE(front.breakdown.fusion_wait_ns, 19 * kMs);
+    EXPECT_GE(front.wcrt_ns, 20 * kMs);
+    // What the server saw before: the same chains, no topics.
+    workload::Workload untold = a.workload();
+    for (auto& cb : untold.callbacks) {
+      cb.publishes.clear();
+      if (!cb.trigger.timer_ns) cb.trigger.topics.clear();
+    }
+    EXPECT_LT(result_of(analysis::analyze(untold), "front").wcrt_ns, 10 * kMs);
+    // The fusion's registration finds its chain admitted.
+    ASSERT_EQ(wire_status(a.admit(test::registration_of(p.front, 1), &out), &why), 0) << why;
+    EXPECT_EQ(a.chains(), 2u);
+    EXPECT_EQ(out.priority, 20);
+  }
+}
+
+TEST(Admission, ADeclarationIsAdmittedWholeOrNotAtAll) {
+  Admission a(options());
+  std::string why;
+  // 'front' cannot end within 10 ms of its release while its fusion waits
+  // for a 20 ms kernel: neither chain is added.
+  const test::FusionPair tight = test::fusion_pair(10 * kMs, 20 * kMs);
+  EXPECT_EQ(wire_status(a.declare({tight.rear, tight.front}), &why), -EDEADLK);
+  EXPECT_NE(why.find("chain 'front': bound "), std::string::npos) << why;
+  EXPECT_NE(why.find("exceeds deadline 10.000 ms"), std::string::npos) << why;
+  EXPECT_EQ(a.chains(), 0u);
+  const test::FusionPair p = test::fusion_pair(100 * kMs, 20 * kMs);
+  ASSERT_EQ(wire_status(a.declare({p.rear, p.front}), &why), 0) << why;
+  // A chain that breaks an admitted one names the chains it came with.
+  auto heavy = one_callback("heavy", 30, 100 * kMs, {.name = "h", .executor = "ex_h", .core = 3, .wcet_ns = 85 * kMs});
+  auto light = one_callback("light", 5, 100 * kMs, {.name = "l", .executor = "ex_l", .core = 3, .wcet_ns = kMs});
+  EXPECT_EQ(wire_status(a.declare({light.chain, heavy.chain}), &why), -EDEADLK);
+  EXPECT_NE(why.find("admitting 2 chains would break chain '"), std::string::npos) << why;
+  // One conflicting description refuses the rest with it.
+  auto other_rear = p.rear;
+  other_rear.callbacks[0].cpu_ns += 1;
+  EXPECT_EQ(wire_status(a.declare({light.chain, other_rear}), &why), -EINVAL);
+  EXPECT_NE(why.find("'rear' was admitted with a different description"), std::string::npos) << why;
+  EXPECT_EQ(a.chains(), 2u);
+  // Declared again: another reference each, released one by one.
+  ASSERT_EQ(wire_status(a.declare({p.front, p.rear}), &why), 0) << why;
+  a.release("front");
+  a.release("rear");
+  EXPECT_EQ(a.chains(), 2u);
+  a.release("front");
+  a.release("rear");
+  EXPECT_EQ(a.chains(), 0u);
+}
+
 }  // namespace
 }  // namespace rtaccel::accel

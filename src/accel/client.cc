@@ -182,6 +182,45 @@ int wait_suspended(rtaccel_registration* reg, const rtaccel_ticket* ticket, uint
   return local_wait(reg, ticket, timeout_ns, response_len, false);
 }
 
+namespace {
+
+// Sends one control message and receives the server's answer to it (with
+// the descriptors a registration's carries): 0, or a negative errno with
+// the reason in WHY. The caller holds the client's mutex.
+int round_trip(rtaccel_client* client, const void* message, size_t len, RegisterReply* reply, int fds[3],
+               int* nfds, char* why, size_t why_len) {
+  if (send(client->fd.get(), message, len, MSG_NOSIGNAL) < 0) {
+    // A server that refused the connection said why before it closed it.
+    RegisterReply refusal{};
+    if (recv(client->fd.get(), &refusal, sizeof(refusal), MSG_DONTWAIT) == ssize_t(sizeof(refusal)) &&
+        refusal.magic == kMagic && refusal.version == kProtocolVersion && refusal.status < 0) {
+      refusal.message[sizeof(refusal.message) - 1] = '\0';
+      set_why(why, why_len, refusal.message);
+      return refusal.status;
+    }
+    set_why(why, why_len, "the server is gone");
+    return -EPIPE;
+  }
+  if (int err = receive_reply(client->fd.get(), reply, fds, nfds)) {
+    char text[160];
+    if (err == -EPROTONOSUPPORT)
+      snprintf(text, sizeof(text), "rtaccel-server speaks protocol version %u and this client %u: use a server "
+               "and clients of one rtaccel", reply->version, kProtocolVersion);
+    else
+      snprintf(text, sizeof(text), "%s", err == -EPIPE ? "the server closed the connection" : "malformed reply");
+    set_why(why, why_len, text);
+    return err;
+  }
+  if (reply->status != 0) {
+    reply->message[sizeof(reply->message) - 1] = '\0';
+    set_why(why, why_len, reply->message);
+    return reply->status;
+  }
+  return 0;
+}
+
+}  // namespace
+
 extern "C" {
 
 int rtaccel_client_connect(const char* socket_path, rtaccel_client** out) {
@@ -239,40 +278,13 @@ int rtaccel_client_register(rtaccel_client* client, const rtaccel_registration_d
   m->version = kProtocolVersion;
   m->type = uint32_t(MessageType::kRegister);
   m->desc = *desc;
-  ssize_t sent = send(client->fd.get(), m, sizeof(*m), MSG_NOSIGNAL);
-  delete m;
-  if (sent < 0) {
-    // A server that refused the connection said why before it closed it.
-    RegisterReply refusal{};
-    if (recv(client->fd.get(), &refusal, sizeof(refusal), MSG_DONTWAIT) == ssize_t(sizeof(refusal)) &&
-        refusal.magic == kMagic && refusal.version == kProtocolVersion && refusal.status < 0) {
-      refusal.message[sizeof(refusal.message) - 1] = '\0';
-      set_why(why, why_len, refusal.message);
-      return refusal.status;
-    }
-    set_why(why, why_len, "the server is gone");
-    return -EPIPE;
-  }
   RegisterReply reply{};
   int fds[3] = {-1, -1, -1};
   int nfds = 0;
-  int err = receive_reply(client->fd.get(), &reply, fds, &nfds);
+  const int err = round_trip(client, m, sizeof(*m), &reply, fds, &nfds, why, why_len);
+  delete m;
   core::UniqueFd region_fd(fds[0]), doorbell_fd(fds[1]), status_fd(fds[2]);
-  if (err) {
-    char text[160];
-    if (err == -EPROTONOSUPPORT)
-      snprintf(text, sizeof(text), "rtaccel-server speaks protocol version %u and this client %u: use a server "
-               "and clients of one rtaccel", reply.version, kProtocolVersion);
-    else
-      snprintf(text, sizeof(text), "%s", err == -EPIPE ? "the server closed the connection" : "malformed reply");
-    set_why(why, why_len, text);
-    return err;
-  }
-  if (reply.status != 0) {
-    reply.message[sizeof(reply.message) - 1] = '\0';
-    set_why(why, why_len, reply.message);
-    return reply.status;
-  }
+  if (err) return err;
   if (nfds != 3) {
     set_why(why, why_len, "the server sent no shared memory");
     return -EPROTO;
@@ -301,6 +313,42 @@ int rtaccel_client_register(rtaccel_client* client, const rtaccel_registration_d
   client->registrations.push_back(reg);
   *out = reg;
   return 0;
+}
+
+int rtaccel_client_declare(rtaccel_client* client, const rtaccel_chain_desc* chains, size_t n, char* why,
+                           size_t why_len) {
+  if (!client || (n && !chains)) return -EINVAL;
+  if (client->inherited) {
+    set_why(why, why_len, "the client was connected by the process this one was forked from; connect again");
+    return -ENOTCONN;
+  }
+  if (client->link) {
+    set_why(why, why_len, "chains are declared to the server on its own node, not through its gateway");
+    return -EOPNOTSUPP;
+  }
+  if (n == 0) return 0;
+  if (n > kMaxDeclared) {
+    set_why(why, why_len, "more chains than the server takes in one client's declarations");
+    return -ENOSPC;
+  }
+  std::lock_guard<std::mutex> guard(client->mu);
+  auto* m = new (std::nothrow) DeclareRequest{};
+  if (!m) return -ENOMEM;
+  m->magic = kMagic;
+  m->version = kProtocolVersion;
+  m->type = uint32_t(MessageType::kDeclare);
+  int err = 0;
+  for (size_t i = 0; i < n && !err; i++) {
+    m->flags = i + 1 == n ? kDeclareLast : 0;
+    m->chain = chains[i];
+    RegisterReply reply{};
+    int fds[3] = {-1, -1, -1};
+    int nfds = 0;
+    err = round_trip(client, m, sizeof(*m), &reply, fds, &nfds, why, why_len);
+    for (int k = 0; k < nfds; k++) close(fds[k]);
+  }
+  delete m;
+  return err;
 }
 
 int rtaccel_client_register_all(rtaccel_client* client, const rtaccel_registration_desc* descs,

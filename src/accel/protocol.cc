@@ -49,19 +49,24 @@ Status compute_layout(const rtaccel_registration_desc& desc, Layout* layout) {
   return Status();
 }
 
-Status check_registration(const void* message, size_t len) {
-  if (len != sizeof(RegisterRequest))
-    return Status::invalid("registration message of " + std::to_string(len) + " bytes, expected " +
-                           std::to_string(sizeof(RegisterRequest)));
-  RegisterRequest m;
-  memcpy(&m, message, sizeof(m));
-  if (m.magic != kMagic) return Status::invalid("bad magic: not an rtaccel client");
-  if (m.version != kProtocolVersion)
-    return Status::invalid("protocol version " + std::to_string(m.version) + ", server speaks " +
+namespace {
+
+// A message's header: its size, magic, version and type.
+Status check_header(const void* message, size_t len, size_t expected, MessageType type, const char* what) {
+  if (len != expected)
+    return Status::invalid(std::string(what) + " message of " + std::to_string(len) + " bytes, expected " +
+                           std::to_string(expected));
+  uint32_t header[3];
+  memcpy(header, message, sizeof(header));
+  if (header[0] != kMagic) return Status::invalid("bad magic: not an rtaccel client");
+  if (header[1] != kProtocolVersion)
+    return Status::invalid("protocol version " + std::to_string(header[1]) + ", server speaks " +
                            std::to_string(kProtocolVersion));
-  if (m.type != uint32_t(MessageType::kRegister)) return Status::invalid("not a registration");
-  const rtaccel_registration_desc& d = m.desc;
-  const rtaccel_chain_desc& c = d.chain;
+  if (header[2] != uint32_t(type)) return Status::invalid(std::string("not a ") + what);
+  return Status();
+}
+
+Status check_chain(const rtaccel_chain_desc& c) {
   if (!named(c.name, sizeof(c.name))) return Status::invalid("chain name empty or not terminated");
   std::string chain = std::string("chain '") + c.name + "': ";
   if (c.critical > 1) return Status::invalid(chain + "critical must be 0 or 1");
@@ -93,10 +98,54 @@ Status check_registration(const void* message, size_t len) {
       if (s.wcet_ns == 0 || s.wcet_ns > kMaxDuration)
         return Status::invalid(where + "segment " + std::to_string(j) + ": wcet must be in (0, 1 h]");
     }
+    if (!terminated(cb.publishes, sizeof(cb.publishes)))
+      return Status::invalid(where + "published topic not terminated");
+    if (cb.ntriggers > RTACCEL_MAX_TRIGGERS)
+      return Status::invalid(where + "more than " + std::to_string(RTACCEL_MAX_TRIGGERS) + " trigger topics");
+    for (uint32_t t = 0; t < cb.ntriggers; t++) {
+      if (!named(cb.triggers[t], sizeof(cb.triggers[t])))
+        return Status::invalid(where + "trigger topic " + std::to_string(t) + ": name empty or not terminated");
+      for (uint32_t u = 0; u < t; u++)
+        if (strcmp(cb.triggers[u], cb.triggers[t]) == 0)
+          return Status::invalid(where + "trigger topic '" + cb.triggers[t] + "' named twice");
+    }
+    // A later callback's triggers, where given, hold its predecessor's topic:
+    // the chain's path is how its messages go.
+    if (i > 0 && cb.ntriggers > 0) {
+      const char* before = c.callbacks[i - 1].publishes;
+      bool follows = false;
+      for (uint32_t t = 0; t < cb.ntriggers && !follows; t++) follows = before[0] && strcmp(cb.triggers[t], before) == 0;
+      if (!follows)
+        return Status::invalid(where + "no trigger topic of it is published by '" + c.callbacks[i - 1].name +
+                               "', before it on the chain");
+    }
     for (uint32_t k = 0; k < i; k++)
       if (strcmp(c.callbacks[k].name, cb.name) == 0)
         return Status::invalid(where + "appears twice in the chain");
   }
+  return Status();
+}
+
+}  // namespace
+
+Status check_declaration(const void* message, size_t len) {
+  if (Status st = check_header(message, len, sizeof(DeclareRequest), MessageType::kDeclare, "declaration"); !st)
+    return st;
+  DeclareRequest m;
+  memcpy(&m, message, sizeof(m));
+  if (m.flags & ~kDeclareLast) return Status::invalid("declaration: unknown flags");
+  return check_chain(m.chain);
+}
+
+Status check_registration(const void* message, size_t len) {
+  if (Status st = check_header(message, len, sizeof(RegisterRequest), MessageType::kRegister, "registration"); !st)
+    return st;
+  RegisterRequest m;
+  memcpy(&m, message, sizeof(m));
+  const rtaccel_registration_desc& d = m.desc;
+  const rtaccel_chain_desc& c = d.chain;
+  if (Status st = check_chain(c); !st) return st;
+  const std::string chain = std::string("chain '") + c.name + "': ";
   if (d.callback >= c.ncallbacks) return Status::invalid(chain + "callback index outside the chain");
   if (d.nservices == 0 || d.nservices > RTACCEL_MAX_SERVICES)
     return Status::invalid("needs 1 to " + std::to_string(RTACCEL_MAX_SERVICES) + " services");

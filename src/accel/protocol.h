@@ -34,7 +34,7 @@
 namespace rtaccel::accel {
 
 constexpr uint32_t kMagic = 0x52544143;  // "RTAC"
-constexpr uint32_t kProtocolVersion = 3;
+constexpr uint32_t kProtocolVersion = 4;
 constexpr uint32_t kMaxLevels = 8;      // device priority levels per device
 constexpr uint32_t kRingEntries = 16;   // requests in flight per registration
 constexpr size_t kCacheLine = 64;
@@ -46,7 +46,7 @@ constexpr uint32_t kNoHintSlot = UINT32_MAX;
 // can keep a worker from seeing another client's request.
 constexpr uint64_t kUntrustedPageBoundNs = 50000000;
 
-enum class MessageType : uint32_t { kRegister = 1, kUnregister = 2 };
+enum class MessageType : uint32_t { kRegister = 1, kUnregister = 2, kDeclare = 3 };
 
 struct RegisterRequest {
   uint32_t magic;
@@ -62,6 +62,21 @@ struct UnregisterRequest {
   uint32_t type;  // MessageType::kUnregister
   uint32_t reserved;
   uint64_t callback_id;
+};
+
+// One chain of a declaration (rtaccel_client_declare): its chains come one
+// per message, each answered; the one marked last has the set admitted
+// together, and its reply says whether it was. The server holds at most
+// kMaxDeclared chains of declarations, pending or admitted, from all its
+// clients.
+constexpr uint32_t kDeclareLast = 1;
+constexpr uint32_t kMaxDeclared = 1024;
+struct DeclareRequest {
+  uint32_t magic;
+  uint32_t version;
+  uint32_t type;   // MessageType::kDeclare
+  uint32_t flags;  // kDeclareLast
+  rtaccel_chain_desc chain;
 };
 
 struct RegisterReply {
@@ -159,9 +174,12 @@ static_assert(sizeof(DoorbellPage) <= 4096 && sizeof(StatusPage) <= 4096);
 // a client and a server of the same protocol version agree byte for byte,
 // whatever compiler built them. Changing one of these is a new version.
 static_assert(std::is_standard_layout_v<RegisterRequest> && std::is_trivially_copyable_v<RegisterRequest>);
-static_assert(sizeof(rtaccel_callback_desc) == 696 && sizeof(rtaccel_chain_desc) == 11216 &&
-              sizeof(rtaccel_registration_desc) == 11544 && sizeof(rtaccel_registration_info) == 24);
-static_assert(sizeof(RegisterRequest) == 11560 && offsetof(RegisterRequest, desc) == 16);
+static_assert(std::is_standard_layout_v<DeclareRequest> && std::is_trivially_copyable_v<DeclareRequest>);
+static_assert(sizeof(rtaccel_callback_desc) == 1136 && offsetof(rtaccel_callback_desc, publishes) == 696 &&
+              offsetof(rtaccel_callback_desc, triggers) == 752 && sizeof(rtaccel_chain_desc) == 18256 &&
+              sizeof(rtaccel_registration_desc) == 18584 && sizeof(rtaccel_registration_info) == 24);
+static_assert(sizeof(RegisterRequest) == 18600 && offsetof(RegisterRequest, desc) == 16);
+static_assert(sizeof(DeclareRequest) == 18272 && offsetof(DeclareRequest, chain) == 16);
 static_assert(sizeof(UnregisterRequest) == 24 && offsetof(UnregisterRequest, callback_id) == 16);
 static_assert(sizeof(RegisterReply) == 304 && offsetof(RegisterReply, info) == 16 &&
               offsetof(RegisterReply, region_size) == 40 && offsetof(RegisterReply, message) == 48);
@@ -197,6 +215,8 @@ Status compute_layout(const rtaccel_registration_desc& desc, Layout* layout);
 // deadline <= period. Does not consult server state. Refusals are
 // invalid_input() (EINVAL, the errno the reply carries).
 Status check_registration(const void* message, size_t len);
+// The same for one chain of a declaration: magic, version, the chain.
+Status check_declaration(const void* message, size_t len);
 
 // A request entry as the server accepts it, with every field read once from
 // shared memory.

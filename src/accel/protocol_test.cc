@@ -70,6 +70,69 @@ TEST(Registration, MalformedIsRefusedWithAReason) {
   EXPECT_NE(why.find("bytes"), std::string::npos);
 }
 
+DeclareRequest declaration(const rtaccel_chain_desc& chain, uint32_t flags = kDeclareLast) {
+  DeclareRequest m{};
+  m.magic = kMagic;
+  m.version = kProtocolVersion;
+  m.type = uint32_t(MessageType::kDeclare);
+  m.flags = flags;
+  m.chain = chain;
+  return m;
+}
+
+TEST(Registration, TopicsAreCheckedAsTheRestIs) {
+  const test::FusionPair p = test::fusion_pair(100000000, 20000000);
+  RegisterRequest good = message(test::registration_of(p.front, 1));
+  std::string why;
+  ASSERT_EQ(wire_status(check_registration(&good, sizeof(good)), &why), 0) << why;
+  struct Case {
+    const char* what;
+    void (*mutate)(rtaccel_chain_desc&);
+    const char* expect;
+  } cases[] = {
+      {"count", [](rtaccel_chain_desc& c) { c.callbacks[1].ntriggers = RTACCEL_MAX_TRIGGERS + 1; }, "more than 8 trigger"},
+      {"empty", [](rtaccel_chain_desc& c) { c.callbacks[1].triggers[1][0] = '\0'; }, "trigger topic 1: name empty"},
+      {"unterminated", [](rtaccel_chain_desc& c) { memset(c.callbacks[1].triggers[0], 'x', RTACCEL_NAME_MAX); },
+       "trigger topic 0: name empty or not terminated"},
+      {"twice", [](rtaccel_chain_desc& c) { strcpy(c.callbacks[1].triggers[1], "Front"); }, "'Front' named twice"},
+      {"published", [](rtaccel_chain_desc& c) { memset(c.callbacks[0].publishes, 'x', RTACCEL_NAME_MAX); },
+       "published topic not terminated"},
+      {"off the path", [](rtaccel_chain_desc& c) { strcpy(c.callbacks[0].publishes, "Elsewhere"); },
+       "callback 'fusion': no trigger topic of it is published by 'front_driver', before it on the chain"},
+  };
+  for (const Case& c : cases) {
+    RegisterRequest m = good;
+    c.mutate(m.desc.chain);
+    EXPECT_EQ(wire_status(check_registration(&m, sizeof(m)), &why), -EINVAL) << c.what;
+    EXPECT_NE(why.find(c.expect), std::string::npos) << c.what << ": " << why;
+    DeclareRequest d = declaration(m.desc.chain);
+    EXPECT_EQ(wire_status(check_declaration(&d, sizeof(d)), &why), -EINVAL) << c.what;
+    EXPECT_NE(why.find(c.expect), std::string::npos) << c.what << ": " << why;
+  }
+}
+
+TEST(Declaration, AChainIsCheckedAsARegistrationsIs) {
+  const test::FusionPair p = test::fusion_pair(100000000, 20000000);
+  std::string why;
+  for (uint32_t flags : {0u, kDeclareLast}) {
+    DeclareRequest m = declaration(p.rear, flags);
+    EXPECT_EQ(wire_status(check_declaration(&m, sizeof(m)), &why), 0) << why;
+  }
+  DeclareRequest m = declaration(p.rear, 2);
+  EXPECT_EQ(wire_status(check_declaration(&m, sizeof(m)), &why), -EINVAL);
+  EXPECT_NE(why.find("unknown flags"), std::string::npos) << why;
+  m = declaration(p.rear);
+  m.chain.deadline_ns = 0;
+  EXPECT_EQ(wire_status(check_declaration(&m, sizeof(m)), &why), -EINVAL);
+  EXPECT_NE(why.find("chain 'rear': deadline"), std::string::npos) << why;
+  m = declaration(p.rear);
+  m.type = uint32_t(MessageType::kRegister);
+  EXPECT_EQ(wire_status(check_declaration(&m, sizeof(m)), &why), -EINVAL);
+  EXPECT_NE(why.find("not a declaration"), std::string::npos) << why;
+  EXPECT_EQ(wire_status(check_declaration(&m, sizeof(m) - 8), &why), -EINVAL);
+  EXPECT_NE(why.find("declaration message of"), std::string::npos) << why;
+}
+
 class Decode : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -29,7 +29,7 @@
 namespace rtaccel::accel {
 
 constexpr uint32_t kRemoteMagic = 0x52544152;  // "RTAR"
-constexpr uint32_t kRemoteVersion = 1;
+constexpr uint32_t kRemoteVersion = 2;
 constexpr uint32_t kRemoteSlots = 31;          // registrations per remote client
 constexpr uint32_t kControlChannel = 0;
 constexpr uint8_t kControlPriority = 255;

@@ -91,6 +91,8 @@ struct Connection {
   pid_t pid = 0;
   uid_t uid = 0;
   std::vector<Region*> regions;
+  std::vector<rtaccel_chain_desc> declaring;  // the declaration under way
+  std::vector<std::string> declared;          // the chains its declarations hold
   Watch socket_watch{WatchKind::kSocket, this};
   Watch pidfd_watch{WatchKind::kPidfd, this};
 };
@@ -238,6 +240,7 @@ class ServerImpl final : public Server {
   void accept_clients();
   void serve(Connection* c);
   void handle_register(Connection* c, const RegisterRequest& m);
+  void handle_declare(Connection* c, const DeclareRequest& m);
   Status create_region(Connection* c, const rtaccel_registration_desc& desc, const Admitted& admitted,
                        Region** out);
   void reply(Connection* c, const RegisterReply& r, const Region* region);
@@ -249,6 +252,7 @@ class ServerImpl final : public Server {
   void note_refusal(int err);
   void settle(Connection* c);
   void refresh_buckets(Device& d, Region* fresh = nullptr);
+  void refresh_all_buckets();
   void reap();
   void shutdown();
   void log(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -256,6 +260,7 @@ class ServerImpl final : public Server {
   ServerOptions options_;
   ServiceTable services_;
   std::unique_ptr<Admission> admission_;
+  size_t declarations_held_ = 0;  // chains of every connection's declarations, pending or admitted
   Policy policy_ = Policy::defaults(getuid());
   std::vector<std::unique_ptr<Device>> devices_;
   core::UniqueFd listen_fd_;
@@ -795,6 +800,7 @@ void ServerImpl::accept_clients() {
 
 void ServerImpl::serve(Connection* c) {
   // One message per wake-up; the level-triggered epoll calls again for more.
+  static_assert(sizeof(DeclareRequest) <= sizeof(RegisterRequest), "the largest message fits the buffer");
   alignas(8) static thread_local uint8_t buffer[sizeof(RegisterRequest)];
   ssize_t n = recv(c->fd.get(), buffer, sizeof(buffer), MSG_TRUNC | MSG_DONTWAIT);
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
@@ -821,6 +827,21 @@ void ServerImpl::serve(Connection* c) {
   RegisterReply r{};
   r.magic = kMagic;
   r.version = kProtocolVersion;
+  if (len == sizeof(DeclareRequest) && header[2] == uint32_t(MessageType::kDeclare)) {
+    if (const Status checked = check_declaration(buffer, len); !checked) {
+      declarations_held_ -= c->declaring.size();
+      c->declaring.clear();
+      r.status = -EINVAL;
+      snprintf(r.message, sizeof(r.message), "%s", checked.message().c_str());
+      log("pid %d: malformed declaration: %s", int(c->pid), checked.message().c_str());
+      reply(c, r, nullptr);
+      return;
+    }
+    DeclareRequest m;
+    memcpy(&m, buffer, sizeof(m));
+    handle_declare(c, m);
+    return;
+  }
   const Status checked = len > sizeof(buffer)
                              ? Status::invalid("message of " + std::to_string(len) + " bytes is too long")
                              : check_registration(buffer, len);
@@ -881,6 +902,41 @@ void ServerImpl::handle_register(Connection* c, const RegisterRequest& m) {
         int(c->pid), callback.c_str(), region->chain.c_str(), region->device, region->priority,
         region->bucket);
   reply(c, r, region);
+}
+
+void ServerImpl::handle_declare(Connection* c, const DeclareRequest& m) {
+  RegisterReply r{};
+  r.magic = kMagic;
+  r.version = kProtocolVersion;
+  Status st = c->pid == getpid() ? Status() : policy_.allows(c->uid, m.chain.priority);
+  // Each held chain is a description of 18 KiB in the server's locked
+  // memory, and the admission's analysis runs over all of them.
+  if (st && declarations_held_ >= kMaxDeclared)
+    st = Status::error("the server holds at most " + std::to_string(kMaxDeclared) + " declared chains", ENOSPC);
+  const bool pushed = bool(st);
+  if (pushed) {
+    c->declaring.push_back(m.chain);
+    declarations_held_++;
+  }
+  const bool last = m.flags & kDeclareLast;
+  if (st && last) {
+    st = admission_->declare(c->declaring);
+    if (st) {
+      for (const rtaccel_chain_desc& chain : c->declaring) c->declared.emplace_back(chain.name);
+      refresh_all_buckets();
+      if (options_.verbose)
+        log("pid %d: %zu chain(s) declared and admitted", int(c->pid), c->declaring.size());
+    }
+  }
+  if (!st) {
+    r.status = -(st.err() ? st.err() : EINVAL);
+    snprintf(r.message, sizeof(r.message), "%s", st.message().c_str());
+    log("pid %d uid %u: declaration of %zu chain(s) refused: %s", int(c->pid), unsigned(c->uid),
+        c->declaring.size() + (pushed ? 0 : 1), st.message().c_str());
+  }
+  if (!st) declarations_held_ -= c->declaring.size();  // what was pending goes
+  if (!st || last) c->declaring.clear();
+  reply(c, r, nullptr);
 }
 
 Status ServerImpl::create_region(Connection* c, const rtaccel_registration_desc& desc, const Admitted& admitted,
@@ -1000,6 +1056,13 @@ void ServerImpl::refresh_buckets(Device& d, Region* fresh) {
   }
 }
 
+// After a change to the admitted set that no one region stands for (a
+// declaration, a connection's declared chains let go of): every device's
+// priorities may have been down-sampled anew.
+void ServerImpl::refresh_all_buckets() {
+  for (auto& d : devices_) refresh_buckets(*d);
+}
+
 void ServerImpl::unregister(Region* r) {
   Connection* c = r->owner;
   Device& d = *devices_[r->device];
@@ -1073,6 +1136,11 @@ void ServerImpl::drop(Connection* c, const char* why) {
   if (options_.verbose || !c->regions.empty())
     log("client pid %d %s; releasing %zu registration(s)", int(c->pid), why, c->regions.size());
   while (!c->regions.empty()) unregister(c->regions.back());
+  declarations_held_ -= c->declaring.size() + c->declared.size();
+  if (!c->declared.empty()) {
+    for (const std::string& chain : c->declared) admission_->release(chain);
+    refresh_all_buckets();
+  }
   epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, c->fd.get(), nullptr);
   if (c->pidfd) epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, c->pidfd.get(), nullptr);
   connections_.erase(it);

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "rtaccel/accel.h"
 #include "rtaccel/status.hpp"
@@ -60,6 +61,57 @@ inline rtaccel_registration_desc one_callback(const std::string& chain, int prio
            cb.service.empty() ? "busy" : cb.service.c_str());
   d.services[0].request_max = request_max;
   d.services[0].response_max = response_max;
+  return d;
+}
+
+// Two chains meeting at a fusion, as a point-cloud fusion takes the front
+// and the rear lidar: 'front' (front_driver, then fusion; priority 20) and
+// 'rear' (rear_driver, whose kernel takes REAR_WCET_NS, then fusion;
+// priority 10), the fusion triggered by both drivers' topics. Every
+// callback on an executor of its own, on cores 0 to 2; period 100 ms,
+// deadline FRONT_DEADLINE_NS for 'front'.
+struct FusionPair {
+  rtaccel_chain_desc front, rear;
+};
+inline FusionPair fusion_pair(uint64_t front_deadline_ns, uint64_t rear_wcet_ns) {
+  const auto topic = [](rtaccel_callback_desc* cb, const char* publishes, std::vector<const char*> triggers) {
+    snprintf(cb->publishes, sizeof(cb->publishes), "%s", publishes);
+    cb->ntriggers = uint32_t(triggers.size());
+    for (size_t t = 0; t < triggers.size(); t++)
+      snprintf(cb->triggers[t], sizeof(cb->triggers[t]), "%s", triggers[t]);
+  };
+  rtaccel_callback_desc fusion;
+  set_callback(&fusion, {.name = "fusion", .executor = "ex_fusion", .core = 2, .wcet_ns = 1000000});
+  topic(&fusion, "Fused", {"Front", "Rear"});
+  const auto chain = [&](const char* name, int priority, const CallbackSpec& driver, const char* publishes) {
+    rtaccel_chain_desc c;
+    memset(&c, 0, sizeof(c));
+    snprintf(c.name, sizeof(c.name), "%s", name);
+    c.priority = priority;
+    c.critical = 1;
+    c.period_ns = c.deadline_ns = 100000000;
+    c.ncallbacks = 2;
+    set_callback(&c.callbacks[0], driver);
+    topic(&c.callbacks[0], publishes, {});
+    c.callbacks[1] = fusion;
+    return c;
+  };
+  FusionPair p;
+  p.front = chain("front", 20, {.name = "front_driver", .executor = "ex_front", .core = 0, .wcet_ns = 1000000}, "Front");
+  p.front.deadline_ns = front_deadline_ns;
+  p.rear = chain("rear", 10, {.name = "rear_driver", .executor = "ex_rear", .core = 1, .wcet_ns = rear_wcet_ns}, "Rear");
+  return p;
+}
+
+// The registration of CHAIN's callback at INDEX, with one busy service.
+inline rtaccel_registration_desc registration_of(const rtaccel_chain_desc& chain, uint32_t index) {
+  rtaccel_registration_desc d;
+  memset(&d, 0, sizeof(d));
+  d.chain = chain;
+  d.callback = index;
+  d.nservices = 1;
+  snprintf(d.services[0].name, sizeof(d.services[0].name), "busy");
+  d.services[0].request_max = d.services[0].response_max = 64;
   return d;
 }
 

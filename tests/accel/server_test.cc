@@ -901,6 +901,79 @@ TEST(Server, PolicyDecidesWhoMayRegisterWhichPriority) {
   unlink(path);
 }
 
+// A chain through a fusion is admitted with what feeds it, declared by a
+// process that registers nothing (as `rtaccel run` declares a workload's
+// chains); the declared chains stay until that client goes.
+TEST(Server, DeclaredChainsAreAdmittedTogetherAndGoWithTheirClient) {
+  ServerProcess server(cpu_args({"--epsilon-us", "50", "--kappa-us", "50"}));
+  ASSERT_TRUE(server.ready());
+  const test::FusionPair p = test::fusion_pair(100 * kMs, 20 * kMs);
+  Client registering(server);
+  rtaccel_registration* r = nullptr;
+  char why[256] = "";
+  EXPECT_EQ(register_desc(registering.c, test::registration_of(p.front, 1), &r, why, sizeof(why)), -EDEADLK);
+  EXPECT_NE(std::string(why).find("waits at 'fusion' for 'Rear'"), std::string::npos) << why;
+  auto declaring = std::make_unique<Client>(server);
+  const rtaccel_chain_desc both[] = {p.front, p.rear};
+  ASSERT_EQ(rtaccel_client_declare(declaring->c, both, 2, why, sizeof(why)), 0) << why;
+  EXPECT_EQ(rtaccel_client_declare(declaring->c, nullptr, 0, why, sizeof(why)), 0);
+  ASSERT_TRUE(registering.reg(test::registration_of(p.front, 1)));
+  // While declared, 'rear' is the description declared.
+  auto other_rear = test::registration_of(p.rear, 0);
+  other_rear.chain.callbacks[0].cpu_ns += 1;
+  EXPECT_EQ(register_desc(registering.c, other_rear, &r, why, sizeof(why)), -EINVAL);
+  EXPECT_NE(std::string(why).find("'rear' was admitted with a different description"), std::string::npos) << why;
+  // A declaration refused leaves what was admitted.
+  const rtaccel_chain_desc heavy =
+      one_callback("heavy", 30, 100 * kMs, {.name = "h", .executor = "ex_h", .core = 3, .wcet_ns = 85 * kMs}).chain;
+  EXPECT_EQ(rtaccel_client_declare(declaring->c, &heavy, 1, why, sizeof(why)), -EDEADLK);
+  EXPECT_NE(std::string(why).find("admitting chain 'heavy' would break chain '"), std::string::npos) << why;
+  // Its client gone, 'rear' goes (once the server has seen the close).
+  declaring.reset();
+  int err = -EINVAL;
+  for (int i = 0; i < 500 && err == -EINVAL; i++) {
+    err = register_desc(registering.c, other_rear, &r, why, sizeof(why));
+    if (err == -EINVAL) usleep(10000);
+  }
+  EXPECT_EQ(err, 0) << why;
+}
+
+TEST(Server, DeclarationsPastTheLimitOrMalformedAreRefusedAndTheServerGoesOn) {
+  ServerProcess server(cpu_args());
+  ASSERT_TRUE(server.ready());
+  RawClient raw(server.socket());
+  ASSERT_TRUE(raw.connected());
+  DeclareRequest m{};
+  m.magic = kMagic;
+  m.version = kProtocolVersion;
+  m.type = uint32_t(MessageType::kDeclare);
+  m.chain = busy_chain("c", 1).chain;
+  RegisterReply reply{};
+  // A client that never says "last" holds at most kMaxDeclared chains, and
+  // another client none beside them.
+  for (uint32_t i = 0; i < kMaxDeclared; i++) {
+    snprintf(m.chain.name, sizeof(m.chain.name), "c%u", i);
+    ASSERT_EQ(raw.exchange(&m, sizeof(m), &reply), 0) << i << ": " << reply.message;
+  }
+  {
+    Client other(server);
+    char why[256] = "";
+    const rtaccel_chain_desc one = busy_chain("other", 2).chain;
+    EXPECT_EQ(rtaccel_client_declare(other.c, &one, 1, why, sizeof(why)), -ENOSPC) << why;
+  }
+  EXPECT_EQ(raw.exchange(&m, sizeof(m), &reply), -ENOSPC);
+  EXPECT_NE(std::string(reply.message).find("at most 1024 declared chains"), std::string::npos) << reply.message;
+  m.flags = 4;
+  EXPECT_EQ(raw.exchange(&m, sizeof(m), &reply), -EINVAL);
+  EXPECT_NE(std::string(reply.message).find("unknown flags"), std::string::npos) << reply.message;
+  m.flags = kDeclareLast;
+  EXPECT_EQ(raw.exchange(&m, sizeof(m) - 1, &reply), -EINVAL);
+  // The refusal dropped what was pending: a declaration of one is admitted.
+  ASSERT_EQ(raw.exchange(&m, sizeof(m), &reply), 0) << reply.message;
+  Client client(server);
+  EXPECT_TRUE(client.reg(busy_chain("after", 1)));
+}
+
 // 'hot' (10 ms of work, deadline 20 ms) and 'heavy', of a higher chain
 // priority, whose 15 ms on the same core break hot's deadline by the PAAM
 // analysis.
@@ -2097,6 +2170,10 @@ TEST(Remote, ThePolicyNamesWhichPeersMayClaimWhichPriorities) {
   EXPECT_NE(std::string(why).find("peer 127.0.0.1 may register chain priorities 0..20 only, not 30"),
             std::string::npos)
       << why;
+  // chains are declared on the server's node
+  const rtaccel_chain_desc declared = busy_chain("declared", 5).chain;
+  EXPECT_EQ(rtaccel_client_declare(c, &declared, 1, why, sizeof(why)), -EOPNOTSUPP);
+  EXPECT_NE(std::string(why).find("on its own node"), std::string::npos) << why;
   // admission control answers a remote client as it answers a local one
   CallbackSpec hot{.name = "sensor", .executor = "e1", .core = 0, .wcet_ns = 10 * kMs};
   auto hd = one_callback("hot", 10, 100 * kMs, hot);
