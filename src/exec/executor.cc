@@ -365,6 +365,15 @@ Status Executor::run() {
   requests_ = *config_.requests;
   if (Status st = build_requests(workload_, config_.executor, &requests_); !st)
     return st.context("executor '" + ex.name + "'");
+  // A chain registered before the runner has declared the workload's
+  // chains would be analysed without those it waits for at its fusions.
+  if (config_.policy == Policy::kPaam) {
+    RunHeader* header = shared_.header();
+    while (!header->declared.load(std::memory_order_acquire) && !header->stop.load(std::memory_order_acquire))
+      futex_wait(reinterpret_cast<uint32_t*>(&header->declared), 0, true, CLOCK_MONOTONIC, nullptr);
+    if (!header->declared.load(std::memory_order_acquire))
+      return Status::error("executor '" + ex.name + "': the run stopped before it registered");
+  }
   PathConfig pc;
   pc.workload = &workload_;
   pc.requests = &requests_;

@@ -48,6 +48,7 @@
 #include "exec/segments.h"
 #include "exec/shared.h"
 #include "exec/timeline.h"
+#include "rtaccel/accel.h"
 #include "rtaccel/analysis.hpp"
 #include "rtaccel/exec.hpp"
 #include "rtaccel/isolate.h"
@@ -865,6 +866,8 @@ class Run {
   bool stop_requested() const { return options_.stop && options_.stop->load(std::memory_order_relaxed); }
   Status check_options() const;
   Status start_private_server();
+  Status start_declaring();
+  Status watch_declaration();
   // Where executor `e` reaches the server: its socket, or from another node
   // the gateway on the accelerators' node.
   std::string server_address(size_t e) const;
@@ -904,6 +907,11 @@ class Run {
   std::string server_log_;
   std::string server_dir_;  // the private server's socket folder, removed at the end
   core::Child server_;
+  // paam: the process whose connection declares the workload's chains to
+  // the server and holds them there until the executors are done, and the
+  // pipe its answer comes on (open until read).
+  core::Child declarer_;
+  core::UniqueFd declared_pipe_;
   std::vector<core::Child> executors_;  // executors, then bridges
   // A best-effort program, and when and how it ended if that was before
   // the run did (ended_ns 0: it ran to the end).
@@ -1064,6 +1072,84 @@ Status Run::start_private_server() {
   shim_processes_[server_.pid()] = "server";
   if (Status ready = server_.wait_ready(10 * kSecond); !ready)
     return Status::error("rtaccel-server did not start (" + binary + "): " + ready.message() + "; see " + server_log_);
+  return Status();
+}
+
+// paam: the workload's chains are declared to the server's admission
+// control before any executor registers a callback, so that it analyses
+// what the run's own analysis does: the chains that call no accelerator
+// beside those that do, and the chains that feed a fusion before the one
+// waiting at it. A chain past the protocol's limits is left out, and the
+// run says so. A process of its own declares them and holds them, so that
+// a server that never answers keeps the runner waiting no more than it
+// waits for executors (watch_declaration()).
+struct DeclarationAnswer {
+  int32_t err;
+  char why[256];
+};
+static_assert(sizeof(DeclarationAnswer) <= PIPE_BUF, "one write, read whole");
+
+Status Run::start_declaring() {
+  auto* header = shared_.header();
+  if (options_.policy != Policy::kPaam || socket_.empty()) {
+    header->declared.store(1, std::memory_order_release);
+    return Status();
+  }
+  const auto& w = setup_.workload;
+  std::vector<rtaccel_chain_desc> chains;
+  chains.reserve(w.chains.size());
+  for (size_t c = 0; c < w.chains.size(); ++c) {
+    rtaccel_chain_desc desc;
+    if (Status st = chain_desc_for(w, c, &desc); !st) {
+      fprintf(stderr, "rtaccel run: chain '%s' is not declared to rtaccel-server, whose admission control does not "
+              "see it: %s\n", w.chains[c].name.c_str(), st.message().c_str());
+      continue;
+    }
+    chains.push_back(desc);
+  }
+  int ends[2];
+  if (pipe2(ends, O_CLOEXEC) < 0) return Status::os_error("pipe", errno);
+  core::UniqueFd read_end(ends[0]), write_end(ends[1]);
+  const pid_t self = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) return Status::os_error("fork", errno);
+  if (pid == 0) {
+    join_the_run(self);
+    DeclarationAnswer answer{};
+    rtaccel_client* client = nullptr;
+    answer.err = rtaccel_client_connect(socket_.c_str(), &client);
+    if (answer.err)
+      snprintf(answer.why, sizeof(answer.why), "cannot connect to rtaccel-server at %s: %s", socket_.c_str(),
+               strerror(-answer.err));
+    else
+      answer.err = rtaccel_client_declare(client, chains.data(), chains.size(), answer.why, sizeof(answer.why));
+    if (write(write_end.get(), &answer, sizeof(answer)) != ssize_t(sizeof(answer)) || answer.err) _exit(1);
+    for (;;) pause();  // the runner ends it once the executors are done
+  }
+  declarer_ = core::Child::adopt(pid);
+  fcntl(read_end.get(), F_SETFL, O_NONBLOCK);
+  declared_pipe_ = std::move(read_end);
+  return Status();
+}
+
+// The declarer's answer, once it came: the executors may register then.
+Status Run::watch_declaration() {
+  if (!declared_pipe_) return Status();
+  DeclarationAnswer answer{};
+  const ssize_t n = read(declared_pipe_.get(), &answer, sizeof(answer));
+  if (n < 0 && errno == EAGAIN) return Status();
+  declared_pipe_.reset();
+  if (n != ssize_t(sizeof(answer)))
+    return Status::error("the declaration of the workload's chains to rtaccel-server ended without an answer");
+  if (answer.err) {
+    answer.why[sizeof(answer.why) - 1] = '\0';
+    return Status::error(std::string("rtaccel-server refused the workload's chains: ") +
+                             (answer.why[0] ? answer.why : strerror(-answer.err)),
+                         -answer.err);
+  }
+  auto* header = shared_.header();
+  header->declared.store(1, std::memory_order_release);
+  futex_wake(reinterpret_cast<uint32_t*>(&header->declared), INT_MAX, true);
   return Status();
 }
 
@@ -1607,6 +1693,7 @@ Status Run::wait_until_ready() {
     for (size_t e = 0; e < processes(); ++e)
       ready += shared_.executor(e)->status.load() == static_cast<uint32_t>(ExecutorStatus::kReady);
     if (ready == processes()) break;
+    if (Status d = watch_declaration(); !d) return d;
     if (Status f = failure(); !f) return f;
     if (Status f = watch_best_effort(core::monotonic_ns()); !f) return f;
     if (stop_requested()) return Status::error("interrupted before the run started");
@@ -1849,6 +1936,7 @@ void Run::stop_executors() {
   auto* header = shared_.header();
   header->stop.store(1, std::memory_order_release);
   futex_wake(reinterpret_cast<uint32_t*>(&header->go), INT_MAX, true);
+  futex_wake(reinterpret_cast<uint32_t*>(&header->declared), INT_MAX, true);
   for (size_t e = 0; e < processes(); ++e) wake(shared_.executor(e));
 }
 
@@ -1875,6 +1963,7 @@ void Run::wind_down() {
     if (done == processes() || core::monotonic_ns() > deadline) break;
     core::sleep_ns(5 * kMs);
   }
+  declarer_.kill_now();  // what it declared goes with its connection
   server_.terminate(5 * kSecond);
   for (auto& child : executors_) {
     int status;
@@ -2078,7 +2167,8 @@ Expected<RunEnd> Run::execute() {
   if (setup_.isolation) {
     if (Status st = start_isolation(); !st) return st;
   }
-  Status st = start_executors();
+  Status st = start_declaring();
+  if (st) st = start_executors();
   if (st) st = start_bridges();
   if (st) st = start_best_effort();
   if (st) st = wait_until_ready();

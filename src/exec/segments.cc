@@ -219,6 +219,55 @@ Status KernelSizer::size(const std::string& service, uint64_t target_ns, Segment
   return Status();
 }
 
+Status chain_desc_for(const workload::Workload& w, size_t c, rtaccel_chain_desc* out) {
+  const workload::Chain& chain = w.chains[c];
+  rtaccel_chain_desc& d = *out;
+  d = rtaccel_chain_desc{};
+  if (Status st = copy_name(d.name, sizeof(d.name), chain.name); !st) return st;
+  if (chain.path.size() > RTACCEL_MAX_CALLBACKS)
+    return Status::invalid("chain '" + chain.name + "' has more than " + std::to_string(RTACCEL_MAX_CALLBACKS) +
+                           " callbacks, the most the server takes");
+  d.priority = chain.priority;
+  d.critical = chain.critical ? 1 : 0;
+  d.period_ns = chain.period_ns;
+  d.deadline_ns = chain.deadline_ns;
+  d.ncallbacks = static_cast<uint32_t>(chain.path.size());
+  for (size_t k = 0; k < chain.path.size(); ++k) {
+    const auto& cb = w.callbacks[chain.path[k]];
+    const auto& ex = w.executors[cb.executor];
+    auto& out_cb = d.callbacks[k];
+    if (Status st = copy_name(out_cb.name, sizeof(out_cb.name), cb.name); !st) return st;
+    if (Status st = copy_name(out_cb.executor, sizeof(out_cb.executor), ex.name); !st) return st;
+    if (cb.segments.size() > RTACCEL_MAX_SEGMENTS)
+      return Status::invalid("callback '" + cb.name + "' has more than " + std::to_string(RTACCEL_MAX_SEGMENTS) +
+                             " accelerator segments, the most the server takes");
+    if (cb.trigger.topics.size() > RTACCEL_MAX_TRIGGERS)
+      return Status::invalid("callback '" + cb.name + "' has more than " + std::to_string(RTACCEL_MAX_TRIGGERS) +
+                             " trigger topics, the most the server takes");
+    out_cb.executor_core = ex.core;
+    out_cb.executor_priority = ex.priority;
+    out_cb.cpu_ns = cb.cpu_ns;
+    out_cb.wait = cb.wait == workload::WaitMode::kSpin ? RTACCEL_WAIT_SPIN : RTACCEL_WAIT_SUSPEND;
+    out_cb.nsegments = static_cast<uint32_t>(cb.segments.size());
+    for (size_t s = 0; s < cb.segments.size(); ++s) {
+      const auto& seg = cb.segments[s];
+      auto& out_seg = out_cb.segments[s];
+      if (Status st = copy_name(out_seg.accelerator, sizeof(out_seg.accelerator), w.accelerators[seg.accelerator].name);
+          !st)
+        return st;
+      if (Status st = copy_name(out_seg.service, sizeof(out_seg.service), seg.service); !st) return st;
+      out_seg.wcet_ns = seg.wcet_ns;
+    }
+    if (Status st = copy_name(out_cb.publishes, sizeof(out_cb.publishes), cb.publishes); !st) return st;
+    // The same in every chain that has the callback: the server compares.
+    out_cb.ntriggers = static_cast<uint32_t>(cb.trigger.topics.size());
+    for (size_t t = 0; t < cb.trigger.topics.size(); ++t)
+      if (Status st = copy_name(out_cb.triggers[t], sizeof(out_cb.triggers[t]), cb.trigger.topics[t]); !st)
+        return st;
+  }
+  return Status();
+}
+
 Expected<rtaccel_registration_desc> registration_for(const workload::Workload& w, size_t callback,
                                                      const SegmentTable& requests) {
   rtaccel_registration_desc desc{};
@@ -229,41 +278,9 @@ Expected<rtaccel_registration_desc> registration_for(const workload::Workload& w
     if (!chain || c.priority > chain->priority) chain = &c;
   }
   if (!chain) return Status::invalid("callback '" + w.callbacks[callback].name + "' is in no chain");
-  auto& d = out->chain;
-  if (Status st = copy_name(d.name, sizeof(d.name), chain->name); !st) return st;
-  if (chain->path.size() > RTACCEL_MAX_CALLBACKS)
-    return Status::invalid("chain '" + chain->name + "' has more than " + std::to_string(RTACCEL_MAX_CALLBACKS) +
-                           " callbacks, the most the server takes");
-  d.priority = chain->priority;
-  d.critical = chain->critical ? 1 : 0;
-  d.period_ns = chain->period_ns;
-  d.deadline_ns = chain->deadline_ns;
-  d.ncallbacks = static_cast<uint32_t>(chain->path.size());
-  for (size_t k = 0; k < chain->path.size(); ++k) {
-    const auto& cb = w.callbacks[chain->path[k]];
-    const auto& ex = w.executors[cb.executor];
-    auto& c = d.callbacks[k];
-    if (Status st = copy_name(c.name, sizeof(c.name), cb.name); !st) return st;
-    if (Status st = copy_name(c.executor, sizeof(c.executor), ex.name); !st) return st;
-    if (cb.segments.size() > RTACCEL_MAX_SEGMENTS)
-      return Status::invalid("callback '" + cb.name + "' has more than " + std::to_string(RTACCEL_MAX_SEGMENTS) +
-                             " accelerator segments, the most the server takes");
-    c.executor_core = ex.core;
-    c.executor_priority = ex.priority;
-    c.cpu_ns = cb.cpu_ns;
-    c.wait = cb.wait == workload::WaitMode::kSpin ? RTACCEL_WAIT_SPIN : RTACCEL_WAIT_SUSPEND;
-    c.nsegments = static_cast<uint32_t>(cb.segments.size());
-    for (size_t s = 0; s < cb.segments.size(); ++s) {
-      const auto& seg = cb.segments[s];
-      if (Status st = copy_name(c.segments[s].accelerator, sizeof(c.segments[s].accelerator),
-                                w.accelerators[seg.accelerator].name);
-          !st)
-        return st;
-      if (Status st = copy_name(c.segments[s].service, sizeof(c.segments[s].service), seg.service); !st) return st;
-      c.segments[s].wcet_ns = seg.wcet_ns;
-    }
+  if (Status st = chain_desc_for(w, size_t(chain - w.chains.data()), &out->chain); !st) return st;
+  for (size_t k = 0; k < chain->path.size(); ++k)
     if (chain->path[k] == callback) out->callback = static_cast<uint32_t>(k);
-  }
   // One request and one response buffer per service, as large as its largest
   // segment needs.
   for (const auto& req : requests[callback]) {

@@ -132,6 +132,10 @@ std::unique_ptr<AccelPath> make_direct_path(const PathConfig& config);
 // past the protocol's limits.
 Expected<rtaccel_registration_desc> registration_for(const workload::Workload& w, size_t callback,
                                                      const SegmentTable& requests);
+// Chain C as the server's admission control sees it: its callbacks with
+// their executors, WCETs, segments and topics. What registration_for sends
+// and the runner declares, so that the two agree byte for byte.
+Status chain_desc_for(const workload::Workload& w, size_t c, rtaccel_chain_desc* out);
 
 }  // namespace rtaccel::exec
 

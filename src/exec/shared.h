@@ -131,6 +131,9 @@ struct TraceEvent {
 struct alignas(64) RunHeader {
   std::atomic<uint32_t> go{0};    // futex: set when start_ns is valid
   std::atomic<uint32_t> stop{0};
+  // futex: set once the server's admission holds the workload's chains
+  // (paam: the runner declares them), after which executors register.
+  std::atomic<uint32_t> declared{0};
   uint64_t start_ns = 0;          // first timer release
   // The run's end: no timer releases at or after it, however late the
   // runner (a process at normal priority, which looks every 20 ms) stops

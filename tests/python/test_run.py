@@ -158,6 +158,39 @@ def test_a_publish_wakes_its_subscribers_once_every_message_is_in(tmp_path):
     assert chains["H"]["p50_us"] < 2500  # head and c, not b's 5 ms
 
 
+# front's fusion waits for rear's message, 20 ms of CPU work on an executor
+# below front's. rear calls no accelerator and registers nothing with the
+# server: before the runner declared every chain, the server's admission saw
+# front alone, with no fusion to wait at, and admitted it with a 10 ms
+# deadline that every instance missed.
+FUSION = """executors:
+  - {{name: ex_front, core: 0, priority: 60}}
+  - {{name: ex_rear, core: 0, priority: 50}}
+callbacks:
+  - {{name: front, executor: ex_front, trigger: {{timer_ms: 100}}, publishes: F, cpu_us: 500,
+     segments: [{{accelerator: acc0, service: busy, wcet_us: 500}}]}}
+  - {{name: rear, executor: ex_rear, trigger: {{timer_ms: 100}}, publishes: R, cpu_us: 20000}}
+  - {{name: fusion, executor: ex_front, trigger: {{topics: [F, R]}}, cpu_us: 500,
+     segments: [{{accelerator: acc0, service: busy, wcet_us: 500}}]}}
+chains:
+  - {{name: front, priority: 9, path: [front, fusion], deadline_ms: {deadline_ms}}}
+  - {{name: rear, priority: 1, path: [rear, fusion], critical: false}}
+"""
+
+
+def test_paam_admits_a_chain_through_a_fusion_with_its_wait_or_not_at_all(tmp_path):
+    tight = workload(tmp_path, "fusion_tight", FUSION.format(deadline_ms=10))
+    proc = rtaccel("run", tight, "--policy", "paam", "--duration", "1", "--out", str(tmp_path / "tight"))
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert re.search(r"rtaccel-server refused the workload's chains: chain 'front': bound [\d.]+ ms exceeds "
+                     r"deadline 10\.000 ms", proc.stderr), proc.stderr
+    _, chains = run(workload(tmp_path, "fusion", FUSION.format(deadline_ms=100)), "paam", tmp_path / "out")
+    front = chains["front"]
+    assert front["wcrt_us"] >= 20000, front  # the wait for rear's 20 ms
+    assert front["p50_us"] >= 15000, front  # which every instance has
+    assert front["over_bound"] == 0 or front["unexplained"] == 0, front
+
+
 # The same with c on ex2 and a on ex3, both above ex0: woken first, ex3
 # runs a, whose topic wakes b on ex1, above ex0. Had ex0 not yet woken
 # ex2, c would wait for b. The publisher wakes both at ex3's priority.
