@@ -62,6 +62,7 @@ extern "C" {
 #define RTACCEL_MAX_CALLBACKS 16    /* callbacks per chain */
 #define RTACCEL_MAX_SERVICES 8      /* services per registration */
 #define RTACCEL_MAX_TRIGGERS 8      /* topics that trigger one callback */
+#define RTACCEL_TOPIC_MAX 128       /* topic names, with NUL */
 #define RTACCEL_MAX_BUFFER (64u << 20) /* largest request or response buffer */
 
 /* Environment variable naming the server's socket; default below. */
@@ -96,10 +97,10 @@ struct rtaccel_callback_desc {
 	 * more triggers) for the chains that publish its other inputs. Without
 	 * (0 triggers) a callback is taken to follow its predecessor, with no
 	 * wait. The first callback of a chain starts at the chain's period. */
-	char publishes[RTACCEL_NAME_MAX];
+	char publishes[RTACCEL_TOPIC_MAX];
 	uint32_t ntriggers;
 	uint32_t reserved;
-	char triggers[RTACCEL_MAX_TRIGGERS][RTACCEL_NAME_MAX];
+	char triggers[RTACCEL_MAX_TRIGGERS][RTACCEL_TOPIC_MAX];
 };
 
 /* A chain as the analysis sees it. Every process that registers a callback of

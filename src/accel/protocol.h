@@ -175,11 +175,11 @@ static_assert(sizeof(DoorbellPage) <= 4096 && sizeof(StatusPage) <= 4096);
 // whatever compiler built them. Changing one of these is a new version.
 static_assert(std::is_standard_layout_v<RegisterRequest> && std::is_trivially_copyable_v<RegisterRequest>);
 static_assert(std::is_standard_layout_v<DeclareRequest> && std::is_trivially_copyable_v<DeclareRequest>);
-static_assert(sizeof(rtaccel_callback_desc) == 1136 && offsetof(rtaccel_callback_desc, publishes) == 696 &&
-              offsetof(rtaccel_callback_desc, triggers) == 752 && sizeof(rtaccel_chain_desc) == 18256 &&
-              sizeof(rtaccel_registration_desc) == 18584 && sizeof(rtaccel_registration_info) == 24);
-static_assert(sizeof(RegisterRequest) == 18600 && offsetof(RegisterRequest, desc) == 16);
-static_assert(sizeof(DeclareRequest) == 18272 && offsetof(DeclareRequest, chain) == 16);
+static_assert(sizeof(rtaccel_callback_desc) == 1856 && offsetof(rtaccel_callback_desc, publishes) == 696 &&
+              offsetof(rtaccel_callback_desc, triggers) == 832 && sizeof(rtaccel_chain_desc) == 29776 &&
+              sizeof(rtaccel_registration_desc) == 30104 && sizeof(rtaccel_registration_info) == 24);
+static_assert(sizeof(RegisterRequest) == 30120 && offsetof(RegisterRequest, desc) == 16);
+static_assert(sizeof(DeclareRequest) == 29792 && offsetof(DeclareRequest, chain) == 16);
 static_assert(sizeof(UnregisterRequest) == 24 && offsetof(UnregisterRequest, callback_id) == 16);
 static_assert(sizeof(RegisterReply) == 304 && offsetof(RegisterReply, info) == 16 &&
               offsetof(RegisterReply, region_size) == 40 && offsetof(RegisterReply, message) == 48);

@@ -85,6 +85,13 @@ TEST(Registration, TopicsAreCheckedAsTheRestIs) {
   RegisterRequest good = message(test::registration_of(p.front, 1));
   std::string why;
   ASSERT_EQ(wire_status(check_registration(&good, sizeof(good)), &why), 0) << why;
+  // A topic as long as a ROS 2 name gets.
+  RegisterRequest long_topic = good;
+  const std::string ros = "/sensing/lidar/front/pointcloud_raw_ex/with/a/namespace/of/its/own/and/more/" + std::string(40, 'x');
+  ASSERT_LT(ros.size(), size_t(RTACCEL_TOPIC_MAX));
+  snprintf(long_topic.desc.chain.callbacks[0].publishes, RTACCEL_TOPIC_MAX, "%s", ros.c_str());
+  snprintf(long_topic.desc.chain.callbacks[1].triggers[0], RTACCEL_TOPIC_MAX, "%s", ros.c_str());
+  EXPECT_EQ(wire_status(check_registration(&long_topic, sizeof(long_topic)), &why), 0) << why;
   struct Case {
     const char* what;
     void (*mutate)(rtaccel_chain_desc&);
@@ -92,10 +99,10 @@ TEST(Registration, TopicsAreCheckedAsTheRestIs) {
   } cases[] = {
       {"count", [](rtaccel_chain_desc& c) { c.callbacks[1].ntriggers = RTACCEL_MAX_TRIGGERS + 1; }, "more than 8 trigger"},
       {"empty", [](rtaccel_chain_desc& c) { c.callbacks[1].triggers[1][0] = '\0'; }, "trigger topic 1: name empty"},
-      {"unterminated", [](rtaccel_chain_desc& c) { memset(c.callbacks[1].triggers[0], 'x', RTACCEL_NAME_MAX); },
+      {"unterminated", [](rtaccel_chain_desc& c) { memset(c.callbacks[1].triggers[0], 'x', RTACCEL_TOPIC_MAX); },
        "trigger topic 0: name empty or not terminated"},
       {"twice", [](rtaccel_chain_desc& c) { strcpy(c.callbacks[1].triggers[1], "Front"); }, "'Front' named twice"},
-      {"published", [](rtaccel_chain_desc& c) { memset(c.callbacks[0].publishes, 'x', RTACCEL_NAME_MAX); },
+      {"published", [](rtaccel_chain_desc& c) { memset(c.callbacks[0].publishes, 'x', RTACCEL_TOPIC_MAX); },
        "published topic not terminated"},
       {"off the path", [](rtaccel_chain_desc& c) { strcpy(c.callbacks[0].publishes, "Elsewhere"); },
        "callback 'fusion': no trigger topic of it is published by 'front_driver', before it on the chain"},

@@ -909,7 +909,7 @@ void ServerImpl::handle_declare(Connection* c, const DeclareRequest& m) {
   r.magic = kMagic;
   r.version = kProtocolVersion;
   Status st = c->pid == getpid() ? Status() : policy_.allows(c->uid, m.chain.priority);
-  // Each held chain is a description of 18 KiB in the server's locked
+  // Each held chain is a description of 29 KiB in the server's locked
   // memory, and the admission's analysis runs over all of them.
   if (st && declarations_held_ >= kMaxDeclared)
     st = Status::error("the server holds at most " + std::to_string(kMaxDeclared) + " declared chains", ENOSPC);
