@@ -179,8 +179,9 @@ RTACCEL_API int rtaccel_client_register_all(struct rtaccel_client *client,
  * closed. Refusals as rtaccel_client_register's; -EOPNOTSUPP for a client
  * connected to a remote gateway (declare on the server's node). Set-up
  * time: one round trip per chain. */
-RTACCEL_API int rtaccel_client_declare(struct rtaccel_client *client, const struct rtaccel_chain_desc *chains,
-				       size_t n, char *why, size_t why_len);
+RTACCEL_API int rtaccel_client_declare(struct rtaccel_client *client,
+				       const struct rtaccel_chain_desc *chains, size_t n, char *why,
+				       size_t why_len);
 
 /* Ends a registration; waits for none of its requests. NULL is ignored. */
 RTACCEL_API void rtaccel_client_unregister(struct rtaccel_registration *reg);
