@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 
+import needs
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -255,6 +256,33 @@ def test_analysis_scale_bench_times_every_mode_and_saves_what_it_answered(tmp_pa
     for bad in ("0", "x", "3,501"):
         proc = subprocess.run([*bench, "--mixed", bad], capture_output=True, text=True, timeout=60, env=ENV)
         assert proc.returncode == 2 and "counts" in proc.stderr, (bad, proc.stderr)
+
+
+def test_the_servers_admission_bounds_random_workloads_as_analyze_does(tmp_path):
+    """rtaccel-server's admission control, told every chain as `rtaccel run`
+    declares them (rtaccel_load_check --admission), gives each chain of 300
+    random workloads the bound `rtaccel analyze` gives it, and refuses a
+    workload exactly where a critical chain has none within its deadline.
+    Before the topics were in a registration, it saw no fusion and no
+    chain's own firings."""
+    check = ROOT / "build" / "rtaccel_load_check"
+    if not check.exists():
+        needs.skip("build", f"{check} not built")
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import random_runs
+    finally:
+        sys.path.pop(0)
+    paths = []
+    for seed in range(1, 301):
+        paths.append(tmp_path / f"random-{seed}.yaml")
+        paths[-1].write_text(random_runs.random_workload(seed))
+    proc = subprocess.run([str(check), "--admission", *map(str, paths)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, "\n".join(line for line in proc.stdout.splitlines() if line.startswith("FAIL"))
+    assert proc.stdout.rstrip().endswith("300 passed, 0 failed"), proc.stdout[-500:]
+    # Both outcomes are there: the property is not met by refusing all.
+    assert proc.stdout.count("admitted,") >= 100 and proc.stdout.count("refused, as") >= 50, proc.stdout[-500:]
 
 
 def test_random_runs_bench_makes_workloads_that_load_and_runs_the_schedulable_ones(tmp_path):
