@@ -1,7 +1,7 @@
 /* Numbers on command lines (core, internal; C and C++): whole numbers,
- * decimals, and byte counts "64", "48K", "32M", "1G" (powers of 1024). Each
- * is 0 with the value in *out when TEXT is one, whole, within [min, max];
- * else -1. */
+ * decimals, byte counts "64", "48K", "32M", "1G" (powers of 1024) and core
+ * lists "1,3-5". Each is 0 with the value in *out when TEXT is one, whole,
+ * within [min, max]; else -1. */
 #ifndef RTACCEL_CORE_SIZE_H
 #define RTACCEL_CORE_SIZE_H
 
@@ -54,6 +54,39 @@ static inline int rtaccel_parse_double(const char *text, double min, double max,
 		return -1;
 	*out = v;
 	return 0;
+}
+
+/* A list of cores, "1,3-5": 0 with them in cores[0..*n) in the order
+ * given, at most max of them, each below limit; else -1 (an empty list
+ * included). */
+static inline int rtaccel_parse_cores(const char *text, int *cores, int max, long limit, int *n)
+{
+	*n = 0;
+	const char *p = text;
+	while (*p) {
+		char *end;
+		errno = 0;
+		long a = strtol(p, &end, 10), b = a;
+		if (*p < '0' || *p > '9' || errno || end == p)
+			return -1;
+		if (*end == '-') {
+			p = end + 1;
+			b = strtol(p, &end, 10);
+			if (*p < '0' || *p > '9' || errno || end == p || b < a)
+				return -1;
+		}
+		for (long c = a; c <= b; c++) {
+			if (*n == max || c >= limit)
+				return -1;
+			cores[(*n)++] = (int)c;
+		}
+		if (*end == ',')
+			end++;
+		else if (*end)
+			return -1;
+		p = end;
+	}
+	return *n ? 0 : -1;
 }
 
 #endif

@@ -87,35 +87,6 @@ static int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 	return 0;
 }
 
-static int parse_cores(const char *s, struct regulator_config *cfg)
-{
-	cfg->ncores = 0;
-	const char *p = s;
-	while (*p) {
-		char *end;
-		long a = strtol(p, &end, 10), b = a;
-		if (end == p || a < 0)
-			return -1;
-		if (*end == '-') {
-			p = end + 1;
-			b = strtol(p, &end, 10);
-			if (end == p || b < a)
-				return -1;
-		}
-		for (long c = a; c <= b; c++) {
-			if (cfg->ncores == REGULATOR_MAX_CORES || c >= CPU_SETSIZE)
-				return -1;
-			cfg->cores[cfg->ncores++] = (int)c;
-		}
-		if (*end == ',')
-			end++;
-		else if (*end)
-			return -1;
-		p = end;
-	}
-	return cfg->ncores ? 0 : -1;
-}
-
 static void default_cores(struct regulator_config *cfg)
 {
 	cpu_set_t set;
@@ -163,7 +134,7 @@ static int cmd_regulate(int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (opt) {
 		case O_CORES:
-			if (parse_cores(optarg, &cfg) < 0)
+			if (rtaccel_parse_cores(optarg, cfg.cores, REGULATOR_MAX_CORES, CPU_SETSIZE, &cfg.ncores) < 0)
 				return bad("bad core list", optarg);
 			cores_given = true;
 			break;
