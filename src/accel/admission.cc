@@ -247,7 +247,14 @@ workload::Workload Admission::build(const std::map<std::string, ChainEntry>& cha
     acc.backend = options_.backend;
     acc.priority_levels = int(options_.device_levels[d]);
     acc.preemption_cost_ns = options_.kappa_ns;
+    if (d < options_.device_cores.size()) acc.core = options_.device_cores[d];
     w.accelerators.push_back(acc);
+  }
+  if (options_.regulator_cost_ns) {
+    w.isolation.declared = true;
+    w.isolation.cores = options_.regulated_cores;
+    w.isolation.period_ns = options_.regulator_period_ns;
+    w.isolation.cost_ns = options_.regulator_cost_ns;
   }
   w.server = workload::Server{options_.server_core, options_.epsilon_ns, {}};
   w.communication_ns = options_.epsilon_ns;

@@ -26,6 +26,16 @@ struct AdmissionOptions {
   bool check_deadlines = true;  // false: no EDEADLK, no analysis (ServerOptions)
   std::vector<uint32_t> device_levels;  // priority levels of each device
   workload::Backend backend = workload::Backend::kCpu;
+  // The cpu backend's devices: each one's core, where its kernels share
+  // the core with the regulator's thread. Empty: core 0 each.
+  std::vector<int> device_cores;
+  // The memory-bandwidth regulator, whose thread preempts every executor
+  // and kernel on the cores it regulates for up to cost_ns each period
+  // (what `rtaccel bench regulator` measures); 0: no regulator runs.
+  // No cores: every core.
+  uint64_t regulator_cost_ns = 0;
+  uint64_t regulator_period_ns = 1000000;
+  std::vector<int> regulated_cores;
 };
 
 struct Admitted {

@@ -226,5 +226,49 @@ TEST(Admission, ADeclarationIsAdmittedWholeOrNotAtAll) {
   EXPECT_EQ(a.chains(), 0u);
 }
 
+// The regulator's thread takes 100 us of every 1 ms period on the cores it
+// regulates, above everything there: the executor's core 0 and the cpu
+// backend's device, core 1. 'hot' alone: 1 ms of CPU time, then a 4 ms
+// kernel on the device: without the regulator B0 = 1 + 4 + 2 kappa +
+// epsilon = 5.15 ms.
+TEST(Admission, TheRegulatorsTimeIsChargedOnTheCoresItRegulates) {
+  const auto bound = [](std::vector<int> regulated, uint64_t cost_ns, uint64_t deadline_ns, std::string* why) {
+    AdmissionOptions o = options();
+    o.device_cores = {1};
+    o.regulator_cost_ns = cost_ns;
+    o.regulator_period_ns = kMs;
+    o.regulated_cores = std::move(regulated);
+    Admission a(o);
+    Admitted out;
+    auto hot = one_callback("hot", 10, 100 * kMs, {.name = "c", .cpu_ns = kMs, .wcet_ns = 4 * kMs});
+    hot.chain.deadline_ns = deadline_ns;
+    if (wire_status(a.admit(hot, &out), why) != 0) return uint64_t{0};
+    return result_of(analysis::analyze(a.workload()), "hot").wcrt_ns;
+  };
+  std::string why;
+  const uint64_t b0 = bound({}, 0, 100 * kMs, &why);
+  ASSERT_EQ(b0, 5150000u) << why;
+  // Core 2 holds neither the executor nor the device.
+  EXPECT_EQ(bound({2}, 100000, 100 * kMs, &why), b0) << why;
+  // The device's core: the kernel A' = 4 + 0.1 * arrivals(A'), the periods
+  // that reach a window of A' (one more than it spans): from 4 ms, 4 + 0.5
+  // = 4.5, then 4 + 0.6 = 4.6, which spans five periods and reaches six.
+  EXPECT_EQ(bound({1}, 100000, 100 * kMs, &why), b0 + 600000) << why;
+  // The executor's core: R = B0 + 0.1 * arrivals(R): 5.15 reaches seven
+  // periods, 5.85 too.
+  EXPECT_EQ(bound({0}, 100000, 100 * kMs, &why), 5850000u) << why;
+  // Both, as with no cores given (every core): R = B0 + 0.6 + 0.1 *
+  // arrivals(R): 5.75, then 6.45 (seven periods), 6.55 (eight), which
+  // reaches eight.
+  const uint64_t both = bound({}, 100000, 100 * kMs, &why);
+  EXPECT_EQ(both, 6550000u) << why;
+  EXPECT_EQ(bound({0, 1}, 100000, 100 * kMs, &why), both) << why;
+  // A deadline between the two: admitted only where the regulator is not
+  // told of, refused with it.
+  EXPECT_EQ(bound({}, 0, b0 + 500000, &why), b0) << why;
+  EXPECT_EQ(bound({}, 100000, b0 + 500000, &why), 0u);
+  EXPECT_NE(why.find("chain 'hot': bound "), std::string::npos) << why;
+}
+
 }  // namespace
 }  // namespace rtaccel::accel

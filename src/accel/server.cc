@@ -331,6 +331,8 @@ Status ServerImpl::open() {
   for (uint32_t i = 0; i < options_.devices.size(); i++)
     if (Status st = open_device(i, options_.devices[i]); !st) return st;
 
+  if (options_.regulator_cost_ns && options_.regulator_cost_ns >= options_.regulator_period_ns)
+    return Status::invalid("the regulator's cost per period must be less than its period");
   AdmissionOptions admission;
   admission.epsilon_ns = options_.epsilon_ns;
   admission.kappa_ns = options_.kappa_ns;
@@ -339,6 +341,10 @@ Status ServerImpl::open() {
   admission.check_deadlines = options_.check_deadlines;
   admission.backend = options_.backend;
   for (const auto& d : devices_) admission.device_levels.push_back(d->levels);
+  if (options_.backend == workload::Backend::kCpu) admission.device_cores = options_.devices;
+  admission.regulator_cost_ns = options_.regulator_cost_ns;
+  admission.regulator_period_ns = options_.regulator_period_ns;
+  admission.regulated_cores = options_.regulated_cores;
   admission_ = std::make_unique<Admission>(admission);
 
   wake_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));

@@ -27,6 +27,12 @@ struct ServerOptions {
   uint64_t epsilon_ns = 50000;      // analysis: server overhead per request
   uint64_t kappa_ns = 50000;        // analysis: preemption cost per segment side
   uint64_t jitter_ns = 0;           // analysis: release jitter of the clients' timers
+  // analysis: the memory-bandwidth regulator's thread, which preempts
+  // executors and the cpu backend's kernels on the cores it regulates
+  // (none: every core) for up to its cost each period; cost 0: none runs.
+  uint64_t regulator_cost_ns = 0;
+  uint64_t regulator_period_ns = 1000000;
+  std::vector<int> regulated_cores;
   // Refuse a chain that the PAAM analysis finds would miss a deadline. Off
   // where the chains' bounds are another analysis' (a run under gangs):
   // admission control then still places callbacks and refuses conflicts.

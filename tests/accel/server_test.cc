@@ -1004,6 +1004,33 @@ TEST(Server, AdmissionControlRefusesARegistrationThatBreaksADeadline) {
   EXPECT_EQ(register_desc(client.c, hd, &r, why, sizeof(why)), -EEXIST);
 }
 
+// 'hot' ends 10.25 ms after its release (its 10 ms kernel, 0.1 ms of CPU
+// time, 2 kappa and epsilon). A regulator that takes half of every 1 ms on
+// the device's core about doubles its kernel, past the 20 ms deadline; on
+// a core that is neither the device's nor the executor's it costs nothing.
+TEST(Server, AdmissionControlChargesTheRegulatorItIsToldOf) {
+  const HotAndHeavy d;
+  const std::vector<std::string> regulator = {"--epsilon-us", "50", "--kappa-us", "50", "--regulator-cost-us", "500",
+                                              "--regulator-period-us", "1000", "--regulated-cores"};
+  {
+    auto args = regulator;
+    args.push_back(cpu_args()[1]);
+    ServerProcess server(cpu_args(args));
+    ASSERT_TRUE(server.ready());
+    Client client(server);
+    rtaccel_registration* r = nullptr;
+    char why[256] = "";
+    EXPECT_EQ(register_desc(client.c, d.hot, &r, why, sizeof(why)), -EDEADLK);
+    EXPECT_NE(std::string(why).find("chain 'hot': bound"), std::string::npos) << why;
+  }
+  auto args = regulator;
+  args.push_back("7");
+  ServerProcess server(cpu_args(args));
+  ASSERT_TRUE(server.ready());
+  Client client(server);
+  EXPECT_TRUE(client.reg(d.hot));
+}
+
 TEST(Server, WithoutTheDeadlineCheckAdmissionPlacesButRefusesOnlyConflicts) {
   // A system whose bounds come from another analysis (gangs): the heavy
   // chain that breaks 'hot' by the PAAM analysis is admitted and placed.

@@ -349,6 +349,20 @@ def test_server_passes_its_arguments_to_the_daemon():
     assert "rtaccel-server: bad --levels (1..8) '99'" in proc.stderr
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--regulated-cores", "1-"], "bad --regulated-cores (as 1,3-5) '1-'"),
+    (["--regulated-cores", ""], "bad --regulated-cores (as 1,3-5) ''"),
+    (["--regulator-period-us", "50"], "bad --regulator-period-us (100..1000000) '50'"),
+    (["--regulator-cost-us", "-1"], "bad --regulator-cost-us (0..999999) '-1'"),
+    (["--regulator-cost-us", "1000"], "bad --regulator-cost-us: 1000 us is not less than the period (1000 us)"),
+    (["--regulator-period-us", "500", "--regulator-cost-us", "600"],
+     "bad --regulator-cost-us: 600 us is not less than the period (500 us)"),
+])
+def test_the_server_refuses_a_regulator_it_could_not_bound_with_one_line(args, message):
+    proc = rtaccel("server", "--socket", "/nonexistent/s.sock", *args, check=2)
+    assert f"rtaccel-server: {message}" in proc.stderr, proc.stderr
+
+
 def test_exit_statuses_are_the_ones_documented_for_the_command_and_its_programs():
     """errors.py and src/core/exit.h name the same statuses."""
     from rtaccel import errors

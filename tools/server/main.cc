@@ -43,6 +43,10 @@ const char kUsage[] =
     "      --epsilon-us US      admission control: server overhead per request (default 50)\n"
     "      --kappa-us US        admission control: device preemption cost (default 50)\n"
     "      --release-jitter-us US  admission control: how late clients' timers may fire (0)\n"
+    "      --regulator-cost-us US  admission control: the bandwidth regulator's time per period\n"
+    "                           on each core it regulates (0: no regulator runs)\n"
+    "      --regulator-period-us US  its period (default 1000)\n"
+    "      --regulated-cores LIST  the cores it regulates (1,3-5; default every core)\n"
     "      --no-deadline-check  admission control places callbacks and refuses conflicting ones,\n"
     "                           but not chains the PAAM analysis says would miss a deadline: for\n"
     "                           a system whose bounds come from another analysis (gang scheduling)\n"
@@ -82,7 +86,7 @@ int main(int argc, char** argv) {
   const char* levels_arg = nullptr;  // --levels as given
   enum { kFifoBase = 256, kNoFifo, kEpsilon, kKappa, kJitter, kLowest, kPoll, kPlugin, kList, kReadyFd,
          kBwlock, kBwlockThreshold, kBwlockBucket, kListen, kWorkerStack, kRegionMemory, kStoppedByParent,
-         kNoDeadlineCheck };
+         kNoDeadlineCheck, kRegulatorCost, kRegulatorPeriod, kRegulatedCores };
   int ready_fd = -1;
   bool stopped_by_parent = false;
   const option longopts[] = {
@@ -96,6 +100,9 @@ int main(int argc, char** argv) {
       {"epsilon-us", required_argument, nullptr, kEpsilon},
       {"kappa-us", required_argument, nullptr, kKappa},
       {"release-jitter-us", required_argument, nullptr, kJitter},
+      {"regulator-cost-us", required_argument, nullptr, kRegulatorCost},
+      {"regulator-period-us", required_argument, nullptr, kRegulatorPeriod},
+      {"regulated-cores", required_argument, nullptr, kRegulatedCores},
       {"lowest-workers", required_argument, nullptr, kLowest},
       {"poll-us", required_argument, nullptr, kPoll},
       {"worker-stack-kib", required_argument, nullptr, kWorkerStack},
@@ -161,6 +168,21 @@ int main(int argc, char** argv) {
         if (rtaccel_parse_long(optarg, 0, 1000000000, &v)) return bad("--release-jitter-us", optarg);
         options.jitter_ns = uint64_t(v) * 1000;
         break;
+      case kRegulatorCost:
+        if (rtaccel_parse_long(optarg, 0, 999999, &v)) return bad("--regulator-cost-us (0..999999)", optarg);
+        options.regulator_cost_ns = uint64_t(v) * 1000;
+        break;
+      case kRegulatorPeriod:
+        // The regulator's own range (rtaccel-isolate regulate --period-us).
+        if (rtaccel_parse_long(optarg, 100, 1000000, &v)) return bad("--regulator-period-us (100..1000000)", optarg);
+        options.regulator_period_ns = uint64_t(v) * 1000;
+        break;
+      case kRegulatedCores: {
+        int cores[256], n;
+        if (rtaccel_parse_cores(optarg, cores, 256, 4096, &n)) return bad("--regulated-cores (as 1,3-5)", optarg);
+        options.regulated_cores.assign(cores, cores + n);
+        break;
+      }
       case kLowest:
         if (rtaccel_parse_long(optarg, 1, 16, &v)) return bad("--lowest-workers (1..16)", optarg);
         options.lowest_bucket_workers = uint32_t(v);
@@ -207,6 +229,12 @@ int main(int argc, char** argv) {
   }
   if (optind < argc) return bad("argument", argv[optind]);
   if (!devices_given && options.backend != rtaccel::workload::Backend::kCpu) options.devices = {0};
+  if (options.regulator_cost_ns >= options.regulator_period_ns) {
+    fprintf(stderr, "rtaccel-server: bad --regulator-cost-us: %llu us is not less than the period (%llu us)\n%s",
+            static_cast<unsigned long long>(options.regulator_cost_ns / 1000),
+            static_cast<unsigned long long>(options.regulator_period_ns / 1000), kUsage);
+    return RTACCEL_EXIT_BAD_INPUT;
+  }
   if (options.backend == rtaccel::workload::Backend::kOpenCl) {
     // One in-order queue: more buckets would not preempt each other, and
     // admission control would assume that they do.
@@ -255,8 +283,18 @@ int main(int argc, char** argv) {
   if (server->region_memory() != UINT64_MAX)
     snprintf(regions, sizeof(regions), "regions up to %llu MiB",
              static_cast<unsigned long long>((server->region_memory() + (1 << 19)) >> 20));
-  fprintf(stderr, "rtaccel-server: listening on %s (%s backend, %zu device(s); %s)\n", options.socket_path.c_str(),
-          std::string(rtaccel::workload::to_string(options.backend)).c_str(), options.devices.size(), regions);
+  // What admission control charges for the regulator, where it is told of one.
+  std::string regulator;
+  if (options.regulator_cost_ns) {
+    std::string cores;
+    for (int core : options.regulated_cores) cores += (cores.empty() ? "" : ",") + std::to_string(core);
+    regulator = "; the regulator's " + std::to_string(options.regulator_cost_ns / 1000) + " us every " +
+                std::to_string(options.regulator_period_ns / 1000) + " us on " +
+                (cores.empty() ? std::string("every core") : "core(s) " + cores);
+  }
+  fprintf(stderr, "rtaccel-server: listening on %s (%s backend, %zu device(s); %s%s)\n", options.socket_path.c_str(),
+          std::string(rtaccel::workload::to_string(options.backend)).c_str(), options.devices.size(), regions,
+          regulator.c_str());
   if (ready_fd >= 0) rtaccel::core::notify_ready(ready_fd);
   const rtaccel::Status served = server->run();
   g_server = nullptr;
