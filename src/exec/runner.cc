@@ -185,6 +185,17 @@ std::vector<std::string> server_args(const workload::Workload& w, const std::str
   args.push_back(std::to_string((kappa + 999) / 1000));
   args.push_back("--release-jitter-us");
   args.push_back(std::to_string((w.release_jitter_ns + 999) / 1000));
+  // The regulator's time on the executors' and the device's cores, which
+  // the run's bounds charge (the workload's isolation, where the run is
+  // isolated: none otherwise).
+  const auto& iso = w.isolation;
+  if (iso.declared && iso.cost_ns) {
+    args.insert(args.end(), {"--regulator-cost-us", std::to_string((iso.cost_ns + 999) / 1000),
+                             "--regulator-period-us", std::to_string(iso.period_ns / 1000)});
+    std::string cores;
+    for (int core : iso.cores) cores += (cores.empty() ? "" : ",") + std::to_string(core);
+    if (!cores.empty()) args.insert(args.end(), {"--regulated-cores", cores});
+  }
   return args;
 }
 

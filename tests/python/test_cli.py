@@ -264,7 +264,9 @@ def test_the_servers_admission_bounds_random_workloads_as_analyze_does(tmp_path)
     random workloads the bound `rtaccel analyze` gives it, and refuses a
     workload exactly where a critical chain has none within its deadline.
     Before the topics were in a registration, it saw no fusion and no
-    chain's own firings."""
+    chain's own firings. Every third runs isolated: the regulator on the
+    executors' core, the device's or both, which the server is told of as
+    `rtaccel run` tells it."""
     check = ROOT / "build" / "rtaccel_load_check"
     if not check.exists():
         needs.skip("build", f"{check} not built")
@@ -276,7 +278,12 @@ def test_the_servers_admission_bounds_random_workloads_as_analyze_does(tmp_path)
     paths = []
     for seed in range(1, 301):
         paths.append(tmp_path / f"random-{seed}.yaml")
-        paths[-1].write_text(random_runs.random_workload(seed))
+        text = random_runs.random_workload(seed)
+        if seed % 3 == 0:
+            cores = ("[0]", "[1]", "[0, 1]")[seed // 3 % 3]
+            text += (f"isolation:\n  regulator: {{cores: {cores}, period_us: {1000 * (1 + seed % 2)}, "
+                     f"be_peak_mbps: 10000, cost_us: {20 + seed % 50}}}\n")
+        paths[-1].write_text(text)
     proc = subprocess.run([str(check), "--admission", *map(str, paths)], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, "\n".join(line for line in proc.stdout.splitlines() if line.startswith("FAIL"))

@@ -487,6 +487,48 @@ def test_gangs_under_isolation_set_the_regulators_threshold_and_leave_nothing(tm
     assert run_leftovers(summary["isolation"]["cgroup"].split("-")[-1]) == []
 
 
+ISOLATED_ACCEL = """version: 1
+name: isolated_accel
+platform:
+  accelerators:
+    - {name: acc0, backend: cpu, core: 1, priority_levels: 2, preemption_cost_us: 50}
+server: {core: 1, overhead_us: 50}
+executors:
+  - {name: ex, core: 0, priority: 60}
+callbacks:
+  - {name: filter, executor: ex, trigger: {timer_ms: 20}, cpu_us: 1000,
+     segments: [{accelerator: acc0, service: busy, wcet_us: 2000}]}
+chains:
+  - {name: hot, priority: 2, path: [filter]}
+isolation:
+  regulator: {cores: [0, 1], period_us: 1000, be_peak_mbps: 10000, cost_us: 30}
+"""
+
+
+@needs.mark("root", os.geteuid() != 0, "the regulator needs SCHED_FIFO and perf events")
+@needs.mark("cores2", len(os.sched_getaffinity(0)) < 2, "the regulator's cores")
+def test_the_servers_admission_charges_the_regulator_of_an_isolated_run(tmp_path):
+    # The run's bounds charge the regulator on the executor's core and in
+    # the kernel on the device's; the server's admission is told the same,
+    # and only where the run is isolated.
+    path = tmp_path / "isolated.yaml"
+    path.write_text(ISOLATED_ACCEL)
+    for flag, said in (("--isolation", "; the regulator's 30 us every 1000 us on core(s) 0,1)"),
+                       ("--no-isolation", None)):
+        out = tmp_path / flag
+        proc = rtaccel("run", str(path), "--policy", "paam", "--duration", "1", "--out", str(out), "--quiet",
+                       flag, check=False)
+        if proc.returncode == 3 and "perf" in proc.stderr:
+            needs.skip("perf", proc.stderr.strip())
+        assert proc.returncode in (0, 1), proc.stderr
+        first = (out / "server.log").read_text().splitlines()[0]
+        assert first.startswith("rtaccel-server: listening on "), first
+        if said:
+            assert first.endswith(said), first
+        else:
+            assert "regulator" not in first, first
+
+
 def test_isolation_flags_exclude_each_other():
     proc = rtaccel("run", EXAMPLE, "--isolation", "--no-isolation", check=False)
     assert proc.returncode == 2 and "not allowed with" in proc.stderr
