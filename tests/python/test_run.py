@@ -328,9 +328,12 @@ def test_an_input_copied_in_again_is_the_callbacks_cpu_time(tmp_path):
     cpu, = a["callbacks"]
     off, = a["off_core"]
     # The copies (MiB each, milliseconds here) are the callback's CPU work,
-    # over its 0.5 ms WCET, not time "kept off its core".
-    assert cpu["max_us"] > 2000 and cpu["over"] > 0, a
-    assert off["max_us"] < cpu["max_us"] / 4, a
+    # over its 0.5 ms WCET, not time "kept off its core": were they counted
+    # off core, every instance would show one. The fewest, since the host
+    # may take the core for milliseconds in any one instance (21 ms of 130
+    # ms of steal was seen in one here).
+    assert cpu["min_us"] > 2000 and cpu["over"] > 0, a
+    assert off["min_us"] < cpu["min_us"] / 4, a
 
 
 TWO_EXECUTORS_ONE_KERNEL = """executors:
