@@ -8,10 +8,13 @@ sys.path.insert(0, str(ROOT / "python"))
 # Every test runs under the harness: nothing it starts or makes outlives it.
 pytest_plugins = ["harness"]
 
-# Under nohup the suite inherits SIGHUP ignored, and so would every program it
-# starts, where the tests of hang-ups need the disposition a terminal's user
-# has. A handler that does nothing keeps the suite alive as nohup meant, and
-# is reset to the default in each program it executes; an ignored signal is
-# not.
-if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
-    signal.signal(signal.SIGHUP, lambda signum, frame: None)
+# Under nohup the suite inherits SIGHUP ignored, and as a shell's background
+# job without job control (`make test &` in a script) SIGINT and SIGQUIT;
+# so would every program it starts, where the tests of hang-ups, Ctrl-C and
+# the signals a best-effort program starts with need the dispositions a
+# terminal's user has. A handler that does nothing keeps the suite as
+# deaf to them as it was meant to be, and is reset to the default in each
+# program it executes; an ignored signal is not.
+for _sig in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT):
+    if signal.getsignal(_sig) == signal.SIG_IGN:
+        signal.signal(_sig, lambda signum, frame: None)
