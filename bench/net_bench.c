@@ -19,12 +19,21 @@
  *       it; flow control, the four flows as channels of one link. Then
  *       four flows of equal priority taking turns: how often the arrivals
  *       keep the round-robin order they were sent in
+ *   rtaccel-net-bench zerocopy [--sizes LIST] [--rate R] [--samples N] [--chunk BYTES]
+ *       tcp, one transfer at a time in chunk-sized sends: plain sends
+ *       against MSG_ZEROCOPY, in turn, on sockets held to the flow-control
+ *       link's window; how often the kernel copied a zero-copy send anyway
  *
  * Each prints one JSON object. Exit 0; 77 when the transport cannot run
  * here, with the reason. */
 #include "rtaccel/net.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <linux/errqueue.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -32,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "core/clock.h"
@@ -273,6 +283,47 @@ static bool link_for(const char **rate)
 
 /* ---- overhead ---- */
 
+/* The options of a run of one transfer at a time: --sizes (DEFAULTS
+ * without), --rate, --samples and --chunk (into flow_chunk). Bad values
+ * exit 2. */
+struct transfer_options {
+	uint64_t sizes[BENCH_MAX_SIZES];
+	int nsizes;
+	uint64_t biggest; /* of the sizes */
+	const char *rate;
+	int max_samples;
+};
+
+static void parse_transfer_options(int argc, char **argv, const char *defaults, struct transfer_options *o)
+{
+	o->nsizes = bench_parse_sizes("rtaccel-net-bench", defaults, o->sizes);
+	o->rate = "none";
+	o->max_samples = MAX_SAMPLES;
+	for (int i = 0; i < argc; i++)
+		if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc)
+			o->nsizes = bench_parse_sizes("rtaccel-net-bench", argv[++i], o->sizes);
+		else if (strcmp(argv[i], "--rate") == 0 && i + 1 < argc)
+			o->rate = argv[++i];
+		else if (strcmp(argv[i], "--samples") == 0 && i + 1 < argc)
+			o->max_samples = atoi(argv[++i]);
+		else if (strcmp(argv[i], "--chunk") == 0 && i + 1 < argc) {
+			size_t c;
+			if (rtaccel_parse_size(argv[++i], 1024, 16u << 20, &c) < 0) {
+				fprintf(stderr, "rtaccel-net-bench: --chunk takes 1K..16M\n");
+				exit(2);
+			}
+			flow_chunk = (uint32_t)c;
+		}
+	if (o->max_samples < 20 || o->max_samples > MAX_SAMPLES) {
+		fprintf(stderr, "rtaccel-net-bench: --samples takes 20..%d\n", MAX_SAMPLES);
+		exit(2);
+	}
+	o->biggest = 0;
+	for (int i = 0; i < o->nsizes; i++)
+		o->biggest = o->sizes[i] > o->biggest ? o->sizes[i] : o->biggest;
+}
+
+
 struct raw_reader {
 	int priority; /* SCHED_FIFO, in the priority run */
 	struct net_link *link;
@@ -341,34 +392,11 @@ static void wait_count(struct raw_reader *r, uint64_t want)
 
 static int overhead(int argc, char **argv)
 {
-	uint64_t sizes[BENCH_MAX_SIZES];
-	int nsizes = bench_parse_sizes("rtaccel-net-bench", "64K,128K,256K,512K,1M,2M,4M,8M,16M,32M", sizes);
-	const char *rate = "none";
-	int max_samples = MAX_SAMPLES;
-	for (int i = 0; i < argc; i++)
-		if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc)
-			nsizes = bench_parse_sizes("rtaccel-net-bench", argv[++i], sizes);
-		else if (strcmp(argv[i], "--rate") == 0 && i + 1 < argc)
-			rate = argv[++i];
-		else if (strcmp(argv[i], "--samples") == 0 && i + 1 < argc)
-			max_samples = atoi(argv[++i]);
-		else if (strcmp(argv[i], "--chunk") == 0 && i + 1 < argc) {
-			size_t c;
-			if (rtaccel_parse_size(argv[++i], 1024, 16u << 20, &c) < 0) {
-				fprintf(stderr, "rtaccel-net-bench: --chunk takes 1K..16M\n");
-				exit(2);
-			}
-			flow_chunk = (uint32_t)c;
-		}
-	if (max_samples < 20 || max_samples > MAX_SAMPLES) {
-		fprintf(stderr, "rtaccel-net-bench: --samples takes 20..%d\n", MAX_SAMPLES);
-		exit(2);
-	}
-	if (!link_for(&rate))
+	struct transfer_options o;
+	parse_transfer_options(argc, argv, "64K,128K,256K,512K,1M,2M,4M,8M,16M,32M", &o);
+	if (!link_for(&o.rate))
 		return 77;
-	uint64_t biggest = 0;
-	for (int i = 0; i < nsizes; i++)
-		biggest = sizes[i] > biggest ? sizes[i] : biggest;
+	const uint64_t biggest = o.biggest;
 	uint8_t *data = calloc(1, biggest);
 	/* raw: the same window as the flow-control link; open: the kernel's
 	 * socket buffers, what the window costs in throughput */
@@ -386,15 +414,15 @@ static int overhead(int argc, char **argv)
 	rtaccel_net_channel_t *tx = open_channel(ftx, 1, 10, 0, 0);
 	rtaccel_net_channel_t *rx = open_channel(frx, 1, 0, biggest, 2);
 	printf("{\"transport\": \"%s\", \"link_rate\": \"%s\", \"chunk\": %u, \"window\": %u, "
-	       "\"sizes\": [", transport, rate, flow_chunk,
+	       "\"sizes\": [", transport, o.rate, flow_chunk,
 	       strcmp(transport, "shm") == 0 ? 4u << 20 : 2 * flow_chunk);
 	uint64_t raw_n = 0, seen = 0;
 	static uint64_t raw_lat[MAX_SAMPLES], flow_lat[MAX_SAMPLES], diff[MAX_SAMPLES],
 		open_lat[MAX_SAMPLES];
-	for (int s = 0; s < nsizes; s++) {
-		const uint64_t size = sizes[s];
-		int n = (int)((strcmp(rate, "none") ? 64ull << 20 : 1024ull << 20) / size);
-		n = n < 20 ? 20 : n > max_samples ? max_samples : n;
+	for (int s = 0; s < o.nsizes; s++) {
+		const uint64_t size = o.sizes[s];
+		int n = (int)((strcmp(o.rate, "none") ? 64ull << 20 : 1024ull << 20) / size);
+		n = n < 20 ? 20 : n > o.max_samples ? o.max_samples : n;
 		for (int i = 0; i < n + 2; i++) {
 			/* raw: one frame of the whole transfer */
 			uint64_t t0 = rtaccel_monotonic_ns();
@@ -448,6 +476,287 @@ static int overhead(int argc, char **argv)
 	net_link_close(&raw.rx);
 	net_link_close(&open_raw.tx);
 	net_link_close(&open_raw.rx);
+	return 0;
+}
+
+/* ---- zerocopy ---- */
+
+/* MSG_ZEROCOPY against a plain send on the raw path: whether the kernel's
+ * zero-copy transmission would pay for the flow-control layer's chunks
+ * here. Two plain TCP connections held to the flow-control link's window
+ * (the layer's socket options, set_window() in src/net/tcp.c), one with
+ * SO_ZEROCOPY; each transfer goes as chunk-sized sends, and a thread reads
+ * it whole and wakes the consumer, as the raw run's reader does. The
+ * kernel says, for every zero-copy send, whether it copied after all
+ * (SO_EE_CODE_ZEROCOPY_COPIED): it does so wherever the receiver is on
+ * this host, loopback and a veth into another namespace alike. */
+
+struct zc_reader {
+	int fd;
+	uint8_t *buf;
+	size_t cap;
+	/* the byte count at which the transfer in flight ends, set before
+	 * its first byte is sent */
+	_Atomic uint64_t end;
+	_Atomic uint32_t count; /* transfers received; the consumer sleeps on it */
+	int err;
+};
+
+static void *zc_read_loop(void *arg)
+{
+	struct zc_reader *r = arg;
+	pin_self(receiver_cpu);
+	uint64_t total = 0, ended = 0;
+	for (;;) {
+		ssize_t n = recv(r->fd, r->buf, r->cap, 0);
+		if (n <= 0) {
+			r->err = n == 0 ? -ECONNRESET : -errno;
+			atomic_fetch_add(&r->count, 1);
+			futex_wake((uint32_t *)&r->count, 1, false);
+			return NULL;
+		}
+		total += (uint64_t)n;
+		const uint64_t end = atomic_load(&r->end);
+		if (total >= end && end > ended) {
+			ended = end;
+			atomic_fetch_add(&r->count, 1);
+			futex_wake((uint32_t *)&r->count, 1, false);
+		}
+	}
+}
+
+static void zc_wait(struct zc_reader *r, uint32_t want)
+{
+	for (;;) {
+		uint32_t c = atomic_load(&r->count);
+		if (r->err)
+			die("zerocopy receive", r->err);
+		if (c >= want)
+			return;
+		struct timespec ts = rtaccel_deadline_in(CLOCK_MONOTONIC, 100 * MS);
+		futex_wait((uint32_t *)&r->count, c, false, CLOCK_MONOTONIC, &ts);
+	}
+}
+
+/* A TCP socket of namespace NS with the flow-control link's buffers, set
+ * before listen or connect as the layer sets them (set_window() in
+ * src/net/tcp.c). */
+static int zc_socket(const char *ns)
+{
+	const int half = (int)flow_chunk, window = 2 * (int)flow_chunk;
+	bench_enter_ns(ns);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bench_leave_ns();
+	if (fd < 0)
+		die("zerocopy socket", -errno);
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &half, sizeof(half));
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &window, sizeof(window));
+	return fd;
+}
+
+/* A connection from the sending namespace to the receiving one (loopback
+ * without namespaces): *TX and *RX. */
+static void zc_connect(int *tx, int *rx)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	inet_pton(AF_INET, bench_ns_active() ? BENCH_NS_B_ADDR : "127.0.0.1", &a.sin_addr);
+	int l = zc_socket(bench_ns_b);
+	socklen_t len = sizeof(a);
+	if (bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 1) ||
+	    getsockname(l, (struct sockaddr *)&a, &len))
+		die("zerocopy listen", -errno);
+	int c = zc_socket(bench_ns_a);
+	if (connect(c, (struct sockaddr *)&a, sizeof(a)))
+		die("zerocopy connect", -errno);
+	int s = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+	if (s < 0)
+		die("zerocopy accept", -errno);
+	close(l);
+	const int one = 1;
+	setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	*tx = c;
+	*rx = s;
+}
+
+/* What the kernel has told of the zero-copy sends so far. */
+struct zc_completions {
+	uint32_t done;	 /* sends completed: ids 0..done-1 */
+	uint64_t copied; /* of them, the ones it copied after all */
+};
+
+/* Reads FD's error queue until the sends up to id WANT-1 have completed. */
+static void zc_reap(int fd, uint32_t want, struct zc_completions *z)
+{
+	int waits = 0;
+	while (z->done < want) {
+		char control[128];
+		struct msghdr m = {.msg_control = control, .msg_controllen = sizeof(control)};
+		if (recvmsg(fd, &m, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) {
+			if (errno != EAGAIN)
+				die("zerocopy completions", -errno);
+			struct pollfd p = {.fd = fd, .events = 0}; /* POLLERR is always polled */
+			if (poll(&p, 1, 1000) == 0 && ++waits == 10)
+				die("zerocopy completions", -ETIMEDOUT);
+			continue;
+		}
+		for (struct cmsghdr *cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm)) {
+			if (!((cm->cmsg_level == SOL_IP && cm->cmsg_type == IP_RECVERR) ||
+			      (cm->cmsg_level == SOL_IPV6 && cm->cmsg_type == IPV6_RECVERR)))
+				continue;
+			const struct sock_extended_err *e = (const void *)CMSG_DATA(cm);
+			if (e->ee_origin != SO_EE_ORIGIN_ZEROCOPY)
+				continue;
+			/* ids ee_info..ee_data, in order */
+			const uint32_t n = e->ee_data - e->ee_info + 1;
+			if (e->ee_code & SO_EE_CODE_ZEROCOPY_COPIED)
+				z->copied += n;
+			z->done = e->ee_data + 1;
+		}
+	}
+}
+
+/* One transfer of LEN bytes to R in chunk-sized sends with FLAGS; *SENDS
+ * counts them (the zero-copy ids). */
+static void zc_send(int fd, struct zc_reader *r, const uint8_t *data, uint64_t len, int flags,
+		    uint32_t *sends, struct zc_completions *z)
+{
+	atomic_fetch_add(&r->end, len);
+	uint64_t off = 0;
+	while (off < len) {
+		const size_t n = len - off < flow_chunk ? (size_t)(len - off) : flow_chunk;
+		ssize_t sent = send(fd, data + off, n, MSG_NOSIGNAL | flags);
+		if (sent < 0) {
+			if (errno == ENOBUFS && flags) { /* the completions hold the socket's option memory */
+				zc_reap(fd, *sends, z);
+				continue;
+			}
+			if (errno == EINTR)
+				continue;
+			die("zerocopy send", -errno);
+		}
+		if (flags)
+			++*sends;
+		off += (uint64_t)sent;
+	}
+}
+
+/* How many bytes a connection takes in chunk-sized sends (zero-copy with
+ * ZERO) before a send would block, its receiver reading nothing: what a
+ * higher priority could find queued ahead of it. */
+static uint64_t zc_accepted_unread(bool zero)
+{
+	int tx, rx;
+	zc_connect(&tx, &rx);
+	const int one = 1;
+	if (zero && setsockopt(tx, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof(one)))
+		die("SO_ZEROCOPY", -errno);
+	uint8_t *chunk = calloc(1, flow_chunk);
+	uint64_t total = 0;
+	for (;;) {
+		ssize_t n = send(tx, chunk, flow_chunk, MSG_NOSIGNAL | MSG_DONTWAIT | (zero ? MSG_ZEROCOPY : 0));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == ENOBUFS))
+			break;
+		if (n < 0)
+			die("zerocopy send", -errno);
+		total += (uint64_t)n;
+	}
+	close(tx); /* the pages stay the kernel's until it is done with them */
+	close(rx);
+	free(chunk);
+	return total;
+}
+
+static int zerocopy(int argc, char **argv)
+{
+	struct transfer_options o;
+	parse_transfer_options(argc, argv, "64K,256K,1M,4M,32M", &o);
+	if (strcmp(transport, "tcp") != 0) {
+		fprintf(stderr, "rtaccel-net-bench: zerocopy is a tcp benchmark\n");
+		exit(2);
+	}
+	if (!link_for(&o.rate))
+		return 77;
+	const uint64_t biggest = o.biggest;
+	uint8_t *data = calloc(1, biggest);
+	int plain_tx, plain_rx, zc_tx, zc_rx;
+	zc_connect(&plain_tx, &plain_rx);
+	zc_connect(&zc_tx, &zc_rx);
+	const int one = 1;
+	if (setsockopt(zc_tx, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof(one))) {
+		printf("rtaccel-net-bench: skipped: SO_ZEROCOPY: %s\n", strerror(errno));
+		return 77;
+	}
+	struct zc_reader plain = {.fd = plain_rx, .buf = malloc(flow_chunk), .cap = flow_chunk};
+	struct zc_reader zc = {.fd = zc_rx, .buf = malloc(flow_chunk), .cap = flow_chunk};
+	pthread_t pt, zt;
+	pthread_create(&pt, NULL, zc_read_loop, &plain);
+	pthread_create(&zt, NULL, zc_read_loop, &zc);
+	const uint64_t plain_unread = zc_accepted_unread(false), zc_unread = zc_accepted_unread(true);
+	printf("{\"transport\": \"tcp\", \"link_rate\": \"%s\", \"chunk\": %u, \"window\": %u, "
+	       "\"send_unread_bytes\": %llu, \"zerocopy_unread_bytes\": %llu, \"sizes\": [",
+	       o.rate, flow_chunk, 2 * flow_chunk, (unsigned long long)plain_unread, (unsigned long long)zc_unread);
+	uint32_t rounds = 0, sends = 0;
+	struct zc_completions z = {0};
+	static uint64_t plain_lat[MAX_SAMPLES], zc_lat[MAX_SAMPLES], reap_lat[MAX_SAMPLES];
+	for (int s = 0; s < o.nsizes; s++) {
+		const uint64_t size = o.sizes[s];
+		int n = (int)((strcmp(o.rate, "none") ? 64ull << 20 : 1024ull << 20) / size);
+		n = n < 20 ? 20 : n > o.max_samples ? o.max_samples : n;
+		const uint64_t copied_before = z.copied;
+		const uint32_t sends_before = sends;
+		for (int i = 0; i < n + 2; i++) {
+			++rounds;
+			/* in turn first, so that neither always finds the caches
+			 * the other left */
+			uint64_t plain_ns = 0, zc_ns = 0, reap_ns = 0;
+			for (int k = 0; k < 2; k++) {
+				const bool zero = (k == 0) == (i % 2 == 0);
+				const uint64_t t0 = rtaccel_monotonic_ns();
+				if (zero) {
+					zc_send(zc_tx, &zc, data, size, MSG_ZEROCOPY, &sends, &z);
+					zc_wait(&zc, rounds);
+				} else {
+					zc_send(plain_tx, &plain, data, size, 0, &sends, &z);
+					zc_wait(&plain, rounds);
+				}
+				const uint64_t t1 = rtaccel_monotonic_ns();
+				if (zero) {
+					/* before the buffer may change, as a sender of real
+					 * data must */
+					zc_reap(zc_tx, sends, &z);
+					reap_ns = rtaccel_monotonic_ns() - t1;
+					zc_ns = t1 - t0;
+				} else {
+					plain_ns = t1 - t0;
+				}
+			}
+			if (i >= 2) {
+				plain_lat[i - 2] = plain_ns;
+				zc_lat[i - 2] = zc_ns;
+				reap_lat[i - 2] = reap_ns;
+			}
+		}
+		const uint32_t size_sends = sends - sends_before;
+		printf("%s\n  {\"size\": %llu, \"samples\": %d, \"send_p50_us\": %.1f, \"zerocopy_p50_us\": %.1f, "
+		       "\"send_p90_us\": %.1f, \"zerocopy_p90_us\": %.1f, \"completions_p50_us\": %.1f, "
+		       "\"zerocopy_sends\": %u, \"copied_pct\": %.1f}",
+		       s ? "," : "", (unsigned long long)size, n, pct(plain_lat, n, 50), pct(zc_lat, n, 50),
+		       pct(plain_lat, n, 90), pct(zc_lat, n, 90), pct(reap_lat, n, 50), size_sends,
+		       size_sends ? 100.0 * (double)(z.copied - copied_before) / size_sends : 0.0);
+		fflush(stdout);
+	}
+	printf("\n]}\n");
+	shutdown(plain_rx, SHUT_RDWR);
+	shutdown(zc_rx, SHUT_RDWR);
+	pthread_join(pt, NULL);
+	pthread_join(zt, NULL);
+	close(plain_tx);
+	close(plain_rx);
+	close(zc_tx);
+	close(zc_rx);
 	return 0;
 }
 
@@ -808,7 +1117,7 @@ static int priority(int argc, char **argv)
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: rtaccel-net-bench overhead|priority [--transport tcp|shm|rdma] "
+	fprintf(stderr, "usage: rtaccel-net-bench overhead|priority|zerocopy [--transport tcp|shm|rdma] "
 			"[--sizes LIST] [--rate RATE|none] [--samples N] [--chunk BYTES]\n");
 	return 2;
 }
@@ -865,5 +1174,7 @@ int main(int argc, char **argv)
 		return overhead(argc - 2, argv + 2);
 	if (strcmp(argv[1], "priority") == 0)
 		return priority(argc - 2, argv + 2);
+	if (strcmp(argv[1], "zerocopy") == 0)
+		return zerocopy(argc - 2, argv + 2);
 	return usage();
 }

@@ -62,6 +62,19 @@ def test_net_overhead_reports_every_size(transport):
     assert goal["sizes_over"] == over and goal["met"] == (not over)
 
 
+def test_net_zerocopy_says_how_often_the_kernel_copied():
+    result = bench_json("net-zerocopy", "--sizes", "64K,256K", "--samples", "20")
+    assert (result["chunk"], result["window"]) == (64 << 10, 128 << 10)
+    assert [r["size"] for r in result["sizes"]] == [64 << 10, 256 << 10]
+    assert result["send_unread_bytes"] > 0 and result["zerocopy_unread_bytes"] > 0, result
+    for r in result["sizes"]:
+        assert r["samples"] == 20 and r["send_p50_us"] > 0 and r["zerocopy_p50_us"] > 0
+        # every transfer's chunks, the two warm-up transfers' too, went as
+        # zero-copy sends, and each was completed
+        assert r["zerocopy_sends"] >= 22 * (r["size"] // (64 << 10)), r
+        assert 0 <= r["copied_pct"] <= 100 and r["completions_p50_us"] >= 0, r
+
+
 def test_the_flow_control_goal_takes_the_larger_limit():
     from rtaccel.commands.bench import net_overhead_goal
 
@@ -90,6 +103,7 @@ def test_net_priority_beats_sharing_a_link():
     (["net-overhead", "--sizes", "1Q"], "expected sizes like"),
     (["net-overhead", "--sizes", "128M"], "larger than 64M"),
     (["net-priority", "--transport", "udp"], "invalid choice"),
+    (["net-zerocopy", "--chunk", "1"], "a chunk of 1K..16M"),
 ])
 def test_bad_arguments_are_named(args, message):
     proc = rtaccel("bench", *args)

@@ -246,6 +246,30 @@ def cmd_bench_net_overhead(args) -> int:
     return EXIT_OK
 
 
+def cmd_bench_net_zerocopy(args) -> int:
+    """MSG_ZEROCOPY against plain sends on the raw TCP path, in the
+    flow-control layer's chunks and window: whether it would pay here."""
+    extra = ["--rate", args.rate] + (["--sizes", args.sizes] if args.sizes else []) + \
+        (["--chunk", args.chunk] if args.chunk else []) + (["--samples", str(args.samples)] if args.samples else [])
+    rc, result = _tool_json("rtaccel-net-bench", "zerocopy", extra)
+    if rc:
+        return rc
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return EXIT_OK
+    print(f"one transfer at a time over tcp (link {result['link_rate']}) in {result['chunk'] >> 10} KiB sends, "
+          f"window {result['window'] >> 10} KiB; one-way, sender to consumer; the two in turn")
+    print(f"taken before a send would block, nothing read: {result['send_unread_bytes']} bytes plain, "
+          f"{result['zerocopy_unread_bytes']} zero-copy")
+    print(f"{'size':>8} {'send p50 us':>12} {'zerocopy p50 us':>16} {'ratio':>6} {'completions us':>15} "
+          f"{'copied %':>9}")
+    for r in result["sizes"]:
+        print(f"{_size_label(r['size']):>8} {r['send_p50_us']:12.1f} {r['zerocopy_p50_us']:16.1f} "
+              f"{r['zerocopy_p50_us'] / r['send_p50_us']:6.2f} {r['completions_p50_us']:15.1f} "
+              f"{r['copied_pct']:9.1f}")
+    return EXIT_OK
+
+
 def cmd_bench_net_priority(args) -> int:
     """A high-priority flow under three lower ones, raw and with flow
     control (Fig. 13), and the order of equal-priority flows (Fig. 12)."""
@@ -597,6 +621,18 @@ def register(sub) -> None:
     b.add_argument("--json", action="store_true",
                    help="print JSON (per size: raw_p50_us, flow_p50_us, overhead_us)")
     b.set_defaults(func=cmd_bench_net_overhead)
+    b = bsub.add_parser("net-zerocopy", help="MSG_ZEROCOPY against plain sends on the raw tcp path, in "
+                                             "the flow-control layer's chunks and window")
+    b.add_argument("--sizes", type=_sizes, help="transfer sizes (64K,256K,1M,4M,32M)")
+    b.add_argument("--rate", default="none",
+                   help="'none' for loopback, or the rate of a veth link between two namespaces as tc "
+                        "writes it (none)")
+    b.add_argument("--chunk", type=_chunk, help="bytes per send, as the layer's chunk, 1K..16M (64K)")
+    b.add_argument("--samples", type=_net_samples,
+                   help="transfers per size at most, 20..1000 (fewer for the large sizes)")
+    b.add_argument("--json", action="store_true",
+                   help="print JSON (per size: send_p50_us, zerocopy_p50_us, completions_p50_us, copied_pct)")
+    b.set_defaults(func=cmd_bench_net_zerocopy)
     b = bsub.add_parser("net-priority", help="a high-priority flow under three lower ones, raw and with "
                                              "flow control; equal-priority order (RDMA paper Fig. 12/13)")
     b.add_argument("--transport", choices=_core.net_transports(), default="tcp", help="transport (tcp)")
