@@ -663,7 +663,7 @@ static uint64_t zc_accepted_unread(bool zero)
 			die("zerocopy send", -errno);
 		total += (uint64_t)n;
 	}
-	close(tx); /* the pages stay the kernel's until it is done with them */
+	close(tx); /* the kernel keeps references of its own to pages it still holds */
 	close(rx);
 	free(chunk);
 	return total;
