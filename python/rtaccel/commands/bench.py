@@ -448,6 +448,18 @@ _gap_us = common.whole_number(0, 1000000, "a gap of {low}..{high} us", " of micr
 _net_samples = common.whole_number(20, 1000, "{low}..{high} transfers per size")
 
 
+def _transfer_arguments(b, sizes: str, chunk: str) -> None:
+    """The options of rtaccel-net-bench's runs of one transfer at a time
+    (its parse_transfer_options): SIZES and CHUNK say their defaults."""
+    b.add_argument("--sizes", type=_sizes, help=f"transfer sizes ({sizes})")
+    b.add_argument("--rate", default="none",
+                   help="tcp: 'none' for loopback, or the rate of a veth link between two namespaces "
+                        "as tc writes it (none)")
+    b.add_argument("--chunk", type=_chunk, help=f"{chunk}, 1K..16M (64K)")
+    b.add_argument("--samples", type=_net_samples,
+                   help="transfers per size at most, 20..1000 (fewer for the large sizes)")
+
+
 def cmd_bench_bounds(args) -> int:
     """The analysis' bounds against runs: each workload (every example this
     machine can run, by default) under paam, each critical chain's bound over
@@ -609,13 +621,7 @@ def register(sub) -> None:
     b = bsub.add_parser("net-overhead", help="the net layer's flow control against its raw transport, "
                                              "64 KiB to 32 MiB, one transfer at a time")
     b.add_argument("--transport", choices=_core.net_transports(), default="tcp", help="transport (tcp)")
-    b.add_argument("--sizes", type=_sizes, help="transfer sizes (64K,128K,...,32M)")
-    b.add_argument("--rate", default="none",
-                   help="tcp: 'none' for loopback, or the rate of a veth link between two namespaces "
-                        "as tc writes it (none)")
-    b.add_argument("--chunk", type=_chunk, help="the flow-control link's chunk, 1K..16M (64K)")
-    b.add_argument("--samples", type=_net_samples,
-                   help="transfers per size at most, 20..1000 (fewer for the large sizes)")
+    _transfer_arguments(b, "64K,128K,...,32M", "the flow-control link's chunk")
     b.add_argument("--dds", action="store_true",
                    help="the same transfers over Cyclone DDS beside them (dds_p50_us)")
     b.add_argument("--json", action="store_true",
@@ -623,13 +629,7 @@ def register(sub) -> None:
     b.set_defaults(func=cmd_bench_net_overhead)
     b = bsub.add_parser("net-zerocopy", help="MSG_ZEROCOPY against plain sends on the raw tcp path, in "
                                              "the flow-control layer's chunks and window")
-    b.add_argument("--sizes", type=_sizes, help="transfer sizes (64K,256K,1M,4M,32M)")
-    b.add_argument("--rate", default="none",
-                   help="'none' for loopback, or the rate of a veth link between two namespaces as tc "
-                        "writes it (none)")
-    b.add_argument("--chunk", type=_chunk, help="bytes per send, as the layer's chunk, 1K..16M (64K)")
-    b.add_argument("--samples", type=_net_samples,
-                   help="transfers per size at most, 20..1000 (fewer for the large sizes)")
+    _transfer_arguments(b, "64K,256K,1M,4M,32M", "bytes per send, as the layer's chunk")
     b.add_argument("--json", action="store_true",
                    help="print JSON (per size: send_p50_us, zerocopy_p50_us, completions_p50_us, copied_pct)")
     b.set_defaults(func=cmd_bench_net_zerocopy)
