@@ -217,10 +217,8 @@ def net_overhead_goal(sizes: list[dict]) -> dict:
 def cmd_bench_net_overhead(args) -> int:
     """The flow-control layer against its raw transport, transfer by
     transfer, and the goal judged against it."""
-    extra = ["--transport", args.transport, "--rate", args.rate] + \
-        (["--sizes", args.sizes] if args.sizes else []) + (["--chunk", args.chunk] if args.chunk else []) + \
-        (["--samples", str(args.samples)] if args.samples else [])
-    rc, result = _tool_json("rtaccel-net-bench", "overhead", extra)
+    rc, result = _tool_json("rtaccel-net-bench", "overhead",
+                            ["--transport", args.transport] + _transfer_options(args))
     if rc:
         return rc
     result["goal"] = net_overhead_goal(result["sizes"])
@@ -249,9 +247,7 @@ def cmd_bench_net_overhead(args) -> int:
 def cmd_bench_net_zerocopy(args) -> int:
     """MSG_ZEROCOPY against plain sends on the raw TCP path, in the
     flow-control layer's chunks and window: whether it would pay here."""
-    extra = ["--rate", args.rate] + (["--sizes", args.sizes] if args.sizes else []) + \
-        (["--chunk", args.chunk] if args.chunk else []) + (["--samples", str(args.samples)] if args.samples else [])
-    rc, result = _tool_json("rtaccel-net-bench", "zerocopy", extra)
+    rc, result = _tool_json("rtaccel-net-bench", "zerocopy", _transfer_options(args))
     if rc:
         return rc
     if args.json:
@@ -458,6 +454,12 @@ def _transfer_arguments(b, sizes: str, chunk: str) -> None:
     b.add_argument("--chunk", type=_chunk, help=f"{chunk}, 1K..16M (64K)")
     b.add_argument("--samples", type=_net_samples,
                    help="transfers per size at most, 20..1000 (fewer for the large sizes)")
+
+
+def _transfer_options(args) -> list[str]:
+    """What _transfer_arguments parsed, as rtaccel-net-bench's options."""
+    return ["--rate", args.rate] + (["--sizes", args.sizes] if args.sizes else []) + \
+        (["--chunk", args.chunk] if args.chunk else []) + (["--samples", str(args.samples)] if args.samples else [])
 
 
 def cmd_bench_bounds(args) -> int:
