@@ -327,6 +327,8 @@ Status ServerImpl::open() {
   // are made as the device opens and take this thread's cores: on the
   // server's core, not the executors'. (The cpu backend's workers pin
   // themselves to their device core.)
+  cpu_set_t process_cores;
+  const bool have_process_cores = pthread_getaffinity_np(pthread_self(), sizeof(process_cores), &process_cores) == 0;
   if (options_.server_core >= 0) pin_this_thread(options_.server_core);
   for (uint32_t i = 0; i < options_.devices.size(); i++)
     if (Status st = open_device(i, options_.devices[i]); !st) return st;
@@ -400,7 +402,15 @@ Status ServerImpl::open() {
   ev.data.ptr = &wake_watch_;
   epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, wake_fd_.get(), &ev);
   if (!options_.listen.empty()) {
+    // The gateway's threads on the process's cores, not the server's one:
+    // a registration's thread pins itself to its callback's core, or, where
+    // the registration spins, stays free to leave a core its client spins
+    // on. On the server's core alone it waited there, runnable, behind a
+    // spinning client of the same node at its own priority, until the
+    // client's wait timed out.
+    if (have_process_cores) pthread_setaffinity_np(pthread_self(), sizeof(process_cores), &process_cores);
     auto gateway = Gateway::start(options_.listen, options_.socket_path, policy_, options_.verbose);
+    if (options_.server_core >= 0) pin_this_thread(options_.server_core);
     if (!gateway) return gateway.status();
     gateway_ = gateway.take();
     log("listening for remote clients on %s", gateway_->address().c_str());

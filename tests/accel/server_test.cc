@@ -2420,6 +2420,59 @@ TEST(Remote, TheGatewaysThreadRunsOnTheCoreAdmissionControlGaveTheCallback) {
   rtaccel_client_close(c);
 }
 
+TEST(Remote, ASpinningClientOnTheServersCoreIsServedFromAnotherCore) {
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) SKIP_WITHOUT("cores2", "one core: nowhere else to serve it from");
+  // The server may use every core and pins its control thread to core 0,
+  // the core this client spins on, as `rtaccel bench request-overhead
+  // --remote --wait spin` places the two nodes on one machine. The
+  // gateway's threads inherited that pin and waited behind the spinner.
+  cpu_set_t mine, every;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(mine), &mine), 0);
+  CPU_ZERO(&every);
+  for (long c = 0; c < sysconf(_SC_NPROCESSORS_ONLN); c++) CPU_SET(int(c), &every);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(every), &every), 0);
+  RemoteServer rs(kPeerPolicy, {"--server-core", "0"});
+  cpu_set_t zero;
+  CPU_ZERO(&zero);
+  CPU_SET(0, &zero);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(zero), &zero), 0);
+  ASSERT_TRUE(rs.server->ready());
+  rtaccel_client* c = nullptr;
+  ASSERT_EQ(rtaccel_client_connect(rs.address.c_str(), &c), 0);
+  CallbackSpec cb{.name = "spinner-cb", .executor = "spinner-ex", .core = 0, .wcet_ns = 10 * kMs,
+                  .wait = RTACCEL_WAIT_SPIN};
+  cb.executor_priority = 40;
+  rtaccel_registration* r = nullptr;
+  char why[256] = "";
+  ASSERT_EQ(register_desc(c, one_callback("spinner", 5, 10 * kSecond, cb, 64, 64, false), &r, why, sizeof(why)),
+            0) << why;
+  // The client at its executor's priority, as an executor runs it; its
+  // link's receive thread one above.
+  sched_param p{};
+  p.sched_priority = 40;
+  if (sched_setscheduler(0, SCHED_FIFO, &p) != 0) {
+    rtaccel_client_close(c);
+    sched_setaffinity(0, sizeof(mine), &mine);
+    SKIP_WITHOUT("fifo", "the client cannot spin at SCHED_FIFO: " << strerror(errno));
+  }
+  int result = 0;
+  for (int i = 0; i < 3 && result == 0; i++) {
+    rtaccel_ticket t;
+    result = submit_busy(r, kMs, &t);
+    if (result == 0) result = rtaccel_wait(r, &t, 2 * kSecond, nullptr);
+  }
+  p.sched_priority = 0;
+  sched_setscheduler(0, SCHED_OTHER, &p);
+  sched_setaffinity(0, sizeof(mine), &mine);
+  EXPECT_EQ(result, 0) << strerror(-result);
+  // The registration's thread may leave the server's core; the server's
+  // own control thread stays on it.
+  const std::vector<std::string> gw = rs.server->cores_of_threads("rtaccel-gw");
+  ASSERT_EQ(gw.size(), 1u);
+  EXPECT_NE(gw[0], "0");
+  rtaccel_client_close(c);
+}
+
 TEST(Remote, ASpinningWaitBusyWaitsOnlyWhereTheReceiveThreadOutranksIt) {
   RemoteServer rs(kPeerPolicy);
   ASSERT_TRUE(rs.server->ready());
