@@ -190,6 +190,12 @@ def test_request_overhead_of_a_client_on_another_node():
     assert table.returncode == 0, table.stderr
     assert "remote client (tcp between namespaces, gateway)" in table.stdout
     assert "-> the gateway's thread" in table.stdout
+    # a client spinning at its priority on the server's core: the gateway's
+    # thread for it must find another core (every request timed out when it
+    # took the server's pin)
+    r = rtaccel("bench", "request-overhead", "--remote", "--wait", "spin", "--requests", "200", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["remote"]["requests"] == 200
     # many remote clients: a connection and a gateway session each
     r = rtaccel("bench", "request-overhead", "--remote", "--clients", "4", "--buckets", "2", "--requests", "200",
                 "--json")
