@@ -2426,8 +2426,17 @@ TEST(Remote, ASpinningClientOnTheServersCoreIsServedFromAnotherCore) {
   // the core this client spins on, as `rtaccel bench request-overhead
   // --remote --wait spin` places the two nodes on one machine. The
   // gateway's threads inherited that pin and waited behind the spinner.
-  cpu_set_t mine, every;
-  ASSERT_EQ(sched_getaffinity(0, sizeof(mine), &mine), 0);
+  // The test's own cores and policy back whatever fails below.
+  struct Restore {
+    cpu_set_t cores;
+    ~Restore() {
+      sched_param p{};
+      sched_setscheduler(0, SCHED_OTHER, &p);
+      sched_setaffinity(0, sizeof(cores), &cores);
+    }
+  } restore;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(restore.cores), &restore.cores), 0);
+  cpu_set_t every;
   CPU_ZERO(&every);
   for (long c = 0; c < sysconf(_SC_NPROCESSORS_ONLN); c++) CPU_SET(int(c), &every);
   ASSERT_EQ(sched_setaffinity(0, sizeof(every), &every), 0);
@@ -2452,7 +2461,6 @@ TEST(Remote, ASpinningClientOnTheServersCoreIsServedFromAnotherCore) {
   p.sched_priority = 40;
   if (sched_setscheduler(0, SCHED_FIFO, &p) != 0) {
     rtaccel_client_close(c);
-    sched_setaffinity(0, sizeof(mine), &mine);
     SKIP_WITHOUT("fifo", "the client cannot spin at SCHED_FIFO: " << strerror(errno));
   }
   int result = 0;
@@ -2463,7 +2471,6 @@ TEST(Remote, ASpinningClientOnTheServersCoreIsServedFromAnotherCore) {
   }
   p.sched_priority = 0;
   sched_setscheduler(0, SCHED_OTHER, &p);
-  sched_setaffinity(0, sizeof(mine), &mine);
   EXPECT_EQ(result, 0) << strerror(-result);
   // The registration's thread may leave the server's core; the server's
   // own control thread stays on it.
