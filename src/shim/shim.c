@@ -23,6 +23,7 @@
 #include "rtaccel/shim.h"
 
 #include <dlfcn.h>
+#include <linux/futex.h>
 #include <errno.h>
 #include <stdio.h>
 #include <sched.h>
@@ -213,11 +214,36 @@ static bool pi_converted(pthread_mutex_t *m, pthread_mutex_t *target)
 	return target != m || m->__data.__list.__next == PI_CONVERTED_MARK;
 }
 
+/* An unchecked (normal, default) plain mutex unlocked by a thread that does
+ * not hold it: glibc releases it, whoever holds it, and counts one user less
+ * (which a later destroy notices: EBUSY); unlocked already, it says 0 all
+ * the same. A PI mutex can be released that way only while its futex word
+ * is its owner's TID alone, as glibc's own unlock does it, from user space.
+ * Once a waiter has queued, the kernel keeps the owner and hands the lock on
+ * at the owner's FUTEX_UNLOCK_PI only, so the answer is glibc's PI one,
+ * EPERM: never success without the release. */
+static int pi_release_unowned(pthread_mutex_t *t)
+{
+	int word = __atomic_load_n(&t->__data.__lock, __ATOMIC_RELAXED);
+	for (;;) {
+		if ((unsigned)word & (FUTEX_WAITERS | FUTEX_OWNER_DIED))
+			return EPERM;
+		int owner = t->__data.__owner;
+		t->__data.__owner = 0;
+		__atomic_fetch_sub(&t->__data.__nusers, 1, __ATOMIC_RELAXED);
+		if (word == 0 || __atomic_compare_exchange_n(&t->__data.__lock, &word, 0, false,
+							     __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+			return 0;
+		/* Taken, released or waited for meanwhile: look again. */
+		__atomic_fetch_add(&t->__data.__nusers, 1, __ATOMIC_RELAXED);
+		t->__data.__owner = owner;
+	}
+}
+
 /* What glibc's plain mutex would have answered where its PI mutex answered r
  * (slow path only: r is an error). Plain mutexes never say EDEADLK to a
- * try-lock; an unchecked (normal, default) plain mutex unlocked by a thread
- * that does not hold it says 0 and counts one user less, which a later
- * destroy notices (EBUSY). */
+ * try-lock; an unchecked one unlocked by a thread that does not hold it is
+ * released (pi_release_unowned). */
 static int pi_plain_result(pthread_mutex_t *m, pthread_mutex_t *target, int op, int r)
 {
 	if (!shim_cfg.pi || !pi_converted(m, target))
@@ -226,10 +252,8 @@ static int pi_plain_result(pthread_mutex_t *m, pthread_mutex_t *target, int op, 
 	bool unchecked = type == PTHREAD_MUTEX_NORMAL || type == PTHREAD_MUTEX_ADAPTIVE_NP;
 	if (op == OP_MUTEX_TRYLOCK && r == EDEADLK)
 		return EBUSY;
-	if (op == OP_MUTEX_UNLOCK && r == EPERM && unchecked) {
-		__atomic_fetch_sub(&target->__data.__nusers, 1, __ATOMIC_RELAXED);
-		return 0;
-	}
+	if (op == OP_MUTEX_UNLOCK && r == EPERM && unchecked)
+		return pi_release_unowned(target);
 	return r;
 }
 
@@ -367,10 +391,8 @@ SHIM_EXPORT int pthread_mutex_unlock(pthread_mutex_t *m)
 {
 	pthread_mutex_t *t = pi_target(m, true);
 	int r = REAL(mutex_unlock)(t);
-	if (__builtin_expect(r == EPERM, 0)) {
+	if (__builtin_expect(r == EPERM, 0))
 		r = pi_plain_result(m, t, OP_MUTEX_UNLOCK, r);
-		return r; /* nothing was released: nothing to trace */
-	}
 	if (r == 0 && shim_cfg.trace && !shim_busy)
 		trace_released(m, KIND_MUTEX, OP_MUTEX_UNLOCK, __builtin_return_address(0));
 	return r;

@@ -340,6 +340,83 @@ static void mutex_across_processes(const struct mutex_kind *k)
 	mutex_free(m);
 }
 
+/* A non-checking mutex unlocked by a thread that does not hold it: POSIX
+ * leaves it undefined; glibc releases it, and programs written against
+ * glibc rely on that. An unlock that answers 0 must have released it: A
+ * locks and exits holding it, B unlocks, and a later locker C gets it (a
+ * lock that never returns is a result, not a hang). Then the same with C
+ * waiting in the lock's queue when B unlocks. */
+struct later_locker {
+	pthread_mutex_t *m;
+	volatile pid_t tid;
+};
+
+static void *lock_and_keep(void *arg) { return (void *)(intptr_t)pthread_mutex_lock(arg); }
+
+static void *lock_then_unlock(void *arg)
+{
+	struct later_locker *c = arg;
+	pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, NULL);
+	c->tid = self_tid();
+	int r = pthread_mutex_lock(c->m);
+	if (r == 0)
+		r = pthread_mutex_unlock(c->m);
+	return (void *)(intptr_t)r;
+}
+
+/* C's lock and unlock: their result, or -1 where the lock did not return
+ * within 5 s (C is cancelled then). */
+static long later_locker_result(pthread_t t)
+{
+	struct timespec dl = deadline_in(CLOCK_REALTIME, 5 * 1000000000ull);
+	void *ret = NULL;
+	if (pthread_timedjoin_np(t, &ret, &dl) == 0)
+		return (long)(intptr_t)ret;
+	CHECK_EQ(pthread_cancel(t), 0);
+	CHECK_EQ(pthread_join(t, NULL), 0);
+	return -1;
+}
+
+static void mutex_unlocked_by_another(const struct mutex_kind *k)
+{
+	char key[128];
+	pthread_mutex_t *m = mutex_new(k);
+	EXPECT(KEY(key, "mutex.%s.unowned.holder_locks", k->name), in_thread(lock_and_keep, m), 0);
+	int r = other(m, OP_UNLOCK, 0, NULL, 0);
+	record(KEY(key, "mutex.%s.unowned.unlock", k->name), r);
+	if (r == 0) {
+		struct later_locker c = {m, 0};
+		pthread_t t;
+		CHECK_EQ(pthread_create(&t, NULL, lock_then_unlock, &c), 0);
+		EXPECT(KEY(key, "mutex.%s.unowned.later_lock", k->name), later_locker_result(t), 0);
+	} else {
+		/* Not released: still busy for everybody. */
+		EXPECT(KEY(key, "mutex.%s.unowned.later_trylock", k->name),
+		       other(m, OP_TRYLOCK, 0, NULL, 0), EBUSY);
+	}
+	mutex_free(m); /* possibly held by a thread that is gone: never used again */
+
+	m = mutex_new(k);
+	EXPECT(KEY(key, "mutex.%s.unowned_contended.lock", k->name), pthread_mutex_lock(m), 0);
+	struct later_locker c = {m, 0};
+	pthread_t t;
+	CHECK_EQ(pthread_create(&t, NULL, lock_then_unlock, &c), 0);
+	while (!c.tid)
+		sleep_ns(1000000);
+	until_asleep(c.tid);
+	r = other(m, OP_UNLOCK, 0, NULL, 0);
+	record(KEY(key, "mutex.%s.unowned_contended.unlock", k->name), r);
+	long waiter = 0;
+	if (r == 0)
+		waiter = later_locker_result(t);
+	EXPECT(KEY(key, "mutex.%s.unowned_contended.owner_unlock", k->name),
+	       pthread_mutex_unlock(m), 0);
+	if (r != 0)
+		waiter = later_locker_result(t);
+	EXPECT(KEY(key, "mutex.%s.unowned_contended.waiter", k->name), waiter, 0);
+	mutex_free(m);
+}
+
 /* A thread that locks a non-checking mutex it already holds waits for ever
  * (POSIX: a deadlock); cancelled asynchronously meanwhile, it ends: glibc
  * lets the cancellation through and runs its cleanup handlers. */
@@ -1004,8 +1081,10 @@ int main(void)
 		const struct mutex_kind *k = &mutex_kinds[i];
 		mutex_basics(k);
 		mutex_signal_during_wait(k);
-		if (!kind_checked(k))
+		if (!kind_checked(k)) {
 			mutex_relock_cancelled(k);
+			mutex_unlocked_by_another(k);
+		}
 		if (k->pshared)
 			mutex_across_processes(k);
 		cond_with(k, CLOCK_REALTIME);
