@@ -228,7 +228,6 @@ def run(workload: str, policy: str, duration_s: float, out: str, socket: str | N
         cmd += ["--fail-link", link]
     if not progress:
         cmd.append("--quiet")
-    proc = subprocess.Popen(cmd, preexec_fn=accel.stop_with_parent, env=_environment())
     # SIGTERM (kill, timeout, a service manager) and a hang-up (the terminal
     # or ssh session of a long run gone) end the run as Ctrl-C does: passed
     # on, and this returns once the runner has written the results, so that
@@ -236,14 +235,26 @@ def run(workload: str, policy: str, duration_s: float, out: str, socket: str | N
     # hang-up this command ignores (nohup). A terminal's Ctrl-Z does not
     # stop this command either: the run goes on (its runner says why), and
     # a shell that took this job for stopped would leave it to report into
-    # the next prompt.
+    # the next prompt. Taken before the runner starts: one that comes while
+    # it starts is passed on once it has.
+    proc = None
+    pending = []
+
+    def pass_on(signum, _frame):
+        if proc is None:
+            pending.append(signum)
+        else:
+            proc.send_signal(signum)
+
     main = threading.current_thread() is threading.main_thread()
     passed_on = [sig for sig in (signal.SIGTERM, signal.SIGHUP) if signal.getsignal(sig) != signal.SIG_IGN]
-    previous = ({sig: signal.signal(sig, lambda signum, _frame: proc.send_signal(signum)) for sig in passed_on}
-                if main else {})
+    previous = {sig: signal.signal(sig, pass_on) for sig in passed_on} if main else {}
     if main:
         previous[signal.SIGTSTP] = signal.signal(signal.SIGTSTP, signal.SIG_IGN)
     try:
+        proc = subprocess.Popen(cmd, preexec_fn=accel.stop_with_parent, env=_environment())
+        for signum in pending:
+            proc.send_signal(signum)
         while True:
             try:
                 status = proc.wait()

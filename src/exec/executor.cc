@@ -371,8 +371,11 @@ Status Executor::run() {
     RunHeader* header = shared_.header();
     while (!header->declared.load(std::memory_order_acquire) && !header->stop.load(std::memory_order_acquire))
       futex_wait(reinterpret_cast<uint32_t*>(&header->declared), 0, true, CLOCK_MONOTONIC, nullptr);
-    if (!header->declared.load(std::memory_order_acquire))
-      return Status::error("executor '" + ex.name + "': the run stopped before it registered");
+    if (!header->declared.load(std::memory_order_acquire)) {
+      // Stopped before the server had the workload: a run of no time, not a failure.
+      state_->status.store(static_cast<uint32_t>(ExecutorStatus::kDone), std::memory_order_release);
+      return Status();
+    }
   }
   PathConfig pc;
   pc.workload = &workload_;

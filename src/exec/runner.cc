@@ -969,6 +969,7 @@ class Run {
   SpeedSampler speed_;  // the calibrated busy loop's rate now against then
   ResourceSampler resources_;  // the run's processes' memory and descriptors
   uint64_t t0_ = 0;
+  bool started_ = false;  // the executors were released: a stop before it is a run of no time
   // Seconds from the run's start to NS; 0 for a time before it.
   double into_run_s(uint64_t ns) const { return ns > t0_ ? static_cast<double>(ns - t0_) / 1e9 : 0.0; }
   uint64_t next_report_ = 0;
@@ -1696,7 +1697,9 @@ Status Run::failure() {
   return Status::error(what);
 }
 
-// Every executor ready (pinned, registered), then one common start.
+// Every executor ready (pinned, registered), then one common start. A stop
+// asked for meanwhile (Ctrl-C, SIGTERM, a hang-up) is an interrupted run
+// like any other, of no time: nothing is released, and the results say so.
 Status Run::wait_until_ready() {
   const uint64_t deadline = core::monotonic_ns() + 30 * kSecond;
   for (;;) {
@@ -1704,13 +1707,17 @@ Status Run::wait_until_ready() {
     for (size_t e = 0; e < processes(); ++e)
       ready += shared_.executor(e)->status.load() == static_cast<uint32_t>(ExecutorStatus::kReady);
     if (ready == processes()) break;
+    if (stop_requested()) {
+      t0_ = core::monotonic_ns();
+      return Status();
+    }
     if (Status d = watch_declaration(); !d) return d;
     if (Status f = failure(); !f) return f;
     if (Status f = watch_best_effort(core::monotonic_ns()); !f) return f;
-    if (stop_requested()) return Status::error("interrupted before the run started");
     if (core::monotonic_ns() > deadline) return Status::error("the executors did not get ready in 30 s");
     core::sleep_ns(5 * kMs);
   }
+  started_ = true;
   for (size_t e = 0; e < setup_.workload.executors.size(); ++e) realtime_ = realtime_ && shared_.executor(e)->realtime;
   // Said once: `rtaccel` has said it already where it started this run.
   if (!realtime_ && !getenv("RTACCEL_NO_RT_NOTED"))
@@ -2187,8 +2194,9 @@ Expected<RunEnd> Run::execute() {
     stop_executors();
     return st;
   }
-  st = supervise();
-  const uint64_t stopped = core::monotonic_ns();
+  if (started_) st = supervise();
+  // A stop within the 50 ms before the common start: the run had no time.
+  const uint64_t stopped = started_ ? std::max(core::monotonic_ns(), t0_) : t0_;
   wind_down();
   if (!st && st.invalid_input()) return st;  // a best-effort command that cannot start: nothing ran
   // A process of the run that died (the server, an executor, the

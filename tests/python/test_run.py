@@ -1095,18 +1095,19 @@ def test_a_hang_up_of_a_run_whose_output_reader_is_gone_leaves_its_results(tmp_p
     assert summary["interrupted"] and summary["failed"] is None, summary
 
 
-def test_a_terminal_that_hangs_up_under_a_run_leaves_its_results(tmp_path):
-    # `rtaccel run` on a terminal of its own that then goes away: the
-    # command, as the session's leader, gets SIGHUP, and every write to the
-    # terminal after it fails (EIO). The shell opens the terminal as a new
-    # session's leader, which makes it the session's controlling terminal,
-    # and becomes `rtaccel run`.
+def hang_up_under_a_run(tmp_path, *options):
+    """`rtaccel run ... OPTIONS` on a terminal of its own that goes away once
+    the runner has its three children: the command, as the session's
+    leader, gets SIGHUP, and every write to the terminal after it fails
+    (EIO). The shell opens the terminal as a new session's leader, which
+    makes it the session's controlling terminal, and becomes `rtaccel run`.
+    Returns the run's summary, once every process of the run is gone."""
     out = tmp_path / "out"
     terminal, peer = os.openpty()
     try:
         proc = subprocess.Popen(["/bin/sh", "-c", 'exec "$@" <>"$TERMINAL" >&0 2>&0', "sh", sys.executable, "-m",
                                  "rtaccel.cli", "run", workload(tmp_path, "accel", ACCEL), "--duration", "60",
-                                 "--out", str(out), "--quiet"],
+                                 "--out", str(out), "--quiet", *options],
                                 cwd=ROOT, env=dict(ENV, TERMINAL=os.ttyname(peer)), start_new_session=True,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     finally:
@@ -1126,8 +1127,32 @@ def test_a_terminal_that_hangs_up_under_a_run_leaves_its_results(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    assert json.loads((out / "summary.json").read_text())["interrupted"]
     assert wait_gone(processes) == []
+    return json.loads((out / "summary.json").read_text())
+
+
+def test_a_terminal_that_hangs_up_under_a_run_leaves_its_results(tmp_path):
+    # Whenever it comes: while the executors get ready, or once they run.
+    summary = hang_up_under_a_run(tmp_path)
+    assert summary["interrupted"] and summary["failed"] is None
+
+
+def test_a_hang_up_before_the_run_starts_is_an_interruption_with_results(tmp_path):
+    # Made to happen: a server that takes the connection and never answers
+    # holds the run before its start (the executors wait for the workload's
+    # declaration), and the terminal goes away then. The run has had no
+    # time: interrupted, not a failure to run (exit 3, and no results).
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    path = tmp_path / "silent.sock"
+    server.bind(str(path))
+    server.listen(8)
+    try:
+        summary = hang_up_under_a_run(tmp_path, "--socket", str(path))
+    finally:
+        server.close()
+    assert summary["interrupted"] and summary["failed"] is None
+    assert summary["duration_s"] == 0
+    assert all(chain["count"] == 0 for chain in summary["chains"])
 
 
 @needs.mark("root", os.geteuid() != 0, "a small file system for the results is a tmpfs mount")
