@@ -69,6 +69,17 @@ extern "C" {
 #define RTACCEL_SOCKET_ENV "RTACCEL_SOCKET"
 #define RTACCEL_SOCKET_DEFAULT "/run/rtaccel/server.sock"
 
+/* How a chain's first callback is released (rtaccel_chain_desc.release). The
+ * chains of one rtaccel_client_declare call that say RTACCEL_RELEASE_TOGETHER
+ * start their timers at one instant (rtaccel run's runner starts every timer
+ * of a run at its start): admission counts on it where their periods divide
+ * one another (docs/analysis.md, item 5). Any other chain, or one only
+ * registered, is taken to start at any time. */
+enum rtaccel_release {
+	RTACCEL_RELEASE_UNALIGNED = 0, /* started by the client, at any phase */
+	RTACCEL_RELEASE_TOGETHER = 1,  /* at one instant with the declaration's others */
+};
+
 enum rtaccel_wait_mode {
 	RTACCEL_WAIT_SUSPEND = 0, /* sleep on a futex until the server wakes the caller */
 	RTACCEL_WAIT_SPIN = 1,    /* busy-wait on the completion flag (lowest latency) */
@@ -112,7 +123,7 @@ struct rtaccel_chain_desc {
 	uint64_t period_ns;   /* T_c, the first callback's timer */
 	uint64_t deadline_ns; /* D_c <= T_c */
 	uint32_t ncallbacks;  /* path order */
-	uint32_t reserved;
+	uint32_t release;     /* enum rtaccel_release */
 	struct rtaccel_callback_desc callbacks[RTACCEL_MAX_CALLBACKS];
 };
 

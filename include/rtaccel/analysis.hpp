@@ -130,8 +130,9 @@ struct Options {
   // message just taken (docs/analysis.md, "Fusions"). false: every release
   // may wait the other input's period and its bound. Only with fusions_wait.
   bool fusion_waits_from_last_firing = true;
-  // Chains whose first callbacks are timers on one node are released from
-  // one instant on: where a lower one's period is a multiple of a higher
+  // Chains whose first callbacks are timers of one release group on one node
+  // (Trigger::release_group: rtaccel's runner starts them at one instant;
+  // unaligned ones are in none) are released from one instant on: where a lower one's period is a multiple of a higher
   // one's, every release of the lower is one of the higher's. The lower one,
   // bounded within the higher's period, has ended its previous activation at
   // the higher's release and starts this one, if any, after it: its

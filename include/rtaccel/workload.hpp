@@ -150,9 +150,18 @@ struct Segment {
 // A callback is triggered by its timer (timer_ns > 0) or, if it has no timer,
 // when a message has arrived on every topic in `topics` (one topic for a plain
 // subscription, several for a fusion node).
+//
+// Timers of one release group start at one instant: rtaccel's runner starts
+// every timer of its workload at the run's start, group kRunStart (the
+// default, `release: together`). A timer started by something else (another
+// process, a ROS 2 node, a sensor's clock) has none (`release: unaligned`):
+// the analysis assumes nothing of its phase (docs/analysis.md, item 5).
 struct Trigger {
+  static constexpr uint32_t kUnaligned = 0;
+  static constexpr uint32_t kRunStart = 1;
   uint64_t timer_ns = 0;
   std::vector<std::string> topics;
+  uint32_t release_group = kRunStart;
 };
 
 struct Callback {

@@ -37,7 +37,8 @@ bool same_callback(const rtaccel_callback_desc& a, const rtaccel_callback_desc& 
 
 bool same_chain(const rtaccel_chain_desc& a, const rtaccel_chain_desc& b) {
   if (strcmp(a.name, b.name) || a.priority != b.priority || a.critical != b.critical ||
-      a.period_ns != b.period_ns || a.deadline_ns != b.deadline_ns || a.ncallbacks != b.ncallbacks)
+      a.period_ns != b.period_ns || a.deadline_ns != b.deadline_ns || a.ncallbacks != b.ncallbacks ||
+      a.release != b.release)
     return false;
   for (uint32_t i = 0; i < a.ncallbacks; i++)
     if (!same_callback(a.callbacks[i], b.callbacks[i])) return false;
@@ -68,18 +69,28 @@ Status Admission::admit(const rtaccel_registration_desc& desc, Admitted* out) {
     *out = lookup(desc.chain.callbacks[desc.callback].name);
     return Status();
   }
+  // Registered alone, a chain starts when its client starts it: no other
+  // chain is released with it, whatever it says.
   Staged s = stage();
-  if (Status st = add(desc.chain, &s); !st) return st;
+  if (Status st = add(desc.chain, workload::Trigger::kUnaligned, &s); !st) return st;
   if (Status st = commit(std::move(s)); !st) return st;
   *out = lookup(desc.chain.callbacks[desc.callback].name);
   return Status();
 }
 
 Status Admission::declare(const std::vector<rtaccel_chain_desc>& chains) {
+  // A group of its own per declaration: two runs' timers on one server
+  // start at their own runs' starts. 2^32 declarations before one repeats.
+  uint32_t group = last_release_group_ + 1;
+  if (group == workload::Trigger::kUnaligned) group++;
   Staged s = stage();
-  for (const rtaccel_chain_desc& chain : chains)
-    if (Status st = add(chain, &s); !st) return st;
-  return commit(std::move(s));
+  for (const rtaccel_chain_desc& chain : chains) {
+    const bool together = chain.release == RTACCEL_RELEASE_TOGETHER;
+    if (Status st = add(chain, together ? group : workload::Trigger::kUnaligned, &s); !st) return st;
+  }
+  if (Status st = commit(std::move(s)); !st) return st;
+  last_release_group_ = group;
+  return Status();
 }
 
 Status Admission::refer(ChainEntry* entry, const rtaccel_chain_desc& chain) {
@@ -95,7 +106,7 @@ Admission::Staged Admission::stage() const {
   return s;
 }
 
-Status Admission::add(const rtaccel_chain_desc& chain, Staged* s) const {
+Status Admission::add(const rtaccel_chain_desc& chain, uint32_t release_group, Staged* s) const {
   const std::string chain_name = chain.name;
   if (auto it = s->chains.find(chain_name); it != s->chains.end()) return refer(&it->second, chain);
 
@@ -146,7 +157,7 @@ Status Admission::add(const rtaccel_chain_desc& chain, Staged* s) const {
     s->load[device] += accelerator_utilisation(*cb, chain.period_ns);
     s->callbacks[cb->name] = CallbackEntry{*cb, device};
   }
-  s->chains[chain_name] = ChainEntry{chain, 1};
+  s->chains[chain_name] = ChainEntry{chain, 1, release_group};
   s->added.push_back(chain_name);
   return Status();
 }
@@ -292,8 +303,10 @@ workload::Workload Admission::build(const std::map<std::string, ChainEntry>& cha
     for (uint32_t i = 0; i < entry.desc.ncallbacks; i++)
       c.path.push_back(callback_index.at(entry.desc.callbacks[i].name));
     // A chain starts at its period, whatever else triggers its first
-    // callback in the system (the client's).
-    if (!c.path.empty()) w.callbacks[c.path.front()].trigger = workload::Trigger{c.period_ns, {}};
+    // callback in the system (the client's), in phase with others only
+    // where its declaration said so.
+    if (!c.path.empty())
+      w.callbacks[c.path.front()].trigger = workload::Trigger{c.period_ns, {}, entry.release_group};
     w.chains.push_back(std::move(c));
   }
   return w;

@@ -90,6 +90,9 @@ class Admission {
   struct ChainEntry {
     rtaccel_chain_desc desc;
     int references = 0;
+    // The chains of one declaration that say RTACCEL_RELEASE_TOGETHER share
+    // one (workload::Trigger::release_group); every other chain has none.
+    uint32_t release_group = workload::Trigger::kUnaligned;
   };
   struct CallbackEntry {
     rtaccel_callback_desc desc;
@@ -106,9 +109,10 @@ class Admission {
   Staged stage() const;
   // Another reference to an admitted chain, whose description must be CHAIN.
   static Status refer(ChainEntry* entry, const rtaccel_chain_desc& chain);
-  // Adds CHAIN to S (another reference where S has it): the conflicts with
-  // what S holds are refused, its new callbacks placed on devices.
-  Status add(const rtaccel_chain_desc& chain, Staged* s) const;
+  // Adds CHAIN to S (another reference where S has it), in RELEASE_GROUP:
+  // the conflicts with what S holds are refused, its new callbacks placed
+  // on devices.
+  Status add(const rtaccel_chain_desc& chain, uint32_t release_group, Staged* s) const;
   // Keeps S when every critical chain of it is schedulable.
   Status commit(Staged s);
 
@@ -119,6 +123,7 @@ class Admission {
   std::map<std::string, ChainEntry> chains_;
   std::map<std::string, CallbackEntry> callbacks_;
   uint64_t generation_ = 0;
+  uint32_t last_release_group_ = workload::Trigger::kUnaligned;  // the last declaration's
 };
 
 // Same meaning, compared field by field (bytes after a name's NUL do not count).

@@ -70,6 +70,8 @@ Status check_chain(const rtaccel_chain_desc& c) {
   if (!named(c.name, sizeof(c.name))) return Status::invalid("chain name empty or not terminated");
   std::string chain = std::string("chain '") + c.name + "': ";
   if (c.critical > 1) return Status::invalid(chain + "critical must be 0 or 1");
+  if (c.release > RTACCEL_RELEASE_TOGETHER)
+    return Status::invalid(chain + "release must be RTACCEL_RELEASE_UNALIGNED or RTACCEL_RELEASE_TOGETHER");
   if (c.period_ns == 0 || c.period_ns > kMaxDuration)
     return Status::invalid(chain + "period must be in (0, 1 h]");
   if (c.deadline_ns == 0 || c.deadline_ns > c.period_ns)

@@ -69,7 +69,8 @@ inline rtaccel_registration_desc one_callback(const std::string& chain, int prio
 // 'rear' (rear_driver, whose kernel takes REAR_WCET_NS, then fusion;
 // priority 10), the fusion triggered by both drivers' topics. Every
 // callback on an executor of its own, on cores 0 to 2; period 100 ms,
-// deadline FRONT_DEADLINE_NS for 'front'.
+// deadline FRONT_DEADLINE_NS for 'front'; both drivers' timers started at
+// one instant, as rtaccel run's runner starts them (declared together).
 struct FusionPair {
   rtaccel_chain_desc front, rear;
 };
@@ -91,6 +92,7 @@ inline FusionPair fusion_pair(uint64_t front_deadline_ns, uint64_t rear_wcet_ns)
     c.critical = 1;
     c.period_ns = c.deadline_ns = 100000000;
     c.ncallbacks = 2;
+    c.release = RTACCEL_RELEASE_TOGETHER;
     set_callback(&c.callbacks[0], driver);
     topic(&c.callbacks[0], publishes, {});
     c.callbacks[1] = fusion;

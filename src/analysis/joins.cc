@@ -77,7 +77,10 @@ uint64_t Joins::timer_of(size_t chain) const {
 
 bool Joins::starts_with(size_t a, size_t b) const {
   const workload::Workload& w = workload_;
-  return timer_of(a) && timer_of(b) &&
+  const workload::Trigger& ta = w.callbacks[w.chains[a].path[0]].trigger;
+  const workload::Trigger& tb = w.callbacks[w.chains[b].path[0]].trigger;
+  return ta.timer_ns && tb.timer_ns && ta.release_group != workload::Trigger::kUnaligned &&
+         ta.release_group == tb.release_group &&
          w.node_of_callback(w.chains[a].path[0]) == w.node_of_callback(w.chains[b].path[0]);
 }
 

@@ -8,7 +8,8 @@
 // P (so that every activation of C' reaches P):
 //
 //  - common release: C' and the chain start at timers of one period on one
-//    node, which the runner starts at one instant. While both are bounded
+//    node, which the runner starts at one instant (timers of its release
+//    group: not unaligned ones). While both are bounded
 //    within that period, the message the chain's instance fuses with is the
 //    one of C''s activation of the same release (an older one was taken by
 //    the chain's previous instance, a newer one comes after this instance's
@@ -29,9 +30,9 @@
 // takes a message between the two firings. A message of C' comes at most G
 // after that firing, so release k finds it by r_{k-1} + D + X + G, which is
 // at most r_k + D when G + X <= T. The first release needs a first message:
-// where C' starts at a timer on the chain's node, the runner releases both
-// at one instant and C''s first message is there by its bound through P
-// plus the hand-over; elsewhere by the wait above. By induction D is the
+// where C' starts at a timer of the chain's release group on its node, the
+// runner releases both at one instant and C''s first message is there by
+// its bound through P plus the hand-over; elsewhere by the wait above. By induction D is the
 // larger of the chain's own arrival, those first messages, and the other
 // inputs' bounds above. Where D + X > T the bound above stays.
 //
@@ -91,8 +92,10 @@ class Joins {
   const std::vector<bool>& waits(size_t chain) const { return waits_[chain]; }
   // The period of the timer that starts CHAIN (0: none).
   uint64_t timer_of(size_t chain) const;
-  // Chains A and B start at timers on one node: the runner releases both
-  // first at one instant.
+  // Chains A and B start at timers of one release group on one node: the
+  // runner releases both first at one instant. The premise is the model's
+  // (Trigger::release_group): a timer the runner does not start (an
+  // unaligned one) starts with no other.
   bool starts_with(size_t a, size_t b) const;
   // Chains A and B start at timers of one period on one node: the runner
   // releases them at the same instants.

@@ -719,6 +719,31 @@ chains:
   EXPECT_EQ(find(analyze(load(other)), "A").wcrt_ns, 4 * kMs);
 }
 
+// The same chains whose timers are not started together (another process's,
+// a ROS 2 node's, a sensor's): the premise of item 5 is not there, and B's 3
+// blocks A, whichever of the two says so.
+TEST(Refinements, ATimerNotReleasedWithTheOthersBlocksAsInThePaper) {
+  const std::string text = one_executor("unaligned") + R"(
+callbacks:
+  - {name: a, executor: ex, trigger: {timer_ms: 100}, cpu_us: 1000}
+  - {name: b, executor: ex, trigger: {timer_ms: 100}, cpu_us: 3000}
+chains:
+  - {name: A, priority: 2, path: [a]}
+  - {name: B, priority: 1, path: [b]}
+)";
+  for (const char* which : {"timer_ms: 100}, cpu_us: 1000", "timer_ms: 100}, cpu_us: 3000"}) {
+    std::string unaligned = text;
+    unaligned.replace(unaligned.find(which), 14, "timer_ms: 100, release: unaligned}");
+    const auto r = analyze(load(unaligned));
+    EXPECT_EQ(find(r, "A").wcrt_ns, 4 * kMs) << which;
+    EXPECT_EQ(find(r, "A").breakdown.blocking_ns, 3 * kMs) << which;
+  }
+  // Said of both, as the runner does by default: together again.
+  std::string both = text;
+  for (int i = 0; i < 2; i++) both.replace(both.find("timer_ms: 100}"), 14, "timer_ms: 100, release: together}");
+  EXPECT_EQ(find(analyze(load(both)), "A").wcrt_ns, 1 * kMs);
+}
+
 // L, of lower chain priority, runs on an executor of higher OS priority on
 // H's core: it interferes with H, and has no bound yet as H is analysed, so
 // Lemma 1 counts it: H: 10 + (ceil(10/40) + 1) * 5 = 20, a fixed point. L
@@ -824,6 +849,17 @@ TEST(Fusions, AChainWaitsForTheOtherBranchOfItsRelease) {
 // bound (c1, d1 and g once each), 3, is when its first message is there:
 // the wait ends at 3, g's 1 makes D = 4. Later releases: g took its
 // messages by 3 + 1, C's next comes by 4 + 30 + 3 = 37, before 100.
+// B's timer started apart from A's: f's message from B is not the one of A's
+// release but one that may come a period of B and its bound through b1
+// later, 100 + 6 with b0's 1 ms of blocking: past A's period, no bound.
+TEST(Fusions, AnInputNotReleasedWithTheChainIsWaitedForAsOneOfAnotherRate) {
+  std::string apart = kFusion;
+  apart.replace(apart.find("timer_ms: 100}, publishes: tb0"), 14, "timer_ms: 100, release: unaligned}");
+  const auto r = analyze(load(apart));
+  EXPECT_FALSE(find(r, "A").bounded);
+  EXPECT_NE(find(r, "A").reason.find("waits at fusions (107000 us)"), std::string::npos) << find(r, "A").reason;
+}
+
 TEST(Fusions, AnInputOfAnotherPeriodIsWaitedForFromTheFusionsLastFiring) {
   const std::string text = one_executor("fusion") + R"(
 callbacks:

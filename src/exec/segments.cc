@@ -232,6 +232,10 @@ Status chain_desc_for(const workload::Workload& w, size_t c, rtaccel_chain_desc*
   d.period_ns = chain.period_ns;
   d.deadline_ns = chain.deadline_ns;
   d.ncallbacks = static_cast<uint32_t>(chain.path.size());
+  // Started by the runner with the run's other timers (declared together).
+  const bool together = !chain.path.empty() && w.callbacks[chain.path.front()].trigger.timer_ns &&
+                        w.callbacks[chain.path.front()].trigger.release_group == workload::Trigger::kRunStart;
+  d.release = together ? RTACCEL_RELEASE_TOGETHER : RTACCEL_RELEASE_UNALIGNED;
   for (size_t k = 0; k < chain.path.size(); ++k) {
     const auto& cb = w.callbacks[chain.path[k]];
     const auto& ex = w.executors[cb.executor];

@@ -542,6 +542,11 @@ class Loader {
     if (kinds != 1) {
       ctx_.error(node, what + ": trigger needs exactly one of timer_ms, topic or topics");
     }
+    const YAML::Node release = f.get("release", false);
+    if (auto r = f.choice("release", false, {"together", "unaligned"}))
+      cb.trigger.release_group = *r == 0 ? Trigger::kRunStart : Trigger::kUnaligned;
+    if (release.IsDefined() && !cb.trigger.timer_ns && kinds == 1)
+      ctx_.error(release, what + ": trigger: release is a timer's: a subscription starts when its message comes");
     f.finish();
   }
 

@@ -80,6 +80,8 @@ TEST(Loader, ReadsTheContractIntoNanoseconds) {
   EXPECT_EQ(w.communication_ns, 40'000u);  // defaults to the server overhead
   ASSERT_EQ(w.callbacks.size(), 2u);
   EXPECT_EQ(w.callbacks[0].trigger.timer_ns, 100 * kMs);
+  // The runner starts it with the run's other timers unless told otherwise.
+  EXPECT_EQ(w.callbacks[0].trigger.release_group, Trigger::kRunStart);
   EXPECT_EQ(w.callbacks[0].wait, WaitMode::kSpin);
   EXPECT_EQ(w.callbacks[0].segments[0].wcet_ns, 10 * kMs);
   EXPECT_EQ(w.callbacks[1].cpu_ns, 1'000'500u);
@@ -135,6 +137,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"ExecutorOnDeviceCore", "{name: ex1, core: 0", "{name: ex1, core: 1", "is the device of accelerator 'acc0'", 8},
         BadCase{"DeadlineAbovePeriod", "deadline_ms: 90", "deadline_ms: 150", "constrained deadlines", 19},
         BadCase{"TwoTriggers", "{topic: raw}", "{topic: raw, timer_ms: 5}", "exactly one of timer_ms, topic or topics", 17},
+        BadCase{"ReleaseOfASubscription", "{topic: raw}", "{topic: raw, release: unaligned}",
+                "release is a timer's", 17},
+        BadCase{"ReleaseChoice", "{timer_ms: 100}", "{timer_ms: 100, release: sometime}",
+                "release must be one of together, unaligned", 12},
         BadCase{"NoServer", "server: {core: 1, overhead_us: 40}\n", "", "needs a server", 9},
         BadCase{"OpenClIsOneQueue", "backend: cpu, core: 1, priority_levels: 4", "backend: opencl, priority_levels: 4",
                 "priority_levels must be 1", 5},

@@ -193,6 +193,22 @@ def test_the_refinements_never_raise_a_bound(doc):
 
 
 @SETTINGS
+@given(workloads(), st.data())
+def test_a_timer_said_unaligned_never_lowers_a_bound(doc, data):
+    # Less known of when the timers start (docs/analysis.md, item 5): the
+    # bounds can only grow.
+    apart = copy.deepcopy(doc)
+    for cb in apart["callbacks"]:
+        if "timer_ms" in cb["trigger"] and data.draw(st.booleans()):
+            cb["trigger"]["release"] = "unaligned"
+    together, unaligned = analyze(doc), analyze(apart)
+    for name, r in unaligned.items():
+        if r.bounded:
+            assert together[name].bounded
+            assert together[name].wcrt_ns <= r.wcrt_ns
+
+
+@SETTINGS
 @given(workloads())
 def test_deadline_horizon_agrees_with_period_horizon_on_schedulable_chains(doc):
     by_period = analyze(doc, horizon="period")
