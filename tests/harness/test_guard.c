@@ -79,6 +79,32 @@ struct proc {
 	char comm[32];
 };
 
+/* PID's state, parent and name from /proc/PID/stat (a zombie's too); -1
+ * once it is gone. */
+static int read_proc(const char *pid, struct proc *p)
+{
+	char path[300], buf[512];
+	snprintf(path, sizeof(path), "/proc/%s/stat", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t len = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (len <= 0)
+		return -1;
+	buf[len] = 0;
+	/* pid (comm) state ppid ...: comm may hold spaces and parentheses */
+	char *open_paren = strchr(buf, '('), *close_paren = strrchr(buf, ')');
+	if (!open_paren || !close_paren || close_paren[1] == 0)
+		return -1;
+	*p = (struct proc){.pid = atoi(buf)};
+	size_t clen = (size_t)(close_paren - open_paren - 1);
+	if (clen >= sizeof(p->comm))
+		clen = sizeof(p->comm) - 1;
+	memcpy(p->comm, open_paren + 1, clen);
+	return sscanf(close_paren + 2, "%c %d", &p->state, &p->ppid) == 2 ? 0 : -1;
+}
+
 /* Every process on the machine (threads excluded), into *out; the count. */
 static int list_processes(struct proc **out)
 {
@@ -93,26 +119,8 @@ static int list_processes(struct proc **out)
 	while ((e = readdir(d)) != NULL) {
 		if (e->d_name[0] < '1' || e->d_name[0] > '9')
 			continue;
-		char path[300], buf[512];
-		snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		ssize_t len = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		if (len <= 0)
-			continue;
-		buf[len] = 0;
-		/* pid (comm) state ppid ...: comm may hold spaces and parentheses */
-		char *open_paren = strchr(buf, '('), *close_paren = strrchr(buf, ')');
-		if (!open_paren || !close_paren || close_paren[1] == 0)
-			continue;
-		struct proc p = {.pid = atoi(buf)};
-		size_t clen = (size_t)(close_paren - open_paren - 1);
-		if (clen >= sizeof(p.comm))
-			clen = sizeof(p.comm) - 1;
-		memcpy(p.comm, open_paren + 1, clen);
-		if (sscanf(close_paren + 2, "%c %d", &p.state, &p.ppid) != 2)
+		struct proc p;
+		if (read_proc(e->d_name, &p) < 0)
 			continue;
 		if (n == cap) {
 			cap *= 2;
