@@ -4,14 +4,24 @@
  * but leaves the same behind; one that hangs. Each must be reported within
  * seconds and leave nothing.
  *
+ * An object that a process outside the test makes while it runs is not the
+ * test's: it is kept, and not blamed; one that the test's own processes
+ * made is, though its maker was reaped before the guard could ask who it
+ * was, or the test crashed.
+ *
  *   guard_selftest GUARD          the checks (ctest runs this)
  *   guard_selftest misbehave N    leave everything behind, then exit N
  *   guard_selftest hang           start a child, then wait for ever
+ *   guard_selftest beside         say "ready", make shared memory in a
+ *                                 grandchild on a line of input, say "done",
+ *                                 exit 0 at the input's end
+ *   guard_selftest crash          make shared memory, then die of SIGSEGV
  *   guard_selftest skip NEED      skip for want of NEED (tests/harness/skip.h) */
 #include "../lock/test_util.h"
 
 #include <fcntl.h>
 #include <stdbool.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -111,6 +121,107 @@ static _Noreturn void hang(void)
 		pause();
 }
 
+/* Makes the empty shared memory object PATH. */
+static void make_shm(const char *path)
+{
+	int fd = open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+	CHECK(fd >= 0);
+	close(fd);
+}
+
+/* The test beside which the selftest makes an object of its own: the
+ * test's is made by a grandchild that its parent reaps at once. */
+static int beside(void)
+{
+	char path[256], line[16];
+	snprintf(path, sizeof(path), "/dev/shm/" NAME ".grandchild.%d", (int)getpid());
+	printf("ready\n");
+	fflush(stdout);
+	CHECK(fgets(line, sizeof(line), stdin) != NULL);
+	pid_t child = fork();
+	if (child == 0) {
+		pid_t grandchild = fork();
+		if (grandchild == 0) {
+			make_shm(path);
+			_exit(0);
+		}
+		waitpid(grandchild, NULL, 0);
+		_exit(0);
+	}
+	waitpid(child, NULL, 0);
+	printf("file %s\ndone\n", path);
+	fflush(stdout);
+	while (fgets(line, sizeof(line), stdin))
+		;
+	return 0;
+}
+
+static int crash(void)
+{
+	/* no core file to write: the crash is the point, not its image */
+	const struct rlimit none = {0, 0};
+	setrlimit(RLIMIT_CORE, &none);
+	char path[256];
+	snprintf(path, sizeof(path), "/dev/shm/" NAME ".crashed.%d", (int)getpid());
+	make_shm(path);
+	printf("file %s\n", path);
+	fflush(stdout);
+	raise(SIGSEGV);
+	return 0;
+}
+
+/* Reads lines of IN into OUT (at *LEN, N in all) up to and with WANT; false
+ * at the end of IN first. */
+static bool read_until(FILE *in, const char *want, char *out, size_t n, size_t *len)
+{
+	char line[512];
+	while (fgets(line, sizeof(line), in)) {
+		*len += (size_t)snprintf(out + *len, n - *len, "%s", line);
+		if (strcmp(line, want) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* Runs GUARD --resources SELF beside with its output in OUT, and makes
+ * OUTSIDE once the test is running; returns the guard's exit status. The
+ * guard is stopped while the test makes its object and reaps its maker, so
+ * that it reads who made it only when the maker is gone. */
+static int guarded_beside(const char *guard, const char *outside, char *out, size_t n)
+{
+	int to[2], from[2];
+	CHECK_EQ(pipe2(to, O_CLOEXEC), 0);
+	CHECK_EQ(pipe2(from, O_CLOEXEC), 0);
+	char self[64];
+	snprintf(self, sizeof(self), "/proc/%d/exe", (int)getpid());
+	pid_t g = fork();
+	if (g == 0) {
+		dup2(to[0], 0);
+		dup2(from[1], 1);
+		dup2(from[1], 2);
+		execl(guard, guard, "--resources", self, "beside", (char *)NULL);
+		_exit(127);
+	}
+	close(to[0]);
+	close(from[1]);
+	FILE *in = fdopen(from[0], "r");
+	CHECK(in != NULL);
+	size_t len = 0;
+	out[0] = 0;
+	CHECK(read_until(in, "ready\n", out, n, &len));
+	CHECK_EQ(kill(g, SIGSTOP), 0);
+	make_shm(outside);
+	CHECK_EQ(write(to[1], "go\n", 3), 3);
+	CHECK(read_until(in, "done\n", out, n, &len));
+	CHECK_EQ(kill(g, SIGCONT), 0);
+	close(to[1]);
+	read_until(in, "", out, n, &len);
+	fclose(in);
+	int status;
+	CHECK_EQ(waitpid(g, &status, 0), g);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 /* Runs GUARD ARGS... with its output in OUT (stdout and stderr), and
  * returns its exit status; *SECONDS is how long until its output closed. */
 static int guarded(const char *guard, const char *args, char *out, size_t n, double *seconds)
@@ -171,10 +282,14 @@ int main(int argc, char **argv)
 		return misbehave(atoi(argv[2]));
 	if (argc == 2 && strcmp(argv[1], "hang") == 0)
 		hang();
+	if (argc == 2 && strcmp(argv[1], "beside") == 0)
+		return beside();
+	if (argc == 2 && strcmp(argv[1], "crash") == 0)
+		return crash();
 	if (argc == 3 && strcmp(argv[1], "skip") == 0)
 		test_skip(argv[2], "this machine has no %s", argv[2]);
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s GUARD | misbehave N | hang | skip NEED\n", argv[0]);
+		fprintf(stderr, "usage: %s GUARD | misbehave N | hang | beside | crash | skip NEED\n", argv[0]);
 		return 2;
 	}
 	watchdog(120);
@@ -208,6 +323,36 @@ int main(int argc, char **argv)
 	CHECK(took < 20);
 	CHECK(strstr(out, "timed out after 1 s") != NULL);
 	nothing_left(out, false);
+
+	/* As root the guard tells who made what (fanotify); without, it
+	 * judges by names alone, and the outsider's object would be blamed. */
+	if (getuid() == 0) {
+		char outside[256], grandchild[256];
+		snprintf(outside, sizeof(outside), "/dev/shm/" NAME ".outside.%d", (int)getpid());
+		status = guarded_beside(guard, outside, out, sizeof(out));
+		printf("a test beside which another process makes shared memory: exit %d\n%s",
+		       status, out);
+		const bool kept = access(outside, F_OK) == 0;
+		unlink(outside);
+		CHECK(kept);
+		CHECK(!guard_named(out, strrchr(outside, '/') + 1));
+		CHECK(strstr(out, "kept\n") != NULL);
+		/* the test's own, made by a grandchild reaped at once */
+		CHECK(sscanf(strstr(out, "file "), "file %255s", grandchild) == 1);
+		CHECK_EQ(status, 1);
+		CHECK(access(grandchild, F_OK) < 0);
+		CHECK(guard_named(out, strrchr(grandchild, '/') + 1));
+		printf("  the other's kept, the test's named and gone\n");
+	}
+
+	snprintf(args, sizeof(args), "--resources /proc/%d/exe crash", (int)getpid());
+	status = guarded(guard, args, out, sizeof(out), &took);
+	printf("a test that crashes after making shared memory: exit %d\n%s", status, out);
+	CHECK_EQ(status, 128 + SIGSEGV);
+	char crashed[256];
+	CHECK(sscanf(strstr(out, "file "), "file %255s", crashed) == 1);
+	CHECK(access(crashed, F_OK) < 0);
+	CHECK(guard_named(out, strrchr(crashed, '/') + 1));
 
 	status = guarded(guard, "sh -c 'exit 77'", out, sizeof(out), &took);
 	CHECK_EQ(status, 77);

@@ -21,7 +21,9 @@
  * (/run/netns), network interfaces, cgroups (v2, and v1's memory
  * controller's). A new one that no live process uses was left behind: it
  * is named and removed, and the test fails. (Tests that run beside others are not compared: a neighbour's
- * objects would be taken for theirs.)
+ * objects would be taken for theirs.) As root the guard also watches who
+ * makes them (fanotify): one made last by a process outside the test's
+ * tree is said to be an outsider's and kept ("who made what" below).
  *
  * --sweep is the same end for a test runner that is itself the subreaper
  * (tests/python/harness.py): it kills the descendants of PID that are
@@ -36,15 +38,21 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fanotify.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -69,6 +77,21 @@ static void sleep_ms(unsigned ms)
 	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
+}
+
+/* What the guard found left behind goes to stderr; what it only notes (an
+ * object made outside the tests, a judgement by names alone) to stdout. */
+static void say(bool found, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void say(bool found, const char *fmt, ...)
+{
+	FILE *to = found ? stderr : stdout;
+	va_list ap;
+	va_start(ap, fmt);
+	vfprintf(to, fmt, ap);
+	va_end(ap);
+	/* said before the test is forked, or it would be said twice */
+	fflush(to);
 }
 
 /* ---- processes ------------------------------------------------------------ */
@@ -171,8 +194,11 @@ static int descendants(pid_t root, struct proc **out)
 	return k;
 }
 
+static void watch_drain(void);
+
 static void reap_children(void)
 {
+	watch_drain();
 	while (waitpid(-1, NULL, WNOHANG) > 0)
 		;
 }
@@ -489,6 +515,298 @@ static bool remove_left(const char *entry)
 	return true;
 }
 
+/* ---- who made what ------------------------------------------------------------ */
+
+/* A name says that an object appeared, not who made it: a program outside
+ * the tests (any that lttng-ust or Fast DDS is linked into: rclpy is) makes
+ * shared memory of its own, and may make it while a test runs. fanotify
+ * says which process created each entry of the directories snapshot()
+ * lists, and the guard asks, while that process can still be read (a zombie
+ * can: the queue is drained before anything is reaped), whether it descends
+ * from the root of the tests' tree: the guard, the test's subreaper, or the
+ * test runner that is one (--watch). An object whose last creation was made
+ * outside the tree is not the tests': it is said and kept. A creator that is
+ * gone already (reaped before the guard read its event), or that cannot be
+ * read, counts as the tests', as every new object did before: a test's own
+ * leftover must never go unnoticed, an outsider's short-lived helper may be
+ * blamed. Where fanotify cannot tell (not root, an old kernel, a queue that
+ * overflowed) objects are judged by their names alone, and the guard says
+ * so once. Network interfaces are made through netlink, not in a
+ * directory: they are always judged by name. */
+
+#define WATCH_MAX_DIRS 1024
+/* no pidfd record in an event: the kernel reports none (before 5.15) */
+#define NO_PIDFD_RECORD (-100)
+
+/* A directory whose new entries are attributed, named as snapshot() lists
+ * them. */
+struct watched {
+	char *path;
+	const char *kind;
+	int depth;		/* the levels snapshot() lists, as walk()'s DEPTH */
+	bool by_path;		/* entries named by their path (walk()), not their name */
+	__kernel_fsid_t fsid;	/* with fh, how fanotify names the directory */
+	struct file_handle *fh;
+};
+
+static struct {
+	int fd;			/* the fanotify group; -1: names alone */
+	bool pidfds;		/* events carry a pidfd of their creator */
+	bool said;		/* that names alone judge, said once */
+	pid_t root;
+	struct watched dirs[WATCH_MAX_DIRS];
+	int ndirs;
+	/* entries last made outside the tree, and by whom, index for index */
+	struct names outside, creators;
+} watch = {.fd = -1};
+
+static void watch_give_up(const char *why)
+{
+	if (watch.fd >= 0)
+		close(watch.fd);
+	watch.fd = -1;
+	names_free(&watch.outside);
+	names_free(&watch.creators);
+	if (!watch.said)
+		say(false, "%s: who made what cannot be told here (%s): new objects are judged "
+			   "by their names alone\n", prog, why);
+	watch.said = true;
+}
+
+static bool watching(const char *path)
+{
+	for (int i = 0; i < watch.ndirs; i++)
+		if (strcmp(watch.dirs[i].path, path) == 0)
+			return true;
+	return false;
+}
+
+/* Watches the entries made in PATH and, as walk() lists DEPTH levels, in
+ * its subdirectories; false if PATH cannot be watched (what is made there is
+ * judged by name). */
+static bool watch_dir(const char *path, const char *kind, int depth, bool by_path)
+{
+	if (watch.ndirs == WATCH_MAX_DIRS || watching(path))
+		return false;
+	struct statfs fs;
+	struct file_handle *fh = malloc(sizeof(*fh) + MAX_HANDLE_SZ);
+	int mount_id;
+	if (!fh)
+		return false;
+	fh->handle_bytes = MAX_HANDLE_SZ;
+	/* marked first: a subdirectory made while the others are read is
+	 * seen being made */
+	if (statfs(path, &fs) < 0 || name_to_handle_at(AT_FDCWD, path, fh, &mount_id, 0) < 0 ||
+	    fanotify_mark(watch.fd, FAN_MARK_ADD | FAN_MARK_ONLYDIR | FAN_MARK_DONT_FOLLOW,
+			  FAN_CREATE | FAN_MOVED_TO | FAN_ONDIR, AT_FDCWD, path) < 0) {
+		free(fh);
+		return false;
+	}
+	struct watched *w = &watch.dirs[watch.ndirs++];
+	*w = (struct watched){.path = strdup(path), .kind = kind, .depth = depth, .by_path = by_path,
+			      .fh = fh};
+	memcpy(&w->fsid, &fs.f_fsid, sizeof(w->fsid));
+	DIR *d = depth > 1 ? opendir(path) : NULL;
+	struct dirent *e;
+	while (d && (e = readdir(d)) != NULL) {
+		char sub[PATH_MAX];
+		if (e->d_type != DT_DIR || !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+		    snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name) >= (int)sizeof(sub))
+			continue;
+		watch_dir(sub, kind, depth - 1, by_path);
+	}
+	if (d)
+		closedir(d);
+	return true;
+}
+
+/* Starts telling who makes the objects snapshot() lists: creations in the
+ * tree of ROOT are the tests'. */
+static void watch_start(pid_t root)
+{
+	const unsigned flags = FAN_CLASS_NOTIF | FAN_REPORT_DFID_NAME | FAN_CLOEXEC | FAN_NONBLOCK;
+	watch.root = root;
+	watch.pidfds = true;
+	watch.fd = fanotify_init(flags | FAN_REPORT_PIDFD, O_RDONLY | O_CLOEXEC);
+	if (watch.fd < 0 && errno == EINVAL) {
+		/* before 5.15: the pid alone, read at once */
+		watch.pidfds = false;
+		watch.fd = fanotify_init(flags, O_RDONLY | O_CLOEXEC);
+	}
+	if (watch.fd < 0) {
+		watch_give_up(errno == EPERM ? "fanotify needs root" : strerror(errno));
+		return;
+	}
+	if (!watch_dir("/dev/shm", "shm", 1, false)) {
+		char why[128];
+		snprintf(why, sizeof(why), "/dev/shm not watched: %s", strerror(errno));
+		watch_give_up(why);
+		return;
+	}
+	/* where these cannot be watched (no /run/netns yet, a file system
+	 * without file handles) their objects are judged by name */
+	watch_dir("/run/netns", "netns", 1, false);
+	watch_dir("/tmp", "socket", 3, true);
+	FILE *f = fopen("/proc/self/mounts", "re");
+	char dev[256], dir[PATH_MAX], type[64], options[512];
+	while (f && fscanf(f, "%255s %4095s %63s %511s %*[^\n]", dev, dir, type, options) == 4)
+		if (strcmp(type, "cgroup2") == 0 || (strcmp(type, "cgroup") == 0 && rtaccel_mount_has_option(options, "memory")))
+			watch_dir(dir, "cgroup", 4, true);
+	if (f)
+		fclose(f);
+}
+
+/* Whether PID descends from the root of the tests' tree, or is it: 1 yes,
+ * 0 no, -1 cannot be told (it, or a parent read on the way, is gone). */
+static int in_tree(pid_t pid, struct proc *creator)
+{
+	for (int hops = 0; pid > 0 && hops < 4096; hops++) {
+		if (pid == watch.root)
+			return 1;
+		char name[16];
+		struct proc p;
+		snprintf(name, sizeof(name), "%d", (int)pid);
+		if (read_proc(name, &p) < 0)
+			return -1;
+		if (hops == 0)
+			*creator = p;
+		pid = p.ppid;
+	}
+	return 0;
+}
+
+/* Whether the process PID that made an object is outside the tests' tree;
+ * WHO names it. PIDFD, the event's, tells that PID was not reused before
+ * it was read. */
+static bool made_outside(pid_t pid, int pidfd, char *who, size_t n)
+{
+	if (pid <= 0 || (watch.pidfds && pidfd < 0))
+		return false; /* gone before the event was read */
+	struct proc creator = {0};
+	int mine = -1;
+	/* a parent that exits while its children are read moves them to
+	 * another: read again */
+	for (int tries = 0; mine < 0 && tries < 3; tries++)
+		mine = in_tree(pid, &creator);
+	if (mine != 0)
+		return false;
+	if (pidfd >= 0 && syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0)
+		return false; /* reaped while it was read: another may have its pid */
+	snprintf(who, n, "process %d (%s)", (int)pid, creator.comm);
+	return true;
+}
+
+static int names_index(const struct names *s, const char *name)
+{
+	for (int i = 0; i < s->n; i++)
+		if (strcmp(s->v[i], name) == 0)
+			return i;
+	return -1;
+}
+
+/* ENTRY was made last by WHO outside the tests (WHO NULL: by them). */
+static void watch_record(const char *entry, const char *who)
+{
+	int i = names_index(&watch.outside, entry);
+	if (i >= 0) {
+		free(watch.outside.v[i]);
+		free(watch.creators.v[i]);
+		watch.outside.v[i] = watch.outside.v[--watch.outside.n];
+		watch.creators.v[i] = watch.creators.v[--watch.creators.n];
+	}
+	if (who) {
+		names_add(&watch.outside, NULL, entry);
+		names_add(&watch.creators, NULL, who);
+	}
+}
+
+static bool same_dir(const struct watched *w, const struct fanotify_event_info_fid *fid)
+{
+	const struct file_handle *fh = (const struct file_handle *)fid->handle;
+	return memcmp(&w->fsid, &fid->fsid, sizeof(w->fsid)) == 0 &&
+	       fh->handle_type == w->fh->handle_type && fh->handle_bytes == w->fh->handle_bytes &&
+	       memcmp(fh->f_handle, w->fh->f_handle, fh->handle_bytes) == 0;
+}
+
+/* NAME was made in the directory FID names by process PID. */
+static void watch_event(const struct fanotify_event_info_fid *fid, const char *name, pid_t pid,
+			int pidfd)
+{
+	const struct watched *w = NULL;
+	for (int i = 0; i < watch.ndirs && !w; i++)
+		if (same_dir(&watch.dirs[i], fid))
+			w = &watch.dirs[i];
+	char path[PATH_MAX];
+	if (!w || snprintf(path, sizeof(path), "%s/%s", w->path, name) >= (int)sizeof(path))
+		return;
+	if (w->by_path) {
+		/* walk() lists directories under cgroups and sockets under
+		 * /tmp; a new directory is watched for what is made in it */
+		struct stat st;
+		if (lstat(path, &st) < 0)
+			return;
+		if (S_ISDIR(st.st_mode) && w->depth > 1)
+			watch_dir(path, w->kind, w->depth - 1, true);
+		if (!(strcmp(w->kind, "cgroup") == 0 ? S_ISDIR(st.st_mode) : S_ISSOCK(st.st_mode)))
+			return;
+	}
+	char entry[PATH_MAX + 16], who[64];
+	snprintf(entry, sizeof(entry), "%s %s", w->kind, w->by_path ? path : name);
+	watch_record(entry, made_outside(pid, pidfd, who, sizeof(who)) ? who : NULL);
+}
+
+/* Reads every creation queued, while its creator can still be read: called
+ * before anything is reaped. */
+static void watch_drain(void)
+{
+	bool overflowed = false;
+	while (watch.fd >= 0) {
+		char buf[16384] __attribute__((aligned(__alignof__(struct fanotify_event_metadata))));
+		ssize_t len = read(watch.fd, buf, sizeof(buf));
+		if (len <= 0)
+			break;
+		struct fanotify_event_metadata *e = (struct fanotify_event_metadata *)buf;
+		for (; FAN_EVENT_OK(e, len); e = FAN_EVENT_NEXT(e, len)) {
+			const struct fanotify_event_info_fid *fid = NULL;
+			const char *name = NULL;
+			int pidfd = NO_PIDFD_RECORD;
+			const char *end = (const char *)e + e->event_len;
+			const struct fanotify_event_info_header *h;
+			for (const char *p = (const char *)(e + 1); p + sizeof(*h) <= end; p += h->len) {
+				h = (const struct fanotify_event_info_header *)p;
+				if (h->len == 0)
+					break;
+				if (h->info_type == FAN_EVENT_INFO_TYPE_DFID_NAME) {
+					fid = (const struct fanotify_event_info_fid *)h;
+					const struct file_handle *fh = (const struct file_handle *)fid->handle;
+					name = (const char *)fh->f_handle + fh->handle_bytes;
+				} else if (h->info_type == FAN_EVENT_INFO_TYPE_PIDFD) {
+					pidfd = ((const struct fanotify_event_info_pidfd *)h)->pidfd;
+				}
+			}
+			if (e->mask & FAN_Q_OVERFLOW)
+				overflowed = true;
+			else if (fid && name && !overflowed)
+				watch_event(fid, name, e->pid, pidfd == NO_PIDFD_RECORD ? -1 : pidfd);
+			if (pidfd >= 0)
+				close(pidfd);
+		}
+	}
+	/* a creation lost: an object the tests made may be taken for an
+	 * outsider's */
+	if (overflowed)
+		watch_give_up("fanotify's queue overflowed");
+}
+
+/* Whether ENTRY was made last outside the tests; *WHO says by whom. */
+static bool watch_outside(const char *entry, const char **who)
+{
+	int i = watch.fd >= 0 ? names_index(&watch.outside, entry) : -1;
+	if (i >= 0)
+		*who = watch.creators.v[i];
+	return i >= 0;
+}
+
 static bool names_has(const struct names *s, char *const *name)
 {
 	return s->n > 0 && bsearch(name, s->v, (size_t)s->n, sizeof(char *), cmp_str) != NULL;
@@ -500,8 +818,9 @@ static int longer_first(const void *a, const void *b)
 	return la < lb ? 1 : la > lb ? -1 : 0;
 }
 
-/* Names and removes what is in AFTER but not in BEFORE and no live process
- * uses; returns how many. */
+/* Names and removes what is in AFTER but not in BEFORE, was made by the
+ * tests (as far as watch_outside() tells) and no live process uses;
+ * returns how many. */
 static int left_behind(const struct names *before, const struct names *after, const char *test)
 {
 	struct names fresh = {0};
@@ -512,8 +831,12 @@ static int left_behind(const struct names *before, const struct names *after, co
 	names_sort(&fresh, longer_first);
 	int left = 0;
 	for (int i = 0; i < fresh.n; i++) {
-		if (remove_left(fresh.v[i])) {
-			fprintf(stderr, "%s: %s left %s behind: removed\n", prog, test, fresh.v[i]);
+		const char *who;
+		if (watch_outside(fresh.v[i], &who)) {
+			say(false, "%s: %s was made by %s, not by %s: kept\n", prog, fresh.v[i], who,
+			    test);
+		} else if (remove_left(fresh.v[i])) {
+			say(true, "%s: %s left %s behind: removed\n", prog, test, fresh.v[i]);
 			left++;
 		}
 	}
@@ -577,8 +900,10 @@ static int run_test(char **argv, unsigned timeout_s, unsigned grace_ms, bool res
 	char test[160];
 	test_name(argv, test, sizeof(test));
 	struct names before = {0};
-	if (resources)
+	if (resources) {
 		before = snapshot();
+		watch_start(getpid());
+	}
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
 		perror("rtaccel-test-guard: PR_SET_CHILD_SUBREAPER");
 		return EXIT_USAGE;
@@ -590,6 +915,13 @@ static int run_test(char **argv, unsigned timeout_s, unsigned grace_ms, bool res
 	sigaddset(&wanted, SIGINT);
 	sigaddset(&wanted, SIGHUP);
 	sigprocmask(SIG_BLOCK, &wanted, &old);
+	/* polled beside the creations watched, so that those are read while
+	 * the test runs, their creators alive */
+	int signals = signalfd(-1, &wanted, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (signals < 0) {
+		perror("rtaccel-test-guard: signalfd");
+		return EXIT_USAGE;
+	}
 	const pid_t guard = getpid();
 	pid_t child = fork();
 	if (child < 0) {
@@ -624,6 +956,7 @@ static int run_test(char **argv, unsigned timeout_s, unsigned grace_ms, bool res
 			fprintf(stderr, "%s: %s: failing it on purpose after %s ms "
 				"(RTACCEL_TEST_FAIL_AFTER_MS)\n", prog, test, fail_env);
 			kill(child, SIGKILL);
+			watch_drain();
 			waitpid(child, NULL, 0);
 			result = 1;
 			break;
@@ -633,13 +966,18 @@ static int run_test(char **argv, unsigned timeout_s, unsigned grace_ms, bool res
 				prog, test, timeout_s);
 			kill(-child, SIGKILL);
 			kill(child, SIGKILL);
+			watch_drain();
 			waitpid(child, NULL, 0);
 			result = EXIT_TIMED_OUT;
 			break;
 		}
 		uint64_t left = (fail_at < deadline ? fail_at : deadline) - now;
-		struct timespec ts = {(time_t)(left / 1000), (long)(left % 1000) * 1000000};
-		int sig = sigtimedwait(&wanted, NULL, &ts);
+		struct pollfd ready[2] = {{.fd = signals, .events = POLLIN},
+					  {.fd = watch.fd, .events = POLLIN}};
+		poll(ready, watch.fd >= 0 ? 2 : 1, (int)left);
+		watch_drain();
+		const struct timespec none = {0, 0};
+		int sig = sigtimedwait(&wanted, NULL, &none);
 		if (sig == SIGCHLD || sig < 0) {
 			/* the test, or orphans of it that ended */
 			pid_t r;
@@ -652,12 +990,15 @@ static int run_test(char **argv, unsigned timeout_s, unsigned grace_ms, bool res
 			fprintf(stderr, "%s: %s: %s, ending the test\n", prog, test, strsignal(sig));
 			kill(-child, SIGKILL);
 			kill(child, SIGKILL);
+			watch_drain();
 			waitpid(child, NULL, 0);
 			result = 128 + sig;
 		}
 	}
 	int left = sweep(guard, grace_ms, test);
+	close(signals);
 	if (resources) {
+		watch_drain();
 		struct names after = snapshot();
 		left += left_behind(&before, &after, test);
 		names_free(&after);
