@@ -3,7 +3,10 @@
  *   rtaccel-test-guard [--timeout S] [--grace MS] [--resources] COMMAND [ARG...]
  *   rtaccel-test-guard --snapshot FILE     the machine's named objects, into FILE
  *   rtaccel-test-guard --check FILE        those made since FILE: named, removed
- *   rtaccel-test-guard --sweep PID [--grace MS]   every descendant of PID ended
+ *   rtaccel-test-guard --sweep PID [--grace MS] [--spare PID]...
+ *                                          every descendant of PID ended
+ *   rtaccel-test-guard --watch PID         one test's objects compared, on
+ *                                          request, for a runner's session
  *
  * The test runs in a process group of its own, with the guard as its child
  * subreaper: what it starts and abandons is re-parented to the guard, not to
@@ -27,7 +30,9 @@
  *
  * --sweep is the same end for a test runner that is itself the subreaper
  * (tests/python/harness.py): it kills the descendants of PID that are
- * still there after GRACE ms and names them; the runner reaps them.
+ * still there after GRACE ms and names them, but for the helpers it keeps
+ * (--spare) and theirs; the runner reaps them. --watch compares its tests'
+ * objects, told by who made them (the runner's tree), as --resources does.
  *
  * RTACCEL_TEST_FAIL_AFTER_MS=N kills the test's own process N ms in, as a
  * crash would: how the clean-up of every kind of test is checked on purpose.
@@ -80,12 +85,17 @@ static void sleep_ms(unsigned ms)
 }
 
 /* What the guard found left behind goes to stderr; what it only notes (an
- * object made outside the tests, a judgement by names alone) to stdout. */
+ * object made outside the tests, a judgement by names alone) to stdout. In
+ * --watch mode both go to its client on stdout, tagged "left" or "note". */
+static bool tagged;
+
 static void say(bool found, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void say(bool found, const char *fmt, ...)
 {
-	FILE *to = found ? stderr : stdout;
+	FILE *to = found && !tagged ? stderr : stdout;
+	if (tagged)
+		fputs(found ? "left " : "note ", to);
 	va_list ap;
 	va_start(ap, fmt);
 	vfprintf(to, fmt, ap);
@@ -160,9 +170,19 @@ static int list_processes(struct proc **out)
 
 /* The live descendants of ROOT (zombies are dead: they only wait to be
  * reaped), into *out; the count. */
-/* A process the sweep leaves alone with its children (--spare): a helper
+/* Processes the sweep leaves alone with their children (--spare): helpers
  * the test runner itself keeps for its whole session. */
-static pid_t spared = -1;
+#define MAX_SPARED 8
+static pid_t spared[MAX_SPARED];
+static int nspared;
+
+static bool is_spared(pid_t pid)
+{
+	for (int i = 0; i < nspared; i++)
+		if (spared[i] == pid)
+			return true;
+	return false;
+}
 
 static int descendants(pid_t root, struct proc **out)
 {
@@ -176,7 +196,7 @@ static int descendants(pid_t root, struct proc **out)
 		for (int i = 0; i < n; i++) {
 			if (mine[i])
 				continue;
-			if (all[i].pid == spared)
+			if (is_spared(all[i].pid))
 				continue;
 			bool parent_mine = all[i].ppid == root;
 			for (int j = 0; j < n && !parent_mine; j++)
@@ -884,6 +904,74 @@ static int check_snapshot(const char *file)
 	return left ? EXIT_LEFT_BEHIND : 0;
 }
 
+/* ---- a test runner's session ------------------------------------------------- */
+
+/* --watch PID: the comparison of one test's named objects, for a test
+ * runner that runs its tests in its own process (tests/python/harness.py),
+ * told by who made what for its whole session: what the tree of PID makes
+ * is its tests'. It asks on stdin, a line each, and every answer ends with
+ * a line ".":
+ *   mark          the machine's named objects now, before a test
+ *   check TEST    those new since: the test's are named and removed, an
+ *                 outsider's kept
+ * The lines of an answer before its "." are said as "left MESSAGE" (the
+ * test left it behind: it fails) or "note MESSAGE"; the first answer comes
+ * unasked, once it watches. Its session ends with stdin. */
+static void answer(const char *line, struct names *before)
+{
+	watch_drain();
+	if (strcmp(line, "mark") == 0) {
+		names_free(before);
+		*before = snapshot();
+		/* what was made until now is in BEFORE, whoever made it */
+		names_free(&watch.outside);
+		names_free(&watch.creators);
+	} else if (strncmp(line, "check ", 6) == 0) {
+		struct names after = snapshot();
+		left_behind(before, &after, line + 6);
+		names_free(&after);
+	} else {
+		say(false, "%s: --watch: unknown request \"%s\"\n", prog, line);
+	}
+	fputs(".\n", stdout);
+	fflush(stdout);
+}
+
+static int watch_session(pid_t root)
+{
+	tagged = true;
+	watch_start(root);
+	struct names before = snapshot();
+	fputs(".\n", stdout);
+	fflush(stdout);
+	char buf[4096];
+	size_t have = 0;
+	for (;;) {
+		struct pollfd ready[2] = {{.fd = 0, .events = POLLIN}, {.fd = watch.fd, .events = POLLIN}};
+		if (poll(ready, watch.fd >= 0 ? 2 : 1, -1) < 0 && errno != EINTR)
+			break;
+		/* creations read as they come, while their makers live */
+		watch_drain();
+		if (!ready[0].revents)
+			continue;
+		ssize_t len = read(0, buf + have, sizeof(buf) - 1 - have);
+		if (len <= 0)
+			break;
+		have += (size_t)len;
+		char *nl;
+		while ((nl = memchr(buf, '\n', have)) != NULL) {
+			*nl = 0;
+			answer(buf, &before);
+			have -= (size_t)(nl + 1 - buf);
+			memmove(buf, nl + 1, have);
+		}
+		if (have == sizeof(buf) - 1)
+			have = 0; /* no request is that long */
+	}
+	names_free(&before);
+	return 0;
+}
+
 /* ---- one test ----------------------------------------------------------------- */
 
 /* The test as messages name it: the program's name and its arguments. */
@@ -1013,8 +1101,9 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: %s [--timeout S] [--grace MS] [--resources] COMMAND [ARG...]\n"
-		"       %s --snapshot FILE | --check FILE | --sweep PID [--grace MS] [--spare PID]\n",
-		prog, prog);
+		"       %s --snapshot FILE | --check FILE | --watch PID\n"
+		"       %s --sweep PID [--grace MS] [--spare PID]...\n",
+		prog, prog, prog);
 	exit(EXIT_USAGE);
 }
 
@@ -1046,13 +1135,15 @@ int main(int argc, char **argv)
 			return write_snapshot(argv[i + 1]);
 		} else if (strcmp(argv[i], "--check") == 0 && i + 1 < argc) {
 			return check_snapshot(argv[i + 1]);
+		} else if (strcmp(argv[i], "--watch") == 0 && i + 2 == argc) {
+			return watch_session((pid_t)number(argv[i + 1]));
 		} else if (strcmp(argv[i], "--sweep") == 0 && i + 1 < argc) {
 			pid_t root = (pid_t)number(argv[++i]);
 			for (; i + 2 < argc; i += 2) {
 				if (strcmp(argv[i + 1], "--grace") == 0)
 					grace_ms = number(argv[i + 2]);
-				else if (strcmp(argv[i + 1], "--spare") == 0)
-					spared = (pid_t)number(argv[i + 2]);
+				else if (strcmp(argv[i + 1], "--spare") == 0 && nspared < MAX_SPARED)
+					spared[nspared++] = (pid_t)number(argv[i + 2]);
 				else
 					usage();
 			}
