@@ -7,7 +7,11 @@ than to init; after each test, pass or fail, the guard ends what the test
 left running and removes the shared memory, socket files, network namespaces,
 interfaces and cgroups it made and left, and names them. A test that passed
 but left something behind fails in its teardown. (pytest runs one test at a
-time, so what appeared during a test is the test's.)
+time, so what pytest's own processes made during a test is the test's. As
+root the guard's watcher, started once for the session, tells who made each
+object: one that a program outside the suite made meanwhile is said, in the
+test's output, and kept. Without root names alone judge, as the report's
+header says.)
 
 Markers: ``slow`` (over about ten seconds: ``make test`` runs it, ``make
 check`` does not) and ``root`` (what needs root: namespaces, cgroups,
@@ -23,7 +27,6 @@ import os
 import pathlib
 import signal
 import subprocess
-import tempfile
 from multiprocessing import resource_tracker
 
 import pytest
@@ -52,9 +55,31 @@ def pytest_configure(config):
     global RESOURCE_TRACKER
     resource_tracker.ensure_running()
     RESOURCE_TRACKER = getattr(resource_tracker._resource_tracker, "_pid", None)
+    # The guard's watcher, for the session: it compares each test's named
+    # objects, told by who made them, from the test's start to its end.
+    global WATCHER, WATCH_NOTES
+    WATCHER = subprocess.Popen([str(GUARD), "--watch", str(os.getpid())],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    _, WATCH_NOTES = _ask(None)
+
+
+def pytest_unconfigure(config):
+    if WATCHER:
+        WATCHER.stdin.close()
+        WATCHER.wait()
+
+
+def pytest_sessionstart(session):
+    # said once, under -q too: that names alone judge here, and why
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    for note in WATCH_NOTES:
+        if reporter:
+            reporter.write_line(note)
 
 
 RESOURCE_TRACKER = None
+WATCHER = None
+WATCH_NOTES = []
 
 
 class FailedOnPurpose(Exception):
@@ -63,6 +88,21 @@ class FailedOnPurpose(Exception):
 
 def _guard(*args):
     return subprocess.run([str(GUARD), *args], capture_output=True, text=True)
+
+
+def _ask(request):
+    """The watcher's answer to REQUEST (None: the one it gives unasked): what
+    a test left behind, and what it only notes."""
+    if request is not None:
+        WATCHER.stdin.write(request + "\n")
+        WATCHER.stdin.flush()
+    left, notes = [], []
+    for line in WATCHER.stdout:
+        if line == ".\n":
+            return left, notes
+        tag, _, message = line.rstrip("\n").partition(" ")
+        (left if tag == "left" else notes).append(message)
+    raise RuntimeError(f"{GUARD} --watch ended")
 
 
 def _reap():
@@ -79,10 +119,8 @@ def _reap():
 
 @pytest.fixture(autouse=True)
 def nothing_left_behind(request):
-    fd, snapshot = tempfile.mkstemp(prefix="rtaccel-test-snapshot.")
-    os.close(fd)
+    _ask("mark")
     try:
-        _guard("--snapshot", snapshot).check_returncode()
         fail_ms = int(os.environ.get("RTACCEL_TEST_FAIL_AFTER_MS", "0") or 0)
         if fail_ms > 0:
             def fail(signum, frame):
@@ -92,12 +130,15 @@ def nothing_left_behind(request):
             signal.setitimer(signal.ITIMER_REAL, fail_ms / 1000.0)
         yield
         signal.setitimer(signal.ITIMER_REAL, 0)
-        spare = ["--spare", str(RESOURCE_TRACKER)] if RESOURCE_TRACKER else []
+        spare = [arg for pid in (RESOURCE_TRACKER, WATCHER.pid) if pid
+                 for arg in ("--spare", str(pid))]
         swept = _guard("--sweep", str(os.getpid()), "--grace", "5000", *spare)
         _reap()
-        checked = _guard("--check", snapshot)
-        report = (swept.stderr + checked.stderr).replace(
-            f"process {os.getpid()} left", f"{request.node.name} left").strip()
+        left, notes = _ask("check " + request.node.name.replace("\n", " "))
+        for note in notes:
+            print(note)
+        report = "\n".join([swept.stderr.replace(
+            f"process {os.getpid()} left", f"{request.node.name} left").strip(), *left]).strip()
         if report:
             # Said in the output of a failed test too, where it explains
             # what its failure left; a test that passed fails for it.
@@ -108,7 +149,6 @@ def nothing_left_behind(request):
                             pytrace=False)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        os.unlink(snapshot)
 
 
 def pytest_runtest_setup(item):
