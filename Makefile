@@ -33,8 +33,10 @@ build-fuzz: setup
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRTACCEL_FUZZ=ON -DRTACCEL_WERROR=ON >/dev/null
 	cmake --build build-fuzz -j $(JOBS)
 
+# Exit 1 is the demo's finding that paam's bound was exceeded (a noisy
+# machine can do that), not a failure to run it.
 run: build
-	$(VENV)/bin/rtaccel demo
+	$(VENV)/bin/rtaccel demo || [ $$? -eq 1 ]
 
 # Every skip is listed with its reason (tools/test-skips.sh): ctest shows
 # a skipped test's name, not why.

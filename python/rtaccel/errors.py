@@ -5,8 +5,9 @@ One meaning per status, in the command and in the programs it starts
 
   0    success;
   1    the property the command checks does not hold: a critical chain is
-       not schedulable (analyze), a bound was exceeded (compare), real-time
-       priorities are not allowed (realtime);
+       not schedulable (analyze), a paam run's bound was exceeded (run,
+       compare, report, demo: runner.bounds_exceeded), real-time priorities
+       are not allowed (realtime);
   2    bad input: an argument, a workload, a file the command reads;
   3    a runtime failure: a program or the machine failed (a server that did
        not start, a benchmark that crashed, a device that is missing, a

@@ -422,6 +422,15 @@ def resources_line(summary: dict) -> tuple[str, bool] | None:
     return line, bool(fds_grew or rss_grew)
 
 
+def bounds_exceeded(summaries: list[dict]) -> bool:
+    """Whether a critical chain of a paam run with real-time priority went
+    over its bound: the fact rtaccel run, compare, report and demo exit 1
+    on. Only a paam run's bounds are its own (ros2 and picas are expected
+    over them), and without real-time priority none apply."""
+    return any(s["policy"] == "paam" and s.get("realtime", True) and s.get("critical_bounds_held") is False
+               for s in summaries)
+
+
 def format_compare(summaries: list[dict]) -> str:
     """The ratios of the critical chains' maxima of paam against the other
     policies, first: what a comparison is run for. Then a side-by-side

@@ -159,7 +159,10 @@ def test_every_shipped_workload_is_schedulable():
 
 @pytest.mark.slow
 def test_demo_runs_the_three_policies_and_reports(tmp_path):
-    out = rtaccel("demo", "--duration", "2", "--out", str(tmp_path), "--quiet", check=0).stdout
+    # 1: paam's bound exceeded in two seconds on a noisy machine, not judged here.
+    proc = rtaccel("demo", "--duration", "2", "--out", str(tmp_path), "--quiet")
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    out = proc.stdout
     assert "ros2 p50" in out and "picas p50" in out and "paam p50" in out
     assert "hot_path_front: paam maximum" in out
     # This machine has no calibration (RTACCEL_CALIBRATION names none): the
@@ -190,7 +193,9 @@ def test_demo_goes_on_with_the_workloads_overheads_where_this_machines_leave_a_c
                            str(tmp_path / "out"), "--quiet"], capture_output=True, text=True, cwd=ROOT, timeout=300,
                           env={"PYTHONPATH": str(ROOT / "python"), "PATH": "/usr/bin:/bin",
                                "RTACCEL_CALIBRATION": str(calibration)})
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # 1 after the report: paam's bound exceeded, which is not this test's;
+    # before it, the second try refused too.
+    assert proc.returncode in (0, 1) and "# report: " in proc.stdout, proc.stdout + proc.stderr
     assert "admission control finds no bound for a chain (above); the demo runs with the workload's own " \
         "overheads instead" in proc.stdout, proc.stdout
     assert "refused" in proc.stderr, proc.stderr
@@ -457,7 +462,40 @@ def test_compare_leads_with_the_ratios_and_says_in_proportion_how_far_a_bound_wa
 def test_a_run_without_real_time_priority_is_not_judged_by_its_bounds(tmp_path):
     paam = write_run(tmp_path / "paam", summary_of("paam", 15400.0, 45, realtime=False))
     r = rtaccel("compare", paam)
+    assert r.returncode == 0, r.stdout + r.stderr
     assert ("# paam: executors ran without SCHED_FIFO (refused): no real-time priority, the bounds do not "
             "apply to this run (hot: 45 of 400 instances (11%) over its 13.1 ms bound, by up to 2.3 ms)") \
         in r.stdout, r.stdout
     assert "EXCEEDED" not in r.stdout and "each had an assumption" not in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("summary, status", [
+    (summary_of("paam", 12000.0, 0), 0),
+    (summary_of("paam", 15400.0, 45), 1),
+    (summary_of("paam", 15400.0, 45, realtime=False), 0),  # no bound applies
+    (summary_of("ros2", 30800.0, 200), 0),  # the bound is paam's
+], ids=["held", "exceeded", "not-realtime", "ros2"])
+def test_run_compare_report_and_demo_exit_alike_on_the_same_results(tmp_path, monkeypatch, capsys,
+                                                                    summary, status):
+    from rtaccel import cli, runner
+    write_run(tmp_path / "run", summary)
+    assert cli.main(["compare", str(tmp_path / "run")]) == status
+    assert cli.main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "plots")]) == status
+
+    # run and demo as their runner leaves the same results, with status 0.
+    def run(workload, policy, duration_s, out, **_):
+        write_run(pathlib.Path(out), summary)
+        return 0
+
+    def demo(workload, duration_s, out, **_):
+        run(workload, "paam", duration_s, out)
+        return 0, [out]
+    monkeypatch.setattr(runner, "run", run)
+    monkeypatch.setattr(runner, "demo", demo)
+    monkeypatch.setattr(runner, "load_calibration", lambda: {})
+    parse = cli.build_parser().parse_args
+    args = parse(["run", str(EXAMPLES / "quickstart.yaml"), "--out", str(tmp_path / "again"), "--quiet"])
+    assert args.func(args) == status
+    args = parse(["demo", "--out", str(tmp_path / "demo"), "--quiet"])
+    assert args.func(args) == status
+    capsys.readouterr()

@@ -147,7 +147,8 @@ def test_a_cuda_workload_runs_or_says_why_not(tmp_path, policy):
                         "--quiet"], capture_output=True, text=True, timeout=300,
                        env=dict(os.environ, PYTHONPATH=str(ROOT / "python"), **env))
     if cuda_device_found():
-        assert r.returncode == 0, r.stderr
+        # paam: 1 is a chain over its bound, which this test does not judge.
+        assert r.returncode in ((0, 1) if policy == "paam" else (0,)), r.stderr
         summary = json.loads((tmp_path / "out" / "summary.json").read_text())
         assert all(c["count"] > 0 for c in summary["chains"] if c["chain"] == "chain1")
     else:

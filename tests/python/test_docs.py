@@ -137,7 +137,7 @@ RUNNABLE = [(f"{p.relative_to(ROOT)}:{n}", [argv for _, argv in commands(body)])
 # Exit 1 of these says the checked property did not hold (a chain over its
 # bound), which a one-second run on a loaded machine may show; 2 would be a
 # command the docs got wrong.
-PROPERTY_CHECKS = {"analyze", "compare"}
+PROPERTY_CHECKS = {"analyze", "run", "compare", "report", "demo"}
 
 
 # What cuts a command's work where the docs give it no --duration: the

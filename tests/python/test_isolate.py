@@ -361,7 +361,7 @@ def test_run_with_isolation_starts_and_stops_the_regulator_and_leaves_nothing(tm
                    check=False)
     if proc.returncode == 3 and "perf" in proc.stderr:
         needs.skip("perf", proc.stderr.strip())
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode in (0, 1), proc.stderr  # 1: a chain over its bound, not judged here
     summary = json.loads((out / "summary.json").read_text())
     iso = summary["isolation"]
     assert iso["bandwidth_lock"] == {"chains": ["hot"], "threshold_mbps": 100, "server_bucket": None}

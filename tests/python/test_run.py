@@ -79,17 +79,23 @@ def workload(tmp_path, name, body):
     return str(path)
 
 
+# What a paam run exits with where the test does not judge its bounds: 1
+# says a critical chain went over its bound, which a noisy machine can make.
+RAN = (0, 1)
+
+
 def rtaccel(*args, check=None, preexec_fn=None):
+    """CHECK: the exit status required, or a tuple of those allowed."""
     proc = subprocess.run([sys.executable, "-m", "rtaccel.cli", *args], capture_output=True,
                           text=True, cwd=ROOT, timeout=300, env=ENV, preexec_fn=preexec_fn)
     if check is not None:
-        assert proc.returncode == check, proc.stdout + proc.stderr
+        assert proc.returncode in (check if isinstance(check, tuple) else (check,)), proc.stdout + proc.stderr
     return proc
 
 
 def run(path, policy, out, duration=2):
     rtaccel("run", path, "--policy", policy, "--duration", str(duration), "--out", str(out),
-            "--quiet", check=0)
+            "--quiet", check=RAN if policy == "paam" else 0)
     summary = json.loads((out / "summary.json").read_text())
     return summary, {c["chain"]: c for c in summary["chains"]}
 
@@ -515,7 +521,7 @@ def test_the_runner_writes_a_long_runs_trace_without_holding_it(tmp_path):
 
 def test_a_run_on_an_uncalibrated_machine_says_so(tmp_path):
     proc = rtaccel("run", workload(tmp_path, "two", TWO_TIMERS), "--duration", "0.5", "--out",
-                   str(tmp_path / "out"), check=0)
+                   str(tmp_path / "out"), check=RAN)
     assert ("rtaccel run: this machine has no calibration at /nonexistent/calibration.json: the bounds "
             "take the workload's overheads" in proc.stderr), proc.stderr
 
@@ -812,7 +818,7 @@ def test_a_best_effort_program_that_reads_the_terminal_is_not_stopped_by_it(tmp_
     status, screen = run_on_a_terminal(["run", workload(tmp_path, "timers", TWO_TIMERS), "--duration", "2",
                                         "--out", str(out), "--quiet", "--best-effort", reads_input,
                                         "--best-effort", opens_tty])
-    assert status == 0, screen
+    assert status in RAN, screen
     assert (out / "best_effort_0.log").read_text() == "read: 1\n"  # end of input: /dev/null
     # No controlling terminal, as in a cron job: /dev/tty is not there.
     assert (out / "best_effort_1.log").read_text().endswith("No such device or address\ntty: 2\n")
@@ -825,7 +831,7 @@ def test_the_progress_line_fits_the_terminal_it_is_rewritten_on(tmp_path, column
     # terminal of 80 columns, the line was 112 characters wide.
     status, screen = run_on_a_terminal(["run", workload(tmp_path, "timers", TWO_TIMERS), "--duration", "3",
                                         "--out", str(tmp_path / "out")], columns)
-    assert status == 0, screen
+    assert status in RAN, screen
     progress = re.findall(r"\r([^\r\n]*)\x1b\[K", screen)
     assert len(progress) >= 3, screen
     assert all(len(line) < columns for line in progress), progress
@@ -850,7 +856,8 @@ def test_the_progress_line_counts_instances_over_their_bounds_as_they_come(tmp_p
             "    while time.monotonic() < t: pass\n"
             "    time.sleep(0.2)\n")
     hog = f"exec timeout 60 chrt -f 99 taskset -c 0 {sys.executable} -c '{spin}'"
-    proc = rtaccel("run", path, "--duration", "2", "--out", str(out), "--best-effort", hog, check=0)
+    # Over its bound with real-time priority: the run exits 1, as compare would.
+    proc = rtaccel("run", path, "--duration", "2", "--out", str(out), "--best-effort", hog, check=1)
     lines = [line for line in proc.stderr.splitlines() if re.match(r"rtaccel run: \w+ +\d+/2 s, ", line)]
     counts = [re.fullmatch(r"rtaccel run: \w+ +\d+/2 s, \d+ chain instances, \d+ critical deadline misses, "
                            r"(\d+) over (?:its bound|their bounds)", line) for line in lines]
@@ -910,7 +917,7 @@ def test_a_second_run_into_the_folder_of_a_running_one_is_refused(tmp_path):
     assert wait_gone(children) == []
     # Its runner gone, the folder takes a run again.
     rtaccel("run", workload(tmp_path, "accel", ACCEL), "--duration", "1", "--out", str(tmp_path / "out"),
-            "--quiet", check=0)
+            "--quiet", check=RAN)
 
 
 def test_a_run_beside_another_says_so_and_so_does_its_summary(tmp_path):
@@ -921,7 +928,7 @@ def test_a_run_beside_another_says_so_and_so_does_its_summary(tmp_path):
     proc, runner = start_rtaccel_run(tmp_path, first_out)
     try:
         second = rtaccel("run", workload(tmp_path, "timers", TWO_TIMERS), "--duration", "2", "--out",
-                         str(second_out), check=0)
+                         str(second_out), check=RAN)
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=30)
     finally:
@@ -939,7 +946,7 @@ def test_a_run_beside_another_says_so_and_so_does_its_summary(tmp_path):
                      rf"pid {others[0]['runner_pid']}\)", stderr), stderr
     # Alone, nothing of the kind.
     alone = rtaccel("run", workload(tmp_path, "timers", TWO_TIMERS), "--duration", "1", "--out",
-                    str(tmp_path / "alone"), "--quiet", check=0)
+                    str(tmp_path / "alone"), "--quiet", check=RAN)
     assert "another run" not in alone.stderr, alone.stderr
     assert "other_runs" not in json.loads((tmp_path / "alone" / "summary.json").read_text())
 
@@ -1186,7 +1193,7 @@ def test_a_chatty_best_effort_program_keeps_its_first_16_mib_and_its_last_words(
     out = tmp_path / "out"
     chatty = "head -c 20000000 /dev/zero | tr '\\0' x; echo; echo last words"
     proc = rtaccel("run", workload(tmp_path, "timers", TWO_TIMERS), "--duration", "3", "--out", str(out),
-                   "--quiet", "--best-effort", chatty, check=0)
+                   "--quiet", "--best-effort", chatty, check=RAN)
     log = (out / "best_effort_0.log").read_bytes()
     assert log.startswith(b"x" * (16 << 20)) and log.endswith(b"x\nlast words\n")
     left_out = 20000000 + len("\nlast words\n") - (16 << 20) - 65536
@@ -1199,7 +1206,7 @@ def test_a_chatty_best_effort_program_keeps_its_first_16_mib_and_its_last_words(
 def test_a_best_effort_command_that_puts_its_work_in_the_background_hears_that_the_work_was_ended(tmp_path):
     out = tmp_path / "out"
     proc = rtaccel("run", workload(tmp_path, "timers", TWO_TIMERS), "--duration", "2", "--out", str(out),
-                   "--quiet", "--best-effort", "sleep 600 &", check=0)
+                   "--quiet", "--best-effort", "sleep 600 &", check=RAN)
     assert ("best-effort program 'sleep 600 &' exited with status 0 (its log: \"rtaccel-isolate: sh ended, and "
             "the 1 process(es) it left running were ended with it (keep best-effort work in the foreground of its "
             "command)\")") in proc.stderr, proc.stderr
@@ -1224,7 +1231,7 @@ def test_a_best_effort_program_starts_with_the_signals_of_the_users_command(tmp_
         for sig in ignored:
             signal.signal(sig, signal.SIG_IGN)
     rtaccel("run", workload(tmp_path, "timers", TWO_TIMERS), "--duration", "1", "--out", str(out), "--quiet",
-            "--best-effort", program, check=0, preexec_fn=start_ignoring)
+            "--best-effort", program, check=RAN, preexec_fn=start_ignoring)
     log = (out / "best_effort_0.log").read_text()
     assert ignored_signals(log) & TAKEN_BY_THE_RUN == ignored, log
     assert "Broken pipe" not in log, log
@@ -1338,7 +1345,7 @@ chains:
   - {name: s, priority: 2, path: [s]}
   - {name: h, priority: 1, period_ms: 20, path: [h]}
 """)
-    proc = rtaccel("run", path, "--duration", "1", "--out", str(tmp_path / "out"), check=0)
+    proc = rtaccel("run", path, "--duration", "1", "--out", str(tmp_path / "out"), check=RAN)
     chains = {c["chain"]: c for c in json.loads((tmp_path / "out" / "summary.json").read_text())["chains"]}
     why = "waits at 'fuse' for 'th', whose publisher no chain from a timer reaches without a fusion before it"
     assert chains["fused"]["wcrt_us"] is None and chains["fused"]["no_bound"] == why
@@ -1415,7 +1422,7 @@ def test_best_effort_programs_are_watched_and_one_that_cannot_start_ends_the_run
     # still this installation's.
     out = tmp_path / "ok"
     proc = rtaccel("run", path, "--duration", "1", "--out", str(out), "--quiet",
-                   "--best-effort", "rtaccel membench read --size 1M --json", "--best-effort", "true", check=0)
+                   "--best-effort", "rtaccel membench read --size 1M --json", "--best-effort", "true", check=RAN)
     hog, short = json.loads((out / "summary.json").read_text())["best_effort"]
     assert hog["ended"] is None and hog["ended_s"] is None
     assert json.loads((out / "best_effort_0.log").read_text().splitlines()[-1])["mb_per_s"] > 0
@@ -1558,7 +1565,7 @@ def test_a_run_whose_command_line_is_not_utf8_writes_results_that_json_readers_t
     path.write_text(pathlib.Path(workload(tmp_path, "plain", TWO_TIMERS)).read_text())
     out = tmp_path / "out"
     rtaccel("run", str(path), "--duration", "1", "--out", str(out), "--quiet",
-            "--best-effort", os.fsdecode(b"echo caf\xe9; exec sleep 60"), check=0)
+            "--best-effort", os.fsdecode(b"echo caf\xe9; exec sleep 60"), check=RAN)
     summary = json.loads((out / "summary.json").read_bytes().decode("utf-8"))
     assert summary["workload"]["file"].endswith("caf\ufffd.yaml")
     assert summary["best_effort"][0]["command"] == "echo caf\ufffd; exec sleep 60"
@@ -1583,7 +1590,7 @@ def test_a_workload_given_through_a_pipe_is_run_and_kept_with_the_results(tmp_pa
         (tmp_path / "gen.sh").write_text(f"cat <<'EOF'\n{text}EOF\n")
         proc = subprocess.run(["bash", "-c", f'"$@" <(sh {tmp_path / "gen.sh"})', "bash", *command],
                               capture_output=True, text=True, cwd=ROOT, timeout=300, env=ENV)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode in RAN, proc.stderr
     kept = out / "workload.yaml"
     assert kept.read_text() == text
     assert json.loads((out / "summary.json").read_text())["workload"]["file"] == str(kept)
@@ -1726,7 +1733,7 @@ def test_an_interposer_whose_path_has_a_space_goes_into_every_program_of_the_run
                            "--duration", "1", "--out", str(out), "--quiet", "--shim", "pi"],
                           capture_output=True, text=True, cwd=ROOT, timeout=300,
                           env=dict(ENV, RTACCEL_SHIM_LIB=str(lib)))
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode in RAN, proc.stderr
     assert "ld.so" not in proc.stderr
     procs = {p["process"] for p in json.loads((out / "summary.json").read_text())["shim"]["processes"]}
     assert procs == {"runner", "server", "executor ex"}
@@ -1735,7 +1742,7 @@ def test_an_interposer_whose_path_has_a_space_goes_into_every_program_of_the_run
 def test_the_interposer_in_a_run_traces_its_programs_on_the_run_timeline(tmp_path):
     out = tmp_path / "out"
     rtaccel("run", workload(tmp_path, "pipeline", PIPELINE), "--duration", "2", "--out", str(out),
-            "--quiet", "--shim", "pi", "--best-effort", "env; exec sleep 60", check=0)
+            "--quiet", "--shim", "pi", "--best-effort", "env; exec sleep 60", check=RAN)
     summary = json.loads((out / "summary.json").read_text())
     shim = summary["shim"]
     assert shim["modes"] == "trace,pi"
