@@ -297,7 +297,7 @@ _FIRST_LAST = {"first": int, "last": int}
 _SUMMARY_SHAPE = {
     "format_version": int, "policy": str, "workload": {"name": str}, "duration_s": shape.NUMBER,
     "realtime": shape.optional(bool), "critical_bounds_held": shape.optional(shape.nullable(bool)),
-    "failed": shape.optional(shape.nullable(str)),
+    "failed": shape.optional(shape.nullable(str)), "interrupted": shape.optional(bool),
     "chains": [{
         "chain": str, "critical": bool, "count": int, "deadline_misses": int, "drops": int,
         "link_losses": shape.optional(int), "deadline_us": shape.NUMBER, "wcrt_us": shape.nullable(shape.NUMBER),
@@ -479,6 +479,9 @@ def format_compare(summaries: list[dict]) -> str:
             lines.append(f"# {name}: the runs' bounds differ: {each}; the column gives the first, "
                          f"'!' each run's own")
     for label, s in zip(labels, summaries):
+        if s.get("interrupted"):
+            lines.append(f"# {label}: the run was interrupted {s['duration_s']:.1f} s into it; its figures "
+                         "are of the time before")
         if s.get("failed"):
             lines.append(f"# {label}: THE RUN ENDED AT {s['duration_s']:.1f} s: {s['failed']}; its figures "
                          "are of the time before")

@@ -974,7 +974,11 @@ def test_rtaccel_run_sent_sigterm_returns_once_the_results_are_written(tmp_path)
         proc.kill()
     assert proc.returncode == 130, stderr
     assert (out / "summary.json").exists() and (out / "trace.json").exists()
-    assert json.loads((out / "summary.json").read_text())["interrupted"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["interrupted"]
+    # The table says so too: its figures are of a shorter run than asked.
+    assert f"# paam: the run was interrupted {summary['duration_s']:.1f} s into it; its figures are of the " \
+        "time before" in stdout, stdout
     assert "# results: " in stdout, stdout
     assert wait_gone(processes) == []
 
@@ -999,6 +1003,7 @@ def test_a_terminals_ctrl_c_or_hang_up_ends_the_run_in_order_and_its_results_are
     summary = json.loads((out / "summary.json").read_text())
     assert summary["interrupted"] and summary["failed"] is None, summary
     assert {c["chain"]: c for c in summary["chains"]}["h"]["count"] > 10
+    assert f"# paam: the run was interrupted {summary['duration_s']:.1f} s into it" in stdout, stdout
     assert "# results: " in stdout, stdout
     assert wait_gone(processes) == []
     assert "left at shutdown" not in (out / "server.log").read_text()
