@@ -40,10 +40,13 @@ for f in "$prefix"/bin/* "$libdir"/*.so.0 "$libdir"/rtaccel/*.so*; do
   fi
 done
 
-# Plain C with pkg-config.
+# Plain C with pkg-config, as a user builds a client: the flags it gives
+# are all it takes to build and to run (the libraries are not in the
+# dynamic linker's search path, and no LD_LIBRARY_PATH says where).
+unset LD_LIBRARY_PATH
 export PKG_CONFIG_PATH=$libdir/pkgconfig
 cc -std=c11 -Wall -Wextra -Werror -o "$work/vecadd_pkgconfig" "$src/examples/client/vecadd_client.c" \
-   $(pkg-config --cflags --libs rtaccel) -Wl,-rpath,"$libdir"
+   $(pkg-config --cflags --libs rtaccel)
 # The gang lock from plain C: a job under a private lock.
 cat > "$work/gang.c" <<'EOF_C'
 #include <rtaccel/isolate.h>
@@ -55,8 +58,7 @@ int main(void)
 	return rtaccel_gang_job_begin() || rtaccel_gang_job_end() || rtaccel_gang_leave();
 }
 EOF_C
-cc -std=c11 -Wall -Wextra -Werror -o "$work/gang" "$work/gang.c" $(pkg-config --cflags --libs rtaccel-isolate) \
-   -Wl,-rpath,"$libdir"
+cc -std=c11 -Wall -Wextra -Werror -o "$work/gang" "$work/gang.c" $(pkg-config --cflags --libs rtaccel-isolate)
 "$work/gang"
 # The net layer from plain C: a link over shared memory to itself, one
 # transfer through it.
@@ -98,14 +100,16 @@ int main(void)
 	return 0;
 }
 EOF_C
-cc -std=c11 -Wall -Wextra -Werror -o "$work/net" "$work/net.c" $(pkg-config --cflags --libs rtaccel-net) \
-   -Wl,-rpath,"$libdir"
+cc -std=c11 -Wall -Wextra -Werror -o "$work/net" "$work/net.c" $(pkg-config --cflags --libs rtaccel-net)
 "$work/net"
-# CMake's find_package.
+# CMake's find_package, the consumer run from where it is installed, which
+# its build tree's rpath does not reach.
 cmake -S "$src/tests/install/consumer" -B "$work/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" \
-      -DEXAMPLE_SOURCE="$src/examples/client/vecadd_client.c" -DCMAKE_BUILD_RPATH="$libdir" >/dev/null
+      -DEXAMPLE_SOURCE="$src/examples/client/vecadd_client.c" -DCMAKE_INSTALL_PREFIX="$work/consumer-prefix" \
+      >/dev/null
 cmake --build "$work/consumer" >/dev/null
-"$work/consumer/lock_user"
+cmake --install "$work/consumer" >/dev/null
+"$work/consumer-prefix/bin/lock_user"
 
 # The installed server, started with its readiness handshake.
 sock=$work/server.sock
@@ -116,7 +120,7 @@ server=$!
 if ! timeout 10 head -n1 "$work/ready" | grep -q '^ready$'; then
   echo "the installed rtaccel-server did not get ready:"; cat "$work/server.log"; exit 1
 fi
-for client in "$work/vecadd_pkgconfig" "$work/consumer/vecadd_client"; do
+for client in "$work/vecadd_pkgconfig" "$work/consumer-prefix/bin/vecadd_client"; do
   if ! out=$("$client" "$sock" 4096 2>&1); then
     echo "${client##*/} failed against the installed server: $out"; exit 1
   fi
