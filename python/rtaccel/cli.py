@@ -14,11 +14,11 @@ import threading
 
 import rtaccel
 from rtaccel import realtime
-from rtaccel.commands import analyze, bench, isolate, locks, run, server
+from rtaccel.commands import analyze, bench, examples, isolate, locks, run, server
 from rtaccel.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME
 
 # In the order `rtaccel --help` lists them.
-FAMILIES = (server, analyze, locks, bench, isolate, run)
+FAMILIES = (server, examples, analyze, locks, bench, isolate, run)
 
 
 def build_parser() -> argparse.ArgumentParser:

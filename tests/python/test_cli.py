@@ -499,3 +499,44 @@ def test_run_compare_report_and_demo_exit_alike_on_the_same_results(tmp_path, mo
     args = parse(["demo", "--out", str(tmp_path / "demo"), "--quiet"])
     assert args.func(args) == status
     capsys.readouterr()
+
+
+def test_examples_lists_what_is_shipped_and_copies_it_without_overwriting(tmp_path):
+    out = rtaccel("examples", check=0).stdout.splitlines()
+    names = sorted(p.stem for p in EXAMPLES.glob("*.yaml"))
+    assert [line.split()[0] for line in out[1:]] == names, out
+    assert "quickstart                   The smallest useful rtaccel workload: a sensor chain that uses the..." \
+        in out, out
+    mine = tmp_path / "mine"
+    r = rtaccel("examples", "--copy", str(mine), check=0)
+    assert sorted(p.stem for p in mine.iterdir()) == names
+    assert (mine / "quickstart.yaml").read_text() == (EXAMPLES / "quickstart.yaml").read_text()
+    assert f"next: `rtaccel analyze {mine}/quickstart.yaml`" in r.stdout, r.stdout
+    # A copy edited is the user's: a second copy refuses, and leaves it.
+    (mine / "quickstart.yaml").write_text("mine")
+    r = rtaccel("examples", "--copy", str(mine), check=2)
+    assert f"rtaccel examples: {mine}/autoware_memory.yaml and {len(names) - 1} more already there: nothing " \
+           "copied" in r.stderr, r.stderr
+    assert (mine / "quickstart.yaml").read_text() == "mine"
+
+
+@pytest.mark.parametrize("given", ["quickstart", "quickstart.yaml", "examples/quickstart.yaml"])
+def test_a_workload_not_here_that_names_a_shipped_example_is_that_example(tmp_path, given):
+    # Where the user stands (an installed rtaccel: outside the checkout),
+    # there is no examples/.
+    proc = subprocess.run([sys.executable, "-m", "rtaccel.cli", "analyze", given], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=60, env=ENV)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.startswith(f"rtaccel: no {given} here: the shipped example {EXAMPLES / 'quickstart.yaml'}\n")
+    assert "workload 'quickstart'" in proc.stdout
+    # A file of that name here is the user's own, and wins.
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / "quickstart.yaml").write_text((EXAMPLES / "quickstart.yaml").read_text()
+                                                          .replace("name: quickstart", "name: mine"))
+    proc = subprocess.run([sys.executable, "-m", "rtaccel.cli", "analyze", "examples/quickstart.yaml"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=60, env=ENV)
+    assert "workload 'mine'" in proc.stdout and "shipped example" not in proc.stderr, proc.stderr
+    # A name that is no example is refused as before.
+    proc = subprocess.run([sys.executable, "-m", "rtaccel.cli", "analyze", "nope.yaml"], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=60, env=ENV)
+    assert proc.returncode == 2 and "nope.yaml: cannot open the file" in proc.stderr, proc.stderr

@@ -84,7 +84,8 @@ def cmd_experiment_schedulability(args) -> int:
 def register(sub) -> None:
     """Adds the family's commands to the parser's SUB."""
     p = sub.add_parser("analyze", help="worst-case response time of every chain (PAAM Theorem 1)")
-    p.add_argument("workload", help="workload YAML file")
+    p.add_argument("workload", type=common.workload_file,
+                   help="workload YAML file (or a shipped example's name: `rtaccel examples`)")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.add_argument("--horizon", choices=("deadline", "period"), default="period",
                    help="where the fixed-point iteration gives up (default: period, so a miss "

@@ -609,7 +609,7 @@ def register(sub) -> None:
     b.set_defaults(func=cmd_bench_regulator)
     b = bsub.add_parser("bounds", help="each example under paam: every critical chain's bound over its "
                                        "longest instance, and whether any went over")
-    b.add_argument("workloads", nargs="*", metavar="WORKLOAD",
+    b.add_argument("workloads", nargs="*", metavar="WORKLOAD", type=common.workload_file,
                    help="workload files (default: every example this machine can run; a named one is run "
                         "whatever it needs)")
     b.add_argument("--examples", default=str(EXAMPLES_DIR), help="folder of the example workloads")

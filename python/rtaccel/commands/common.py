@@ -23,6 +23,43 @@ def fail(prog: str, err: Exception) -> int:
     return err.exit_code if isinstance(err, Error) else EXIT_RUNTIME
 
 
+def _examples_dir() -> Path:
+    """The example workloads: inside an installed package, else in the checkout."""
+    package = Path(__file__).resolve().parents[1]
+    for candidate in (package / "examples", package.parents[1] / "examples"):
+        if candidate.is_dir():
+            return candidate
+    return package / "examples"
+
+
+EXAMPLES_DIR = _examples_dir()
+
+
+def shipped_example(given: str) -> Path | None:
+    """The example workload GIVEN names, as a bare name (quickstart), a file
+    name (quickstart.yaml) or the checkout's path (examples/quickstart.yaml);
+    None where it names none."""
+    name = Path(given)
+    if name.parent not in (Path("."), Path("examples")):
+        return None
+    path = EXAMPLES_DIR / (name.name if name.suffix == ".yaml" else name.name + ".yaml")
+    return path if path.is_file() else None
+
+
+def workload_file(given: str) -> str:
+    """argparse type of a workload file: GIVEN, or where there is no such
+    file and it names a shipped example, that example, said on stderr. An
+    installed rtaccel's examples lie in its package, not where the user
+    stands: `rtaccel analyze quickstart.yaml` works outside a checkout."""
+    if os.path.lexists(given):
+        return given
+    example = shipped_example(given)
+    if example is None:
+        return given  # the command says it cannot open it
+    print(f"rtaccel: no {given} here: the shipped example {example}", file=sys.stderr)
+    return str(example)
+
+
 def print_workload_error(err: Exception) -> None:
     messages = err.args[0] if err.args and isinstance(err.args[0], list) else [str(err)]
     for line in messages:

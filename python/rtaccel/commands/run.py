@@ -13,16 +13,7 @@ from rtaccel.commands import common
 from rtaccel.errors import EXIT_BAD_INPUT, EXIT_CANNOT_RUN_HERE, EXIT_FAILS, EXIT_OK, EXIT_RUNTIME
 
 
-def _examples_dir() -> Path:
-    """The example workloads: inside an installed package, else in the checkout."""
-    package = Path(__file__).resolve().parents[1]
-    for candidate in (package / "examples", package.parents[1] / "examples"):
-        if candidate.is_dir():
-            return candidate
-    return package / "examples"
-
-
-EXAMPLES_DIR = _examples_dir()
+EXAMPLES_DIR = common.EXAMPLES_DIR
 DEMO_WORKLOAD = "autoware_reference.yaml"
 ISOLATION_WORKLOAD = "autoware_memory.yaml"  # demo --isolation
 # A workload given through a pipe, as the run's results keep it.
@@ -280,8 +271,9 @@ _trace_events = common.whole_number(1000, 1_000_000_000, "trace events kept per 
 def register(sub) -> None:
     """Adds the family's commands to the parser's SUB."""
     p = sub.add_parser("run", help="run a workload for real and measure its chains")
-    p.add_argument("workload", help=f"workload YAML file (or a pipe: <(cmd), /dev/stdin; the run "
-                                    f"keeps it as OUT/{WORKLOAD_COPY})")
+    p.add_argument("workload", type=common.workload_file,
+                   help=f"workload YAML file (or a pipe: <(cmd), /dev/stdin; the run keeps it as "
+                        f"OUT/{WORKLOAD_COPY}; or a shipped example's name: `rtaccel examples`)")
     p.add_argument("--policy", choices=runner.POLICIES, default="paam",
                    help="executor policy: ros2, picas or paam (default paam)")
     p.add_argument("--duration", type=common.seconds, default=10.0, help="seconds measured (10)")
