@@ -10,7 +10,13 @@ work=$(realpath -m "$2")
 rm -rf "$work/venv" "$work/run"
 mkdir -p "$work/run"
 /usr/bin/python3 -m venv "$work/venv"
-"$work/venv/bin/python" -m pip install -q --disable-pip-version-check "$src"
+# pip builds the wheel first, which compiles rtaccel with CMake through
+# scikit-build-core: minutes, and nothing to see without -v. Its log is kept
+# and shown where it fails.
+echo "check_wheel: pip install $src: builds the wheel (CMake through scikit-build-core, minutes) into $work/venv"
+if ! "$work/venv/bin/python" -m pip install -v --disable-pip-version-check "$src" >"$work/pip.log" 2>&1; then
+  tail -n 100 "$work/pip.log"; echo "pip install failed (the whole log: $work/pip.log)"; exit 1
+fi
 rtaccel=$work/venv/bin/rtaccel
 cd "$work/run"  # nothing of the checkout is on the way from here
 
@@ -24,6 +30,13 @@ for f in "$pkg"/lib/rtaccel-server "$pkg"/lib/rtaccel-exec "$pkg"/lib/librtaccel
 done
 
 "$rtaccel" analyze "$pkg/examples/quickstart.yaml" | grep -q '^hot ' || { echo "rtaccel analyze failed"; exit 1; }
+# The shipped examples, found from here by their names as a user finds them.
+"$rtaccel" examples | grep -q '^quickstart ' || { echo "rtaccel examples does not list quickstart"; exit 1; }
+for given in quickstart.yaml examples/quickstart.yaml; do
+  "$rtaccel" analyze "$given" 2>/dev/null | grep -q '^hot ' || { echo "rtaccel analyze $given failed here"; exit 1; }
+done
+"$rtaccel" examples --copy mine >/dev/null && cmp -s mine/quickstart.yaml "$pkg/examples/quickstart.yaml" \
+  || { echo "rtaccel examples --copy did not copy the examples"; exit 1; }
 out=$("$rtaccel" analyze /nonexistent.yaml 2>&1) && { echo "a missing workload was accepted"; exit 1; }
 case "$out" in *"cannot open the file"*) ;; *) echo "rtaccel analyze /nonexistent.yaml: $out"; exit 1 ;; esac
 
