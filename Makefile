@@ -45,8 +45,8 @@ test-unit: build
 	tools/test-skips.sh build
 
 # The edit-build-test loop: the unit and integration tests that are not
-# slow (ctest labels; pytest's slow marker), about three minutes here.
-# `make test` stays the complete check CI runs.
+# slow (ctest labels; pytest's slow marker); how long it takes is in
+# docs/testing.md's table. `make test` stays the complete check CI runs.
 check: build
 	ctest --test-dir build --output-on-failure -j $(JOBS) -L 'unit|integration' -LE slow
 	tools/test-skips.sh build
