@@ -6,6 +6,10 @@
   options it has (inline code is a synopsis: `rtaccel lockstat RUN|FILE...`).
 - Blocks fenced as ```sh runnable are run, from a folder where examples/ is
   the checkout's, with durations cut to a second: each command must exit 0.
+  A block fenced as ```yaml file=NAME is written there as NAME first, for
+  the runnable blocks of its page (a workload a tutorial writes); one
+  fenced as ```sh runnable continues runs after the page's block before it,
+  in its folder (a comparison with an earlier run).
 - The README's sample output of `rtaccel analyze examples/quickstart.yaml` is
   what the command prints.
 """
@@ -132,8 +136,35 @@ def test_every_inline_command_names_what_exists():
     assert not wrong, "\n".join(wrong)
 
 
-RUNNABLE = [(f"{p.relative_to(ROOT)}:{n}", [argv for _, argv in commands(body)])
-            for p, n, info, body in blocks() if info.split()[:2] == ["sh", "runnable"]]
+def files():
+    """Per page: {NAME: text} of its blocks fenced as ```yaml file=NAME."""
+    out: dict = {}
+    for path, _, info, body in blocks():
+        words = info.split()
+        for word in words[1:] if words[:1] == ["yaml"] else []:
+            if word.startswith("file="):
+                out.setdefault(path, {})[word[len("file="):]] = "".join(line + "\n" for _, line in body)
+    return out
+
+
+def runnable():
+    """(where, commands, files) of each runnable block: a block that
+    continues has the commands of the one before it first."""
+    out, before = [], {}
+    for path, n, info, body in blocks():
+        words = info.split()
+        if words[:2] != ["sh", "runnable"]:
+            continue
+        block = [argv for _, argv in commands(body)]
+        if "continues" in words[2:]:
+            block = before.get(path, []) + block
+        before[path] = block
+        out.append((f"{path.relative_to(ROOT)}:{n}", block, FILES.get(path, {})))
+    return out
+
+
+FILES = files()
+RUNNABLE = runnable()
 # Exit 1 of these says the checked property did not hold (a chain over its
 # bound), which a one-second run on a loaded machine may show; 2 would be a
 # command the docs got wrong.
@@ -169,10 +200,13 @@ def shortened(argv):
 
 @pytest.mark.slow
 @needs.mark("root", os.geteuid() != 0, "the blocks run as root (sudo: namespaces, SCHED_FIFO)")
-@pytest.mark.parametrize("where, block", RUNNABLE, ids=[w for w, _ in RUNNABLE])
-def test_runnable_blocks_run(tmp_path, where, block):
-    """Each block in one folder, in order, as a user would type it."""
+@pytest.mark.parametrize("where, block, written", RUNNABLE, ids=[w for w, _, _ in RUNNABLE])
+def test_runnable_blocks_run(tmp_path, where, block, written):
+    """Each block in one folder, in order, as a user would type it, with the
+    files its page writes."""
     (tmp_path / "examples").symlink_to(ROOT / "examples")
+    for name, text in written.items():
+        (tmp_path / name).write_text(text)
     env = dict(os.environ, PYTHONPATH=str(ROOT / "python"),
                RTACCEL_CALIBRATION=str(tmp_path / "calibration.json"))
     for argv in block:
@@ -184,7 +218,7 @@ def test_runnable_blocks_run(tmp_path, where, block):
 
 
 def test_some_commands_are_run():
-    assert sum(len(block) for _, block in RUNNABLE) >= 15, RUNNABLE
+    assert sum(len(block) for _, block, _ in RUNNABLE) >= 15, RUNNABLE
 
 
 def test_the_readmes_sample_analysis_is_what_analyze_prints():
