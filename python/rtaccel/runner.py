@@ -249,12 +249,13 @@ def run(workload: str, policy: str, duration_s: float, out: str, socket: str | N
     main = threading.current_thread() is threading.main_thread()
     passed_on = [sig for sig in (signal.SIGTERM, signal.SIGHUP) if signal.getsignal(sig) != signal.SIG_IGN]
     previous = {sig: signal.signal(sig, pass_on) for sig in passed_on} if main else {}
-    if main:
-        previous[signal.SIGTSTP] = signal.signal(signal.SIGTSTP, signal.SIG_IGN)
     try:
         proc = subprocess.Popen(cmd, preexec_fn=accel.stop_with_parent, env=_environment())
         for signum in pending:
             proc.send_signal(signum)
+        # Ignored once the runner has started: it would inherit it.
+        if main:
+            previous[signal.SIGTSTP] = signal.signal(signal.SIGTSTP, signal.SIG_IGN)
         while True:
             try:
                 status = proc.wait()
