@@ -97,6 +97,7 @@ def test_requests_apart_pay_the_wake_ups_that_requests_back_to_back_do_not():
     assert r.returncode == 2 and "0..1000000" in r.stderr
 
 
+@pytest.mark.slow
 @needs.mark("root", os.geteuid() != 0, "rtaccel calibrate measures real-time threads: root")
 def test_calibration_takes_the_larger_overhead_of_requests_back_to_back_and_apart(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT / "python"), RTACCEL_CALIBRATION=str(tmp_path / "cal.json"))
@@ -164,6 +165,7 @@ def test_request_overhead_at_scale_refuses_what_it_cannot_measure():
         assert r.returncode == 2 and message in r.stderr, (args, r.stderr)
 
 
+@pytest.mark.slow
 @needs.mark("root", os.geteuid() != 0, "two nodes on one machine are network namespaces (root)")
 def test_request_overhead_of_a_client_on_another_node():
     r = rtaccel("bench", "request-overhead", "--remote", "--dds", "--requests", "300", "--json")
@@ -212,6 +214,7 @@ def test_dds_needs_remote():
     assert r.returncode == 2 and "--dds goes with --remote" in r.stderr
 
 
+@pytest.mark.slow
 def test_corunners_runs_each_kernel_alone_and_beside_a_hog_at_each_place():
     r = rtaccel("bench", "corunners", "--rounds", "2", "--iterations", "5", "--size", "4M", "--json")
     assert r.returncode == 0, r.stderr

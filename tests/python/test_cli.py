@@ -297,6 +297,7 @@ def test_the_servers_admission_bounds_random_workloads_as_analyze_does(tmp_path)
     assert proc.stdout.count("admitted,") >= 100 and proc.stdout.count("refused, as") >= 50, proc.stdout[-500:]
 
 
+@pytest.mark.slow
 def test_random_runs_bench_makes_workloads_that_load_and_runs_the_schedulable_ones(tmp_path):
     """bench/random_runs.py: every workload it makes loads (a shape the
     loader refused would be dropped unseen as unschedulable), enough of them

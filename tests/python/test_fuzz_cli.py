@@ -67,6 +67,7 @@ def test_the_seed_is_a_valid_workload(tmp_path):
     assert check_answer(tmp_path / "seed.yaml", SEED) == 0
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=mutations)
 def test_analyze_never_raises_whatever_the_file_holds(tmp_path, data):
@@ -205,6 +206,7 @@ def test_the_seeds_are_read_whole(tmp_path):
         assert said in out, (said, out)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", READERS)
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(edits=st.lists(st.tuples(st.integers(0, 10**6), values), min_size=1, max_size=4))

@@ -50,6 +50,7 @@ def test_analyze_uses_the_gang_analysis():
     assert "one gang at a time" in table
 
 
+@pytest.mark.slow
 @needs.mark("cores2", len(os.sched_getaffinity(0)) < 2, "the example needs two cores")
 def test_run_under_gang_scheduling_with_best_effort_corunners(tmp_path):
     out = tmp_path / "out"
@@ -118,6 +119,7 @@ chains:
 """
 
 
+@pytest.mark.slow
 def test_a_run_under_gangs_is_not_refused_by_the_paam_analysis_of_the_server(tmp_path):
     # The server's admission control analyses as PAAM does; under gangs the
     # run's bounds are the gang analysis', and the server refused this
@@ -195,6 +197,7 @@ def test_gang_preemption_without_rt_throttling_puts_the_setting_back():
     assert setting.read_text() == before
 
 
+@pytest.mark.slow
 @needs.mark("cores2", len(os.sched_getaffinity(0)) < 2, "the experiment needs two cores")
 @needs.mark("root", os.geteuid() != 0, "the real-time tasks need SCHED_FIFO (root)")
 def test_gang_synthetic_experiment_keeps_the_two_tasks_apart(tmp_path):
@@ -225,6 +228,7 @@ def test_gang_synthetic_experiment_keeps_the_two_tasks_apart(tmp_path):
     assert bad.returncode == 2 and "split must be in" in bad.stderr
 
 
+@pytest.mark.slow
 @needs.mark("cores2", len(os.sched_getaffinity(0)) < 2, "the experiment needs two cores")
 @needs.mark("root", os.geteuid() != 0, "the real-time tasks need SCHED_FIFO (root)")
 def test_gang_dnn_experiment_runs_the_three_configurations(tmp_path):
@@ -350,6 +354,7 @@ def run_leftovers(pid):
     return left
 
 
+@pytest.mark.slow
 @needs.mark("root", os.geteuid() != 0, "the regulator needs SCHED_FIFO and perf events")
 @needs.mark("cores2", len(os.sched_getaffinity(0)) < 2, "the regulator's cores")
 def test_run_with_isolation_starts_and_stops_the_regulator_and_leaves_nothing(tmp_path):
@@ -385,6 +390,7 @@ def test_run_with_isolation_starts_and_stops_the_regulator_and_leaves_nothing(tm
     assert run_leftovers(cgroup.split("-")[-1]) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["isolated", "isolated, all of the run killed", "not isolated"])
 def test_a_runner_killed_outright_leaves_no_best_effort_work_and_the_next_run_removes_the_rest(tmp_path, case):
     # SIGKILL (the OOM killer, kill -9) gives the runner no chance to clean
@@ -460,6 +466,7 @@ def gangs_isolated():
     return text + "isolation:\n  regulator: {period_us: 1000, be_peak_mbps: 10000}\n"
 
 
+@pytest.mark.slow
 @needs.mark("root", os.geteuid() != 0, "the regulator needs SCHED_FIFO and perf events")
 @needs.mark("cores2", len(os.sched_getaffinity(0)) < 2, "the regulator's cores")
 def test_gangs_under_isolation_set_the_regulators_threshold_and_leave_nothing(tmp_path):
@@ -505,6 +512,7 @@ isolation:
 """
 
 
+@pytest.mark.slow
 @needs.mark("root", os.geteuid() != 0, "the regulator needs SCHED_FIFO and perf events")
 @needs.mark("cores2", len(os.sched_getaffinity(0)) < 2, "the regulator's cores")
 def test_the_servers_admission_charges_the_regulator_of_an_isolated_run(tmp_path):

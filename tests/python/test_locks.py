@@ -75,6 +75,7 @@ def test_pi_bounds_mutex_inversion():
     assert fixed["p50_wait_us"] * 4 < bad["p50_wait_us"]
 
 
+@pytest.mark.slow
 def test_boost_bounds_rwlock_inversion_and_phase_fair_alone_does_not():
     bad = lockdemo("rwlock-inversion", rounds=5)
     fair_only = lockdemo("rwlock-inversion", "--phase-fair", rounds=5)
@@ -373,6 +374,7 @@ MODES = [[], ["--trace"], ["--pi"], ["--phase-fair"], ["--boost"],
          ["--trace", "--pi", "--boost"]]
 
 
+@pytest.mark.slow
 @needs.mark("setup", shutil.which("xz") is None, "xz not installed (xz-utils)")
 @pytest.mark.parametrize("flags", MODES, ids=lambda f: "+".join(f) or "none")
 def test_transparent_for_multithreaded_xz(tmp_path, flags):

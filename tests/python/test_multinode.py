@@ -129,6 +129,7 @@ def test_the_kernels_work_for_a_link_is_measured_and_charged(tmp_path):
     assert "# links: 'net' holds the transfers' bounds and the kernel's work" in table
 
 
+@pytest.mark.slow
 def test_shm_nodes_carry_their_chains_over_the_link(tmp_path):
     summary, chains, _ = run(workload(tmp_path, "shm", rate=8000), tmp_path / "out")
     assert chains["perceive"]["count"] >= 10
@@ -145,6 +146,7 @@ def test_shm_nodes_carry_their_chains_over_the_link(tmp_path):
     assert all(e["args"]["bytes"] == FEATURES_BYTES for e in slices)
 
 
+@pytest.mark.slow
 @needs_namespaces
 def test_tcp_nodes_in_namespaces_cross_a_rate_limited_link(tmp_path):
     flow, flow_chains, _ = run(workload(tmp_path, "tcp"), tmp_path / "flow")
@@ -168,6 +170,7 @@ def test_tcp_nodes_in_namespaces_cross_a_rate_limited_link(tmp_path):
     assert not any(n in listed for n in names + raw["links"][0]["namespaces"])
 
 
+@pytest.mark.slow
 @needs_namespaces
 def test_a_link_going_down_mid_run_is_reported_and_nothing_hangs(tmp_path):
     start = time.monotonic()
@@ -219,6 +222,7 @@ def with_remote_segment(tmp_path, transport, rate):
     return str(path)
 
 
+@pytest.mark.slow
 @needs_namespaces
 @pytest.mark.parametrize("policy", ["paam", "picas"])
 def test_a_callback_uses_the_accelerator_of_another_node(tmp_path, policy):

@@ -85,6 +85,7 @@ def test_the_flow_control_goal_takes_the_larger_limit():
     assert net_overhead_goal(sizes[:2])["met"]
 
 
+@pytest.mark.slow
 def test_net_priority_beats_sharing_a_link():
     """Four flows over a rate-limited veth: raw, the high flow shares the
     bottleneck with three others; with flow control it waits for one chunk

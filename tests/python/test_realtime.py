@@ -42,6 +42,7 @@ def test_the_refusal_and_its_cause_are_said(tmp_path):
     assert "RLIMIT_RTPRIO is 0" in verdict["reason"], verdict
 
 
+@pytest.mark.slow
 def test_a_run_goes_on_without_real_time_priority_and_is_marked(tmp_path):
     out = tmp_path / "run"
     done = unprivileged([*RTACCEL, "run", str(ROOT / "examples" / "quickstart.yaml"),

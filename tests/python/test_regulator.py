@@ -42,6 +42,7 @@ def isolate(*args, timeout=30):
     return subprocess.run([str(ISOLATE), *args], capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_a_hog_gets_its_budget_per_period_and_not_much_more():
     doc = bench("regulator", "--duration", "2", "--threshold", "3000")
     core = doc["regulator"]["cores"][0]
@@ -58,6 +59,7 @@ def test_a_hog_gets_its_budget_per_period_and_not_much_more():
     assert doc["freeze_p50_us"] > 0
 
 
+@pytest.mark.slow
 def test_throttle_fair_scheduling_favours_the_task_that_is_not_throttled():
     doc = bench("tfs", "--duration", "2", "--threshold", "3000", timeout=180)
     print(doc)
@@ -175,6 +177,7 @@ def _rss_kb(pid):
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
 
 
+@pytest.mark.slow
 def test_the_regulators_memory_holds_still_through_its_periods():
     # It keeps a record per period, in memory it touched at the start: a
     # page first touched inside a period is a page fault in its real-time
@@ -290,6 +293,7 @@ def test_the_server_holds_the_lock_for_critical_buckets_only():
     assert takes[3] >= 40 and takes[0] - takes[3] >= 40, takes
 
 
+@pytest.mark.slow
 def test_hold_passes_a_signal_on_to_its_program_and_holds_the_lock_until_it_has_ended(tmp_path):
     # Before, SIGTERM to hold (a service manager's, `kill`) ended hold alone:
     # its program ran on with nobody to end it, and without the lock it was
@@ -563,6 +567,7 @@ def test_hold_runs_a_program_under_the_lock():
     assert r.stdout.strip() == "123"
 
 
+@pytest.mark.slow
 def test_rtaccel_bench_regulator_prints_the_named_figures():
     r = subprocess.run([sys.executable, "-m", "rtaccel.cli", "bench", "regulator", "--duration", "1",
                         "--json"], capture_output=True, text=True, env=ENV, timeout=120)

@@ -112,6 +112,7 @@ chains:
 """
 
 
+@pytest.mark.slow
 def test_ros2_runs_a_snapshot_in_registration_order_picas_by_priority(tmp_path):
     path = workload(tmp_path, "two_timers", TWO_TIMERS)
     _, ros2 = run(path, "ros2", tmp_path / "ros2")
@@ -152,6 +153,7 @@ def callback_spans(out, *names):
     return spans
 
 
+@pytest.mark.slow
 def test_a_publish_wakes_its_subscribers_once_every_message_is_in(tmp_path):
     path = workload(tmp_path, "fanout", FANOUT)
     _, chains = run(path, "paam", tmp_path / "out")
@@ -184,6 +186,7 @@ chains:
 """
 
 
+@pytest.mark.slow
 def test_paam_admits_a_chain_through_a_fusion_with_its_wait_or_not_at_all(tmp_path):
     tight = workload(tmp_path, "fusion_tight", FUSION.format(deadline_ms=10))
     proc = rtaccel("run", tight, "--policy", "paam", "--duration", "1", "--out", str(tmp_path / "tight"))
@@ -205,6 +208,7 @@ FANOUT_ABOVE = FANOUT.replace("  - {name: ex2, core: 0, priority: 52}",
                      .replace("{name: a, executor: ex2", "{name: a, executor: ex3")
 
 
+@pytest.mark.slow
 @needs.mark("root", os.geteuid() != 0, "the publisher takes a higher SCHED_FIFO priority while it wakes")
 def test_a_publisher_wakes_two_executors_above_it_on_its_core_before_either_runs(tmp_path):
     path = workload(tmp_path, "fanout_above", FANOUT_ABOVE)
@@ -218,6 +222,7 @@ def test_a_publisher_wakes_two_executors_above_it_on_its_core_before_either_runs
     assert chains["H"]["p50_us"] < 2500
 
 
+@pytest.mark.slow
 def test_timers_fire_at_their_period(tmp_path):
     path = workload(tmp_path, "two_timers", TWO_TIMERS)
     summary, _ = run(path, "picas", tmp_path / "out")
@@ -234,6 +239,7 @@ def test_timers_fire_at_their_period(tmp_path):
         assert timer["jitter_p50_us"] <= timer["jitter_p90_us"] <= timer["jitter_p99_us"]
 
 
+@pytest.mark.slow
 def test_a_full_queue_drops_the_oldest_and_counts_it(tmp_path):
     path = workload(tmp_path, "drops", """executors:
   - {name: fast, core: 0, priority: 60}
@@ -299,6 +305,7 @@ def region_copy_ms(size):
         os.close(fd)
 
 
+@pytest.mark.slow
 def test_a_segments_input_is_in_its_buffer_before_the_first_instance(tmp_path):
     out = tmp_path / "out"
     run(workload(tmp_path, "big", BIG_INPUT), "paam", out, duration=1)
@@ -329,6 +336,7 @@ chains:
 """
 
 
+@pytest.mark.slow
 def test_an_input_copied_in_again_is_the_callbacks_cpu_time(tmp_path):
     summary, _ = run(workload(tmp_path, "twice", TWICE), "paam", tmp_path / "out", duration=1)
     a = summary["assumptions"]
@@ -357,6 +365,7 @@ chains:
 """
 
 
+@pytest.mark.slow
 def test_an_executor_holds_no_request_but_in_the_servers_buffer(tmp_path):
     summary, _ = run(workload(tmp_path, "one_kernel", TWO_EXECUTORS_ONE_KERNEL), "paam", tmp_path / "out",
                      duration=1)
@@ -386,6 +395,7 @@ chains:
 """
 
 
+@pytest.mark.slow
 def test_an_executors_second_thread_runs_a_callback_while_the_first_waits(tmp_path):
     b_p50 = {}
     for threads in (1, 2):
@@ -405,6 +415,7 @@ def test_an_executors_second_thread_runs_a_callback_while_the_first_waits(tmp_pa
 FAST_TIMERS = TWO_TIMERS.replace("timer_ms: 20", "timer_ms: 1").replace("cpu_us: 2000", "cpu_us: 20")
 
 
+@pytest.mark.slow
 def test_a_run_that_fills_its_trace_says_how_far_it_was_checked(tmp_path):
     out = tmp_path / "out"
     # 2 000 callback events a second: a trace of 1 000 fills in half a second.
@@ -433,6 +444,7 @@ def test_a_run_that_fills_its_trace_says_how_far_it_was_checked(tmp_path):
     assert default["executors"][0]["trace_events_lost"] == 0
 
 
+@pytest.mark.slow
 def test_the_latency_table_gives_each_instances_start_to_the_nanosecond(tmp_path):
     # A chain starts at its timer's releases, k periods of 1 234 567 ns
     # after the first: a start past a second has seven digits before the
@@ -449,6 +461,7 @@ def test_the_latency_table_gives_each_instances_start_to_the_nanosecond(tmp_path
         assert int(start.replace(".", "")) == periods * 1234567, start
 
 
+@pytest.mark.slow
 def test_timers_release_nothing_after_the_runs_end_however_late_the_runner_stops_them(tmp_path):
     # The runner looks every 20 ms and runs at normal priority: a loaded
     # machine can keep it from stopping the executors for long after the
@@ -487,6 +500,7 @@ SIX_FAST_TIMERS = "executors:\n  - {name: ex, core: 0, priority: 50}\ncallbacks:
     "chains:\n" + "".join(f"  - {{name: t{i}, priority: {i + 1}, path: [t{i}]}}\n" for i in range(6))
 
 
+@pytest.mark.slow
 def test_the_runner_writes_a_long_runs_trace_without_holding_it(tmp_path):
     path = workload(tmp_path, "six", SIX_FAST_TIMERS)
     ended = {}
@@ -526,6 +540,7 @@ def test_a_run_on_an_uncalibrated_machine_says_so(tmp_path):
             "take the workload's overheads" in proc.stderr), proc.stderr
 
 
+@pytest.mark.slow
 def test_paam_never_queues_a_critical_request_behind_a_best_effort_one(tmp_path):
     path = workload(tmp_path, "accel", ACCEL)
     _, chains = run(path, "paam", tmp_path / "paam", duration=3)
@@ -575,6 +590,7 @@ def test_runs_that_share_a_label_are_numbered_and_the_others_keep_theirs():
     assert run_labels(runs) == ["paam#1", "ros2", "paam#2", "paam+iso#1", "paam+iso#2", "picas"]
 
 
+@pytest.mark.slow
 def test_instances_over_the_bound_are_counted_and_compare_names_them(tmp_path):
     path = workload(tmp_path, "accel", ACCEL)
     out = tmp_path / "paam"
@@ -747,6 +763,7 @@ def start_rtaccel_run(tmp_path, out, new_session=False, new_group=False, preexec
     return proc, runner[0]
 
 
+@pytest.mark.slow
 def test_the_progress_line_counts_critical_misses_apart(tmp_path):
     # `late` misses its 1 ms deadline in every instance by design, and is not
     # critical; `hot` has 200 ms for 1 ms of work. A log gets the last state
@@ -806,6 +823,7 @@ def run_on_a_terminal(args, columns=80, seconds=60):
     return proc.returncode, got.decode(errors="replace")
 
 
+@pytest.mark.slow
 def test_a_best_effort_program_that_reads_the_terminal_is_not_stopped_by_it(tmp_path):
     # A run in a terminal's foreground: its best-effort programs, each in a
     # process group of its own, were in the background there. Before, they
@@ -824,6 +842,7 @@ def test_a_best_effort_program_that_reads_the_terminal_is_not_stopped_by_it(tmp_
     assert (out / "best_effort_1.log").read_text().endswith("No such device or address\ntty: 2\n")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("columns", [60, 200])
 def test_the_progress_line_fits_the_terminal_it_is_rewritten_on(tmp_path, columns):
     # Rewritten every second after a carriage return: a line wider than
@@ -842,6 +861,7 @@ def test_the_progress_line_fits_the_terminal_it_is_rewritten_on(tmp_path, column
         assert re.fullmatch(r"paam 3/3 s: \d+ instances, \d+ critical misses, \d+ over bound", progress[-1]), progress
 
 
+@pytest.mark.slow
 @needs.mark("root", os.geteuid() != 0, "the interference is a SCHED_FIFO thread on the executor's core")
 def test_the_progress_line_counts_instances_over_their_bounds_as_they_come(tmp_path):
     # A loop at SCHED_FIFO 99 on the executor's core, busy 100 ms of every
@@ -904,6 +924,7 @@ def test_rtaccel_run_says_how_its_runner_ended_where_it_wrote_no_results(tmp_pat
             "what it left behind") in stderr
 
 
+@pytest.mark.slow
 def test_a_second_run_into_the_folder_of_a_running_one_is_refused(tmp_path):
     proc, children = start_runner(tmp_path, workload(tmp_path, "accel", ACCEL))
     try:
@@ -920,6 +941,7 @@ def test_a_second_run_into_the_folder_of_a_running_one_is_refused(tmp_path):
             "--quiet", check=RAN)
 
 
+@pytest.mark.slow
 def test_a_run_beside_another_says_so_and_so_does_its_summary(tmp_path):
     # Two runs share the cores: neither measures what it alone would take.
     # The first sees the second as it samples its processes (every second);
@@ -1037,6 +1059,7 @@ def test_sigterm_to_every_process_of_the_run_stops_it_in_order(tmp_path, to):
     assert wait_gone(processes) == []
 
 
+@pytest.mark.slow
 def test_a_run_under_nohup_outlives_the_hang_up(tmp_path):
     # `nohup rtaccel run ... &`: started with SIGHUP ignored, the run is to
     # go on when the terminal goes. Before, the command passed the hang-up
@@ -1061,6 +1084,7 @@ def test_a_run_under_nohup_outlives_the_hang_up(tmp_path):
     assert wait_gone(processes) == []
 
 
+@pytest.mark.slow
 def test_a_terminals_ctrl_z_does_not_stop_the_run(tmp_path):
     # Ctrl-Z sends SIGTSTP to the foreground process group. Before, it
     # stopped the command, its runner, the server and the executors, and
@@ -1172,6 +1196,7 @@ def test_a_hang_up_before_the_run_starts_is_an_interruption_with_results(tmp_pat
     assert all(chain["count"] == 0 for chain in summary["chains"])
 
 
+@pytest.mark.slow
 @needs.mark("root", os.geteuid() != 0, "a small file system for the results is a tmpfs mount")
 def test_a_full_disk_costs_the_trace_not_the_summary_and_says_so(tmp_path):
     # 32 KiB: the latency table and the summary fit, the trace does not.
@@ -1192,6 +1217,7 @@ def test_a_full_disk_costs_the_trace_not_the_summary_and_says_so(tmp_path):
         subprocess.run(["umount", str(disk)], check=True)
 
 
+@pytest.mark.slow
 def test_a_chatty_best_effort_program_keeps_its_first_16_mib_and_its_last_words(tmp_path):
     # 20 MB of output: a program that prints each step writes that in
     # seconds, gigabytes in a long run, into the results folder.
@@ -1208,6 +1234,7 @@ def test_a_chatty_best_effort_program_keeps_its_first_16_mib_and_its_last_words(
     assert 'exited with status 0 (its log: "last words")' in proc.stderr, proc.stderr
 
 
+@pytest.mark.slow
 def test_a_best_effort_command_that_puts_its_work_in_the_background_hears_that_the_work_was_ended(tmp_path):
     out = tmp_path / "out"
     proc = rtaccel("run", workload(tmp_path, "timers", TWO_TIMERS), "--duration", "2", "--out", str(out),
@@ -1380,6 +1407,7 @@ chains:
 """
 
 
+@pytest.mark.slow
 def test_the_monitor_checks_every_callback_against_its_wcet(tmp_path):
     summary, _ = run(workload(tmp_path, "memory", MEMORY), "picas", tmp_path / "out")
     a = summary["assumptions"]
@@ -1510,6 +1538,7 @@ def test_a_best_effort_program_that_is_stopped_is_said_while_the_run_goes_and_in
                      (1, f"stopped: sh (pid {second['stopped'][0]['pid']})", False)]
 
 
+@pytest.mark.slow
 def test_a_best_effort_supervisor_stopped_from_outside_still_ends_its_program_with_the_run(tmp_path):
     # `kill -TSTP` to a best-effort program's supervisor stops it and its
     # program. Before, the run's SIGTERM waited for a continue that never
@@ -1587,6 +1616,7 @@ def test_a_run_whose_command_line_is_not_utf8_writes_results_that_json_readers_t
     assert (out / "best_effort_0.log").read_bytes() == b"caf\xe9\n"  # the program's own bytes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("given", ["stdin", "process-substitution"])
 def test_a_workload_given_through_a_pipe_is_run_and_kept_with_the_results(tmp_path, given):
     # `gen_workload | rtaccel run /dev/stdin`, `rtaccel run <(gen_workload)`.
@@ -1646,6 +1676,7 @@ chains:
 """
 
 
+@pytest.mark.slow
 def test_bench_bounds_sets_each_critical_chains_bound_against_its_longest_instance(tmp_path):
     examples = tmp_path / "examples"
     examples.mkdir()
@@ -1707,6 +1738,7 @@ def test_bench_bounds_counts_a_critical_chain_without_a_bound_against_the_goal(t
     assert "no bound" in table and "looser than that or unbounded: quickstart/a" in table
 
 
+@pytest.mark.slow
 def test_one_timeline_a_flow_per_chain_instance_through_its_slices(tmp_path):
     summary, _ = run(workload(tmp_path, "pipeline", PIPELINE), "paam", tmp_path / "out")
     # The monitor: every request's server overhead against the workload's
@@ -1752,6 +1784,7 @@ def test_an_interposer_whose_path_has_a_space_goes_into_every_program_of_the_run
     assert procs == {"runner", "server", "executor ex"}
 
 
+@pytest.mark.slow
 def test_the_interposer_in_a_run_traces_its_programs_on_the_run_timeline(tmp_path):
     out = tmp_path / "out"
     rtaccel("run", workload(tmp_path, "pipeline", PIPELINE), "--duration", "2", "--out", str(out),

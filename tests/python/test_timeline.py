@@ -204,6 +204,7 @@ mutations = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(mutations)
 def test_whatever_a_trace_file_holds_cut_answers_and_never_raises(tmp_path, body):
