@@ -158,6 +158,14 @@ RTACCEL_API int rtaccel_bwlock_open(const char *name, rtaccel_bwlock_t **lock);
 RTACCEL_API void rtaccel_bwlock_close(rtaccel_bwlock_t *lock);
 RTACCEL_API int rtaccel_bwlock_unlink(const char *name);
 
+/* The live status region of the regulator that enforces the bandwidth lock
+ * NAME: /dev/shm/rtaccel-regulator.NAME, which `rtaccel isolate status`
+ * reads and the regulator leaves behind for it when it ends. Removed by
+ * whoever started the regulator, once it has. 0 or -errno (-EINVAL: bad
+ * name, -ENOENT: none). */
+#define RTACCEL_REGULATOR_STATUS_PREFIX "rtaccel-regulator"
+RTACCEL_API int rtaccel_regulator_status_unlink(const char *name);
+
 /* A holder of LOCK named LABEL (for status and traces) that allows
  * THRESHOLD_MBPS of best-effort bandwidth while it holds the lock. With
  * CEILING_PRIORITY in 1..99, take also raises the calling thread to

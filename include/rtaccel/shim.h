@@ -35,6 +35,10 @@ int rtaccel_shim_set_gpu_hooks(const struct rtaccel_gpu_hooks *hooks);
 /* 1 while the process has GPU work outstanding, else 0. */
 int rtaccel_shim_gpu_busy(void);
 
+/* What a traced process's report and timeline are called in OUT:
+ * RTACCEL_SHIM_REPORT_PREFIX.PID.json and .PID.trace.json. */
+#define RTACCEL_SHIM_REPORT_PREFIX "rtaccel-shim"
+
 /* Under RTACCEL_SHIM=trace: writes the process's report and timeline now
  * (OUT/rtaccel-shim.PID.json and .trace.json) and stops tracing; returns 0,
  * or -1 when not tracing. The shim writes them at exit by itself; a process

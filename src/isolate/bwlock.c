@@ -98,6 +98,11 @@ void rtaccel_bwlock_close(rtaccel_bwlock_t *lock)
 
 int rtaccel_bwlock_unlink(const char *name) { return isolate_shm_unlink("rtaccel-bwlock", name); }
 
+int rtaccel_regulator_status_unlink(const char *name)
+{
+	return isolate_shm_unlink(RTACCEL_REGULATOR_STATUS_PREFIX, name);
+}
+
 int rtaccel_bwlock_holder_init(rtaccel_bwlock_t *lock, const char *label, uint32_t threshold_mbps,
 			       int ceiling_priority, rtaccel_bwlock_holder_t **holder)
 {

@@ -544,7 +544,7 @@ static int open_status(struct regulator *reg)
 	const char *name = reg->cfg.bwlock[0] ? reg->cfg.bwlock : "default";
 	snprintf(reg->status_name, sizeof(reg->status_name), "%s", name);
 	void *region;
-	int err = isolate_shm_open("rtaccel-regulator", name, sizeof(struct status_region),
+	int err = isolate_shm_open(RTACCEL_REGULATOR_STATUS_PREFIX, name, sizeof(struct status_region),
 				   STATUS_MAGIC, STATUS_VERSION, &region);
 	if (err)
 		return err;

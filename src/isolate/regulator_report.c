@@ -121,11 +121,11 @@ int regulator_print_status(const char *name, bool json, FILE *out)
 	char path[256];
 	if (!isolate_valid_name(name, 64))
 		return -EINVAL;
-	snprintf(path, sizeof(path), "/dev/shm/rtaccel-regulator.%s", name);
+	snprintf(path, sizeof(path), "/dev/shm/" RTACCEL_REGULATOR_STATUS_PREFIX ".%s", name);
 	if (access(path, F_OK) < 0)
 		return -ENOENT;
 	void *region;
-	int err = isolate_shm_open("rtaccel-regulator", name, sizeof(struct status_region),
+	int err = isolate_shm_open(RTACCEL_REGULATOR_STATUS_PREFIX, name, sizeof(struct status_region),
 				   STATUS_MAGIC, STATUS_VERSION, &region);
 	if (err)
 		return err;

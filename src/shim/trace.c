@@ -19,6 +19,7 @@
 
 #include "core/thread.h"
 #include "core/utf8.h"
+#include "rtaccel/shim.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -564,7 +565,8 @@ static void write_command(void)
 static bool open_output(const char *suffix)
 {
 	char path[768];
-	snprintf(path, sizeof(path), "%s/rtaccel-shim.%d%s", shim_cfg.out_dir, (int)getpid(), suffix);
+	snprintf(path, sizeof(path), "%s/" RTACCEL_SHIM_REPORT_PREFIX ".%d%s", shim_cfg.out_dir, (int)getpid(),
+		 suffix);
 	mkdir(shim_cfg.out_dir, 0755);
 	W.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	W.n = 0;
