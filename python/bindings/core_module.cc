@@ -7,6 +7,7 @@
 
 #include "core/netns.h"
 #include "core/percentile.h"
+#include "exec/run_options.h"
 #include "rtaccel/analysis.hpp"
 #include "rtaccel/isolate.h"
 #include "rtaccel/chainset.hpp"
@@ -507,4 +508,41 @@ PYBIND11_MODULE(_core, m) {
       py::arg("params"), py::arg("sets"), py::arg("seed"), py::arg("horizon") = "deadline",
       py::arg("paper") = false,
       "Number of schedulable chainsets out of `sets` generated from `seed`: (schedulable, sets).");
+
+  // A run's options, the table rtaccel-exec parses with (exec/run_options.h):
+  // `rtaccel run`'s parser and the command line it hands rtaccel-exec are
+  // made from it.
+  m.def(
+      "run_options",
+      [] {
+        py::list out;
+        for (const exec::RunOptionSpec& spec : exec::run_option_specs()) {
+          py::dict d;
+          d["name"] = spec.name;
+          d["short"] = spec.short_name ? py::object(py::str(std::string(1, spec.short_name))) : py::none();
+          d["value"] = spec.value ? py::object(py::str(spec.value)) : py::none();
+          d["default"] = spec.given ? py::object(py::str(spec.given)) : py::none();
+          d["alone"] = spec.alone ? py::object(py::str(spec.alone)) : py::none();
+          d["repeated"] = spec.repeated;
+          d["for_users"] = spec.for_users;
+          d["help"] = spec.help;
+          out.append(d);
+        }
+        return out;
+      },
+      "rtaccel-exec's options, in its usage's order: dicts of name, short, value (None: a flag), "
+      "default (None: none), alone (what `rtaccel run --NAME` means without a value; None: it needs one), "
+      "repeated, for_users (False: what rtaccel itself gives) and help.");
+  m.def(
+      "check_run_option",
+      [](const std::string& name, const std::string& value) -> std::optional<std::string> {
+        const exec::RunOptionSpec* spec = exec::find_run_option(name);
+        if (!spec) return "no option --" + name;
+        exec::RunOptions scratch;
+        if (spec->set(&scratch, spec->value ? value.c_str() : nullptr)) return std::nullopt;
+        return "--" + name + " takes " + spec->takes;
+      },
+      py::arg("name"), py::arg("value"),
+      "None where rtaccel-exec takes VALUE for --NAME, else what it takes (\"--duration takes seconds, "
+      "0.001..86400\").");
 }

@@ -183,24 +183,61 @@ _said_uncalibrated = False
 _FAULTS = {signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL}
 
 
-def run(workload: str, policy: str, duration_s: float, out: str, socket: str | None = None,
-        work_fraction: float = 0.9, progress: bool = True, calibration: bool | dict = True,
-        gang: bool | None = None, best_effort: list[str] | tuple = (), flow_control: bool = True,
-        fail_links: list[str] | tuple = (), isolation: bool | None = None,
-        walks: list[dict] | tuple = (), shim: str | None = None, trace_events: int | None = None) -> int:
+def exec_options() -> list[dict]:
+    """rtaccel-exec's options, the one table its parser is made from
+    (src/exec/run_options.h), in its usage's order: name, short, value
+    (None: a flag), default, repeated, for_users (False: what rtaccel itself
+    gives it) and help."""
+    return _core.run_options()
+
+
+def exec_argv(**options) -> list[str]:
+    """rtaccel-exec's command line for OPTIONS, named as in its table with
+    '_' for '-': a flag by True (where the table has --X and --no-X, X by
+    True or False), a value by its text (str() of it), a repeated option by
+    a list; None or an empty list leaves it out. In the table's order.
+    ValueError for a name the table lacks."""
+    table = {spec["name"].replace("-", "_"): spec for spec in exec_options()}
+    unknown = [name for name in options if name not in table]
+    if unknown:
+        raise ValueError(f"rtaccel-exec has no option --{unknown[0].replace('_', '-')}")
+    argv = []
+    for dest, spec in table.items():
+        value = options.get(dest)
+        if value is None or value == [] or value == ():
+            continue
+        if spec["value"] is None:
+            if value is True:
+                argv.append(f"--{spec['name']}")
+            elif value is False and f"no_{dest}" in table:
+                argv.append(f"--no-{spec['name']}")
+            continue
+        for each in (value if spec["repeated"] else [value]):
+            argv += [f"--{spec['name']}", str(each)]
+    return argv
+
+
+def run(workload: str, policy: str = "paam", duration_s: float = 10.0, out: str = "out", *,
+        progress: bool = True, calibration: bool | dict = True, walks: list[dict] | tuple = (),
+        flow_control: bool = True, fail_links: list[str] | tuple = (), **options) -> int:
     """Runs rtaccel-exec; returns its exit status (0, or 130 when interrupted:
     the results up to then are written). Ctrl-C reaches rtaccel-exec too; it
     stops the executors and writes its results, which this waits for.
-    CALIBRATION: this machine's (True), none (False), or one measured for
-    this run (measure_calibration). RunError where rtaccel-exec was
-    killed."""
+    OPTIONS: rtaccel-exec's, as exec_argv names them (socket, work_fraction,
+    gang, isolation, best_effort, shim, trace_events, ...). WALKS: another
+    run's summary.json walks. CALIBRATION: this machine's (True), none
+    (False), or one measured for this run (measure_calibration). RunError
+    where rtaccel-exec was killed."""
     global _said_uncalibrated
-    cmd = [str(accel.binary("rtaccel-exec")), workload, "--policy", policy,
-           "--duration", str(duration_s), "--out", out, "--work-fraction", str(work_fraction)]
-    if socket:
-        cmd += ["--socket", socket]
-    if trace_events:
-        cmd += ["--trace-events", str(trace_events)]
+    options.update(policy=policy, duration=duration_s, out=out)
+    progress = progress and not options.get("quiet")
+    options["quiet"] = not progress or None
+    if not flow_control:
+        options["no_flow_control"] = True
+    options["fail_link"] = [*options.get("fail_link", []), *fail_links]
+    # another run's "walks": the same work as that run
+    options["walk"] = [*options.get("walk", []),
+                       *(f"{w['working_set_kb']}:{w['pattern']}:{w['ns_per_line']}" for w in walks)]
     cal = calibration if isinstance(calibration, dict) else load_calibration() if calibration else None
     if calibration and not cal and progress and not _said_uncalibrated:
         # A bound with a smaller release jitter or overhead than the
@@ -209,25 +246,10 @@ def run(workload: str, policy: str, duration_s: float, out: str, socket: str | N
         print(f"rtaccel run: this machine has no calibration at {calibration_path()}: the bounds take the "
               "workload's overheads (`rtaccel calibrate` measures them in seconds)", file=sys.stderr)
     if cal:
-        cmd += ["--epsilon-floor-us", str(cal["epsilon_us"]), "--kappa-floor-us", str(cal["kappa_us"]),
-                "--jitter-floor-us", str(cal["release_jitter_us"]),
-                "--link-kernel-floor-ns-per-kb", str(int(cal["link_kernel_ns_per_kb"]))]
-    if gang is not None:
-        cmd.append("--gang" if gang else "--no-gang")
-    if isolation is not None:
-        cmd.append("--isolation" if isolation else "--no-isolation")
-    for walk in walks:  # another run's "walks": the same work as that run
-        cmd += ["--walk", f"{walk['working_set_kb']}:{walk['pattern']}:{walk['ns_per_line']}"]
-    for command in best_effort:
-        cmd += ["--best-effort", command]
-    if shim:
-        cmd += ["--shim", shim]
-    if not flow_control:
-        cmd.append("--no-flow-control")
-    for link in fail_links:
-        cmd += ["--fail-link", link]
-    if not progress:
-        cmd.append("--quiet")
+        options.update(epsilon_floor_us=cal["epsilon_us"], kappa_floor_us=cal["kappa_us"],
+                       jitter_floor_us=cal["release_jitter_us"],
+                       link_kernel_floor_ns_per_kb=int(cal["link_kernel_ns_per_kb"]))
+    cmd = [str(accel.binary("rtaccel-exec")), workload, *exec_argv(**options)]
     # SIGTERM (kill, timeout, a service manager) and a hang-up (the terminal
     # or ssh session of a long run gone) end the run as Ctrl-C does: passed
     # on, and this returns once the runner has written the results, so that

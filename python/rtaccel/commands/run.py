@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
-from rtaccel import accel, locks, realtime, runner, timeline
+from rtaccel import _core, accel, realtime, runner, timeline
 from rtaccel.commands import common
 from rtaccel.errors import EXIT_BAD_INPUT, EXIT_CANNOT_RUN_HERE, EXIT_FAILS, EXIT_OK, EXIT_RUNTIME
 
@@ -20,24 +21,55 @@ ISOLATION_WORKLOAD = "autoware_memory.yaml"  # demo --isolation
 WORKLOAD_COPY = "workload.yaml"
 
 
-def _walk(text: str) -> dict:
-    """KB:stream|random:NS, as summary.json's walks (rtaccel-exec --walk)."""
-    try:
-        kb, pattern, ns = text.split(":")
-        walk = {"working_set_kb": int(kb), "pattern": pattern, "ns_per_line": float(ns)}
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not KB:PATTERN:NS") from None
-    if walk["working_set_kb"] <= 0 or pattern not in ("stream", "random") or not walk["ns_per_line"] > 0:
-        raise argparse.ArgumentTypeError(f"'{text}': KB and NS positive, PATTERN stream or random")
-    return walk
+def _exec_value(name: str):
+    """argparse's type for rtaccel-exec's --NAME: the text, where
+    rtaccel-exec takes it (its own table's parser says)."""
+    def check(text: str) -> str:
+        # as the bytes rtaccel-exec gets: a name in another encoding too
+        if why := _core.check_run_option(name, os.fsencode(text)):
+            raise argparse.ArgumentTypeError(f"{why}, not {text!r}")
+        return text
+    return check
 
 
-def _shim_modes(text: str) -> str:
-    for word in text.split(","):
-        if word not in locks.SHIM_MODES:
-            raise argparse.ArgumentTypeError(f"'{word}' is not a mode of the interposer "
-                                             f"({', '.join(locks.SHIM_MODES)})")
-    return text
+def exec_dests() -> list[str]:
+    """The `rtaccel run` arguments that are rtaccel-exec's options, by dest:
+    what cmd_run hands on as they were given."""
+    return [spec["name"].replace("-", "_") for spec in runner.exec_options()
+            if spec["for_users"] and not _negation(spec)]
+
+
+def _negation(spec: dict) -> bool:
+    """--no-X where the table has --X: the other half of X's pair."""
+    names = {s["name"] for s in runner.exec_options()}
+    return spec["value"] is None and spec["name"].startswith("no-") and spec["name"][3:] in names
+
+
+def add_exec_options(p) -> None:
+    """rtaccel-exec's options that a user gives, from its one table
+    (src/exec/run_options.h): a flag and its --no- form as one of
+    True/False/None, a value checked by rtaccel-exec's own parser, a
+    repeated option as a list."""
+    table = {spec["name"]: spec for spec in runner.exec_options()}
+    for spec in table.values():
+        if not spec["for_users"] or _negation(spec):
+            continue
+        name, dest, text = spec["name"], spec["name"].replace("-", "_"), " ".join(spec["help"].split("\n"))
+        no = table.get(f"no-{name}")
+        if spec["value"] is None and no:
+            g = p.add_mutually_exclusive_group()
+            g.add_argument(f"--{name}", dest=dest, action="store_const", const=True, default=None, help=text)
+            g.add_argument(f"--no-{name}", dest=dest, action="store_const", const=False,
+                           help=" ".join(no["help"].split("\n")))
+        elif spec["value"] is None:
+            p.add_argument(f"--{name}", dest=dest, action="store_true", help=text)
+        elif spec["repeated"]:
+            p.add_argument(f"--{name}", dest=dest, action="append", default=[], metavar=spec["value"],
+                           type=_exec_value(name), help=text)
+        else:
+            p.add_argument(f"--{name}", dest=dest, default=spec["default"], metavar=spec["value"],
+                           type=_exec_value(name), nargs="?" if spec["alone"] else None,
+                           const=spec["alone"], help=text)
 
 
 def cmd_run(args) -> int:
@@ -53,12 +85,9 @@ def cmd_run(args) -> int:
         if workload is None:
             return EXIT_RUNTIME
     try:
-        status = runner.run(workload, args.policy, args.duration, args.out, socket=args.socket,
-                            work_fraction=args.work_fraction, progress=not args.quiet,
-                            calibration=not args.no_calibration, gang=args.gang,
-                            isolation=args.isolation, best_effort=args.best_effort, flow_control=not args.no_flow_control,
-                            fail_links=args.fail_link, shim=args.shim, walks=args.walk,
-                            trace_events=args.trace_events)
+        given = {dest: getattr(args, dest) for dest in exec_dests() if dest not in ("policy", "duration", "out")}
+        status = runner.run(workload, args.policy, args.duration, args.out,
+                            calibration=not args.no_calibration, **given)
     except (runner.RunError, accel.AccelError) as err:
         return common.fail("rtaccel", err)
     # 3 with a summary: a process of the run died, and the results up to
@@ -107,12 +136,6 @@ def cmd_report(args) -> int:
     print(f"# {len(pngs)} CDF plots: {Path(pngs[0]).parent}/cdf_*.png" if pngs else "# no chains")
     # As `rtaccel compare` of the same folders: paam's bound exceeded is 1.
     return EXIT_FAILS if exceeded else EXIT_OK
-
-
-def _command(text: str) -> str:
-    if not text.strip():
-        raise argparse.ArgumentTypeError("an empty command")
-    return text
 
 
 def cmd_calibrate(args) -> int:
@@ -195,17 +218,6 @@ def cmd_demo(args) -> int:
     return EXIT_FAILS if exceeded else EXIT_OK
 
 
-def _link_failure(text: str) -> str:
-    link, at, when = text.rpartition("@")[0], "@" in text, text.rpartition("@")[2]
-    try:
-        seconds = float(when)
-    except ValueError:
-        seconds = -1.0
-    if not at or not link or not 0 <= seconds <= 86400:
-        raise argparse.ArgumentTypeError(f"expected LINK@SECONDS (eth0@2.5), got {text!r}")
-    return text
-
-
 # The Perfetto UI in a browser holds about 2 GB at runtime, a few times a
 # trace's size: above this, a run says how to cut its trace.
 BROWSER_TRACE_MB = 256
@@ -263,10 +275,6 @@ def cmd_cut(args) -> int:
     return EXIT_OK
 
 
-_fraction = common.number(0.01, 1, "the work fraction must be in [0.01, 1]")
-
-_trace_events = common.whole_number(1000, 1_000_000_000, "trace events kept per executor must be 1000..1000000000")
-
 
 def register(sub) -> None:
     """Adds the family's commands to the parser's SUB."""
@@ -274,39 +282,9 @@ def register(sub) -> None:
     p.add_argument("workload", type=common.workload_file,
                    help=f"workload YAML file (or a pipe: <(cmd), /dev/stdin; the run keeps it as "
                         f"OUT/{WORKLOAD_COPY}; or a shipped example's name: `rtaccel examples`)")
-    p.add_argument("--policy", choices=runner.POLICIES, default="paam",
-                   help="executor policy: ros2, picas or paam (default paam)")
-    p.add_argument("--duration", type=common.seconds, default=10.0, help="seconds measured (10)")
-    p.add_argument("--out", default="out", help="result folder (out)")
-    p.add_argument("--socket", help="paam: a running rtaccel-server's socket (default: start one)")
-    p.add_argument("--work-fraction", type=_fraction, default=0.9,
-                   help="share of each WCET that callbacks really run (0.9)")
-    p.add_argument("--trace-events", type=_trace_events, default=None, metavar="N",
-                   help="trace events each executor and bridge keeps (default: the whole run's, as far "
-                        "as a quarter of the available memory holds them): the trace and the run's checks "
-                        "cover the run up to where they filled (the run says at its start where one will)")
     p.add_argument("--no-calibration", action="store_true",
                    help="ignore this machine's `rtaccel calibrate` overheads")
-    common.gang_options(p, "run")
-    common.isolation_options(p, "run")
-    p.add_argument("--best-effort", action="append", default=[], metavar="CMD", type=_command,
-                   help="start CMD (a shell command line) beside the workload, SCHED_OTHER (in the "
-                        "regulated cgroup under isolation), stopped at the end; repeatable (e.g. 'rtaccel membench read --size 8M')")
-    p.add_argument("--no-flow-control", action="store_true",
-                   help="multi-node: topics between nodes without the net layer's flow control (a "
-                        "connection per topic, each message in one piece), the baseline")
-    p.add_argument("--fail-link", action="append", default=[], metavar="LINK@S", type=_link_failure,
-                   help="multi-node: take link LINK down S seconds into the run (fault injection); "
-                        "repeatable")
-    p.add_argument("--walk", action="append", default=[], type=_walk, metavar="KB:PATTERN:NS",
-                   help="walk the working sets of KB (stream or random) at NS per line instead of "
-                        "timing them at the start, as another run's summary.json `walks` says: runs "
-                        "to be compared do the same work; repeatable")
-    p.add_argument("--shim", nargs="?", const="trace", default=None, type=_shim_modes, metavar="MODES",
-                   help="run the server and executors under rtaccel's pthread interposer in MODES "
-                        "(trace, pi, phase-fair, boost; comma-separated; trace is always on): their "
-                        "lock waits and CUDA calls on the run's trace.json, reports in OUT/shim/")
-    p.add_argument("--quiet", action="store_true", help="no progress line")
+    add_exec_options(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("compare", help="side-by-side table of `rtaccel run` results")
