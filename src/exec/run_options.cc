@@ -93,6 +93,14 @@ const RunOptionSpec kOptions[] = {
        o->server_binary = v;
        return *v != '\0';
      }},
+    {"isolate", 0, "PATH", nullptr, nullptr, false, true,
+     "the rtaccel-isolate binary an isolated run starts its regulator with\n"
+     "(default: beside this program)",
+     "a program",
+     [](RunOptions* o, const char* v) {
+       o->isolate_binary = v;
+       return *v != '\0';
+     }},
     {"work-fraction", 0, "F", "0.9", nullptr, false, true, "share of each WCET that callbacks run, in [0.01, 1] (default 0.9)",
      "0.01..1", [](RunOptions* o, const char* v) { return set_double(v, 0.01, 1, &o->work_fraction); }},
     {"trace-events", 0, "N", nullptr, nullptr, false, true,
