@@ -233,3 +233,11 @@ def test_the_readmes_sample_analysis_is_what_analyze_prints():
         finally:
             os.chdir(cwd)
     assert [line.split() for _, line in sample] == [line.split() for line in out.getvalue().splitlines()]
+
+
+def test_the_tables_are_their_result_files():
+    """Each table between `<!-- table: NAME -->` markers is what
+    tools/docs/tables.py makes of docs/results/NAME.json."""
+    r = subprocess.run([sys.executable, str(ROOT / "tools" / "docs" / "tables.py"), "--check"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
