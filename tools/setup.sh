@@ -19,7 +19,7 @@ APT_PACKAGES=(
   iproute2                                         # namespaces and tc for the net benchmarks
   cyclonedds-dev cyclonedds-tools                  # the net benchmarks against Cyclone DDS
 )
-PIP_PACKAGES=(numpy matplotlib pytest pytest-timeout hypothesis pyyaml wheel onnxruntime onnx)  # onnx*: the DNN experiment
+PIP_PACKAGES=(numpy matplotlib pytest pytest-timeout hypothesis pyyaml jsonschema wheel onnxruntime onnx)  # onnx*: the DNN experiment
 VENV=${VENV:-.venv}
 
 missing=()

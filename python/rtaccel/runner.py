@@ -24,6 +24,8 @@ from rtaccel import _core, accel, inputs, shape
 from rtaccel.errors import Error
 
 POLICIES = ("ros2", "picas", "paam")
+# summary.json's contract: every field the runner writes, and its type.
+SUMMARY_SCHEMA = Path(__file__).parent / "schemas" / "summary.schema.json"
 
 
 class RunError(Error):

@@ -24,6 +24,7 @@ import time
 
 import needs
 import pytest
+import summaries
 import trace_format
 from cgroups import cpuset_of
 from processes import alive, children_of, command_of, end_left, ignored_signals, state_of, wait_gone, wait_until
@@ -96,6 +97,7 @@ def rtaccel(*args, check=None, preexec_fn=None):
 def run(path, policy, out, duration=2):
     rtaccel("run", path, "--policy", policy, "--duration", str(duration), "--out", str(out),
             "--quiet", check=RAN if policy == "paam" else 0)
+    summaries.check(out / "summary.json")
     summary = json.loads((out / "summary.json").read_text())
     return summary, {c["chain"]: c for c in summary["chains"]}
 
