@@ -19,7 +19,8 @@ APT_PACKAGES=(
   iproute2                                         # namespaces and tc for the net benchmarks
   cyclonedds-dev cyclonedds-tools                  # the net benchmarks against Cyclone DDS
 )
-PIP_PACKAGES=(numpy matplotlib pytest pytest-timeout hypothesis pyyaml jsonschema wheel onnxruntime onnx)  # onnx*: the DNN experiment
+PIP_PACKAGES=(numpy matplotlib pytest pytest-timeout hypothesis pyyaml jsonschema lizard wheel onnxruntime onnx  # onnx*: the DNN experiment
+  ros-kilted-rclpy ros-kilted-std-msgs ros-kilted-rmw-fastrtps-cpp)  # ROS 2 from its wheels: rtaccel.ros
 VENV=${VENV:-.venv}
 
 missing=()

@@ -55,6 +55,14 @@ def pytest_configure(config):
     global RESOURCE_TRACKER
     resource_tracker.ensure_running()
     RESOURCE_TRACKER = getattr(resource_tracker._resource_tracker, "_pid", None)
+    # lttng-ust, which rclpy loads, makes its wait files in /dev/shm the
+    # first time a process of this user loads it, and keeps them for every
+    # later one, as it is meant to: made now, they are the user's, not the
+    # test's that happens to import rclpy first.
+    try:
+        import rclpy  # noqa: F401
+    except ImportError:
+        pass
     # The guard's watcher, for the session: it compares each test's named
     # objects, told by who made them, from the test's start to its end.
     global WATCHER, WATCH_NOTES

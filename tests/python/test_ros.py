@@ -1,0 +1,240 @@
+"""rtaccel.ros: rclpy nodes under rtaccel's executor, on ROS 2 Kilted's
+wheels (tools/setup.sh installs them). Each test has a ROS 2 context and a
+domain of its own, discovery kept to this host, so that no test hears
+another's traffic."""
+
+import itertools
+import os
+import threading
+import time
+
+import pytest
+
+import needs
+
+try:
+    import rclpy
+    from rclpy.node import Node
+    from std_msgs.msg import String
+
+    from rtaccel import ros
+except ImportError as err:
+    pytestmark = needs.mark("setup", True, f"rclpy from ROS 2's wheels: {err}")
+    ros = None
+
+_DOMAINS = itertools.count(os.getpid() % 100)
+
+
+@pytest.fixture
+def node(monkeypatch):
+    """A node of a context and domain of its own, destroyed after the test."""
+    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=next(_DOMAINS) % 100 + 1)
+    made = Node("under_test", context=context)
+    yield made
+    made.destroy_node()
+    rclpy.shutdown(context=context)
+
+
+def executor_for(node, policy="picas"):
+    executor = ros.Executor(policy, context=node.context)
+    executor.add_node(node)
+    return executor
+
+
+def spin_until(executor, done, seconds=10.0):
+    end = time.monotonic() + seconds
+    while not done():
+        assert time.monotonic() < end, "nothing happened in time"
+        executor.spin_once(timeout_sec=0.1)
+
+
+def due_timers(node, ran, names):
+    """Timers named NAMES in this creation order (rclpy's order), all due
+    once the test has slept one period: a polling point finds them all."""
+    timers = {name: node.create_timer(0.02, lambda name=name: ran.append(name)) for name in names}
+    time.sleep(0.05)
+    return timers
+
+
+@pytest.mark.parametrize("policy, first", [("picas", "urgent"), ("ros2", "later")])
+def test_of_callbacks_ready_together_picas_runs_the_highest_priority_first_ros2_rclpys_order(
+        node, policy, first):
+    ran = []
+    timers = due_timers(node, ran, ["later", "urgent"])
+    executor = executor_for(node, policy)
+    executor.set_priority(timers["urgent"], 9)
+    executor.set_priority(timers["later"], 1)
+    spin_until(executor, lambda: len(ran) >= 2)
+    assert ran[0] == first
+
+
+@pytest.mark.parametrize("policy, order", [("picas", ["first", "urgent", "second"]),
+                                           ("ros2", ["first", "second", "urgent"])])
+def test_picas_looks_again_before_each_callback_ros2_only_at_its_polling_points(node, policy, order):
+    """"urgent" becomes due while "first" runs, after the polling point that
+    found "first" and "second": picas runs it next, ros2 after "second"."""
+    ran = []
+    urgent = node.create_timer(0.01, lambda: ran.append("urgent"))
+    urgent.cancel()
+
+    def first():
+        ran.append("first")
+        urgent.reset()
+        time.sleep(0.05)
+
+    node.create_timer(0.02, first)
+    node.create_timer(0.02, lambda: ran.append("second"))
+    time.sleep(0.05)
+    executor = executor_for(node, policy)
+    executor.set_priority(urgent, 5)
+    spin_until(executor, lambda: len(ran) >= 3)
+    assert ran[:3] == order
+
+
+def test_a_callbacks_priority_is_its_own_else_its_groups_else_its_chains(node):
+    from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+    group = MutuallyExclusiveCallbackGroup()
+    timer = node.create_timer(1.0, lambda: None)
+    grouped = node.create_timer(1.0, lambda: None, callback_group=group)
+    alone = node.create_timer(1.0, lambda: None)
+    executor = executor_for(node)
+    executor.add_chain("low", [timer], priority=2)
+    executor.add_chain("high", [timer, node.create_subscription(String, "t", lambda m: None, 1)], priority=7)
+    executor.add_chain("grouped", [grouped], priority=3)
+    assert executor.priority_of(timer) == 7  # the most critical chain holding it
+    executor.set_priority(group, 11)
+    assert executor.priority_of(grouped) == 11
+    executor.set_priority(grouped, 4)
+    assert executor.priority_of(grouped) == 4
+    assert executor.priority_of(alone) == ros.UNRANKED
+
+
+def chain_of_three(node, work_s=0.0):
+    """A timer publishing, a subscription passing it on, one taking it: the
+    graph of ROS 2's tutorials, one step longer."""
+    forward = node.create_publisher(String, "raw", 10)
+    onward = node.create_publisher(String, "filtered", 10)
+    taken = []
+    timer = node.create_timer(0.02, lambda: forward.publish(String(data="frame")))
+
+    def work(message):
+        time.sleep(work_s)
+        onward.publish(message)
+
+    filter_ = node.create_subscription(String, "raw", work, 10)
+    act = node.create_subscription(String, "filtered", taken.append, 10)
+    return (timer, filter_, act), taken
+
+
+def test_a_chains_latency_runs_from_its_timers_due_time_to_its_last_callbacks_end(node):
+    callbacks, taken = chain_of_three(node, work_s=0.002)
+    executor = executor_for(node)
+    executor.add_chain("perception", callbacks, priority=5, deadline_ms=1000)
+    started = time.time_ns()
+    spin_until(executor, lambda: len(taken) >= 10)
+    (row,) = executor.latencies()
+    assert row["chain"] == "perception" and row["count"] >= 9 and row["unattributed"] == 0
+    assert row["deadline_misses"] == 0
+    # each instance has its filter's 2 ms in it, and none lasted longer than the test
+    assert 2000 <= row["p50_us"] <= row["p99_us"] <= row["max_us"] < (time.time_ns() - started) / 1000
+    slices = [e for e in executor.trace() if e["ph"] == "X"]
+    assert {e["name"] for e in slices} == {"timer of 20 ms", "subscription to /raw", "subscription to /filtered"}
+    assert all(e["args"]["chains"] == ["perception"] and e["dur"] >= 0 for e in slices)
+
+
+def test_a_message_published_outside_the_chain_starts_no_instance(node):
+    callbacks, taken = chain_of_three(node)
+    callbacks[0].cancel()
+    executor = executor_for(node)
+    executor.add_chain("perception", callbacks, priority=5)
+    stranger = node.create_publisher(String, "raw", 10)
+    stranger.publish(String(data="from elsewhere"))
+    spin_until(executor, lambda: len(taken) >= 1)
+    (row,) = executor.latencies()
+    assert row["count"] == 0 and row["unattributed"] == 2  # the filter's, then the actor's
+    assert row["p99_us"] is None
+
+
+def test_a_deadline_missed_is_counted(node):
+    callbacks, taken = chain_of_three(node, work_s=0.01)
+    executor = executor_for(node)
+    executor.add_chain("perception", callbacks, priority=5, deadline_ms=5)
+    spin_until(executor, lambda: len(taken) >= 3)
+    (row,) = executor.latencies()
+    assert row["deadline_misses"] == row["count"] >= 2
+
+
+def test_the_trace_is_one_perfetto_timeline(node, tmp_path):
+    from rtaccel import timeline
+    callbacks, taken = chain_of_three(node)
+    executor = executor_for(node)
+    executor.add_chain("perception", callbacks, priority=5)
+    spin_until(executor, lambda: len(taken) >= 2)
+    executor.write_trace(tmp_path / "trace.json")
+    events = list(timeline.events(tmp_path / "trace.json"))
+    assert events[0]["name"] == "process_name" and sum(e["ph"] == "X" for e in events) >= 6
+
+
+def test_a_callback_that_raises_says_which_and_the_executor_goes_on(node):
+    calls = []
+
+    def broken_once():
+        calls.append(len(calls))
+        if len(calls) == 1:
+            raise ZeroDivisionError("the user's bug")
+
+    node.create_timer(0.02, broken_once)
+    executor = executor_for(node, "ros2")
+    with pytest.raises(ZeroDivisionError) as raised:
+        spin_until(executor, lambda: False)
+    assert "the callback of the timer of 20 ms of node 'under_test'" in "\n".join(raised.value.__notes__)
+    spin_until(executor, lambda: len(calls) >= 3)  # spun again, it runs it again
+
+
+@pytest.mark.parametrize("mistake, error, says", [
+    (lambda ex, cb: ex.add_chain("c", [cb["sub"], cb["timer"]], priority=1), TypeError,
+     "step 1 must be a subscription"),
+    (lambda ex, cb: ex.add_chain("c", [cb["sub"], cb["sub"]], priority=1), ValueError, "in the chain twice"),
+    (lambda ex, cb: ex.add_chain("c", [], priority=1), ValueError, "no callbacks"),
+    (lambda ex, cb: ex.add_chain("c", [cb["timer"]], priority="high"), TypeError, "an integer"),
+    (lambda ex, cb: ex.add_chain("c", [cb["timer"]], priority=1, deadline_ms=0), ValueError, "positive"),
+    (lambda ex, cb: [ex.add_chain("c", [cb["timer"]], priority=1), ex.add_chain("c", [cb["sub"]], priority=2)],
+     ValueError, "a name of its own"),
+    (lambda ex, cb: [ex.add_chain("c", [cb["timer"]], priority=1), ex.add_chain("d", [cb["sub"]], priority=1)],
+     ValueError, "another chain's"),
+    (lambda ex, cb: ex.set_priority("the timer", 3), TypeError, "not a timer"),
+    (lambda ex, cb: ros.Executor("fifo"), ValueError, "the policies are ros2, picas"),
+])
+def test_a_mistake_in_what_is_declared_is_said(node, mistake, error, says):
+    executor = executor_for(node)
+    callbacks = {"timer": node.create_timer(1.0, lambda: None),
+                 "sub": node.create_subscription(String, "t", lambda m: None, 1)}
+    with pytest.raises(error, match=says):
+        mistake(executor, callbacks)
+
+
+def test_a_callback_of_a_destroyed_node_is_refused(node):
+    other = Node("gone", context=node.context)
+    timer = other.create_timer(1.0, lambda: None)
+    other.destroy_node()
+    with pytest.raises(ValueError, match="was destroyed"):
+        executor_for(node).add_chain("c", [timer], priority=1)
+
+
+def test_one_executor_is_spun_by_one_thread(node):
+    executor = executor_for(node)
+    executor.spin_once(timeout_sec=0)
+    failed = []
+
+    def spin_elsewhere():
+        try:
+            executor.spin_once(timeout_sec=0)
+        except RuntimeError as err:
+            failed.append(str(err))
+
+    thread = threading.Thread(target=spin_elsewhere)
+    thread.start()
+    thread.join(10)
+    assert failed and "spun by another" in failed[0]
