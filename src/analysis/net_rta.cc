@@ -93,18 +93,51 @@ std::vector<NetFlowResult> analyze_net_link(const NetLink& link, const std::vect
   return results;
 }
 
-NetworkTerms::NetworkTerms(const workload::Workload& w) {
-  if (w.nodes.empty()) return;
-  // One flow per (publisher, destination node): a topic goes to a node once.
-  struct Flow {
-    size_t publisher, to_node;
-    long link;
-    NetFlow flow;
-    std::vector<size_t> subscribers;
-    long segment = -1;  // a remote segment's request or response: its index
-    bool response = false;
-  };
-  std::vector<Flow> flows;
+namespace {
+
+// A flow before its link is analysed: one per (publisher, destination
+// node), since a topic goes to a node once, and one per remote segment's
+// request or response.
+struct PendingFlow {
+  size_t publisher, to_node;
+  long link;
+  NetFlow flow;
+  std::vector<size_t> subscribers;
+  long segment = -1;  // a remote segment's request or response: its index
+  bool response = false;
+};
+
+// The flow that carries PUBLISHER's TOPIC from node FROM to node TO,
+// added to FLOWS the first time: at the shortest period of the chains
+// through the publisher, with the deadline of the most critical of them as
+// its jitter (it publishes by then when that chain is schedulable).
+PendingFlow& topic_flow(const workload::Workload& w, std::vector<PendingFlow>* flows, size_t publisher, size_t from,
+                        size_t to, const std::string& topic) {
+  auto f = std::find_if(flows->begin(), flows->end(),
+                        [&](const PendingFlow& x) { return x.publisher == publisher && x.to_node == to; });
+  if (f != flows->end()) return *f;
+  PendingFlow nf{publisher, to, w.link_between(from, to), {}, {}};
+  nf.flow.name = topic + " " + w.nodes[from].name + "->" + w.nodes[to].name;
+  nf.flow.bytes = w.callbacks[publisher].message_bytes;
+  nf.flow.priority = w.callback_priority(publisher);
+  nf.flow.period_ns = kUnbounded;
+  int best = std::numeric_limits<int>::min();
+  for (const workload::Chain& c : w.chains) {
+    if (std::find(c.path.begin(), c.path.end(), publisher) == c.path.end()) continue;
+    nf.flow.period_ns = std::min(nf.flow.period_ns, c.period_ns);
+    if (c.priority > best) {
+      best = c.priority;
+      nf.flow.jitter_ns = c.deadline_ns;
+    }
+  }
+  flows->push_back(std::move(nf));
+  return flows->back();
+}
+
+// Every topic that a callback reads or is triggered by from another node:
+// a flow to its node, at the priority of the most critical chain carrying
+// the hop (else the publisher's).
+void add_topic_flows(const workload::Workload& w, std::vector<PendingFlow>* flows) {
   std::map<std::string, size_t> publisher_of;
   for (size_t i = 0; i < w.callbacks.size(); ++i)
     if (!w.callbacks[i].publishes.empty()) publisher_of[w.callbacks[i].publishes] = i;
@@ -117,35 +150,19 @@ NetworkTerms::NetworkTerms(const workload::Workload& w) {
       if (it == publisher_of.end()) continue;
       const size_t p = it->second, from = w.node_of_callback(p), to = w.node_of_callback(s);
       if (from == to) continue;
-      auto f = std::find_if(flows.begin(), flows.end(),
-                            [&](const Flow& x) { return x.publisher == p && x.to_node == to; });
-      if (f == flows.end()) {
-        Flow nf{p, to, w.link_between(from, to), {}, {}};
-        nf.flow.name = topic + " " + w.nodes[from].name + "->" + w.nodes[to].name;
-        nf.flow.bytes = w.callbacks[p].message_bytes;
-        nf.flow.priority = w.callback_priority(p);
-        nf.flow.period_ns = kUnbounded;
-        int best = std::numeric_limits<int>::min();
-        for (const workload::Chain& c : w.chains) {
-          if (std::find(c.path.begin(), c.path.end(), p) == c.path.end()) continue;
-          nf.flow.period_ns = std::min(nf.flow.period_ns, c.period_ns);
-          if (c.priority > best) {
-            best = c.priority;
-            nf.flow.jitter_ns = c.deadline_ns;
-          }
-        }
-        flows.push_back(std::move(nf));
-        f = flows.end() - 1;
-      }
-      f->subscribers.push_back(s);
+      PendingFlow& f = topic_flow(w, flows, p, from, to, topic);
+      f.subscribers.push_back(s);
       // the most critical chain carrying this hop sets the flow's priority
       for (const workload::Chain& c : w.chains)
         for (size_t k = 1; k < c.path.size(); ++k)
-          if (c.path[k - 1] == p && c.path[k] == s) f->flow.priority = std::max(f->flow.priority, c.priority);
+          if (c.path[k - 1] == p && c.path[k] == s) f.flow.priority = std::max(f.flow.priority, c.priority);
     }
   }
-  // Remote accelerator segments: a request to the accelerator's node and a
-  // response back, at the callback's period and priority.
+}
+
+// Remote accelerator segments: a request to the accelerator's node and a
+// response back, at the callback's period and priority.
+void add_segment_flows(const workload::Workload& w, std::vector<PendingFlow>* flows) {
   for (size_t c = 0; c < w.callbacks.size(); ++c) {
     const workload::Callback& cb = w.callbacks[c];
     const size_t here = w.node_of_callback(c);
@@ -163,17 +180,50 @@ NetworkTerms::NetworkTerms(const workload::Workload& w) {
       const size_t there = w.accelerators[cb.segments[s].accelerator].node;
       if (there == here) continue;
       for (int leg = 0; leg < 2; ++leg) {
-        Flow f{c, leg == 0 ? there : here, w.link_between(here, there), {}, {}, static_cast<long>(s), leg == 1};
+        PendingFlow f{c, leg == 0 ? there : here, w.link_between(here, there), {}, {}, static_cast<long>(s), leg == 1};
         f.flow.name = cb.name + (leg == 0 ? " request " : " response ") +
                       w.nodes[leg == 0 ? here : there].name + "->" + w.nodes[f.to_node].name;
         f.flow.bytes = leg == 0 ? cb.segments[s].request_bytes : cb.segments[s].response_bytes;
         f.flow.priority = w.callback_priority(c);
         f.flow.period_ns = period;
         f.flow.jitter_ns = jitter;
-        flows.push_back(std::move(f));
+        flows->push_back(std::move(f));
       }
     }
   }
+}
+
+// What one direction of link WL offers the payload, as the net layer sends
+// it: the wire's rate less the framing, and below the flow-control layer
+// its window plus what the transport holds beyond it.
+NetLink payload_link(const workload::Link& wl) {
+  NetLink link;
+  link.bytes_per_s = static_cast<double>(wl.rate_bytes_per_s) * payload_share(*wl.transport);
+  link.chunk_bytes = wl.chunk_bytes;
+  link.window_bytes = add(wl.window_bytes ? wl.window_bytes
+                                          : rtaccel_net_default_window(wl.transport, static_cast<uint32_t>(wl.chunk_bytes)),
+                          wl.transport->beyond_window);
+  link.per_chunk_ns = wl.per_chunk_ns;
+  return link;
+}
+
+// The executor cores of link WL's nodes, each once: where the kernel works
+// for its transfers.
+std::vector<int> link_cores(const workload::Workload& w, const workload::Link& wl) {
+  std::vector<int> cores;
+  for (const workload::Executor& ex : w.executors)
+    if ((ex.node == wl.a || ex.node == wl.b) && std::find(cores.begin(), cores.end(), ex.core) == cores.end())
+      cores.push_back(ex.core);
+  return cores;
+}
+
+}  // namespace
+
+NetworkTerms::NetworkTerms(const workload::Workload& w) {
+  if (w.nodes.empty()) return;
+  std::vector<PendingFlow> flows;
+  add_topic_flows(w, &flows);
+  add_segment_flows(w, &flows);
   // Each direction of each link on its own: a link is full duplex.
   for (size_t l = 0; l < w.links.size(); ++l) {
     const workload::Link& wl = w.links[l];
@@ -182,22 +232,12 @@ NetworkTerms::NetworkTerms(const workload::Workload& w) {
       for (size_t i = 0; i < flows.size(); ++i)
         if (flows[i].link == static_cast<long>(l) && flows[i].to_node == to) mine.push_back(i);
       if (mine.empty()) continue;
-      NetLink link;
-      link.bytes_per_s = static_cast<double>(wl.rate_bytes_per_s) * payload_share(*wl.transport);
-      link.chunk_bytes = wl.chunk_bytes;
-      link.window_bytes = add(wl.window_bytes ? wl.window_bytes
-                                              : rtaccel_net_default_window(wl.transport, static_cast<uint32_t>(wl.chunk_bytes)),
-                              wl.transport->beyond_window);
-      link.per_chunk_ns = wl.per_chunk_ns;
       std::vector<NetFlow> set;
       for (size_t i : mine) set.push_back(flows[i].flow);
-      const std::vector<NetFlowResult> results = analyze_net_link(link, set, Horizon::kPeriod);
-      std::vector<int> cores;
-      for (const workload::Executor& ex : w.executors)
-        if ((ex.node == wl.a || ex.node == wl.b) && std::find(cores.begin(), cores.end(), ex.core) == cores.end())
-          cores.push_back(ex.core);
+      const std::vector<NetFlowResult> results = analyze_net_link(payload_link(wl), set, Horizon::kPeriod);
+      const std::vector<int> cores = link_cores(w, wl);
       for (size_t k = 0; k < mine.size(); ++k) {
-        const Flow& f = flows[mine[k]];
+        const PendingFlow& f = flows[mine[k]];
         for (size_t s : f.subscribers) hop_leg_.push_back({{f.publisher, s}, legs_.size()});
         if (f.segment >= 0)
           (f.response ? response_leg_ : request_leg_)
