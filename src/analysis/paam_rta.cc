@@ -805,9 +805,26 @@ class Analysis {
 
   // Theorem 1 for one sub-chain. Returns false (and sets `why`) if no bound.
   bool analyze_subchain(Subchain& s, uint64_t limit, std::string& why) {
-    const size_t c = s.chain;
-    const auto& ex = workload_.executors[s.executor];
     s.computed = true;
+    if (!executor_covered(s, why)) return false;
+    std::vector<Blocker> blockers = blockers_of(s);
+    const OwnSegments own = own_segments(s);
+    share_arrivals(s.own_hps, &blockers);
+    std::vector<const Subchain*> hp, hpp;
+    if (!higher_subchains(s, &hp, &hpp, why)) return false;
+    uint64_t r = 0;
+    if (!solve_theorem1(s, limit, blockers, own, interference_terms(s, hp, hpp), &r, why)) return false;
+    s.wcrt_ns = r;
+    s.bounded = true;
+    record_interferers(s, hp, hpp);
+    return true;
+  }
+
+  // The analysis covers single-threaded executors, with the server on a
+  // core without executors (PAAM rule R1): false (and `why`) where S's
+  // executor is not such.
+  bool executor_covered(const Subchain& s, std::string& why) const {
+    const auto& ex = workload_.executors[s.executor];
     if (ex.threads != 1) {
       why = "executor '" + ex.name + "' has " + std::to_string(ex.threads) +
             " threads; the analysis covers single-threaded executors only";
@@ -818,19 +835,22 @@ class Analysis {
             "'; the analysis needs the server on a core without executors (PAAM rule R1)";
       return false;
     }
+    return true;
+  }
 
-    // B_c (Lemma 4): the longest callback of a lower-priority chain on this
-    // executor, which cannot be preempted once started; each candidate with
-    // what its segments add (Blocker), taken at every step of the recurrence.
-    // A sub-chain that starts at a fusion fed by its own executor alone
-    // starts as the executor ends the callback that fed it: no callback of
-    // lower priority is in progress then. At the chain's release, one of a
-    // lower chain released with it (bounded within this chain's period) is
-    // not either, where all its firings are that chain's: the chain's
-    // previous activation has ended and this one, if any, waits for higher
-    // work.
+  // B_c (Lemma 4): the longest callback of a lower-priority chain on this
+  // executor, which cannot be preempted once started; each candidate with
+  // what its segments add (Blocker), taken at every step of the recurrence.
+  // A sub-chain that starts at a fusion fed by its own executor alone
+  // starts as the executor ends the callback that fed it: no callback of
+  // lower priority is in progress then. At the chain's release, one of a
+  // lower chain released with it (bounded within this chain's period) is
+  // not either, where all its firings are that chain's: the chain's
+  // previous activation has ended and this one, if any, waits for higher
+  // work.
+  std::vector<Blocker> blockers_of(const Subchain& s) {
+    const size_t c = s.chain;
     std::vector<Blocker> blockers;
-    uint64_t blocking_cpu = 0;
     const bool fed_here = options_.fusions_wait && s.first > 0 && joins_.fed_by_own_executor(c, s.first);
     for (const Subchain& o : subs_) {
       if (fed_here || o.executor != s.executor || priority(o.chain) >= priority(c)) continue;
@@ -849,24 +869,36 @@ class Analysis {
         if (options_.blocking_without_own_segments && path_owned_[c]) b.skip = c;
         for (size_t i : b.hold->entries) b.lemma2_ns = add(b.lemma2_ns, lemma2(entries_[i], max_period_, b.skip, true));
         depend_on_hps(c, b.hold->hps);
-        blocking_cpu = std::max(blocking_cpu, b.hold->cpu_ns);
         blockers.push_back(std::move(b));
       }
     }
+    return blockers;
+  }
 
-    // Own segments: Lemma 2 summed, and Lemma 3's constant part and HP set.
+  // A sub-chain's own segments: Lemma 2 summed, and Lemma 3's constant
+  // part (its HP set is the sub-chain's own_hps).
+  struct OwnSegments {
     uint64_t lemma2_sum = 0;
     uint64_t lemma3_base = 0;
-    const HpCharges& lemma3_hps = s.own_hps;
+    uint64_t overhead = 0;  // delta_c * epsilon, Eq. (1)
+  };
+  OwnSegments own_segments(const Subchain& s) {
+    OwnSegments own;
     for (size_t i : s.entries) {
       const Entry& e = entries_[i];
-      lemma2_sum = add(lemma2_sum, lemma2(e, max_period_));
-      lemma3_base = add(lemma3_base, add(e.a_star, e.max_lp_same_bucket));
+      own.lemma2_sum = add(own.lemma2_sum, lemma2(e, max_period_));
+      own.lemma3_base = add(own.lemma3_base, add(e.a_star, e.max_lp_same_bucket));
     }
-    depend_on_hps(c, lemma3_hps);
-    const uint64_t overhead = mul(s.entries.size(), epsilon_);  // delta_c * epsilon, Eq. (1)
-    // Once, not at every step of the recurrence below.
-    for (Blocker& b : blockers) {
+    depend_on_hps(s.chain, s.own_hps);
+    own.overhead = mul(s.entries.size(), epsilon_);
+    return own;
+  }
+
+  // Options::blocking_shares_arrivals: each blocker's hps together with
+  // the sub-chain's own (LEMMA3_HPS), made once, not at every step of the
+  // recurrence: one of the two where it holds the other, else their union.
+  void share_arrivals(const HpCharges& lemma3_hps, std::vector<Blocker>* blockers) const {
+    for (Blocker& b : *blockers) {
       const HpCharges& theirs = b.hold->hps;
       if (!options_.blocking_shares_arrivals || theirs.entries.empty()) continue;
       if (includes(theirs, lemma3_hps)) {
@@ -878,11 +910,17 @@ class Analysis {
         b.hps_with_own = &b.both;
       }
     }
+  }
 
-    // hp(Gamma_c): HP chains on this executor; hpp(Gamma_c): chains on other
-    // executors of this core with a process priority at least as high (equal
-    // SCHED_FIFO priorities run to completion in turn, so they count too).
-    std::vector<const Subchain*> hp, hpp;
+  // hp(Gamma_c): HP chains on this executor; hpp(Gamma_c): chains on other
+  // executors of this core with a process priority at least as high (equal
+  // SCHED_FIFO priorities run to completion in turn, so they count too).
+  // False (and `why`) where a higher sub-chain on this executor has no
+  // bound.
+  bool higher_subchains(const Subchain& s, std::vector<const Subchain*>* hp, std::vector<const Subchain*>* hpp,
+                        std::string& why) {
+    const size_t c = s.chain;
+    const auto& ex = workload_.executors[s.executor];
     for (const Subchain& o : subs_) {
       if (o.chain == c) continue;
       if (done_before(c, s, o)) {
@@ -896,41 +934,39 @@ class Analysis {
           why = "relies on chain '" + workload_.chains[o.chain].name + "', which has no bound";
           return false;
         }
-        hp.push_back(&o);
+        hp->push_back(&o);
         depends_[c].insert(o.chain);
       } else if (oex.core == ex.core && oex.priority >= ex.priority) {
-        hpp.push_back(&o);
+        hpp->push_back(&o);
         depends_[c].insert(o.chain);
         for (size_t i : o.entries) {
           if (workload_.callbacks[entries_[i].callback].wait == WaitMode::kSpin) depend_on_hps(c, entries_[i].hps);
         }
       }
     }
+    return true;
+  }
 
-    const InterferenceTerms terms = interference_terms(s, hp, hpp);
-    uint64_t r = add(add(blocking_cpu, s.cpu_ns), add(lemma3_base, overhead));
+  // Theorem 1's recurrence for sub-chain S: R = B_c + E_c + H_c^* +
+  // interference + regulator + kernel, each term taken at the R before,
+  // from the CPU time of the longest blocker, E_c and the constant part of
+  // H_c^*. Each step's terms are left in S, the last one's too where R
+  // passes LIMIT (false, with `why`); true with the fixed point in *WCRT.
+  bool solve_theorem1(Subchain& s, uint64_t limit, const std::vector<Blocker>& blockers, const OwnSegments& own,
+                      const InterferenceTerms& terms, uint64_t* wcrt, std::string& why) {
+    const auto& ex = workload_.executors[s.executor];
+    uint64_t blocking_cpu = 0;
+    for (const Blocker& b : blockers) blocking_cpu = std::max(blocking_cpu, b.hold->cpu_ns);
+    uint64_t r = add(add(blocking_cpu, s.cpu_ns), add(own.lemma3_base, own.overhead));
     while (true) {
-      uint64_t lemma3 = lemma3_base;
-      lemma3 = add(lemma3, hp_segments_ns(lemma3_hps, r));
-      s.by_lemma3 = lemma3 < lemma2_sum;
-      s.lemma2_ns = lemma2_sum;
+      uint64_t lemma3 = own.lemma3_base;
+      lemma3 = add(lemma3, hp_segments_ns(s.own_hps, r));
+      s.by_lemma3 = lemma3 < own.lemma2_sum;
+      s.lemma2_ns = own.lemma2_sum;
       s.lemma3_ns = lemma3;
-      const uint64_t own_handling = std::min(lemma2_sum, lemma3);
-      const uint64_t handling_star = add(own_handling, overhead);  // H_c^*, Eq. (1)
-
-      uint64_t blocking = 0;
-      for (const Blocker& b : blockers) {
-        uint64_t waits = b.lemma2_ns;
-        if (b.hps_with_own) {
-          // Lemma 3 over the blocking segments and ours together, each
-          // higher activation in the window counted once.
-          uint64_t together = add(b.hold->lemma3_base_ns, lemma3_base);
-          together = add(together, hp_segments_ns(*b.hps_with_own, r, b.skip));
-          waits = std::min(waits, together - std::min(together, own_handling));
-        }
-        blocking = std::max(blocking, add(b.hold->cpu_ns, waits));
-      }
-
+      const uint64_t own_handling = std::min(own.lemma2_sum, lemma3);
+      const uint64_t handling_star = add(own_handling, own.overhead);  // H_c^*, Eq. (1)
+      const uint64_t blocking = blocking_at(blockers, r, own.lemma3_base, own_handling);
       const uint64_t interference = interference_ns(terms, r);
       // Isolation: the regulator's thread on this core, above every executor.
       const uint64_t regulator = regulator_ns(workload_, ex.core, r);
@@ -950,14 +986,39 @@ class Analysis {
       if (next == r) break;
       r = next;
     }
-    s.wcrt_ns = r;
-    s.bounded = true;
-    s.interferers.clear();
-    if (options_.interference_once_per_chain) {
-      for (const auto* list : {&hp, &hpp})
-        for (const Subchain* o : *list) s.interferers.push_back(interferer(s, *o, list == &hp));
-    }
+    *wcrt = r;
     return true;
+  }
+
+  // B_c within a window of R: the dearest blocker, its CPU time plus its
+  // segments' wait, the smaller of their Lemma 2 bounds and, where they
+  // share arrivals with ours, Lemma 3 over both less our own handling time
+  // OWN_HANDLING (which H_c^* charges already).
+  uint64_t blocking_at(const std::vector<Blocker>& blockers, uint64_t r, uint64_t lemma3_base,
+                       uint64_t own_handling) const {
+    uint64_t blocking = 0;
+    for (const Blocker& b : blockers) {
+      uint64_t waits = b.lemma2_ns;
+      if (b.hps_with_own) {
+        // Lemma 3 over the blocking segments and ours together, each
+        // higher activation in the window counted once.
+        uint64_t together = add(b.hold->lemma3_base_ns, lemma3_base);
+        together = add(together, hp_segments_ns(*b.hps_with_own, r, b.skip));
+        waits = std::min(waits, together - std::min(together, own_handling));
+      }
+      blocking = std::max(blocking, add(b.hold->cpu_ns, waits));
+    }
+    return blocking;
+  }
+
+  // Options::interference_once_per_chain: what each sub-chain of HP and
+  // HPP costs S per activation, for once_per_chain.
+  void record_interferers(Subchain& s, const std::vector<const Subchain*>& hp,
+                          const std::vector<const Subchain*>& hpp) const {
+    s.interferers.clear();
+    if (!options_.interference_once_per_chain) return;
+    for (const auto* list : {&hp, &hpp})
+      for (const Subchain* o : *list) s.interferers.push_back(interferer(s, *o, list == &hp));
   }
 
   void analyze_chain(size_t c) {
