@@ -131,34 +131,33 @@ std::vector<BwlockTaskResult> analyze_bwlock_tasks(const std::vector<BwlockTask>
   return results;
 }
 
-std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Options& options) {
-  const std::vector<size_t> gang_of = w.gang_of_executor();
-  const std::vector<workload::Gang> gangs = w.effective_gangs();
-  const uint64_t epsilon = w.server ? w.server->overhead_ns : 0;
-  const uint64_t two_delta = mul(2, w.gang_preemption_ns);
-  const NetworkTerms network(w);
-  const Joins joins(w, network, options);
+namespace {
 
-  // Each callback as a gang job. Its segments as the server runs them: in the
-  // bucket of its priority among the requests to its accelerator, each with a
-  // preemption and a resumption by a higher bucket (kappa) where the device
-  // has buckets to preempt, as in the PAAM analysis.
-  struct Kernel {
-    size_t accelerator = 0;
-    int bucket = 0;
-    uint64_t ns = 0;  // A + 2 kappa + epsilon
-  };
-  struct Job {
-    int priority = 0;
-    int core = 0;
-    size_t executor = 0;
-    uint64_t cpu_ns = 0;
-    uint64_t accelerator_ns = 0;
-    uint64_t period_ns = kUnbounded;
-    std::vector<Kernel> kernels;
-  };
+// Each callback as a gang job. Its segments as the server runs them: in the
+// bucket of its priority among the requests to its accelerator, each with a
+// preemption and a resumption by a higher bucket (kappa) where the device
+// has buckets to preempt, as in the PAAM analysis.
+struct Kernel {
+  size_t accelerator = 0;
+  int bucket = 0;
+  uint64_t ns = 0;  // A + 2 kappa + epsilon
+};
+struct Job {
+  int priority = 0;
+  int core = 0;
+  size_t executor = 0;
+  uint64_t cpu_ns = 0;
+  uint64_t accelerator_ns = 0;
+  uint64_t period_ns = kUnbounded;
+  std::vector<Kernel> kernels;
+};
+
+// W's callbacks as jobs, in callback order: each of its executor's gang's
+// priority, released as often as the fastest chain through it.
+std::vector<Job> gang_jobs(const workload::Workload& w, const std::vector<size_t>& gang_of,
+                           const std::vector<workload::Gang>& gangs, const std::vector<int>& priority) {
+  const uint64_t epsilon = w.server ? w.server->overhead_ns : 0;
   const std::vector<std::vector<int>> requests = request_priorities(w);
-  const std::vector<int> priority = w.callback_priorities();
   std::vector<Job> jobs(w.callbacks.size());
   for (size_t k = 0; k < w.callbacks.size(); ++k) {
     const workload::Callback& cb = w.callbacks[k];
@@ -180,12 +179,106 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
   }
   for (const workload::Chain& c : w.chains)
     for (size_t k : c.path) jobs[k].period_ns = std::min(jobs[k].period_ns, c.period_ns);
-  auto share_an_accelerator = [&](const Job& a, const Job& b) {
-    for (const Kernel& x : a.kernels)
-      for (const Kernel& y : b.kernels)
-        if (x.accelerator == y.accelerator) return true;
-    return false;
-  };
+  return jobs;
+}
+
+bool share_an_accelerator(const Job& a, const Job& b) {
+  for (const Kernel& x : a.kernels)
+    for (const Kernel& y : b.kernels)
+      if (x.accelerator == y.accelerator) return true;
+  return false;
+}
+
+// What the sources OF charge in a window of WINDOW_NS.
+uint64_t charged(const std::vector<Source>& of, uint64_t window_ns) {
+  uint64_t total = 0;
+  for (const Source& s : of) total = add(total, mul(ceil_div(add(window_ns, s.offset_ns), s.period_ns), s.cost_ns));
+  return total;
+}
+
+// A piece of a chain bounded as one window of the gang lock, and the terms
+// of that bound.
+struct Window {
+  Fixpoint f;
+  Breakdown terms;
+};
+
+// analyze_gangs over one workload, step by step: what delays each job, each
+// chain as the sum of its jobs, its pieces between fusions as windows, and
+// the waits at the fusions composed from the pieces' bounds (joins.h).
+class GangAnalysis {
+ public:
+  GangAnalysis(const workload::Workload& w, const Options& options)
+      : w_(w),
+        options_(options),
+        gang_of_(w.gang_of_executor()),
+        gangs_(w.effective_gangs()),
+        two_delta_(mul(2, w.gang_preemption_ns)),
+        network_(w),
+        joins_(w, network_, options),
+        priority_(w.callback_priorities()),
+        jobs_(gang_jobs(w, gang_of_, gangs_, priority_)),
+        owns_(owned_callbacks(w)),
+        job_wcrt_(jobs_.size(), kUnbounded),
+        pieces_(w.chains.size()),
+        release_in_piece_(w.chains.size()),
+        job_terms_(w.chains.size()),
+        piece_window_(w.chains.size()) {}
+
+  // Each job's bound within its period, on its own: how long before a
+  // window another chain's job can have been released and still run in it.
+  void bound_jobs_within_periods() {
+    for (size_t k = 0; k < jobs_.size(); ++k) {
+      const Fixpoint f = job_bound(k, jobs_[k].period_ns, false);
+      if (f.bounded) job_wcrt_[k] = f.wcrt_ns;
+    }
+  }
+
+  // Every chain as the sum of its callbacks' jobs, each bounded on its own,
+  // from the start of each piece between the fusions it waits at; the
+  // waits are added from the other chains' pieces (joins.h).
+  void sum_chains() {
+    for (size_t c = 0; c < w_.chains.size(); ++c) results_.push_back(sum_chain(c));
+  }
+
+  // The windows count other chains' jobs from release offsets that the
+  // sums' waits give: each at least what it is under the smaller bounds,
+  // so sound; the waits are then composed again from the smaller bounds.
+  void bound_pieces_as_windows() {
+    const std::vector<uint64_t> release_offset = offsets_of(joins_.compose(pieces_));
+    for (size_t c = 0; c < w_.chains.size(); ++c) {
+      piece_window_[c].assign(w_.chains[c].path.size(), std::nullopt);
+      if (!results_[c].reason.empty()) continue;
+      for (size_t from = 0; from < w_.chains[c].path.size(); from = piece_end(c, from) + 1)
+        bound_piece_as_windows(c, from, release_offset);
+    }
+    composed_ = joins_.compose(pieces_);
+  }
+
+  // Each chain's bound: its pieces' terms, and its end with the waits.
+  void compose_chains() {
+    for (size_t c = 0; c < w_.chains.size(); ++c) compose_chain(c);
+  }
+
+  // The results, with the bounds whose premises fail withdrawn: a wait
+  // rests on the bound of its sources' chains through their publishers,
+  // within their periods (checked in compose) and on their activations
+  // never running late past the period: a source chain without a bound
+  // leaves the waiting chain without one.
+  std::vector<ChainResult> results() {
+    withdraw_unfounded(w_, [&](size_t c) -> const std::vector<size_t>& { return joins_.sources_of(c); }, &results_);
+    for (ChainResult& r : results_) {
+      r.schedulable = r.bounded && r.wcrt_ns <= r.deadline_ns;
+      if (r.bounded && !r.schedulable) r.reason = "bound " + us_text(r.wcrt_ns) + " exceeds the deadline " + us_text(r.deadline_ns);
+    }
+    return std::move(results_);
+  }
+
+ private:
+  const char* horizon_name() const { return options_.horizon == Horizon::kDeadline ? "deadline" : "period"; }
+  uint64_t limit_of(const workload::Chain& chain) const {
+    return options_.horizon == Horizon::kDeadline ? chain.deadline_ns : chain.period_ns;
+  }
 
   // What delays a callback's job: the jobs of higher gangs (each with a
   // gang preemption, stop and resume), those of its own gang priority on its
@@ -196,37 +289,39 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
   // highest callback priority first (picas and paam; the bound is paam's):
   // one of lower priority delays a job only where it started first, and
   // then once (blocking below), not as interference.
-  auto below_on_executor = [&](size_t k, size_t other) {
-    return jobs[k].executor == jobs[other].executor && w.executors[jobs[k].executor].threads == 1 &&
-           priority[other] < priority[k];
-  };
-  auto delays = [&](size_t k, size_t other) {
-    const Job& me = jobs[k];
-    const Job& o = jobs[other];
+  bool below_on_executor(size_t k, size_t other) const {
+    return jobs_[k].executor == jobs_[other].executor && w_.executors[jobs_[k].executor].threads == 1 &&
+           priority_[other] < priority_[k];
+  }
+  bool delays(size_t k, size_t other) const {
+    const Job& me = jobs_[k];
+    const Job& o = jobs_[other];
     if (below_on_executor(k, other)) return false;
     return o.priority > me.priority || (o.priority == me.priority && o.core == me.core) ||
            (o.priority == me.priority && share_an_accelerator(me, o));
-  };
+  }
   // Callback I of chain C is triggered by its predecessor alone on the same
   // single-threaded executor, or is a fusion fed by that executor alone:
   // ready when the executor ends a callback, it is the next the executor
   // takes before any callback of lower priority.
-  auto follows_on_executor = [&](size_t c, size_t i) {
+  bool follows_on_executor(size_t c, size_t i) const {
     if (i == 0) return false;
-    const workload::Chain& chain = w.chains[c];
-    const workload::Callback& before = w.callbacks[chain.path[i - 1]];
-    const workload::Callback& me = w.callbacks[chain.path[i]];
-    if (me.trigger.topics.size() > 1) return joins.fed_by_own_executor(c, i);
-    return before.executor == me.executor && w.executors[me.executor].threads == 1 &&
+    const workload::Chain& chain = w_.chains[c];
+    const workload::Callback& before = w_.callbacks[chain.path[i - 1]];
+    const workload::Callback& me = w_.callbacks[chain.path[i]];
+    if (me.trigger.topics.size() > 1) return joins_.fed_by_own_executor(c, i);
+    return before.executor == me.executor && w_.executors[me.executor].threads == 1 &&
            me.trigger.topics == std::vector<std::string>{before.publishes};
-  };
-  auto cost_for = [&](size_t k, size_t other) {
-    const Job& me = jobs[k];
-    const Job& o = jobs[other];
+  }
+  // What one job of OTHER costs K's: only its kernels where it is of K's
+  // gang priority on another core; with the gang preemption where higher.
+  uint64_t cost_for(size_t k, size_t other) const {
+    const Job& me = jobs_[k];
+    const Job& o = jobs_[other];
     if (o.priority == me.priority && o.core != me.core) return o.accelerator_ns;
     const uint64_t c = add(o.cpu_ns, o.accelerator_ns);
-    return o.priority > me.priority ? add(c, two_delta) : c;
-  };
+    return o.priority > me.priority ? add(c, two_delta_) : c;
+  }
   // A job that arrives while a lower gang runs waits for it to stop on
   // every core: one gang preemption, delta, once per job. A stopped gang's
   // threads keep their requests to the server, one each at most, which run
@@ -236,143 +331,168 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
   // until its gang runs, after the job. And on its executor a callback of
   // lower priority that started first, unless the job follows its
   // predecessor there.
-  auto blocking_of = [&](size_t k, bool follows) {
-    const Job& me = jobs[k];
+  uint64_t blocking_of(size_t k, bool follows) const {
+    const Job& me = jobs_[k];
     uint64_t blocking = 0;
     if (!follows)
-      for (size_t j = 0; j < jobs.size(); ++j)
-        if (below_on_executor(k, j)) blocking = std::max(blocking, add(jobs[j].cpu_ns, jobs[j].accelerator_ns));
+      for (size_t j = 0; j < jobs_.size(); ++j)
+        if (below_on_executor(k, j)) blocking = std::max(blocking, add(jobs_[j].cpu_ns, jobs_[j].accelerator_ns));
     bool lower = false;
-    for (size_t e = 0; e < w.executors.size(); ++e) {
-      if (gangs[gang_of[e]].priority >= me.priority) continue;
+    for (size_t e = 0; e < w_.executors.size(); ++e) {
+      if (gangs_[gang_of_[e]].priority >= me.priority) continue;
       lower = true;
-      uint64_t longest = 0;
-      for (const Job& o : jobs) {
-        if (o.executor != e) continue;
-        for (const Kernel& theirs : o.kernels)
-          for (const Kernel& mine : me.kernels)
-            if (theirs.accelerator == mine.accelerator && theirs.bucket >= mine.bucket)
-              longest = std::max(longest, theirs.ns);
-      }
-      blocking = add(blocking, mul(static_cast<uint64_t>(w.executors[e].threads), longest));
+      blocking = add(blocking, mul(static_cast<uint64_t>(w_.executors[e].threads), longest_request_before(me, e)));
     }
-    return lower ? add(blocking, w.gang_preemption_ns) : blocking;
-  };
+    return lower ? add(blocking, w_.gang_preemption_ns) : blocking;
+  }
+  // The longest kernel of executor E's callbacks that runs before one of
+  // ME's: on the same accelerator, in its bucket or above.
+  uint64_t longest_request_before(const Job& me, size_t e) const {
+    uint64_t longest = 0;
+    for (const Job& o : jobs_) {
+      if (o.executor != e) continue;
+      for (const Kernel& theirs : o.kernels)
+        for (const Kernel& mine : me.kernels)
+          if (theirs.accelerator == mine.accelerator && theirs.bucket >= mine.bucket)
+            longest = std::max(longest, theirs.ns);
+    }
+    return longest;
+  }
   // Isolation: the regulator's thread on the job's core, above every gang,
   // once per period the window touches (Lemma 1's count: one more than the
   // ceiling).
-  auto regulator_source = [&](int core) -> std::optional<Source> {
-    const uint64_t once = regulator_ns(w, core, 0);  // one period's cost, or 0
+  std::optional<Source> regulator_source(int core) const {
+    const uint64_t once = regulator_ns(w_, core, 0);  // one period's cost, or 0
     if (!once) return std::nullopt;
-    return Source{once, w.isolation.period_ns, 0, w.isolation.period_ns};
-  };
+    return Source{once, w_.isolation.period_ns, 0, w_.isolation.period_ns};
+  }
   // The kernel's work for the links (softirq, above every thread) on a
   // core: each flow's messages a sporadic source, its jitter widening the
   // count, as in the PAAM analysis (NetworkTerms::kernel_ns).
-  auto network_sources = [&](int core) {
+  std::vector<Source> network_sources(int core) const {
     std::vector<Source> out;
-    for (const NetworkTerms::KernelLoad& load : network.kernel_loads(core))
+    for (const NetworkTerms::KernelLoad& load : network_.kernel_loads(core))
       out.push_back({load.ns_per_message, load.period_ns, 0, load.jitter_ns});
     return out;
-  };
+  }
   // Callback K's job on its own: R = C + blocking + its delays, within `limit`.
-  auto job_bound = [&](size_t k, uint64_t limit, bool follows) {
+  Fixpoint job_bound(size_t k, uint64_t limit, bool follows) const {
     std::vector<Source> sources;
-    for (size_t j = 0; j < jobs.size(); ++j)
-      if (j != k && delays(k, j)) sources.push_back({cost_for(k, j), jobs[j].period_ns, jobs[k].priority < jobs[j].priority ? two_delta : 0});
-    if (auto reg = regulator_source(jobs[k].core)) sources.push_back(*reg);
-    const std::vector<Source> kernel = network_sources(jobs[k].core);
+    for (size_t j = 0; j < jobs_.size(); ++j)
+      if (j != k && delays(k, j))
+        sources.push_back({cost_for(k, j), jobs_[j].period_ns, jobs_[k].priority < jobs_[j].priority ? two_delta_ : 0});
+    if (auto reg = regulator_source(jobs_[k].core)) sources.push_back(*reg);
+    const std::vector<Source> kernel = network_sources(jobs_[k].core);
     sources.insert(sources.end(), kernel.begin(), kernel.end());
-    return solve(add(add(jobs[k].cpu_ns, jobs[k].accelerator_ns), blocking_of(k, follows)), sources, limit);
-  };
+    return solve(add(add(jobs_[k].cpu_ns, jobs_[k].accelerator_ns), blocking_of(k, follows)), sources, limit);
+  }
   // Hand-overs between executors and hops between nodes on the way into
   // callback I of CHAIN, and its remote accelerator requests.
-  auto passage_of = [&](const workload::Chain& chain, const NetworkTerms::ChainLegs& legs, size_t i,
-                        uint64_t* communication, uint64_t* transfers) {
+  void passage_of(const workload::Chain& chain, const NetworkTerms::ChainLegs& legs, size_t i,
+                  uint64_t* communication, uint64_t* transfers) const {
     const size_t k = chain.path[i];
-    *communication = i > 0 && w.callbacks[chain.path[i - 1]].executor != w.callbacks[k].executor ? w.communication_ns : 0;
+    *communication = i > 0 && w_.callbacks[chain.path[i - 1]].executor != w_.callbacks[k].executor ? w_.communication_ns : 0;
     uint64_t hop = i > 0 ? legs.hop_ns(chain.path[i - 1], k) : 0;
-    for (size_t s = 0; s < w.callbacks[k].segments.size(); ++s) hop = add(hop, legs.segment_ns(k, s));
+    for (size_t s = 0; s < w_.callbacks[k].segments.size(); ++s) hop = add(hop, legs.segment_ns(k, s));
     *transfers = hop;
-  };
-
-  // Every chain as the sum of its callbacks' jobs, each bounded on its own,
-  // from the start of each piece between the fusions it waits at; the
-  // waits are added from the other chains' pieces (joins.h).
-  std::vector<ChainResult> results;
-  std::vector<Joins::Pieces> pieces(w.chains.size());
-  std::vector<std::vector<uint64_t>> release_in_piece(w.chains.size());  // each job's, from its piece's start
-  std::vector<std::vector<Breakdown>> job_terms(w.chains.size());  // per position: the way into its job, and the job
-  std::vector<uint64_t> job_wcrt(jobs.size(), kUnbounded);  // within its period
-  for (size_t k = 0; k < jobs.size(); ++k) {
-    const Fixpoint f = job_bound(k, jobs[k].period_ns, false);
-    if (f.bounded) job_wcrt[k] = f.wcrt_ns;
   }
-  auto limit_of = [&](const workload::Chain& chain) {
-    return options.horizon == Horizon::kDeadline ? chain.deadline_ns : chain.period_ns;
-  };
-  for (size_t c = 0; c < w.chains.size(); ++c) {
-    const workload::Chain& chain = w.chains[c];
+  // Callback K's remote accelerator requests alone.
+  uint64_t requests_ns(const NetworkTerms::ChainLegs& legs, size_t k) const {
+    uint64_t run = 0;
+    for (size_t s = 0; s < w_.callbacks[k].segments.size(); ++s) run = add(run, legs.segment_ns(k, s));
+    return run;
+  }
+
+  // Chain C as the sum of its callbacks' jobs, each bounded within the
+  // chain's limit; its pieces (Joins::Pieces) and each job's terms kept for
+  // the windows below.
+  ChainResult sum_chain(size_t c) {
+    const workload::Chain& chain = w_.chains[c];
     ChainResult r = result_for(chain);
     const uint64_t limit = limit_of(chain);
-    Joins::Pieces& mine = pieces[c];
+    Joins::Pieces& mine = pieces_[c];
     mine.known = true;
     mine.limit_ns = limit;
     mine.within.assign(chain.path.size(), kUnbounded);
     mine.enter.assign(chain.path.size(), 0);
-    release_in_piece[c].assign(chain.path.size(), kUnbounded);
-    job_terms[c].assign(chain.path.size(), Breakdown{});
+    release_in_piece_[c].assign(chain.path.size(), kUnbounded);
+    job_terms_[c].assign(chain.path.size(), Breakdown{});
     const NetworkTerms::ChainLegs legs =
-        network.chain_legs(chain.path, options.transfers_once_per_chain ? limit : kUnbounded, joins.waits(c));
-    uint64_t run = w.release_jitter_ns;
+        network_.chain_legs(chain.path, options_.transfers_once_per_chain ? limit : kUnbounded, joins_.waits(c));
+    uint64_t run = w_.release_jitter_ns;
     for (size_t i = 0; i < chain.path.size(); ++i) {
       const size_t k = chain.path[i];
-      const Job& me = jobs[k];
       uint64_t communication = 0, hop = 0;
       passage_of(chain, legs, i, &communication, &hop);
-      if (joins.waits_at(c, i)) {
+      if (joins_.waits_at(c, i)) {
         // The way into a fusion comes before the wait, its remote requests
         // after it.
-        const uint64_t into = legs.hop_ns(chain.path[i - 1], k);
-        mine.enter[i] = add(communication, into);
-        run = 0;
-        for (size_t s = 0; s < w.callbacks[k].segments.size(); ++s) run = add(run, legs.segment_ns(k, s));
+        mine.enter[i] = add(communication, legs.hop_ns(chain.path[i - 1], k));
+        run = requests_ns(legs, k);
       } else {
         run = add(run, add(communication, hop));
       }
-      release_in_piece[c][i] = run;
-      const Fixpoint f = job_bound(k, limit, follows_on_executor(c, i));
+      release_in_piece_[c][i] = run;
+      const bool follows = follows_on_executor(c, i);
+      const Fixpoint f = job_bound(k, limit, follows);
       if (!f.bounded) {
-        r.reason = "callback '" + w.callbacks[k].name + "' has no bound within the chain's " +
-                   (options.horizon == Horizon::kDeadline ? "deadline" : "period");
+        r.reason = "callback '" + w_.callbacks[k].name + "' has no bound within the chain's " + horizon_name();
         break;
       }
-      Breakdown& t = job_terms[c][i];
-      t.release_jitter_ns = i == 0 ? w.release_jitter_ns : 0;
-      t.cpu_ns = me.cpu_ns;
-      t.accelerator_ns = me.accelerator_ns;
-      t.blocking_ns = blocking_of(k, follows_on_executor(c, i));
-      t.regulator_ns = regulator_ns(w, me.core, f.wcrt_ns);
-      t.network_kernel_ns = network.kernel_ns(me.core, f.wcrt_ns);
-      t.interference_ns =
-          f.wcrt_ns - add(me.cpu_ns, me.accelerator_ns) - t.blocking_ns - t.regulator_ns - t.network_kernel_ns;
-      t.communication_ns = communication;
-      t.network_ns = hop;
+      job_terms_[c][i] = job_terms_of(k, i, f, follows, communication, hop);
       run = add(run, f.wcrt_ns);
       mine.within[i] = run;
     }
-    results.push_back(std::move(r));
+    return r;
   }
+  // The terms of callback K's job at position I of its chain, bounded by F,
+  // and of the way into it (COMMUNICATION, HOP).
+  Breakdown job_terms_of(size_t k, size_t i, const Fixpoint& f, bool follows, uint64_t communication,
+                         uint64_t hop) const {
+    const Job& me = jobs_[k];
+    Breakdown t;
+    t.release_jitter_ns = i == 0 ? w_.release_jitter_ns : 0;
+    t.cpu_ns = me.cpu_ns;
+    t.accelerator_ns = me.accelerator_ns;
+    t.blocking_ns = blocking_of(k, follows);
+    t.regulator_ns = regulator_ns(w_, me.core, f.wcrt_ns);
+    t.network_kernel_ns = network_.kernel_ns(me.core, f.wcrt_ns);
+    t.interference_ns =
+        f.wcrt_ns - add(me.cpu_ns, me.accelerator_ns) - t.blocking_ns - t.regulator_ns - t.network_kernel_ns;
+    t.communication_ns = communication;
+    t.network_ns = hop;
+    return t;
+  }
+
   // Each job's latest release after its chain's: what a window below widens
   // the count of another chain's job by.
-  auto offsets_of = [&](const std::vector<Joins::Composed>& composed) {
-    std::vector<uint64_t> offset(jobs.size(), 0);
-    for (size_t c = 0; c < w.chains.size(); ++c)
-      for (size_t i = 0; i < w.chains[c].path.size(); ++i)
-        offset[w.chains[c].path[i]] =
-            std::max(offset[w.chains[c].path[i]], add(composed[c].start[i], release_in_piece[c][i]));
+  std::vector<uint64_t> offsets_of(const std::vector<Joins::Composed>& composed) const {
+    std::vector<uint64_t> offset(jobs_.size(), 0);
+    for (size_t c = 0; c < w_.chains.size(); ++c)
+      for (size_t i = 0; i < w_.chains[c].path.size(); ++i)
+        offset[w_.chains[c].path[i]] =
+            std::max(offset[w_.chains[c].path[i]], add(composed[c].start[i], release_in_piece_[c][i]));
     return offset;
-  };
+  }
+  // The last position of chain C's piece that starts at FROM.
+  size_t piece_end(size_t c, size_t from) const {
+    size_t to = from;
+    while (to + 1 < w_.chains[c].path.size() && !joins_.waits_at(c, to + 1)) ++to;
+    return to;
+  }
+  // Every prefix of chain C's piece from FROM as a window, where that
+  // bounds it tighter than the sum; the terms of the whole piece's window
+  // where it does (piece_window_).
+  void bound_piece_as_windows(size_t c, size_t from, const std::vector<uint64_t>& release_offset) {
+    Joins::Pieces& mine = pieces_[c];
+    const size_t to = piece_end(c, from);
+    for (size_t i = from; i <= to; ++i) {
+      const Window win = window_of(c, from, i, release_offset, std::min(mine.limit_ns, mine.within[i]));
+      if (!win.f.bounded || win.f.wcrt_ns >= mine.within[i]) continue;
+      mine.within[i] = win.f.wcrt_ns;
+      if (i == to) piece_window_[c][from] = win.terms;
+    }
+  }
 
   // A piece of a chain, from its start (position FROM) to the end of
   // position TO, as one window, too. From the piece's start to that end the
@@ -389,48 +509,22 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
   // another chain's activation is, as theirs. Either bound holds, so the
   // smaller is taken. Its terms include the way into the piece's fusion,
   // which the window leaves out (Pieces::enter).
-  struct Window {
-    Fixpoint f;
-    Breakdown terms;
-  };
-  const std::vector<std::vector<bool>> owns = owned_callbacks(w);
-  auto window_of = [&](size_t c, size_t from, size_t to, const std::vector<uint64_t>& release_offset,
-                       uint64_t cap) {
-    const workload::Chain& chain = w.chains[c];
+  Window window_of(size_t c, size_t from, size_t to, const std::vector<uint64_t>& release_offset,
+                   uint64_t cap) const {
+    const workload::Chain& chain = w_.chains[c];
     Window out;
     Breakdown& t = out.terms;
     std::vector<int> cores;
     for (size_t i = from; i <= to; ++i) {
-      accumulate(&t, job_terms[c][i]);
-      const int core = jobs[chain.path[i]].core;
+      accumulate(&t, job_terms_[c][i]);
+      const int core = jobs_[chain.path[i]].core;
       if (std::find(cores.begin(), cores.end(), core) == cores.end()) cores.push_back(core);
     }
     // What delays the piece is counted anew, once for the window.
     t.interference_ns = t.regulator_ns = t.network_kernel_ns = 0;
     const uint64_t base = add(t.release_jitter_ns, add(t.cpu_ns, add(t.accelerator_ns, add(t.blocking_ns,
-                          add(t.communication_ns, t.network_ns))))) - pieces[c].enter[from];
-    std::vector<Source> sources;
-    for (size_t j = 0; j < jobs.size(); ++j) {
-      bool on_path = false, owned = false;
-      for (size_t i = from; i <= to; ++i) {
-        on_path = on_path || chain.path[i] == j;
-        owned = owned || (chain.path[i] == j && owns[c][i]);
-      }
-      if (owned) continue;
-      // The job delays some callback of the piece: the dearest way it can.
-      // A callback of the piece that fires for others too delays itself.
-      bool delays_any = on_path;
-      uint64_t cost = on_path ? add(jobs[j].cpu_ns, jobs[j].accelerator_ns) : 0, preemption = 0;
-      for (size_t i = from; i <= to; ++i) {
-        const size_t k = chain.path[i];
-        if (k == j || !delays(k, j)) continue;
-        delays_any = true;
-        cost = std::max(cost, cost_for(k, j));
-        if (jobs[j].priority > jobs[k].priority) preemption = two_delta;
-      }
-      if (!delays_any) continue;
-      sources.push_back({cost, jobs[j].period_ns, preemption, add(release_offset[j], job_wcrt[j])});
-    }
+                          add(t.communication_ns, t.network_ns))))) - pieces_[c].enter[from];
+    std::vector<Source> sources = window_jobs(c, from, to, release_offset);
     // The regulator and the kernel's network work on each core the piece
     // runs on: it runs on one core at a time, so charging each core's in
     // full counts more than can delay it.
@@ -444,80 +538,95 @@ std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Option
     sources.insert(sources.end(), kernel.begin(), kernel.end());
     out.f = solve(base, sources, cap);
     if (!out.f.bounded) return out;
-    auto charged = [&](const std::vector<Source>& of) {
-      uint64_t total = 0;
-      for (const Source& s : of) total = add(total, mul(ceil_div(add(out.f.wcrt_ns, s.offset_ns), s.period_ns), s.cost_ns));
-      return total;
-    };
-    t.regulator_ns = charged(regulators);
-    t.network_kernel_ns = charged(kernel);
+    t.regulator_ns = charged(regulators, out.f.wcrt_ns);
+    t.network_kernel_ns = charged(kernel, out.f.wcrt_ns);
     t.interference_ns = out.f.wcrt_ns - base - t.regulator_ns - t.network_kernel_ns;
     return out;
-  };
-  // Each piece's terms: the window's where it gave the piece's bound, else
-  // its jobs'.
-  std::vector<std::vector<std::optional<Breakdown>>> piece_window(w.chains.size());
-  auto piece_end = [&](size_t c, size_t from) {
-    size_t to = from;
-    while (to + 1 < w.chains[c].path.size() && !joins.waits_at(c, to + 1)) ++to;
-    return to;
-  };
-
-  // The windows count other chains' jobs from release offsets that the
-  // sums' waits give: each at least what it is under the smaller bounds,
-  // so sound; the waits are then composed again from the smaller bounds.
-  std::vector<Joins::Composed> composed = joins.compose(pieces);
-  {
-    const std::vector<uint64_t> release_offset = offsets_of(composed);
-    for (size_t c = 0; c < w.chains.size(); ++c) {
-      piece_window[c].assign(w.chains[c].path.size(), std::nullopt);
-      if (!results[c].reason.empty()) continue;
-      Joins::Pieces& mine = pieces[c];
-      for (size_t from = 0; from < w.chains[c].path.size(); from = piece_end(c, from) + 1) {
-        const size_t to = piece_end(c, from);
-        for (size_t i = from; i <= to; ++i) {
-          const Window win = window_of(c, from, i, release_offset, std::min(mine.limit_ns, mine.within[i]));
-          if (!win.f.bounded || win.f.wcrt_ns >= mine.within[i]) continue;
-          mine.within[i] = win.f.wcrt_ns;
-          if (i == to) piece_window[c][from] = win.terms;
-        }
+  }
+  // The jobs that delay chain C's piece from FROM to TO, each a source once
+  // for the window (window_of), but those the chain owns there.
+  std::vector<Source> window_jobs(size_t c, size_t from, size_t to, const std::vector<uint64_t>& release_offset) const {
+    const workload::Chain& chain = w_.chains[c];
+    std::vector<Source> sources;
+    for (size_t j = 0; j < jobs_.size(); ++j) {
+      bool on_path = false, owned = false;
+      for (size_t i = from; i <= to; ++i) {
+        on_path = on_path || chain.path[i] == j;
+        owned = owned || (chain.path[i] == j && owns_[c][i]);
       }
+      if (owned) continue;
+      // The job delays some callback of the piece: the dearest way it can.
+      // A callback of the piece that fires for others too delays itself.
+      bool delays_any = on_path;
+      uint64_t cost = on_path ? add(jobs_[j].cpu_ns, jobs_[j].accelerator_ns) : 0, preemption = 0;
+      for (size_t i = from; i <= to; ++i) {
+        const size_t k = chain.path[i];
+        if (k == j || !delays(k, j)) continue;
+        delays_any = true;
+        cost = std::max(cost, cost_for(k, j));
+        if (jobs_[j].priority > jobs_[k].priority) preemption = two_delta_;
+      }
+      if (!delays_any) continue;
+      sources.push_back({cost, jobs_[j].period_ns, preemption, add(release_offset[j], job_wcrt_[j])});
     }
-    composed = joins.compose(pieces);
+    return sources;
   }
 
-  for (size_t c = 0; c < w.chains.size(); ++c) {
-    ChainResult& r = results[c];
-    if (!r.reason.empty()) continue;
-    const auto& path = w.chains[c].path;
+  // Chain C's bound: each piece's terms, the window's where it gave the
+  // piece's bound, else its jobs'; its end with the waits composed.
+  void compose_chain(size_t c) {
+    ChainResult& r = results_[c];
+    if (!r.reason.empty()) return;
+    const auto& path = w_.chains[c].path;
     Breakdown& b = r.breakdown;
     for (size_t from = 0; from < path.size(); from = piece_end(c, from) + 1) {
-      if (piece_window[c][from]) {
-        accumulate(&b, *piece_window[c][from]);
+      if (piece_window_[c][from]) {
+        accumulate(&b, *piece_window_[c][from]);
         continue;
       }
-      for (size_t i = from; i <= piece_end(c, from); ++i) accumulate(&b, job_terms[c][i]);
+      for (size_t i = from; i <= piece_end(c, from); ++i) accumulate(&b, job_terms_[c][i]);
     }
-    b.fusion_wait_ns = composed[c].wait_ns;
-    const uint64_t total = path.empty() ? 0 : composed[c].end.back();
-    const uint64_t limit = limit_of(w.chains[c]);
+    b.fusion_wait_ns = composed_[c].wait_ns;
+    const uint64_t total = path.empty() ? 0 : composed_[c].end.back();
+    const uint64_t limit = limit_of(w_.chains[c]);
     r.bounded = total <= limit;
     if (!r.bounded)
-      r.reason = total == kUnbounded && !composed[c].reason.empty()
-                     ? composed[c].reason
-                     : "no bound within the " + std::string(options.horizon == Horizon::kDeadline ? "deadline" : "period");
+      r.reason = total == kUnbounded && !composed_[c].reason.empty()
+                     ? composed_[c].reason
+                     : "no bound within the " + std::string(horizon_name());
     r.wcrt_ns = r.bounded ? total : 0;
   }
-  // A wait rests on the bound of its sources' chains through their
-  // publishers, within their periods (checked in compose) and on their
-  // activations never running late past the period: a source chain without
-  // a bound leaves the waiting chain without one.
-  withdraw_unfounded(w, [&](size_t c) -> const std::vector<size_t>& { return joins.sources_of(c); }, &results);
-  for (ChainResult& r : results) {
-    r.schedulable = r.bounded && r.wcrt_ns <= r.deadline_ns;
-    if (r.bounded && !r.schedulable) r.reason = "bound " + us_text(r.wcrt_ns) + " exceeds the deadline " + us_text(r.deadline_ns);
-  }
-  return results;
+
+  const workload::Workload& w_;
+  const Options& options_;
+  const std::vector<size_t> gang_of_;
+  const std::vector<workload::Gang> gangs_;
+  const uint64_t two_delta_;
+  const NetworkTerms network_;
+  const Joins joins_;
+  const std::vector<int> priority_;
+  const std::vector<Job> jobs_;
+  const std::vector<std::vector<bool>> owns_;
+  std::vector<uint64_t> job_wcrt_;  // within its period
+  std::vector<Joins::Pieces> pieces_;
+  std::vector<std::vector<uint64_t>> release_in_piece_;  // each job's, from its piece's start
+  std::vector<std::vector<Breakdown>> job_terms_;  // per position: the way into its job, and the job
+  // Each piece's terms: the window's where it gave the piece's bound, else
+  // its jobs'.
+  std::vector<std::vector<std::optional<Breakdown>>> piece_window_;
+  std::vector<Joins::Composed> composed_;
+  std::vector<ChainResult> results_;
+};
+
+}  // namespace
+
+std::vector<ChainResult> analyze_gangs(const workload::Workload& w, const Options& options) {
+  GangAnalysis gang(w, options);     // every callback a job of its executor's gang
+  gang.bound_jobs_within_periods();  // how far another chain's job reaches into a window
+  gang.sum_chains();                 // each chain as the sum of its jobs' bounds
+  gang.bound_pieces_as_windows();    // each piece between fusions as one window, where less
+  gang.compose_chains();             // the pieces' terms, and the waits at fusions
+  return gang.results();             // less the bounds whose premises fail
 }
 
 }  // namespace rtaccel::analysis
