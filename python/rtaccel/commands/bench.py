@@ -493,16 +493,16 @@ def cmd_bench_bounds(args) -> int:
     return common.print_result(result, args.json, runner.format_bounds_over_maxima)
 
 
-def register(sub) -> None:
-    """Adds the family's commands to the parser's SUB."""
-    p = sub.add_parser("bench", help="measure rtaccel-server on this machine")
-    bsub = p.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
+def _backend_options(b) -> None:
+    """The server's backend and device, for a benchmark that runs on either."""
+    b.add_argument("--backend", choices=("cpu", "cuda"), default="cpu",
+                   help="the server's backend (cpu: the last core is the device)")
+    b.add_argument("--device", type=int, default=0, help="cuda: the GPU's number (0)")
 
-    def backend_options(b):
-        b.add_argument("--backend", choices=("cpu", "cuda"), default="cpu",
-                       help="the server's backend (cpu: the last core is the device)")
-        b.add_argument("--device", type=int, default=0, help="cuda: the GPU's number (0)")
 
+def _add_request_overhead(bsub) -> None:
+    """request-overhead: the server's time per request, from one client, from
+    many at once, and from another node."""
     b = bsub.add_parser("request-overhead",
                         help="submit -> worker start -> kernel end -> client resumed, per request")
     b.add_argument("--wait", choices=("suspend", "spin"), default="suspend",
@@ -533,8 +533,14 @@ def register(sub) -> None:
                    help="with --clients/--buckets: rounds that take every shape in turn, the requests "
                         "shared among them (4)")
     b.add_argument("--json", action="store_true", help="print JSON (keys p50_us, p99_us, max_us)")
-    backend_options(b)
+    _backend_options(b)
     b.set_defaults(func=cmd_bench_request_overhead)
+
+
+def _add_server_benchmarks(bsub) -> None:
+    """The server's benchmarks: its overhead per request, its preemption, its
+    admission of registrations and what co-runners cost its kernels."""
+    _add_request_overhead(bsub)
     b = bsub.add_parser("preemption",
                         help="delay of a high-bucket request preempting a low-bucket kernel "
                              "(PAAM Table I)")
@@ -542,7 +548,7 @@ def register(sub) -> None:
     b.add_argument("--no-fifo", action="store_true",
                    help="SCHED_OTHER workers: shows what is lost without real preemption")
     b.add_argument("--json", action="store_true", help="print JSON")
-    backend_options(b)
+    _backend_options(b)
     b.set_defaults(func=cmd_bench_preemption)
     b = bsub.add_parser("registrations",
                         help="registration time as hundreds of callbacks are admitted (each chain's "
@@ -565,6 +571,11 @@ def register(sub) -> None:
     b.add_argument("--no-fifo", action="store_true", help="run server workers and client at SCHED_OTHER")
     b.add_argument("--json", action="store_true", help="print JSON")
     b.set_defaults(func=cmd_bench_corunners)
+
+
+def _add_gang_benchmarks(bsub) -> None:
+    """The gang lock's benchmarks, after RT-Gang: its preemption, a synthetic
+    task set and a DNN's inference beside best-effort memory programs."""
     b = bsub.add_parser("gang-preemption",
                         help="release of a high gang until the lower gang is stopped on every core "
                              "(RT-Gang Table III), beside plain SCHED_FIFO and other mechanisms")
@@ -599,6 +610,9 @@ def register(sub) -> None:
     b.add_argument("--json", action="store_true", help="print JSON")
     b.set_defaults(func=cmd_bench_gang_dnn)
 
+
+def _add_regulator_benchmark(bsub) -> None:
+    """The memory-bandwidth regulator's own figures."""
     b = bsub.add_parser("regulator",
                         help="the memory-bandwidth regulator: throttle onset, budget kept, period "
                              "accuracy, CPU overhead; cgroup freeze beside it; bandwidth lock cost")
@@ -607,6 +621,11 @@ def register(sub) -> None:
     b.add_argument("--json", action="store_true",
                    help="print JSON (onset_p50_us, onset_p99_us, budget_ratio, ...)")
     b.set_defaults(func=cmd_bench_regulator)
+
+
+def _add_bounds_benchmark(bsub) -> None:
+    """The analysis against the runs: each example's bounds over its longest
+    instances."""
     b = bsub.add_parser("bounds", help="each example under paam: every critical chain's bound over its "
                                        "longest instance, and whether any went over")
     b.add_argument("workloads", nargs="*", metavar="WORKLOAD", type=common.workload_file,
@@ -620,6 +639,11 @@ def register(sub) -> None:
                    help="print JSON (per workload and critical chain: bound_us, max_us, bound_over_max, "
                         "over_bound, unexplained; goal)")
     b.set_defaults(func=cmd_bench_bounds)
+
+
+def _add_net_benchmarks(bsub) -> None:
+    """The net layer's benchmarks: flow control's overhead, zero-copy sends
+    and a high-priority flow under lower ones."""
     b = bsub.add_parser("net-overhead", help="the net layer's flow control against its raw transport, "
                                              "64 KiB to 32 MiB, one transfer at a time")
     b.add_argument("--transport", choices=_core.net_transports(), default="tcp", help="transport (tcp)")
@@ -647,6 +671,11 @@ def register(sub) -> None:
     b.add_argument("--json", action="store_true",
                    help="print JSON (per size: raw_max_us, flow_max_us, solo_us, chunk_us)")
     b.set_defaults(func=cmd_bench_net_priority)
+
+
+def _add_bandwidth_lock_benchmarks(bsub) -> None:
+    """The BWLOCK++ figures: TFS on a throttled core, and the bandwidth lock
+    beside a memory hog."""
     b = bsub.add_parser("tfs", help="a memory-bound and a CPU-bound best-effort task on a throttled "
                                     "core under CFS and TFS rho=1, 3 (BWLOCK++ Fig. 5/6)")
     b.add_argument("--duration", type=common.seconds, default=5.0, help="seconds per scheduler (5)")
@@ -660,3 +689,16 @@ def register(sub) -> None:
                    help="thresholds in MB/s, comma-separated (4000,2000,1000,500,0)")
     b.add_argument("--json", action="store_true", help="print JSON")
     b.set_defaults(func=cmd_bench_bwlock)
+
+
+def register(sub) -> None:
+    """Adds the family's commands to the parser's SUB: a group at a time, in
+    the order `rtaccel bench --help` lists them."""
+    p = sub.add_parser("bench", help="measure rtaccel-server on this machine")
+    bsub = p.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
+    _add_server_benchmarks(bsub)
+    _add_gang_benchmarks(bsub)
+    _add_regulator_benchmark(bsub)
+    _add_bounds_benchmark(bsub)
+    _add_net_benchmarks(bsub)
+    _add_bandwidth_lock_benchmarks(bsub)
