@@ -468,10 +468,38 @@ def format_compare(summaries: list[dict]) -> str:
                 names.append(c["chain"])
     labels = run_labels(summaries)
     by = [{c["chain"]: c for c in s["chains"]} for s in summaries]
+    runs = list(zip(labels, summaries))
     lines = ["# " + ", ".join(f"{label}: {s['folder']} ({s['workload']['name']}, "
-                               f"{s['duration_s']:.0f} s)" for label, s in zip(labels, summaries)),
+                               f"{s['duration_s']:.0f} s)" for label, s in runs),
              "# latency in ms; bound: the PAAM analysis' worst-case response time"]
     lines += _ratio_lines(summaries)
+    lines += _compare_table(names, labels, by)
+    # The notes under the table, each kind over every run before the next.
+    lines += _differing_bounds_lines(names, labels, by)
+    lines += _cut_short_lines(runs)
+    if any(c["bound_held"] is False for s in summaries if s["policy"] != "paam" for c in s["chains"]):
+        lines.append("# '!': maximum above the bound; under ros2 and picas that is expected (the "
+                     "bound is the paam system's)")
+    lines += _beside_the_run_lines(runs)
+    lines += _link_loss_lines(runs)
+    for label, s in runs:
+        said = resources_line(s)
+        if said and (len(summaries) == 1 or said[1]):
+            lines.append(f"# {label}: {said[0]}")
+    # Why a chain has no bound, once: the analysis is the workload's.
+    for name in names:
+        why = next((b[name].get("no_bound") for b in by if name in b and b[name].get("no_bound")), None)
+        if why:
+            lines.append(f"# {name}: no bound: {why}")
+    lines += _over_bound_lines(runs)
+    lines += _verdict_lines(runs)
+    return "\n".join(lines)
+
+
+def _compare_table(names: list[str], labels: list[str], by: list[dict]) -> list[str]:
+    """format_compare's table: its head, then a row per chain (of NAMES, in
+    order) with each run's figures (BY: per run, its chains by name), '!'
+    where a critical chain went over its bound."""
     # The chain column fits the longest name, so that no two rows read alike.
     rows = [(name, name if next((b[name]["critical"] for b in by if name in b), False) else name + " (be)")
             for name in names]
@@ -481,7 +509,7 @@ def format_compare(summaries: list[dict]) -> str:
     widths = [max(10, len(label) + 4) for label in labels]
     for label, width in zip(labels, widths):
         head += f"| {label + ' p50':>{width}} {'p99':>8} {'max':>8} {'miss':>5} {'drop':>5} "
-    lines.append(head)
+    lines = [head]
     for name, shown in rows:
         bound = next((b[name]["wcrt_us"] for b in by if name in b), None)
         row = f"{shown:<{first}} {_f(bound)} "
@@ -495,6 +523,13 @@ def format_compare(summaries: list[dict]) -> str:
                     f"{'!' if over else ' '}{c['deadline_misses']:>4} "
                     f"{c['drops'] + c.get('link_losses', 0):>5} ")
         lines.append(row)
+    return lines
+
+
+def _differing_bounds_lines(names: list[str], labels: list[str], by: list[dict]) -> list[str]:
+    """A line per chain whose runs' bounds differ: the table's column shows
+    the first run's."""
+    lines = []
     for name in names:
         # Runs of one workload can have different bounds (isolation adds the
         # regulator's term; another calibration): each judges its own.
@@ -503,17 +538,29 @@ def format_compare(summaries: list[dict]) -> str:
             each = ", ".join(f"{_f(bound).strip()} ({label})" for label, bound in bounds)
             lines.append(f"# {name}: the runs' bounds differ: {each}; the column gives the first, "
                          f"'!' each run's own")
-    for label, s in zip(labels, summaries):
+    return lines
+
+
+def _cut_short_lines(runs: list[tuple[str, dict]]) -> list[str]:
+    """Per run (label, summary) interrupted or ended by a failure: when, so
+    that its figures are read as of the time before."""
+    lines = []
+    for label, s in runs:
         if s.get("interrupted"):
             lines.append(f"# {label}: the run was interrupted {s['duration_s']:.1f} s into it; its figures "
                          "are of the time before")
         if s.get("failed"):
             lines.append(f"# {label}: THE RUN ENDED AT {s['duration_s']:.1f} s: {s['failed']}; its figures "
                          "are of the time before")
-    if any(c["bound_held"] is False for s in summaries if s["policy"] != "paam" for c in s["chains"]):
-        lines.append("# '!': maximum above the bound; under ros2 and picas that is expected (the "
-                     "bound is the paam system's)")
-    for label, s in zip(labels, summaries):
+    return lines
+
+
+def _beside_the_run_lines(runs: list[tuple[str, dict]]) -> list[str]:
+    """Per run (label, summary), what ran beside its workload on its cores:
+    its best-effort programs (what they moved, how they ended, their stops)
+    and other runs under way at the same time."""
+    lines = []
+    for label, s in runs:
         moved = best_effort_mb_per_s(s)
         if moved is not None:
             lines.append(f"# {label}: best-effort programs moved {moved:.0f} MB/s")
@@ -529,7 +576,14 @@ def format_compare(summaries: list[dict]) -> str:
             said = stops_line(be, s["duration_s"])
             if said:
                 lines.append(f"# {label}: best-effort program '{be['command']}' {said}")
-    for label, s in zip(labels, summaries):
+    return lines
+
+
+def _link_loss_lines(runs: list[tuple[str, dict]]) -> list[str]:
+    """Per run (label, summary) and link that lost messages: how many, from
+    when (the table counts them as drops)."""
+    lines = []
+    for label, s in runs:
         for link in s.get("links") or []:
             lost = sum(t["lost"] for t in link["topics"])
             if lost:
@@ -538,18 +592,17 @@ def format_compare(summaries: list[dict]) -> str:
                 since = "" if first is None else f" from {first:.1f} s on"
                 lines.append(f"# {label}: link {link['link']} lost {lost} messages{since} "
                              f"(counted in drop; see {s['folder']}/summary.json)")
-    for label, s in zip(labels, summaries):
-        said = resources_line(s)
-        if said and (len(summaries) == 1 or said[1]):
-            lines.append(f"# {label}: {said[0]}")
-    # Why a chain has no bound, once: the analysis is the workload's.
-    for name in names:
-        why = next((b[name].get("no_bound") for b in by if name in b and b[name].get("no_bound")), None)
-        if why:
-            lines.append(f"# {name}: no bound: {why}")
-    for label, s in zip(labels, summaries):
+    return lines
+
+
+def _over_bound_lines(runs: list[tuple[str, dict]]) -> list[str]:
+    """Per run (label, summary) with real-time priority, each critical chain
+    over its bound: how far, and what the run's monitor found broken in the
+    time of its instances over it."""
+    lines = []
+    for label, s in runs:
         # Without real-time priority the bounds do not apply: nothing over
-        # them is judged, only counted (below).
+        # them is judged, only counted (_verdict_lines).
         if not s.get("realtime", True):
             continue
         for c in s["chains"]:
@@ -566,7 +619,16 @@ def format_compare(summaries: list[dict]) -> str:
                     lines.append(f"#     and {len(why) - len(shown)} more that can have added less "
                                  f"({s['folder']}/summary.json, the chain's explained_by)")
                 lines += [f"#     {line}" for line in verdict]
-    for label, s in zip(labels, summaries):
+    return lines
+
+
+def _verdict_lines(runs: list[tuple[str, dict]]) -> list[str]:
+    """Per run (label, summary), last: whether its figures could be checked
+    to its end, and its verdict: the bounds do not apply (no real-time
+    priority), or a paam run's critical chains held their bounds, or went
+    over them where nothing the run saw explains it."""
+    lines = []
+    for label, s in runs:
         filled = (s.get("assumptions") or {}).get("trace_filled")
         if filled:
             lines.append(f"# {label}: the trace of {filled['of']} filled {filled['at_s']:.1f} s into the run "
@@ -587,7 +649,7 @@ def format_compare(summaries: list[dict]) -> str:
                              "assumptions broken in its time explain: the analysis does not hold for "
                              "this run; that is a bug in rtaccel's analysis, please report it with "
                              f"{s['folder']}")
-    return "\n".join(lines)
+    return lines
 
 
 def _over_bound_text(c: dict) -> str:
