@@ -142,6 +142,24 @@ struct Explanation {
   uint64_t policy_only = 0;  // nothing broken, under a policy not analysed
 };
 
+// One chain's instances over its bound, as Check::explain_chains goes
+// through them, and what explains them.
+struct ChainOverBound {
+  size_t chain = 0;
+  uint64_t bound_ns = 0;
+  std::set<int> cores;  // its executors'
+  // With the run's longest times in place of the declared ones, the
+  // analysis bounds it (quantitative), at measured_bound_ns.
+  bool quantitative = false;
+  uint64_t measured_bound_ns = 0;
+  Explanation why;
+  // Per core, the sampling intervals already in why.cores and why.devices.
+  std::vector<std::vector<bool>> counted, device_counted;
+  uint64_t over = 0;                       // checked instances over the bound
+  uint64_t beyond = 0, beyond_max_ns = 0;  // instances over even the measured bound
+  uint64_t unchecked = 0;                  // instances over the bound after a trace filled
+};
+
 }  // namespace
 
 CoreSampler::CoreSampler(std::vector<int> cores) : cores_(std::move(cores)) {
@@ -316,6 +334,9 @@ struct Check {
   void measure_bounds();
   void find_filled_trace();
   uint64_t explain_chains();
+  void explain_instance(const Sample& x, ChainOverBound* chain);
+  bool tally_overruns_in(const Sample& x, ChainOverBound* chain, bool* hop_late, uint64_t* off_core_ns);
+  json explanations_of(const ChainOverBound& chain);
   json summarise(uint64_t unexplained);
 
   std::string overrun_text(int kind, size_t what, uint64_t max_ns, uint64_t n, const std::string& of) const;
@@ -828,133 +849,158 @@ uint64_t Check::explain_chains() {
   for (size_t c = 0; c < w.chains.size(); ++c) {
     json& summary = (*chains)[c];
     if (!summary["over_bound"].is_number() || summary["over_bound"].get<uint64_t>() == 0) continue;
-    const uint64_t bound = static_cast<uint64_t>(summary["wcrt_us"].get<double>() * 1000.0 + 0.5);
-    std::set<int> cores;
-    for (size_t cb : w.chains[c].path) cores.insert(w.executors[w.callbacks[cb].executor].core);
-    Explanation why;
-    std::vector<std::vector<bool>> counted, device_counted;
-    uint64_t over = 0;
+    ChainOverBound chain;
+    chain.chain = c;
+    chain.bound_ns = static_cast<uint64_t>(summary["wcrt_us"].get<double>() * 1000.0 + 0.5);
+    for (size_t cb : w.chains[c].path) chain.cores.insert(w.executors[w.callbacks[cb].executor].core);
     const auto mb = measured_bound.find(w.chains[c].name);
-    const bool quantitative = mb != measured_bound.end();
-    if (in.analyze) summary["measured_wcrt_us"] = quantitative ? json(us(mb->second)) : json(nullptr);
-    uint64_t beyond = 0, beyond_max_ns = 0;  // instances over even the measured bound
-    uint64_t unchecked = 0;                  // instances over the bound after a trace filled
+    chain.quantitative = mb != measured_bound.end();
+    if (chain.quantitative) chain.measured_bound_ns = mb->second;
+    if (in.analyze) summary["measured_wcrt_us"] = chain.quantitative ? json(us(mb->second)) : json(nullptr);
     const uint64_t n = shared.samples_kept(c);
     for (uint64_t i = 0; i < n; ++i) {
       const Sample& x = shared.samples(c)[i];
-      if (x.end_ns > in.stop_ns || x.end_ns - x.start_ns <= bound) continue;
+      if (x.end_ns > in.stop_ns || x.end_ns - x.start_ns <= chain.bound_ns) continue;
       if (x.end_ns > checked_until_ns) {
-        ++unchecked;
+        ++chain.unchecked;
         continue;
       }
-      ++over;
-      bool broke = false, hop_late = false;
-      // Its cores' time the analysis does not model: taken from its callbacks
-      // while they ran (steal, threads outside the workload), and lost to
-      // interrupts, softirqs and steal by the kernel's count. The two
-      // overlap (steal is in both), so the larger stands for both.
-      uint64_t off_core_ns = 0, lost_ns = 0;
-      std::set<std::pair<int, size_t>> seen;
-      // Overruns that overlap the instance: sorted by start, so from the
-      // first that could still be running at its start.
-      auto it = std::lower_bound(overruns.begin(), overruns.end(), x.start_ns - std::min(x.start_ns, longest_overrun),
-                                 [](const Overrun& o, uint64_t t) { return o.begin_ns < t; });
-      for (; it != overruns.end() && it->begin_ns <= x.end_ns; ++it) {
-        if (it->end_ns < x.start_ns || (it->core >= 0 && !cores.count(it->core))) continue;
-        broke = true;
-        hop_late = hop_late || it->kind == Finding::kHop || it->kind == Finding::kLegs;
-        if (it->kind == Finding::kSegment)
-          if (const auto [a, core] = device_core(it->what); core >= 0)
-            why.devices[a] += in.cores->lost(core, it->begin_ns, it->end_ns, &device_counted);
-        if (it->kind == Finding::kOffCore) off_core_ns += it->took_ns;
-        auto& s = why.overruns[{it->kind, it->what}];
-        s.max_ns = std::max(s.max_ns, it->took_ns);
-        if (seen.insert({it->kind, it->what}).second) ++s.instances;
-      }
-      for (int core : cores) {
-        why.cores[core] += in.cores->lost(core, x.start_ns, x.end_ns, &counted);
-        // A loss in an interval counted for an earlier instance explains
-        // this one too; what counts is what the core lost then.
-        lost_ns += in.cores->lost(core, x.start_ns, x.end_ns, nullptr).total();
-      }
-      if (in.speed)
-        if (const double low = in.speed->slowest(x.start_ns, x.end_ns); low > 0)
-          why.slowest = why.slowest == 0 ? low : std::min(why.slowest, low);
-      const uint64_t unmodelled_ns = std::max(off_core_ns, lost_ns);
-      bool explained = broke || unmodelled_ns > 0;
-      if (quantitative) {
-        // The analysis with the run's own times holds unless the instance
-        // went further beyond it than its cores lost to what the analysis
-        // does not model (a hop's time, and a remote request's on the link,
-        // it models only as declared).
-        const uint64_t latency = x.end_ns - x.start_ns;
-        if (latency > mb->second) {
-          ++beyond;
-          beyond_max_ns = std::max(beyond_max_ns, latency - mb->second);
-        }
-        explained = latency <= mb->second || hop_late || latency - mb->second <= unmodelled_ns;
-      }
-      if (!explained && !in.policy_analysed) {
-        ++why.policy_only;
-        explained = true;
-      }
-      why.unexplained += !explained;
-      if (findings)
-        findings->push_back({Finding::kInstance, w.chains[c].name, x.start_ns, x.end_ns, x.end_ns - x.start_ns, bound,
-                             quantitative ? mb->second : 0, explained});
+      explain_instance(x, &chain);
     }
-    const std::string of = " of the " + std::to_string(over) + " over the bound";
-    json explained_by = json::array();
-    if (why.policy_only)
-      explained_by.push_back(count_of(why.policy_only, "instance") + " over the bound had no assumption broken in " +
-                             (why.policy_only == 1 ? "its" : "their") +
-                             " time: the bound is for paam's scheduling, which this run's policy does not follow");
-    if (quantitative)
-      explained_by.push_back("with the run's longest times in place of the declared ones the analysis bounds it at " +
-                             ms(mb->second) +
-                             (beyond ? ", and " + count_of(beyond, "instance") + " went beyond that, by up to " +
-                                           ms(beyond_max_ns)
-                                     : ", which covers every instance"));
-    else if (in.analyze)
-      explained_by.push_back("with the run's longest times in place of the declared ones the analysis finds no bound");
-    if (unchecked)
-      explained_by.push_back(count_of(unchecked, "instance") + " over the bound ended after the trace of " +
-                             trace_filled["of"].get<std::string>() + " filled (" +
-                             std::to_string(trace_filled["events"].get<uint64_t>()) + " events, " +
-                             seconds_text(trace_filled["at_s"].get<double>()) +
-                             " into the run): the run could not check " + (unchecked == 1 ? "it" : "them"));
-    // What the machine did first (a few lines at most), then the overruns
-    // by what they can have added to these instances, the most first: their
-    // longest excess over the allowed time, in as many instances. A long
-    // list then reads from its top.
-    for (const auto& [core, loss] : why.cores)
-      if (loss.total()) explained_by.push_back(loss_text(core, loss, " in the time of the instances over the bound"));
-    for (const auto& [a, loss] : why.devices)
-      if (loss.total())
-        explained_by.push_back(device_loss_text(a, loss, " in the instances over the bound"));
-    if (const std::string slow = speed_text(why.slowest, " in the time of the instances over the bound"); !slow.empty())
-      explained_by.push_back(slow);
-    std::vector<std::pair<uint64_t, std::string>> ranked;
-    for (const auto& [key, s] : why.overruns) {
-      const uint64_t allowed = tallies_of(static_cast<Finding::Kind>(key.first))[key.second].allowed_ns;
-      ranked.emplace_back((s.max_ns - std::min(s.max_ns, allowed)) * s.instances,
-                          overrun_text(key.first, key.second, s.max_ns, s.instances, of));
-    }
-    std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-    for (auto& [added, text] : ranked) explained_by.push_back(std::move(text));
-    if (why.unexplained) {
-      const std::string its = why.unexplained == 1 ? "its" : "their";
-      explained_by.push_back(count_of(why.unexplained, "instance") +
-                             (quantitative ? " beyond even that bound by more than " + its + " cores lost in " + its
-                                           : " over the bound with no assumption broken in " + its) +
-                             " time: the analysis does not hold for this run (a bug in rtaccel's analysis)");
-    }
-    summary["explained_by"] = std::move(explained_by);
-    summary["unexplained"] = why.unexplained;
-    summary["unchecked"] = unchecked;
-    unexplained += why.unexplained;
+    summary["explained_by"] = explanations_of(chain);
+    summary["unexplained"] = chain.why.unexplained;
+    summary["unchecked"] = chain.unchecked;
+    unexplained += chain.why.unexplained;
   }
   return unexplained;
+}
+
+// Instance X of CHAIN, over its bound and checked: what broke in its time
+// and what its cores lost, into CHAIN's explanation; explained or not, a
+// finding.
+void Check::explain_instance(const Sample& x, ChainOverBound* chain) {
+  Explanation& why = chain->why;
+  ++chain->over;
+  bool hop_late = false;
+  // Its cores' time the analysis does not model: taken from its callbacks
+  // while they ran (steal, threads outside the workload), and lost to
+  // interrupts, softirqs and steal by the kernel's count. The two
+  // overlap (steal is in both), so the larger stands for both.
+  uint64_t off_core_ns = 0, lost_ns = 0;
+  const bool broke = tally_overruns_in(x, chain, &hop_late, &off_core_ns);
+  for (int core : chain->cores) {
+    why.cores[core] += in.cores->lost(core, x.start_ns, x.end_ns, &chain->counted);
+    // A loss in an interval counted for an earlier instance explains
+    // this one too; what counts is what the core lost then.
+    lost_ns += in.cores->lost(core, x.start_ns, x.end_ns, nullptr).total();
+  }
+  if (in.speed)
+    if (const double low = in.speed->slowest(x.start_ns, x.end_ns); low > 0)
+      why.slowest = why.slowest == 0 ? low : std::min(why.slowest, low);
+  const uint64_t unmodelled_ns = std::max(off_core_ns, lost_ns);
+  bool explained = broke || unmodelled_ns > 0;
+  if (chain->quantitative) {
+    // The analysis with the run's own times holds unless the instance
+    // went further beyond it than its cores lost to what the analysis
+    // does not model (a hop's time, and a remote request's on the link,
+    // it models only as declared).
+    const uint64_t latency = x.end_ns - x.start_ns;
+    const uint64_t measured = chain->measured_bound_ns;
+    if (latency > measured) {
+      ++chain->beyond;
+      chain->beyond_max_ns = std::max(chain->beyond_max_ns, latency - measured);
+    }
+    explained = latency <= measured || hop_late || latency - measured <= unmodelled_ns;
+  }
+  if (!explained && !in.policy_analysed) {
+    ++why.policy_only;
+    explained = true;
+  }
+  why.unexplained += !explained;
+  if (findings)
+    findings->push_back({Finding::kInstance, w.chains[chain->chain].name, x.start_ns, x.end_ns, x.end_ns - x.start_ns,
+                         chain->bound_ns, chain->quantitative ? chain->measured_bound_ns : 0, explained});
+}
+
+// The overruns that overlap instance X, on CHAIN's cores where they are on
+// a core, into its explanation (and a cpu-backend accelerator's kernels,
+// what that core lost meanwhile). Whether any did; HOP_LATE: a hop or a
+// remote request's legs among them; OFF_CORE_NS: the time they kept its
+// callbacks off their cores.
+bool Check::tally_overruns_in(const Sample& x, ChainOverBound* chain, bool* hop_late, uint64_t* off_core_ns) {
+  Explanation& why = chain->why;
+  bool broke = false;
+  std::set<std::pair<int, size_t>> seen;
+  // Sorted by start, so from the first that could still be running at its
+  // start.
+  auto it = std::lower_bound(overruns.begin(), overruns.end(), x.start_ns - std::min(x.start_ns, longest_overrun),
+                             [](const Overrun& o, uint64_t t) { return o.begin_ns < t; });
+  for (; it != overruns.end() && it->begin_ns <= x.end_ns; ++it) {
+    if (it->end_ns < x.start_ns || (it->core >= 0 && !chain->cores.count(it->core))) continue;
+    broke = true;
+    *hop_late = *hop_late || it->kind == Finding::kHop || it->kind == Finding::kLegs;
+    if (it->kind == Finding::kSegment)
+      if (const auto [a, core] = device_core(it->what); core >= 0)
+        why.devices[a] += in.cores->lost(core, it->begin_ns, it->end_ns, &chain->device_counted);
+    if (it->kind == Finding::kOffCore) *off_core_ns += it->took_ns;
+    auto& s = why.overruns[{it->kind, it->what}];
+    s.max_ns = std::max(s.max_ns, it->took_ns);
+    if (seen.insert({it->kind, it->what}).second) ++s.instances;
+  }
+  return broke;
+}
+
+// CHAIN's explained_by: a sentence each, for what explains its instances
+// over its bound and for what does not.
+json Check::explanations_of(const ChainOverBound& chain) {
+  const Explanation& why = chain.why;
+  const std::string of = " of the " + std::to_string(chain.over) + " over the bound";
+  json explained_by = json::array();
+  if (why.policy_only)
+    explained_by.push_back(count_of(why.policy_only, "instance") + " over the bound had no assumption broken in " +
+                           (why.policy_only == 1 ? "its" : "their") +
+                           " time: the bound is for paam's scheduling, which this run's policy does not follow");
+  if (chain.quantitative)
+    explained_by.push_back("with the run's longest times in place of the declared ones the analysis bounds it at " +
+                           ms(chain.measured_bound_ns) +
+                           (chain.beyond ? ", and " + count_of(chain.beyond, "instance") +
+                                               " went beyond that, by up to " + ms(chain.beyond_max_ns)
+                                         : ", which covers every instance"));
+  else if (in.analyze)
+    explained_by.push_back("with the run's longest times in place of the declared ones the analysis finds no bound");
+  if (chain.unchecked)
+    explained_by.push_back(count_of(chain.unchecked, "instance") + " over the bound ended after the trace of " +
+                           trace_filled["of"].get<std::string>() + " filled (" +
+                           std::to_string(trace_filled["events"].get<uint64_t>()) + " events, " +
+                           seconds_text(trace_filled["at_s"].get<double>()) +
+                           " into the run): the run could not check " + (chain.unchecked == 1 ? "it" : "them"));
+  // What the machine did first (a few lines at most), then the overruns
+  // by what they can have added to these instances, the most first: their
+  // longest excess over the allowed time, in as many instances. A long
+  // list then reads from its top.
+  for (const auto& [core, loss] : why.cores)
+    if (loss.total()) explained_by.push_back(loss_text(core, loss, " in the time of the instances over the bound"));
+  for (const auto& [a, loss] : why.devices)
+    if (loss.total())
+      explained_by.push_back(device_loss_text(a, loss, " in the instances over the bound"));
+  if (const std::string slow = speed_text(why.slowest, " in the time of the instances over the bound"); !slow.empty())
+    explained_by.push_back(slow);
+  std::vector<std::pair<uint64_t, std::string>> ranked;
+  for (const auto& [key, s] : why.overruns) {
+    const uint64_t allowed = tallies_of(static_cast<Finding::Kind>(key.first))[key.second].allowed_ns;
+    ranked.emplace_back((s.max_ns - std::min(s.max_ns, allowed)) * s.instances,
+                        overrun_text(key.first, key.second, s.max_ns, s.instances, of));
+  }
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (auto& [added, text] : ranked) explained_by.push_back(std::move(text));
+  if (why.unexplained) {
+    const std::string its = why.unexplained == 1 ? "its" : "their";
+    explained_by.push_back(count_of(why.unexplained, "instance") +
+                           (chain.quantitative ? " beyond even that bound by more than " + its + " cores lost in " + its
+                                               : " over the bound with no assumption broken in " + its) +
+                           " time: the analysis does not hold for this run (a bug in rtaccel's analysis)");
+  }
+  return explained_by;
 }
 
 json Check::summarise(uint64_t unexplained) {
