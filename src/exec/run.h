@@ -17,8 +17,9 @@
 //                     headers
 //   run_results.cc    the results: summary.json (its schema,
 //                     python/rtaccel/schemas/summary.schema.json, is the
-//                     contract every reader holds it to), latency.csv and
-//                     trace.json written
+//                     contract every reader holds it to; Run::write_results
+//                     reads as the table of contents of its pieces),
+//                     latency.csv and trace.json written
 //   run_timeline.cc   what the run recorded, as events on its Perfetto
 //                     timeline (trace_events)
 #ifndef RTACCEL_EXEC_RUN_H_
@@ -182,15 +183,8 @@ class Run {
   void end_best_effort();
   Status watch_best_effort(uint64_t now);
   void watch_stops(uint64_t now);
-  json best_effort_summary(uint64_t stopped_ns) const;
-  void best_effort_trace(uint64_t stopped_ns, TraceFile* trace) const;
-  json isolation_summary() const;
-  json shim_summary() const;
-  std::filesystem::path shim_file(pid_t pid, const char* suffix) const;
   size_t processes() const { return setup_.workload.executors.size() + setup_.plan.bridges.size(); }
   void fail_links(uint64_t now);
-  json link_summary() const;
-  json gang_summary() const;
   Status failure();
   Status wait_until_ready();
   Status supervise();
@@ -199,9 +193,39 @@ class Run {
   void warn_where_traces_fill() const;
   void stop_executors();
   void wind_down();
+
+  // The results (run_results.cc). write_results reads as the table of
+  // contents of summary.json: each of its pieces, a key of the document, is
+  // made by the member named after it, in the order the pieces are measured.
   // FAILURE: why the run ended before its time (a process of it died), or
   // empty.
   Status write_results(uint64_t stopped_ns, const std::string& failure);
+  // chains, with latency.csv beside it (CSV_WRITTEN: whether written whole)
+  json chains_summary(uint64_t stopped_ns, Status* csv_written) const;
+  json timers_summary() const;
+  json executors_summary() const;
+  json queues_summary() const;
+  // assumptions: the monitor's check of the run, which adds to CHAINS'
+  // entries what explains their instances over their bounds, and gives
+  // FINDINGS, what it found over what the analysis allowed, to the trace
+  json assumptions_summary(uint64_t stopped_ns, json* chains, std::vector<Finding>* findings) const;
+  // the run's own keys (policy, duration, how it ended, the overheads, the
+  // critical bounds held by CHAINS)
+  json run_summary(uint64_t stopped_ns, const std::string& failure, const json& chains) const;
+  json walks_summary() const;
+  json gang_summary() const;
+  json isolation_summary() const;
+  json link_summary() const;
+  void warn_of_lost_messages() const;  // beside links, on stderr
+  json shim_summary() const;
+  std::filesystem::path shim_file(pid_t pid, const char* suffix) const;
+  json best_effort_summary(uint64_t stopped_ns) const;
+  json other_runs_summary() const;
+  // trace.json: the timeline (trace_events), the best-effort programs'
+  // (best_effort_trace, in run_timeline.cc) and the regulator's and the
+  // interposer's merged in
+  Status write_trace(uint64_t stopped_ns, const std::vector<Finding>& findings) const;
+  void best_effort_trace(uint64_t stopped_ns, TraceFile* trace) const;
 
   const RunOptions& options_;
   Setup setup_;

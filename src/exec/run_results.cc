@@ -143,6 +143,20 @@ json timer_summary(const Setup& s, const SharedRun& shared, size_t t) {
           {"start_delay_max_us", delay.empty() ? 0.0 : us(delay.back())}};
 }
 
+namespace {
+
+// The runner's most resident memory, its results written: what a run of
+// this length needs beside the real-time work, which the samples during
+// the run do not see. RESOURCES: summary.json's.
+void note_runner_peak(json* resources) {
+  rusage self{};
+  getrusage(RUSAGE_SELF, &self);
+  for (json& p : *resources)
+    if (p["process"] == "runner") p["peak_kb"] = static_cast<uint64_t>(self.ru_maxrss);
+}
+
+}  // namespace
+
 Status write_file(const std::filesystem::path& path, const std::string& text) {
   std::ofstream out(path);
   out << text;
@@ -314,16 +328,31 @@ json Run::shim_summary() const {
   return {{"modes", options_.shim_modes}, {"folder", shim_dir_}, {"processes", std::move(processes)}};
 }
 
-Status Run::write_results(uint64_t stopped_ns, const std::string& failure) {
-  const auto& w = setup_.workload;
-  const std::filesystem::path out(options_.out_dir);
-  std::ofstream csv(out / "latency.csv");
+// Per chain: its latencies' figures against its deadline and bound, and
+// latency.csv beside them, a row per instance (CSV_WRITTEN: whether it
+// was written whole).
+json Run::chains_summary(uint64_t stopped_ns, Status* csv_written) const {
+  const std::filesystem::path path = std::filesystem::path(options_.out_dir) / "latency.csv";
+  std::ofstream csv(path);
   csv << "chain,start_us,latency_us\n";
   json chains = json::array();
-  for (size_t c = 0; c < w.chains.size(); ++c) chains.push_back(chain_summary(setup_, shared_, c, &csv, t0_, stopped_ns));
-  const Status csv_written = finish_result_file(csv, out / "latency.csv");
+  for (size_t c = 0; c < setup_.workload.chains.size(); ++c)
+    chains.push_back(chain_summary(setup_, shared_, c, &csv, t0_, stopped_ns));
+  *csv_written = finish_result_file(csv, path);
+  return chains;
+}
+
+// Per timer callback: its activations, their period jitter and start delay.
+json Run::timers_summary() const {
   json timers = json::array();
   for (size_t t = 0; t < setup_.plan.timers.size(); ++t) timers.push_back(timer_summary(setup_, shared_, t));
+  return timers;
+}
+
+// Per executor: whether it ran at real-time priority, its timer overruns,
+// and the events its trace kept and lost.
+json Run::executors_summary() const {
+  const auto& w = setup_.workload;
   json execs = json::array();
   for (size_t e = 0; e < w.executors.size(); ++e) {
     const auto* st = shared_.executor(e);
@@ -334,6 +363,13 @@ Status Run::write_results(uint64_t stopped_ns, const std::string& failure) {
                      {"trace_events", kept},
                      {"trace_events_lost", st->trace_used.load() - kept}});
   }
+  return execs;
+}
+
+// Per queue: its topic, who takes from it, what went through and what was
+// dropped.
+json Run::queues_summary() const {
+  const auto& w = setup_.workload;
   json queues = json::array();
   for (size_t q = 0; q < setup_.plan.queues.size(); ++q) {
     const auto* st = shared_.queue(q);
@@ -348,6 +384,14 @@ Status Run::write_results(uint64_t stopped_ns, const std::string& failure) {
                       {"messages", st->pushed},
                       {"dropped", st->dropped}});
   }
+  return queues;
+}
+
+// The monitor's check of the run against the analysis' assumptions: its
+// summary, and CHAINS' entries told what explains their instances over
+// their bounds; what it found over what was allowed goes to FINDINGS.
+json Run::assumptions_summary(uint64_t stopped_ns, json* chains, std::vector<Finding>* findings) const {
+  const auto& w = setup_.workload;
   // The bounds are PAAM's: under ros2 and picas a chain over one is the
   // policy's doing, not the analysis', and the monitor only lists what broke.
   MonitorInput monitor{&w, &setup_.plan, &setup_.bounds, &shared_, &cores_, t0_, {}, &speed_, options_.work_fraction,
@@ -357,61 +401,69 @@ Status Run::write_results(uint64_t stopped_ns, const std::string& failure) {
     monitor.analyze = [gang = setup_.gang](const workload::Workload& measured) {
       return gang ? analysis::analyze_gangs(measured) : analysis::analyze(measured);
     };
-  std::vector<Finding> findings;
-  json assumptions = check_assumptions(monitor, &chains, &findings);
+  return check_assumptions(monitor, chains, findings);
+}
+
+// The run as a whole: its workload and policy, how long it ran and how it
+// ended, the overheads it was analysed with, and whether every critical
+// chain held its bound (CHAINS: their entries).
+json Run::run_summary(uint64_t stopped_ns, const std::string& failure, const json& chains) const {
+  const auto& w = setup_.workload;
   bool held = true;
   for (const auto& c : chains)
     if (c["critical"].get<bool>() && c["bound_held"].is_boolean()) held = held && c["bound_held"].get<bool>();
-  json summary = {{"format_version", 1},
-                  {"workload", {{"file", options_.workload}, {"name", w.name}}},
-                  {"policy", std::string(to_string(options_.policy))},
-                  {"duration_s", static_cast<double>(stopped_ns - t0_) / 1e9},
-                  {"interrupted", stop_requested()},
-                  {"failed", failure.empty() ? json() : json(failure)},
-                  {"realtime", realtime_},
-                  {"work_fraction", options_.work_fraction},
-                  {"epsilon_us", us(w.server ? w.server->overhead_ns : 0)},
-                  {"kappa_us", us(w.accelerators.empty() ? 0 : w.accelerators.front().preemption_cost_ns)},
-                  {"release_jitter_us", us(w.release_jitter_ns)},
-                  {"critical_bounds_held", held},
-                  {"gang_scheduling", setup_.gang},
-                  {"chains", std::move(chains)},
-                  {"timers", std::move(timers)},
-                  {"executors", std::move(execs)},
-                  {"queues", std::move(queues)},
-                  {"assumptions", std::move(assumptions)}};
+  return {{"format_version", 1},
+          {"workload", {{"file", options_.workload}, {"name", w.name}}},
+          {"policy", std::string(to_string(options_.policy))},
+          {"duration_s", static_cast<double>(stopped_ns - t0_) / 1e9},
+          {"interrupted", stop_requested()},
+          {"failed", failure.empty() ? json() : json(failure)},
+          {"realtime", realtime_},
+          {"work_fraction", options_.work_fraction},
+          {"epsilon_us", us(w.server ? w.server->overhead_ns : 0)},
+          {"kappa_us", us(w.accelerators.empty() ? 0 : w.accelerators.front().preemption_cost_ns)},
+          {"release_jitter_us", us(w.release_jitter_ns)},
+          {"critical_bounds_held", held},
+          {"gang_scheduling", setup_.gang}};
+}
+
+// The working sets' walks, one calibration per size and pattern.
+json Run::walks_summary() const {
   json walks = json::array();
   for (const auto& [key, ns] : setup_.walks)
     walks.push_back({{"working_set_kb", key.first >> 10}, {"pattern", key.second ? "random" : "stream"},
                      {"ns_per_line", ns}});
-  summary["walks"] = std::move(walks);
-  if (setup_.gang) summary["gang"] = gang_summary();
-  if (setup_.isolation) summary["isolation"] = isolation_summary();
-  if (!setup_.workload.links.empty()) {
-    summary["links"] = link_summary();
-    for (size_t h = 0; h < setup_.plan.hops.size(); ++h) {
-      const HopState* st = shared_.hop(h);
-      if (st->lost.load())
-        fprintf(stderr, "rtaccel run: warning: %llu messages of '%s' lost on link '%s' from %.1f s on: %s\n",
-                static_cast<unsigned long long>(st->lost.load()), setup_.plan.hops[h].name.c_str(),
-                w.links[setup_.plan.hops[h].link].name.c_str(), static_cast<double>(st->failed_ns.load() - t0_) / 1e9,
-                st->error);
-    }
+  return walks;
+}
+
+// Said beside the links' summary: each topic that lost messages on its
+// link, and from when.
+void Run::warn_of_lost_messages() const {
+  const auto& w = setup_.workload;
+  for (size_t h = 0; h < setup_.plan.hops.size(); ++h) {
+    const HopState* st = shared_.hop(h);
+    if (st->lost.load())
+      fprintf(stderr, "rtaccel run: warning: %llu messages of '%s' lost on link '%s' from %.1f s on: %s\n",
+              static_cast<unsigned long long>(st->lost.load()), setup_.plan.hops[h].name.c_str(),
+              w.links[setup_.plan.hops[h].link].name.c_str(), static_cast<double>(st->failed_ns.load() - t0_) / 1e9,
+              st->error);
   }
-  if (!options_.shim_modes.empty()) {
-    write_shim_report();  // the runner's own: what it locked during the run
-    summary["shim"] = shim_summary();
-  }
-  if (!best_effort_.empty()) summary["best_effort"] = best_effort_summary(stopped_ns);
-  if (!other_runs_.empty()) {
-    json others = json::array();
-    for (const auto& [pid, seen] : other_runs_)
-      others.push_back({{"runner_pid", pid},
-                        {"first_seen_s", into_run_s(seen.first_ns)},
-                        {"last_seen_s", into_run_s(seen.last_ns)}});
-    summary["other_runs"] = std::move(others);
-  }
-  summary["resources"] = resources_.summary();
+}
+
+// Other runs seen under way beside this one, and when.
+json Run::other_runs_summary() const {
+  json others = json::array();
+  for (const auto& [pid, seen] : other_runs_)
+    others.push_back({{"runner_pid", pid},
+                      {"first_seen_s", into_run_s(seen.first_ns)},
+                      {"last_seen_s", into_run_s(seen.last_ns)}});
+  return others;
+}
+
+// trace.json: the run's timeline, the best-effort programs' stops, and the
+// regulator's and the interposer's timelines merged into it.
+Status Run::write_trace(uint64_t stopped_ns, const std::vector<Finding>& findings) const {
+  const std::filesystem::path out(options_.out_dir);
   TraceFile trace;
   Status written = trace.open(out / "trace.json");
   if (written) {
@@ -422,18 +474,50 @@ Status Run::write_results(uint64_t stopped_ns, const std::string& failure) {
       merge_trace(shim_file(pid, ".trace.json"), t0_, &trace, "shim: " + name + " (pid " + std::to_string(pid) + ")");
     written = trace.close();
   }
-  // The runner's most resident memory, its results written: what a run of
-  // this length needs beside the real-time work, which the samples during
-  // the run do not see.
-  rusage self{};
-  getrusage(RUSAGE_SELF, &self);
-  for (json& p : summary["resources"])
-    if (p["process"] == "runner") p["peak_kb"] = static_cast<uint64_t>(self.ru_maxrss);
+  return written;
+}
+
+// summary.json piece by piece, in the order they are measured (the chains'
+// figures before the monitor's check of them, trace.json before the
+// runner's peak memory), then written whole.
+Status Run::write_results(uint64_t stopped_ns, const std::string& failure) {
+  Status csv_written;
+  json chains = chains_summary(stopped_ns, &csv_written);
+  json timers = timers_summary();
+  json executors = executors_summary();
+  json queues = queues_summary();
+  std::vector<Finding> findings;
+  json assumptions = assumptions_summary(stopped_ns, &chains, &findings);
+
+  json summary = run_summary(stopped_ns, failure, chains);
+  summary["chains"] = std::move(chains);
+  summary["timers"] = std::move(timers);
+  summary["executors"] = std::move(executors);
+  summary["queues"] = std::move(queues);
+  summary["assumptions"] = std::move(assumptions);
+  summary["walks"] = walks_summary();
+  if (setup_.gang) summary["gang"] = gang_summary();
+  if (setup_.isolation) summary["isolation"] = isolation_summary();
+  if (!setup_.workload.links.empty()) {
+    summary["links"] = link_summary();
+    warn_of_lost_messages();
+  }
+  if (!options_.shim_modes.empty()) {
+    write_shim_report();  // the runner's own: what it locked during the run
+    summary["shim"] = shim_summary();
+  }
+  if (!best_effort_.empty()) summary["best_effort"] = best_effort_summary(stopped_ns);
+  if (!other_runs_.empty()) summary["other_runs"] = other_runs_summary();
+  summary["resources"] = resources_.summary();
+
+  const Status trace_written = write_trace(stopped_ns, findings);
+  note_runner_peak(&summary["resources"]);
   // Strings of the user's (a command line, a path) need not be UTF-8:
   // such bytes become U+FFFD, where a throw would lose the results.
+  const std::filesystem::path out(options_.out_dir);
   if (Status st = write_file(out / "summary.json", summary.dump(2, ' ', false, json::error_handler_t::replace) + "\n"); !st)
     return st;
-  if (!written) return written;
+  if (!trace_written) return trace_written;
   return csv_written;
 }
 
