@@ -134,6 +134,14 @@ std::string isolate_binary(const RunOptions& o);
 // The server's command line for the workload's accelerators.
 std::vector<std::string> server_args(const workload::Workload& w, const std::string& socket);
 
+// rtaccel-isolate's command line (after the program) for the regulator of a
+// run of W under isolation: `regulate` on W's regulated cores, metering
+// CGROUP, which it makes and removes; the bandwidth lock, and with GANG the
+// gang lock, named NAME; its summary and trace into OUT when the runner
+// stops it.
+std::vector<std::string> regulator_args(const workload::Workload& w, bool gang, const std::string& name,
+                                        const std::string& cgroup, const std::filesystem::path& out);
+
 // --- results (run_results.cc) ----------------------------------------------------
 
 // Instances that ended after STOPPED are left out: they met the executors'

@@ -463,31 +463,36 @@ void Run::fail_links(uint64_t now) {
   }
 }
 
-// The regulator for the run (rtaccel-isolate regulate): on the regulated
-// cores, metering the run's best-effort cgroup, which it makes and removes;
-// its bandwidth lock and gang lock are the run's. It writes its summary and
-// trace into the result folder when the runner stops it.
-Status Run::start_isolation() {
-  const auto& iso = setup_.workload.isolation;
-  if (!rtaccel_fifo_allowed(99))
-    return Status::error("isolation: the regulator needs SCHED_FIFO and perf events (root); run without it "
-                         "with --no-isolation");
+// The regulator's command line (run.h).
+std::vector<std::string> regulator_args(const workload::Workload& w, bool gang, const std::string& name,
+                                        const std::string& cgroup, const std::filesystem::path& out) {
+  const auto& iso = w.isolation;
   std::string cores;
   if (iso.cores.empty()) {
-    for (int c = 0; c < setup_.workload.cores; ++c) cores += (c ? "," : "") + std::to_string(c);
+    for (int c = 0; c < w.cores; ++c) cores += (c ? "," : "") + std::to_string(c);
   } else {
     for (int c : iso.cores) cores += (cores.empty() ? "" : ",") + std::to_string(c);
   }
-  const std::filesystem::path out(options_.out_dir);
-  std::vector<std::string> args = {isolate_binary(options_), "regulate", "--cores", cores, "--period-us",
-                                   std::to_string(iso.period_ns / 1000), "--cgroup", cgroup_, "--own-cgroup",
-                                   "--bwlock", run_name_, "--be-peak-mbps", std::to_string(iso.be_peak_mbps),
-                                   "--summary", (out / "regulator.json").string(),
+  std::vector<std::string> args = {"regulate", "--cores", cores, "--period-us", std::to_string(iso.period_ns / 1000),
+                                   "--cgroup", cgroup, "--own-cgroup", "--bwlock", name, "--be-peak-mbps",
+                                   std::to_string(iso.be_peak_mbps), "--summary", (out / "regulator.json").string(),
                                    "--trace", (out / "regulator.trace.json").string(), "--quiet",
                                    "--stopped-by-parent"};
   if (iso.threshold_mbps != workload::Isolation::kUnlimited)
     args.insert(args.end(), {"--threshold", std::to_string(iso.threshold_mbps)});
-  if (setup_.gang) args.insert(args.end(), {"--gang", run_name_});
+  if (gang) args.insert(args.end(), {"--gang", name});
+  return args;
+}
+
+// The regulator for the run (rtaccel-isolate regulate, regulator_args),
+// started with the readiness handshake (--ready-fd).
+Status Run::start_isolation() {
+  if (!rtaccel_fifo_allowed(99))
+    return Status::error("isolation: the regulator needs SCHED_FIFO and perf events (root); run without it "
+                         "with --no-isolation");
+  const std::filesystem::path out(options_.out_dir);
+  std::vector<std::string> args = regulator_args(setup_.workload, setup_.gang, run_name_, cgroup_, out);
+  args.insert(args.begin(), isolate_binary(options_));
   core::SpawnOptions options;
   options.log_path = (out / "regulator.log").string();
   options.parent_death_signal = SIGTERM;
