@@ -462,12 +462,12 @@ def test_run_be_keeps_the_head_and_the_tail_of_an_output_past_its_cap():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["regulate", "--period-us", "5"], "the period is 100..1000000 us"),
-    (["regulate", "--meter", "magic"], "unknown meter"),
-    (["regulate", "--meter", "raw:x"], "raw meter is raw:TYPE:CONFIG"),
-    (["regulate", "--cores", "1-"], "bad core list"),
-    (["regulate", "--tfs", "-1"], "rho is 0..100"),
-    (["regulate", "--threshold", "lots"], "bad threshold"),
+    (["regulate", "--period-us", "5"], "bad --period-us (microseconds, 100..1000000): '5'"),
+    (["regulate", "--meter", "magic"], "bad --meter (auto, llc, cpu-time or raw:TYPE:CONFIG): 'magic'"),
+    (["regulate", "--meter", "raw:x"], "bad --meter (auto, llc, cpu-time or raw:TYPE:CONFIG): 'raw:x'"),
+    (["regulate", "--cores", "1-"], "bad --cores (a core list, as 1,3-5): '1-'"),
+    (["regulate", "--tfs", "-1"], "bad --tfs (0..100): '-1'"),
+    (["regulate", "--threshold", "lots"], "bad --threshold (MB/s, 0..4294967294): 'lots'"),
     (["regulate", "--cores", "1", "--meter", "cpu-time", "--no-cgroup"], "needs the best-effort cgroup"),
     (["status", "--bwlock", "../etc"], "status of '../etc'"),
     (["hold", "--", "true"], "give the threshold the lock holds others to (--threshold MBPS)"),
