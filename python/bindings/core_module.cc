@@ -7,7 +7,9 @@
 
 #include "core/netns.h"
 #include "core/percentile.h"
+#include "exec/run.h"
 #include "exec/run_options.h"
+#include "isolate/regulate_options.h"
 #include "rtaccel/analysis.hpp"
 #include "rtaccel/isolate.h"
 #include "rtaccel/chainset.hpp"
@@ -545,4 +547,46 @@ PYBIND11_MODULE(_core, m) {
       py::arg("name"), py::arg("value"),
       "None where rtaccel-exec takes VALUE for --NAME, else what it takes (\"--duration takes seconds, "
       "0.001..86400\").");
+
+  // rtaccel-isolate regulate's options, one table (isolate/regulate_options.h),
+  // and the command line a run hands it (exec/run.h regulator_args):
+  // tests/python/test_regulate_options.py holds them, the usage and the docs
+  // to each other.
+  m.def(
+      "regulate_options",
+      [] {
+        py::list out;
+        size_t n;
+        const regulate_option_spec* specs = regulate_option_specs(&n);
+        for (size_t i = 0; i < n; ++i) {
+          py::dict d;
+          d["name"] = specs[i].name;
+          d["value"] = specs[i].value ? py::object(py::str(specs[i].value)) : py::none();
+          d["help"] = specs[i].help;
+          out.append(d);
+        }
+        return out;
+      },
+      "rtaccel-isolate regulate's options, in its usage's order: dicts of name, value (None: a flag) and help.");
+  m.def(
+      "check_regulate_option",
+      [](const std::string& name, const std::string& value) -> std::optional<std::string> {
+        const regulate_option_spec* spec = regulate_find_option(name.c_str());
+        if (!spec) return "no option --" + name;
+        regulate_options scratch;
+        regulate_options_defaults(&scratch);
+        if (spec->set(&scratch, spec->value ? value.c_str() : nullptr)) return std::nullopt;
+        return "--" + name + " takes " + spec->takes;
+      },
+      py::arg("name"), py::arg("value"),
+      "None where rtaccel-isolate regulate takes VALUE for --NAME, else what it takes (\"--period-us takes "
+      "microseconds, 100..1000000\").");
+  m.def(
+      "regulator_args",
+      [](const workload::Workload& w, bool gang, const std::string& name, const std::string& cgroup,
+         const std::string& out) { return exec::regulator_args(w, gang, name, cgroup, out); },
+      py::arg("workload"), py::arg("gang"), py::arg("name") = "run-1", py::arg("cgroup") = "rtaccel-run-1",
+      py::arg("out") = "out",
+      "rtaccel-isolate's command line (after the program) for the regulator of a run of WORKLOAD under "
+      "isolation, as rtaccel run starts it.");
 }

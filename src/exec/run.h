@@ -138,7 +138,8 @@ std::vector<std::string> server_args(const workload::Workload& w, const std::str
 // run of W under isolation: `regulate` on W's regulated cores, metering
 // CGROUP, which it makes and removes; the bandwidth lock, and with GANG the
 // gang lock, named NAME; its summary and trace into OUT when the runner
-// stops it.
+// stops it. Its options are rtaccel-isolate's table's
+// (isolate/regulate_options.h; tests/python/test_regulate_options.py).
 std::vector<std::string> regulator_args(const workload::Workload& w, bool gang, const std::string& name,
                                         const std::string& cgroup, const std::filesystem::path& out);
 

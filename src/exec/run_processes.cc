@@ -463,7 +463,8 @@ void Run::fail_links(uint64_t now) {
   }
 }
 
-// The regulator's command line (run.h).
+// The regulator's command line (run.h): its options are rtaccel-isolate's
+// table's (isolate/regulate_options.h).
 std::vector<std::string> regulator_args(const workload::Workload& w, bool gang, const std::string& name,
                                         const std::string& cgroup, const std::filesystem::path& out) {
   const auto& iso = w.isolation;

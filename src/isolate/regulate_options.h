@@ -1,13 +1,18 @@
 /* `rtaccel-isolate regulate`'s options (internal): one table, from which
- * rtaccel-isolate's getopt_long array, usage text and parsing are made.
+ * rtaccel-isolate's getopt_long array, usage text and parsing are made. The
+ * Python package reads it too (rtaccel._core's regulate_options), so that
+ * tests/python/test_regulate_options.py holds to it the usage, the command
+ * line `rtaccel run` hands the regulator (exec/run.h regulator_args),
+ * docs/isolate.md's paragraph of the options and the campaign's regulator.
  * The run's own options are one table the same way (exec/run_options.h).
  *
  * How to add an option: a row in options[] (regulate_options.c) with its
  * name, the value it takes (NULL for a flag), its help, what a bad value is
  * told it must be, and the function that sets the value into
  * struct regulate_options (the regulator's config, or the command's own
- * state), returning false for a value it does not take; and a word for it
- * in docs/isolate.md's paragraph of regulate's options. */
+ * state), returning false for a value it does not take; a word for it in
+ * docs/isolate.md's paragraph of regulate's options, and for one that takes
+ * a value, a value it takes and one it refuses in the test's SAMPLES. */
 #ifndef RTACCEL_ISOLATE_REGULATE_OPTIONS_H
 #define RTACCEL_ISOLATE_REGULATE_OPTIONS_H
 
