@@ -40,6 +40,7 @@ from rclpy.timer import TimerInfo  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
 
 from rtaccel import ros  # noqa: E402
+from rtaccel._core import percentile  # noqa: E402
 
 EXECUTORS = {
     "rclpy SingleThreadedExecutor": lambda context: SingleThreadedExecutor(context=context),
@@ -91,9 +92,8 @@ class Chain:
 def percentiles(ns: list) -> dict:
     if not ns:
         return {"count": 0, "p50_us": None, "p99_us": None, "max_us": None}
-    ordered = sorted(ns)
-    at = lambda p: ordered[min(len(ordered) - 1, int(p * len(ordered)))] / 1000.0  # noqa: E731
-    return {"count": len(ordered), "p50_us": at(0.5), "p99_us": at(0.99), "max_us": ordered[-1] / 1000.0}
+    return {"count": len(ns), "p50_us": percentile(ns, 0.5) / 1000.0, "p99_us": percentile(ns, 0.99) / 1000.0,
+            "max_us": max(ns) / 1000.0}
 
 
 def spin_for(executor, seconds: float) -> None:

@@ -53,7 +53,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from rtaccel import timeline
+from rtaccel import realtime, timeline
+from rtaccel._core import percentile
 
 try:
     from rclpy.callback_groups import CallbackGroup
@@ -111,19 +112,15 @@ def _label(entity) -> str:
     return type(entity).__name__
 
 
-def _percentile(sorted_ns: list, p: float) -> float:
-    return sorted_ns[min(len(sorted_ns) - 1, int(p * len(sorted_ns)))] / 1000.0
-
-
 class Executor(_RclpyExecutor):
     """An rclpy executor that runs callbacks by priority (policy `picas`)
     or in rclpy's own order (policy `ros2`), measuring its chains."""
 
-    def __init__(self, policy: str = "picas", *, context=None):
-        if policy not in POLICIES:
-            raise ValueError(f"policy {policy!r}: the policies are {', '.join(POLICIES)}")
-        super().__init__(context=context)
+    def __init__(self, policy: str = "picas", *, context=None, core: int | None = None,
+                 fifo_priority: int | None = None):
         self.policy = policy
+        self.core, self.fifo_priority = core, fifo_priority
+        self.realtime = None      # once spinning: whether its thread got fifo_priority
         self._given = {}          # id(callback or group) -> (it, priority)
         self._chains = {}         # name -> Chain
         self._steps = {}          # id(callback) -> [(chain, step)]
@@ -132,6 +129,17 @@ class Executor(_RclpyExecutor):
         self._taken = {}          # id(subscription) -> its message's source timestamp
         self._events = []         # (label, start_ns, end_ns, thread, chain names)
         self._spinner = None
+        # rclpy's __del__ reads it, also of an executor its __init__ never
+        # reached or left half-way (a context not initialised)
+        self._sigint_gc = None
+        if policy not in POLICIES:
+            raise ValueError(f"policy {policy!r}: the policies are {', '.join(POLICIES)}")
+        if core is not None and core not in os.sched_getaffinity(0):
+            raise ValueError(f"core {core!r}: this process may run on cores "
+                             f"{sorted(os.sched_getaffinity(0))} only")
+        if fifo_priority is not None and (isinstance(fifo_priority, bool) or fifo_priority not in range(1, 100)):
+            raise ValueError(f"fifo_priority {fifo_priority!r}: SCHED_FIFO priorities are 1..99")
+        super().__init__(context=context)
 
     # ---- what the user declares ------------------------------------------------
 
@@ -209,6 +217,7 @@ class Executor(_RclpyExecutor):
     def _spin_once_impl(self, timeout_sec=None, condition=lambda: False) -> None:
         if self._spinner is None:
             self._spinner = threading.get_ident()
+            self._take_the_thread()
         elif self._spinner != threading.get_ident():
             raise RuntimeError("rtaccel.ros.Executor runs its callbacks in one thread: it is spun by "
                                "another already")
@@ -229,6 +238,20 @@ class Executor(_RclpyExecutor):
         handler, entity, node, _ = self._ready.pop(chosen)
         self._pending.discard(id(handler))
         self._execute(handler, entity, node)
+
+    def _take_the_thread(self) -> None:
+        """Pins the spinning thread to `core` and gives it `fifo_priority`;
+        where real-time priorities are refused, says so once (as the rest of
+        rtaccel does) and spins at the priority it has."""
+        if self.core is not None:
+            os.sched_setaffinity(0, {self.core})  # 0: the calling thread
+        if self.fifo_priority is None:
+            return
+        if not realtime.ensure("rtaccel.ros").allowed:
+            self.realtime = False
+            return
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self.fifo_priority))
+        self.realtime = True
 
     def _poll(self, timeout_sec, condition) -> None:
         """Adds what is ready to self._ready, waiting up to TIMEOUT_SEC for
@@ -306,15 +329,15 @@ class Executor(_RclpyExecutor):
         in summary.json's words."""
         out = []
         for chain in self._chains.values():
-            ordered = sorted(chain.latencies_ns)
+            ns = chain.latencies_ns
             row = {"chain": chain.name, "priority": chain.priority,
                    "deadline_us": None if chain.deadline_ns is None else chain.deadline_ns / 1000.0,
-                   "count": len(ordered), "deadline_misses": chain.deadline_misses,
+                   "count": len(ns), "deadline_misses": chain.deadline_misses,
                    "unattributed": chain.unattributed,
                    "p50_us": None, "p99_us": None, "max_us": None}
-            if ordered:
-                row.update(p50_us=_percentile(ordered, 0.50), p99_us=_percentile(ordered, 0.99),
-                           max_us=ordered[-1] / 1000.0)
+            if ns:
+                row.update(p50_us=percentile(ns, 0.50) / 1000.0, p99_us=percentile(ns, 0.99) / 1000.0,
+                           max_us=max(ns) / 1000.0)
             out.append(row)
         return out
 

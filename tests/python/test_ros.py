@@ -7,6 +7,7 @@ import itertools
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import threading
@@ -291,3 +292,49 @@ def test_the_executors_bench_runs_every_executor_on_the_same_graph(tmp_path):
     measured = rows["rtaccel.ros picas"]["measured_by_executor"]["critical"]
     assert measured["count"] >= rows["rtaccel.ros picas"]["critical"]["count"] - 1
     assert all(row["callbacks"] > 0 for row in results["dispatch"])
+
+
+@pytest.mark.root
+def test_the_spinning_thread_is_pinned_at_its_fifo_priority(node):
+    seen = []
+    node.create_timer(0.01, lambda: seen.append((os.sched_getscheduler(0), os.sched_getparam(0).sched_priority,
+                                                  os.sched_getaffinity(0))))
+    executor = ros.Executor(context=node.context, core=0, fifo_priority=7)
+    executor.add_node(node)
+    done = []
+
+    def spin():  # a thread of its own: the test's keeps its policy
+        spin_until(executor, lambda: seen)
+        done.append(executor.realtime)
+
+    thread = threading.Thread(target=spin)
+    thread.start()
+    thread.join(20)
+    assert done == [True] and seen[0] == (os.SCHED_FIFO, 7, {0})
+
+
+def test_without_real_time_rights_the_executor_says_so_and_spins():
+    """The same program where SCHED_FIFO is refused (CAP_SYS_NICE dropped,
+    RLIMIT_RTPRIO 0): one line that bounds do not apply, the callbacks run."""
+    program = ("import rclpy, sys\n"
+               "from rclpy.node import Node\n"
+               "from rtaccel import ros\n"
+               "rclpy.init()\n"
+               "node = Node('no_rights')\n"
+               "ran = []\n"
+               "node.create_timer(0.01, lambda: ran.append(1))\n"
+               "executor = ros.Executor(fifo_priority=7)\n"
+               "executor.add_node(node)\n"
+               "while not ran:\n"
+               "    executor.spin_once(timeout_sec=0.1)\n"
+               "print('realtime', executor.realtime)\n")
+    env = {**os.environ, **ROS_ENV, "ROS_DOMAIN_ID": str(next(_DOMAINS) % 100 + 1)}
+    env.pop("RTACCEL_NO_RT_NOTED", None)
+    argv = [sys.executable, "-c", program]
+    if os.geteuid() == 0:
+        argv = ["setpriv", "--inh-caps=-sys_nice", "--bounding-set=-sys_nice", *argv]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60,
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_RTPRIO, (0, 0)))
+    assert done.returncode == 0, done.stderr
+    assert "realtime False" in done.stdout
+    assert "rtaccel.ros: no real-time priority: bounds do not apply" in done.stderr
