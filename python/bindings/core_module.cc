@@ -61,12 +61,19 @@ workload::Workload unwrap(Expected<workload::Workload> result, const py::object&
   throw py::error_already_set();
 }
 
-}  // namespace
 
-PYBIND11_MODULE(_core, m) {
-  m.doc() = "rtaccel core: workload loader and PAAM response-time analysis (C++)";
-  m.attr("__version__") = RTACCEL_VERSION;
+// An rtaccel call's -errno as OSError, WHAT its filename.
+void check_errno(int err, const std::string& what) {
+  if (err < 0) {
+    errno = -err;
+    PyErr_SetFromErrnoWithFilename(PyExc_OSError, what.c_str());
+    throw py::error_already_set();
+  }
+}
 
+// The workload loader: Workload and its chains, load_file, load_string and the
+// copies with the machine's calibration; WorkloadError for a workload that does not load.
+void bind_workload(py::module_& m) {
   // WorkloadError(args[0] = list of "file:line:col: message" strings).
   static py::exception<std::runtime_error> workload_error(m, "WorkloadError", PyExc_ValueError);
   py::object error_type = workload_error;
@@ -164,7 +171,11 @@ PYBIND11_MODULE(_core, m) {
       py::arg("link_kernel_ns_per_kb") = 0,
       "A copy of the workload with its server overhead, preemption costs, release jitter and "
       "links' kernel work raised to at least these (the machine's calibration).");
+}
 
+// The PAAM response-time analysis (analysis.hpp): bounds per chain, with their
+// breakdown, and the helpers the Python reports share.
+void bind_paam_analysis(py::module_& m) {
   py::class_<analysis::Breakdown>(m, "Breakdown")
       .def_readonly("blocking_ns", &analysis::Breakdown::blocking_ns)
       .def_readonly("cpu_ns", &analysis::Breakdown::cpu_ns)
@@ -215,6 +226,27 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("workload"), py::arg("horizon") = "period",
       "Response-time analysis of every chain under one-gang-at-a-time (RT-Gang).");
+
+  m.def("all_critical_schedulable", &analysis::all_critical_schedulable, py::arg("results"),
+        "True when every critical chain of analyze()'s results is schedulable.");
+  m.def("arrivals", &analysis::arrivals, py::arg("window_ns"), py::arg("period_ns"),
+        "Lemma 1: ceil(window / period) + 1.");
+  m.def("bucket_of", &analysis::bucket_of, py::arg("priority"), py::arg("priorities"), py::arg("levels"));
+  m.def(
+      "percentile",
+      [](std::vector<double> values, double q) {
+        if (values.empty()) throw py::value_error("percentile of no values");
+        if (!(q >= 0 && q <= 1)) throw py::value_error("percentile: q must be in [0, 1]");
+        std::sort(values.begin(), values.end());
+        return rtaccel_percentile_sorted(values.data(), values.size(), q);
+      },
+      py::arg("values"), py::arg("q"),
+      "The Q-quantile (0..1) of VALUES as every rtaccel report computes it (core/percentile.h): "
+      "nearest rank, a value that was measured.");
+}
+
+// Gang (RT-Gang) and bandwidth-lock (BWLOCK++) analyses of single cores.
+void bind_isolation_analysis(py::module_& m) {
   py::class_<analysis::GangTask>(m, "GangTask")
       .def(py::init([](std::string name, int priority, uint64_t wcet_ns, uint64_t period_ns, uint64_t deadline_ns) {
              return analysis::GangTask{std::move(name), priority, wcet_ns, period_ns,
@@ -266,7 +298,10 @@ PYBIND11_MODULE(_core, m) {
       py::arg("tasks"), py::arg("horizon") = "period",
       "Fixed-priority RTA of one real-time core whose GPU segments hold the bandwidth lock "
       "(BWLOCK++ Eq. 4).");
+}
 
+// The net layer's analysis: flows sharing a flow-controlled link, and its transports.
+void bind_net_analysis(py::module_& m) {
   py::class_<analysis::NetLink>(m, "NetLink")
       .def(py::init([](double bytes_per_s, uint64_t chunk_bytes, uint64_t window_bytes, uint64_t per_chunk_ns) {
              return analysis::NetLink{bytes_per_s, chunk_bytes, window_bytes, per_chunk_ns};
@@ -298,39 +333,42 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("link"), py::arg("flows"), py::arg("horizon") = "deadline",
       "Bounds on the transfers of flows sharing one flow-controlled link (the net layer's policy).");
+  m.def(
+      "net_transports",
+      []() {
+        std::vector<std::string> names;
+        for (int i = 0; rtaccel_net_transport_at(i); ++i) names.push_back(rtaccel_net_transport_at(i)->name);
+        return names;
+      },
+      "The net layer's transports by name, as workloads and addresses spell them (rtaccel/net.h).");
+}
 
-  // The gang lock (isolate layer). Methods release the GIL: job_begin
-  // blocks while a higher gang runs, and a parked thread must not hold it.
+// The gang lock (isolate layer). Methods release the GIL: job_begin
+// blocks while a higher gang runs, and a parked thread must not hold it.
+void bind_gang_lock(py::module_& m) {
   struct GangLock {
     rtaccel_gang_lock_t* lock = nullptr;
     ~GangLock() { rtaccel_gang_lock_close(lock); }
   };
-  auto check = [](int err, const std::string& what) {
-    if (err < 0) {
-      errno = -err;
-      PyErr_SetFromErrnoWithFilename(PyExc_OSError, what.c_str());
-      throw py::error_already_set();
-    }
-  };
   py::class_<GangLock>(m, "GangLock")
-      .def(py::init([check](const std::string& name) {
+      .def(py::init([](const std::string& name) {
              auto g = std::make_unique<GangLock>();
-             check(rtaccel_gang_lock_open(name.c_str(), &g->lock), "gang lock '" + name + "'");
+             check_errno(rtaccel_gang_lock_open(name.c_str(), &g->lock), "gang lock '" + name + "'");
              return g;
            }),
            py::arg("name"))
       .def_static(
-          "unlink", [check](const std::string& name) { check(rtaccel_gang_lock_unlink(name.c_str()), name); },
+          "unlink", [](const std::string& name) { check_errno(rtaccel_gang_lock_unlink(name.c_str()), name); },
           py::arg("name"))
       .def(
           "join",
-          [check](GangLock& g, const std::string& gang, int priority, uint32_t threshold_mbps) {
-            check(rtaccel_gang_join(g.lock, gang.c_str(), priority, threshold_mbps), "join gang '" + gang + "'");
+          [](GangLock& g, const std::string& gang, int priority, uint32_t threshold_mbps) {
+            check_errno(rtaccel_gang_join(g.lock, gang.c_str(), priority, threshold_mbps), "join gang '" + gang + "'");
           },
           py::arg("gang"), py::arg("priority"), py::arg("threshold_mbps") = 0)
-      .def("status", [check](GangLock& g) {
+      .def("status", [](GangLock& g) {
         rtaccel_gang_status st{};
-        check(rtaccel_gang_lock_status(g.lock, &st), "status");
+        check_errno(rtaccel_gang_lock_status(g.lock, &st), "status");
         py::dict d;
         d["running_priority"] = st.running_priority;
         d["threshold_mbps"] = st.threshold_mbps;
@@ -342,8 +380,38 @@ PYBIND11_MODULE(_core, m) {
         d["recoveries"] = st.recoveries;
         return d;
       });
-  // The bandwidth lock: a holder takes and releases it without a system
-  // call, so the GIL is kept (the ceiling option, which does call, is short).
+  m.def("gang_leave", []() { check_errno(rtaccel_gang_leave(), "leave"); });
+  m.def("gang_job_begin", []() {
+    int err;
+    {
+      py::gil_scoped_release unlocked;
+      err = rtaccel_gang_job_begin();
+    }
+    check_errno(err, "job_begin");
+  });
+  m.def("gang_job_end", []() {
+    int err;
+    {
+      py::gil_scoped_release unlocked;
+      err = rtaccel_gang_job_end();
+    }
+    check_errno(err, "job_end");
+  });
+  m.def("gang_self_stats", []() {
+    rtaccel_gang_thread_stats st{};
+    check_errno(rtaccel_gang_self_stats(&st), "stats");
+    py::dict d;
+    d["jobs"] = st.jobs;
+    d["waits"] = st.waits;
+    d["parks"] = st.parks;
+    d["parked_ns"] = st.parked_ns;
+    return d;
+  });
+}
+
+// The bandwidth lock: a holder takes and releases it without a system
+// call, so the GIL is kept (the ceiling option, which does call, is short).
+void bind_bwlock(py::module_& m) {
   struct BwLock {
     rtaccel_bwlock_t* lock = nullptr;
     ~BwLock() { rtaccel_bwlock_close(lock); }
@@ -353,35 +421,35 @@ PYBIND11_MODULE(_core, m) {
     ~BwHolder() { rtaccel_bwlock_holder_destroy(holder); }
   };
   py::class_<BwHolder>(m, "BwLockHolder")
-      .def("take", [check](BwHolder& h) { check(rtaccel_bwlock_take(h.holder), "take"); })
-      .def("release", [check](BwHolder& h) { check(rtaccel_bwlock_release(h.holder), "release"); })
+      .def("take", [](BwHolder& h) { check_errno(rtaccel_bwlock_take(h.holder), "take"); })
+      .def("release", [](BwHolder& h) { check_errno(rtaccel_bwlock_release(h.holder), "release"); })
       .def("close", [](BwHolder& h) {
         rtaccel_bwlock_holder_destroy(h.holder);
         h.holder = nullptr;
       });
   py::class_<BwLock>(m, "BwLock")
-      .def(py::init([check](const std::string& name) {
+      .def(py::init([](const std::string& name) {
              auto b = std::make_unique<BwLock>();
-             check(rtaccel_bwlock_open(name.c_str(), &b->lock), "bandwidth lock '" + name + "'");
+             check_errno(rtaccel_bwlock_open(name.c_str(), &b->lock), "bandwidth lock '" + name + "'");
              return b;
            }),
            py::arg("name"))
       .def_static(
-          "unlink", [check](const std::string& name) { check(rtaccel_bwlock_unlink(name.c_str()), name); },
+          "unlink", [](const std::string& name) { check_errno(rtaccel_bwlock_unlink(name.c_str()), name); },
           py::arg("name"))
       .def(
           "holder",
-          [check](BwLock& b, const std::string& label, uint32_t threshold_mbps, int ceiling) {
+          [](BwLock& b, const std::string& label, uint32_t threshold_mbps, int ceiling) {
             auto h = std::make_unique<BwHolder>();
-            check(rtaccel_bwlock_holder_init(b.lock, label.c_str(), threshold_mbps, ceiling, &h->holder),
+            check_errno(rtaccel_bwlock_holder_init(b.lock, label.c_str(), threshold_mbps, ceiling, &h->holder),
                   "holder '" + label + "'");
             return h;
           },
           py::arg("label"), py::arg("threshold_mbps"), py::arg("ceiling_priority") = 0,
           py::keep_alive<0, 1>())
-      .def("status", [check](BwLock& b) {
+      .def("status", [](BwLock& b) {
         rtaccel_bwlock_status st{};
-        check(rtaccel_bwlock_get_status(b.lock, &st), "status");
+        check_errno(rtaccel_bwlock_get_status(b.lock, &st), "status");
         py::dict d;
         d["threshold_mbps"] = st.threshold_mbps == RTACCEL_BWLOCK_UNLIMITED ? py::object(py::none())
                                                                           : py::object(py::int_(st.threshold_mbps));
@@ -391,53 +459,15 @@ PYBIND11_MODULE(_core, m) {
         d["reaped"] = st.reaped;
         return d;
       })
-      .def("reap", [check](BwLock& b) {
+      .def("reap", [](BwLock& b) {
         int n = rtaccel_bwlock_reap(b.lock);
-        check(n, "reap");
+        check_errno(n, "reap");
         return n;
       });
-  m.def("gang_leave", [check]() { check(rtaccel_gang_leave(), "leave"); });
-  m.def("gang_job_begin", [check]() {
-    int err;
-    {
-      py::gil_scoped_release unlocked;
-      err = rtaccel_gang_job_begin();
-    }
-    check(err, "job_begin");
-  });
-  m.def("gang_job_end", [check]() {
-    int err;
-    {
-      py::gil_scoped_release unlocked;
-      err = rtaccel_gang_job_end();
-    }
-    check(err, "job_end");
-  });
-  m.def("gang_self_stats", [check]() {
-    rtaccel_gang_thread_stats st{};
-    check(rtaccel_gang_self_stats(&st), "stats");
-    py::dict d;
-    d["jobs"] = st.jobs;
-    d["waits"] = st.waits;
-    d["parks"] = st.parks;
-    d["parked_ns"] = st.parked_ns;
-    return d;
-  });
+}
 
-  m.def("all_critical_schedulable", &analysis::all_critical_schedulable, py::arg("results"),
-        "True when every critical chain of analyze()'s results is schedulable.");
-  m.def("arrivals", &analysis::arrivals, py::arg("window_ns"), py::arg("period_ns"),
-        "Lemma 1: ceil(window / period) + 1.");
-  m.def("bucket_of", &analysis::bucket_of, py::arg("priority"), py::arg("priorities"), py::arg("levels"));
-  m.def(
-      "net_transports",
-      []() {
-        std::vector<std::string> names;
-        for (int i = 0; rtaccel_net_transport_at(i); ++i) names.push_back(rtaccel_net_transport_at(i)->name);
-        return names;
-      },
-      "The net layer's transports by name, as workloads and addresses spell them (rtaccel/net.h).");
-  // Network namespaces and veth pairs, as rtaccel run makes them (core/netns.h).
+// Network namespaces and veth pairs, as rtaccel run makes them (core/netns.h).
+void bind_netns(py::module_& m) {
   m.def(
       "netns_add",
       [](const std::string& ns) {
@@ -460,18 +490,10 @@ PYBIND11_MODULE(_core, m) {
       py::arg("a"), py::arg("b"),
       "A veth pair between A and B, each (namespace, interface, address/prefix), up; RuntimeError "
       "says what failed.");
-  m.def(
-      "percentile",
-      [](std::vector<double> values, double q) {
-        if (values.empty()) throw py::value_error("percentile of no values");
-        if (!(q >= 0 && q <= 1)) throw py::value_error("percentile: q must be in [0, 1]");
-        std::sort(values.begin(), values.end());
-        return rtaccel_percentile_sorted(values.data(), values.size(), q);
-      },
-      py::arg("values"), py::arg("q"),
-      "The Q-quantile (0..1) of VALUES as every rtaccel report computes it (core/percentile.h): "
-      "nearest rank, a value that was measured.");
+}
 
+// Random chainsets (the PAAM paper's schedulability experiments).
+void bind_chainset(py::module_& m) {
   py::class_<analysis::ChainsetParams>(m, "ChainsetParams")
       .def(py::init<>())
       .def_readwrite("chains", &analysis::ChainsetParams::chains)
@@ -510,7 +532,9 @@ PYBIND11_MODULE(_core, m) {
       py::arg("params"), py::arg("sets"), py::arg("seed"), py::arg("horizon") = "deadline",
       py::arg("paper") = false,
       "Number of schedulable chainsets out of `sets` generated from `seed`: (schedulable, sets).");
+}
 
+void bind_run_options(py::module_& m) {
   // A run's options, the table rtaccel-exec parses with (exec/run_options.h):
   // `rtaccel run`'s parser and the command line it hands rtaccel-exec are
   // made from it.
@@ -547,7 +571,9 @@ PYBIND11_MODULE(_core, m) {
       py::arg("name"), py::arg("value"),
       "None where rtaccel-exec takes VALUE for --NAME, else what it takes (\"--duration takes seconds, "
       "0.001..86400\").");
+}
 
+void bind_regulate_options(py::module_& m) {
   // rtaccel-isolate regulate's options, one table (isolate/regulate_options.h),
   // and the command line a run hands it (exec/run.h regulator_args):
   // tests/python/test_regulate_options.py holds them, the usage and the docs
@@ -589,4 +615,21 @@ PYBIND11_MODULE(_core, m) {
       py::arg("out") = "out",
       "rtaccel-isolate's command line (after the program) for the regulator of a run of WORKLOAD under "
       "isolation, as rtaccel run starts it.");
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "rtaccel core: workload loader and PAAM response-time analysis (C++)";
+  m.attr("__version__") = RTACCEL_VERSION;
+  bind_workload(m);
+  bind_paam_analysis(m);
+  bind_isolation_analysis(m);
+  bind_net_analysis(m);
+  bind_gang_lock(m);
+  bind_bwlock(m);
+  bind_netns(m);
+  bind_chainset(m);
+  bind_run_options(m);
+  bind_regulate_options(m);
 }
