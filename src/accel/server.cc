@@ -211,6 +211,13 @@ Status make_shared_file(const char* name, size_t size, unsigned extra_seals, cor
   return Status();
 }
 
+// The cores this process may use as open() finds them, before it pins
+// itself to the server's core: the gateway's threads go back to them.
+struct ProcessCores {
+  cpu_set_t set;
+  bool known = false;
+};
+
 class ServerImpl final : public Server {
  public:
   explicit ServerImpl(const ServerOptions& options) : options_(options) {}
@@ -230,6 +237,15 @@ class ServerImpl final : public Server {
   uint64_t region_memory() const override { return region_limit_; }
 
  private:
+  // open()'s steps, in its order.
+  Status load_options();
+  Status open_devices(ProcessCores* process_cores);
+  Status make_admission();
+  Status make_control_descriptors();
+  Status bind_socket();
+  Status watch_control_descriptors();
+  Status start_gateway(const ProcessCores& process_cores);
+  Status start_workers();
   Status open_device(uint32_t index, int device);
   void worker(Device& d, uint32_t bucket, std::latch* prepared);
   bool take(Device& d, uint32_t bucket, Job* job);
@@ -292,7 +308,22 @@ void ServerImpl::log(const char* fmt, ...) {
   va_end(ap);
 }
 
+// The steps in the order they depend on each other. Each keeps what it
+// makes in the server; where one fails, open() returns at once and what the
+// earlier ones made goes with the server (~ServerImpl, shutdown()).
 Status ServerImpl::open() {
+  if (Status st = load_options(); !st) return st;
+  ProcessCores process_cores;
+  if (Status st = open_devices(&process_cores); !st) return st;
+  if (Status st = make_admission(); !st) return st;
+  if (Status st = make_control_descriptors(); !st) return st;
+  if (Status st = bind_socket(); !st) return st;
+  if (Status st = watch_control_descriptors(); !st) return st;
+  if (Status st = start_gateway(process_cores); !st) return st;
+  return start_workers();
+}
+
+Status ServerImpl::load_options() {
   if (options_.devices.empty()) {
     return Status::error("no device given");
   }
@@ -323,16 +354,25 @@ Status ServerImpl::open() {
     if (int err = rtaccel_bwlock_open(options_.bwlock.c_str(), &bwlock_); err < 0)
       return Status::error("bandwidth lock '" + options_.bwlock + "': " + strerror(-err));
   }
-  // A device runtime's own threads (PoCL's compute pool, the CUDA driver's)
-  // are made as the device opens and take this thread's cores: on the
-  // server's core, not the executors'. (The cpu backend's workers pin
-  // themselves to their device core.)
-  cpu_set_t process_cores;
-  const bool have_process_cores = pthread_getaffinity_np(pthread_self(), sizeof(process_cores), &process_cores) == 0;
+  return Status();
+}
+
+// A device runtime's own threads (PoCL's compute pool, the CUDA driver's)
+// are made as the device opens and take this thread's cores: on the
+// server's core, not the executors'. (The cpu backend's workers pin
+// themselves to their device core.)
+Status ServerImpl::open_devices(ProcessCores* process_cores) {
+  process_cores->known =
+      pthread_getaffinity_np(pthread_self(), sizeof(process_cores->set), &process_cores->set) == 0;
   if (options_.server_core >= 0) pin_this_thread(options_.server_core);
   for (uint32_t i = 0; i < options_.devices.size(); i++)
     if (Status st = open_device(i, options_.devices[i]); !st) return st;
+  return Status();
+}
 
+// Admission control over the devices as they opened: their levels are the
+// backend's, which may be fewer than asked for.
+Status ServerImpl::make_admission() {
   if (options_.regulator_cost_ns && options_.regulator_cost_ns >= options_.regulator_period_ns)
     return Status::invalid("the regulator's cost per period must be less than its period");
   AdmissionOptions admission;
@@ -348,13 +388,22 @@ Status ServerImpl::open() {
   admission.regulator_period_ns = options_.regulator_period_ns;
   admission.regulated_cores = options_.regulated_cores;
   admission_ = std::make_unique<Admission>(admission);
+  return Status();
+}
 
+Status ServerImpl::make_control_descriptors() {
   wake_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   epoll_fd_.reset(epoll_create1(EPOLL_CLOEXEC));
   listen_fd_.reset(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!wake_fd_ || !epoll_fd_ || !listen_fd_) {
     return Status::error(std::string("cannot create the control thread's descriptors: ") + strerror(errno));
   }
+  return Status();
+}
+
+// listen_fd_ on options_.socket_path, which it makes its folder for and
+// takes over from a server that died there.
+Status ServerImpl::bind_socket() {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (options_.socket_path.empty() || options_.socket_path.size() >= sizeof(addr.sun_path)) {
@@ -393,6 +442,10 @@ Status ServerImpl::open() {
     const int err = errno;
     return Status::error(options_.socket_path + ": " + strerror(err) + elsewhere(err));
   }
+  return Status();
+}
+
+Status ServerImpl::watch_control_descriptors() {
   if (int err = rtaccel_accept_reserve())
     return Status::error(std::string("cannot keep a descriptor in reserve: ") + strerror(-err));
   epoll_event ev{};
@@ -401,24 +454,31 @@ Status ServerImpl::open() {
   epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, listen_fd_.get(), &ev);
   ev.data.ptr = &wake_watch_;
   epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, wake_fd_.get(), &ev);
-  if (!options_.listen.empty()) {
-    // The gateway's threads on the process's cores, not the server's one:
-    // a registration's thread pins itself to its callback's core, or, where
-    // the registration spins, stays free to leave a core its client spins
-    // on. On the server's core alone it waited there, runnable, behind a
-    // spinning client of the same node at its own priority, until the
-    // client's wait timed out.
-    if (have_process_cores) pthread_setaffinity_np(pthread_self(), sizeof(process_cores), &process_cores);
-    auto gateway = Gateway::start(options_.listen, options_.socket_path, policy_, options_.verbose);
-    if (options_.server_core >= 0) pin_this_thread(options_.server_core);
-    if (!gateway) return gateway.status();
-    gateway_ = gateway.take();
-    log("listening for remote clients on %s", gateway_->address().c_str());
-  }
+  return Status();
+}
 
-  // Clients are accepted only once every worker runs on its core at its
-  // priority: a worker still migrating at SCHED_OTHER would wait behind a
-  // lower bucket's kernel.
+// The gateway for remote clients, where --listen asks for one.
+Status ServerImpl::start_gateway(const ProcessCores& process_cores) {
+  if (options_.listen.empty()) return Status();
+  // The gateway's threads on the process's cores, not the server's one:
+  // a registration's thread pins itself to its callback's core, or, where
+  // the registration spins, stays free to leave a core its client spins
+  // on. On the server's core alone it waited there, runnable, behind a
+  // spinning client of the same node at its own priority, until the
+  // client's wait timed out.
+  if (process_cores.known) pthread_setaffinity_np(pthread_self(), sizeof(process_cores.set), &process_cores.set);
+  auto gateway = Gateway::start(options_.listen, options_.socket_path, policy_, options_.verbose);
+  if (options_.server_core >= 0) pin_this_thread(options_.server_core);
+  if (!gateway) return gateway.status();
+  gateway_ = gateway.take();
+  log("listening for remote clients on %s", gateway_->address().c_str());
+  return Status();
+}
+
+// Clients are accepted only once every worker runs on its core at its
+// priority: a worker still migrating at SCHED_OTHER would wait behind a
+// lower bucket's kernel.
+Status ServerImpl::start_workers() {
   size_t workers = 0;
   for (auto& d : devices_)
     workers += d->levels - 1 + options_.lowest_bucket_workers;
