@@ -10,7 +10,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "accel/server.h"
 #include "core/daemon.h"
@@ -76,172 +79,219 @@ const char kUsage[] =
     "  -v, --verbose            log registrations and departures\n"
     "  -h, --help\n";
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// What the command line says: the server's options, and what main does
+// around the server.
+struct CommandLine {
   rtaccel::accel::ServerOptions options;
-  const char* env = getenv(RTACCEL_SOCKET_ENV);
-  options.socket_path = env && *env ? env : RTACCEL_SOCKET_DEFAULT;
-  bool devices_given = false;
+  bool devices_given = false;        // a --device replaces the default devices
   const char* levels_arg = nullptr;  // --levels as given
-  enum { kFifoBase = 256, kNoFifo, kEpsilon, kKappa, kJitter, kLowest, kPoll, kPlugin, kList, kReadyFd,
-         kBwlock, kBwlockThreshold, kBwlockBucket, kListen, kWorkerStack, kRegionMemory, kStoppedByParent,
-         kNoDeadlineCheck, kRegulatorCost, kRegulatorPeriod, kRegulatedCores };
   int ready_fd = -1;
   bool stopped_by_parent = false;
-  const option longopts[] = {
-      {"socket", required_argument, nullptr, 's'},
-      {"backend", required_argument, nullptr, 'b'},
-      {"device", required_argument, nullptr, 'd'},
-      {"levels", required_argument, nullptr, 'l'},
-      {"fifo-base", required_argument, nullptr, kFifoBase},
-      {"no-fifo", no_argument, nullptr, kNoFifo},
-      {"server-core", required_argument, nullptr, 'c'},
-      {"epsilon-us", required_argument, nullptr, kEpsilon},
-      {"kappa-us", required_argument, nullptr, kKappa},
-      {"release-jitter-us", required_argument, nullptr, kJitter},
-      {"regulator-cost-us", required_argument, nullptr, kRegulatorCost},
-      {"regulator-period-us", required_argument, nullptr, kRegulatorPeriod},
-      {"regulated-cores", required_argument, nullptr, kRegulatedCores},
-      {"lowest-workers", required_argument, nullptr, kLowest},
-      {"poll-us", required_argument, nullptr, kPoll},
-      {"worker-stack-kib", required_argument, nullptr, kWorkerStack},
-      {"region-memory", required_argument, nullptr, kRegionMemory},
-      {"policy", required_argument, nullptr, 'p'},
-      {"listen", required_argument, nullptr, kListen},
-      {"plugin", required_argument, nullptr, kPlugin},
-      {"list-backends", no_argument, nullptr, kList},
-      {"ready-fd", required_argument, nullptr, kReadyFd},
-      {"bwlock", required_argument, nullptr, kBwlock},
-      {"bwlock-threshold", required_argument, nullptr, kBwlockThreshold},
-      {"bwlock-bucket", required_argument, nullptr, kBwlockBucket},
-      {"stopped-by-parent", no_argument, nullptr, kStoppedByParent},
-      {"no-deadline-check", no_argument, nullptr, kNoDeadlineCheck},
-      {"verbose", no_argument, nullptr, 'v'},
-      {"help", no_argument, nullptr, 'h'},
-      {nullptr, 0, nullptr, 0},
-  };
-  auto bad = [&](const char* what, const char* value) {
-    fprintf(stderr, "rtaccel-server: bad %s '%s'\n%s", what, value, kUsage);
-    return RTACCEL_EXIT_BAD_INPUT;
-  };
-  int opt;
+};
+
+// What an option's handler tells the parser.
+enum class Parsed {
+  kOk,
+  kBad,   // not a value the option takes: the usage, RTACCEL_EXIT_BAD_INPUT
+  kDone,  // the option did all there was to do (--help, --list-backends): exit 0
+};
+
+// ARG as a number in LO..HI, into *OUT.
+template <typename T>
+Parsed number(const char* arg, long lo, long hi, T* out) {
   long v;
-  while ((opt = getopt_long(argc, argv, "s:b:d:l:c:p:vh", longopts, nullptr)) != -1) {
-    switch (opt) {
-      case 's': options.socket_path = optarg; break;
-      case 'b':
-        if (auto kind = rtaccel::workload::parse_backend(optarg)) {
-          options.backend = *kind;
-          break;
-        }
-        return bad("--backend (cpu, opencl or cuda; see --list-backends)", optarg);
-      case 'd':
-        if (rtaccel_parse_long(optarg, 0, 4095, &v)) return bad("device", optarg);
-        if (!devices_given) options.devices.clear();
-        devices_given = true;
-        options.devices.push_back(int(v));
-        break;
-      case 'l':
-        if (rtaccel_parse_long(optarg, 1, 8, &v)) return bad("--levels (1..8)", optarg);
-        options.levels = uint32_t(v);
-        levels_arg = optarg;
-        break;
-      case kFifoBase:
-        if (rtaccel_parse_long(optarg, 1, 98, &v)) return bad("--fifo-base (1..98)", optarg);
-        options.fifo_base = int(v);
-        break;
-      case kNoFifo: options.fifo_base = 0; break;
-      case 'c':
-        if (rtaccel_parse_long(optarg, 0, 4095, &v)) return bad("--server-core", optarg);
-        options.server_core = int(v);
-        break;
-      case kEpsilon:
-        if (rtaccel_parse_long(optarg, 0, 1000000000, &v)) return bad("--epsilon-us", optarg);
-        options.epsilon_ns = uint64_t(v) * 1000;
-        break;
-      case kKappa:
-        if (rtaccel_parse_long(optarg, 0, 1000000000, &v)) return bad("--kappa-us", optarg);
-        options.kappa_ns = uint64_t(v) * 1000;
-        break;
-      case kJitter:
-        if (rtaccel_parse_long(optarg, 0, 1000000000, &v)) return bad("--release-jitter-us", optarg);
-        options.jitter_ns = uint64_t(v) * 1000;
-        break;
-      case kRegulatorCost:
-        if (rtaccel_parse_long(optarg, 0, 999999, &v)) return bad("--regulator-cost-us (0..999999)", optarg);
-        options.regulator_cost_ns = uint64_t(v) * 1000;
-        break;
-      case kRegulatorPeriod:
-        // The regulator's own range (rtaccel-isolate regulate --period-us).
-        if (rtaccel_parse_long(optarg, 100, 1000000, &v)) return bad("--regulator-period-us (100..1000000)", optarg);
-        options.regulator_period_ns = uint64_t(v) * 1000;
-        break;
-      case kRegulatedCores: {
-        int cores[256], n;
-        if (rtaccel_parse_cores(optarg, cores, 256, 4096, &n)) return bad("--regulated-cores (as 1,3-5)", optarg);
-        options.regulated_cores.assign(cores, cores + n);
-        break;
-      }
-      case kLowest:
-        if (rtaccel_parse_long(optarg, 1, 16, &v)) return bad("--lowest-workers (1..16)", optarg);
-        options.lowest_bucket_workers = uint32_t(v);
-        break;
-      case kWorkerStack:
-        if (rtaccel_parse_long(optarg, 64, 65536, &v)) return bad("--worker-stack-kib (64..65536)", optarg);
-        options.worker_stack = size_t(v) << 10;
-        break;
-      case kRegionMemory: {
-        size_t bytes;
-        if (rtaccel_parse_size(optarg, 1 << 20, uint64_t{1} << 50, &bytes))
-          return bad("--region-memory (1M or more, as 512M or 4G)", optarg);
-        options.region_memory = bytes;
-        break;
-      }
-      case kPoll:
-        if (rtaccel_parse_long(optarg, 0, 10000000, &v)) return bad("--poll-us", optarg);
-        options.poll_ns = uint64_t(v) * 1000;
-        break;
-      case 'p': options.policy_file = optarg; break;
-      case kListen: options.listen = optarg; break;
-      case kPlugin: options.plugins.push_back(optarg); break;
-      case kList: fputs(rtaccel::accel::list_backends().c_str(), stdout); return 0;
-      case kReadyFd:
-        if (rtaccel_parse_long(optarg, 0, INT_MAX, &v) || fcntl(int(v), F_GETFD) < 0)
-          return bad("--ready-fd (an open descriptor)", optarg);
-        ready_fd = int(v);
-        break;
-      case kBwlock: options.bwlock = optarg; break;
-      case kBwlockThreshold:
-        if (rtaccel_parse_long(optarg, 0, 4294967294L, &v)) return bad("--bwlock-threshold (MB/s)", optarg);
-        options.bwlock_threshold_mbps = uint32_t(v);
-        break;
-      case kBwlockBucket:
-        if (rtaccel_parse_long(optarg, 0, 7, &v)) return bad("--bwlock-bucket (0..7)", optarg);
-        options.bwlock_bucket = uint32_t(v);
-        break;
-      case kStoppedByParent: stopped_by_parent = true; break;
-      case kNoDeadlineCheck: options.check_deadlines = false; break;
-      case 'v': options.verbose = true; break;
-      case 'h': fputs(kUsage, stdout); return 0;
-      default: fputs(kUsage, stderr); return RTACCEL_EXIT_BAD_INPUT;
+  if (rtaccel_parse_long(arg, lo, hi, &v)) return Parsed::kBad;
+  *out = T(v);
+  return Parsed::kOk;
+}
+
+// ARG as microseconds in LO..HI, into *NS in nanoseconds.
+Parsed micros(const char* arg, long lo, long hi, uint64_t* ns) {
+  long v;
+  if (rtaccel_parse_long(arg, lo, hi, &v)) return Parsed::kBad;
+  *ns = uint64_t(v) * 1000;
+  return Parsed::kOk;
+}
+
+// One option: its names, whether it takes a value, how a bad value is
+// named in the message ("bad --levels (1..8) '9'"), and what it does.
+struct Flag {
+  const char* name;
+  int short_name;  // 0: a long option only
+  int has_arg;     // no_argument or required_argument, as getopt_long takes it
+  const char* bad;
+  Parsed (*apply)(const char* arg, CommandLine* cl);
+};
+
+using rtaccel::workload::Backend;
+
+// Every option, in kUsage's order.
+const Flag kFlags[] = {
+    {"socket", 's', required_argument, nullptr,
+     [](const char* a, CommandLine* cl) { cl->options.socket_path = a; return Parsed::kOk; }},
+    {"backend", 'b', required_argument, "--backend (cpu, opencl or cuda; see --list-backends)",
+     [](const char* a, CommandLine* cl) {
+       auto kind = rtaccel::workload::parse_backend(a);
+       if (!kind) return Parsed::kBad;
+       cl->options.backend = *kind;
+       return Parsed::kOk;
+     }},
+    {"device", 'd', required_argument, "device",
+     [](const char* a, CommandLine* cl) {
+       int device;
+       if (number(a, 0, 4095, &device) != Parsed::kOk) return Parsed::kBad;
+       if (!cl->devices_given) cl->options.devices.clear();
+       cl->devices_given = true;
+       cl->options.devices.push_back(device);
+       return Parsed::kOk;
+     }},
+    {"levels", 'l', required_argument, "--levels (1..8)",
+     [](const char* a, CommandLine* cl) {
+       if (number(a, 1, 8, &cl->options.levels) != Parsed::kOk) return Parsed::kBad;
+       cl->levels_arg = a;
+       return Parsed::kOk;
+     }},
+    {"fifo-base", 0, required_argument, "--fifo-base (1..98)",
+     [](const char* a, CommandLine* cl) { return number(a, 1, 98, &cl->options.fifo_base); }},
+    {"no-fifo", 0, no_argument, nullptr,
+     [](const char*, CommandLine* cl) { cl->options.fifo_base = 0; return Parsed::kOk; }},
+    {"server-core", 'c', required_argument, "--server-core",
+     [](const char* a, CommandLine* cl) { return number(a, 0, 4095, &cl->options.server_core); }},
+    {"epsilon-us", 0, required_argument, "--epsilon-us",
+     [](const char* a, CommandLine* cl) { return micros(a, 0, 1000000000, &cl->options.epsilon_ns); }},
+    {"kappa-us", 0, required_argument, "--kappa-us",
+     [](const char* a, CommandLine* cl) { return micros(a, 0, 1000000000, &cl->options.kappa_ns); }},
+    {"release-jitter-us", 0, required_argument, "--release-jitter-us",
+     [](const char* a, CommandLine* cl) { return micros(a, 0, 1000000000, &cl->options.jitter_ns); }},
+    {"regulator-cost-us", 0, required_argument, "--regulator-cost-us (0..999999)",
+     [](const char* a, CommandLine* cl) { return micros(a, 0, 999999, &cl->options.regulator_cost_ns); }},
+    // The regulator's own range (rtaccel-isolate regulate --period-us).
+    {"regulator-period-us", 0, required_argument, "--regulator-period-us (100..1000000)",
+     [](const char* a, CommandLine* cl) { return micros(a, 100, 1000000, &cl->options.regulator_period_ns); }},
+    {"regulated-cores", 0, required_argument, "--regulated-cores (as 1,3-5)",
+     [](const char* a, CommandLine* cl) {
+       int cores[256], n;
+       if (rtaccel_parse_cores(a, cores, 256, 4096, &n)) return Parsed::kBad;
+       cl->options.regulated_cores.assign(cores, cores + n);
+       return Parsed::kOk;
+     }},
+    {"lowest-workers", 0, required_argument, "--lowest-workers (1..16)",
+     [](const char* a, CommandLine* cl) { return number(a, 1, 16, &cl->options.lowest_bucket_workers); }},
+    {"poll-us", 0, required_argument, "--poll-us",
+     [](const char* a, CommandLine* cl) { return micros(a, 0, 10000000, &cl->options.poll_ns); }},
+    {"worker-stack-kib", 0, required_argument, "--worker-stack-kib (64..65536)",
+     [](const char* a, CommandLine* cl) {
+       size_t kib;
+       if (number(a, 64, 65536, &kib) != Parsed::kOk) return Parsed::kBad;
+       cl->options.worker_stack = kib << 10;
+       return Parsed::kOk;
+     }},
+    {"region-memory", 0, required_argument, "--region-memory (1M or more, as 512M or 4G)",
+     [](const char* a, CommandLine* cl) {
+       size_t bytes;
+       if (rtaccel_parse_size(a, 1 << 20, uint64_t{1} << 50, &bytes)) return Parsed::kBad;
+       cl->options.region_memory = bytes;
+       return Parsed::kOk;
+     }},
+    {"policy", 'p', required_argument, nullptr,
+     [](const char* a, CommandLine* cl) { cl->options.policy_file = a; return Parsed::kOk; }},
+    {"listen", 0, required_argument, nullptr,
+     [](const char* a, CommandLine* cl) { cl->options.listen = a; return Parsed::kOk; }},
+    {"plugin", 0, required_argument, nullptr,
+     [](const char* a, CommandLine* cl) { cl->options.plugins.push_back(a); return Parsed::kOk; }},
+    {"list-backends", 0, no_argument, nullptr,
+     [](const char*, CommandLine*) {
+       fputs(rtaccel::accel::list_backends().c_str(), stdout);
+       return Parsed::kDone;
+     }},
+    {"ready-fd", 0, required_argument, "--ready-fd (an open descriptor)",
+     [](const char* a, CommandLine* cl) {
+       int fd;
+       if (number(a, 0, INT_MAX, &fd) != Parsed::kOk || fcntl(fd, F_GETFD) < 0) return Parsed::kBad;
+       cl->ready_fd = fd;
+       return Parsed::kOk;
+     }},
+    {"bwlock", 0, required_argument, nullptr,
+     [](const char* a, CommandLine* cl) { cl->options.bwlock = a; return Parsed::kOk; }},
+    {"bwlock-threshold", 0, required_argument, "--bwlock-threshold (MB/s)",
+     [](const char* a, CommandLine* cl) { return number(a, 0, 4294967294L, &cl->options.bwlock_threshold_mbps); }},
+    {"bwlock-bucket", 0, required_argument, "--bwlock-bucket (0..7)",
+     [](const char* a, CommandLine* cl) { return number(a, 0, 7, &cl->options.bwlock_bucket); }},
+    {"stopped-by-parent", 0, no_argument, nullptr,
+     [](const char*, CommandLine* cl) { cl->stopped_by_parent = true; return Parsed::kOk; }},
+    {"no-deadline-check", 0, no_argument, nullptr,
+     [](const char*, CommandLine* cl) { cl->options.check_deadlines = false; return Parsed::kOk; }},
+    {"verbose", 'v', no_argument, nullptr,
+     [](const char*, CommandLine* cl) { cl->options.verbose = true; return Parsed::kOk; }},
+    {"help", 'h', no_argument, nullptr,
+     [](const char*, CommandLine*) { fputs(kUsage, stdout); return Parsed::kDone; }},
+};
+
+// getopt_long's value for a long option only: past every character.
+constexpr int kLongOnly = 256;
+
+int getopt_value(size_t row) {
+  return kFlags[row].short_name ? kFlags[row].short_name : kLongOnly + int(row);
+}
+
+int bad(const char* what, const char* value) {
+  fprintf(stderr, "rtaccel-server: bad %s '%s'\n%s", what, value, kUsage);
+  return RTACCEL_EXIT_BAD_INPUT;
+}
+
+// ARGV into *CL by kFlags; an exit status where main ends here (a bad
+// option, --help, --list-backends).
+std::optional<int> parse_command_line(int argc, char** argv, CommandLine* cl) {
+  std::vector<option> longopts;
+  std::string shortopts;
+  for (size_t row = 0; row < std::size(kFlags); row++) {
+    const Flag& f = kFlags[row];
+    longopts.push_back({f.name, f.has_arg, nullptr, getopt_value(row)});
+    if (f.short_name) shortopts += std::string(1, char(f.short_name)) + (f.has_arg == required_argument ? ":" : "");
+  }
+  longopts.push_back({nullptr, 0, nullptr, 0});
+  int opt;
+  while ((opt = getopt_long(argc, argv, shortopts.c_str(), longopts.data(), nullptr)) != -1) {
+    size_t row = 0;
+    while (row < std::size(kFlags) && getopt_value(row) != opt) row++;
+    if (row == std::size(kFlags)) {  // an option getopt_long did not know, or one without its value
+      fputs(kUsage, stderr);
+      return RTACCEL_EXIT_BAD_INPUT;
+    }
+    switch (kFlags[row].apply(optarg, cl)) {
+      case Parsed::kOk: break;
+      case Parsed::kBad: return bad(kFlags[row].bad, optarg);
+      case Parsed::kDone: return 0;
     }
   }
   if (optind < argc) return bad("argument", argv[optind]);
-  if (!devices_given && options.backend != rtaccel::workload::Backend::kCpu) options.devices = {0};
+  return std::nullopt;
+}
+
+// What the options say together, once all are read; an exit status where
+// they do not go together.
+std::optional<int> check_command_line(CommandLine* cl) {
+  rtaccel::accel::ServerOptions& options = cl->options;
+  if (!cl->devices_given && options.backend != Backend::kCpu) options.devices = {0};
   if (options.regulator_cost_ns >= options.regulator_period_ns) {
     fprintf(stderr, "rtaccel-server: bad --regulator-cost-us: %llu us is not less than the period (%llu us)\n%s",
             static_cast<unsigned long long>(options.regulator_cost_ns / 1000),
             static_cast<unsigned long long>(options.regulator_period_ns / 1000), kUsage);
     return RTACCEL_EXIT_BAD_INPUT;
   }
-  if (options.backend == rtaccel::workload::Backend::kOpenCl) {
+  if (options.backend == Backend::kOpenCl) {
     // One in-order queue: more buckets would not preempt each other, and
     // admission control would assume that they do.
-    if (levels_arg && options.levels != 1) return bad("--levels for the opencl backend (one queue: 1)", levels_arg);
+    if (cl->levels_arg && options.levels != 1)
+      return bad("--levels for the opencl backend (one queue: 1)", cl->levels_arg);
     options.levels = 1;
   }
+  return std::nullopt;
+}
 
+// The process as a real-time server wants it: memory locked, SCHED_FIFO
+// where allowed (else the workers at SCHED_OTHER, said so), descriptors.
+void prepare_process(rtaccel::accel::ServerOptions* options) {
   // Page faults in a worker would be latency; keep everything resident.
   // (Not under AddressSanitizer, whose shadow memory is terabytes of reserve.)
 #if !defined(__SANITIZE_ADDRESS__)
@@ -249,10 +299,10 @@ int main(int argc, char** argv) {
     rtaccel_say_refused("rtaccel-server", "locking memory", err,
                         "memory not locked (CAP_IPC_LOCK or an unlimited RLIMIT_MEMLOCK locks it)");
 #endif
-  if (options.fifo_base > 0 && !rtaccel_fifo_allowed(options.fifo_base)) {
+  if (options->fifo_base > 0 && !rtaccel_fifo_allowed(options->fifo_base)) {
     rtaccel_say_refused("rtaccel-server", "SCHED_FIFO", EPERM,
                         "workers at SCHED_OTHER (as --no-fifo): no real-time priority, bounds do not apply");
-    options.fifo_base = 0;
+    options->fifo_base = 0;
   }
 
   // Each client holds two descriptors and each registration a region's
@@ -264,25 +314,16 @@ int main(int argc, char** argv) {
     files.rlim_cur = files.rlim_max;
     setrlimit(RLIMIT_NOFILE, &files);
   }
+}
 
-  auto created = rtaccel::accel::Server::create(options);
-  if (!created) {
-    fprintf(stderr, "rtaccel-server: %s\n", created.status().message().c_str());
-    return created.status().invalid_input() ? RTACCEL_EXIT_BAD_INPUT : RTACCEL_EXIT_RUNTIME;
-  }
-  auto server = created.take();
-  g_server = server.get();
-  if (stopped_by_parent)
-    rtaccel_stop_through_parent(on_signal, 0);
-  else
-    rtaccel_stop_on_signals(on_signal, 0);
-  signal(SIGPIPE, SIG_IGN);
+// The line that says the server serves: where, with what, and within what.
+void say_listening(const rtaccel::accel::Server& server, const rtaccel::accel::ServerOptions& options) {
   // The memory the registrations may hold: what it is, or that nothing
   // gave one (no /proc/meminfo, no --region-memory).
   char regions[64] = "no limit on regions";
-  if (server->region_memory() != UINT64_MAX)
+  if (server.region_memory() != UINT64_MAX)
     snprintf(regions, sizeof(regions), "regions up to %llu MiB",
-             static_cast<unsigned long long>((server->region_memory() + (1 << 19)) >> 20));
+             static_cast<unsigned long long>((server.region_memory() + (1 << 19)) >> 20));
   // What admission control charges for the regulator, where it is told of one.
   std::string regulator;
   if (options.regulator_cost_ns) {
@@ -295,7 +336,24 @@ int main(int argc, char** argv) {
   fprintf(stderr, "rtaccel-server: listening on %s (%s backend, %zu device(s); %s%s)\n", options.socket_path.c_str(),
           std::string(rtaccel::workload::to_string(options.backend)).c_str(), options.devices.size(), regions,
           regulator.c_str());
-  if (ready_fd >= 0) rtaccel::core::notify_ready(ready_fd);
+}
+
+// Creates the server, serves until a signal stops it; the exit status.
+int serve(const CommandLine& cl) {
+  auto created = rtaccel::accel::Server::create(cl.options);
+  if (!created) {
+    fprintf(stderr, "rtaccel-server: %s\n", created.status().message().c_str());
+    return created.status().invalid_input() ? RTACCEL_EXIT_BAD_INPUT : RTACCEL_EXIT_RUNTIME;
+  }
+  auto server = created.take();
+  g_server = server.get();
+  if (cl.stopped_by_parent)
+    rtaccel_stop_through_parent(on_signal, 0);
+  else
+    rtaccel_stop_on_signals(on_signal, 0);
+  signal(SIGPIPE, SIG_IGN);
+  say_listening(*server, cl.options);
+  if (cl.ready_fd >= 0) rtaccel::core::notify_ready(cl.ready_fd);
   const rtaccel::Status served = server->run();
   g_server = nullptr;
   if (!served) {
@@ -303,4 +361,16 @@ int main(int argc, char** argv) {
     return RTACCEL_EXIT_RUNTIME;
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CommandLine cl;
+  const char* env = getenv(RTACCEL_SOCKET_ENV);
+  cl.options.socket_path = env && *env ? env : RTACCEL_SOCKET_DEFAULT;
+  if (auto exit = parse_command_line(argc, argv, &cl)) return *exit;
+  if (auto exit = check_command_line(&cl)) return *exit;
+  prepare_process(&cl.options);
+  return serve(cl);
 }
