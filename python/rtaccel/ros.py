@@ -270,7 +270,7 @@ class Executor(_RclpyExecutor):
 
     def _execute(self, handler, entity, node) -> None:
         start = time.time_ns()  # CLOCK_REALTIME: the clock of the messages' source timestamps
-        release = start + entity.time_until_next_call() if isinstance(entity, Timer) else None
+        release = self._timer_due(entity, start) if isinstance(entity, Timer) else None
         handler()
         end = time.time_ns()
         if entity is not None and handler.done():
@@ -281,6 +281,15 @@ class Executor(_RclpyExecutor):
             exception.add_note(f"rtaccel.ros: raised by the callback of the {label(entity)} of {where}")
             raise exception
         handler.result()
+
+    def _timer_due(self, timer, now: int) -> int | None:
+        """When TIMER, found ready, was due (None: cancelled or destroyed
+        since, and so no instance)."""
+        try:
+            until = timer.time_until_next_call()
+        except InvalidHandle:
+            return None
+        return None if until is None else now + until
 
     def _take_subscription(self, sub):
         """rclpy's take, keeping the message's source timestamp for the
