@@ -242,9 +242,11 @@ struct rtaccel_ros_chain_stats {
 	uint64_t deadline_misses;
 	uint64_t unattributed;  /* messages of no instance of this executor's */
 	uint64_t p50_ns, p99_ns, max_ns; /* over the samples kept; 0 with none */
-	/* The analysis' bound on its latency: 1 where every callback sharing
-	 * its threads' cores declares a WCET and every chain a period; else 0
-	 * and why_unbounded says what is missing. */
+	/* The analysis' bound on its latency (picas): bounded 1 where its
+	 * premises hold: every callback declares a WCET, every chain a period,
+	 * every group is pinned and got its SCHED_FIFO priority. Else 0, and
+	 * why_unbounded says which does not hold; bound_ns is still the
+	 * analysis' figure where it could make one. */
 	uint32_t bounded;
 	uint64_t bound_ns;
 	char why_unbounded[128];

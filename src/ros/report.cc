@@ -279,10 +279,17 @@ RTACCEL_API int rtaccel_ros_chain_query(rtaccel_ros_executor* ex, size_t i, rtac
   out->deadline_misses = c.deadline_misses;
   out->unattributed = c.unattributed;
   rtaccel::ros::percentiles(c.latencies, &out->p50_ns, &out->p99_ns, &out->max_ns);
-  out->bounded = c.bounded;
   out->bound_ns = c.bound_ns;
-  rtaccel::ros::copy_name(out->why_unbounded, sizeof(out->why_unbounded),
-                          ex->prepared ? c.why_unbounded : "not analysed before the executor first spins");
+  std::string why = ex->prepared ? c.why_unbounded : "not analysed before the executor first spins";
+  // The analysis takes each group's thread to run at its SCHED_FIFO
+  // priority, above whatever else shares its core: without it, the figure
+  // is a bound only of the executor's own interference.
+  for (const auto& g : ex->groups)
+    if (why.empty() && g->realtime.load() != 1)
+      why = "group " + g->name + (g->fifo_priority ? " was refused SCHED_FIFO" : " asks no SCHED_FIFO priority") +
+            ": the analysis' premise (nothing else runs before it on its core) does not hold";
+  out->bounded = c.bounded && why.empty();
+  rtaccel::ros::copy_name(out->why_unbounded, sizeof(out->why_unbounded), why);
   return 0;
 }
 

@@ -102,11 +102,27 @@ int main(void)
 EOF_C
 cc -std=c11 -Wall -Wextra -Werror -o "$work/net" "$work/net.c" $(pkg-config --cflags --libs rtaccel-net)
 "$work/net"
+# The executor for rcl nodes, where rtaccel was built with ROS 2: the C
+# example node built with pkg-config alone (ROS 2's message packages are
+# the user's: std_msgs from the same environment) and run, discovery kept
+# to the host, in a domain of its own.
+ros_example=
+if [ -e "$libdir/librtaccel_ros.so.0" ]; then
+  [ -e "$prefix/include/rtaccel/ros.h" ] && [ -e "$libdir/pkgconfig/rtaccel-ros.pc" ] ||
+    { echo "not installed: rtaccel/ros.h or rtaccel-ros.pc"; exit 1; }
+  ros2prefix=$(pkg-config --variable=ros2prefix rtaccel-ros)
+  cc -std=c11 -Wall -Wextra -Werror -o "$work/rcl_pipeline" "$src/examples/ros/rcl_pipeline.c" \
+     $(pkg-config --cflags --libs rtaccel-ros) -lstd_msgs__rosidl_typesupport_c -lstd_msgs__rosidl_generator_c
+  ros_env=(ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST FASTDDS_BUILTIN_TRANSPORTS=UDPv4 ROS_DOMAIN_ID=$((101 + $$ % 130)))
+  env "${ros_env[@]}" "$work/rcl_pipeline" picas 3 ||
+    { echo "the C node built with pkg-config rtaccel-ros failed"; exit 1; }
+  ros_example="-DROS_EXAMPLE=$src/examples/ros/rcl_pipeline.c -DROS2_PREFIX=$ros2prefix"
+fi
 # CMake's find_package, the consumer run from where it is installed, which
 # its build tree's rpath does not reach.
 cmake -S "$src/tests/install/consumer" -B "$work/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" \
       -DEXAMPLE_SOURCE="$src/examples/client/vecadd_client.c" -DCMAKE_INSTALL_PREFIX="$work/consumer-prefix" \
-      >/dev/null
+      $ros_example >/dev/null
 cmake --build "$work/consumer" >/dev/null
 cmake --install "$work/consumer" >/dev/null
 "$work/consumer-prefix/bin/lock_user"
@@ -120,10 +136,14 @@ server=$!
 if ! timeout 10 head -n1 "$work/ready" | grep -q '^ready$'; then
   echo "the installed rtaccel-server did not get ready:"; cat "$work/server.log"; exit 1
 fi
+if [ -n "$ros_example" ]; then
+  env "${ros_env[@]}" "$work/consumer-prefix/bin/rcl_pipeline" ros2 3 ||
+    { echo "the C node built with find_package(rtaccel)'s rtaccel::ros failed"; exit 1; }
+fi
 for client in "$work/vecadd_pkgconfig" "$work/consumer-prefix/bin/vecadd_client"; do
   if ! out=$("$client" "$sock" 4096 2>&1); then
     echo "${client##*/} failed against the installed server: $out"; exit 1
   fi
   echo "${client##*/}: $out"
 done
-echo "install: headers, libraries (soname, C API only), rtaccelConfig.cmake and pkg-config work from $prefix"
+echo "install: headers, libraries (soname, C API only), rtaccelConfig.cmake and pkg-config work from $prefix${ros_example:+ (the rcl executor too)}"
