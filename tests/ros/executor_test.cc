@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/daemon.h"
 #include "rtaccel/ros.h"
 
 namespace {
@@ -675,6 +676,127 @@ TEST_F(Ros, ACallbackThatDoesNotReturnIsNamedNotWaitedForWithoutEnd) {
   EXPECT_EQ(rtaccel_ros_stop_wait(ex, 5 * kSecond), 0) << rtaccel_ros_error(ex);
   spinner.join();
   EXPECT_EQ(spun, 0);
+  rtaccel_ros_executor_destroy(ex);
+}
+
+// paam: the server, on a private socket, and a chain whose timer's callback
+// has an accelerator segment.
+class Server {
+ public:
+  Server() {
+    socket_ = "/tmp/rtaccel-ros-test-" + std::to_string(getpid()) + ".sock";
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    rtaccel::core::SpawnOptions options;
+    options.ready_handshake = true;
+    auto child = rtaccel::core::Child::spawn(
+        {RTACCEL_SERVER_BIN, "--socket", socket_, "--device", std::to_string(cores > 1 ? 1 : 0)}, options);
+    if (child) child_ = child.take();
+    ready_ = child_.pid() > 0 && child_.wait_ready(10 * kSecond).ok();
+  }
+  ~Server() {
+    child_.terminate(5 * kSecond);
+    unlink(socket_.c_str());
+  }
+  bool ready() const { return ready_; }
+  const char* socket() const { return socket_.c_str(); }
+
+ private:
+  std::string socket_;
+  rtaccel::core::Child child_;
+  bool ready_ = false;
+};
+
+struct Offload {
+  std::atomic<int> calls{0}, failures{0};
+  std::atomic<int32_t> priority{0};
+};
+
+void offload(rtaccel_ros_call* call) {
+  auto* seen = static_cast<Offload*>(call->arg);
+  if (!call->accel) {
+    seen->failures++;
+    return;
+  }
+  rtaccel_registration_info info{};
+  rtaccel_registration_query(call->accel, &info);
+  seen->priority = info.priority;
+  int busy = rtaccel_service_index(call->accel, "busy");
+  size_t cap = 0;
+  auto* request = static_cast<rtaccel_busy_request*>(rtaccel_request_buffer(call->accel, busy, &cap));
+  request->ns = 200000;
+  if (rtaccel_call(call->accel, busy, sizeof(*request), kSecond, nullptr) == 0) seen->calls++;
+  else seen->failures++;
+}
+
+rtaccel_ros_executor* paam_executor(rcl_context_t* context, const Server& server, rcl_timer_t* t,
+                                    uint64_t segment_ns, Offload* seen) {
+  rtaccel_ros_executor_attr attr{};
+  attr.policy = RTACCEL_ROS_PAAM;
+  attr.core = 0;
+  attr.socket_path = server.socket();
+  rtaccel_ros_executor* ex = nullptr;
+  EXPECT_EQ(rtaccel_ros_executor_create(context, &attr, &ex), 0);
+  auto a = named("offload");
+  a.cpu_wcet_ns = kMs;
+  a.nsegments = 1;
+  snprintf(a.segments[0].accelerator, sizeof(a.segments[0].accelerator), "cpu");
+  snprintf(a.segments[0].service, sizeof(a.segments[0].service), "busy");
+  a.segments[0].wcet_ns = segment_ns;
+  rtaccel_ros_handle* h = nullptr;
+  EXPECT_EQ(rtaccel_ros_add_timer(ex, t, offload, seen, &a, &h), 0);
+  rtaccel_ros_chain_attr chain{};
+  chain.priority = 7;
+  chain.deadline_ns = 20 * kMs;
+  chain.critical = 1;
+  EXPECT_EQ(rtaccel_ros_add_chain(ex, "offloaded", &h, 1, &chain), 0);
+  return ex;
+}
+
+TEST_F(Ros, UnderPaamACallbacksSegmentGoesThroughTheServerAsItsChains) {
+  Server server;
+  ASSERT_TRUE(server.ready());
+  Offload seen;
+  rtaccel_ros_executor* ex = paam_executor(&context_, server, timer(20 * kMs), kMs, &seen);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (seen.calls < 5 && seen.failures == 0 && std::chrono::steady_clock::now() < deadline)
+    ASSERT_EQ(rtaccel_ros_spin_once(ex, kSecond), 0) << rtaccel_ros_error(ex);
+  EXPECT_EQ(seen.failures, 0);
+  EXPECT_GE(seen.calls, 5);
+  EXPECT_EQ(seen.priority, 7);  // the request's priority: its chain's
+  rtaccel_ros_chain_stats stats{};
+  ASSERT_EQ(rtaccel_ros_chain_query(ex, 0, &stats), 0);
+  EXPECT_GE(stats.count, 5u);
+  // the segment is part of the chain's latency
+  EXPECT_GE(stats.p50_ns, 200000u);
+  EXPECT_NE(std::string(stats.why_unbounded).find("rtaccel-server"), std::string::npos) << stats.why_unbounded;
+  rtaccel_ros_executor_destroy(ex);
+}
+
+TEST_F(Ros, UnderPaamAChainAdmissionRefusesIsAnErrorWithTheServersReason) {
+  Server server;
+  ASSERT_TRUE(server.ready());
+  Offload seen;
+  // a segment of 30 ms in a chain of 20 ms deadline: no bound within it
+  rtaccel_ros_executor* ex = paam_executor(&context_, server, timer(20 * kMs), 30 * kMs, &seen);
+  EXPECT_EQ(rtaccel_ros_spin_once(ex, 0), -EDEADLK);
+  std::string why = rtaccel_ros_error(ex);
+  EXPECT_NE(why.find("refused"), std::string::npos) << why;
+  EXPECT_NE(why.find("offloaded"), std::string::npos) << why;
+  rtaccel_ros_executor_destroy(ex);
+  // without a server there
+  rtaccel_ros_executor_attr attr{};
+  attr.policy = RTACCEL_ROS_PAAM;
+  attr.core = -1;
+  attr.socket_path = "/tmp/rtaccel-ros-test-no-server.sock";
+  ASSERT_EQ(rtaccel_ros_executor_create(&context_, &attr, &ex), 0);
+  auto a = named("offload");
+  a.nsegments = 1;
+  snprintf(a.segments[0].service, sizeof(a.segments[0].service), "busy");
+  a.segments[0].wcet_ns = kMs;
+  rtaccel_ros_handle* h = nullptr;
+  ASSERT_EQ(rtaccel_ros_add_timer(ex, timer(20 * kMs), offload, &seen, &a, &h), 0);
+  EXPECT_EQ(rtaccel_ros_spin_once(ex, 0), -EINVAL);  // in no chain
+  EXPECT_NE(std::string(rtaccel_ros_error(ex)).find("in no chain"), std::string::npos) << rtaccel_ros_error(ex);
   rtaccel_ros_executor_destroy(ex);
 }
 
