@@ -394,8 +394,7 @@ bool spin_for(rtaccel_ros_executor* ex, double seconds) {
   bool fifo = false;
   std::thread spinner([&] {
     result = rtaccel_ros_spin(ex);
-    // the spin leaves its thread as it set it
-    fifo = sched_getscheduler(0) == SCHED_FIFO;
+    fifo = rtaccel_ros_group_realtime(rtaccel_ros_executor_group(ex)) == 1;
   });
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
   int stopped = rtaccel_ros_stop_wait(ex, kStopWaitNs);

@@ -217,7 +217,10 @@ RTACCEL_API int rtaccel_ros_spin(struct rtaccel_ros_executor *ex);
 /* Runs at most one callback of an executor of one group, waiting up to
  * TIMEOUT_NS (negative: forever) for one to be ready. 0: one ran;
  * -ETIMEDOUT: none was ready; -ECANCELED: stopped or shut down;
- * -EINVAL: the executor has more than one group (rtaccel_ros_spin). */
+ * -EINVAL: the executor has more than one group (rtaccel_ros_spin);
+ * -EALREADY: spinning in another thread. Its first call prepares the
+ * executor as rtaccel_ros_spin()'s does, with the same errors (-EDEADLK:
+ * admission refused a chain). No watch: overruns are not said. */
 RTACCEL_API int rtaccel_ros_spin_once(struct rtaccel_ros_executor *ex, int64_t timeout_ns);
 /* Makes every spin return after the callbacks under way. From any thread,
  * not from a signal handler (rcl_shutdown() of the context stops it too). */
@@ -262,7 +265,9 @@ struct rtaccel_ros_dispatch_stats {
 	/* The executor's own cost per callback: from the wait's return (or the
 	 * previous callback's end) to the callback's start, less the rmw's take */
 	uint64_t p50_ns, p99_ns, max_ns;
-	uint64_t wait_p50_ns, wait_p99_ns; /* the rmw's wait, zero-timeout ones (picas) */
+	/* the rmw's waits that found something ready (one that slept first
+	 * counts its sleep), and its takes */
+	uint64_t wait_p50_ns, wait_p99_ns;
 	uint64_t take_p50_ns, take_p99_ns; /* the rmw's take */
 };
 RTACCEL_API int rtaccel_ros_dispatch_query(struct rtaccel_ros_executor *ex,
@@ -284,8 +289,12 @@ struct rtaccel_ros_handle_stats {
 RTACCEL_API int rtaccel_ros_handle_query(const struct rtaccel_ros_handle *handle,
 					 struct rtaccel_ros_handle_stats *out);
 
-/* Whether the group's thread got its SCHED_FIFO priority: 1, 0 (refused:
- * said once on stderr), -EAGAIN before it spun. */
+/* The executor's first group: the one of attr.core and attr.fifo_priority,
+ * spun in the thread that calls rtaccel_ros_spin(). NULL for NULL. */
+RTACCEL_API struct rtaccel_ros_group *rtaccel_ros_executor_group(struct rtaccel_ros_executor *ex);
+
+/* Whether the group's thread got its SCHED_FIFO priority: 1, 0 (none
+ * asked, or refused: said once on stderr), -EAGAIN before it spun. */
 RTACCEL_API int rtaccel_ros_group_realtime(const struct rtaccel_ros_group *group);
 
 /* The callbacks run (the last kept of them), as Chrome/Perfetto trace

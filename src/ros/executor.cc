@@ -297,11 +297,11 @@ int wait(Group& g, int64_t timeout_ns) {
     return -EIO;
   }
   int64_t slice = timeout_ns < 0 || timeout_ns > kContextPollNs ? kContextPollNs : timeout_ns;
-  int64_t began = realtime_ns();
+  int64_t began = steady_ns();
   rcl_ret_t ret = rcl_wait(&g.wait_set, slice);
-  int64_t took = realtime_ns() - began;
+  int64_t took = steady_ns() - began;
   g.rmw_ns += took;
-  if (slice == 0) g.waits.push(static_cast<uint64_t>(took));
+  if (ret == RCL_RET_OK) g.waits.push(static_cast<uint64_t>(took));
   if (ex->stopping.load(std::memory_order_acquire) || !rcl_context_is_valid(ex->context)) return -ECANCELED;
   if (ret == RCL_RET_TIMEOUT) return -ETIMEDOUT;
   if (ret != RCL_RET_OK) {
@@ -380,7 +380,7 @@ int64_t instance_of(Chain& c, size_t step, int64_t release, int64_t published) {
 void measure(Handle& h, int64_t start, int64_t end, int64_t release) {
   for (const auto& step : h.steps) {
     Chain& c = *step.chain;
-    std::lock_guard<std::mutex> hold(c.lock);
+    std::lock_guard<rtaccel::ros::PiMutex> hold(c.lock);
     int64_t instance = instance_of(c, step.index, release, release);
     if (instance == 0) {
       ++c.unattributed;
@@ -460,13 +460,17 @@ void execute(Group& g, Handle& h) {
   call.accel = h.accel;
   call.handle = reinterpret_cast<rtaccel_ros_handle*>(&h);
   rmw_service_info_t service_info{};
-  int64_t take_began = realtime_ns();
+  // costs on the steady clock; the chains' instances on the real-time
+  // clock, the one of the messages' source timestamps
+  int64_t take_began = steady_ns();
   bool taken = take(h, call, service_info);
-  int64_t start = realtime_ns();
-  g.rmw_ns += start - take_began;
+  int64_t took = steady_ns() - take_began;
+  g.rmw_ns += took;
   if (!taken) return;
-  g.takes.push(static_cast<uint64_t>(start - take_began));
-  g.dispatch.push(static_cast<uint64_t>(std::max<int64_t>(0, start - g.mark - g.rmw_ns)));
+  int64_t start = realtime_ns();
+  int64_t steady_start = take_began + took;
+  g.takes.push(static_cast<uint64_t>(took));
+  g.dispatch.push(static_cast<uint64_t>(std::max<int64_t>(0, steady_start - g.mark - g.rmw_ns)));
   g.running_since.store(start, std::memory_order_relaxed);
   g.run_number.fetch_add(1, std::memory_order_relaxed);
   g.running.store(&h, std::memory_order_release);
@@ -478,7 +482,7 @@ void execute(Group& g, Handle& h) {
   int64_t end = realtime_ns();
   // the next callback's dispatch counts from here, this one's bookkeeping
   // below included
-  g.mark = end;
+  g.mark = steady_ns();
   g.rmw_ns = 0;
   h.runs.fetch_add(1, std::memory_order_relaxed);
   measure(h, start, end, call.release_ns);
@@ -502,11 +506,9 @@ int step(Group& g, int64_t timeout_ns) {
     execute(g, *g.ready[g.next_ready++]);
     return 0;
   }
-  // picas, paam: look again before every callback, sleeping only when
-  // nothing is ready.
-  int err = wait(g, 0);
-  if (err == -ETIMEDOUT) err = wait(g, timeout_ns);
-  if (err) return err;
+  // picas, paam: look again before every callback; the wait returns at
+  // once where something is ready, and sleeps only where nothing is.
+  if (int err = wait(g, timeout_ns)) return err;
   take_events(g);
   Handle* h = highest_ready(g);
   if (h) execute(g, *h);
@@ -515,7 +517,7 @@ int step(Group& g, int64_t timeout_ns) {
 
 void take_the_thread(Group& g) {
   g.tid = rtaccel_self_tid();
-  g.mark = realtime_ns();
+  g.mark = steady_ns();
   g.rmw_ns = 0;
   if (g.core >= 0) {
     cpu_set_t set;
@@ -775,6 +777,10 @@ RTACCEL_API int rtaccel_ros_stop_wait(rtaccel_ros_executor* ex, int64_t timeout_
 }
 
 RTACCEL_API const char* rtaccel_ros_error(const rtaccel_ros_executor* ex) { return ex ? ex->error.c_str() : ""; }
+
+RTACCEL_API rtaccel_ros_group* rtaccel_ros_executor_group(rtaccel_ros_executor* ex) {
+  return ex ? reinterpret_cast<rtaccel_ros_group*>(ex->groups[0].get()) : nullptr;
+}
 
 RTACCEL_API int rtaccel_ros_group_realtime(const rtaccel_ros_group* group) {
   if (!group) return -EINVAL;

@@ -40,6 +40,29 @@ class Samples {
   uint64_t count_ = 0;
 };
 
+// A mutex with priority inheritance: a chain's executions are written by
+// the group threads that run its steps and read by whoever queries it, at
+// any priority. Uncontended, lock and unlock are one atomic each (the PI
+// futex's fast path), no system call.
+class PiMutex {
+ public:
+  PiMutex() {
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_setprotocol(&attr, PTHREAD_PRIO_INHERIT);
+    pthread_mutex_init(&m_, &attr);
+    pthread_mutexattr_destroy(&attr);
+  }
+  ~PiMutex() { pthread_mutex_destroy(&m_); }
+  PiMutex(const PiMutex&) = delete;
+  PiMutex& operator=(const PiMutex&) = delete;
+  void lock() { pthread_mutex_lock(&m_); }
+  void unlock() { pthread_mutex_unlock(&m_); }
+
+ private:
+  pthread_mutex_t m_;
+};
+
 enum class Kind { kTimer, kSubscription, kService, kClient };
 
 struct Chain;
@@ -85,9 +108,8 @@ struct Chain {
   rtaccel_ros_chain_attr attr{};
   std::vector<Handle*> steps;
   uint64_t period_ns = 0;  // its first timer's, else the one declared
-  // Steps may run on different groups' threads: a mutex, uncontended but
-  // for such a hand-over (a futex only when two threads meet).
-  std::mutex lock;
+  // Steps may run on different groups' threads, and a query reads them.
+  PiMutex lock;
   std::vector<std::vector<Execution>> executions;  // per step, a ring
   std::vector<uint64_t> next_execution;            // per step
   Samples latencies;

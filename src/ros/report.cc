@@ -274,7 +274,7 @@ RTACCEL_API int rtaccel_ros_chain_query(rtaccel_ros_executor* ex, size_t i, rtac
   rtaccel::ros::copy_name(out->name, sizeof(out->name), c.name);
   out->priority = c.attr.priority;
   out->deadline_ns = c.attr.deadline_ns;
-  std::lock_guard<std::mutex> hold(c.lock);
+  std::lock_guard<rtaccel::ros::PiMutex> hold(c.lock);
   out->count = c.latencies.count();
   out->deadline_misses = c.deadline_misses;
   out->unattributed = c.unattributed;
