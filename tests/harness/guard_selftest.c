@@ -9,6 +9,13 @@
  * made is, though its maker was reaped before the guard could ask who it
  * was, or the test crashed.
  *
+ * Who uses an object says whose it is now: shared memory that a process
+ * outside the tests has open or mapped is that process's, and kept; what
+ * only the tests' own processes use once the test ended, or no process
+ * does, was left. Fast DDS's segments (rclpy's) are told as Fast DDS tells
+ * them: one whose lock file no process holds is dead, though a peer still
+ * maps it; a port's mutex is in use while its port is.
+ *
  *   guard_selftest GUARD          the checks (ctest runs this)
  *   guard_selftest misbehave N    leave everything behind, then exit N
  *   guard_selftest hang           start a child, then wait for ever
@@ -16,11 +23,20 @@
  *                                 grandchild on a line of input, say "done",
  *                                 exit 0 at the input's end
  *   guard_selftest crash          make shared memory, then die of SIGSEGV
+ *   guard_selftest dds NAME [PEER]
+ *                                 make NAME as Fast DDS makes a segment, map
+ *                                 PEER as its peer would, say "ready", hold
+ *                                 them until the input's end
+ *   guard_selftest dds-crash      make a Fast DDS segment and a port, say
+ *                                 "ready", die of SIGKILL on a line of input
  *   guard_selftest skip NEED      skip for want of NEED (tests/harness/skip.h) */
 #include "../lock/test_util.h"
 
 #include <fcntl.h>
+#include <semaphore.h>
 #include <stdbool.h>
+#include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -170,6 +186,80 @@ static int crash(void)
 	return 0;
 }
 
+/* Maps the shared memory object PATH (made, 4096 bytes, if CREATE), as a
+ * process that uses it does; the mapping. */
+static void *map_shm(const char *path, bool create)
+{
+	int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0), 0644);
+	CHECK(fd >= 0);
+	CHECK(!create || ftruncate(fd, 4096) == 0);
+	void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(m != MAP_FAILED);
+	close(fd);
+	return m;
+}
+
+/* Makes NAME in /dev/shm as Fast DDS's shared-memory transport makes a
+ * segment or a port (seen of its 3.2): NAME mapped; its lock file NAME_el
+ * open and locked for as long as the owner lives; its mutex,
+ * sem.NAME_mutex, a POSIX semaphore made and closed again, as a port's is
+ * between the openings of the port. Says each "file PATH". */
+static void make_fastdds(const char *name)
+{
+	char path[256];
+	snprintf(path, sizeof(path), "/dev/shm/%s", name);
+	map_shm(path, true);
+	printf("file %s\n", path);
+	snprintf(path, sizeof(path), "/dev/shm/%s_el", name);
+	int lock = open(path, O_CREAT | O_EXCL | O_RDONLY | O_CLOEXEC, 0666);
+	CHECK(lock >= 0);
+	CHECK_EQ(flock(lock, LOCK_EX | LOCK_NB), 0);
+	printf("file %s\n", path);
+	snprintf(path, sizeof(path), "/%s_mutex", name);
+	sem_t *mutex = sem_open(path, O_CREAT | O_EXCL, 0644, 1);
+	CHECK(mutex != SEM_FAILED);
+	sem_close(mutex);
+	printf("file /dev/shm/sem.%s_mutex\n", name);
+}
+
+/* A Fast DDS node, made to order: its segment NAME, and PEER (another's
+ * segment, or NULL) mapped as a node maps those of the nodes it talks to;
+ * held until the input ends. */
+static int dds(const char *name, const char *peer)
+{
+	make_fastdds(name);
+	if (peer) {
+		char path[256];
+		snprintf(path, sizeof(path), "/dev/shm/%s", peer);
+		map_shm(path, false);
+	}
+	printf("ready\n");
+	fflush(stdout);
+	char line[16];
+	while (fgets(line, sizeof(line), stdin))
+		;
+	return 0;
+}
+
+/* A test whose Fast DDS node crashes: its segment, and a port without a
+ * lock file (one whose listener closed it, kept by the peers that write to
+ * it), which the selftest maps as a peer; on a line of input it dies of
+ * SIGKILL. */
+static int dds_crash(void)
+{
+	char name[128], path[256], line[16];
+	snprintf(name, sizeof(name), "fastdds_" NAME "-crashed.%d", (int)getpid());
+	make_fastdds(name);
+	snprintf(path, sizeof(path), "/dev/shm/fastdds_" NAME "-port.%d", (int)getpid());
+	map_shm(path, true);
+	printf("file %s\n", path);
+	printf("ready\n");
+	fflush(stdout);
+	CHECK(fgets(line, sizeof(line), stdin) != NULL);
+	raise(SIGKILL);
+	return 0;
+}
+
 /* Reads lines of IN into OUT (at *LEN, N in all) up to and with WANT; false
  * at the end of IN first. */
 static bool read_until(FILE *in, const char *want, char *out, size_t n, size_t *len)
@@ -238,14 +328,14 @@ static int guarded(const char *guard, const char *args, char *out, size_t n, dou
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-/* Whether the guard said that it found WHAT left behind. */
+/* Whether the guard said, in one line, that it found WHAT left behind. */
 static bool guard_named(const char *out, const char *what)
 {
 	for (const char *line = strstr(out, "rtaccel-test-guard: "); line;
 	     line = strstr(line + 1, "rtaccel-test-guard: ")) {
 		const char *end = strchr(line, '\n');
-		const char *hit = strstr(line, what);
-		if (hit && (!end || hit < end) && strstr(line, " left "))
+		const char *hit = strstr(line, what), *left = strstr(line, " left ");
+		if (hit && left && (!end || (hit < end && left < end)))
 			return true;
 	}
 	return false;
@@ -276,6 +366,252 @@ static void nothing_left(const char *out, bool named)
 	printf("  %d processes and %d objects named and gone\n", processes, files);
 }
 
+/* What the cases below make, removed when the selftest ends, however a
+ * failed check ends it: it leaves nothing of its own. */
+#define MAX_MADE 16
+static char made[MAX_MADE][256];
+static int nmade;
+
+static void remember(const char *path)
+{
+	CHECK(nmade < MAX_MADE);
+	snprintf(made[nmade++], sizeof(made[0]), "%s", path);
+}
+
+/* Remembers every "file PATH" that OUT says was made. */
+static void remember_said(const char *out)
+{
+	for (const char *line = out; line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+		char path[256];
+		if (sscanf(line, "file %255s", path) == 1)
+			remember(path);
+	}
+}
+
+static void forget_made(void)
+{
+	for (int i = 0; i < nmade; i++)
+		unlink(made[i]);
+	nmade = 0;
+}
+
+/* Starts ARGV, its input from *TO, its output and errors into *FROM; its
+ * pid. It dies with the selftest (test_fork()). */
+static pid_t start(char *const argv[], int *to, FILE **from)
+{
+	int in[2], out[2];
+	CHECK_EQ(pipe2(in, O_CLOEXEC), 0);
+	CHECK_EQ(pipe2(out, O_CLOEXEC), 0);
+	pid_t pid = test_fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		dup2(out[1], 2);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	*to = in[1];
+	*from = fdopen(out[0], "r");
+	CHECK(*from != NULL);
+	return pid;
+}
+
+static int exit_status(pid_t pid)
+{
+	int status;
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* Whether the guard said that a test left the shared memory object NAME
+ * behind: the whole name, not one that begins with it. */
+static bool left_said(const char *out, const char *name)
+{
+	char want[320];
+	snprintf(want, sizeof(want), " left shm %s behind", name);
+	return strstr(out, want) != NULL;
+}
+
+/* Whether the guard said that process PID uses the shared memory object
+ * NAME, and kept it. */
+static bool kept_for(const char *out, const char *name, pid_t pid)
+{
+	char want[320];
+	snprintf(want, sizeof(want), "shm %s is in use by process %d (", name, (int)pid);
+	const char *hit = strstr(out, want);
+	const char *end = hit ? strchr(hit, '\n') : NULL;
+	return hit && end && end - hit > 6 && strncmp(end - 6, ": kept", 6) == 0;
+}
+
+/* The suite's check (--check), which has no test's tree to tell by: a
+ * Fast DDS node outside the tests that makes its files and holds them
+ * across the check keeps them, its port's mutex (which no process holds)
+ * with them, and the guard says whose they are; a node that was killed is
+ * named, every file of it, though the live node maps its segment still. */
+static void check_beside_fastdds(const char *guard, char *out, size_t n)
+{
+	char self[64], snapshot[256], args[512], dead_name[128], live_name[128], said[4096] = "";
+	double took;
+	snprintf(self, sizeof(self), "/proc/%d/exe", (int)getpid());
+	snprintf(snapshot, sizeof(snapshot), "/tmp/" NAME ".%d.snapshot", (int)getpid());
+	remember(snapshot);
+	snprintf(args, sizeof(args), "--snapshot %s", snapshot);
+	CHECK_EQ(guarded(guard, args, out, n, &took), 0);
+
+	snprintf(dead_name, sizeof(dead_name), "fastdds_" NAME "-dead.%d", (int)getpid());
+	snprintf(live_name, sizeof(live_name), "fastdds_" NAME "-live.%d", (int)getpid());
+	int to_dead, to_live;
+	FILE *from_dead, *from_live;
+	size_t len = 0;
+	pid_t dead = start((char *[]){self, "dds", dead_name, NULL}, &to_dead, &from_dead);
+	CHECK(read_until(from_dead, "ready\n", said, sizeof(said), &len));
+	pid_t live = start((char *[]){self, "dds", live_name, dead_name, NULL}, &to_live, &from_live);
+	CHECK(read_until(from_live, "ready\n", said, sizeof(said), &len));
+	remember_said(said);
+	CHECK_EQ(kill(dead, SIGKILL), 0);
+	CHECK_EQ(exit_status(dead), 128 + SIGKILL);
+
+	snprintf(args, sizeof(args), "--check %s", snapshot);
+	int status = guarded(guard, args, out, n, &took);
+	printf("the suite's check, beside a Fast DDS node that lives and one that was killed: "
+	       "exit %d\n%s", status, out);
+	CHECK_EQ(status, 1);
+	static const char *const files[] = {"%s", "%s_el", "sem.%s_mutex"};
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		char name[256], path[300];
+		snprintf(name, sizeof(name), files[i], dead_name);
+		snprintf(path, sizeof(path), "/dev/shm/%s", name);
+		CHECK(left_said(out, name));
+		CHECK(access(path, F_OK) < 0);
+		snprintf(name, sizeof(name), files[i], live_name);
+		snprintf(path, sizeof(path), "/dev/shm/%s", name);
+		CHECK(!left_said(out, name));
+		CHECK(kept_for(out, name, live));
+		CHECK_EQ(access(path, F_OK), 0);
+	}
+	char through[256];
+	snprintf(through, sizeof(through), " through %s, outside the tests: kept", live_name);
+	CHECK(strstr(out, through) != NULL);
+
+	close(to_live);
+	CHECK_EQ(exit_status(live), 0);
+	close(to_dead);
+	fclose(from_dead);
+	fclose(from_live);
+	forget_made();
+	printf("  the live node's kept, the killed one's named and gone\n");
+}
+
+/* A test whose Fast DDS node was killed (SIGKILL) while a peer outside the
+ * test mapped its segment and its port: the segment, its lock file and its
+ * mutex are named, though mapped; the port, which has no lock file of its
+ * own (as when its listener closed it), is the peer's while the peer uses
+ * it: kept. */
+static void crashed_fastdds(const char *guard, char *out, size_t n)
+{
+	char self[64];
+	snprintf(self, sizeof(self), "/proc/%d/exe", (int)getpid());
+	int to;
+	FILE *from;
+	size_t len = 0;
+	out[0] = 0;
+	pid_t g = start((char *[]){(char *)guard, "--resources", self, "dds-crash", NULL}, &to, &from);
+	CHECK(read_until(from, "ready\n", out, n, &len));
+	remember_said(out);
+	char made_by_test[4][256];
+	int k = 0;
+	for (const char *line = strstr(out, "file "); line && k < 4; line = strstr(line + 1, "\nfile "))
+		CHECK(sscanf(line + (line[0] == '\n'), "file %255s", made_by_test[k++]) == 1);
+	CHECK_EQ(k, 4);
+	/* the peer's mappings: the segment, then the port */
+	void *segment = map_shm(made_by_test[0], false), *port = map_shm(made_by_test[3], false);
+	CHECK_EQ(write(to, "go\n", 3), 3);
+	read_until(from, "", out, n, &len);
+	fclose(from);
+	close(to);
+	int status = exit_status(g);
+	printf("a test whose Fast DDS node was killed, its files mapped by a peer: exit %d\n%s",
+	       status, out);
+	CHECK_EQ(status, 128 + SIGKILL);
+	for (int i = 0; i < 3; i++) {
+		CHECK(left_said(out, strrchr(made_by_test[i], '/') + 1));
+		CHECK(access(made_by_test[i], F_OK) < 0);
+	}
+	CHECK(!left_said(out, strrchr(made_by_test[3], '/') + 1));
+	CHECK(kept_for(out, strrchr(made_by_test[3], '/') + 1, getpid()));
+	munmap(segment, 4096);
+	munmap(port, 4096);
+	forget_made();
+	printf("  the killed node's segment named and gone, the port its peer uses kept\n");
+}
+
+/* A test runner's session (--watch), whose tree's root is the runner's own
+ * process: shared memory that only the runner maps once its test ended was
+ * left behind by the test; what a process outside the runner maps as well
+ * is that process's. */
+static void watched_runner(const char *guard, char *out, size_t n)
+{
+	int go[2], done[2];
+	CHECK_EQ(pipe2(go, O_CLOEXEC), 0);
+	CHECK_EQ(pipe2(done, O_CLOEXEC), 0);
+	pid_t runner = test_fork();
+	CHECK(runner >= 0);
+	if (runner == 0) {
+		char c, path[256];
+		if (read(go[0], &c, 1) != 1)
+			_exit(T_FAIL);
+		snprintf(path, sizeof(path), "/dev/shm/" NAME "-runner.%d", (int)getpid());
+		map_shm(path, true);
+		snprintf(path, sizeof(path), "/dev/shm/" NAME "-shared.%d", (int)getpid());
+		map_shm(path, true);
+		if (write(done[1], "x", 1) != 1)
+			_exit(T_FAIL);
+		for (;;)
+			pause();
+	}
+	char root[16], own[256], shared[256], c;
+	snprintf(root, sizeof(root), "%d", (int)runner);
+	snprintf(own, sizeof(own), "/dev/shm/" NAME "-runner.%d", (int)runner);
+	snprintf(shared, sizeof(shared), "/dev/shm/" NAME "-shared.%d", (int)runner);
+	remember(own);
+	remember(shared);
+	int to;
+	FILE *from;
+	size_t len = 0;
+	pid_t g = start((char *[]){(char *)guard, "--watch", root, NULL}, &to, &from);
+	CHECK(read_until(from, ".\n", out, n, &len));
+	CHECK_EQ(write(to, "mark\n", 5), 5);
+	CHECK(read_until(from, ".\n", out, n, &len));
+	/* the runner's test makes both; the selftest maps the second as well */
+	CHECK_EQ(write(go[1], "x", 1), 1);
+	CHECK_EQ(read(done[0], &c, 1), 1);
+	void *m = map_shm(shared, false);
+	CHECK_EQ(write(to, "check t\n", 8), 8);
+	len = 0;
+	out[0] = 0;
+	CHECK(read_until(from, ".\n", out, n, &len));
+	printf("a test runner's session: what only the runner maps once its test ended, and "
+	       "what another maps too\n%s", out);
+	char want[400];
+	snprintf(want, sizeof(want), "left rtaccel-test-guard: t left shm %s behind: removed\n",
+		 strrchr(own, '/') + 1);
+	CHECK(strstr(out, want) != NULL);
+	CHECK(access(own, F_OK) < 0);
+	CHECK(!left_said(out, strrchr(shared, '/') + 1));
+	CHECK(kept_for(out, strrchr(shared, '/') + 1, getpid()));
+	close(to);
+	fclose(from);
+	CHECK_EQ(exit_status(g), 0);
+	CHECK_EQ(kill(runner, SIGKILL), 0);
+	CHECK_EQ(exit_status(runner), 128 + SIGKILL);
+	munmap(m, 4096);
+	forget_made();
+	printf("  the runner's own named and gone, the shared one kept\n");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && strcmp(argv[1], "misbehave") == 0)
@@ -286,13 +622,19 @@ int main(int argc, char **argv)
 		return beside();
 	if (argc == 2 && strcmp(argv[1], "crash") == 0)
 		return crash();
+	if ((argc == 3 || argc == 4) && strcmp(argv[1], "dds") == 0)
+		return dds(argv[2], argc == 4 ? argv[3] : NULL);
+	if (argc == 2 && strcmp(argv[1], "dds-crash") == 0)
+		return dds_crash();
 	if (argc == 3 && strcmp(argv[1], "skip") == 0)
 		test_skip(argv[2], "this machine has no %s", argv[2]);
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s GUARD | misbehave N | hang | beside | crash | skip NEED\n", argv[0]);
+		fprintf(stderr, "usage: %s GUARD | misbehave N | hang | beside | crash | dds NAME [PEER] | "
+			"dds-crash | skip NEED\n", argv[0]);
 		return 2;
 	}
 	watchdog(120);
+	atexit(forget_made);
 	const char *guard = argv[1];
 	static char out[16384];
 	char args[512];
@@ -357,6 +699,10 @@ int main(int argc, char **argv)
 	CHECK(sscanf(strstr(out, "file "), "file %255s", crashed) == 1);
 	CHECK(access(crashed, F_OK) < 0);
 	CHECK(guard_named(out, strrchr(crashed, '/') + 1));
+
+	crashed_fastdds(guard, out, sizeof(out));
+	check_beside_fastdds(guard, out, sizeof(out));
+	watched_runner(guard, out, sizeof(out));
 
 	status = guarded(guard, "sh -c 'exit 77'", out, sizeof(out), &took);
 	CHECK_EQ(status, 77);

@@ -26,7 +26,11 @@
  * is named and removed, and the test fails. (Tests that run beside others are not compared: a neighbour's
  * objects would be taken for theirs.) As root the guard also watches who
  * makes them (fanotify): one made last by a process outside the test's
- * tree is said to be an outsider's and kept ("who made what" below).
+ * tree is said to be an outsider's and kept ("who made what" below). Shared
+ * memory that a live process outside the tree uses is that process's, said
+ * and kept as well, whoever made it; what only the tree's own processes
+ * use once the test ended was left. Fast DDS's segments are told live or
+ * dead as Fast DDS tells them, by their lock files ("who uses what").
  *
  * --sweep is the same end for a test runner that is itself the subreaper
  * (tests/python/harness.py): it kills the descendants of PID that are
@@ -386,46 +390,6 @@ static bool link_names(const char *link, const char *want)
 	return strcmp(target, want) == 0;
 }
 
-/* Whether any process has PATH open or mapped (a /proc/PID/fd link or a
- * line of /proc/PID/maps that names it). */
-static bool path_in_use(const char *path)
-{
-	DIR *d = opendir("/proc");
-	if (!d)
-		return false;
-	bool used = false;
-	struct dirent *e;
-	while (!used && (e = readdir(d)) != NULL) {
-		if (e->d_name[0] < '1' || e->d_name[0] > '9')
-			continue;
-		char p[PATH_MAX];
-		snprintf(p, sizeof(p), "/proc/%s/fd", e->d_name);
-		DIR *fds = opendir(p);
-		struct dirent *f;
-		while (fds && !used && (f = readdir(fds)) != NULL) {
-			char link[PATH_MAX + 300];
-			snprintf(link, sizeof(link), "%s/%s", p, f->d_name);
-			used = link_names(link, path);
-		}
-		if (fds)
-			closedir(fds);
-		snprintf(p, sizeof(p), "/proc/%s/maps", e->d_name);
-		FILE *maps = used ? NULL : fopen(p, "re");
-		char line[PATH_MAX + 128];
-		while (maps && !used && fgets(line, sizeof(line), maps)) {
-			char *slash = strchr(line, '/');
-			if (slash) {
-				slash[strcspn(slash, "\n")] = 0;
-				used = strcmp(slash, path) == 0;
-			}
-		}
-		if (maps)
-			fclose(maps);
-	}
-	closedir(d);
-	return used;
-}
-
 /* Whether a live socket is bound to PATH (/proc/net/unix). */
 static bool socket_bound(const char *path)
 {
@@ -494,29 +458,40 @@ static void run_quietly(char *const argv[])
 		waitpid(pid, NULL, 0);
 }
 
-/* Removes the object named "KIND NAME" if nothing uses it; true if it was
- * left behind (and is gone now). */
-static bool remove_left(const char *entry)
+/* Whether there was an object for the removal that returned R to remove:
+ * false if it was gone already; true if it is gone now (*ERR 0), or if its
+ * removal failed (*ERR its errno). */
+static bool removed(int r, int *err)
+{
+	*err = r < 0 && errno != ENOENT ? errno : 0;
+	return r == 0 || *err != 0;
+}
+
+/* Removes the object named "KIND NAME" if nothing uses it (for shared
+ * memory the caller asked, shm_user()); true if it was left behind, with
+ * *ERR the errno of a removal that failed (0: it is gone now). An object
+ * gone since it was listed was removed by whoever made it (a named
+ * semaphore, for one, is made under a passing name first): not left. */
+static bool remove_left(const char *entry, int *err)
 {
 	char kind[16];
 	const char *name = strchr(entry, ' ') + 1;
 	snprintf(kind, sizeof(kind), "%.*s", (int)(name - 1 - entry), entry);
 	char path[PATH_MAX + 32];
+	*err = 0;
 	if (strcmp(kind, "shm") == 0) {
 		snprintf(path, sizeof(path), "/dev/shm/%s", name);
-		if (path_in_use(path))
-			return false;
-		unlink(path);
+		return removed(unlink(path), err);
 	} else if (strcmp(kind, "socket") == 0) {
 		if (socket_bound(name))
 			return false;
-		unlink(name);
+		return removed(unlink(name), err);
 	} else if (strcmp(kind, "netns") == 0) {
 		snprintf(path, sizeof(path), "/run/netns/%s", name);
 		if (netns_in_use(path))
 			return false;
 		umount2(path, MNT_DETACH);
-		unlink(path);
+		return removed(unlink(path), err);
 	} else if (strcmp(kind, "link") == 0) {
 		/* one end of a veth pair goes with the other, or with a namespace
 		 * removed before it: gone, it was left behind all the same */
@@ -530,7 +505,7 @@ static bool remove_left(const char *entry)
 			return false;
 		if (cgroup_in_use(name))
 			return false;
-		rmdir(name);
+		return removed(rmdir(name), err);
 	}
 	return true;
 }
@@ -827,6 +802,216 @@ static bool watch_outside(const char *entry, const char **who)
 	return i >= 0;
 }
 
+/* ---- who uses what ------------------------------------------------------------ */
+
+/* Who made an object says whose it was; who uses it says whose it is. A
+ * new entry of /dev/shm that a live process outside the tests' tree has
+ * open or mapped is that process's, whoever made it, and is kept: a ROS 2
+ * node beside the suite maps the ports it shares with a test's node, and
+ * removes them itself when it closes them last. It is said, as an
+ * outsider's object is. One that no live process uses, or that only the
+ * tests' own processes use once the test has ended (the test runner of
+ * --watch, which is the tree's root, keeps what a test left in it), was
+ * left behind, whoever named it. In --check every test has ended: there is
+ * no tree, and every process that uses an object is outside the tests.
+ *
+ * Fast DDS's shared-memory transport (rclpy's), as its 3.2 was seen to
+ * behave and its source says, needs two rules more:
+ * - its segments (fastdds_<id>) and ports (fastdds_port<N>) live while
+ *   the process that owns one holds a lock file beside it open,
+ *   <name>_el (flock, exclusive; <name>_sl, shared, for a port that
+ *   several read); a killed owner's lock goes with it, its files stay. A peer that maps the segment of
+ *   an owner it was talking to goes on mapping it until it notices, by that
+ *   lock, seconds later, and removes it. So a segment or port one of whose
+ *   lock files is there and held open by no process is dead, whoever maps
+ *   it: how Fast DDS itself tells. (Its 2.x names its files fastrtps_: the
+ *   rule is the lock files', not the name's.)
+ * - a port's mutex, sem.<port>_mutex, is a POSIX semaphore that a process
+ *   opens only while it opens the port: in use while its port is. */
+
+/* One process's use of an entry of /dev/shm. */
+struct use {
+	char *name;
+	pid_t pid;
+};
+
+/* What every process has open or mapped in /dev/shm, read once for each
+ * comparison. */
+static struct {
+	struct use *v;
+	int n, cap;
+} uses;
+
+static void uses_free(void)
+{
+	for (int i = 0; i < uses.n; i++)
+		free(uses.v[i].name);
+	free(uses.v);
+	uses.v = NULL;
+	uses.n = uses.cap = 0;
+}
+
+/* The entry of /dev/shm that PATH names, or NULL: another file, or one
+ * removed since it was opened (a name made again is another file). */
+static const char *shm_entry(const char *path)
+{
+	static const char deleted[] = " (deleted)";
+	size_t len = strlen(path), dlen = sizeof(deleted) - 1;
+	if (strncmp(path, "/dev/shm/", 9) != 0 || strchr(path + 9, '/'))
+		return NULL;
+	if (len > dlen && strcmp(path + len - dlen, deleted) == 0)
+		return NULL;
+	return path + 9;
+}
+
+static void uses_add(const char *name, pid_t pid)
+{
+	/* a mapping is listed once per range of it: one use is enough */
+	for (int i = uses.n - 1; i >= 0 && uses.v[i].pid == pid; i--)
+		if (strcmp(uses.v[i].name, name) == 0)
+			return;
+	if (uses.n == uses.cap) {
+		uses.cap = uses.cap ? 2 * uses.cap : 64;
+		uses.v = realloc(uses.v, sizeof(*uses.v) * (size_t)uses.cap);
+		if (!uses.v)
+			exit(EXIT_USAGE);
+	}
+	uses.v[uses.n] = (struct use){.name = strdup(name), .pid = pid};
+	if (!uses.v[uses.n].name)
+		exit(EXIT_USAGE);
+	uses.n++;
+}
+
+/* Reads which process has what open (/proc/PID/fd) or mapped
+ * (/proc/PID/maps) in /dev/shm. A process the guard may not read (another
+ * user's, without root) is not seen: an object only it uses is blamed, as
+ * by names alone. */
+static void uses_read(void)
+{
+	uses_free();
+	DIR *d = opendir("/proc");
+	if (!d) {
+		perror("rtaccel-test-guard: /proc");
+		exit(EXIT_USAGE);
+	}
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		const pid_t pid = (pid_t)atoi(e->d_name);
+		char p[300], target[PATH_MAX];
+		const char *name;
+		snprintf(p, sizeof(p), "/proc/%s/fd", e->d_name);
+		DIR *fds = opendir(p);
+		struct dirent *f;
+		while (fds && (f = readdir(fds)) != NULL) {
+			char link[600];
+			snprintf(link, sizeof(link), "%s/%s", p, f->d_name);
+			ssize_t len = readlink(link, target, sizeof(target) - 1);
+			if (len <= 0)
+				continue;
+			target[len] = 0;
+			if ((name = shm_entry(target)) != NULL)
+				uses_add(name, pid);
+		}
+		if (fds)
+			closedir(fds);
+		snprintf(p, sizeof(p), "/proc/%s/maps", e->d_name);
+		FILE *maps = fopen(p, "re");
+		char line[PATH_MAX + 128];
+		while (maps && fgets(line, sizeof(line), maps)) {
+			char *slash = strchr(line, '/');
+			if (!slash)
+				continue;
+			slash[strcspn(slash, "\n")] = 0;
+			if ((name = shm_entry(slash)) != NULL)
+				uses_add(name, pid);
+		}
+		if (maps)
+			fclose(maps);
+	}
+	closedir(d);
+}
+
+/* A live process that uses the entry NAME of /dev/shm, outside the tests'
+ * tree if OUTSIDE; 0 if none does. */
+static pid_t user_of(const char *name, bool outside)
+{
+	for (int i = 0; i < uses.n; i++) {
+		struct proc p;
+		if (strcmp(uses.v[i].name, name) != 0 || uses.v[i].pid == getpid())
+			continue;
+		/* -1: it ended while it was read, and uses nothing now */
+		if (!outside || in_tree(uses.v[i].pid, &p) == 0)
+			return uses.v[i].pid;
+	}
+	return 0;
+}
+
+static bool shm_exists(const char *name)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	return snprintf(path, sizeof(path), "/dev/shm/%s", name) < (int)sizeof(path) &&
+	       lstat(path, &st) == 0;
+}
+
+/* Whether NAME is a Fast DDS segment or port whose owner is gone: a lock
+ * file of it is there, and no process holds one open. */
+static bool fastdds_dead(const char *name)
+{
+	static const char *const suffixes[] = {"_el", "_sl"};
+	bool has_lock = false;
+	for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+		char lock[PATH_MAX];
+		if (snprintf(lock, sizeof(lock), "%s%s", name, suffixes[i]) >= (int)sizeof(lock) ||
+		    !shm_exists(lock))
+			continue;
+		if (user_of(lock, false))
+			return false;
+		has_lock = true;
+	}
+	return has_lock;
+}
+
+/* The object that NAME is the mutex of, in Fast DDS's naming
+ * (sem.<port>_mutex), into GUARDED; false if NAME is none, or its port is
+ * gone. */
+static bool mutex_of(const char *name, char *guarded, size_t n)
+{
+	static const char prefix[] = "sem.", suffix[] = "_mutex";
+	const size_t len = strlen(name), plen = sizeof(prefix) - 1, slen = sizeof(suffix) - 1;
+	if (len <= plen + slen || strncmp(name, prefix, plen) != 0 ||
+	    strcmp(name + len - slen, suffix) != 0)
+		return false;
+	snprintf(guarded, n, "%.*s", (int)(len - plen - slen), name + plen);
+	return shm_exists(guarded);
+}
+
+/* The live process outside the tests that uses the entry NAME of /dev/shm,
+ * or 0: it was left behind. THROUGH (N bytes) names what the process uses
+ * when that is not NAME itself but what NAME is the mutex of; "" if NAME. */
+static pid_t shm_user(const char *name, char *through, size_t n)
+{
+	through[0] = 0;
+	if (fastdds_dead(name))
+		return 0;
+	pid_t pid = user_of(name, true);
+	char guarded[PATH_MAX];
+	if (!pid && mutex_of(name, guarded, sizeof(guarded)) &&
+	    (pid = shm_user(guarded, through, n)) != 0 && !through[0])
+		snprintf(through, n, "%s", guarded);
+	return pid;
+}
+
+/* PID's name, for a message. */
+static const char *comm_of(pid_t pid, struct proc *p)
+{
+	char name[16];
+	snprintf(name, sizeof(name), "%d", (int)pid);
+	return read_proc(name, p) == 0 ? p->comm : "?";
+}
+
 static bool names_has(const struct names *s, char *const *name)
 {
 	return s->n > 0 && bsearch(name, s->v, (size_t)s->n, sizeof(char *), cmp_str) != NULL;
@@ -838,30 +1023,59 @@ static int longer_first(const void *a, const void *b)
 	return la < lb ? 1 : la > lb ? -1 : 0;
 }
 
-/* Names and removes what is in AFTER but not in BEFORE, was made by the
- * tests (as far as watch_outside() tells) and no live process uses;
- * returns how many. */
+/* Whether the new object ENTRY is someone else's than TEST's, saying whose
+ * if so: made last by a process outside the tests (watch_outside()), or
+ * shared memory in use by one (shm_user()). */
+static bool kept(const char *entry, const char *test)
+{
+	const char *who;
+	char through[PATH_MAX];
+	pid_t user;
+	struct proc p;
+	if (watch_outside(entry, &who)) {
+		say(false, "%s: %s was made by %s, not by %s: kept\n", prog, entry, who, test);
+		return true;
+	}
+	if (strncmp(entry, "shm ", 4) == 0 && (user = shm_user(entry + 4, through, sizeof(through)))) {
+		say(false, "%s: %s is in use by process %d (%s)%s%s, outside %s: kept\n", prog, entry,
+		    (int)user, comm_of(user, &p), through[0] ? " through " : "", through, test);
+		return true;
+	}
+	return false;
+}
+
+/* Names and removes what is in AFTER but not in BEFORE and is not
+ * someone else's (kept()); returns how many. */
 static int left_behind(const struct names *before, const struct names *after, const char *test)
 {
-	struct names fresh = {0};
+	struct names fresh = {0}, left = {0};
 	for (int i = 0; i < after->n; i++)
 		if (!names_has(before, &after->v[i]))
 			names_add(&fresh, NULL, after->v[i]);
+	/* every object judged before any is removed: a Fast DDS segment is
+	 * told by its lock file, a mutex by its port */
+	uses_read();
+	for (int i = 0; i < fresh.n; i++)
+		if (!kept(fresh.v[i], test))
+			names_add(&left, NULL, fresh.v[i]);
+	uses_free();
 	/* the deepest cgroup first: a parent goes only once its children have */
-	names_sort(&fresh, longer_first);
-	int left = 0;
-	for (int i = 0; i < fresh.n; i++) {
-		const char *who;
-		if (watch_outside(fresh.v[i], &who)) {
-			say(false, "%s: %s was made by %s, not by %s: kept\n", prog, fresh.v[i], who,
-			    test);
-		} else if (remove_left(fresh.v[i])) {
-			say(true, "%s: %s left %s behind: removed\n", prog, test, fresh.v[i]);
-			left++;
-		}
+	names_sort(&left, longer_first);
+	int n = 0;
+	for (int i = 0; i < left.n; i++) {
+		int err;
+		if (!remove_left(left.v[i], &err))
+			continue;
+		if (err)
+			say(true, "%s: %s left %s behind, which could not be removed: %s\n", prog, test,
+			    left.v[i], strerror(err));
+		else
+			say(true, "%s: %s left %s behind: removed\n", prog, test, left.v[i]);
+		n++;
 	}
 	names_free(&fresh);
-	return left;
+	names_free(&left);
+	return n;
 }
 
 static int write_snapshot(const char *file)
