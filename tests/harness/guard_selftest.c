@@ -14,7 +14,9 @@
  * only the tests' own processes use once the test ended, or no process
  * does, was left. Fast DDS's segments (rclpy's) are told as Fast DDS tells
  * them: one whose lock file no process holds is dead, though a peer still
- * maps it; a port's mutex is in use while its port is.
+ * maps it; a port's mutex is in use while its port is. A guard without
+ * root (the selftest, as root, runs one as nobody) keeps a new file of
+ * another user's: its tests could not have made it.
  *
  *   guard_selftest GUARD          the checks (ctest runs this)
  *   guard_selftest misbehave N    leave everything behind, then exit N
@@ -33,6 +35,7 @@
 #include "../lock/test_util.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <semaphore.h>
 #include <stdbool.h>
 #include <sys/file.h>
@@ -505,6 +508,72 @@ static void check_beside_fastdds(const char *guard, char *out, size_t n)
 	printf("  the live node's kept, the killed one's named and gone\n");
 }
 
+/* Runs GUARD ARG FILE as the user UID, with no root left (as a user's
+ * suite runs it), its output in OUT; its exit status. */
+static int guarded_as(uid_t uid, const char *guard, const char *arg, const char *file, char *out,
+		      size_t n)
+{
+	int fds[2];
+	CHECK_EQ(pipe2(fds, O_CLOEXEC), 0);
+	pid_t pid = test_fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		dup2(fds[1], 1);
+		dup2(fds[1], 2);
+		/* a change of user clears the parent-death signal: set again */
+		if (setgroups(0, NULL) == 0 && setgid(uid) == 0 && setuid(uid) == 0 &&
+		    prctl(PR_SET_PDEATHSIG, SIGKILL) == 0)
+			execl(guard, guard, arg, file, (char *)NULL);
+		fprintf(stderr, "guard_selftest: %s as uid %u: %s\n", guard, (unsigned)uid,
+			strerror(errno));
+		_exit(127);
+	}
+	close(fds[1]);
+	size_t len = 0;
+	ssize_t r;
+	while (len < n - 1 && (r = read(fds[0], out + len, n - 1 - len)) > 0)
+		len += (size_t)r;
+	out[len] = 0;
+	close(fds[0]);
+	return exit_status(pid);
+}
+
+/* The suite's check run by a user (not root): it cannot see another user's
+ * processes, and the tests, which run as that user, cannot make a file of
+ * another's. A new file of another user's (root's here), which no process
+ * uses, is that user's: kept, and said; one of the guard's user's that no
+ * process uses is named. */
+static void check_as_user(const char *guard, char *out, size_t n)
+{
+	const uid_t user = 65534; /* nobody */
+	char snapshot[256], others[256], own[256], want[400];
+	snprintf(snapshot, sizeof(snapshot), "/tmp/" NAME ".%d.user.snapshot", (int)getpid());
+	remember(snapshot);
+	CHECK_EQ(guarded_as(user, guard, "--snapshot", snapshot, out, n), 0);
+	snprintf(others, sizeof(others), "/dev/shm/fastdds_" NAME "-root.%d", (int)getpid());
+	snprintf(own, sizeof(own), "/dev/shm/fastdds_" NAME "-user.%d", (int)getpid());
+	remember(others);
+	remember(own);
+	make_shm(others);
+	int fd = open(own, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+	CHECK(fd >= 0);
+	CHECK_EQ(fchown(fd, user, user), 0);
+	close(fd);
+	int status = guarded_as(user, guard, "--check", snapshot, out, n);
+	printf("the suite's check as uid %u, beside a file of root's and one of its own: exit %d\n%s",
+	       (unsigned)user, status, out);
+	CHECK_EQ(status, 1);
+	snprintf(want, sizeof(want), "shm %s belongs to uid 0, not to uid %u of the tests: kept",
+		 strrchr(others, '/') + 1, (unsigned)user);
+	CHECK(strstr(out, want) != NULL);
+	CHECK(!left_said(out, strrchr(others, '/') + 1));
+	CHECK_EQ(access(others, F_OK), 0);
+	CHECK(left_said(out, strrchr(own, '/') + 1));
+	CHECK(access(own, F_OK) < 0);
+	forget_made();
+	printf("  root's kept, the user's own named and gone\n");
+}
+
 /* A test whose Fast DDS node was killed (SIGKILL) while a peer outside the
  * test mapped its segment and its port: the segment, its lock file and its
  * mutex are named, though mapped; the port, which has no lock file of its
@@ -689,6 +758,7 @@ int main(int argc, char **argv)
 		CHECK(access(grandchild, F_OK) < 0);
 		CHECK(guard_named(out, strrchr(grandchild, '/') + 1));
 		printf("  the other's kept, the test's named and gone\n");
+		check_as_user(guard, out, sizeof(out));
 	}
 
 	snprintf(args, sizeof(args), "--resources /proc/%d/exe crash", (int)getpid());

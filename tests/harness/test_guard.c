@@ -814,6 +814,9 @@ static bool watch_outside(const char *entry, const char **who)
  * --watch, which is the tree's root, keeps what a test left in it), was
  * left behind, whoever named it. In --check every test has ended: there is
  * no tree, and every process that uses an object is outside the tests.
+ * Without root the guard cannot read another user's processes, but nor can
+ * the tests, which run as the guard's user, make a file that is another's:
+ * a new one of another user's (a ROS 2 node of theirs) is theirs, kept.
  *
  * Fast DDS's shared-memory transport (rclpy's), as its 3.2 was seen to
  * behave and its source says, needs two rules more:
@@ -1004,6 +1007,28 @@ static pid_t shm_user(const char *name, char *through, size_t n)
 	return pid;
 }
 
+/* Whether ENTRY, a file, belongs to another user than the one the guard
+ * runs as (*OWNER): an unprivileged test, which runs as the guard's user,
+ * cannot make a file that is another's. (Root's tests may.) */
+static bool others_file(const char *entry, uid_t *owner)
+{
+	char path[PATH_MAX + 32];
+	struct stat st;
+	const char *name = strchr(entry, ' ') + 1;
+	if (geteuid() == 0)
+		return false;
+	if (strncmp(entry, "shm ", 4) == 0)
+		snprintf(path, sizeof(path), "/dev/shm/%s", name);
+	else if (strncmp(entry, "socket ", 7) == 0)
+		snprintf(path, sizeof(path), "%s", name);
+	else
+		return false;
+	if (lstat(path, &st) < 0 || st.st_uid == geteuid())
+		return false;
+	*owner = st.st_uid;
+	return true;
+}
+
 /* PID's name, for a message. */
 static const char *comm_of(pid_t pid, struct proc *p)
 {
@@ -1024,16 +1049,23 @@ static int longer_first(const void *a, const void *b)
 }
 
 /* Whether the new object ENTRY is someone else's than TEST's, saying whose
- * if so: made last by a process outside the tests (watch_outside()), or
- * shared memory in use by one (shm_user()). */
+ * if so: made last by a process outside the tests (watch_outside()), a
+ * file of another user's where the tests cannot make one (others_file()),
+ * or shared memory in use by a process outside them (shm_user()). */
 static bool kept(const char *entry, const char *test)
 {
 	const char *who;
 	char through[PATH_MAX];
 	pid_t user;
+	uid_t owner;
 	struct proc p;
 	if (watch_outside(entry, &who)) {
 		say(false, "%s: %s was made by %s, not by %s: kept\n", prog, entry, who, test);
+		return true;
+	}
+	if (others_file(entry, &owner)) {
+		say(false, "%s: %s belongs to uid %u, not to uid %u of %s: kept\n", prog, entry,
+		    (unsigned)owner, (unsigned)geteuid(), test);
 		return true;
 	}
 	if (strncmp(entry, "shm ", 4) == 0 && (user = shm_user(entry + 4, through, sizeof(through)))) {
