@@ -823,12 +823,14 @@ static bool watch_outside(const char *entry, const char **who)
  * - its segments (fastdds_<id>) and ports (fastdds_port<N>) live while
  *   the process that owns one holds a lock file beside it open,
  *   <name>_el (flock, exclusive; <name>_sl, shared, for a port that
- *   several read); a killed owner's lock goes with it, its files stay. A peer that maps the segment of
- *   an owner it was talking to goes on mapping it until it notices, by that
- *   lock, seconds later, and removes it. So a segment or port one of whose
- *   lock files is there and held open by no process is dead, whoever maps
- *   it: how Fast DDS itself tells. (Its 2.x names its files fastrtps_: the
- *   rule is the lock files', not the name's.)
+ *   several read); a killed owner's lock goes with it, its files stay. A
+ *   peer that maps the segment of an owner it was talking to goes on
+ *   mapping it until it notices, by that lock, seconds later, and removes
+ *   it. So a segment or port one of whose lock files is there and held open
+ *   by no process is dead, whoever maps it: how Fast DDS itself tells. (Its
+ *   2.x names its files fastrtps_: the rule is the lock files', not the
+ *   name's.) A node that starts takes over the first dead port numbered
+ *   from 7000, whatever its domain: one may be gone before it is removed.
  * - a port's mutex, sem.<port>_mutex, is a POSIX semaphore that a process
  *   opens only while it opens the port: in use while its port is. */
 
