@@ -150,6 +150,8 @@ class Executor(_RclpyExecutor):
             raise TypeError(f"set_priority: {target!r} is not a timer, subscription, service, client "
                             "or callback group")
         self._check_priority("set_priority", priority)
+        if not isinstance(target, CallbackGroup):
+            self._check_alive("set_priority", target)
         self._given[id(target)] = (target, priority)
 
     def add_chain(self, name: str, callbacks, *, priority: int, deadline_ms: float | None = None) -> None:
@@ -187,6 +189,9 @@ class Executor(_RclpyExecutor):
             raise TypeError(f"{where}: step {step} must be {wanted}, not {entity!r}")
         if callbacks.index(entity) != step:
             raise ValueError(f"{where}: the {label(entity)} is in the chain twice")
+        self._check_alive(where, entity)
+
+    def _check_alive(self, where: str, entity) -> None:
         try:
             with entity.handle:
                 pass

@@ -226,12 +226,14 @@ def test_a_mistake_in_what_is_declared_is_said(node, mistake, error, says):
         mistake(executor, callbacks)
 
 
-def test_a_callback_of_a_destroyed_node_is_refused(node):
+@pytest.mark.parametrize("declare", [lambda ex, timer: ex.add_chain("c", [timer], priority=1),
+                                     lambda ex, timer: ex.set_priority(timer, 3)], ids=["add_chain", "set_priority"])
+def test_a_callback_of_a_destroyed_node_is_refused(node, declare):
     other = Node("gone", context=node.context)
     timer = other.create_timer(1.0, lambda: None)
     other.destroy_node()
-    with pytest.raises(ValueError, match="was destroyed"):
-        executor_for(node).add_chain("c", [timer], priority=1)
+    with pytest.raises(ValueError, match="the timer was destroyed"):
+        declare(executor_for(node), timer)
 
 
 def test_one_executor_is_spun_by_one_thread(node):
