@@ -34,6 +34,12 @@ chain, trace() the callbacks as Perfetto trace events. A message published
 outside this executor's callbacks starts no instance and ends none: it is
 counted as unattributed.
 
+A callback over its overrun_ms (the executor's, or its chain's) is said
+once, on stderr, by a watchdog thread while it still runs, and listed by
+problems(). shutdown(timeout_sec) waits that long for a callback that does
+not return, says which it is, and returns False: Python cannot stop the
+thread running it.
+
 One executor runs one callback at a time, in the thread that spins it.
 Python's interpreter lock is shared by every thread of the process: a
 thread of the same program that holds it (another executor, a ROS 2
@@ -49,8 +55,11 @@ from __future__ import annotations
 import collections
 import os
 import pathlib
+import sys
+import sysconfig
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 
 from rtaccel import realtime, timeline
@@ -77,6 +86,11 @@ UNRANKED = float("-inf")
 # The executions of each chain step kept to find a message's instance by:
 # a message is taken within a few instances of its publication.
 KEPT_EXECUTIONS = 16
+# Python's own library: where_now looks past its frames to the caller's.
+STDLIB = sysconfig.get_paths()["stdlib"] + os.sep
+# shutdown() with no timeout waits as rclpy's does; past this it says once
+# which callback it waits for.
+SHUTDOWN_NOTE_S = 1.0
 
 
 @dataclass
@@ -85,11 +99,22 @@ class Chain:
     callbacks: tuple
     priority: int
     deadline_ns: int | None
+    overrun_ns: int | None = None
     latencies_ns: list = field(default_factory=list)
     deadline_misses: int = 0
     unattributed: int = 0
     # per step: (start_ns, end_ns, release_ns) of its latest executions
     executions: list = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Running:
+    """The callback the executor runs now, for the watchdog and shutdown."""
+    entity: object
+    node: object
+    started_ns: int       # time.monotonic_ns()
+    budget_ns: int | None
+    said: bool = False    # its overrun said already
 
 
 def label(entity) -> str:
@@ -112,12 +137,53 @@ def _label(entity) -> str:
     return type(entity).__name__
 
 
+def node_name(node) -> str:
+    try:
+        return node.get_name()
+    except InvalidHandle:
+        return "(destroyed)"
+
+
+def where_now(thread_id: int) -> str:
+    """Where the Python thread THREAD_ID is now: ' (now at FILE:LINE, in
+    FUNCTION)', the innermost frame outside Python's own library (a
+    callback waiting in threading.Event.wait is at its call of it), or
+    nothing where it runs no Python."""
+    frame = innermost = sys._current_frames().get(thread_id)
+    while frame is not None and frame.f_code.co_filename.startswith(STDLIB):
+        frame = frame.f_back
+    frame = frame or innermost
+    if frame is None:
+        return ""
+    return f" (now at {frame.f_code.co_filename}:{frame.f_lineno}, in {frame.f_code.co_name})"
+
+
+def _watch(executor_ref, stop: threading.Event) -> None:
+    """The watchdog's thread: it holds the executor weakly, so that one
+    dropped without shutdown() is collected and its watchdog ends."""
+    wait = 0.0
+    while not stop.wait(wait):
+        executor = executor_ref()
+        if executor is None:
+            return
+        wait = executor._watch_once()
+        del executor
+
+
+def _budget_ns(where: str, overrun_ms) -> int | None:
+    if overrun_ms is None:
+        return None
+    if isinstance(overrun_ms, bool) or not isinstance(overrun_ms, (int, float)) or not overrun_ms > 0:
+        raise ValueError(f"{where}: overrun_ms is a positive number of milliseconds, not {overrun_ms!r}")
+    return int(overrun_ms * 1e6)
+
+
 class Executor(_RclpyExecutor):
     """An rclpy executor that runs callbacks by priority (policy `picas`)
     or in rclpy's own order (policy `ros2`), measuring its chains."""
 
     def __init__(self, policy: str = "picas", *, context=None, core: int | None = None,
-                 fifo_priority: int | None = None):
+                 fifo_priority: int | None = None, overrun_ms: float | None = None):
         self.policy = policy
         self.core, self.fifo_priority = core, fifo_priority
         self.realtime = None      # once spinning: whether its thread got fifo_priority
@@ -129,6 +195,12 @@ class Executor(_RclpyExecutor):
         self._taken = {}          # id(subscription) -> its message's source timestamp
         self._events = []         # (label, start_ns, end_ns, thread, chain names)
         self._spinner = None
+        self._running = None      # the Running callback, read by the watchdog and shutdown
+        self._budgets = {}        # id(callback) -> the smallest overrun_ns its chains give
+        self._watchdog = None     # its thread, started with the first callback that has a budget
+        self._watch_stop = threading.Event()
+        self._problems = {}       # cause -> its row of problems(), in the order found
+        self._problems_lock = threading.Lock()  # the watchdog adds to them too
         # rclpy's __del__ reads it, also of an executor its __init__ never
         # reached or left half-way (a context not initialised)
         self._sigint_gc = None
@@ -139,6 +211,7 @@ class Executor(_RclpyExecutor):
                              f"{sorted(os.sched_getaffinity(0))} only")
         if fifo_priority is not None and (isinstance(fifo_priority, bool) or fifo_priority not in range(1, 100)):
             raise ValueError(f"fifo_priority {fifo_priority!r}: SCHED_FIFO priorities are 1..99")
+        self._overrun_ns = _budget_ns("the executor", overrun_ms)
         super().__init__(context=context)
 
     # ---- what the user declares ------------------------------------------------
@@ -154,10 +227,13 @@ class Executor(_RclpyExecutor):
             self._check_alive("set_priority", target)
         self._given[id(target)] = (target, priority)
 
-    def add_chain(self, name: str, callbacks, *, priority: int, deadline_ms: float | None = None) -> None:
+    def add_chain(self, name: str, callbacks, *, priority: int, deadline_ms: float | None = None,
+                  overrun_ms: float | None = None) -> None:
         """Declares a chain: CALLBACKS in order, a timer or a subscription
         first, then subscriptions, each taking what the one before publishes.
-        Chains' priorities are distinct."""
+        Chains' priorities are distinct. OVERRUN_MS: how long each of its
+        callbacks may run before the watchdog says it overran (over the
+        executor's overrun_ms)."""
         where = f"chain {name!r}"
         if not isinstance(name, str) or not name or name in self._chains:
             raise ValueError(f"{where}: a chain needs a name of its own")
@@ -169,13 +245,16 @@ class Executor(_RclpyExecutor):
             raise ValueError(f"{where}: no callbacks")
         if deadline_ms is not None and not deadline_ms > 0:
             raise ValueError(f"{where}: deadline_ms must be positive, not {deadline_ms!r}")
+        overrun_ns = _budget_ns(where, overrun_ms)
         for step, entity in enumerate(callbacks):
             self._check_step(where, step, entity, callbacks)
         chain = Chain(name, callbacks, priority, None if deadline_ms is None else int(deadline_ms * 1e6),
-                      executions=[collections.deque(maxlen=KEPT_EXECUTIONS) for _ in callbacks])
+                      overrun_ns, executions=[collections.deque(maxlen=KEPT_EXECUTIONS) for _ in callbacks])
         self._chains[name] = chain
         for step, entity in enumerate(callbacks):
             self._steps.setdefault(id(entity), []).append((chain, step))
+            if overrun_ns is not None:
+                self._budgets[id(entity)] = min(self._budgets.get(id(entity), overrun_ns), overrun_ns)
 
     def _check_priority(self, where: str, priority) -> None:
         if not isinstance(priority, int) or isinstance(priority, bool):
@@ -226,6 +305,10 @@ class Executor(_RclpyExecutor):
         elif self._spinner != threading.get_ident():
             raise RuntimeError("rtaccel.ros.Executor runs its callbacks in one thread: it is spun by "
                                "another already")
+        if self._is_shutdown:  # shut down from another thread: what it found ready never runs
+            self._ready.clear()
+            self._pending.clear()
+            return
         # ros2: a polling point only once what the last one found has run;
         # picas: every time, without waiting while something is ready.
         if not self._ready:
@@ -274,18 +357,101 @@ class Executor(_RclpyExecutor):
             pass
 
     def _execute(self, handler, entity, node) -> None:
+        if self._is_shutdown:  # since it was chosen, by another thread
+            handler.cancel()
+            return
+        budget = self._budgets.get(id(entity), self._overrun_ns)
+        if budget is not None and self._watchdog is None:
+            self._start_watchdog()
         start = time.time_ns()  # CLOCK_REALTIME: the clock of the messages' source timestamps
         release = self._timer_due(entity, start) if isinstance(entity, Timer) else None
-        handler()
-        end = time.time_ns()
+        self._running = running = Running(entity, node, time.monotonic_ns(), budget)
+        try:
+            handler()
+        finally:
+            self._running = None
+        end, ran = time.time_ns(), time.monotonic_ns() - running.started_ns
+        if budget is not None and ran > budget:
+            self._overran(running, ran, returned=True)
         if entity is not None and handler.done():
             self._measure(entity, start, end, release)
         exception = handler.exception()
         if exception is not None:
-            where = f"node {node.get_name()!r}" if node is not None else "a task"
-            exception.add_note(f"rtaccel.ros: raised by the callback of the {label(entity)} of {where}")
+            exception.add_note(f"rtaccel.ros: raised by {self._callback_of(entity, node)}")
             raise exception
         handler.result()
+
+    def _callback_of(self, entity, node) -> str:
+        """How errors name a callback: its entity, its node, its chains."""
+        if entity is None:
+            return "a task"
+        steps = ", ".join(f"chain {chain.name!r} step {step}" for chain, step in self._steps.get(id(entity), ()))
+        where = f" of node {node_name(node)!r}" if node is not None else ""
+        return f"the callback of the {label(entity)}{where}" + (f" ({steps})" if steps else "")
+
+    # ---- overruns: the watchdog ----------------------------------------------------
+
+    def _start_watchdog(self) -> None:
+        self._watchdog = threading.Thread(target=_watch, args=(weakref.ref(self), self._watch_stop),
+                                          name="rtaccel.ros watchdog", daemon=True)
+        self._watchdog.start()
+
+    def _watch_once(self) -> float:
+        """What the watchdog does when it wakes: says the callback running
+        now if it has overrun; the seconds to sleep until it would."""
+        idle = min(b for b in (self._overrun_ns, *self._budgets.values()) if b is not None)
+        running, now = self._running, time.monotonic_ns()
+        if running is None or running.budget_ns is None:
+            return idle / 1e9
+        left = running.started_ns + running.budget_ns - now
+        if left > 0:
+            return left / 1e9
+        self._overran(running, now - running.started_ns, returned=False)
+        return idle / 1e9
+
+    def _overran(self, running: Running, ran_ns: int, returned: bool) -> None:
+        """An overrun of RUNNING's callback: said once per instance, while it
+        runs (by the watchdog) or when it returns (by the spinning thread),
+        and counted in its row of problems()."""
+        with self._problems_lock:
+            row = self._problems.get(("overrun", id(running.entity)))
+            if returned and row is not None:
+                row["longest_ms"] = max(row["longest_ms"] or 0.0, ran_ns / 1e6)
+            if running.said:
+                return
+            running.said = True
+        what, budget_ms = self._callback_of(running.entity, running.node), running.budget_ns / 1e6
+        if returned:
+            message = f"rtaccel.ros: {what} ran {ran_ns / 1e6:.1f} ms, over its overrun_ms of {budget_ms:g}"
+        else:
+            message = (f"rtaccel.ros: {what} has been running {ran_ns / 1e6:.1f} ms, over its overrun_ms of "
+                       f"{budget_ms:g}{where_now(self._spinner)}; it holds the executor, and Python cannot "
+                       "stop the thread that runs it")
+        self._say(message)
+        row = self._found(("overrun", id(running.entity)), "overrun", running.entity, running.node, message,
+                          overrun_ms=budget_ms, count=0, longest_ms=ran_ns / 1e6 if returned else None)
+        with self._problems_lock:
+            row["count"] += 1
+
+    def _found(self, cause, problem: str, entity, node, message: str, **more) -> dict:
+        """The row of problems() for CAUSE, made the first time it is found."""
+        with self._problems_lock:
+            if cause in self._problems:
+                return self._problems[cause]
+            row = self._problems[cause] = self._row(problem, entity, node, message, **more)
+            return row
+
+    def _row(self, problem: str, entity, node, message: str, **more) -> dict:
+        return {"problem": problem, "callback": label(entity), "node": node_name(node) if node else None,
+                "chains": [[chain.name, step] for chain, step in self._steps.get(id(entity), ())],
+                **more, "message": message}
+
+    def _say(self, message: str) -> None:
+        """MESSAGE on stderr, as rtaccel says its notes. Not through the
+        node's logger: rclpy's reads its caller's source file, and each read
+        waits for the interpreter lock, which a stuck callback holds all
+        but once a switch interval: seconds, where stderr takes one wait."""
+        print(message, file=sys.stderr, flush=True)
 
     def _timer_due(self, timer, now: int) -> int | None:
         """When TIMER, found ready, was due (None: cancelled or destroyed
@@ -313,6 +479,23 @@ class Executor(_RclpyExecutor):
         async def execute():
             await await_or_execute(sub.callback, *arguments)
         return execute
+
+    def problems(self) -> list[dict]:
+        """What keeps a chain from running as declared, a row per cause in
+        the order found: `overrun` (a callback ran over its overrun_ms: its
+        count, longest and, while it still runs, running_ms). Each names the
+        callback, its node and its chains ([name, step]); `message` is what
+        was said."""
+        running = self._running
+        with self._problems_lock:
+            causes = list(self._problems)
+            rows = [dict(self._problems[cause]) for cause in causes]
+        for row, cause in zip(rows, causes):
+            if cause[0] == "overrun":
+                row["running_ms"] = None
+                if running is not None and id(running.entity) == cause[1] and running.said:
+                    row["running_ms"] = (time.monotonic_ns() - running.started_ns) / 1e6
+        return rows
 
     # ---- measuring -----------------------------------------------------------------
 
@@ -371,10 +554,50 @@ class Executor(_RclpyExecutor):
         return timeline.write(pathlib.Path(path), self.trace())
 
     def shutdown(self, timeout_sec: float | None = None) -> bool:
-        """rclpy's shutdown, the callbacks found ready and never run
-        cancelled first."""
-        for handler, *_ in self._ready:
+        """rclpy's shutdown: stops spinning, and waits up to TIMEOUT_SEC (None
+        or negative: for ever; 0: not at all) for the callback running now
+        to return. False, saying which callback holds the executor, if it
+        has not by then; Python cannot stop it. The callbacks found ready
+        and not yet run never run."""
+        for handler, *_ in list(self._ready):
             handler.cancel()
-        self._ready.clear()
-        self._pending.clear()
+        if self._spinner in (None, threading.get_ident()):
+            self._ready.clear()
+            self._pending.clear()
+        # rclpy's own steps, short of its clean-up: that waits for the callback
+        with self._shutdown_lock:
+            if not self._is_shutdown:
+                self._is_shutdown = True
+                if self._guard:
+                    self._guard.trigger()
+        if not self._wait_for_the_callback(timeout_sec):
+            return False
+        self._watch_stop.set()
         return super().shutdown(timeout_sec)
+
+    def _wait_for_the_callback(self, timeout_sec) -> bool:
+        """Whether the callback running now (if any) returned within
+        TIMEOUT_SEC; said where it has not. Called from a callback, shutdown
+        waits for none: the callback running is its caller."""
+        if self._spinner == threading.get_ident():
+            return True
+        start = time.monotonic()
+        end = None if timeout_sec is None or timeout_sec < 0 else start + timeout_sec
+        noted = False
+        while (running := self._running) is not None:
+            now = time.monotonic()
+            if end is not None and now >= end:
+                self._say(f"rtaccel.ros: shutdown: after {timeout_sec:g} s "
+                          f"{self._held_by(running)}; it holds the executor, and Python cannot stop the "
+                          "thread that runs it")
+                return False
+            if end is None and not noted and now - start >= SHUTDOWN_NOTE_S:
+                noted = True
+                self._say(f"rtaccel.ros: shutdown waits for the callback running: "
+                          f"{self._held_by(running)}")
+            time.sleep(0.001)
+        return True
+
+    def _held_by(self, running: Running) -> str:
+        return (f"{self._callback_of(running.entity, running.node)} has been running "
+                f"{(time.monotonic_ns() - running.started_ns) / 1e6:.1f} ms{where_now(self._spinner)}")

@@ -217,6 +217,9 @@ def test_a_callback_that_raises_says_which_and_the_executor_goes_on(node):
      ValueError, "another chain's"),
     (lambda ex, cb: ex.set_priority("the timer", 3), TypeError, "not a timer"),
     (lambda ex, cb: ros.Executor("fifo"), ValueError, "the policies are ros2, picas"),
+    (lambda ex, cb: ex.add_chain("c", [cb["timer"]], priority=1, overrun_ms=0), ValueError,
+     "chain 'c': overrun_ms is a positive number of milliseconds, not 0"),
+    (lambda ex, cb: ros.Executor(overrun_ms="5"), ValueError, "the executor: overrun_ms is a positive number"),
 ])
 def test_a_mistake_in_what_is_declared_is_said(node, mistake, error, says):
     executor = executor_for(node)
@@ -251,6 +254,101 @@ def test_one_executor_is_spun_by_one_thread(node):
     thread.start()
     thread.join(10)
     assert failed and "spun by another" in failed[0]
+
+
+def wait_until(done, seconds=10.0):
+    end = time.monotonic() + seconds
+    while not done():
+        assert time.monotonic() < end, "nothing happened in time"
+        time.sleep(0.01)
+
+
+def said(capfd, words):
+    return [line for line in capfd.readouterr().err.splitlines() if line.startswith("rtaccel.ros") and words in line]
+
+
+def test_a_callback_over_its_overrun_ms_is_said_once_while_it_runs_and_shutdown_says_it_holds_the_executor(
+        node, capfd):
+    """A callback computing (holding the interpreter lock) well past its
+    chain's overrun_ms: the watchdog says so once, naming it and where it
+    is; shutdown from another thread returns False within its timeout
+    rather than waiting, and True once the callback has returned."""
+    release = threading.Event()
+
+    def computes():
+        end = time.monotonic() + 20  # bounded, whatever the test does
+        while not release.is_set() and time.monotonic() < end:
+            pass
+
+    timer = node.create_timer(0.02, computes)
+    executor = executor_for(node)
+    executor.add_chain("control", [timer], priority=5, overrun_ms=50)
+    spinner = threading.Thread(target=executor.spin_once, kwargs={"timeout_sec": 5})
+    spinner.start()
+    try:
+        wait_until(lambda: executor.problems())
+        (row,) = executor.problems()
+        assert row["problem"] == "overrun" and row["chains"] == [["control", 0]] and row["running_ms"] >= 50
+        start = time.monotonic()
+        assert executor.shutdown(timeout_sec=0.3) is False
+        assert 0.3 <= time.monotonic() - start < 1.3
+    finally:
+        release.set()
+        spinner.join(10)
+    assert not spinner.is_alive()
+    overrun, = said(capfd, "overrun_ms")  # once, though it ran many times its 50 ms
+    assert overrun.startswith("rtaccel.ros: the callback of the timer of 20 ms of node 'under_test' "
+                              "(chain 'control' step 0) has been running ")
+    assert "over its overrun_ms of 50 (now at " in overrun and "in computes); it holds the executor" in overrun
+    (row,) = executor.problems()
+    assert row["count"] == 1 and row["longest_ms"] >= 300 and row["running_ms"] is None
+    assert executor.shutdown(timeout_sec=5) is True
+
+
+def test_a_callback_that_never_returns_is_said_and_shutdown_returns_false_in_its_timeout():
+    """The callback is stuck for good, so in a process of its own: the
+    watchdog names it, shutdown(timeout_sec=0.5) from the main thread says
+    which callback holds the executor and returns False in about 0.5 s, and
+    the program destroys its node and exits (its spinning thread a
+    daemon)."""
+    program = ("import threading, time\n"
+               "import rclpy\n"
+               "from rclpy.node import Node\n"
+               "from rtaccel import ros\n"
+               "rclpy.init()\n"
+               "node = Node('stuck')\n"
+               "started = threading.Event()\n"
+               "def never_returns():\n"
+               "    started.set()\n"
+               "    while True:\n"
+               "        pass\n"
+               "executor = ros.Executor(overrun_ms=100)\n"
+               "executor.add_chain('control', [node.create_timer(0.01, never_returns)], priority=5)\n"
+               "executor.add_node(node)\n"
+               "threading.Thread(target=executor.spin, daemon=True).start()\n"
+               "started.wait(20)\n"
+               "time.sleep(0.2)\n"
+               "start = time.monotonic()\n"
+               "done = executor.shutdown(timeout_sec=0.5)\n"
+               "print('shutdown', done, round(time.monotonic() - start, 2), flush=True)\n"
+               # what the callback does not hold goes: Fast DDS's segments with it
+               "node.destroy_node()\n"
+               "rclpy.shutdown()\n")
+    env = {**os.environ, **ROS_ENV, "ROS_DOMAIN_ID": str(next(_DOMAINS) % 100 + 1)}
+    with subprocess.Popen([sys.executable, "-c", program], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, env=env) as child:
+        try:
+            out, err = child.communicate(timeout=60)
+        finally:
+            child.kill()
+    assert child.returncode == 0, err
+    found = re.search(r"shutdown False ([\d.]+)", out)
+    assert found and 0.5 <= float(found[1]) < 1.5, out
+    watchdog = "rtaccel.ros: the callback of the timer of 10 ms of node 'stuck' (chain 'control' step 0) has " \
+        "been running "
+    assert watchdog in err and "in never_returns); it holds the executor" in err
+    assert "rtaccel.ros: shutdown: after 0.5 s the callback of the timer of 10 ms of node 'stuck' (chain " \
+        "'control' step 0) has been running" in err
 
 
 def run_example(executor, seconds):
