@@ -34,11 +34,15 @@ chain, trace() the callbacks as Perfetto trace events. A message published
 outside this executor's callbacks starts no instance and ends none: it is
 counted as unattributed.
 
-A callback over its overrun_ms (the executor's, or its chain's) is said
-once, on stderr, by a watchdog thread while it still runs, and listed by
-problems(). shutdown(timeout_sec) waits that long for a callback that does
-not return, says which it is, and returns False: Python cannot stop the
-thread running it.
+What keeps a chain from running is said once per cause, on stderr, and
+listed by problems(): a callback over its overrun_ms (the executor's, or
+its chain's), said by a watchdog thread while it still runs; a chain
+subscription with a publisher on its topic that it cannot hear (another
+message type, an incompatible QoS), found in the graph while spinning; a
+chain's callback of a node the executor does not spin. strict=True makes
+spin_once raise each as ChainProblem once. shutdown(timeout_sec) waits
+that long for a callback that does not return, says which it is, and
+returns False: Python cannot stop the thread running it.
 
 One executor runs one callback at a time, in the thread that spins it.
 Python's interpreter lock is shared by every thread of the process: a
@@ -72,6 +76,7 @@ try:
                                  ExternalShutdownException, ShutdownException, TimeoutException,
                                  await_or_execute)
     from rclpy.exceptions import InvalidHandle
+    from rclpy.qos import QoSCompatibility, qos_check_compatible
     from rclpy.service import Service
     from rclpy.subscription import Subscription
     from rclpy.timer import Timer
@@ -86,11 +91,30 @@ UNRANKED = float("-inf")
 # The executions of each chain step kept to find a message's instance by:
 # a message is taken within a few instances of its publication.
 KEPT_EXECUTIONS = 16
+# How often a spinning executor looks at the graph for its chains'
+# subscriptions: two counts per subscription (about 10 µs), the publishers'
+# types and QoS only where the counts say one is not matched.
+GRAPH_CHECK_S = 0.25
 # Python's own library: where_now looks past its frames to the caller's.
 STDLIB = sysconfig.get_paths()["stdlib"] + os.sep
+# The graph's name for the node of an endpoint whose node it has not learnt
+# (yet: a ROS 2 node's name follows its endpoints; never: a DDS program's),
+# and how long a problem waits for the name before it is said without it.
+UNKNOWN_NODE = "_NODE_NAME_UNKNOWN_"
+NODE_NAME_WAIT_S = 2.0
 # shutdown() with no timeout waits as rclpy's does; past this it says once
 # which callback it waits for.
 SHUTDOWN_NOTE_S = 1.0
+# rcl's words for an incompatible QoS (qos_check_compatible's reason), and
+# the policy (rclpy's QoSPolicyKind) each names; the first that fits wins.
+QOS_POLICY_WORDS = (("lease duration", "LIVELINESS_LEASE_DURATION"), ("liveliness", "LIVELINESS"),
+                    ("deadline", "DEADLINE"), ("reliab", "RELIABILITY"), ("best effort", "RELIABILITY"),
+                    ("durab", "DURABILITY"), ("transient", "DURABILITY"), ("volatile", "DURABILITY"))
+
+
+class ChainProblem(RuntimeError):
+    """A problem problems() lists, raised by spin_once when the executor was
+    made with strict=True."""
 
 
 @dataclass
@@ -144,6 +168,26 @@ def node_name(node) -> str:
         return "(destroyed)"
 
 
+def type_name(msg_type) -> str:
+    """A message class's name as the graph gives it: std_msgs/msg/String."""
+    package, kind, *_ = msg_type.__module__.split(".")
+    return f"{package}/{kind}/{msg_type.__name__}"
+
+
+def qos_faults(reason: str) -> list[tuple[str, str]]:
+    """(policy, rcl's words) of each error in qos_check_compatible's REASON
+    ("ERROR: Best effort publisher and reliable subscription;...")."""
+    faults = []
+    for part in reason.split(";"):
+        part = part.strip()
+        if not part.startswith("ERROR:"):
+            continue
+        words = part.removeprefix("ERROR:").strip()
+        policy = next((p for w, p in QOS_POLICY_WORDS if w in words.lower()), "QOS")
+        faults.append((policy, words))
+    return faults
+
+
 def where_now(thread_id: int) -> str:
     """Where the Python thread THREAD_ID is now: ' (now at FILE:LINE, in
     FUNCTION)', the innermost frame outside Python's own library (a
@@ -183,9 +227,10 @@ class Executor(_RclpyExecutor):
     or in rclpy's own order (policy `ros2`), measuring its chains."""
 
     def __init__(self, policy: str = "picas", *, context=None, core: int | None = None,
-                 fifo_priority: int | None = None, overrun_ms: float | None = None):
+                 fifo_priority: int | None = None, overrun_ms: float | None = None, strict: bool = False):
         self.policy = policy
         self.core, self.fifo_priority = core, fifo_priority
+        self.strict = strict
         self.realtime = None      # once spinning: whether its thread got fifo_priority
         self._given = {}          # id(callback or group) -> (it, priority)
         self._chains = {}         # name -> Chain
@@ -201,6 +246,10 @@ class Executor(_RclpyExecutor):
         self._watch_stop = threading.Event()
         self._problems = {}       # cause -> its row of problems(), in the order found
         self._problems_lock = threading.Lock()  # the watchdog adds to them too
+        self._unraised = []       # strict: the problems spin_once has yet to raise
+        self._graph_due = 0.0     # time.monotonic() of the next look at the graph
+        self._graph_seen = {}     # id(subscription) -> (publishers in the graph, matched) last looked at
+        self._nameless = {}       # cause -> when first found with its publisher's node not yet named
         # rclpy's __del__ reads it, also of an executor its __init__ never
         # reached or left half-way (a context not initialised)
         self._sigint_gc = None
@@ -309,6 +358,9 @@ class Executor(_RclpyExecutor):
             self._ready.clear()
             self._pending.clear()
             return
+        if time.monotonic() >= self._graph_due:
+            self._look_at_the_graph()
+        self._raise_a_problem()
         # ros2: a polling point only once what the last one found has run;
         # picas: every time, without waiting while something is ready.
         if not self._ready:
@@ -380,6 +432,7 @@ class Executor(_RclpyExecutor):
             exception.add_note(f"rtaccel.ros: raised by {self._callback_of(entity, node)}")
             raise exception
         handler.result()
+        self._raise_a_problem()
 
     def _callback_of(self, entity, node) -> str:
         """How errors name a callback: its entity, its node, its chains."""
@@ -434,11 +487,14 @@ class Executor(_RclpyExecutor):
             row["count"] += 1
 
     def _found(self, cause, problem: str, entity, node, message: str, **more) -> dict:
-        """The row of problems() for CAUSE, made the first time it is found."""
+        """The row of problems() for CAUSE, made (and, strict, to be raised)
+        the first time it is found."""
         with self._problems_lock:
             if cause in self._problems:
                 return self._problems[cause]
             row = self._problems[cause] = self._row(problem, entity, node, message, **more)
+            if self.strict:
+                self._unraised.append(message)
             return row
 
     def _row(self, problem: str, entity, node, message: str, **more) -> dict:
@@ -452,6 +508,10 @@ class Executor(_RclpyExecutor):
         waits for the interpreter lock, which a stuck callback holds all
         but once a switch interval: seconds, where stderr takes one wait."""
         print(message, file=sys.stderr, flush=True)
+
+    def _raise_a_problem(self) -> None:
+        if self._unraised:
+            raise ChainProblem(self._unraised.pop(0))
 
     def _timer_due(self, timer, now: int) -> int | None:
         """When TIMER, found ready, was due (None: cancelled or destroyed
@@ -480,12 +540,96 @@ class Executor(_RclpyExecutor):
             await await_or_execute(sub.callback, *arguments)
         return execute
 
+    # ---- the graph: what keeps a chain from running ---------------------------------
+
+    def _look_at_the_graph(self) -> None:
+        """Each chain's callbacks: one of a node this executor does not spin,
+        a subscription with a publisher on its topic that it cannot hear
+        (another type, incompatible QoS). Each cause is said once."""
+        self._graph_due = time.monotonic() + GRAPH_CHECK_S
+        nodes = self.get_nodes()
+        seen = set()
+        for chain in self._chains.values():
+            for entity in chain.callbacks:
+                if id(entity) in seen:
+                    continue
+                seen.add(id(entity))
+                try:
+                    self._check_alive("", entity)
+                except ValueError:
+                    continue  # destroyed since, its node with it: nothing of it to run
+                node = next((n for n in nodes if entity in (n.timers if isinstance(entity, Timer)
+                                                             else n.subscriptions)), None)
+                if node is None:
+                    self._not_spun(entity)
+                elif isinstance(entity, Subscription):
+                    self._check_publishers(entity, node)
+
+    def _not_spun(self, entity) -> None:
+        cause = ("not_spun", id(entity))
+        if cause in self._problems:
+            return
+        message = (f"rtaccel.ros: {self._callback_of(entity, None)} is of a node this executor does not "
+                   "spin (add_node it): it never runs here")
+        self._found(cause, "not_spun", entity, None, message)
+        self._say(message)
+
+    def _check_publishers(self, sub, node) -> None:
+        """SUB's publishers, looked at where the graph has more of them on its
+        topic than it matched (and not already for these counts)."""
+        try:
+            topic = sub.topic_name
+            counts = (node.count_publishers(topic), sub.get_publisher_count())
+            if counts[0] <= counts[1] or self._graph_seen.get(id(sub)) == counts:
+                return
+            self._graph_seen[id(sub)] = counts
+            publishers = node.get_publishers_info_by_topic(topic)
+        except RuntimeError:  # InvalidHandle, RCLError: destroyed meanwhile
+            return
+        wanted = type_name(sub.msg_type)
+        settled = True
+        for info in publishers:
+            if info.topic_type != wanted:
+                settled &= self._unheard(sub, node, ("incompatible_type", info.topic_type), info,
+                                         f"publishes {info.topic_type} on {topic}, and it takes {wanted}",
+                                         type=wanted, publisher_type=info.topic_type)
+                continue
+            compatibility, reason = qos_check_compatible(info.qos_profile, sub.qos_profile)
+            if compatibility != QoSCompatibility.ERROR:
+                continue
+            for policy, words in qos_faults(reason):
+                settled &= self._unheard(sub, node, ("incompatible_qos", policy), info,
+                                         f"publishes on {topic} with QoS it cannot take ({policy}: {words})",
+                                         policy=policy, reason=words)
+        if not settled:
+            del self._graph_seen[id(sub)]  # looked at again at the next check
+
+    def _unheard(self, sub, node, kind, info, why: str, **more) -> bool:
+        """A publisher (INFO) that SUB cannot hear, for the reason KIND: said
+        once per cause. False: not yet, its node's name not yet known."""
+        cause = (kind[0], id(sub), kind[1])
+        if cause in self._problems:
+            return True
+        publisher = None if info.node_name == UNKNOWN_NODE else info.node_name
+        # the graph learns an endpoint before its node's name: a while to learn it
+        if publisher is None and time.monotonic() - self._nameless.setdefault(cause, time.monotonic()) < \
+                NODE_NAME_WAIT_S:
+            return False
+        who = f"node {publisher!r}" if publisher else "a publisher whose node the graph does not name"
+        message = (f"rtaccel.ros: {self._callback_of(sub, node)}: {who} {why}: it receives none of those "
+                   "messages, and the chain does not run from them")
+        self._found(cause, kind[0], sub, node, message, topic=sub.topic_name, publisher_node=publisher, **more)
+        self._say(message)
+        return True
+
     def problems(self) -> list[dict]:
         """What keeps a chain from running as declared, a row per cause in
         the order found: `overrun` (a callback ran over its overrun_ms: its
-        count, longest and, while it still runs, running_ms). Each names the
-        callback, its node and its chains ([name, step]); `message` is what
-        was said."""
+        count, longest and, while it still runs, running_ms),
+        `incompatible_type` and `incompatible_qos` (a publisher on a chain
+        subscription's topic that it cannot hear), `not_spun` (a chain's
+        callback of a node not added). Each names the callback, its node and
+        its chains ([name, step]); `message` is what was said."""
         running = self._running
         with self._problems_lock:
             causes = list(self._problems)

@@ -239,6 +239,22 @@ def test_a_callback_of_a_destroyed_node_is_refused(node, declare):
         declare(executor_for(node), timer)
 
 
+def test_a_chains_callback_of_a_node_the_executor_does_not_spin_is_said(node, capfd):
+    other = Node("elsewhere", context=node.context)
+    try:
+        executor = executor_for(node)
+        executor.add_chain("c", [other.create_timer(0.02, lambda: None)], priority=1)
+        executor.spin_once(timeout_sec=0)
+        executor.spin_once(timeout_sec=0)
+        (row,) = executor.problems()
+        assert row["problem"] == "not_spun" and row["chains"] == [["c", 0]]
+        said = [line for line in capfd.readouterr().err.splitlines() if "rtaccel.ros" in line]
+        assert said == [row["message"]]
+        assert "the timer of 20 ms (chain 'c' step 0) is of a node this executor does not spin" in said[0]
+    finally:
+        other.destroy_node()
+
+
 def test_one_executor_is_spun_by_one_thread(node):
     executor = executor_for(node)
     executor.spin_once(timeout_sec=0)
@@ -349,6 +365,79 @@ def test_a_callback_that_never_returns_is_said_and_shutdown_returns_false_in_its
     assert watchdog in err and "in never_returns); it holds the executor" in err
     assert "rtaccel.ros: shutdown: after 0.5 s the callback of the timer of 10 ms of node 'stuck' (chain " \
         "'control' step 0) has been running" in err
+
+
+@pytest.fixture
+def elsewhere(node):
+    """A node of another context (another participant, as another
+    program's) in the domain of NODE."""
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=node.context.get_domain_id())
+    made = Node("lidar", context=context)
+    yield made
+    made.destroy_node()
+    rclpy.shutdown(context=context)
+
+
+def spin_until_a_problem(executor, then_s=0.6):
+    """Spun until the executor lists a problem, and a few looks at the
+    graph more: it is said once."""
+    spin_until(executor, executor.problems)
+    end = time.monotonic() + then_s
+    while time.monotonic() < end:
+        executor.spin_once(timeout_sec=0.05)
+    return executor.problems()
+
+
+def test_a_chain_subscription_to_a_topic_published_with_another_type_is_said_once(node, elsewhere, capfd):
+    from std_msgs.msg import Int32
+    own = node.create_publisher(String, "scan", 10)
+    timer = node.create_timer(0.05, lambda: own.publish(String(data="frame")))
+    taken = node.create_subscription(String, "scan", lambda m: None, 10)
+    elsewhere.create_publisher(Int32, "scan", 10)
+    executor = executor_for(node)
+    executor.add_chain("perception", [timer, taken], priority=5)
+    (row,) = spin_until_a_problem(executor)
+    assert row["problem"] == "incompatible_type" and row["chains"] == [["perception", 1]]
+    assert (row["topic"], row["type"], row["publisher_type"], row["publisher_node"]) == \
+        ("/scan", "std_msgs/msg/String", "std_msgs/msg/Int32", "lidar")
+    assert said(capfd, "rtaccel.ros") == [row["message"]]
+    assert row["message"] == ("rtaccel.ros: the callback of the subscription to /scan of node 'under_test' (chain "
+                              "'perception' step 1): node 'lidar' publishes std_msgs/msg/Int32 on /scan, and it "
+                              "takes std_msgs/msg/String: it receives none of those messages, and the chain does "
+                              "not run from them")
+    assert executor.latencies()[0]["count"] > 0  # its own publisher's messages it hears
+
+
+def test_a_reliable_chain_subscription_and_a_best_effort_publisher_are_said_once(node, capfd):
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    node.create_publisher(String, "cmd", QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT))
+    taken = node.create_subscription(String, "cmd", lambda m: None,
+                                     QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+    executor = executor_for(node)
+    executor.add_chain("control", [taken], priority=5)
+    (row,) = spin_until_a_problem(executor)
+    assert row["problem"] == "incompatible_qos" and row["chains"] == [["control", 0]]
+    assert (row["topic"], row["policy"], row["publisher_node"]) == ("/cmd", "RELIABILITY", "under_test")
+    assert row["reason"] == "Best effort publisher and reliable subscription"
+    assert said(capfd, "rtaccel.ros") == [row["message"]]
+    assert "(chain 'control' step 0): node 'under_test' publishes on /cmd with QoS it cannot take (RELIABILITY: " \
+        "Best effort publisher and reliable subscription)" in row["message"]
+
+
+def test_strict_ends_spin_once_with_a_problem_once_then_spins_on(node):
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    node.create_publisher(String, "cmd", QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT))
+    taken = node.create_subscription(String, "cmd", lambda m: None,
+                                     QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+    ran = []
+    node.create_timer(0.02, lambda: ran.append(1))
+    executor = ros.Executor(context=node.context, strict=True)
+    executor.add_node(node)
+    executor.add_chain("control", [taken], priority=5)
+    with pytest.raises(ros.ChainProblem, match="chain 'control' step 0.*RELIABILITY"):
+        spin_until(executor, lambda: False)
+    spin_until(executor, lambda: len(ran) >= 20)  # a second or so: the graph looked at again, nothing raised
 
 
 def run_example(executor, seconds):
