@@ -18,7 +18,18 @@ the chain (source timestamps) is printed beside its figure.
 callback: one timer always due, whose callback does nothing, spun for the
 same time under each executor: wall time per callback.
 
-usage: .venv/bin/python bench/ros_executors.py [--seconds 10] [--dispatch] [--json]
+`--gil` measures instead what Python's interpreter lock costs the critical
+chain: the chain alone under rtaccel.ros's picas executor (its thread at
+SCHED_FIFO), then the same beside a Python thread of the same process
+doing CPU-bound work (holding the lock but when the interpreter makes it
+let go), on another core at the default switch interval and at smaller ones
+(sys.setswitchinterval), and on the executor's core. Here each callback's
+2 ms is a fixed amount of computation (2 ms of it alone), which the other
+thread's turns stretch. What the thread adds to the chain's p50, p99 and
+maximum is set against the times the lock passed back to the executor's
+thread in an instance (its handoffs) and the switch interval.
+
+usage: .venv/bin/python bench/ros_executors.py [--seconds 10] [--dispatch | --gil] [--json]
 """
 
 import argparse
@@ -26,6 +37,7 @@ import itertools
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -50,6 +62,19 @@ EXECUTORS = {
     "rtaccel.ros ros2": lambda context: ros.Executor("ros2", context=context),
 }
 BASELINE = "rclpy SingleThreadedExecutor"
+# --gil: the runs, (where the busy thread computes, the switch interval in
+# ms): alone, then on the other core (the threads take turns with the lock
+# at every switch interval) at the interpreter's own interval (None: 5 ms
+# unless the program set it) and smaller ones, then on the executor's core
+# (its thread at SCHED_FIFO keeps the core, and so the lock, while it
+# computes).
+GIL_RUNS = ((None, None), ("another core", None), ("another core", 1.0), ("another core", 0.2),
+            ("the executor's core", None))
+# A pause this long in the busy thread's loop (about 1 µs a round) is a time
+# it did not hold the interpreter lock: the executor's thread had it.
+LOCK_LOST_NS = 10_000
+# --gil: the executor's thread's SCHED_FIFO priority
+GIL_FIFO_PRIORITY = 80
 _DOMAINS = itertools.count(os.getpid() % 100 + 1)
 
 
@@ -60,26 +85,53 @@ def busy(seconds: float) -> None:
         pass
 
 
-class Chain:
-    """A timer and two subscriptions on NODE, each callback WORK_S of work,
-    the chain's latencies (ns) in self.latencies."""
+class Computation:
+    """Python work of a fixed size, what takes SECONDS alone: beside another
+    thread that computes, it takes longer (busy() does not)."""
 
-    def __init__(self, node: Node, name: str, period_s: float, work_s: float):
+    def __init__(self, trials: int = 50, rounds: int = 20000):
+        fastest = float("inf")
+        for _ in range(trials):  # the fastest trial: the one the VM's other load left alone
+            start = time.perf_counter()
+            self.compute_rounds(rounds)
+            fastest = min(fastest, time.perf_counter() - start)
+        self.per_second = rounds / fastest
+
+    @staticmethod
+    def compute_rounds(rounds: int) -> int:
+        x = 1
+        for _ in range(rounds):
+            x = (x * 31 + 7) % 1000003
+        return x
+
+    def __call__(self, seconds: float) -> None:
+        self.compute_rounds(int(seconds * self.per_second))
+
+
+class Chain:
+    """A timer and two subscriptions on NODE, each callback WORK_S of work
+    (WORK: busy, or a Computation), the chain's latencies (ns) in
+    self.latencies."""
+
+    def __init__(self, node: Node, name: str, period_s: float, work_s: float, work=busy):
         self.latencies = []
+        self.windows = []  # (release, end) of each instance, time.time_ns()
         first = node.create_publisher(String, f"{name}/a", 10)
         second = node.create_publisher(String, f"{name}/b", 10)
 
         def release(info: TimerInfo):
-            busy(work_s)
+            work(work_s)
             first.publish(String(data=str(info.expected_call_time.nanoseconds)))
 
         def middle(message):
-            busy(work_s)
+            work(work_s)
             second.publish(message)
 
         def last(message):
-            busy(work_s)
-            self.latencies.append(time.time_ns() - int(message.data))
+            work(work_s)
+            end = time.time_ns()
+            self.latencies.append(end - int(message.data))
+            self.windows.append((int(message.data), end))
 
         self.timer = node.create_timer(period_s, release)
         self.subscriptions = [node.create_subscription(String, f"{name}/a", middle, 10),
@@ -155,6 +207,124 @@ def dispatch_under(name: str, seconds: float) -> dict:
     return in_context(run)
 
 
+def python_work(stop: threading.Event, lost: list, core: int | None) -> None:
+    """CPU-bound Python on CORE, as a second thread of a ROS 2 program
+    computes: it lets go of the interpreter lock only when the interpreter
+    asks it to. LOST gets the (start, end) of each time it was without it."""
+    if core is not None:
+        os.sched_setaffinity(0, {core})  # 0: this thread
+    x, last = 1, time.time_ns()
+    while not stop.is_set():
+        for _ in range(10):
+            x = (x * 31 + 7) % 1000003
+        now = time.time_ns()
+        if now - last > LOCK_LOST_NS:
+            lost.append((last, now))
+        last = now
+
+
+def handoffs(windows: list, lost: list) -> list:
+    """Per instance (its window), the times the busy thread was without the
+    lock within it: each a time the executor's thread took it back, having
+    waited for it (and those the OS gave the busy thread's core to another:
+    they count too)."""
+    return [sum(1 for start, end in lost if release <= end and start <= finish) for release, finish in windows]
+
+
+def critical_beside(seconds: float, where: str | None, switch_interval_ms: float | None,
+                    work: Computation) -> dict:
+    """The critical chain under picas, its thread at SCHED_FIFO on the
+    first core (where allowed), as rtaccel runs executors: alone (WHERE
+    None), or beside a busy Python thread on the other core or on the
+    executor's, at SWITCH_INTERVAL_MS. Its latency, and per instance its
+    latency and handoffs."""
+    def run(context):
+        node = Node("bench", context=context)
+        critical = Chain(node, "critical", 0.100, 0.002, work)
+        cores = sorted(os.sched_getaffinity(0))
+        executor = ros.Executor("picas", context=context, core=cores[0], fifo_priority=GIL_FIFO_PRIORITY)
+        executor.add_chain("critical", critical.callbacks(), priority=10, deadline_ms=100)
+        executor.add_node(node)
+        stop, interval, lost = threading.Event(), sys.getswitchinterval(), []
+        core = cores[0] if where == "the executor's core" or len(cores) == 1 else cores[-1]
+        thread = threading.Thread(target=python_work, args=(stop, lost, core), daemon=True)
+        try:
+            if switch_interval_ms is not None:
+                sys.setswitchinterval(switch_interval_ms / 1000)
+            spin_in_a_thread(executor, seconds, thread.start if where else lambda: None)
+        finally:
+            stop.set()
+            if where:
+                thread.join()
+            sys.setswitchinterval(interval)
+        executor.shutdown()
+        node.destroy_node()
+        return {"busy_thread": where, "realtime": executor.realtime,
+                "switch_interval_ms": switch_interval_ms if switch_interval_ms is not None else interval * 1000,
+                "critical": percentiles(critical.latencies),
+                "instances": list(zip(critical.latencies, handoffs(critical.windows, lost)))}
+    return in_context(run)
+
+
+def spin_in_a_thread(executor, seconds: float, then) -> None:
+    """spin_for in a thread of its own (the executor takes its thread's core
+    and policy; the bench's main thread keeps its own), calling THEN once
+    the executor has taken it: the first spin_once reads the process's
+    real-time rights from many small files, which beside a busy thread
+    takes a switch interval each."""
+    taken = threading.Event()
+
+    def spin():
+        executor.spin_once(timeout_sec=0)
+        taken.set()
+        spin_for(executor, seconds)
+
+    thread = threading.Thread(target=spin)
+    thread.start()
+    taken.wait()
+    then()
+    thread.join()
+
+
+def gil_runs(seconds: float) -> list:
+    """The critical chain alone, then beside the busy thread as GIL_RUNS
+    say: what the thread added to its p50, p99 and maximum (ms), the
+    handoffs per instance, and what each cost: an instance's latency over
+    the p50 alone, per handoff."""
+    work = Computation()  # measured alone, before any thread is started
+    rows = [critical_beside(seconds, where, ms, work) for where, ms in GIL_RUNS]
+    alone = rows[0]["critical"]
+    for row in rows:
+        c = row["critical"]
+        for stat in ("p50", "p99", "max"):
+            us, alone_us = c[f"{stat}_us"], alone[f"{stat}_us"]
+            row[f"added_{stat}_ms"] = None if us is None or alone_us is None else (us - alone_us) / 1000
+        instances = row.pop("instances")
+        passed = [n for _, n in instances]
+        per = [(ns / 1000 - alone["p50_us"]) / 1000 / n for ns, n in instances if n and alone["p50_us"] is not None]
+        row["handoffs"] = {"p50": percentile(passed, 0.5) if passed else None, "max": max(passed, default=None)}
+        row["ms_per_handoff"] = {"p50": percentile(per, 0.5) if per else None, "max": max(per, default=None)}
+    return rows
+
+
+def print_gil(results: dict) -> None:
+    print(f"critical chain (100 ms, 3 x 2 ms of computation) under picas at SCHED_FIFO, beside a busy "
+          f"Python thread or not, {results['seconds']:g} s each")
+    print(f"{'run':48} {'count':>5} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'+p50':>6} {'+max':>6} "
+          f"{'handoffs p50/max':>17} {'ms per handoff p50/max':>23}")
+    fmt = lambda value, scale=1, digits=1: "-" if value is None else f"{value / scale:.{digits}f}"  # noqa: E731
+    for row in results["gil"]:
+        c, h, per = row["critical"], row["handoffs"], row["ms_per_handoff"]
+        run = (f"busy thread on {row['busy_thread']}, interval {row['switch_interval_ms']:g} ms"
+               if row["busy_thread"] else "alone")
+        print(f"{run:48} {c['count']:5} {fmt(c['p50_us'], 1000):>7} {fmt(c['p99_us'], 1000):>7} "
+              f"{fmt(c['max_us'], 1000):>7} {fmt(row['added_p50_ms']):>6} {fmt(row['added_max_ms']):>6} "
+              f"{fmt(h['p50'], digits=0) + '/' + fmt(h['max'], digits=0):>17} "
+              f"{fmt(per['p50'], digits=2) + '/' + fmt(per['max'], digits=2):>23}")
+    if not all(row["realtime"] for row in results["gil"]):
+        print("(the executor's thread ran without SCHED_FIFO: the VM's other load is in these figures)")
+
+
 def ratio(value, baseline):
     return None if value is None or not baseline else value / baseline
 
@@ -163,11 +333,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="each executor's run (10)")
     parser.add_argument("--dispatch", action="store_true", help="also the cost of a callback's dispatch")
+    parser.add_argument("--gil", action="store_true",
+                        help="instead: the critical chain beside a busy Python thread, or not")
     parser.add_argument("--json", action="store_true", help="the results as JSON")
     args = parser.parse_args()
     if not args.seconds > 0:
         parser.error("--seconds must be positive")
+    if args.gil and args.dispatch:
+        parser.error("--gil runs the interpreter lock's runs alone: no --dispatch with it")
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    if args.gil:
+        results = {"seconds": args.seconds, "gil": gil_runs(args.seconds)}
+        if args.json:
+            print(json.dumps(results, indent=1))
+        else:
+            print_gil(results)
+        return 0
     results = {"seconds": args.seconds, "chains": [chains_under(name, args.seconds) for name in EXECUTORS]}
     base = next(r for r in results["chains"] if r["executor"] == BASELINE)["critical"]["p99_us"]
     for row in results["chains"]:

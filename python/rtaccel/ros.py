@@ -45,13 +45,18 @@ that long for a callback that does not return, says which it is, and
 returns False: Python cannot stop the thread running it.
 
 One executor runs one callback at a time, in the thread that spins it.
-Python's interpreter lock is shared by every thread of the process: a
-thread of the same program that holds it (another executor, a ROS 2
-middleware thread running Python, a Python thread doing work) delays a
-critical callback by as long as it holds it, up to the interpreter's
-switch interval (sys.getswitchinterval(), 5 ms by default) at a time,
-whatever the priorities. A bound for a chain run here holds only with that
-blocking added, once per callback of higher priority and once more.
+Python's interpreter lock is shared by every thread of the process, and
+priorities do not reach it. Beside another thread running Python (another
+executor, a thread computing), the spinning thread can lose the lock each
+time it lets go of it: in every wait for the middleware (one at least per
+callback of a chain) and in rclpy's calls into rcl, and, in a callback
+computing for longer than the switch interval (sys.getswitchinterval(),
+5 ms by default), once per interval, the threads then taking turns. Each
+time, it waits up to one switch interval to have it back, and longer while
+the OS keeps the holder off a core. A bound for a chain run here holds only
+with a switch interval added per handoff of an instance (docs/ros.md counts
+them); one executor per process, with no other Python thread busy, avoids
+it.
 """
 
 from __future__ import annotations

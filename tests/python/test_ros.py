@@ -483,6 +483,24 @@ def test_the_executors_bench_runs_every_executor_on_the_same_graph(tmp_path):
     assert all(row["callbacks"] > 0 for row in results["dispatch"])
 
 
+@pytest.mark.slow
+def test_the_executors_bench_measures_the_interpreter_lock_beside_a_computing_thread():
+    """bench/ros_executors.py --gil: the critical chain alone, then beside a
+    thread computing; alone it never loses the lock, beside it every
+    instance does, and a handoff costs at most a few switch intervals."""
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "ros_executors.py"), "--seconds", "2", "--gil",
+                           "--json"], capture_output=True, text=True, timeout=180, env={**os.environ, **ROS_ENV})
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)["gil"]
+    assert [(row["busy_thread"], row["switch_interval_ms"]) for row in rows] == [
+        (None, 5.0), ("another core", 5.0), ("another core", 1.0), ("another core", 0.2),
+        ("the executor's core", 5.0)]
+    assert all(row["critical"]["count"] >= 10 for row in rows)
+    assert rows[0]["handoffs"] == {"p50": 0, "max": 0} and rows[0]["added_p50_ms"] == 0
+    for row in rows[1:]:
+        assert row["handoffs"]["max"] >= 1 and row["ms_per_handoff"]["p50"] is not None
+
+
 @pytest.mark.root
 def test_the_spinning_thread_is_pinned_at_its_fifo_priority(node):
     seen = []
