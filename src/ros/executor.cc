@@ -87,8 +87,6 @@ Group* add_group(rtaccel_ros_executor* ex, const char* name, int32_t core, int32
   return ex->groups.back().get();
 }
 
-bool same_entity(const Handle& h, const void* entity) { return h.entity == entity; }
-
 std::string default_name(Kind kind, const void* entity) {
   switch (kind) {
     case Kind::kTimer: {
@@ -149,7 +147,7 @@ int add_handle(rtaccel_ros_executor* ex, Kind kind, void* entity, void* msg, voi
                 kind_name(kind), kind_name(kind));
   }
   for (const auto& h : ex->handles)
-    if (same_entity(*h, entity)) return fail(ex, -EEXIST, "add_%s: the %s is added already", kind_name(kind), h->name.c_str());
+    if (h->entity == entity) return fail(ex, -EEXIST, "add_%s: the %s is added already", kind_name(kind), h->name.c_str());
   if (!fn && kind != Kind::kTimer)
     return fail(ex, -EINVAL, "add_%s: no callback (only a timer may run its rcl callback alone)", kind_name(kind));
   if ((kind == Kind::kSubscription || kind == Kind::kService) && !msg)
@@ -201,7 +199,7 @@ int32_t effective_priority(const Handle& h) {
   return p;
 }
 
-int prepare_events(rtaccel_ros_executor* ex, Group& g) {
+void prepare_events(Group& g) {
   for (Handle* h : g.subscriptions) {
     auto* sub = static_cast<rcl_subscription_t*>(h->entity);
     // Both are optional for an rmw: where one is not supported, nothing is
@@ -219,8 +217,6 @@ int prepare_events(rtaccel_ros_executor* ex, Group& g) {
       rcl_reset_error();
     }
   }
-  (void)ex;
-  return 0;
 }
 
 int prepare_group(rtaccel_ros_executor* ex, Group& g) {
@@ -228,7 +224,7 @@ int prepare_group(rtaccel_ros_executor* ex, Group& g) {
   if (rcl_guard_condition_init(&g.wake, ex->context, options) != RCL_RET_OK)
     return fail(ex, -EINVAL, "group %s: its guard condition: %s", g.name.c_str(), rcl_says().c_str());
   g.wake_live = true;
-  prepare_events(ex, g);
+  prepare_events(g);
   if (rcl_wait_set_init(&g.wait_set, g.subscriptions.size(), 1, g.timers.size(), g.clients.size(),
                         g.services.size(), g.events_of.size(), ex->context, rcl_get_default_allocator()) != RCL_RET_OK)
     return fail(ex, -EINVAL, "group %s: its wait set: %s", g.name.c_str(), rcl_says().c_str());
@@ -368,9 +364,11 @@ Handle* highest_ready(Group& g) {
 
 // Which instance of a chain a step's execution serves: its own release for
 // a chain's first step, else the instance of the previous step's execution
-// during which the message was published. 0: none found.
-int64_t instance_of(Chain& c, size_t step, int64_t release, int64_t published) {
+// during which its message was published (a subscription's release is that
+// publication). 0: none found.
+int64_t instance_of(Chain& c, size_t step, int64_t release) {
   if (step == 0) return release;
+  const int64_t published = release;
   const auto& previous = c.executions[step - 1];
   for (const Execution& e : previous)
     if (e.release != 0 && e.start <= published && published <= e.end) return e.release;
@@ -381,7 +379,7 @@ void measure(Handle& h, int64_t start, int64_t end, int64_t release) {
   for (const auto& step : h.steps) {
     Chain& c = *step.chain;
     std::lock_guard<rtaccel::ros::PiMutex> hold(c.lock);
-    int64_t instance = instance_of(c, step.index, release, release);
+    int64_t instance = instance_of(c, step.index, release);
     if (instance == 0) {
       ++c.unattributed;
       continue;
