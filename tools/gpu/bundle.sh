@@ -115,7 +115,10 @@ mkdir -p "$OUT"/rtaccel/lib "$OUT"/libs "$OUT"/bin "$OUT"/tests "$OUT"/bench "$O
 	mkdir -p "$OUT/$(dirname "$f")" && cp "python/$f" "$OUT/$f"
 done
 cp "$ext" "$OUT"/rtaccel/
-cp -P "$LIB"/* "$OUT"/rtaccel/lib/
+# Not the ros layer's program: it loads ROS 2's wheels from the checkout's
+# virtualenv, which the GPU machine has not (it reaches no registry, and the
+# wheels weigh more than may be carried); the campaign runs no ROS 2.
+find "$LIB" -mindepth 1 -maxdepth 1 ! -name 'rtaccel-ros-*' -exec cp -P {} "$OUT"/rtaccel/lib/ \;
 cp examples/*.yaml "$OUT"/examples/
 cp bench/cuda_graphs.py "$OUT"/bench/
 # the tests that need a GPU: the cuda backend's, and the CUDA program whose locks are traced
