@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "accel_client.h"
 #include "core/netns.h"
 #include "core/percentile.h"
 #include "exec/run.h"
@@ -620,7 +621,7 @@ void bind_regulate_options(py::module_& m) {
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
-  m.doc() = "rtaccel core: workload loader and PAAM response-time analysis (C++)";
+  m.doc() = "rtaccel core: workload loader, PAAM response-time analysis and the accelerator server's client (C++)";
   m.attr("__version__") = RTACCEL_VERSION;
   bind_workload(m);
   bind_paam_analysis(m);
@@ -632,4 +633,5 @@ PYBIND11_MODULE(_core, m) {
   bind_chainset(m);
   bind_run_options(m);
   bind_regulate_options(m);
+  bind_accel_client(m);
 }

@@ -1,5 +1,25 @@
-"""The accelerator server from Python: start a private ``rtaccel-server`` and run
-its benchmarks (``rtaccel bench``).
+"""The accelerator server from Python: its client (Client), a private
+``rtaccel-server`` to run, and its benchmarks (``rtaccel bench``).
+
+Client is rtaccel/accel.h's client: a connection to a server, chains
+declared to its admission and callbacks registered with them, as dicts in
+the header's words; a registration's buffers are the shared region itself,
+so that a request written through numpy lands where the server reads it:
+
+    with accel.Client(socket_path) as client:
+        chain = {"name": "hot", "priority": 10, "period_ns": 100_000_000,
+                 "callbacks": [{"name": "detect", "executor": "ex", "cpu_ns": 1_000_000,
+                                "segments": [{"service": "vecadd", "wcet_ns": 2_000_000}]}]}
+        reg = client.register(chain, "detect", {"vecadd": (8 + 2 * 4 * n, 4 * n)})
+        request = reg.request_buffer("vecadd")
+        struct.pack_into("<II", request, 0, n, 0)
+        a = numpy.frombuffer(request, numpy.float32, n, offset=8)
+        ...
+        reg.call("vecadd", 8 + 2 * 4 * n)   # the interpreter lock is let go while it waits
+
+Refusals are OSErrors with the server's reason: PermissionError (a
+priority this user may not have), errno EDEADLK (admission found a deadline
+miss), ValueError for a description that is not one, before anything is sent.
 
 The server and the benchmark client are ``lib/rtaccel-server`` and
 ``lib/rtaccel-accel-bench`` beside this package (built by CMake);
@@ -19,6 +39,9 @@ import time
 from pathlib import Path
 
 from rtaccel import _core
+from rtaccel._core import AccelBuffer as Buffer  # noqa: F401 (the package's names)
+from rtaccel._core import AccelClient as Client  # noqa: F401
+from rtaccel._core import AccelRegistration as Registration  # noqa: F401
 from rtaccel.errors import Error
 
 LIB_DIR = Path(os.environ.get("RTACCEL_LIB_DIR", Path(__file__).resolve().parent / "lib"))
