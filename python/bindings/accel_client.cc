@@ -460,7 +460,10 @@ void bind_client(py::module_& m) {
               py::gil_scoped_release unlocked;
               err = rtaccel_client_declare(client, descs.data(), descs.size(), why, sizeof why);
             }
-            if (err < 0) raise_errno(err, "declaring " + std::to_string(descs.size()) + " chains", why);
+            if (err < 0)
+              raise_errno(err, descs.size() == 1 ? "declaring chain '" + std::string(descs[0].name) + "'"
+                                                 : "declaring " + std::to_string(descs.size()) + " chains",
+                          why);
           },
           py::arg("chains"),
           "Declares CHAINS (dicts) to admission, all or none. PermissionError (EPERM) or "

@@ -4,10 +4,12 @@
 #include <pybind11/stl.h>
 
 #include <string>
+#include <tuple>
 
 #include "accel_client.h"
 #include "core/netns.h"
 #include "core/percentile.h"
+#include "core/realtime.h"
 #include "exec/run.h"
 #include "exec/run_options.h"
 #include "isolate/regulate_options.h"
@@ -160,6 +162,53 @@ void bind_workload(py::module_& m) {
         return unwrap(workload::load_string(text, file_name, options), error_type);
       },
       py::arg("text"), py::arg("file_name") = "<string>", py::arg("machine_cores") = 0);
+
+  m.def(
+      "executor_workload",
+      [](const std::string& name, const std::vector<std::tuple<std::string, int, int>>& executors,
+         const std::vector<std::tuple<std::string, size_t, uint64_t>>& callbacks,
+         const std::vector<std::tuple<std::string, int, uint64_t, uint64_t, std::vector<size_t>>>& chains) {
+        workload::Workload w;
+        w.name = name;
+        w.cores = rtaccel_cores_usable();
+        for (const auto& [ename, core, priority] : executors) {
+          workload::Executor e;
+          e.name = ename;
+          e.core = core;
+          e.priority = priority;
+          w.executors.push_back(e);
+        }
+        for (const auto& [cname, executor, cpu_ns] : callbacks) {
+          if (executor >= w.executors.size()) throw py::value_error("callback " + cname + ": no such executor");
+          workload::Callback cb;
+          cb.name = cname;
+          cb.executor = executor;
+          cb.cpu_ns = cpu_ns;
+          cb.trigger.release_group = workload::Trigger::kUnaligned;
+          w.callbacks.push_back(cb);
+        }
+        for (const auto& [cname, priority, period_ns, deadline_ns, path] : chains) {
+          if (path.empty() || period_ns == 0) throw py::value_error("chain " + cname + ": no path or no period");
+          workload::Chain c;
+          c.name = cname;
+          c.priority = priority;
+          c.period_ns = period_ns;
+          c.deadline_ns = deadline_ns ? deadline_ns : period_ns;
+          for (size_t i : path) {
+            if (i >= w.callbacks.size()) throw py::value_error("chain " + cname + ": no such callback");
+            c.path.push_back(i);
+          }
+          w.callbacks[path[0]].trigger.timer_ns = period_ns;
+          w.chains.push_back(c);
+        }
+        return w;
+      },
+      py::arg("name"), py::arg("executors"), py::arg("callbacks"), py::arg("chains"),
+      "The system an executor of a program's own callbacks knows, as a workload to analyze(): "
+      "EXECUTORS (name, core, SCHED_FIFO priority), CALLBACKS (name, executor index, WCET ns), "
+      "CHAINS (name, priority, period ns, deadline ns or 0, path of callback indices). Each "
+      "chain's first callback is a timer of its period, started at a phase nobody knows "
+      "(the program's); the others follow their predecessor.");
 
   m.def(
       "raise_overheads",

@@ -23,6 +23,16 @@ The words are those of rtaccel's workload files (docs/workload.md):
   timers, subscriptions, guard conditions, clients, services) before the
   executor looks again. `picas` looks again before every callback and runs
   the ready one of highest priority first; among equals, rclpy's order.
+  `paam` is picas, and each callback with accelerator segments is
+  registered with rtaccel-server as its chain's: accel() is its
+  registration, for its requests (rtaccel.accel).
+- A callback's **work** (set_work) is its CPU WCET and its accelerator
+  segments, in rtaccel/accel.h's words. Under picas, with every callback in
+  a chain and its work given, the executor pinned and at SCHED_FIFO,
+  latencies() gives each chain's bound from rtaccel's analysis beside what
+  was measured (or the premise that does not hold); under paam every chain
+  is declared to the server's admission, which refuses what it cannot
+  bound.
 
 Chains are measured without a change to the messages: a subscription's
 message carries the time it was published (its source timestamp), and the
@@ -71,7 +81,7 @@ import time
 import weakref
 from dataclasses import dataclass, field
 
-from rtaccel import realtime, timeline
+from rtaccel import realtime, ros_work, timeline
 from rtaccel._core import percentile
 
 try:
@@ -89,7 +99,7 @@ except ImportError as err:  # pragma: no cover: said to a user without ROS 2
     raise ImportError("rtaccel.ros needs rclpy: pip install ros-kilted-rclpy ros-kilted-rmw-fastrtps-cpp "
                       "(make setup installs them into the checkout's .venv)") from err
 
-POLICIES = ("ros2", "picas")
+POLICIES = ("ros2", "picas", "paam")
 ENTITIES = (Timer, Subscription, Service, Client)
 # Below every priority a user can give: a callback no chain holds.
 UNRANKED = float("-inf")
@@ -129,6 +139,9 @@ class Chain:
     priority: int
     deadline_ns: int | None
     overrun_ns: int | None = None
+    period_ns: int | None = None   # declared (period_ms); else its timer's
+    bound_ns: int | None = None    # the analysis', once spinning
+    why_unbounded: str = "not analysed before the executor first spins"
     latencies_ns: list = field(default_factory=list)
     deadline_misses: int = 0
     unattributed: int = 0
@@ -232,8 +245,10 @@ class Executor(_RclpyExecutor):
     or in rclpy's own order (policy `ros2`), measuring its chains."""
 
     def __init__(self, policy: str = "picas", *, context=None, core: int | None = None,
-                 fifo_priority: int | None = None, overrun_ms: float | None = None, strict: bool = False):
+                 fifo_priority: int | None = None, overrun_ms: float | None = None, strict: bool = False,
+                 socket_path: str | None = None):
         self.policy = policy
+        self.socket_path = socket_path  # paam: the server's; None: $RTACCEL_SOCKET, else its default
         self.core, self.fifo_priority = core, fifo_priority
         self.strict = strict
         self.realtime = None      # once spinning: whether its thread got fifo_priority
@@ -255,6 +270,10 @@ class Executor(_RclpyExecutor):
         self._graph_due = 0.0     # time.monotonic() of the next look at the graph
         self._graph_seen = {}     # id(subscription) -> (publishers in the graph, matched) last looked at
         self._nameless = {}       # cause -> when first found with its publisher's node not yet named
+        self._work = {}           # id(callback) -> its ros_work.Work (set_work)
+        self._declared = {}       # id(callback) -> the callback, for set_work's
+        self._prepared = False    # analysed, and registered under paam, at the first spin
+        self._server = ros_work.Registrations(self)
         # rclpy's __del__ reads it, also of an executor its __init__ never
         # reached or left half-way (a context not initialised)
         self._sigint_gc = None
@@ -281,13 +300,49 @@ class Executor(_RclpyExecutor):
             self._check_alive("set_priority", target)
         self._given[id(target)] = (target, priority)
 
+    def set_work(self, target, *, cpu_wcet_ms: float, segments=(), services=None) -> None:
+        """What TARGET's callback costs: its worst-case execution time on the
+        CPU, and the accelerator segments it runs through rtaccel-server
+        (paam), in order: SEGMENTS (service, wcet_ms) pairs. SERVICES
+        {service: (request_max, response_max)}: the buffers it registers, in
+        bytes; without it, a page each way for each segment's service."""
+        if not isinstance(target, ENTITIES):
+            raise TypeError(f"set_work: {target!r} is not a timer, subscription, service or client")
+        self._check_alive("set_work", target)
+        self._work[id(target)] = ros_work.work_of(f"set_work of the {label(target)}", cpu_wcet_ms, segments,
+                                                  services)
+        self._declared[id(target)] = target
+
+    def accel(self, target=None):
+        """Under paam, the registration with rtaccel-server of TARGET's
+        callback (an rtaccel.accel.Registration, for its requests); with no
+        TARGET, that of the callback running now, called from it."""
+        if self.policy != "paam":
+            raise RuntimeError(f"accel: the executor's policy is {self.policy}; callbacks reach the server "
+                               "under paam")
+        if target is None:
+            running = self._running
+            if running is None or threading.get_ident() != self._spinner:
+                raise RuntimeError("accel() with no callback is called from the callback running")
+            target = running.entity
+        if not self._prepared:
+            raise RuntimeError("accel: the callbacks are registered with rtaccel-server as the executor "
+                               "first spins")
+        reg = self._server.of.get(id(target))
+        if reg is None:
+            raise LookupError(f"accel: {self._callback_of(target, None)} is registered with no server: "
+                              "it declares no accelerator segments (set_work)")
+        return reg
+
     def add_chain(self, name: str, callbacks, *, priority: int, deadline_ms: float | None = None,
-                  overrun_ms: float | None = None) -> None:
+                  overrun_ms: float | None = None, period_ms: float | None = None) -> None:
         """Declares a chain: CALLBACKS in order, a timer or a subscription
         first, then subscriptions, each taking what the one before publishes.
         Chains' priorities are distinct. OVERRUN_MS: how long each of its
         callbacks may run before the watchdog says it overran (over the
-        executor's overrun_ms)."""
+        executor's overrun_ms). PERIOD_MS: how often a chain that starts at
+        a subscription is released, for the analysis and admission (a
+        timer's chain has its timer's)."""
         where = f"chain {name!r}"
         if not isinstance(name, str) or not name or name in self._chains:
             raise ValueError(f"{where}: a chain needs a name of its own")
@@ -300,10 +355,12 @@ class Executor(_RclpyExecutor):
         if deadline_ms is not None and not deadline_ms > 0:
             raise ValueError(f"{where}: deadline_ms must be positive, not {deadline_ms!r}")
         overrun_ns = _budget_ns(where, overrun_ms)
+        period_ns = None if period_ms is None else ros_work.positive_ns(f"{where}: period_ms", period_ms)
         for step, entity in enumerate(callbacks):
             self._check_step(where, step, entity, callbacks)
         chain = Chain(name, callbacks, priority, None if deadline_ms is None else int(deadline_ms * 1e6),
-                      overrun_ns, executions=[collections.deque(maxlen=KEPT_EXECUTIONS) for _ in callbacks])
+                      overrun_ns, period_ns,
+                      executions=[collections.deque(maxlen=KEPT_EXECUTIONS) for _ in callbacks])
         self._chains[name] = chain
         for step, entity in enumerate(callbacks):
             self._steps.setdefault(id(entity), []).append((chain, step))
@@ -356,6 +413,8 @@ class Executor(_RclpyExecutor):
         if self._spinner is None:
             self._spinner = threading.get_ident()
             self._take_the_thread()
+        if not self._prepared and threading.get_ident() == self._spinner:
+            self._prepare()
         elif self._spinner != threading.get_ident():
             raise RuntimeError("rtaccel.ros.Executor runs its callbacks in one thread: it is spun by "
                                "another already")
@@ -397,6 +456,22 @@ class Executor(_RclpyExecutor):
             return
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self.fifo_priority))
         self.realtime = True
+
+    def _prepare(self) -> None:
+        """Once, at the first spin, with the thread's priority known: under
+        paam the chains declared and the callbacks registered (an error
+        raised here is raised again by the next spin), then the bounds."""
+        if self.policy == "paam":
+            self._server.make()
+        ros_work.Analysis(self).run()
+        self._prepared = True
+
+    def _node_of(self, entity):
+        """The node of the executor's that has ENTITY, or None."""
+        for node in self.get_nodes():
+            if any(entity is e for e in (*node.timers, *node.subscriptions, *node.services, *node.clients)):
+                return node
+        return None
 
     def _poll(self, timeout_sec, condition) -> None:
         """Adds what is ready to self._ready, waiting up to TIMEOUT_SEC for
@@ -672,7 +747,8 @@ class Executor(_RclpyExecutor):
     def latencies(self) -> list[dict]:
         """Per chain: its priority, deadline, instances measured, p50/p99/max
         end-to-end latency (µs), deadline misses and unattributed messages,
-        in summary.json's words."""
+        in summary.json's words; the analysis' bound (µs) beside them, or
+        why there is none."""
         out = []
         for chain in self._chains.values():
             ns = chain.latencies_ns
@@ -680,7 +756,9 @@ class Executor(_RclpyExecutor):
                    "deadline_us": None if chain.deadline_ns is None else chain.deadline_ns / 1000.0,
                    "count": len(ns), "deadline_misses": chain.deadline_misses,
                    "unattributed": chain.unattributed,
-                   "p50_us": None, "p99_us": None, "max_us": None}
+                   "p50_us": None, "p99_us": None, "max_us": None,
+                   "bound_us": None if chain.bound_ns is None else chain.bound_ns / 1000.0,
+                   "why_unbounded": chain.why_unbounded}
             if ns:
                 row.update(p50_us=percentile(ns, 0.50) / 1000.0, p99_us=percentile(ns, 0.99) / 1000.0,
                            max_us=max(ns) / 1000.0)
@@ -721,6 +799,7 @@ class Executor(_RclpyExecutor):
                     self._guard.trigger()
         if not self._wait_for_the_callback(timeout_sec):
             return False
+        self._server.close(self._say)
         self._watch_stop.set()
         return super().shutdown(timeout_sec)
 
