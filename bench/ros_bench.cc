@@ -21,11 +21,20 @@
 // not analysed), and the executor's dispatch cost per callback with the
 // rmw's wait and take beside it.
 //
+// The best-effort chain keeps the executor's thread busy all the time: at
+// SCHED_FIFO the kernel's real-time throttling stops it for 50 ms of every
+// second (kernel.sched_rt_runtime_us, 950 ms by default), which no bound
+// counts, and picas has none (rtaccel_ros_chain_stats says why).
+// --no-rt-throttling turns the throttling off for the run (root's), and puts
+// it back as the bench ends, interrupted or not.
+//
 // usage: rtaccel-ros-bench [--seconds 10] [--core N] [--fifo PRIO]
-//                          [--domain ID] [--machine NAME] [--json]
+//                          [--domain ID] [--machine NAME] [--no-rt-throttling] [--json]
 #include <rcl/error_handling.h>
+#include <fcntl.h>
 #include <rcl/rcl.h>
 #include <sched.h>
+#include <signal.h>
 #include <std_msgs/msg/int64.h>
 #include <unistd.h>
 
@@ -37,6 +46,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <fstream>
+#include <sstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -81,6 +92,7 @@ struct Options {
   int fifo = 0;
   int domain = -1;
   bool json = false;
+  bool no_rt_throttling = false;
   std::string machine;  // its name in the results; "": "<cores>-core"
   std::string command;
 };
@@ -88,7 +100,8 @@ struct Options {
 [[noreturn]] void usage_error(const std::string& why) {
   fprintf(stderr,
           "rtaccel-ros-bench: %s\n"
-          "usage: rtaccel-ros-bench [--seconds S] [--core N] [--fifo PRIO] [--domain ID] [--machine NAME] [--json]\n",
+          "usage: rtaccel-ros-bench [--seconds S] [--core N] [--fifo PRIO] [--domain ID] [--machine NAME] "
+          "[--no-rt-throttling] [--json]\n",
           why.c_str());
   exit(2);
 }
@@ -157,8 +170,11 @@ Options parse(int argc, char** argv) {
       o.machine = value();
     } else if (a == "--json") {
       o.json = true;
+    } else if (a == "--no-rt-throttling") {
+      o.no_rt_throttling = true;
     } else if (a == "-h" || a == "--help") {
-      printf("usage: rtaccel-ros-bench [--seconds S] [--core N] [--fifo PRIO] [--domain ID] [--machine NAME] [--json]\n");
+      printf("usage: rtaccel-ros-bench [--seconds S] [--core N] [--fifo PRIO] [--domain ID] [--machine NAME] "
+          "[--no-rt-throttling] [--json]\n");
       exit(0);
     } else {
       usage_error("unknown argument " + a);
@@ -389,11 +405,44 @@ Json dispatch_figures(rtaccel_ros_executor* ex) {
 // Spins EX in a thread of its own for SECONDS (the executor pins it and
 // sets its policy; the main thread keeps its own), then stops it. Returns
 // whether that thread ran at SCHED_FIFO.
-bool spin_for(rtaccel_ros_executor* ex, double seconds) {
+// What took the executor's core from its thread while it spun, beside the
+// latencies: a bound counts neither. The hypervisor's steal on the core
+// (/proc/stat, in ticks of 10 ms), and the times a thread preempted it
+// (its involuntary context switches: only a higher priority's, at FIFO).
+struct Interference {
+  double steal_ms = 0;
+  long preempted = 0;
+};
+
+double core_steal_ms(int core) {
+  std::ifstream stat("/proc/stat");
+  std::string line, want = "cpu" + std::to_string(core) + " ";
+  while (std::getline(stat, line))
+    if (line.rfind(want, 0) == 0) {
+      std::istringstream fields(line.substr(want.size()));
+      unsigned long long v[8] = {};
+      for (auto& f : v) fields >> f;
+      return static_cast<double>(v[7]) * 1000.0 / static_cast<double>(sysconf(_SC_CLK_TCK));
+    }
+  return 0;
+}
+
+long own_involuntary_switches() {
+  std::ifstream status("/proc/thread-self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("nonvoluntary_ctxt_switches:", 0) == 0) return std::stol(line.substr(27));
+  return 0;
+}
+
+bool spin_for(rtaccel_ros_executor* ex, double seconds, int core, Interference* got) {
   int result = 0;
   bool fifo = false;
+  double steal = core_steal_ms(core);
   std::thread spinner([&] {
+    long before = own_involuntary_switches();  // the first group spins in the thread that calls spin
     result = rtaccel_ros_spin(ex);
+    got->preempted = own_involuntary_switches() - before;
     fifo = rtaccel_ros_group_realtime(rtaccel_ros_executor_group(ex)) == 1;
   });
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
@@ -404,6 +453,7 @@ bool spin_for(rtaccel_ros_executor* ex, double seconds) {
     _exit(1);
   }
   spinner.join();
+  got->steal_ms = core_steal_ms(core) - steal;
   check_ros(result, ex, "rtaccel_ros_spin");
   return fifo;
 }
@@ -429,7 +479,8 @@ Json run_policy(Ros& ros, const Options& o, uint32_t policy, const char* name) {
   critical.add_to(ex);
   best_effort.start();
   critical.start();
-  bool fifo = spin_for(ex, o.seconds);
+  Interference interference;
+  bool fifo = spin_for(ex, o.seconds, o.core, &interference);
   if (uint64_t failed = best_effort.publish_failures() + critical.publish_failures())
     throw std::runtime_error(std::string(name) + ": " + std::to_string(failed) + " publishes failed");
   Json j;
@@ -438,6 +489,7 @@ Json run_policy(Ros& ros, const Options& o, uint32_t policy, const char* name) {
   j["critical"] = chain_figures(ex, 1);
   j["best_effort"] = chain_figures(ex, 0);
   j["dispatch"] = dispatch_figures(ex);
+  j["interference"] = {{"steal_ms", interference.steal_ms}, {"preempted", interference.preempted}};
   return j;
 }
 
@@ -575,6 +627,7 @@ int run(const Options& o) {
   r["cores"] = cores;
   r["core"] = o.core;
   r["fifo"] = o.fifo ? Json(o.fifo) : Json(nullptr);
+  r["rt_throttling"] = !o.no_rt_throttling;
   r["seconds"] = o.seconds;
   r["domain"] = o.domain;
   r["graph"] = graph_description();
@@ -590,10 +643,54 @@ int run(const Options& o) {
   return 0;
 }
 
+// --no-rt-throttling: kernel.sched_rt_runtime_us -1 for the run, what it
+// was written back at exit and on SIGINT and SIGTERM (from the handler: a
+// write is async-signal-safe).
+constexpr const char* kRtRuntime = "/proc/sys/kernel/sched_rt_runtime_us";
+char saved_runtime[32];
+size_t saved_len;
+
+void put_throttling_back() {
+  int fd = open(kRtRuntime, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t n = write(fd, saved_runtime, saved_len);
+  (void)n;
+  close(fd);
+}
+
+void put_back_and_end(int sig) {
+  put_throttling_back();
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+void throttling_off() {
+  FILE* f = fopen(kRtRuntime, "re");
+  if (!f || !fgets(saved_runtime, sizeof saved_runtime, f)) {
+    fprintf(stderr, "rtaccel-ros-bench: --no-rt-throttling: cannot read %s: %s\n", kRtRuntime, strerror(errno));
+    exit(1);
+  }
+  fclose(f);
+  saved_len = strlen(saved_runtime);
+  int fd = open(kRtRuntime, O_WRONLY | O_CLOEXEC);
+  if (fd < 0 || write(fd, "-1\n", 3) != 3) {
+    fprintf(stderr, "rtaccel-ros-bench: --no-rt-throttling: cannot set %s (%s; it needs root)\n", kRtRuntime,
+            strerror(errno));
+    exit(1);
+  }
+  close(fd);
+  atexit(put_throttling_back);
+  signal(SIGINT, put_back_and_end);
+  signal(SIGTERM, put_back_and_end);
+  fprintf(stderr, "# rtaccel-ros-bench: %s -1 for the run (was %.*s)\n", kRtRuntime,
+          static_cast<int>(strcspn(saved_runtime, "\n")), saved_runtime);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o = parse(argc, argv);
+  if (o.no_rt_throttling) throttling_off();
   // Before rcl reads them: discovery on this host only, and Fast DDS over
   // UDP alone, whose shared-memory transport would leave port segments in
   // /dev/shm behind.

@@ -7,7 +7,15 @@ its own:
   callback 2 ms of Python work, each passing the message on;
 - a best-effort chain beside it that overloads the executor: a timer every
   10 ms, then two subscriptions of 6 ms of work each.
-The chains measure themselves, the same way under every executor: the
+rtaccel.ros's picas runs twice: as a program would first (one line
+changed), then pinned to the first core at SCHED_FIFO with each callback's
+WCET declared (its work and 1 ms), where the analysis gives the critical
+chain a bound; each callback's longest run is checked against what it
+declared. The best-effort chain overloads the executor, so that the
+kernel's real-time throttling (950 ms of every second for SCHED_FIFO
+threads, by default) would stop the pinned one for 50 ms a second: the
+bound's premise fails and none is given, unless --no-rt-throttling turns
+the throttling off for the run (root's; put back after). The chains measure themselves, the same way under every executor: the
 timer's callback puts its due time (rclpy's TimerInfo) in the message, the
 last callback takes it from its end. The critical chain's p50/p99/max are
 printed per executor, and the ratio of each p99 to that of rclpy's
@@ -29,10 +37,11 @@ thread's turns stretch. What the thread adds to the chain's p50, p99 and
 maximum is set against the times the lock passed back to the executor's
 thread in an instance (its handoffs) and the switch interval.
 
-usage: .venv/bin/python bench/ros_executors.py [--seconds 10] [--dispatch | --gil] [--json]
+usage: .venv/bin/python bench/ros_executors.py [--seconds 10] [--dispatch | --gil] [--no-rt-throttling] [--json]
 """
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
@@ -48,10 +57,11 @@ import rclpy  # noqa: E402
 from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor  # noqa: E402
 from rclpy.experimental import EventsExecutor  # noqa: E402
 from rclpy.node import Node  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
 from rclpy.timer import TimerInfo  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
 
-from rtaccel import ros  # noqa: E402
+from rtaccel import realtime, ros  # noqa: E402
 from rtaccel._core import percentile  # noqa: E402
 
 EXECUTORS = {
@@ -59,6 +69,8 @@ EXECUTORS = {
     "rclpy MultiThreadedExecutor": lambda context: MultiThreadedExecutor(context=context),
     "rclpy EventsExecutor": lambda context: EventsExecutor(context=context),
     "rtaccel.ros picas": lambda context: ros.Executor("picas", context=context),
+    "rtaccel.ros picas, pinned at SCHED_FIFO": lambda context: ros.Executor(
+        "picas", context=context, core=min(os.sched_getaffinity(0)), fifo_priority=FIFO_PRIORITY),
     "rtaccel.ros ros2": lambda context: ros.Executor("ros2", context=context),
 }
 BASELINE = "rclpy SingleThreadedExecutor"
@@ -76,6 +88,10 @@ LOCK_LOST_NS = 10_000
 # --gil: the executor's thread's SCHED_FIFO priority
 GIL_FIFO_PRIORITY = 80
 _DOMAINS = itertools.count(os.getpid() % 100 + 1)
+# The pinned executor's SCHED_FIFO priority, and what each callback declares
+# beyond its work as its WCET.
+FIFO_PRIORITY = 80
+WCET_MARGIN_S = 0.001
 
 
 def busy(seconds: float) -> None:
@@ -114,6 +130,7 @@ class Chain:
     self.latencies."""
 
     def __init__(self, node: Node, name: str, period_s: float, work_s: float, work=busy):
+        self.name, self.work_s = name, work_s
         self.latencies = []
         self.windows = []  # (release, end) of each instance, time.time_ns()
         first = node.create_publisher(String, f"{name}/a", 10)
@@ -164,22 +181,72 @@ def in_context(run):
         rclpy.shutdown(context=context)
 
 
+def bare_node(context) -> Node:
+    """The bench's node, without the parameter and type description services
+    rclpy gives every node: its callbacks are the chains' alone, as the
+    analysis needs (docs/ros.md)."""
+    return Node("bench", context=context, start_parameter_services=False,
+                parameter_overrides=[Parameter("start_type_description_service", value=False)])
+
+
+def declare(executor, chains) -> None:
+    """CHAINS on rtaccel.ros's EXECUTOR: each callback's work and
+    WCET_MARGIN_S as its WCET."""
+    for priority, chain in zip((10, 1), chains):
+        executor.add_chain(chain.name, chain.callbacks(), priority=priority,
+                           deadline_ms=100 if priority == 10 else None)
+        for callback in chain.callbacks():
+            executor.set_work(callback, cpu_wcet_ms=(chain.work_s + WCET_MARGIN_S) * 1000)
+
+
+def over_their_wcet(executor, chains) -> list:
+    """The callbacks that ran longer than the WCET they declared (the
+    executor's timeline): the analysis' premise broken, how often and by how
+    much."""
+    declared = {f"{c.name}/{i}": c.work_s + WCET_MARGIN_S for c in chains for i in range(3)}
+    names = {ros.label(cb): f"{c.name}/{i}" for c in chains for i, cb in enumerate(c.callbacks())}
+    runs = {}
+    for event in executor.trace():
+        if event["ph"] == "X" and event["name"] in names:
+            runs.setdefault(names[event["name"]], []).append(event["dur"] / 1e6)
+    over = []
+    for key, durations in sorted(runs.items()):
+        longer = [d for d in durations if d > declared[key]]
+        if longer:
+            over.append({"callback": key, "runs": len(durations), "over": len(longer),
+                         "longest_ms": max(longer) * 1000, "declared_ms": declared[key] * 1000})
+    return over
+
+
+def spin_keeping_the_thread(executor, seconds: float) -> None:
+    """spin_for, the bench's thread given back its core and policy after (a
+    pinned executor takes them): the next executor starts where this one did."""
+    affinity, policy, param = os.sched_getaffinity(0), os.sched_getscheduler(0), os.sched_getparam(0)
+    try:
+        spin_for(executor, seconds)
+    finally:
+        os.sched_setscheduler(0, policy, param)
+        os.sched_setaffinity(0, affinity)
+
+
 def chains_under(name: str, seconds: float) -> dict:
     def run(context):
-        node = Node("bench", context=context)
+        node = bare_node(context)
         # the best-effort chain first: rclpy's order serves it first
         best_effort = Chain(node, "best_effort", 0.010, 0.006)
         critical = Chain(node, "critical", 0.100, 0.002)
         executor = EXECUTORS[name](context)
         if isinstance(executor, ros.Executor):
-            executor.add_chain("critical", critical.callbacks(), priority=10, deadline_ms=100)
-            executor.add_chain("best_effort", best_effort.callbacks(), priority=1)
+            declare(executor, (critical, best_effort))
         executor.add_node(node)
-        spin_for(executor, seconds)
+        spin_keeping_the_thread(executor, seconds)
         row = {"executor": name, "critical": percentiles(critical.latencies),
                "best_effort": percentiles(best_effort.latencies)}
         if isinstance(executor, ros.Executor):
             row["measured_by_executor"] = {r["chain"]: r for r in executor.latencies()}
+            row["bound_us"] = row["measured_by_executor"]["critical"]["bound_us"]
+            row["why_unbounded"] = row["measured_by_executor"]["critical"]["why_unbounded"]
+            row["over_their_wcet"] = over_their_wcet(executor, (critical, best_effort))
         executor.shutdown()
         node.destroy_node()
         return row
@@ -335,6 +402,8 @@ def main() -> int:
     parser.add_argument("--dispatch", action="store_true", help="also the cost of a callback's dispatch")
     parser.add_argument("--gil", action="store_true",
                         help="instead: the critical chain beside a busy Python thread, or not")
+    parser.add_argument("--no-rt-throttling", action="store_true",
+                        help="the kernel's real-time throttling off for the run (root)")
     parser.add_argument("--json", action="store_true", help="the results as JSON")
     args = parser.parse_args()
     if not args.seconds > 0:
@@ -349,7 +418,14 @@ def main() -> int:
         else:
             print_gil(results)
         return 0
-    results = {"seconds": args.seconds, "chains": [chains_under(name, args.seconds) for name in EXECUTORS]}
+    with contextlib.ExitStack() as stack:
+        if args.no_rt_throttling:
+            try:
+                stack.enter_context(realtime.no_rt_throttling("ros_executors.py"))
+            except OSError as err:
+                parser.error(err.strerror)
+        results = {"seconds": args.seconds, "rt_throttling": not args.no_rt_throttling,
+                   "chains": [chains_under(name, args.seconds) for name in EXECUTORS]}
     base = next(r for r in results["chains"] if r["executor"] == BASELINE)["critical"]["p99_us"]
     for row in results["chains"]:
         row["critical_p99_vs_default"] = ratio(row["critical"]["p99_us"], base)
@@ -362,13 +438,17 @@ def main() -> int:
         print(json.dumps(results, indent=1))
         return 0
     print(f"critical chain (100 ms, 3 x 2 ms) beside an overloading best-effort chain, {args.seconds:g} s each")
-    print(f"{'executor':30} {'count':>6} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'p99/default':>12}")
+    print(f"{'executor':40} {'count':>6} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'p99/default':>12} "
+          f"{'bound ms':>9}")
     for row in results["chains"]:
         c = row["critical"]
         fmt = lambda us: "-" if us is None else f"{us / 1000:.1f}"  # noqa: E731
         vs = "-" if row["critical_p99_vs_default"] is None else f"{row['critical_p99_vs_default']:.2f}x"
-        print(f"{row['executor']:30} {c['count']:6} {fmt(c['p50_us']):>8} {fmt(c['p99_us']):>8} "
-              f"{fmt(c['max_us']):>8} {vs:>12}")
+        print(f"{row['executor']:40} {c['count']:6} {fmt(c['p50_us']):>8} {fmt(c['p99_us']):>8} "
+              f"{fmt(c['max_us']):>8} {vs:>12} {fmt(row.get('bound_us')):>9}")
+        for over in row.get("over_their_wcet", ()):
+            print(f"  {over['callback']}: {over['over']} of {over['runs']} runs over its declared "
+                  f"{over['declared_ms']:.2f} ms, the longest {over['longest_ms']:.2f} ms")
     for row in results.get("dispatch", []):
         per = "-" if row["us_per_callback"] is None else f"{row['us_per_callback']:.1f} us"
         vs = "-" if row["vs_default"] is None else f"{row['vs_default']:.2f}x"

@@ -247,12 +247,14 @@ struct rtaccel_ros_chain_stats {
 	uint64_t p50_ns, p99_ns, max_ns; /* over the samples kept; 0 with none */
 	/* The analysis' bound on its latency (picas): bounded 1 where its
 	 * premises hold: every callback declares a WCET, every chain a period,
-	 * every group is pinned and got its SCHED_FIFO priority. Else 0, and
-	 * why_unbounded says which does not hold; bound_ns is still the
-	 * analysis' figure where it could make one. */
+	 * every group is pinned and got its SCHED_FIFO priority, and no group's
+	 * load is one the kernel's real-time throttling stops (its callbacks'
+	 * WCETs over their periods above kernel.sched_rt_runtime_us of each
+	 * sched_rt_period_us). Else 0, and why_unbounded says which does not
+	 * hold; bound_ns is still the analysis' figure where it could make one. */
 	uint32_t bounded;
 	uint64_t bound_ns;
-	char why_unbounded[128];
+	char why_unbounded[512];
 };
 
 /* The I-th chain's figures (in the order declared); -ENOENT past the last.

@@ -211,6 +211,16 @@ void bind_workload(py::module_& m) {
       "(the program's); the others follow their predecessor.");
 
   m.def(
+      "rt_throttles",
+      [](double load) {
+        char why[512] = "";
+        return rtaccel_rt_throttles(load, why, sizeof why) ? std::string(why) : std::string();
+      },
+      py::arg("load"),
+      "Where the kernel's real-time throttling stops a SCHED_FIFO thread kept busy LOAD (0..1) of "
+      "the time: why (\"its chains keep its thread busy ...\"); else \"\" (core/realtime.h).");
+
+  m.def(
       "raise_overheads",
       [](workload::Workload w, uint64_t epsilon_ns, uint64_t kappa_ns, uint64_t jitter_ns,
          uint64_t link_kernel_ns_per_kb) {

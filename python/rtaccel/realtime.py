@@ -15,6 +15,7 @@ the kernel checks them:
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import os
 import resource
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CGROUP2_ROOT = Path("/sys/fs/cgroup")
+RT_RUNTIME = Path("/proc/sys/kernel/sched_rt_runtime_us")
 CAP_SYS_NICE = 23
 NO_RT_NOTE = "no real-time priority: bounds do not apply"
 # Set once the note is said: the programs started afterwards (rtaccel-exec,
@@ -99,9 +101,8 @@ def diagnose() -> Verdict:
     if not has_nice and soft < 1:
         return Verdict(False, f"SCHED_FIFO refused: RLIMIT_RTPRIO is {soft} and the process lacks "
                               "CAP_SYS_NICE (raise it with `ulimit -r 99` or limits.conf, or run as root)")
-    runtime = Path("/proc/sys/kernel/sched_rt_runtime_us")
     try:
-        if int(runtime.read_text()) == 0:
+        if int(RT_RUNTIME.read_text()) == 0:
             return Verdict(False, "SCHED_FIFO refused: kernel.sched_rt_runtime_us is 0 "
                                   "(no real-time budget on this machine)")
     except (OSError, ValueError):
@@ -140,3 +141,22 @@ def ensure(who: str = "rtaccel", quiet: bool = False, also: tuple[int, ...] = ()
               "allowed (nice -20 where it may)", file=sys.stderr)
         os.environ[NOTED_ENV] = "1"
     return verdict
+
+
+@contextlib.contextmanager
+def no_rt_throttling(who: str):
+    """The kernel's real-time throttling off (kernel.sched_rt_runtime_us -1)
+    for the block, and put back after it however it ends: a benchmark of
+    SCHED_FIFO threads kept busy, which it would stop for 50 ms a second.
+    Said on stderr. OSError, with what to do, where it cannot be set (root's)."""
+    try:
+        before = RT_RUNTIME.read_text().strip()
+        RT_RUNTIME.write_text("-1\n")
+    except OSError as err:
+        raise OSError(err.errno, f"{who}: --no-rt-throttling: cannot set {RT_RUNTIME} "
+                                 f"({err.strerror}; it needs root)") from None
+    print(f"# {who}: {RT_RUNTIME} -1 for the run (was {before})", file=sys.stderr)
+    try:
+        yield
+    finally:
+        RT_RUNTIME.write_text(before + "\n")

@@ -99,8 +99,9 @@ class Analysis:
     """Each chain's bound under picas, given where the analysis' premises
     hold (the rcl executor's): every callback the executor may run in a
     chain with its WCET, every chain's period, its thread pinned and at
-    SCHED_FIFO, callbacks at their chains' priorities, and no other thread
-    of the process running Python (the interpreter lock, docs/ros.md)."""
+    SCHED_FIFO, callbacks at their chains' priorities, a load the kernel's
+    real-time throttling does not stop, and no other thread of the process
+    running Python (the interpreter lock, docs/ros.md)."""
 
     def __init__(self, executor):
         self.executor = executor
@@ -159,6 +160,11 @@ class Analysis:
                     return f"{ex._callback_of(entity, None)} runs at a priority other than its chains'"
             if period_ns(chain) is None:
                 return f"chain {chain.name!r} starts with a subscription and declares no period_ms"
+        load = sum(work.cpu_wcet_ns / min(period_ns(c) for c, _ in ex._steps[entity_id])
+                   for entity_id, work in ex._work.items() if entity_id in ex._steps)
+        throttled = _core.rt_throttles(load)
+        if throttled:
+            return throttled
         others = [t.name for t in threading.enumerate()
                   if t.ident != threading.get_ident() and t is not ex._watchdog and t.is_alive()]
         if others:

@@ -48,6 +48,41 @@ int rtaccel_cores_usable(void)
 	return CPU_COUNT(&set);
 }
 
+static bool read_long(const char *path, long *value)
+{
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return false;
+	bool read = fscanf(f, "%ld", value) == 1;
+	fclose(f);
+	return read;
+}
+
+int rtaccel_rt_throttling(long *runtime_us, long *period_us)
+{
+	if (!read_long("/proc/sys/kernel/sched_rt_runtime_us", runtime_us) ||
+	    !read_long("/proc/sys/kernel/sched_rt_period_us", period_us))
+		return 0;
+	return *runtime_us >= 0 && *period_us > 0 && *runtime_us < *period_us;
+}
+
+int rtaccel_rt_throttles(double load, char *why, size_t len)
+{
+	long runtime_us, period_us;
+	if (!rtaccel_rt_throttling(&runtime_us, &period_us))
+		return 0;
+	double share = (double)runtime_us / (double)period_us;
+	if (load <= share)
+		return 0;
+	snprintf(why, len,
+		 "its chains keep its thread busy %.0f%% of the time, over the %.0f%% the kernel's real-time "
+		 "throttling lets SCHED_FIFO threads run (kernel.sched_rt_runtime_us %ld of sched_rt_period_us "
+		 "%ld): the thread would stand still %.0f ms a period (lighter chains, or sysctl "
+		 "kernel.sched_rt_runtime_us=-1)",
+		 load * 100, share * 100, runtime_us, period_us, (double)(period_us - runtime_us) / 1000);
+	return 1;
+}
+
 int rtaccel_fifo_or_best(int priority)
 {
 	struct sched_param want = {.sched_priority = priority};

@@ -9,6 +9,7 @@
 #define RTACCEL_CORE_REALTIME_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -28,6 +29,19 @@ int rtaccel_core_allowed(int core);
  * `taskset` and a cpuset (a container's --cpuset-cpus) narrow; not the
  * machine's cores, which a program that needs two would count wrongly. */
 int rtaccel_cores_usable(void);
+
+/* The kernel's real-time throttling: SCHED_FIFO and SCHED_RR threads run at
+ * most *RUNTIME_US of every *PERIOD_US on a core (kernel.sched_rt_runtime_us
+ * and sched_rt_period_us: 950 ms a second by default), then stand still for
+ * the rest of the period whatever their priority. 1 with both set where it
+ * is on; 0 where it is off (a runtime of -1) or cannot be read. */
+int rtaccel_rt_throttling(long *runtime_us, long *period_us);
+
+/* Whether that throttling stops a SCHED_FIFO thread kept busy LOAD of the
+ * time (0.5: half), as an executor is by its callbacks' WCETs over their
+ * periods: 1, with why in WHY (at most LEN bytes, "its chains keep ... "),
+ * where LOAD is over the share it leaves; 0 where it is not. */
+int rtaccel_rt_throttles(double load, char *why, size_t len);
 
 /* Gives the calling thread SCHED_FIFO PRIORITY; refused, the best it is
  * allowed instead: SCHED_OTHER at nice -20, else as it was. Returns 1 for

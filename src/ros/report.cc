@@ -68,6 +68,17 @@ std::string unanalysable(const rtaccel_ros_executor& ex) {
   }
   for (const auto& c : ex.chains)
     if (c->period_ns == 0) return "chain '" + c->name + "' starts with a subscription and declares no period_ns";
+  for (const auto& g : ex.groups) {
+    double load = 0;
+    for (const auto& h : ex.handles) {
+      if (h->group != g.get()) continue;
+      uint64_t fastest = UINT64_MAX;
+      for (const auto& step : h->steps) fastest = std::min(fastest, step.chain->period_ns);
+      load += static_cast<double>(h->attr.cpu_wcet_ns) / static_cast<double>(fastest);
+    }
+    char why[512];
+    if (rtaccel_rt_throttles(load, why, sizeof why)) return "group " + g->name + ": " + why;
+  }
   return "";
 }
 

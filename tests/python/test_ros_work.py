@@ -267,3 +267,26 @@ def test_picas_a_subscriptions_chain_with_its_period_is_bounded(node):
         os.sched_setaffinity(0, affinity)
     assert bounds(executor)["from_camera"] == (1000.0, "")
     made.destroy_node()
+
+
+def throttling():
+    """Whether the kernel's real-time throttling would stop a thread 98% busy."""
+    runtime = int(open("/proc/sys/kernel/sched_rt_runtime_us").read())
+    period = int(open("/proc/sys/kernel/sched_rt_period_us").read())
+    return 0 <= runtime < 0.98 * period, runtime
+
+
+@pytest.mark.root
+def test_picas_a_load_the_real_time_throttling_stops_has_no_bound(node):
+    made, executor = realtime_executor(node)
+    timer = made.create_timer(0.05, lambda: None)
+    executor.add_chain("busy", [timer], priority=3)
+    executor.set_work(timer, cpu_wcet_ms=49)  # 98% of its period
+    spin_in_a_thread(executor)
+    bound, why = bounds(executor)["busy"]
+    throttled, runtime = throttling()
+    if throttled:
+        assert bound is None and "busy 98% of the time" in why and f"sched_rt_runtime_us {runtime}" in why, why
+    else:  # throttling off, as the field tunes its machines: the next premise is the test's thread
+        assert "(MainThread)" in why, why
+    made.destroy_node()

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "core/daemon.h"
+#include "core/realtime.h"
 #include "rtaccel/ros.h"
 
 namespace {
@@ -435,6 +436,56 @@ TEST_F(Ros, TheBoundIsGivenWhereTheAnalysisPremisesHoldAndOtherwiseWhyNot) {
     }
     rtaccel_ros_executor_destroy(ex);
   }
+}
+
+// A group whose chains would keep its thread busier than the kernel's
+// real-time throttling lets a SCHED_FIFO thread be is stopped by it for the
+// rest of each throttling period, which no bound counts: none is given,
+// and why is said.
+TEST_F(Ros, ALoadTheRealTimeThrottlingStopsHasNoBound) {
+  long runtime_us, period_us;
+  bool throttling = rtaccel_rt_throttling(&runtime_us, &period_us) && runtime_us * 100 < period_us * 98;
+  cpu_set_t cores;
+  sched_getaffinity(0, sizeof(cores), &cores);
+  struct Restore {
+    cpu_set_t cores;
+    ~Restore() {
+      sched_param other{};
+      pthread_setschedparam(pthread_self(), SCHED_OTHER, &other);
+      sched_setaffinity(0, sizeof(cores), &cores);
+    }
+  } restore{cores};
+  rtaccel_ros_executor_attr attr{};
+  attr.policy = RTACCEL_ROS_PICAS;
+  attr.core = 0;
+  attr.fifo_priority = 10;
+  rtaccel_ros_executor* ex = nullptr;
+  ASSERT_EQ(rtaccel_ros_executor_create(&context_, &attr, &ex), 0);
+  ChainNode node;
+  auto a = named("overload");
+  a.cpu_wcet_ns = 49 * kMs;  // 98% of a 50 ms period
+  rtaccel_ros_handle* h;
+  ASSERT_EQ(rtaccel_ros_add_timer(ex, timer(50 * kMs), forward, &node, &a, &h), 0);
+  rtaccel_ros_chain_attr chain{};
+  chain.priority = 3;
+  ASSERT_EQ(rtaccel_ros_add_chain(ex, "busy", &h, 1, &chain), 0);
+  int spun = rtaccel_ros_spin_once(ex, 10 * kMs);  // analysed as it starts, whether the timer fired
+  EXPECT_TRUE(spun == 0 || spun == -ETIMEDOUT) << spun;
+  rtaccel_ros_chain_stats stats{};
+  ASSERT_EQ(rtaccel_ros_chain_query(ex, 0, &stats), 0);
+  std::string why = stats.why_unbounded;
+  if (!realtime_allowed()) {
+    EXPECT_FALSE(stats.bounded);
+    EXPECT_NE(why.find("SCHED_FIFO"), std::string::npos) << why;
+  } else if (throttling) {
+    EXPECT_FALSE(stats.bounded);
+    EXPECT_NE(why.find("busy 98% of the time, over the"), std::string::npos) << why;
+    EXPECT_NE(why.find("kernel.sched_rt_runtime_us " + std::to_string(runtime_us)), std::string::npos) << why;
+  } else {
+    // a machine tuned as the field's are (throttling off): nothing stops it
+    EXPECT_TRUE(stats.bounded) << why;
+  }
+  rtaccel_ros_executor_destroy(ex);
 }
 
 // Groups: threads of their own, spun together until stopped.

@@ -118,9 +118,6 @@ def cmd_bench_registrations(args) -> int:
     return common.print_result(result, args.json, accel.format_registrations)
 
 
-RT_RUNTIME = Path("/proc/sys/kernel/sched_rt_runtime_us")
-
-
 def cmd_bench_gang_preemption(args) -> int:
     """Runs rtaccel-gang-bench: its table, or its JSON as it prints it. With
     --no-rt-throttling, the kernel's real-time throttling is off for the run
@@ -132,17 +129,11 @@ def cmd_bench_gang_preemption(args) -> int:
     if not args.no_rt_throttling:
         return common.exec_program(cmd)
     try:
-        before = RT_RUNTIME.read_text().strip()
-        RT_RUNTIME.write_text("-1\n")
+        with realtime.no_rt_throttling("rtaccel bench gang-preemption"):
+            return subprocess.run(cmd).returncode
     except OSError as err:
-        print(f"rtaccel bench gang-preemption: --no-rt-throttling: cannot set {RT_RUNTIME} "
-              f"({err.strerror}; it needs root)", file=sys.stderr)
+        print(err.strerror, file=sys.stderr)
         return EXIT_CANNOT_RUN_HERE
-    print(f"# rtaccel bench gang-preemption: {RT_RUNTIME} -1 for the run (was {before})", file=sys.stderr)
-    try:
-        return subprocess.run(cmd).returncode
-    finally:
-        RT_RUNTIME.write_text(before + "\n")
 
 
 def cmd_bench_gang_synthetic(args) -> int:
