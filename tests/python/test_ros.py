@@ -473,14 +473,42 @@ def test_the_executors_bench_runs_every_executor_on_the_same_graph(tmp_path):
     assert done.returncode == 0, done.stderr
     results = json.loads(done.stdout)
     rows = {row["executor"]: row for row in results["chains"]}
+    pinned = "rtaccel.ros picas, pinned at SCHED_FIFO"
     assert set(rows) == {"rclpy SingleThreadedExecutor", "rclpy MultiThreadedExecutor",
-                         "rclpy EventsExecutor", "rtaccel.ros picas", "rtaccel.ros ros2"}
+                         "rclpy EventsExecutor", "rtaccel.ros picas", pinned, "rtaccel.ros ros2"}
     assert rows["rclpy SingleThreadedExecutor"]["critical_p99_vs_default"] == 1.0
     assert rows["rtaccel.ros picas"]["critical"]["count"] >= 10
     assert rows["rtaccel.ros picas"]["critical_p99_vs_default"] < 0.5
     measured = rows["rtaccel.ros picas"]["measured_by_executor"]["critical"]
     assert measured["count"] >= rows["rtaccel.ros picas"]["critical"]["count"] - 1
+    assert "not pinned" in rows["rtaccel.ros picas"]["why_unbounded"]
+    # pinned, the bound is given, or what keeps it from being: without real-
+    # time rights SCHED_FIFO, with them here the throttling the overload meets
+    why = rows[pinned]["why_unbounded"]
+    assert (rows[pinned]["bound_us"] is not None and why == "") or "SCHED_FIFO" in why, why
     assert all(row["callbacks"] > 0 for row in results["dispatch"])
+
+
+def test_the_rcl_executors_bench_runs_both_policies_and_says_what_keeps_a_bound():
+    """rtaccel-ros-bench: ros2 and picas on one graph, the table's rows, the
+    interference on the executor's core, and picas' bound or its reason."""
+    bench = ROOT / "python" / "rtaccel" / "lib" / "rtaccel-ros-bench"
+    if not bench.exists():
+        needs.skip("build", f"{bench} not built (make build)")
+    done = subprocess.run([str(bench), "--seconds", "1", "--json"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **ROS_ENV})
+    assert done.returncode == 0, done.stderr
+    results = json.loads(done.stdout)
+    assert [row[0] for row in results["rows"]] == ["ros2", "picas"]
+    assert results["rt_throttling"] is True
+    for policy in results["policies"]:
+        assert policy["critical"]["count"] >= 5
+        assert policy["interference"]["steal_ms"] >= 0 and policy["interference"]["preempted"] >= 0
+    picas = results["policies"][1]["critical"]
+    # without --fifo its thread asks no SCHED_FIFO: the premise said
+    assert picas["bound_us"] is None and "SCHED_FIFO" in picas["why_unbounded"], picas
+    bad = subprocess.run([str(bench), "--seconds", "0"], capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 2 and "--seconds 0: a duration over 0" in bad.stderr
 
 
 @pytest.mark.slow
