@@ -164,6 +164,23 @@ void bind_workload(py::module_& m) {
       py::arg("text"), py::arg("file_name") = "<string>", py::arg("machine_cores") = 0);
 
   m.def(
+      "raise_overheads",
+      [](workload::Workload w, uint64_t epsilon_ns, uint64_t kappa_ns, uint64_t jitter_ns,
+         uint64_t link_kernel_ns_per_kb) {
+        workload::raise_overheads(&w, epsilon_ns, kappa_ns, jitter_ns, link_kernel_ns_per_kb);
+        return w;
+      },
+      py::arg("workload"), py::arg("epsilon_ns"), py::arg("kappa_ns"), py::arg("jitter_ns") = 0,
+      py::arg("link_kernel_ns_per_kb") = 0,
+      "A copy of the workload with its server overhead, preemption costs, release jitter and "
+      "links' kernel work raised to at least these (the machine's calibration).");
+}
+
+// What an executor of a program's own callbacks (rtaccel.ros's) analyses:
+// its chains as a workload, and the kernel's real-time throttling as a
+// premise of their bound.
+void bind_executor_analysis(py::module_& m) {
+  m.def(
       "executor_workload",
       [](const std::string& name, const std::vector<std::tuple<std::string, int, int>>& executors,
          const std::vector<std::tuple<std::string, size_t, uint64_t>>& callbacks,
@@ -219,18 +236,6 @@ void bind_workload(py::module_& m) {
       py::arg("load"),
       "Where the kernel's real-time throttling stops a SCHED_FIFO thread kept busy LOAD (0..1) of "
       "the time: why (\"its chains keep its thread busy ...\"); else \"\" (core/realtime.h).");
-
-  m.def(
-      "raise_overheads",
-      [](workload::Workload w, uint64_t epsilon_ns, uint64_t kappa_ns, uint64_t jitter_ns,
-         uint64_t link_kernel_ns_per_kb) {
-        workload::raise_overheads(&w, epsilon_ns, kappa_ns, jitter_ns, link_kernel_ns_per_kb);
-        return w;
-      },
-      py::arg("workload"), py::arg("epsilon_ns"), py::arg("kappa_ns"), py::arg("jitter_ns") = 0,
-      py::arg("link_kernel_ns_per_kb") = 0,
-      "A copy of the workload with its server overhead, preemption costs, release jitter and "
-      "links' kernel work raised to at least these (the machine's calibration).");
 }
 
 // The PAAM response-time analysis (analysis.hpp): bounds per chain, with their
@@ -684,6 +689,7 @@ PYBIND11_MODULE(_core, m) {
   m.attr("__version__") = RTACCEL_VERSION;
   bind_workload(m);
   bind_paam_analysis(m);
+  bind_executor_analysis(m);
   bind_isolation_analysis(m);
   bind_net_analysis(m);
   bind_gang_lock(m);
