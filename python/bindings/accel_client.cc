@@ -304,6 +304,16 @@ int without_the_lock(Registration& r, F call) {
   return err;
 }
 
+// One of a registration's buffers (rtaccel_request_buffer or
+// rtaccel_response_buffer) as a Buffer that keeps the registration.
+std::unique_ptr<Buffer> buffer_of(const RegistrationRef& r, const py::object& service, const char* what,
+                                  void* (*find)(rtaccel_registration*, int, size_t*)) {
+  size_t cap = 0;
+  void* data = find(r->live(what), r->service(service), &cap);
+  if (!data) throw py::value_error(r->name + " has no such service");
+  return std::make_unique<Buffer>(r, data, cap);
+}
+
 py::tuple ticket_tuple(const rtaccel_ticket& t) { return py::make_tuple(t.entry, t.state); }
 rtaccel_ticket ticket_of(const py::tuple& t) {
   if (t.size() != 2) throw py::value_error("a ticket is what submit() returned");
@@ -347,19 +357,13 @@ void bind_registration(py::module_& m) {
       .def(
           "request_buffer",
           [](const RegistrationRef& r, const py::object& service) {
-            size_t cap = 0;
-            void* data = rtaccel_request_buffer(r->live("request_buffer"), r->service(service), &cap);
-            if (!data) throw py::value_error(r->name + " has no such service");
-            return std::make_unique<Buffer>(r, data, cap);
+            return buffer_of(r, service, "request_buffer", rtaccel_request_buffer);
           },
           py::arg("service"), "The service's request buffer, written in place (numpy.frombuffer).")
       .def(
           "response_buffer",
           [](const RegistrationRef& r, const py::object& service) {
-            size_t cap = 0;
-            void* data = rtaccel_response_buffer(r->live("response_buffer"), r->service(service), &cap);
-            if (!data) throw py::value_error(r->name + " has no such service");
-            return std::make_unique<Buffer>(r, data, cap);
+            return buffer_of(r, service, "response_buffer", rtaccel_response_buffer);
           },
           py::arg("service"), "The service's response buffer, read in place.")
       .def(

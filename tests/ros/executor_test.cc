@@ -205,10 +205,12 @@ bool realtime_allowed() {
   return true;
 }
 
-rtaccel_ros_executor* make(rcl_context_t* context, uint32_t policy) {
+// An executor of POLICY: unpinned, or on CORE at SCHED_FIFO FIFO.
+rtaccel_ros_executor* make(rcl_context_t* context, uint32_t policy, int core = -1, int fifo = 0) {
   rtaccel_ros_executor_attr attr{};
   attr.policy = policy;
-  attr.core = -1;
+  attr.core = core;
+  attr.fifo_priority = fifo;
   rtaccel_ros_executor* ex = nullptr;
   EXPECT_EQ(rtaccel_ros_executor_create(context, &attr, &ex), 0);
   return ex;
@@ -376,30 +378,28 @@ TEST_F(Ros, AChainIsMeasuredFromItsTimerToItsLastCallbackWithoutAChangeToItsMess
   rtaccel_ros_executor_destroy(ex);
 }
 
+// The calling thread's cores and policy, given back at the end of a test
+// whose spin_once took them, for the tests after it in the process.
+struct ThreadKept {
+  cpu_set_t cores;
+  ThreadKept() { sched_getaffinity(0, sizeof(cores), &cores); }
+  ~ThreadKept() {
+    sched_param other{};
+    pthread_setschedparam(pthread_self(), SCHED_OTHER, &other);
+    sched_setaffinity(0, sizeof(cores), &cores);
+  }
+};
+
 // The analysis' bound beside the figures, where its premises hold.
 TEST_F(Ros, TheBoundIsGivenWhereTheAnalysisPremisesHoldAndOtherwiseWhyNot) {
-  // spin_once takes the calling thread (core 0, SCHED_FIFO 10): given back
-  // at the end, for the tests after this one in the process
-  cpu_set_t cores;
-  sched_getaffinity(0, sizeof(cores), &cores);
-  struct Restore {
-    cpu_set_t cores;
-    ~Restore() {
-      sched_param other{};
-      pthread_setschedparam(pthread_self(), SCHED_OTHER, &other);
-      sched_setaffinity(0, sizeof(cores), &cores);
-    }
-  } restore{cores};
+  // spin_once takes the calling thread (core 0, SCHED_FIFO 10)
+  ThreadKept kept;
   rcl_timer_t* t = timer(50 * kMs);
   rcl_publisher_t* p = publisher("bounded");
   rcl_subscription_t* s = subscription("bounded");
   for (uint32_t policy : {RTACCEL_ROS_PICAS, RTACCEL_ROS_ROS2}) {
-    rtaccel_ros_executor_attr attr{};
-    attr.policy = policy;
-    attr.core = 0;
-    attr.fifo_priority = 10;
-    rtaccel_ros_executor* ex = nullptr;
-    ASSERT_EQ(rtaccel_ros_executor_create(&context_, &attr, &ex), 0);
+    rtaccel_ros_executor* ex = make(&context_, policy, 0, 10);
+    ASSERT_NE(ex, nullptr);
     ChainNode sense, act;
     sense.out = p;
     std_msgs__msg__Int64 m{};
@@ -445,22 +445,9 @@ TEST_F(Ros, TheBoundIsGivenWhereTheAnalysisPremisesHoldAndOtherwiseWhyNot) {
 TEST_F(Ros, ALoadTheRealTimeThrottlingStopsHasNoBound) {
   long runtime_us, period_us;
   bool throttling = rtaccel_rt_throttling(&runtime_us, &period_us) && runtime_us * 100 < period_us * 98;
-  cpu_set_t cores;
-  sched_getaffinity(0, sizeof(cores), &cores);
-  struct Restore {
-    cpu_set_t cores;
-    ~Restore() {
-      sched_param other{};
-      pthread_setschedparam(pthread_self(), SCHED_OTHER, &other);
-      sched_setaffinity(0, sizeof(cores), &cores);
-    }
-  } restore{cores};
-  rtaccel_ros_executor_attr attr{};
-  attr.policy = RTACCEL_ROS_PICAS;
-  attr.core = 0;
-  attr.fifo_priority = 10;
-  rtaccel_ros_executor* ex = nullptr;
-  ASSERT_EQ(rtaccel_ros_executor_create(&context_, &attr, &ex), 0);
+  ThreadKept kept;
+  rtaccel_ros_executor* ex = make(&context_, RTACCEL_ROS_PICAS, 0, 10);
+  ASSERT_NE(ex, nullptr);
   ChainNode node;
   auto a = named("overload");
   a.cpu_wcet_ns = 49 * kMs;  // 98% of a 50 ms period
