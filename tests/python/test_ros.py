@@ -30,8 +30,9 @@ except ImportError as err:
 
 _DOMAINS = itertools.count(os.getpid() % 100)
 # Discovery on this host only, and Fast DDS over UDP alone: its shared-memory
-# transport keeps port segments in /dev/shm after a clean exit, which the
-# guard would rightly call the test's.
+# transport leaves its segments in /dev/shm when a node is killed, and a node
+# that exits cleanly after a peer was killed leaves its ports, which the
+# guard would rightly call the test's (docs/ros.md, Tests).
 ROS_ENV = {"ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST", "FASTDDS_BUILTIN_TRANSPORTS": "UDPv4"}
 
 
