@@ -405,6 +405,50 @@ Json dispatch_figures(rtaccel_ros_executor* ex) {
 // Spins EX in a thread of its own for SECONDS (the executor pins it and
 // sets its policy; the main thread keeps its own), then stops it. Returns
 // whether that thread ran at SCHED_FIFO.
+// --no-rt-throttling: kernel.sched_rt_runtime_us -1 for the run, what it
+// was written back at exit, before _exit, and on the signals that end the
+// bench (from the handler: open and write are async-signal-safe; SIGABRT
+// is what std::terminate raises).
+constexpr const char* kRtRuntime = "/proc/sys/kernel/sched_rt_runtime_us";
+char saved_runtime[32];
+size_t saved_len;
+
+void put_throttling_back() {
+  if (!saved_len) return;
+  int fd = open(kRtRuntime, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t n = write(fd, saved_runtime, saved_len);
+  (void)n;
+  close(fd);
+}
+
+void put_back_and_end(int sig) {
+  put_throttling_back();
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+void throttling_off() {
+  FILE* f = fopen(kRtRuntime, "re");
+  if (!f || !fgets(saved_runtime, sizeof saved_runtime, f)) {
+    fprintf(stderr, "rtaccel-ros-bench: --no-rt-throttling: cannot read %s: %s\n", kRtRuntime, strerror(errno));
+    exit(1);
+  }
+  fclose(f);
+  int fd = open(kRtRuntime, O_WRONLY | O_CLOEXEC);
+  if (fd < 0 || write(fd, "-1\n", 3) != 3) {
+    fprintf(stderr, "rtaccel-ros-bench: --no-rt-throttling: cannot set %s (%s; it needs root)\n", kRtRuntime,
+            strerror(errno));
+    exit(1);
+  }
+  close(fd);
+  saved_len = strlen(saved_runtime);
+  atexit(put_throttling_back);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGABRT}) signal(sig, put_back_and_end);
+  fprintf(stderr, "# rtaccel-ros-bench: %s -1 for the run (was %.*s)\n", kRtRuntime,
+          static_cast<int>(strcspn(saved_runtime, "\n")), saved_runtime);
+}
+
 // What took the executor's core from its thread while it spun, beside the
 // latencies: a bound counts neither. The hypervisor's steal on the core
 // (/proc/stat, in ticks of 10 ms), and the times a thread preempted it
@@ -450,6 +494,7 @@ bool spin_for(rtaccel_ros_executor* ex, double seconds, int core, Interference* 
   if (stopped != 0) {
     // a callback that does not return cannot be ended from here
     fprintf(stderr, "rtaccel-ros-bench: %s\n", rtaccel_ros_error(ex));
+    put_throttling_back();  // _exit runs no atexit handler
     _exit(1);
   }
   spinner.join();
@@ -641,49 +686,6 @@ int run(const Options& o) {
   else
     print_table(r);
   return 0;
-}
-
-// --no-rt-throttling: kernel.sched_rt_runtime_us -1 for the run, what it
-// was written back at exit and on SIGINT and SIGTERM (from the handler: a
-// write is async-signal-safe).
-constexpr const char* kRtRuntime = "/proc/sys/kernel/sched_rt_runtime_us";
-char saved_runtime[32];
-size_t saved_len;
-
-void put_throttling_back() {
-  int fd = open(kRtRuntime, O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return;
-  ssize_t n = write(fd, saved_runtime, saved_len);
-  (void)n;
-  close(fd);
-}
-
-void put_back_and_end(int sig) {
-  put_throttling_back();
-  signal(sig, SIG_DFL);
-  raise(sig);
-}
-
-void throttling_off() {
-  FILE* f = fopen(kRtRuntime, "re");
-  if (!f || !fgets(saved_runtime, sizeof saved_runtime, f)) {
-    fprintf(stderr, "rtaccel-ros-bench: --no-rt-throttling: cannot read %s: %s\n", kRtRuntime, strerror(errno));
-    exit(1);
-  }
-  fclose(f);
-  saved_len = strlen(saved_runtime);
-  int fd = open(kRtRuntime, O_WRONLY | O_CLOEXEC);
-  if (fd < 0 || write(fd, "-1\n", 3) != 3) {
-    fprintf(stderr, "rtaccel-ros-bench: --no-rt-throttling: cannot set %s (%s; it needs root)\n", kRtRuntime,
-            strerror(errno));
-    exit(1);
-  }
-  close(fd);
-  atexit(put_throttling_back);
-  signal(SIGINT, put_back_and_end);
-  signal(SIGTERM, put_back_and_end);
-  fprintf(stderr, "# rtaccel-ros-bench: %s -1 for the run (was %.*s)\n", kRtRuntime,
-          static_cast<int>(strcspn(saved_runtime, "\n")), saved_runtime);
 }
 
 }  // namespace

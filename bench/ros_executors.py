@@ -265,7 +265,7 @@ def dispatch_under(name: str, seconds: float) -> dict:
         executor = EXECUTORS[name](context)
         executor.add_node(node)
         start = time.perf_counter()
-        spin_for(executor, seconds)
+        spin_keeping_the_thread(executor, seconds)
         elapsed = time.perf_counter() - start
         executor.shutdown()
         node.destroy_node()
@@ -426,11 +426,12 @@ def main() -> int:
                 parser.error(err.strerror)
         results = {"seconds": args.seconds, "rt_throttling": not args.no_rt_throttling,
                    "chains": [chains_under(name, args.seconds) for name in EXECUTORS]}
+        if args.dispatch:
+            results["dispatch"] = [dispatch_under(name, min(args.seconds, 3.0)) for name in EXECUTORS]
     base = next(r for r in results["chains"] if r["executor"] == BASELINE)["critical"]["p99_us"]
     for row in results["chains"]:
         row["critical_p99_vs_default"] = ratio(row["critical"]["p99_us"], base)
     if args.dispatch:
-        results["dispatch"] = [dispatch_under(name, min(args.seconds, 3.0)) for name in EXECUTORS]
         base = next(r for r in results["dispatch"] if r["executor"] == BASELINE)["us_per_callback"]
         for row in results["dispatch"]:
             row["vs_default"] = ratio(row["us_per_callback"], base)

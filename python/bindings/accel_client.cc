@@ -20,6 +20,7 @@
 #include <pybind11/stl.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -248,6 +249,7 @@ struct Client {
   rtaccel_client* client = nullptr;
   std::string socket;
   std::vector<std::weak_ptr<Registration>> registrations;
+  int in_call = 0;  // threads in a declaration or registration, the interpreter lock let go
 
   rtaccel_client* live(const char* what) const {
     if (!client) throw py::value_error(std::string(what) + ": the client of " + socket + " is closed");
@@ -291,6 +293,18 @@ RegistrationRef make_registration(const std::shared_ptr<Client>& c, rtaccel_regi
   return r;
 }
 
+// A registration is used by one thread at a time (rtaccel/accel.h): a
+// second one, while the first waits with the interpreter lock let go, is
+// refused rather than let race on the ring.
+rtaccel_registration* alone(const Registration& r, const char* what) {
+  rtaccel_registration* reg = r.live(what);
+  if (r.waiting)
+    throw py::value_error(std::string(what) + ": the registration of " + r.name +
+                          " is waiting on a request in another thread; a registration is used by one "
+                          "thread at a time");
+  return reg;
+}
+
 // A request's wait with the interpreter lock let go; the registration stays.
 template <typename F>
 int without_the_lock(Registration& r, F call) {
@@ -301,6 +315,21 @@ int without_the_lock(Registration& r, F call) {
     err = call();
   }
   --r.waiting;
+  return err;
+}
+
+// A round trip to the server with the interpreter lock let go; the
+// connection stays open meanwhile (close() refuses).
+template <typename F>
+int on_the_connection(Client& c, const char* what, F call) {
+  rtaccel_client* client = c.live(what);
+  ++c.in_call;
+  int err;
+  {
+    py::gil_scoped_release unlocked;
+    err = call(client);
+  }
+  --c.in_call;
   return err;
 }
 
@@ -323,7 +352,8 @@ rtaccel_ticket ticket_of(const py::tuple& t) {
 uint64_t timeout_ns_of(const py::object& timeout_s) {
   if (timeout_s.is_none()) return 0;
   double s = timeout_s.cast<double>();
-  if (!(s > 0)) throw py::value_error("timeout_s must be positive (None: no limit)");
+  if (!(s > 0) || !std::isfinite(s) || s > 1e9)
+    throw py::value_error("timeout_s must be a positive number of seconds (None: no limit)");
   return static_cast<uint64_t>(s * 1e9) ? static_cast<uint64_t>(s * 1e9) : 1;
 }
 
@@ -370,7 +400,7 @@ void bind_registration(py::module_& m) {
           "submit",
           [](Registration& r, const py::object& service, size_t length) {
             rtaccel_ticket t{};
-            int err = rtaccel_submit(r.live("submit"), r.service(service), length, &t);
+            int err = rtaccel_submit(alone(r, "submit"), r.service(service), length, &t);
             if (err < 0) raise_errno(err, "submit to " + r.name);
             return ticket_tuple(t);
           },
@@ -380,7 +410,7 @@ void bind_registration(py::module_& m) {
       .def(
           "wait",
           [](Registration& r, const py::tuple& ticket, const py::object& timeout_s) {
-            rtaccel_registration* reg = r.live("wait");
+            rtaccel_registration* reg = alone(r, "wait");
             rtaccel_ticket t = ticket_of(ticket);
             uint64_t timeout = timeout_ns_of(timeout_s);
             size_t length = 0;
@@ -396,7 +426,7 @@ void bind_registration(py::module_& m) {
           [](Registration& r, const py::tuple& ticket) -> py::object {
             rtaccel_ticket t = ticket_of(ticket);
             size_t length = 0;
-            int err = rtaccel_poll(r.live("poll"), &t, &length);
+            int err = rtaccel_poll(alone(r, "poll"), &t, &length);
             if (err == -EAGAIN) return py::none();
             if (err < 0) raise_errno(err, "request of " + r.name);
             return py::int_(length);
@@ -405,7 +435,7 @@ void bind_registration(py::module_& m) {
       .def(
           "call",
           [](Registration& r, const py::object& service, size_t length, const py::object& timeout_s) {
-            rtaccel_registration* reg = r.live("call");
+            rtaccel_registration* reg = alone(r, "call");
             int index = r.service(service);
             uint64_t timeout = timeout_ns_of(timeout_s);
             size_t out = 0;
@@ -420,7 +450,7 @@ void bind_registration(py::module_& m) {
           [](const Registration& r, const py::tuple& ticket) {
             rtaccel_ticket t = ticket_of(ticket);
             rtaccel_request_times times{};
-            int err = rtaccel_request_timestamps(r.live("timestamps"), &t, &times);
+            int err = rtaccel_request_timestamps(alone(r, "timestamps"), &t, &times);
             if (err < 0) raise_errno(err, "timestamps of " + r.name);
             py::dict d;
             d["submit_ns"] = times.submit_ns;
@@ -457,13 +487,10 @@ void bind_client(py::module_& m) {
           [](Client& c, const py::list& chains) {
             std::vector<rtaccel_chain_desc> descs;
             for (auto chain : chains) descs.push_back(chain_of(chain));
-            rtaccel_client* client = c.live("declare");
             char why[512] = "";
-            int err;
-            {
-              py::gil_scoped_release unlocked;
-              err = rtaccel_client_declare(client, descs.data(), descs.size(), why, sizeof why);
-            }
+            int err = on_the_connection(c, "declare", [&](rtaccel_client* client) {
+              return rtaccel_client_declare(client, descs.data(), descs.size(), why, sizeof why);
+            });
             if (err < 0)
               raise_errno(err, descs.size() == 1 ? "declaring chain '" + std::string(descs[0].name) + "'"
                                                  : "declaring " + std::to_string(descs.size()) + " chains",
@@ -477,14 +504,11 @@ void bind_client(py::module_& m) {
           [](const std::shared_ptr<Client>& c, const py::dict& chain, const py::object& callback,
              const py::dict& services) {
             rtaccel_registration_desc desc = registration_of(chain, callback, services);
-            rtaccel_client* client = c->live("register");
             rtaccel_registration* reg = nullptr;
             char why[512] = "";
-            int err;
-            {
-              py::gil_scoped_release unlocked;
-              err = rtaccel_client_register(client, &desc, &reg, why, sizeof why);
-            }
+            int err = on_the_connection(*c, "register", [&](rtaccel_client* client) {
+              return rtaccel_client_register(client, &desc, &reg, why, sizeof why);
+            });
             if (err < 0)
               raise_errno(err, "registering callback '" + std::string(desc.chain.callbacks[desc.callback].name) +
                                    "' of chain '" + desc.chain.name + "'", why);
@@ -502,14 +526,11 @@ void bind_client(py::module_& m) {
               if (t.size() != 3) throw py::value_error("register_all takes (chain, callback, services) tuples");
               descs.push_back(registration_of(t[0], t[1], t[2].cast<py::dict>()));
             }
-            rtaccel_client* client = c->live("register_all");
             std::vector<rtaccel_registration*> regs(descs.size(), nullptr);
             char why[512] = "";
-            int err;
-            {
-              py::gil_scoped_release unlocked;
-              err = rtaccel_client_register_all(client, descs.data(), descs.size(), regs.data(), why, sizeof why);
-            }
+            int err = on_the_connection(*c, "register_all", [&](rtaccel_client* client) {
+              return rtaccel_client_register_all(client, descs.data(), descs.size(), regs.data(), why, sizeof why);
+            });
             if (err < 0) {
               for (rtaccel_registration* reg : regs) rtaccel_client_unregister(reg);
               raise_errno(err, "registering " + std::to_string(descs.size()) + " callbacks", why);
@@ -524,6 +545,9 @@ void bind_client(py::module_& m) {
       .def(
           "close",
           [](Client& c) {
+            if (c.in_call)
+              throw py::value_error("close: the client of " + c.socket +
+                                    " has a declaration or registration under way in another thread");
             std::vector<RegistrationRef> live;
             for (auto& weak : c.registrations)
               if (auto r = weak.lock(); r && r->reg) live.push_back(r);

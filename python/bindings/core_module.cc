@@ -229,13 +229,16 @@ void bind_executor_analysis(py::module_& m) {
 
   m.def(
       "rt_throttles",
-      [](double load) {
+      [](const std::vector<std::pair<uint64_t, uint64_t>>& callbacks) {
+        std::vector<uint64_t> cpu, period;
+        for (const auto& [c, t] : callbacks) cpu.push_back(c), period.push_back(t);
         char why[512] = "";
-        return rtaccel_rt_throttles(load, why, sizeof why) ? std::string(why) : std::string();
+        return rtaccel_rt_throttles(cpu.data(), period.data(), cpu.size(), why, sizeof why) ? std::string(why)
+                                                                                           : std::string();
       },
-      py::arg("load"),
-      "Where the kernel's real-time throttling stops a SCHED_FIFO thread kept busy LOAD (0..1) of "
-      "the time: why (\"its chains keep its thread busy ...\"); else \"\" (core/realtime.h).");
+      py::arg("callbacks"),
+      "Where the kernel's real-time throttling can stop a SCHED_FIFO thread that runs CALLBACKS "
+      "((WCET ns, period ns) each): why (\"its callbacks may ask ...\"); else \"\" (core/realtime.h).");
 }
 
 // The PAAM response-time analysis (analysis.hpp): bounds per chain, with their

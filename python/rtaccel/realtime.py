@@ -19,7 +19,9 @@ import contextlib
 import gzip
 import os
 import resource
+import signal
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -156,7 +158,19 @@ def no_rt_throttling(who: str):
         raise OSError(err.errno, f"{who}: --no-rt-throttling: cannot set {RT_RUNTIME} "
                                  f"({err.strerror}; it needs root)") from None
     print(f"# {who}: {RT_RUNTIME} -1 for the run (was {before})", file=sys.stderr)
+    # SIGTERM and SIGHUP would end the process without this block's finally:
+    # as SystemExit they run it (from the main thread, the one signals reach)
+    ending = (signal.SIGTERM, signal.SIGHUP)
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {sig: signal.signal(sig, _exit_on) for sig in ending}
     try:
         yield
     finally:
         RT_RUNTIME.write_text(before + "\n")
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _exit_on(signum, frame):
+    raise SystemExit(128 + signum)

@@ -273,6 +273,7 @@ class Executor(_RclpyExecutor):
         self._work = {}           # id(callback) -> its ros_work.Work (set_work)
         self._declared = {}       # id(callback) -> the callback, for set_work's
         self._prepared = False    # analysed, and registered under paam, at the first spin
+        self._bounded_threads = None  # the process's threads while the chains' bounds hold
         self._server = ros_work.Registrations(self)
         # rclpy's __del__ reads it, also of an executor its __init__ never
         # reached or left half-way (a context not initialised)
@@ -296,6 +297,7 @@ class Executor(_RclpyExecutor):
             raise TypeError(f"set_priority: {target!r} is not a timer, subscription, service, client "
                             "or callback group")
         self._check_priority("set_priority", priority)
+        self._check_not_spun("set_priority")
         if not isinstance(target, CallbackGroup):
             self._check_alive("set_priority", target)
         self._given[id(target)] = (target, priority)
@@ -309,6 +311,7 @@ class Executor(_RclpyExecutor):
         if not isinstance(target, ENTITIES):
             raise TypeError(f"set_work: {target!r} is not a timer, subscription, service or client")
         self._check_alive("set_work", target)
+        self._check_not_spun("set_work")
         self._work[id(target)] = ros_work.work_of(f"set_work of the {label(target)}", cpu_wcet_ms, segments,
                                                   services)
         self._declared[id(target)] = target
@@ -344,6 +347,7 @@ class Executor(_RclpyExecutor):
         a subscription is released, for the analysis and admission (a
         timer's chain has its timer's)."""
         where = f"chain {name!r}"
+        self._check_not_spun(where)
         if not isinstance(name, str) or not name or name in self._chains:
             raise ValueError(f"{where}: a chain needs a name of its own")
         self._check_priority(where, priority)
@@ -358,6 +362,9 @@ class Executor(_RclpyExecutor):
         period_ns = None if period_ms is None else ros_work.positive_ns(f"{where}: period_ms", period_ms)
         for step, entity in enumerate(callbacks):
             self._check_step(where, step, entity, callbacks)
+        if period_ns is not None and isinstance(callbacks[0], Timer) and period_ns != callbacks[0].timer_period_ns:
+            raise ValueError(f"{where}: period_ms {period_ms:g} is not its timer's "
+                             f"{callbacks[0].timer_period_ns / 1e6:g} ms: a timer's chain has its timer's period")
         chain = Chain(name, callbacks, priority, None if deadline_ms is None else int(deadline_ms * 1e6),
                       overrun_ns, period_ns,
                       executions=[collections.deque(maxlen=KEPT_EXECUTIONS) for _ in callbacks])
@@ -366,6 +373,13 @@ class Executor(_RclpyExecutor):
             self._steps.setdefault(id(entity), []).append((chain, step))
             if overrun_ns is not None:
                 self._budgets[id(entity)] = min(self._budgets.get(id(entity), overrun_ns), overrun_ns)
+
+    def _check_not_spun(self, where: str) -> None:
+        """Declarations are read as the executor first spins (the analysis,
+        the server's admission): one made after would be left out."""
+        if self._prepared:
+            raise RuntimeError(f"{where}: the executor has spun already; its chains, priorities and work "
+                               "are declared before it first spins")
 
     def _check_priority(self, where: str, priority) -> None:
         if not isinstance(priority, int) or isinstance(priority, bool):
@@ -415,6 +429,8 @@ class Executor(_RclpyExecutor):
             self._take_the_thread()
         if not self._prepared and threading.get_ident() == self._spinner:
             self._prepare()
+        if self._bounded_threads is not None and threading.active_count() > self._bounded_threads:
+            self._a_thread_started()
         elif self._spinner != threading.get_ident():
             raise RuntimeError("rtaccel.ros.Executor runs its callbacks in one thread: it is spun by "
                                "another already")
@@ -426,15 +442,16 @@ class Executor(_RclpyExecutor):
             self._look_at_the_graph()
         self._raise_a_problem()
         # ros2: a polling point only once what the last one found has run;
-        # picas: every time, without waiting while something is ready.
+        # picas (and paam): every time, without waiting while something is ready.
+        by_priority = self.policy != "ros2"
         if not self._ready:
             self._poll(timeout_sec, condition)
-        elif self.policy == "picas":
+        elif by_priority:
             self._poll(0, condition)
         if not self._ready:
             return
         chosen = 0
-        if self.policy == "picas":
+        if by_priority:
             best = UNRANKED
             for i, ready in enumerate(self._ready):
                 if ready[3] > best:
@@ -465,6 +482,14 @@ class Executor(_RclpyExecutor):
             self._server.make()
         ros_work.Analysis(self).run()
         self._prepared = True
+
+    def _a_thread_started(self) -> None:
+        """A thread started beside the executor since its chains were
+        bounded: the interpreter lock's premise no longer holds."""
+        why = ros_work.others_running_python(self) or "a thread started beside the executor"
+        for chain in self._chains.values():
+            chain.bound_ns, chain.why_unbounded = None, why
+        self._bounded_threads = None
 
     def _node_of(self, entity):
         """The node of the executor's that has ENTITY, or None."""
@@ -528,6 +553,8 @@ class Executor(_RclpyExecutor):
         self._watchdog = threading.Thread(target=_watch, args=(weakref.ref(self), self._watch_stop),
                                           name="rtaccel.ros watchdog", daemon=True)
         self._watchdog.start()
+        if self._bounded_threads is not None:
+            self._bounded_threads += 1  # the executor's own: not a premise's
 
     def _watch_once(self) -> float:
         """What the watchdog does when it wakes: says the callback running

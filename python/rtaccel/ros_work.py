@@ -124,6 +124,8 @@ class Analysis:
         for chain, result in zip(ex._chains.values(), _core.analyze(workload)):
             chain.bound_ns = result.wcrt_ns if result.bounded else None
             chain.why_unbounded = "" if result.bounded else f"the analysis finds no bound: {result.reason}"
+        # a thread started later breaks the premise: each spin counts them
+        ex._bounded_threads = threading.active_count()
 
     def why_not(self) -> str:
         ex = self.executor
@@ -145,6 +147,8 @@ class Analysis:
             # action) is work the analysis does not know.
             if any(not isinstance(w, EventHandler) for w in node.waitables):
                 return f"node {node.get_name()!r} has waitables (actions), which the analysis does not know"
+            if any(True for _ in node.guards):
+                return f"node {node.get_name()!r} has guard conditions, whose callbacks the analysis does not know"
             for entity in (*node.timers, *node.subscriptions, *node.services, *node.clients):
                 if id(entity) not in chained:
                     hint = (" (a node's parameter and type description services: Node(..., "
@@ -160,17 +164,24 @@ class Analysis:
                     return f"{ex._callback_of(entity, None)} runs at a priority other than its chains'"
             if period_ns(chain) is None:
                 return f"chain {chain.name!r} starts with a subscription and declares no period_ms"
-        load = sum(work.cpu_wcet_ns / min(period_ns(c) for c, _ in ex._steps[entity_id])
-                   for entity_id, work in ex._work.items() if entity_id in ex._steps)
-        throttled = _core.rt_throttles(load)
+        throttled = _core.rt_throttles([(work.cpu_wcet_ns, min(period_ns(c) for c, _ in ex._steps[entity_id]))
+                                        for entity_id, work in ex._work.items() if entity_id in ex._steps])
         if throttled:
             return throttled
-        others = [t.name for t in threading.enumerate()
-                  if t.ident != threading.get_ident() and t is not ex._watchdog and t.is_alive()]
-        if others:
-            return (f"threads of this process beside the executor's ({', '.join(others)}) would share "
-                    "the interpreter lock with it: a switch interval per handoff (docs/ros.md)")
+        return others_running_python(ex)
+
+
+def others_running_python(ex) -> str:
+    """The premise of the interpreter lock, checked: the threads of the
+    process other than the spinning one (and the executor's watchdog, which
+    wakes only when a callback is due to overrun) named, where there are any;
+    else ""."""
+    others = [t.name for t in threading.enumerate()
+              if t.ident != ex._spinner and t is not ex._watchdog and t.is_alive()]
+    if not others:
         return ""
+    return (f"threads of this process beside the executor's ({', '.join(others)}) would share "
+            "the interpreter lock with it: a switch interval per handoff (docs/ros.md)")
 
 
 def _is_a_nodes_own(entity) -> bool:
@@ -261,12 +272,12 @@ class Registrations:
         for reg in self.of.values():
             try:
                 reg.close()
-            except BufferError as err:
+            except (BufferError, ValueError) as err:  # a buffer alive; a request waiting in another thread
                 say(f"rtaccel.ros: shutdown: {err}")
         self.of = {}
         if self.client is not None:
             try:
                 self.client.close()
-            except BufferError:
+            except (BufferError, ValueError):
                 pass  # said above; the connection ends with the last of them
             self.client = None

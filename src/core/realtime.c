@@ -66,20 +66,24 @@ int rtaccel_rt_throttling(long *runtime_us, long *period_us)
 	return *runtime_us >= 0 && *period_us > 0 && *runtime_us < *period_us;
 }
 
-int rtaccel_rt_throttles(double load, char *why, size_t len)
+int rtaccel_rt_throttles(const uint64_t *cpu_ns, const uint64_t *period_ns, size_t n, char *why, size_t len)
 {
 	long runtime_us, period_us;
 	if (!rtaccel_rt_throttling(&runtime_us, &period_us))
 		return 0;
-	double share = (double)runtime_us / (double)period_us;
-	if (load <= share)
+	uint64_t window_ns = (uint64_t)period_us * 1000, demand_ns = 0;
+	for (size_t i = 0; i < n; ++i)
+		if (period_ns[i])
+			demand_ns += ((window_ns + period_ns[i] - 1) / period_ns[i] + 1) * cpu_ns[i];
+	if (demand_ns <= (uint64_t)runtime_us * 1000)
 		return 0;
 	snprintf(why, len,
-		 "its chains keep its thread busy %.0f%% of the time, over the %.0f%% the kernel's real-time "
-		 "throttling lets SCHED_FIFO threads run (kernel.sched_rt_runtime_us %ld of sched_rt_period_us "
-		 "%ld): the thread would stand still %.0f ms a period (lighter chains, or sysctl "
-		 "kernel.sched_rt_runtime_us=-1)",
-		 load * 100, share * 100, runtime_us, period_us, (double)(period_us - runtime_us) / 1000);
+		 "its callbacks may ask its thread for %.0f ms in a throttling period of %.0f ms, over the "
+		 "%.0f ms the kernel's real-time throttling lets SCHED_FIFO threads run in one "
+		 "(kernel.sched_rt_runtime_us %ld of sched_rt_period_us %ld): the thread can stand still "
+		 "%.0f ms a period (lighter chains, or sysctl kernel.sched_rt_runtime_us=-1)",
+		 (double)demand_ns / 1e6, (double)period_us / 1000, (double)runtime_us / 1000, runtime_us,
+		 period_us, (double)(period_us - runtime_us) / 1000);
 	return 1;
 }
 

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -37,11 +38,13 @@ int rtaccel_cores_usable(void);
  * is on; 0 where it is off (a runtime of -1) or cannot be read. */
 int rtaccel_rt_throttling(long *runtime_us, long *period_us);
 
-/* Whether that throttling stops a SCHED_FIFO thread kept busy LOAD of the
- * time (0.5: half), as an executor is by its callbacks' WCETs over their
- * periods: 1, with why in WHY (at most LEN bytes, "its chains keep ... "),
- * where LOAD is over the share it leaves; 0 where it is not. */
-int rtaccel_rt_throttles(double load, char *why, size_t len);
+/* Whether that throttling can stop a SCHED_FIFO thread that runs N
+ * callbacks, the I-th for at most CPU_NS[I] once every PERIOD_NS[I] (an
+ * executor's on one core): 1, with why in WHY (at most LEN bytes, "its
+ * callbacks may ask ..."), where what they may ask of it within one
+ * throttling period, (ceil(P / T) + 1) x C each, is over the runtime the
+ * throttling leaves; 0 where it cannot. */
+int rtaccel_rt_throttles(const uint64_t *cpu_ns, const uint64_t *period_ns, size_t n, char *why, size_t len);
 
 /* Gives the calling thread SCHED_FIFO PRIORITY; refused, the best it is
  * allowed instead: SCHED_OTHER at nice -20, else as it was. Returns 1 for

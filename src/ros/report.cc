@@ -68,16 +68,25 @@ std::string unanalysable(const rtaccel_ros_executor& ex) {
   }
   for (const auto& c : ex.chains)
     if (c->period_ns == 0) return "chain '" + c->name + "' starts with a subscription and declares no period_ns";
-  for (const auto& g : ex.groups) {
-    double load = 0;
-    for (const auto& h : ex.handles) {
-      if (h->group != g.get()) continue;
-      uint64_t fastest = UINT64_MAX;
-      for (const auto& step : h->steps) fastest = std::min(fastest, step.chain->period_ns);
-      load += static_cast<double>(h->attr.cpu_wcet_ns) / static_cast<double>(fastest);
-    }
+  return "";
+}
+
+// Where the kernel's real-time throttling can stop a core's SCHED_FIFO
+// groups, which no bound counts: why; "" where it cannot. The throttling
+// is the core's, for all of its real-time threads together.
+std::string throttled(const rtaccel_ros_executor& ex) {
+  std::map<int, std::pair<std::vector<uint64_t>, std::vector<uint64_t>>> on_core;  // WCETs, periods
+  for (const auto& h : ex.handles) {
+    uint64_t fastest = UINT64_MAX;
+    for (const auto& step : h->steps) fastest = std::min(fastest, step.chain->period_ns);
+    auto& [wcets, periods] = on_core[h->group->core];
+    wcets.push_back(h->attr.cpu_wcet_ns);
+    periods.push_back(fastest);
+  }
+  for (const auto& [core, work] : on_core) {
     char why[512];
-    if (rtaccel_rt_throttles(load, why, sizeof why)) return "group " + g->name + ": " + why;
+    if (rtaccel_rt_throttles(work.first.data(), work.second.data(), work.first.size(), why, sizeof why))
+      return "on core " + std::to_string(core) + ", " + why;
   }
   return "";
 }
@@ -299,6 +308,9 @@ RTACCEL_API int rtaccel_ros_chain_query(rtaccel_ros_executor* ex, size_t i, rtac
     if (why.empty() && g->realtime.load() != 1)
       why = "group " + g->name + (g->fifo_priority ? " was refused SCHED_FIFO" : " asks no SCHED_FIFO priority") +
             ": the analysis' premise (nothing else runs before it on its core) does not hold";
+  // at SCHED_FIFO, what the kernel allows it (its groups' WCETs and periods
+  // are known, checked by unanalysable())
+  if (why.empty() && ex->prepared) why = rtaccel::ros::throttled(*ex);
   out->bounded = c.bounded && why.empty();
   rtaccel::ros::copy_name(out->why_unbounded, sizeof(out->why_unbounded), why);
   return 0;

@@ -93,17 +93,49 @@ def test_a_request_lets_the_interpreter_lock_go(client):
     other = threading.Thread(target=count)
     other.start()
     try:
+        # its rate with the lock to itself (this thread sleeping lets it go)
+        before = counted
+        time.sleep(0.1)
+        rate = (counted - before) / 0.1
+        before = counted
         start = time.monotonic()
         reg.call("busy", 8)
         took = time.monotonic() - start
-        during = counted
+        during = counted - before
     finally:
         stop.set()
         other.join()
     assert took >= 0.25
     # Holding the lock through the request, the call would have let the
-    # other thread count for a switch interval (5 ms) at most.
-    assert during > 10_000, during
+    # other thread count for a switch interval (5 ms) of its 300 at most.
+    assert during > rate * took * 0.25, (during, rate, took)
+    reg.close()
+
+
+def test_a_registration_waiting_in_one_thread_is_refused_to_another(client):
+    reg = client.register(chain(segments=(("busy", 50),)), "detect", {"busy": (8, 8)})
+    struct.pack_into("<Q", reg.request_buffer("busy"), 0, 300 * MS)
+    waiter = threading.Thread(target=reg.call, args=("busy", 8))
+    waiter.start()
+    try:
+        # asking its timestamps changes nothing: until the other thread
+        # waits they are answered, then refused as everything else is
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                reg.timestamps((0, 0))
+            except ValueError as refused:
+                assert "waiting on a request in another thread" in str(refused)
+                break
+            except OSError:
+                pass  # no request on that entry yet
+            assert time.monotonic() < deadline, "the other thread never waited"
+        with pytest.raises(ValueError, match="waiting on a request in another thread"):
+            reg.submit("busy", 8)
+        with pytest.raises(ValueError, match="request waiting in another thread"):
+            reg.close()
+    finally:
+        waiter.join()
     reg.close()
 
 

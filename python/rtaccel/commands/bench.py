@@ -128,12 +128,16 @@ def cmd_bench_gang_preemption(args) -> int:
         cmd.append("--json")
     if not args.no_rt_throttling:
         return common.exec_program(cmd)
+    off = realtime.no_rt_throttling("rtaccel bench gang-preemption")
     try:
-        with realtime.no_rt_throttling("rtaccel bench gang-preemption"):
-            return subprocess.run(cmd).returncode
+        off.__enter__()
     except OSError as err:
         print(err.strerror, file=sys.stderr)
         return EXIT_CANNOT_RUN_HERE
+    try:
+        return subprocess.run(cmd).returncode
+    finally:
+        off.__exit__(None, None, None)
 
 
 def cmd_bench_gang_synthetic(args) -> int:
