@@ -444,7 +444,8 @@ void throttling_off() {
   close(fd);
   saved_len = strlen(saved_runtime);
   atexit(put_throttling_back);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGABRT}) signal(sig, put_back_and_end);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGABRT})
+    if (signal(sig, put_back_and_end) == SIG_IGN) signal(sig, SIG_IGN);  // ignored (nohup): stays so
   fprintf(stderr, "# rtaccel-ros-bench: %s -1 for the run (was %.*s)\n", kRtRuntime,
           static_cast<int>(strcspn(saved_runtime, "\n")), saved_runtime);
 }

@@ -159,14 +159,18 @@ def no_rt_throttling(who: str):
                                  f"({err.strerror}; it needs root)") from None
     print(f"# {who}: {RT_RUNTIME} -1 for the run (was {before})", file=sys.stderr)
     # SIGTERM and SIGHUP would end the process without this block's finally:
-    # as SystemExit they run it (from the main thread, the one signals reach)
-    ending = (signal.SIGTERM, signal.SIGHUP)
+    # as SystemExit they run it (from the main thread, the one signals reach;
+    # a signal the process ignores, as under nohup, stays ignored)
     previous = {}
     if threading.current_thread() is threading.main_thread():
-        previous = {sig: signal.signal(sig, _exit_on) for sig in ending}
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                previous[sig] = signal.signal(sig, _exit_on)
     try:
         yield
     finally:
+        for sig in previous:  # a second one must not cut the write short
+            signal.signal(sig, signal.SIG_IGN)
         RT_RUNTIME.write_text(before + "\n")
         for sig, handler in previous.items():
             signal.signal(sig, handler)

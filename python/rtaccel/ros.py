@@ -273,7 +273,7 @@ class Executor(_RclpyExecutor):
         self._work = {}           # id(callback) -> its ros_work.Work (set_work)
         self._declared = {}       # id(callback) -> the callback, for set_work's
         self._prepared = False    # analysed, and registered under paam, at the first spin
-        self._bounded_threads = None  # the process's threads while the chains' bounds hold
+        self._bounded_threads = None  # the process's threads' idents while the chains' bounds hold
         self._server = ros_work.Registrations(self)
         # rclpy's __del__ reads it, also of an executor its __init__ never
         # reached or left half-way (a context not initialised)
@@ -362,7 +362,9 @@ class Executor(_RclpyExecutor):
         period_ns = None if period_ms is None else ros_work.positive_ns(f"{where}: period_ms", period_ms)
         for step, entity in enumerate(callbacks):
             self._check_step(where, step, entity, callbacks)
-        if period_ns is not None and isinstance(callbacks[0], Timer) and period_ns != callbacks[0].timer_period_ns:
+        # rclpy keeps a period in whole ns of seconds: equal to a µs
+        if period_ns is not None and isinstance(callbacks[0], Timer) and \
+                abs(period_ns - callbacks[0].timer_period_ns) > 1000:
             raise ValueError(f"{where}: period_ms {period_ms:g} is not its timer's "
                              f"{callbacks[0].timer_period_ns / 1e6:g} ms: a timer's chain has its timer's period")
         chain = Chain(name, callbacks, priority, None if deadline_ms is None else int(deadline_ms * 1e6),
@@ -427,13 +429,12 @@ class Executor(_RclpyExecutor):
         if self._spinner is None:
             self._spinner = threading.get_ident()
             self._take_the_thread()
-        if not self._prepared and threading.get_ident() == self._spinner:
-            self._prepare()
-        if self._bounded_threads is not None and threading.active_count() > self._bounded_threads:
-            self._a_thread_started()
         elif self._spinner != threading.get_ident():
             raise RuntimeError("rtaccel.ros.Executor runs its callbacks in one thread: it is spun by "
                                "another already")
+        if not self._prepared:
+            self._prepare()
+        self._check_the_threads()
         if self._is_shutdown:  # shut down from another thread: what it found ready never runs
             self._ready.clear()
             self._pending.clear()
@@ -483,9 +484,15 @@ class Executor(_RclpyExecutor):
         ros_work.Analysis(self).run()
         self._prepared = True
 
-    def _a_thread_started(self) -> None:
-        """A thread started beside the executor since its chains were
-        bounded: the interpreter lock's premise no longer holds."""
+    def _check_the_threads(self) -> None:
+        """Whether a thread started beside the executor since its chains were
+        bounded (at each spin and in latencies(): one that starts and ends
+        between two is not seen); if so the interpreter lock's premise no
+        longer holds and the bounds go, saying why."""
+        kept = self._bounded_threads
+        if kept is None or (threading.active_count() == len(kept)
+                            and all(t.ident in kept for t in threading.enumerate())):
+            return
         why = ros_work.others_running_python(self) or "a thread started beside the executor"
         for chain in self._chains.values():
             chain.bound_ns, chain.why_unbounded = None, why
@@ -554,7 +561,7 @@ class Executor(_RclpyExecutor):
                                           name="rtaccel.ros watchdog", daemon=True)
         self._watchdog.start()
         if self._bounded_threads is not None:
-            self._bounded_threads += 1  # the executor's own: not a premise's
+            self._bounded_threads = self._bounded_threads | {self._watchdog.ident}  # the executor's own
 
     def _watch_once(self) -> float:
         """What the watchdog does when it wakes: says the callback running
@@ -776,6 +783,7 @@ class Executor(_RclpyExecutor):
         end-to-end latency (µs), deadline misses and unattributed messages,
         in summary.json's words; the analysis' bound (µs) beside them, or
         why there is none."""
+        self._check_the_threads()
         out = []
         for chain in self._chains.values():
             ns = chain.latencies_ns

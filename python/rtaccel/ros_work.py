@@ -124,8 +124,9 @@ class Analysis:
         for chain, result in zip(ex._chains.values(), _core.analyze(workload)):
             chain.bound_ns = result.wcrt_ns if result.bounded else None
             chain.why_unbounded = "" if result.bounded else f"the analysis finds no bound: {result.reason}"
-        # a thread started later breaks the premise: each spin counts them
-        ex._bounded_threads = threading.active_count()
+        # the premise held: the spinning thread (and the watchdog) alone; a
+        # thread started later breaks it, and each spin looks
+        ex._bounded_threads = frozenset({ex._spinner} | ({ex._watchdog.ident} if ex._watchdog else set()))
 
     def why_not(self) -> str:
         ex = self.executor

@@ -72,9 +72,14 @@ int rtaccel_rt_throttles(const uint64_t *cpu_ns, const uint64_t *period_ns, size
 	if (!rtaccel_rt_throttling(&runtime_us, &period_us))
 		return 0;
 	uint64_t window_ns = (uint64_t)period_us * 1000, demand_ns = 0;
-	for (size_t i = 0; i < n; ++i)
-		if (period_ns[i])
-			demand_ns += ((window_ns + period_ns[i] - 1) / period_ns[i] + 1) * cpu_ns[i];
+	for (size_t i = 0; i < n; ++i) {
+		/* a period of 0 is a callback always due: it asks for everything */
+		uint64_t times = period_ns[i] ? (window_ns + period_ns[i] - 1) / period_ns[i] + 1 : UINT64_MAX;
+		uint64_t asked;
+		if (__builtin_mul_overflow(times, cpu_ns[i], &asked) ||
+		    __builtin_add_overflow(demand_ns, asked, &demand_ns))
+			demand_ns = UINT64_MAX;
+	}
 	if (demand_ns <= (uint64_t)runtime_us * 1000)
 		return 0;
 	snprintf(why, len,

@@ -294,6 +294,9 @@ RTACCEL_API int rtaccel_ros_chain_query(rtaccel_ros_executor* ex, size_t i, rtac
   rtaccel::ros::copy_name(out->name, sizeof(out->name), c.name);
   out->priority = c.attr.priority;
   out->deadline_ns = c.attr.deadline_ns;
+  // read from /proc before the chain's lock, which the spinning thread
+  // takes after every callback
+  std::string throttled = ex->prepared ? rtaccel::ros::throttled(*ex) : "";
   std::lock_guard<rtaccel::ros::PiMutex> hold(c.lock);
   out->count = c.latencies.count();
   out->deadline_misses = c.deadline_misses;
@@ -310,7 +313,7 @@ RTACCEL_API int rtaccel_ros_chain_query(rtaccel_ros_executor* ex, size_t i, rtac
             ": the analysis' premise (nothing else runs before it on its core) does not hold";
   // at SCHED_FIFO, what the kernel allows it (its groups' WCETs and periods
   // are known, checked by unanalysable())
-  if (why.empty() && ex->prepared) why = rtaccel::ros::throttled(*ex);
+  if (why.empty()) why = throttled;
   out->bounded = c.bounded && why.empty();
   rtaccel::ros::copy_name(out->why_unbounded, sizeof(out->why_unbounded), why);
   return 0;
