@@ -274,6 +274,7 @@ class Executor(_RclpyExecutor):
         self._declared = {}       # id(callback) -> the callback, for set_work's
         self._prepared = False    # analysed, and registered under paam, at the first spin
         self._bounded_threads = None  # the process's threads' idents while the chains' bounds hold
+        self._bounded_callbacks = None  # and the nodes' callbacks (ros_work.callbacks_of)
         self._server = ros_work.Registrations(self)
         # rclpy's __del__ reads it, also of an executor its __init__ never
         # reached or left half-way (a context not initialised)
@@ -493,10 +494,13 @@ class Executor(_RclpyExecutor):
         if kept is None or (threading.active_count() == len(kept)
                             and all(t.ident in kept for t in threading.enumerate())):
             return
-        why = ros_work.others_running_python(self) or "a thread started beside the executor"
+        self._unbound(ros_work.others_running_python(self) or "a thread started beside the executor")
+
+    def _unbound(self, why: str) -> None:
+        """A premise of the chains' bounds no longer holds: they go, saying WHY."""
         for chain in self._chains.values():
             chain.bound_ns, chain.why_unbounded = None, why
-        self._bounded_threads = None
+        self._bounded_threads = self._bounded_callbacks = None
 
     def _node_of(self, entity):
         """The node of the executor's that has ENTITY, or None."""
@@ -661,6 +665,9 @@ class Executor(_RclpyExecutor):
         a subscription with a publisher on its topic that it cannot hear
         (another type, incompatible QoS). Each cause is said once."""
         self._graph_due = time.monotonic() + GRAPH_CHECK_S
+        if self._bounded_callbacks is not None and ros_work.callbacks_of(self) != self._bounded_callbacks:
+            self._unbound("a node of the executor's has gained or lost a callback (add_node, create_timer, ...) "
+                          "since its chains were bounded")
         nodes = self.get_nodes()
         seen = set()
         for chain in self._chains.values():

@@ -127,6 +127,8 @@ class Analysis:
         # the premise held: the spinning thread (and the watchdog) alone; a
         # thread started later breaks it, and each spin looks
         ex._bounded_threads = frozenset({ex._spinner} | ({ex._watchdog.ident} if ex._watchdog else set()))
+        # and these callbacks: one added later is work the bound does not know
+        ex._bounded_callbacks = callbacks_of(ex)
 
     def why_not(self) -> str:
         ex = self.executor
@@ -183,6 +185,15 @@ def others_running_python(ex) -> str:
         return ""
     return (f"threads of this process beside the executor's ({', '.join(others)}) would share "
             "the interpreter lock with it: a switch interval per handoff (docs/ros.md)")
+
+
+def callbacks_of(ex) -> frozenset:
+    """What the executor's nodes may run, as the premise counts it: their
+    timers, subscriptions, services, clients, guard conditions and
+    waitables."""
+    return frozenset(id(e) for node in ex.get_nodes()
+                     for e in (*node.timers, *node.subscriptions, *node.services, *node.clients,
+                               *node.guards, *node.waitables))
 
 
 def _is_a_nodes_own(entity) -> bool:

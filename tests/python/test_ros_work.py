@@ -231,6 +231,12 @@ def test_a_bounded_executor_is_still_spun_by_its_own_thread_alone(node, thread_k
     other.start()
     other.join(10)
     assert refused and "spun by another already" in refused[0]
+    # a callback made after the bound was made: work it does not know
+    made.create_timer(0.5, lambda: None)
+    time.sleep(0.3)  # past when the executor next looks at its graph (every 0.25 s)
+    executor.spin_once(timeout_sec=0.01)
+    bound, why = bounds(executor)["critical"]
+    assert bound is None and "gained or lost a callback" in why, why
     made.destroy_node()
 
 
