@@ -258,6 +258,20 @@ class Registrations:
                                    f"{err.strerror}") from None
         self.client = client
         self.of = {id(e): reg for e, reg in zip(users, regs)}
+        self._say_where_admission_took_it()
+
+    def _say_where_admission_took_it(self) -> None:
+        """Admission analyses the executor's thread on its core at its
+        SCHED_FIFO priority; where it has neither, that analysis is of
+        another thread than the one that runs: said, once."""
+        ex = self.executor
+        missing = [what for what, lacking in (("is not pinned to a core (core=)", ex.core is None),
+                                              ("does not run at SCHED_FIFO (fifo_priority=)", not ex.realtime))
+                   if lacking]
+        if missing:
+            ex._say(f"rtaccel.ros: paam: admission took the executor's thread to run on core "
+                    f"{ex.core if ex.core is not None else 0} at SCHED_FIFO {ex.fifo_priority or 1}, and it "
+                    f"{' and '.join(missing)}: the server's bounds do not hold for its chains")
 
     def _chain_desc(self, chain, names) -> dict:
         ex = self.executor

@@ -100,6 +100,20 @@ def test_paam_a_callbacks_requests_go_through_the_server_as_its_chains(node, ser
     assert executor.shutdown(timeout_sec=5)
 
 
+def test_paam_an_executor_unpinned_is_told_admission_took_it_for_another(node, server, capfd):
+    executor = ros.Executor("paam", context=node.context, socket_path=server)
+    executor.add_node(node)
+    timer, sub, _, taken = pipeline(node, executor)
+    executor.add_chain("perception", [timer, sub], priority=7)
+    executor.set_work(timer, cpu_wcet_ms=2, segments=[("vecadd", 1)], services={"vecadd": (1024, 1024)})
+    executor.set_work(sub, cpu_wcet_ms=1)
+    spin_until(executor, lambda: taken)
+    said = capfd.readouterr().err
+    assert "admission took the executor's thread to run on core 0 at SCHED_FIFO 1, and it is not pinned to " \
+           "a core (core=) and does not run at SCHED_FIFO (fifo_priority=)" in said, said
+    assert executor.shutdown(timeout_sec=5)
+
+
 def test_paam_admission_refusing_the_chains_is_said_at_the_first_spin_and_again(node, server):
     executor = ros.Executor("paam", context=node.context, core=CORES[0], socket_path=server)
     executor.add_node(node)
