@@ -142,20 +142,39 @@ static int read_proc(const char *pid, struct proc *p)
 	return sscanf(close_paren + 2, "%c %d", &p->state, &p->ppid) == 2 ? 0 : -1;
 }
 
+/* /proc, to walk with next_process(); a guard that cannot read it cannot work. */
+static DIR *open_proc(void)
+{
+	DIR *d = opendir("/proc");
+	if (!d) {
+		perror("rtaccel-test-guard: /proc");
+		exit(EXIT_USAGE);
+	}
+	return d;
+}
+
+/* The next entry of /proc (D) that is a process, or NULL past the last. */
+static struct dirent *next_process(DIR *d)
+{
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL)
+		if (e->d_name[0] >= '1' && e->d_name[0] <= '9')
+			return e;
+	return NULL;
+}
+
 /* Every process on the machine (threads excluded), into *out; the count. */
 static int list_processes(struct proc **out)
 {
 	int n = 0, cap = 256;
 	struct proc *v = malloc(sizeof(*v) * (size_t)cap);
-	DIR *d = opendir("/proc");
-	if (!v || !d) {
+	if (!v) {
 		perror("rtaccel-test-guard: /proc");
 		exit(EXIT_USAGE);
 	}
+	DIR *d = open_proc();
 	struct dirent *e;
-	while ((e = readdir(d)) != NULL) {
-		if (e->d_name[0] < '1' || e->d_name[0] > '9')
-			continue;
+	while ((e = next_process(d)) != NULL) {
 		struct proc p;
 		if (read_proc(e->d_name, &p) < 0)
 			continue;
@@ -420,9 +439,7 @@ static bool netns_in_use(const char *path)
 	DIR *d = opendir("/proc");
 	bool used = false;
 	struct dirent *e;
-	while (d && !used && (e = readdir(d)) != NULL) {
-		if (e->d_name[0] < '1' || e->d_name[0] > '9')
-			continue;
+	while (d && !used && (e = next_process(d)) != NULL) {
 		char p[300];
 		snprintf(p, sizeof(p), "/proc/%s/ns/net", e->d_name);
 		used = link_names(p, want);
@@ -894,15 +911,9 @@ static void uses_add(const char *name, pid_t pid)
 static void uses_read(void)
 {
 	uses_free();
-	DIR *d = opendir("/proc");
-	if (!d) {
-		perror("rtaccel-test-guard: /proc");
-		exit(EXIT_USAGE);
-	}
+	DIR *d = open_proc();
 	struct dirent *e;
-	while ((e = readdir(d)) != NULL) {
-		if (e->d_name[0] < '1' || e->d_name[0] > '9')
-			continue;
+	while ((e = next_process(d)) != NULL) {
 		const pid_t pid = (pid_t)atoi(e->d_name);
 		char p[300], target[PATH_MAX];
 		const char *name;

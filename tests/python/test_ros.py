@@ -257,9 +257,9 @@ def test_a_chains_callback_of_a_node_the_executor_does_not_spin_is_said(node, ca
         other.destroy_node()
 
 
-def test_one_executor_is_spun_by_one_thread(node):
-    executor = executor_for(node)
-    executor.spin_once(timeout_sec=0)
+def spun_from_another_thread(executor) -> list:
+    """What EXECUTOR.spin_once raises (RuntimeError) in a thread other than
+    the one that spun it first: its messages."""
     failed = []
 
     def spin_elsewhere():
@@ -271,6 +271,13 @@ def test_one_executor_is_spun_by_one_thread(node):
     thread = threading.Thread(target=spin_elsewhere)
     thread.start()
     thread.join(10)
+    return failed
+
+
+def test_one_executor_is_spun_by_one_thread(node):
+    executor = executor_for(node)
+    executor.spin_once(timeout_sec=0)
+    failed = spun_from_another_thread(executor)
     assert failed and "spun by another" in failed[0]
 
 

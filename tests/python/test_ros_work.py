@@ -21,7 +21,7 @@ try:
     from std_msgs.msg import String
 
     from rtaccel import accel, ros
-    from test_ros import node, spin_until  # noqa: F401 (the fixture)
+    from test_ros import node, spin_until, spun_from_another_thread  # noqa: F401 (the fixture)
 except ImportError as err:
     pytestmark = needs.mark("setup", True, f"rclpy from ROS 2's wheels: {err}")
 
@@ -233,17 +233,7 @@ def test_a_bounded_executor_is_still_spun_by_its_own_thread_alone(node, thread_k
     two_chains(made, executor)
     executor.spin_once(timeout_sec=0.01)
     assert bounds(executor)["critical"][1] == ""
-    refused = []
-
-    def spin_from_elsewhere():
-        try:
-            executor.spin_once(timeout_sec=0.01)
-        except RuntimeError as err:
-            refused.append(str(err))
-
-    other = threading.Thread(target=spin_from_elsewhere)
-    other.start()
-    other.join(10)
+    refused = spun_from_another_thread(executor)
     assert refused and "spun by another already" in refused[0]
     # a callback made after the bound was made: work it does not know
     made.create_timer(0.5, lambda: None)
